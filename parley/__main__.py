@@ -1,0 +1,5 @@
+"""``python -m parley`` runs the CLI."""
+
+from parley.cli import main
+
+main()

@@ -1,0 +1,1 @@
+"""The ``/v1`` HTTP surface: one module per resource, the table in ``routes.py``."""

@@ -1,0 +1,91 @@
+"""Reading and checking request bodies: JSON, and the fields every endpoint shares."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from parley.errors import InvalidRequest, UnsupportedMediaType
+
+JSON_TYPES = frozenset({"application/json", "text/json"})
+
+
+async def read_json(request: web.Request) -> dict[str, Any]:
+    """The body as a JSON object; 415, 413 or 400 otherwise."""
+    if request.content_type not in JSON_TYPES:
+        raise UnsupportedMediaType(
+            f"Unsupported Content-Type `{request.content_type}`; send application/json."
+        )
+    raw = await request.read()
+    if not raw:
+        raise InvalidRequest("The request body is empty; send a JSON object.")
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise InvalidRequest(
+            "We could not parse the JSON body of your request. It must be a valid JSON object."
+        ) from None
+    if not isinstance(body, dict):
+        raise InvalidRequest("The request body must be a JSON object.")
+    return body
+
+
+def required_string(body: dict[str, Any], name: str) -> str:
+    value = body.get(name)
+    if value is None:
+        raise InvalidRequest(f"Missing required parameter: '{name}'.", param=name)
+    if not isinstance(value, str) or not value:
+        raise InvalidRequest(f"'{name}' must be a non-empty string.", param=name)
+    return value
+
+
+def optional_bool(body: dict[str, Any], name: str) -> bool:
+    value = body.get(name)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise InvalidRequest(f"'{name}' must be a boolean (true or false).", param=name)
+    return value
+
+
+def optional_positive_int(body: dict[str, Any], name: str) -> int | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidRequest(f"'{name}' must be a positive integer.", param=name)
+    return value
+
+
+def optional_number(body: dict[str, Any], name: str, low: float, high: float) -> float | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidRequest(f"'{name}' must be a number.", param=name)
+    if not low <= value <= high:
+        raise InvalidRequest(
+            f"'{name}' must be between {low:g} and {high:g}; got {value}.", param=name
+        )
+    return float(value)
+
+
+def stream_options(body: dict[str, Any], streaming: bool) -> bool:
+    """Whether the caller asked for the usage chunk of a stream."""
+    options = body.get("stream_options")
+    if options is None:
+        return False
+    if not streaming:
+        raise InvalidRequest(
+            "'stream_options' is only allowed when 'stream' is true.", param="stream_options"
+        )
+    if not isinstance(options, dict):
+        raise InvalidRequest("'stream_options' must be an object.", param="stream_options")
+    include = options.get("include_usage", False)
+    if not isinstance(include, bool):
+        raise InvalidRequest(
+            "'stream_options.include_usage' must be a boolean.", param="stream_options"
+        )
+    return include

@@ -1,0 +1,137 @@
+"""POST /v1/chat/completions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from parley.api.body import (
+    optional_bool,
+    optional_number,
+    optional_positive_int,
+    read_json,
+    required_string,
+    stream_options,
+)
+from parley.api.context import services
+from parley.api.textgen import Endpoint, TextRequest, generate
+from parley.domain.models import CHAT_KINDS, Resolved
+from parley.domain.tokens import estimate_messages
+from parley.errors import InvalidRequest, PayloadTooLarge
+
+ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+
+
+def _message_text(reply: dict[str, Any]) -> str:
+    texts = []
+    for choice in reply.get("choices") or ():
+        message = choice.get("message") if isinstance(choice, dict) else None
+        if isinstance(message, dict) and isinstance(message.get("content"), str):
+            texts.append(message["content"])
+    return "".join(texts)
+
+
+CHAT = Endpoint(
+    "chat completions", "/v1/chat/completions", "chat", CHAT_KINDS, "chatcmpl-", _message_text
+)
+
+
+async def create_chat_completion(request: web.Request) -> web.StreamResponse:
+    body = await read_json(request)
+    text = parse_chat(body)
+    max_image = services(request).settings.server.max_image_bytes
+    return await generate(request, CHAT, text, lambda model: check_images(body, model, max_image))
+
+
+def parse_chat(body: dict[str, Any]) -> TextRequest:
+    model = required_string(body, "model")
+    messages = body.get("messages")
+    if messages is None:
+        raise InvalidRequest("Missing required parameter: 'messages'.", param="messages")
+    if not isinstance(messages, list) or not messages:
+        raise InvalidRequest("'messages' must be a non-empty array.", param="messages")
+    for index, message in enumerate(messages):
+        _check_message(message, index)
+    stream = optional_bool(body, "stream")
+    include_usage = stream_options(body, stream)
+    max_tokens = optional_positive_int(body, "max_tokens")
+    max_completion = optional_positive_int(body, "max_completion_tokens")
+    optional_number(body, "temperature", 0.0, 2.0)
+    optional_number(body, "top_p", 0.0, 1.0)
+    return TextRequest(
+        model=model,
+        body=body,
+        stream=stream,
+        include_usage=include_usage,
+        max_tokens=max_tokens or max_completion,
+        prompt_estimate=estimate_messages(messages),
+    )
+
+
+def _check_message(message: Any, index: int) -> None:
+    param = f"messages[{index}]"
+    if not isinstance(message, dict):
+        raise InvalidRequest(f"'{param}' must be an object with 'role' and 'content'.", param=param)
+    role = message.get("role")
+    if not isinstance(role, str) or role not in ROLES:
+        allowed = ", ".join(sorted(ROLES))
+        raise InvalidRequest(f"'{param}.role' must be one of: {allowed}.", param=f"{param}.role")
+    content = message.get("content")
+    if content is None:
+        if role == "assistant" and (message.get("tool_calls") or message.get("function_call")):
+            return
+        raise InvalidRequest(
+            f"Missing required parameter: '{param}.content'.", param=f"{param}.content"
+        )
+    if isinstance(content, str):
+        return
+    if not isinstance(content, list):
+        raise InvalidRequest(
+            f"'{param}.content' must be a string or an array of content parts.",
+            param=f"{param}.content",
+        )
+    for part_index, part in enumerate(content):
+        if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+            where = f"{param}.content[{part_index}]"
+            raise InvalidRequest(f"'{where}' must be an object with a 'type'.", param=where)
+
+
+def check_images(body: dict[str, Any], model: Resolved, max_bytes: int) -> None:
+    """Images only for vision models, and a data-URL image no larger than ``max_bytes``."""
+    for index, message in enumerate(body["messages"]):
+        content = message.get("content")
+        if not isinstance(content, list):
+            continue
+        for part_index, part in enumerate(content):
+            if part.get("type") != "image_url":
+                continue
+            where = f"messages[{index}].content[{part_index}]"
+            if not model.spec.vision:
+                raise InvalidRequest(
+                    f"The model `{model.requested}` does not accept images; "
+                    "use a vision-capable model.",
+                    param=where,
+                    code="image_not_supported",
+                )
+            _check_image_size(part, where, max_bytes)
+
+
+def _check_image_size(part: dict[str, Any], where: str, max_bytes: int) -> None:
+    image = part.get("image_url")
+    url = image.get("url") if isinstance(image, dict) else image
+    if not isinstance(url, str) or not url:
+        raise InvalidRequest(f"'{where}.image_url.url' must be a URL or a data URL.", param=where)
+    if not url.startswith("data:"):
+        return
+    header, _, data = url.partition(",")
+    if ";base64" not in header:
+        raise InvalidRequest(f"'{where}' must be a base64 data URL.", param=where)
+    size = len(data) * 3 // 4 - data[-2:].count("=")
+    if size > max_bytes:
+        raise PayloadTooLarge(
+            f"The image at {where} is {size} bytes; the limit is {max_bytes} bytes. "
+            "Downscale the image and try again.",
+            param=where,
+            code="image_too_large",
+        )

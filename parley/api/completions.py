@@ -1,0 +1,74 @@
+"""POST /v1/completions (classic completions)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from parley.api.body import (
+    optional_bool,
+    optional_number,
+    optional_positive_int,
+    read_json,
+    required_string,
+    stream_options,
+)
+from parley.api.textgen import Endpoint, TextRequest, generate
+from parley.domain.models import COMPLETION_KINDS
+from parley.domain.tokens import estimate_prompt
+from parley.errors import InvalidRequest
+
+
+def _choice_text(reply: dict[str, Any]) -> str:
+    return "".join(
+        choice["text"]
+        for choice in reply.get("choices") or ()
+        if isinstance(choice, dict) and isinstance(choice.get("text"), str)
+    )
+
+
+COMPLETIONS = Endpoint(
+    "completions", "/v1/completions", "completion", COMPLETION_KINDS, "cmpl-", _choice_text
+)
+
+
+async def create_completion(request: web.Request) -> web.StreamResponse:
+    return await generate(request, COMPLETIONS, parse_completion(await read_json(request)))
+
+
+def parse_completion(body: dict[str, Any]) -> TextRequest:
+    model = required_string(body, "model")
+    prompt = body.get("prompt")
+    if prompt is None:
+        raise InvalidRequest("Missing required parameter: 'prompt'.", param="prompt")
+    if not _valid_prompt(prompt):
+        raise InvalidRequest(
+            "'prompt' must be a string, an array of strings, or an array of token arrays.",
+            param="prompt",
+        )
+    stream = optional_bool(body, "stream")
+    include_usage = stream_options(body, stream)
+    max_tokens = optional_positive_int(body, "max_tokens")
+    optional_number(body, "temperature", 0.0, 2.0)
+    optional_number(body, "top_p", 0.0, 1.0)
+    return TextRequest(
+        model=model,
+        body=body,
+        stream=stream,
+        include_usage=include_usage,
+        max_tokens=max_tokens,
+        prompt_estimate=estimate_prompt(prompt),
+    )
+
+
+def _valid_prompt(prompt: Any) -> bool:
+    if isinstance(prompt, str):
+        return True
+    if not isinstance(prompt, list) or not prompt:
+        return False
+    if all(isinstance(item, str) for item in prompt):
+        return True
+    if all(isinstance(item, int) and not isinstance(item, bool) for item in prompt):
+        return True
+    return all(isinstance(item, list) and all(isinstance(t, int) for t in item) for item in prompt)

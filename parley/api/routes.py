@@ -1,0 +1,22 @@
+"""The /v1 route table."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from parley.api import billing, chat, completions, models
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_routes(
+        [
+            web.post("/v1/chat/completions", chat.create_chat_completion),
+            web.post("/v1/completions", completions.create_completion),
+            web.get("/v1/models", models.list_models),
+            web.get("/v1/models/{model:.+}", models.retrieve_model),
+            web.get("/v1/capabilities", models.list_capabilities),
+            web.get("/v1/dashboard/billing/quota", billing.quota),
+            web.get("/v1/dashboard/billing/usage", billing.usage),
+            web.get("/v1/dashboard/billing/subscription", billing.subscription),
+        ]
+    )

@@ -1,0 +1,127 @@
+"""``parley serve``: run the gateway, in one process or ``--workers N`` sharing a port."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing
+import signal
+import sys
+from types import FrameType
+from typing import Any
+
+import click
+from aiohttp import web
+
+from parley.app import create_app
+from parley.cli.context import fail, safe_url, settings_from, with_store
+from parley.settings import Settings
+from parley.store.base import Store
+
+log = logging.getLogger("parley")
+NO_CHANNELS_HINT = (
+    "no channels are configured, so no model can be served yet. Add `channels:` and "
+    "`models:` to parley.yaml (every field is shown in parley.example.yaml), then create a "
+    "group and a key: `parley groups create team` and `parley keys create --group team`."
+)
+
+
+@click.command()
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Config file.")
+@click.option("--host", help="Address to listen on (default from config, 127.0.0.1).")
+@click.option("--port", type=click.IntRange(0, 65535), help="Port (default from config, 8080).")
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True)
+@click.pass_context
+def serve(
+    ctx: click.Context, config_path: str | None, host: str | None, port: int | None, workers: int
+) -> None:
+    """Serve the /v1 API."""
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    settings = _with_address(settings_from(ctx, config_path), host, port)
+    if workers > 1 and settings.limits.backend == "memory" and not settings.limits.per_worker:
+        fail(
+            f"--workers {workers} with the memory limiter would give each worker its own "
+            "limits (N workers, N times the quota). Use `limits: {backend: redis}`, or set "
+            "`limits: {per_worker: true}` to accept per-worker counting."
+        )
+
+    async def migrate(store: Store) -> None:
+        return None
+
+    with_store(settings, migrate)
+    if not settings.channels:
+        log.warning(NO_CHANNELS_HINT)
+    log.info(
+        "parley serving on http://%s:%d/v1 (database %s, limiter %s, %d worker%s)",
+        settings.server.host,
+        settings.server.port,
+        safe_url(settings.database.url),
+        settings.limits.backend,
+        workers,
+        "s" if workers > 1 else "",
+    )
+    if workers == 1:
+        run_worker(settings.model_dump(mode="json"), reuse_port=False)
+    else:
+        _run_workers(settings, workers)
+
+
+def _with_address(settings: Settings, host: str | None, port: int | None) -> Settings:
+    update: dict[str, Any] = {}
+    if host is not None:
+        update["host"] = host
+    if port is not None:
+        update["port"] = port
+    if not update:
+        return settings
+    return settings.model_copy(update={"server": settings.server.model_copy(update=update)})
+
+
+def run_worker(raw_settings: dict[str, Any], reuse_port: bool) -> None:
+    """One serving process (the settings arrive as JSON so spawned workers can take them)."""
+    settings = Settings.model_validate(raw_settings)
+    _install_uvloop()
+    web.run_app(
+        create_app(settings),
+        host=settings.server.host,
+        port=settings.server.port,
+        reuse_port=reuse_port,
+        access_log=logging.getLogger("aiohttp.access") if settings.server.access_log else None,
+        shutdown_timeout=settings.server.shutdown_grace_seconds,
+        handler_cancellation=True,
+        print=None,
+    )
+
+
+def _install_uvloop() -> None:
+    if sys.platform == "win32":
+        return
+    import uvloop
+
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+
+
+def _run_workers(settings: Settings, count: int) -> None:
+    spawn = multiprocessing.get_context("spawn")
+    raw = settings.model_dump(mode="json")
+    workers = [
+        spawn.Process(target=run_worker, args=(raw, True), name=f"parley-{i}") for i in range(count)
+    ]
+    for worker in workers:
+        worker.start()
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        for worker in workers:
+            if worker.is_alive() and worker.pid is not None:
+                worker.terminate()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    for worker in workers:
+        worker.join()
+    failed = [w.name for w in workers if w.exitcode not in (0, -signal.SIGTERM)]
+    if failed:
+        fail(f"workers exited with errors: {', '.join(failed)}", 1)

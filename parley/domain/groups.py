@@ -1,0 +1,29 @@
+"""Groups (tenants) and their quotas."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Quota:
+    """Per-minute rates. ``None`` means unlimited."""
+
+    rpm: int | None = None
+    tpm: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    id: int
+    name: str
+    quota: Quota = Quota()
+    models: frozenset[str] | None = None
+    """Public model names the group may use; ``None`` means every model."""
+    budget_nanos: int | None = None
+    """Spend limit per budget period in nano-dollars; ``None`` means no limit."""
+    created_at: datetime | None = field(default=None, compare=False)
+
+    def may_use(self, model: str) -> bool:
+        return self.models is None or model in self.models

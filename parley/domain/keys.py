@@ -1,0 +1,57 @@
+"""API keys: generation, digests and the stored record.
+
+A key is ``pk-`` followed by 43 URL-safe characters (256 random bits). Only its SHA-256
+digest and a short display prefix are ever stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+
+from parley.domain.groups import Quota
+
+KEY_PREFIX = "pk-"
+DISPLAY_CHARS = 10
+
+
+def new_key() -> str:
+    return KEY_PREFIX + secrets.token_urlsafe(32)
+
+
+def digest(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def display_prefix(key: str) -> str:
+    return key[:DISPLAY_CHARS]
+
+
+def same_digest(a: str, b: str) -> bool:
+    return hmac.compare_digest(a.encode("ascii"), b.encode("ascii"))
+
+
+def looks_like_key(token: str) -> bool:
+    return 16 <= len(token) <= 256 and token.isascii() and token.isprintable() and " " not in token
+
+
+@dataclass(frozen=True, slots=True)
+class KeyRecord:
+    id: int
+    group_id: int
+    name: str
+    digest: str
+    prefix: str
+    created_at: datetime
+    expires_at: datetime | None = None
+    revoked_at: datetime | None = None
+    quota: Quota = Quota()
+    """Per-key overrides of the group's rates; ``None`` fields inherit the group's."""
+
+    def usable_at(self, now: datetime) -> bool:
+        if self.revoked_at is not None:
+            return False
+        return self.expires_at is None or now < self.expires_at

@@ -1,0 +1,54 @@
+"""What one call consumed, and the record the meter writes for it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    characters: int = 0
+    audio_ms: int = 0
+    estimated: bool = False
+    """True when the upstream reported nothing and Parley counted for itself."""
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRecord:
+    request_id: str
+    """Unique per call; the store ignores a second record with the same id."""
+    created_at: datetime
+    group_id: int
+    key_id: int
+    model: str
+    channel: str
+    endpoint: str
+    status: int
+    latency_ms: int
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    characters: int = 0
+    audio_ms: int = 0
+    cost_nanos: int = 0
+    estimated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DailyUsage:
+    """One row of the forever-kept rollup: a group's use of one model on one UTC day."""
+
+    day: date
+    model: str
+    requests: int
+    prompt_tokens: int
+    completion_tokens: int
+    characters: int
+    audio_ms: int
+    cost_nanos: int

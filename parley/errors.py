@@ -1,0 +1,181 @@
+"""The error tree, and the one renderer of the OpenAI error envelope.
+
+Every error a caller can see is a ``ParleyError``; the HTTP middleware renders it as::
+
+    {"error": {"message": ..., "type": ..., "param": ..., "code": ...}}
+
+with the status the class carries. Anything else that escapes a handler is logged and
+rendered as a 500 ``server_error`` whose message names no internal detail.
+
+    ParleyError                      (500 server_error)
+    ├── InvalidRequest               400 invalid_request_error   bad field, bad JSON, bad date
+    │   └── UnsupportedMediaType     415 invalid_request_error   wrong Content-Type
+    ├── AuthenticationFailed         401 invalid_request_error   code invalid_api_key
+    ├── PermissionDenied             403 permission_error
+    ├── NotFound                     404 invalid_request_error   unknown route or resource
+    │   └── ModelNotFound            404 invalid_request_error   code model_not_found
+    ├── PayloadTooLarge              413 invalid_request_error   body or image too large
+    ├── RateLimited                  429 requests | tokens       code rate_limit_exceeded
+    ├── QuotaExceeded                429 insufficient_quota      code insufficient_quota
+    ├── UpstreamError                502 upstream_error          provider unreachable or broken
+    │   └── UpstreamTimeout          504 upstream_error          provider too slow
+    └── ServiceUnavailable           503 server_error            e.g. shutting down
+
+Foreign exceptions (aiohttp client errors, timeouts) are mapped to this tree at the
+boundary where they happen: ``providers.base.upstream_errors``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+
+class ParleyError(Exception):
+    status = 500
+    type = "server_error"
+    code: str | None = None
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        if code is not None:
+            self.code = code
+        self.headers: dict[str, str] = dict(headers or {})
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.type,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
+
+
+class InvalidRequest(ParleyError):
+    status = 400
+    type = "invalid_request_error"
+
+
+class UnsupportedMediaType(InvalidRequest):
+    status = 415
+    code = "unsupported_media_type"
+
+
+class AuthenticationFailed(ParleyError):
+    status = 401
+    type = "invalid_request_error"
+    code = "invalid_api_key"
+
+
+class PermissionDenied(ParleyError):
+    status = 403
+    type = "permission_error"
+    code = "permission_denied"
+
+
+class NotFound(ParleyError):
+    status = 404
+    type = "invalid_request_error"
+    code = "not_found"
+
+
+class ModelNotFound(NotFound):
+    code = "model_not_found"
+
+    def __init__(self, model: str) -> None:
+        super().__init__(
+            f"The model `{model}` does not exist or you do not have access to it.",
+            param="model",
+        )
+
+
+class PayloadTooLarge(ParleyError):
+    status = 413
+    type = "invalid_request_error"
+    code = "payload_too_large"
+
+
+class RateLimited(ParleyError):
+    status = 429
+    type = "requests"
+    code = "rate_limit_exceeded"
+
+    def __init__(
+        self, message: str, *, kind: str, headers: Mapping[str, str] | None = None
+    ) -> None:
+        super().__init__(message, headers=headers)
+        self.type = kind
+
+
+class QuotaExceeded(ParleyError):
+    status = 429
+    type = "insufficient_quota"
+    code = "insufficient_quota"
+
+
+class UpstreamError(ParleyError):
+    status = 502
+    type = "upstream_error"
+    code = "bad_gateway"
+
+
+class UpstreamTimeout(UpstreamError):
+    status = 504
+    code = "upstream_timeout"
+
+
+class ServiceUnavailable(ParleyError):
+    status = 503
+    code = "service_unavailable"
+
+
+INTERNAL_ERROR_MESSAGE = "The server had an error while processing your request."
+
+
+def error_response(error: ParleyError, headers: Mapping[str, str] | None = None) -> web.Response:
+    """Render ``error`` as the OpenAI envelope (the only place that builds one)."""
+    merged = {**(headers or {}), **error.headers}
+    if error.status >= 500 or error.status == 429:
+        merged.setdefault(
+            "x-should-retry", "true" if error.type != "insufficient_quota" else "false"
+        )
+    return web.Response(
+        status=error.status,
+        body=orjson.dumps(error.body()),
+        content_type="application/json",
+        headers=merged,
+    )
+
+
+def http_exception_as_error(exc: web.HTTPException) -> ParleyError:
+    """Map aiohttp's own routing and size errors into the tree."""
+    if isinstance(exc, web.HTTPRequestEntityTooLarge):
+        return PayloadTooLarge("The request body is too large.")
+    if isinstance(exc, web.HTTPNotFound):
+        return NotFound("Unknown request URL. Check the path and method.")
+    error = ParleyError(exc.reason or "HTTP error")
+    if isinstance(exc, web.HTTPMethodNotAllowed):
+        error = InvalidRequest(f"Method {exc.method} is not allowed for this URL.")
+        error.code = "method_not_allowed"
+    error.status = exc.status
+    error.type = "invalid_request_error" if exc.status < 500 else "server_error"
+    return error
+
+
+def encode_error_event(error: ParleyError) -> bytes:
+    """The envelope as a Server-Sent Event, for errors that happen mid-stream."""
+    return b"data: " + orjson.dumps(error.body()) + b"\n\n"

@@ -1,0 +1,1 @@
+"""Request and token rate limits behind the ``Limiter`` Protocol."""

@@ -1,0 +1,53 @@
+"""Stage 1: ``Authorization: Bearer <key>`` → the calling key and its group."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from parley.domain.groups import Group
+from parley.domain.keys import KeyRecord, digest, looks_like_key, same_digest
+from parley.errors import AuthenticationFailed
+from parley.pipeline.directory import Directory
+
+MISSING = (
+    "You didn't provide an API key. You need to provide your API key in an "
+    "Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY)."
+)
+WRONG = "Incorrect API key provided. Check the key, or ask your administrator for a new one."
+REVOKED = "This API key has been revoked."
+EXPIRED = "This API key has expired."
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    key: KeyRecord
+    group: Group
+
+
+async def authenticate(authorization: str | None, directory: Directory) -> Caller:
+    token = _bearer_token(authorization)
+    wanted = digest(token)
+    record = await directory.find_key(wanted)
+    if record is None or not same_digest(record.digest, wanted):
+        raise AuthenticationFailed(WRONG)
+    if record.revoked_at is not None:
+        raise AuthenticationFailed(REVOKED)
+    if not record.usable_at(datetime.now(UTC)):
+        raise AuthenticationFailed(EXPIRED)
+    group = directory.group(record.group_id)
+    if group is None:
+        raise AuthenticationFailed(WRONG)
+    return Caller(key=record, group=group)
+
+
+def _bearer_token(authorization: str | None) -> str:
+    if not authorization:
+        raise AuthenticationFailed(MISSING)
+    scheme, _, token = authorization.partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        raise AuthenticationFailed(MISSING)
+    if not looks_like_key(token):
+        raise AuthenticationFailed(WRONG)
+    return token

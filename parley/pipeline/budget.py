@@ -1,0 +1,71 @@
+"""Spend per group in the current budget period, kept in memory for admission.
+
+What the store has (summed from the daily rollups, refreshed in the background with the
+directory) plus what this instance has metered but not yet written. Another instance's
+spend arrives with the next refresh, so a budget shared by several instances may be
+overshot by at most one refresh interval's spend; the ledger itself stays exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, date, datetime
+from typing import Literal
+
+from parley.domain.usage import UsageRecord
+from parley.store.base import Store
+
+Period = Literal["month", "day"]
+
+
+def period_start(period: Period, now: datetime) -> date:
+    today = now.astimezone(UTC).date()
+    return today.replace(day=1) if period == "month" else today
+
+
+def next_period_start(period: Period, now: datetime) -> date:
+    start = period_start(period, now)
+    if period == "day":
+        return date.fromordinal(start.toordinal() + 1)
+    return date(start.year + start.month // 12, start.month % 12 + 1, 1)
+
+
+class SpendLedger:
+    def __init__(self, store: Store, period: Period) -> None:
+        self._store = store
+        self.period: Period = period
+        self._start = period_start(period, datetime.now(UTC))
+        self._committed: dict[int, int] = {}
+        self._pending: dict[int, int] = {}
+        self._writes = 0
+
+    def spent(self, group_id: int) -> int:
+        return self._committed.get(group_id, 0) + self._pending.get(group_id, 0)
+
+    def add(self, group_id: int, nanos: int) -> None:
+        """A call was metered and its record queued for writing."""
+        if nanos:
+            self._pending[group_id] = self._pending.get(group_id, 0) + nanos
+
+    def written(self, records: Iterable[UsageRecord]) -> None:
+        """Records reached the store: move their cost from pending to committed."""
+        self._writes += 1
+        for record in records:
+            if not record.cost_nanos:
+                continue
+            left = self._pending.get(record.group_id, 0) - record.cost_nanos
+            self._pending[record.group_id] = max(0, left)
+            if record.created_at.date() >= self._start:
+                self._committed[record.group_id] = (
+                    self._committed.get(record.group_id, 0) + record.cost_nanos
+                )
+
+    async def refresh(self) -> None:
+        """Replace committed spend with the store's totals for the current period."""
+        writes = self._writes
+        start = period_start(self.period, datetime.now(UTC))
+        totals = await self._store.spend_since(start)
+        if writes != self._writes:
+            return  # a write landed meanwhile; the next refresh will include it
+        self._start = start
+        self._committed = totals

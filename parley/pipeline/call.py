@@ -1,0 +1,33 @@
+"""One admitted call as it moves through the stages."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass, field
+
+from parley.domain.models import Resolved
+from parley.pipeline.admit import Admission
+from parley.pipeline.authenticate import Caller
+
+
+def new_request_id() -> str:
+    return "req_" + secrets.token_hex(12)
+
+
+@dataclass(slots=True)
+class Call:
+    request_id: str
+    endpoint: str
+    caller: Caller
+    model: Resolved
+    admission: Admission
+    started: float = field(default_factory=time.monotonic)
+
+    def reply_headers(self) -> dict[str, str]:
+        """Headers every reply to this call carries."""
+        headers = {"x-request-id": self.request_id, **self.admission.headers}
+        if self.model.deprecated:
+            headers["deprecation"] = "true"
+            headers["x-parley-model"] = self.model.spec.name
+        return headers

@@ -1,0 +1,86 @@
+"""The in-memory directory of groups and keys that authentication reads.
+
+It is filled from the store at start-up and refreshed by a background task every few
+seconds (keys by ``updated_at``, groups whole), so a known key never waits on the
+database. A digest it does not know is looked up once in the store (a key created on
+another instance a moment ago) and remembered as unknown for one refresh interval, so a
+flood of wrong keys cannot flood the database.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+from parley.domain.groups import Group
+from parley.domain.keys import KeyRecord
+from parley.store.base import Store
+
+NEGATIVE_CACHE_SIZE = 10_000
+CLOCK_SKEW = timedelta(seconds=5)
+
+
+class Directory:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        refresh_seconds: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._store = store
+        self._refresh_seconds = refresh_seconds
+        self._clock = clock
+        self._keys: dict[str, KeyRecord] = {}
+        self._groups: dict[int, Group] = {}
+        self._unknown: OrderedDict[str, float] = OrderedDict()
+        self._since = datetime.fromtimestamp(0, UTC)
+
+    async def load(self) -> None:
+        """Read every group and every key changed since the last load."""
+        started = datetime.now(UTC)
+        groups = await self._store.list_groups()
+        changed = await self._store.keys_changed_since(self._since)
+        self._groups = {group.id: group for group in groups}
+        for record in changed:
+            self.remember_key(record)
+        self._since = started - CLOCK_SKEW
+
+    def remember_key(self, record: KeyRecord) -> None:
+        self._keys[record.digest] = record
+        self._unknown.pop(record.digest, None)
+
+    def remember_group(self, group: Group) -> None:
+        self._groups[group.id] = group
+
+    def group(self, group_id: int) -> Group | None:
+        return self._groups.get(group_id)
+
+    def groups(self) -> list[Group]:
+        return list(self._groups.values())
+
+    def cached_key(self, digest: str) -> KeyRecord | None:
+        return self._keys.get(digest)
+
+    async def find_key(self, digest: str) -> KeyRecord | None:
+        """The cached record, else one store look-up unless recently found unknown."""
+        record = self._keys.get(digest)
+        if record is not None:
+            return record
+        now = self._clock()
+        until = self._unknown.get(digest)
+        if until is not None and until > now:
+            return None
+        record = await self._store.find_key(digest)
+        if record is None:
+            self._unknown[digest] = now + self._refresh_seconds
+            self._unknown.move_to_end(digest)
+            while len(self._unknown) > NEGATIVE_CACHE_SIZE:
+                self._unknown.popitem(last=False)
+            return None
+        self.remember_key(record)
+        if record.group_id not in self._groups:
+            await self.load()
+        return record

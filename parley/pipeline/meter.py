@@ -1,0 +1,98 @@
+"""Stage 5: what the call consumed → cost → usage record → settled limits.
+
+``Meter.finish`` is synchronous and cheap so it can run in a ``finally`` block, even when
+the caller disconnected and the handler is being cancelled: it queues the record for the
+background writer, adds the cost to the budget ledger, and hands the limiter settlement
+(real tokens minus the reservation) to a background task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Coroutine
+from datetime import UTC, datetime
+from typing import Any
+
+from parley.domain.usage import Usage, UsageRecord
+from parley.limits.base import Limiter
+from parley.pipeline.budget import SpendLedger
+from parley.pipeline.call import Call
+from parley.pipeline.writer import UsageWriter
+
+log = logging.getLogger("parley.meter")
+
+
+class BackgroundTasks:
+    """Fire-and-forget tasks that are still awaited (or cancelled) at shutdown."""
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def spawn(self, coroutine: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background task failed", exc_info=task.exception())
+
+    async def drain(self, seconds: float) -> None:
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=seconds)
+
+
+class Meter:
+    def __init__(
+        self, writer: UsageWriter, ledger: SpendLedger, limiter: Limiter, tasks: BackgroundTasks
+    ) -> None:
+        self.writer = writer
+        self.ledger = ledger
+        self._limiter = limiter
+        self._tasks = tasks
+
+    def finish(
+        self,
+        call: Call,
+        *,
+        usage: Usage,
+        status: int,
+        channel: str,
+        billable: bool | None = None,
+    ) -> UsageRecord:
+        """Record the call once. A failed call (status >= 400) costs nothing unless
+        ``billable`` says otherwise (a stream cut after it delivered content)."""
+        cost = 0
+        if billable if billable is not None else status < 400:
+            cost = call.model.spec.price.cost(
+                prompt_tokens=usage.prompt_tokens,
+                completion_tokens=usage.completion_tokens,
+                characters=usage.characters,
+                audio_ms=usage.audio_ms,
+            )
+        record = UsageRecord(
+            request_id=call.request_id,
+            created_at=datetime.now(UTC),
+            group_id=call.caller.group.id,
+            key_id=call.caller.key.id,
+            model=call.model.spec.name,
+            channel=channel,
+            endpoint=call.endpoint,
+            status=status,
+            latency_ms=int((time.monotonic() - call.started) * 1000),
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            characters=usage.characters,
+            audio_ms=usage.audio_ms,
+            cost_nanos=cost,
+            estimated=usage.estimated,
+        )
+        self.writer.submit(record)
+        self.ledger.add(record.group_id, cost)
+        delta = usage.total_tokens - call.admission.reserved_tokens
+        if delta and call.admission.scopes:
+            self._tasks.spawn(self._limiter.settle(call.admission.scopes, delta))
+        return record

@@ -1,0 +1,69 @@
+"""Stage 3: public model → the channels that serve it, in the order to try them.
+
+Channels with a higher ``priority`` are tried first; among equals the order is drawn at
+random, weighted by ``weight``, so load spreads and a failed channel falls to the next.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from itertools import groupby
+
+from parley.providers.base import Target
+from parley.settings import ChannelSettings
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """One way to serve a model: which adapter, where, and how well liked."""
+
+    provider_type: str
+    target: Target
+    priority: int
+    weight: int
+
+
+class Router:
+    def __init__(self, channels: Iterable[ChannelSettings], rng: random.Random) -> None:
+        self._rng = rng
+        routes: defaultdict[str, list[Route]] = defaultdict(list)
+        for channel in channels:
+            for served in channel.models:
+                target = Target(
+                    channel=channel.name,
+                    base_url=channel.base_url,
+                    api_key=channel.api_key,
+                    model=served.upstream or served.name,
+                    connect_timeout=channel.timeouts.connect,
+                    read_timeout=channel.timeouts.read,
+                )
+                routes[served.name].append(
+                    Route(channel.type, target, channel.priority, channel.weight)
+                )
+        self._routes = {
+            model: sorted(found, key=lambda route: -route.priority)
+            for model, found in routes.items()
+        }
+
+    def routes(self, model: str) -> list[Route]:
+        """Every route for ``model``, best first; empty when no channel serves it."""
+        ordered: list[Route] = []
+        for _, tier in groupby(self._routes.get(model, ()), key=lambda route: route.priority):
+            ordered.extend(self._weighted_order(list(tier)))
+        return ordered
+
+    def served(self) -> frozenset[str]:
+        return frozenset(self._routes)
+
+    def _weighted_order(self, tier: list[Route]) -> list[Route]:
+        if len(tier) == 1:
+            return tier
+        ordered: list[Route] = []
+        left = list(tier)
+        while left:
+            pick = self._rng.choices(range(len(left)), weights=[r.weight for r in left])[0]
+            ordered.append(left.pop(pick))
+        return ordered

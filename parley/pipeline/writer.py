@@ -1,0 +1,151 @@
+"""The batched background writer of usage records.
+
+Records are queued without waiting and written in batches: when a batch fills, and at
+least every ``flush_seconds``. A failed write keeps its batch at the head of the queue
+and is tried again. At shutdown the queue is written out; if the database still refuses,
+the records are spilled to a JSON-lines file in ``spill_dir`` and written at the next
+start (the store ignores a record it already has, so a replay never counts twice).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import os
+from collections import deque
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+from sqlalchemy.exc import SQLAlchemyError
+
+from parley.domain.usage import UsageRecord
+from parley.pipeline.budget import SpendLedger
+from parley.settings import UsageSettings
+from parley.store.base import Store, StoreError
+
+log = logging.getLogger("parley.meter")
+WRITE_ERRORS = (SQLAlchemyError, StoreError, OSError)
+SPILL_GLOB = "parley-usage-spill-*.jsonl"
+
+
+class UsageWriter:
+    def __init__(self, store: Store, ledger: SpendLedger, settings: UsageSettings) -> None:
+        self._store = store
+        self._ledger = ledger
+        self._settings = settings
+        self._queue: deque[UsageRecord] = deque()
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._failing = False
+        self.written = 0
+
+    @property
+    def backlog(self) -> int:
+        return len(self._queue)
+
+    @property
+    def overloaded(self) -> bool:
+        """More records wait than the queue is meant to hold: admission should pause."""
+        return len(self._queue) >= self._settings.queue_size
+
+    def submit(self, record: UsageRecord) -> None:
+        self._queue.append(record)
+        if len(self._queue) >= self._settings.batch_size:
+            self._wake.set()
+
+    async def start(self) -> None:
+        await self.replay_spills()
+        self._task = asyncio.create_task(self._run(), name="parley-usage-writer")
+
+    async def close(self) -> None:
+        """Stop the loop, write what is queued, spill what cannot be written."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        for _ in range(3):
+            if await self.flush():
+                return
+            await asyncio.sleep(0.2)
+        self._spill()
+
+    async def flush(self) -> bool:
+        """Write every queued record; False when the store refused (records kept)."""
+        while self._queue:
+            batch = [
+                self._queue[i] for i in range(min(self._settings.batch_size, len(self._queue)))
+            ]
+            if not await self._write(batch):
+                return False
+            for _ in batch:
+                self._queue.popleft()
+        return True
+
+    async def _run(self) -> None:
+        backoff = self._settings.flush_seconds
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=backoff)
+            self._wake.clear()
+            ok = await self.flush()
+            backoff = self._settings.flush_seconds if ok else min(backoff * 2, 30.0)
+
+    async def _write(self, batch: Sequence[UsageRecord]) -> bool:
+        try:
+            await self._store.record_usage(batch)
+        except WRITE_ERRORS as error:
+            if not self._failing:
+                log.error(
+                    "usage records could not be written (%s); will retry", type(error).__name__
+                )
+            self._failing = True
+            return False
+        if self._failing:
+            log.info("usage records are being written again")
+        self._failing = False
+        self.written += len(batch)
+        self._ledger.written(batch)
+        return True
+
+    def _spill(self) -> None:
+        if not self._queue:
+            return
+        path = Path(self._settings.spill_dir) / f"parley-usage-spill-{os.getpid()}.jsonl"
+        with path.open("ab") as spill:
+            for record in self._queue:
+                spill.write(orjson.dumps(dataclasses.asdict(record)) + b"\n")
+        log.error(
+            "database unreachable at shutdown: %d usage records kept in %s", len(self._queue), path
+        )
+        self._queue.clear()
+
+    async def replay_spills(self) -> None:
+        spill_dir = Path(self._settings.spill_dir)
+        # start-up only, before any request: a directory listing may block briefly
+        for path in sorted(spill_dir.glob(SPILL_GLOB)):  # noqa: ASYNC240
+            claimed = path.with_suffix(f".replaying-{os.getpid()}")
+            try:
+                path.rename(claimed)
+            except FileNotFoundError:
+                continue  # another worker claimed it
+            records = [
+                _record(orjson.loads(line)) for line in claimed.read_bytes().splitlines() if line
+            ]
+            self._queue.extendleft(reversed(records))
+            if await self.flush():
+                claimed.unlink()
+                log.info("replayed %d spilled usage records from %s", len(records), path)
+            else:
+                self._queue.clear()
+                claimed.rename(path)
+
+
+def _record(data: dict[str, Any]) -> UsageRecord:
+    data["created_at"] = datetime.fromisoformat(data["created_at"])
+    return UsageRecord(**data)

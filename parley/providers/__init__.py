@@ -1,0 +1,1 @@
+"""Upstream adapters, one package per upstream type, behind small capability Protocols."""

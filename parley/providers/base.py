@@ -1,0 +1,91 @@
+"""Capability Protocols every provider adapter implements, and the shared error mapping.
+
+The canonical request and reply are OpenAI's wire shapes, as Python dicts: an adapter for
+an OpenAI-compatible upstream mostly forwards them; an adapter for another wire format
+translates both ways. Adapters see neither the caller's HTTP request, nor the store, nor
+billing: they are given a ``Target`` (where and as what to call) and a body.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AbstractAsyncContextManager, contextmanager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import aiohttp
+
+from parley.errors import ParleyError, UpstreamError, UpstreamTimeout
+
+JSON = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One upstream call's destination: the channel, its credentials and model name."""
+
+    channel: str
+    base_url: str
+    api_key: str | None
+    model: str
+    connect_timeout: float
+    read_timeout: float
+
+
+class UpstreamRefused(UpstreamError):
+    """The upstream answered with an error status.
+
+    ``retryable`` says whether another channel may succeed where this one failed
+    (5xx, 429, or the channel's own credentials refused); otherwise the request itself
+    was at fault and the upstream's status and message are relayed to the caller.
+    """
+
+    def __init__(self, message: str, *, upstream_status: int, retryable: bool) -> None:
+        super().__init__(message)
+        self.upstream_status = upstream_status
+        self.retryable = retryable
+        if not retryable:
+            self.status = upstream_status if upstream_status in (400, 413, 422) else 400
+            self.type = "invalid_request_error"
+            self.code = "upstream_rejected"
+
+
+class Chat(Protocol):
+    async def chat(self, target: Target, body: JSON) -> JSON:
+        """A whole chat completion, as OpenAI's ``chat.completion`` object."""
+
+    def chat_stream(
+        self, target: Target, body: JSON
+    ) -> AbstractAsyncContextManager[AsyncIterator[JSON]]:
+        """Streamed chat: each item is one ``chat.completion.chunk`` as it arrives."""
+
+
+class Completion(Protocol):
+    async def completion(self, target: Target, body: JSON) -> JSON:
+        """A whole classic completion, as OpenAI's ``text_completion`` object."""
+
+    def completion_stream(
+        self, target: Target, body: JSON
+    ) -> AbstractAsyncContextManager[AsyncIterator[JSON]]:
+        """Streamed classic completion, one ``text_completion`` chunk per item."""
+
+
+@contextmanager
+def upstream_errors(channel: str) -> Iterator[None]:
+    """Map the HTTP client's exceptions to the error tree, naming no URL or secret."""
+    try:
+        yield
+    except ParleyError:
+        raise
+    except (TimeoutError, aiohttp.ServerTimeoutError):
+        raise UpstreamTimeout(f"The upstream channel `{channel}` did not answer in time.") from None
+    except aiohttp.ClientConnectorError:
+        raise UpstreamError(f"The upstream channel `{channel}` is unreachable.") from None
+    except aiohttp.ClientPayloadError:
+        raise UpstreamError(f"The upstream channel `{channel}` sent a broken reply.") from None
+    except aiohttp.ClientError:
+        raise UpstreamError(f"The upstream channel `{channel}` failed.") from None
+    except ValueError:
+        raise UpstreamError(
+            f"The upstream channel `{channel}` sent a reply that is not valid JSON."
+        ) from None

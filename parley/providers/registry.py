@@ -1,0 +1,80 @@
+"""Channel type name → the adapter serving each capability for that type.
+
+A channel in the configuration names its ``type`` (``openai``, ``vllm``...); the router
+asks this registry for the adapter of that type, per capability. Settings validation
+checks every channel's type against ``types()``.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+import aiohttp
+
+from parley.providers.base import Chat, Completion
+from parley.providers.openai import OpenAIAdapter
+
+OPENAI_COMPATIBLE_TYPES = ("openai", "vllm", "ollama", "llamacpp")
+"""Types whose upstreams speak OpenAI's wire format, all served by ``OpenAIAdapter``."""
+
+_Adapter = TypeVar("_Adapter")
+
+
+class UnknownProviderType(KeyError):
+    """No adapter is registered for this channel type (or not for this capability)."""
+
+    def __init__(self, type_name: str, capability: str, known: frozenset[str]) -> None:
+        super().__init__(type_name)
+        self.type_name = type_name
+        names = ", ".join(sorted(known)) or "none"
+        self.message = (
+            f"No provider adapter serves {capability} for the channel type `{type_name}`"
+            f" (known types: {names})."
+        )
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ProviderRegistry:
+    """Adapters by channel type name, one table per capability."""
+
+    __slots__ = ("_chat", "_completion")
+
+    def __init__(self) -> None:
+        self._chat: dict[str, Chat] = {}
+        self._completion: dict[str, Completion] = {}
+
+    @classmethod
+    def default(cls, session: aiohttp.ClientSession) -> ProviderRegistry:
+        """Every built-in adapter, calling upstreams through the one shared ``session``."""
+        registry = cls()
+        openai = OpenAIAdapter(session)
+        for type_name in OPENAI_COMPATIBLE_TYPES:
+            registry.register(type_name, chat=openai, completion=openai)
+        return registry
+
+    def register(
+        self, type_name: str, *, chat: Chat | None = None, completion: Completion | None = None
+    ) -> None:
+        """Serve the given capabilities of channels of ``type_name`` with these adapters."""
+        if chat is not None:
+            self._chat[type_name] = chat
+        if completion is not None:
+            self._completion[type_name] = completion
+
+    def chat(self, type_name: str) -> Chat:
+        return self._find(self._chat, type_name, "chat")
+
+    def completion(self, type_name: str) -> Completion:
+        return self._find(self._completion, type_name, "completions")
+
+    def types(self) -> frozenset[str]:
+        """Every channel type some adapter is registered for."""
+        return frozenset(self._chat) | frozenset(self._completion)
+
+    def _find(self, table: dict[str, _Adapter], type_name: str, capability: str) -> _Adapter:
+        try:
+            return table[type_name]
+        except KeyError:
+            raise UnknownProviderType(type_name, capability, self.types()) from None

@@ -1,0 +1,154 @@
+"""Services: everything a request needs, built once at start-up and passed down.
+
+The HTTP app, the CLI and the tests all build the same ``Services`` from ``Settings``;
+nothing lives in module globals. ``Services.close`` stops the background work in order:
+stop refreshing, finish background settlements, write every queued usage record, close
+the upstream HTTP client, the limiter and the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+import aiohttp
+from sqlalchemy.exc import SQLAlchemyError
+
+from parley.domain.models import ModelRegistry, ModelSpec
+from parley.domain.pricing import Price, usd_to_nanos
+from parley.limits.base import Limiter
+from parley.limits.factory import build_limiter
+from parley.pipeline.budget import SpendLedger
+from parley.pipeline.directory import Directory
+from parley.pipeline.meter import BackgroundTasks, Meter
+from parley.pipeline.route import Router
+from parley.pipeline.writer import UsageWriter
+from parley.providers.registry import ProviderRegistry
+from parley.settings import ModelSettings, Settings
+from parley.store.base import Store, StoreError
+from parley.store.sql import open_store
+
+log = logging.getLogger("parley")
+REFRESH_ERRORS = (SQLAlchemyError, StoreError, OSError)
+
+
+def model_specs(settings: Settings, created: int) -> list[ModelSpec]:
+    return [_spec(model, created) for model in settings.models]
+
+
+def _spec(model: ModelSettings, created: int) -> ModelSpec:
+    prices = model.prices
+    return ModelSpec(
+        name=model.name,
+        kind=model.kind,
+        price=Price(
+            input_per_1k=usd_to_nanos(prices.input_per_1k),
+            output_per_1k=usd_to_nanos(prices.output_per_1k),
+            per_1k_characters=usd_to_nanos(prices.per_1k_characters),
+            per_minute=usd_to_nanos(prices.per_minute),
+        ),
+        context_window=model.context_window,
+        vision=model.vision,
+        owned_by=model.owned_by,
+        aliases=model.aliases,
+        retired_aliases=model.retired_aliases,
+        created=created,
+    )
+
+
+@dataclass
+class Services:
+    settings: Settings
+    store: Store
+    limiter: Limiter
+    models: ModelRegistry
+    router: Router
+    providers: ProviderRegistry
+    directory: Directory
+    meter: Meter
+    http: aiohttp.ClientSession
+    tasks: BackgroundTasks
+    started_at: int = field(default_factory=lambda: int(time.time()))
+    _loops: list[asyncio.Task[None]] = field(default_factory=list)
+
+    @classmethod
+    async def start(cls, settings: Settings, *, store: Store | None = None) -> Services:
+        if store is None:
+            store = await open_store(settings.database.url, pool_size=settings.database.pool_size)
+            await store.migrate()
+        limiter = build_limiter(settings.limits, settings.redis)
+        directory = Directory(store, refresh_seconds=settings.limits.cache_refresh_seconds)
+        await directory.load()
+        ledger = SpendLedger(store, settings.limits.budget_period)
+        await ledger.refresh()
+        writer = UsageWriter(store, ledger, settings.usage)
+        await writer.start()
+        tasks = BackgroundTasks()
+        http = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0, limit_per_host=0, ttl_dns_cache=300),
+            timeout=aiohttp.ClientTimeout(total=None),
+            auto_decompress=True,
+        )
+        started_at = int(time.time())
+        services = cls(
+            settings=settings,
+            store=store,
+            limiter=limiter,
+            models=ModelRegistry(model_specs(settings, started_at), settings.capabilities),
+            router=Router(settings.channels, random.Random()),
+            providers=ProviderRegistry.default(http),
+            directory=directory,
+            meter=Meter(writer, ledger, limiter, tasks),
+            http=http,
+            tasks=tasks,
+            started_at=started_at,
+        )
+        services._loops = [
+            asyncio.create_task(services._refresh_loop(), name="parley-refresh"),
+            asyncio.create_task(services._prune_loop(), name="parley-prune"),
+        ]
+        return services
+
+    async def close(self) -> None:
+        for loop in self._loops:
+            loop.cancel()
+        for loop in self._loops:
+            with contextlib.suppress(asyncio.CancelledError):
+                await loop
+        await self.tasks.drain(seconds=5.0)
+        await self.meter.writer.close()
+        await self.http.close()
+        await self.limiter.close()
+        await self.store.close()
+
+    async def refresh(self) -> None:
+        """Reload groups, changed keys and period spend from the store."""
+        await self.directory.load()
+        await self.meter.ledger.refresh()
+
+    async def _refresh_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.limits.cache_refresh_seconds)
+            try:
+                await self.refresh()
+            except REFRESH_ERRORS as error:
+                log.warning(
+                    "directory refresh failed (%s); serving from cache", type(error).__name__
+                )
+
+    async def _prune_loop(self) -> None:
+        retention = timedelta(days=self.settings.usage.retention_days)
+        while True:
+            try:
+                pruned = await self.store.prune_usage(datetime.now(UTC) - retention)
+            except REFRESH_ERRORS as error:
+                log.warning("usage pruning failed (%s); will try again", type(error).__name__)
+            else:
+                if pruned:
+                    log.info("pruned %d usage records older than %s", pruned, retention)
+            await asyncio.sleep(self.settings.usage.prune_every_seconds)

@@ -1,0 +1,1 @@
+"""Persistence behind the ``Store`` Protocol; ``open_store`` picks the implementation."""

@@ -1,0 +1,112 @@
+"""The Store Protocol: everything Parley keeps on disk.
+
+Implementations: ``store.sql.SqlStore`` (SQLite and PostgreSQL through SQLAlchemy Core).
+One contract suite (``tests/contract/test_store.py``) runs against each. The request path
+never awaits a Store method: authentication reads an in-memory directory that a
+background task refreshes, and usage records are written by the batched meter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Protocol
+
+from parley.domain.groups import Group, Quota
+from parley.domain.keys import KeyRecord
+from parley.domain.usage import DailyUsage, UsageRecord
+
+
+class StoreError(Exception):
+    """A store operation failed for a reason the caller should report (not a bug)."""
+
+
+class Conflict(StoreError):
+    """A unique name is taken."""
+
+
+class Missing(StoreError):
+    """The named group or key does not exist."""
+
+
+@dataclass(frozen=True, slots=True)
+class GroupChanges:
+    """Fields to change on a group; ``None`` leaves a field as it is."""
+
+    rpm: int | None = None
+    tpm: int | None = None
+    models: frozenset[str] | None = None
+    budget_nanos: int | None = None
+    clear_rpm: bool = False
+    clear_tpm: bool = False
+    clear_models: bool = False
+    clear_budget: bool = False
+
+
+class Store(Protocol):
+    async def migrate(self) -> None:
+        """Bring the schema to the newest migration (idempotent)."""
+
+    async def close(self) -> None: ...
+
+    # groups
+    async def create_group(
+        self,
+        name: str,
+        *,
+        quota: Quota = Quota(),
+        models: frozenset[str] | None = None,
+        budget_nanos: int | None = None,
+    ) -> Group:
+        """Raises ``Conflict`` when the name is taken."""
+
+    async def update_group(self, name: str, changes: GroupChanges) -> Group:
+        """Raises ``Missing`` when there is no such group."""
+
+    async def get_group(self, name: str) -> Group | None: ...
+
+    async def list_groups(self) -> list[Group]: ...
+
+    # keys
+    async def create_key(
+        self,
+        group_id: int,
+        *,
+        name: str,
+        digest: str,
+        prefix: str,
+        expires_at: datetime | None = None,
+        quota: Quota = Quota(),
+    ) -> KeyRecord:
+        """Raises ``Missing`` when the group does not exist."""
+
+    async def find_key(self, digest: str) -> KeyRecord | None: ...
+
+    async def list_keys(self, group_id: int | None = None) -> list[KeyRecord]: ...
+
+    async def revoke_key(self, key_id: int, at: datetime) -> KeyRecord:
+        """Raises ``Missing`` when there is no such key; revoking twice keeps the first time."""
+
+    async def keys_changed_since(self, since: datetime) -> list[KeyRecord]:
+        """Keys created, revoked or changed at or after ``since`` (by ``updated_at``)."""
+
+    # usage
+    async def record_usage(self, records: Sequence[UsageRecord]) -> int:
+        """Insert raw records and add them to the daily rollups in one transaction.
+
+        A record whose ``request_id`` is already stored is skipped (and not added to the
+        rollups again). Returns how many were new.
+        """
+
+    async def daily_usage(self, group_id: int, start: date, end: date) -> list[DailyUsage]:
+        """Rollup rows for ``start <= day < end``, ordered by day then model."""
+
+    async def spend_since(self, day: date) -> dict[int, int]:
+        """Cost in nano-dollars per group id, summed from the rollups for days >= ``day``."""
+
+    async def count_usage(self, group_id: int | None = None) -> int:
+        """How many raw usage records are kept (for operators and tests)."""
+
+    async def prune_usage(self, before: datetime) -> int:
+        """Delete raw records created before ``before``; rollups are kept. Returns the count."""

@@ -1,0 +1,96 @@
+"""The async engine behind ``SqlStore``, and running its migrations.
+
+Operators write plain URLs (``sqlite:///./parley.db``, ``postgresql://...``,
+``postgres://...``); the async driver is chosen here. SQLite connections get WAL mode, a
+busy timeout (so writers from several processes wait for each other instead of failing)
+and foreign keys. Migrations run Alembic on a connection of the async engine, under a
+lock (``BEGIN IMMEDIATE`` on SQLite, a transaction-scoped advisory lock per schema on
+PostgreSQL), so several workers starting at once migrate once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import URL, Connection, event, make_url, text
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+SQLITE_BUSY_TIMEOUT_MS = 5000
+SQLITE_PRAGMAS = (
+    f"busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}",
+    "journal_mode = WAL",
+    "synchronous = NORMAL",
+    "foreign_keys = ON",
+)
+POSTGRES_MIGRATION_LOCK = text(
+    "SELECT pg_advisory_xact_lock(hashtext('parley.migrate.' || current_schema()))"
+)
+
+
+def async_url(url: str) -> URL:
+    """The URL with its async driver: ``sqlite+aiosqlite`` or ``postgresql+asyncpg``."""
+    parsed = make_url(url)
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        return parsed.set(drivername="sqlite+aiosqlite")
+    if backend in ("postgresql", "postgres"):
+        return parsed.set(drivername="postgresql+asyncpg")
+    raise ValueError(f"unsupported database URL scheme `{parsed.drivername}`")
+
+
+def create_store_engine(url: str, *, pool_size: int, schema: str | None) -> AsyncEngine:
+    target = async_url(url)
+    if target.get_backend_name() == "sqlite":
+        if schema is not None:
+            raise ValueError("a schema can only be chosen on PostgreSQL")
+        return _sqlite_engine(target, pool_size)
+    connect_args: dict[str, Any] = {}
+    if schema is not None:
+        connect_args["server_settings"] = {"search_path": schema}
+    return create_async_engine(
+        target, pool_size=pool_size, pool_pre_ping=True, connect_args=connect_args
+    )
+
+
+def _sqlite_engine(url: URL, pool_size: int) -> AsyncEngine:
+    in_memory = url.database in (None, "", ":memory:") or url.query.get("mode") == "memory"
+    # a memory database lives in one connection, which SQLAlchemy then keeps (StaticPool)
+    options: dict[str, Any] = {} if in_memory else {"pool_size": pool_size}
+    engine = create_async_engine(url, **options)
+    event.listen(engine.sync_engine, "connect", _set_sqlite_pragmas)
+    return engine
+
+
+def _set_sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    try:
+        for pragma in SQLITE_PRAGMAS:
+            cursor.execute(f"PRAGMA {pragma}")
+    finally:
+        cursor.close()
+
+
+async def upgrade_to_head(engine: AsyncEngine) -> None:
+    """``alembic upgrade head`` on one connection of ``engine``, in one locked transaction."""
+    async with engine.begin() as conn:
+        await _lock_for_migration(conn)
+        await conn.run_sync(_upgrade)
+
+
+async def _lock_for_migration(conn: AsyncConnection) -> None:
+    if conn.dialect.name == "sqlite":
+        # take the write lock now (waiting up to busy_timeout) so the DDL is transactional
+        await conn.exec_driver_sql("BEGIN IMMEDIATE")
+    else:
+        await conn.execute(POSTGRES_MIGRATION_LOCK)
+
+
+def _upgrade(connection: Connection) -> None:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS).replace("%", "%%"))
+    config.attributes["connection"] = connection
+    command.upgrade(config, "head")

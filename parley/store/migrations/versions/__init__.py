@@ -1,0 +1,1 @@
+"""Migration scripts, loaded by Alembic from this folder by path."""

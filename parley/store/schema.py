@@ -1,0 +1,131 @@
+"""The tables, as SQLAlchemy Core ``Table`` objects (the migrations create them).
+
+Every timestamp column is ``UtcDateTime``: it accepts and returns timezone-aware UTC
+datetimes on both backends (SQLite keeps no zone, so values are normalised to UTC before
+they are written and marked UTC when they are read; its fixed-width text form then sorts
+in time order). Money is integer nano-dollars in ``BIGINT`` columns.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Date,
+    DateTime,
+    Dialect,
+    ForeignKeyConstraint,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.types import TypeDecorator
+
+metadata = MetaData()
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """A ``DateTime(timezone=True)`` that only ever holds aware UTC datetimes.
+
+    A naive datetime is taken to be UTC already.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        return None if value is None else as_utc(value)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        return None if value is None else as_utc(value)
+
+
+def as_utc(value: datetime) -> datetime:
+    """The same instant as an aware UTC datetime (naive values are read as UTC)."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+groups = Table(
+    "groups",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("name", String(200), nullable=False),
+    Column("rpm", Integer),
+    Column("tpm", Integer),
+    Column("models", Text),  # JSON array of public model names; NULL means every model
+    Column("budget_nanos", BigInteger),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+    UniqueConstraint("name", name="uq_groups_name"),
+    sqlite_autoincrement=True,
+)
+
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("group_id", Integer, nullable=False),
+    Column("name", String(200), nullable=False),
+    Column("digest", String(64), nullable=False),  # hex SHA-256 of the key
+    Column("prefix", String(32), nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("expires_at", UtcDateTime),
+    Column("revoked_at", UtcDateTime),
+    Column("rpm", Integer),
+    Column("tpm", Integer),
+    Column("updated_at", UtcDateTime, nullable=False),
+    ForeignKeyConstraint(["group_id"], ["groups.id"], name="fk_api_keys_group_id"),
+    UniqueConstraint("digest", name="uq_api_keys_digest"),
+    Index("ix_api_keys_updated_at", "updated_at"),
+    sqlite_autoincrement=True,
+)
+
+usage_records = Table(
+    "usage_records",
+    metadata,
+    Column("request_id", String(200), primary_key=True),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("group_id", Integer, nullable=False),
+    Column("key_id", Integer, nullable=False),
+    Column("model", String(200), nullable=False),
+    Column("channel", String(200), nullable=False),
+    Column("endpoint", String(200), nullable=False),
+    Column("status", Integer, nullable=False),
+    Column("latency_ms", Integer, nullable=False),
+    Column("prompt_tokens", BigInteger, nullable=False),
+    Column("completion_tokens", BigInteger, nullable=False),
+    Column("characters", BigInteger, nullable=False),
+    Column("audio_ms", BigInteger, nullable=False),
+    Column("cost_nanos", BigInteger, nullable=False),
+    Column("estimated", Boolean, nullable=False),
+    Index("ix_usage_records_created_at", "created_at"),
+    Index("ix_usage_records_group_id_created_at", "group_id", "created_at"),
+)
+
+ROLLUP_TOTALS = (
+    "requests",
+    "prompt_tokens",
+    "completion_tokens",
+    "characters",
+    "audio_ms",
+    "cost_nanos",
+)
+"""The summed columns of ``usage_daily``, in ``DailyUsage`` order."""
+
+usage_daily = Table(
+    "usage_daily",
+    metadata,
+    Column("group_id", Integer, primary_key=True),
+    Column("day", Date, primary_key=True),
+    Column("model", String(200), primary_key=True),
+    *(Column(name, BigInteger, nullable=False) for name in ROLLUP_TOTALS),
+)

@@ -1,0 +1,158 @@
+"""Usage records and their daily rollups, as queries on one open connection.
+
+``record_usage`` writes the raw records and the rollups in the caller's transaction:
+``INSERT ... ON CONFLICT DO NOTHING RETURNING request_id`` says which records were new
+(atomically, also against another process writing the same ids), and only those are added
+to ``usage_daily`` with ``INSERT ... ON CONFLICT DO UPDATE SET x = usage_daily.x +
+excluded.x``. Rows are written in sorted order so that concurrent writers take their row
+locks in the same order and cannot deadlock each other on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import date, datetime
+from typing import Any
+
+from sqlalchemy import Table, delete, func, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from parley.domain.usage import DailyUsage, UsageRecord
+from parley.store.schema import ROLLUP_TOTALS, as_utc, usage_daily, usage_records
+
+RollupKey = tuple[int, date, str]
+
+
+async def record_usage(conn: AsyncConnection, records: Sequence[UsageRecord]) -> int:
+    """Insert the records not stored yet and add them to the rollups; returns how many."""
+    unique = _first_of_each(records)
+    if not unique:
+        return 0
+    new_ids = await _insert_new(conn, unique.values())
+    fresh = [record for request_id, record in unique.items() if request_id in new_ids]
+    if fresh:
+        await _add_to_rollups(conn, fresh)
+    return len(fresh)
+
+
+async def daily_usage(
+    conn: AsyncConnection, group_id: int, start: date, end: date
+) -> list[DailyUsage]:
+    daily = usage_daily.c
+    query = (
+        select(daily.day, daily.model, *(daily[name] for name in ROLLUP_TOTALS))
+        .where(daily.group_id == group_id, daily.day >= start, daily.day < end)
+        .order_by(daily.day, daily.model)
+    )
+    rows = (await conn.execute(query)).mappings()
+    return [DailyUsage(**row) for row in rows]
+
+
+async def spend_since(conn: AsyncConnection, day: date) -> dict[int, int]:
+    daily = usage_daily.c
+    query = (
+        select(daily.group_id, func.sum(daily.cost_nanos))
+        .where(daily.day >= day)
+        .group_by(daily.group_id)
+    )
+    rows = await conn.execute(query)
+    return {group_id: int(total) for group_id, total in rows}
+
+
+async def count_usage(conn: AsyncConnection, group_id: int | None) -> int:
+    query = select(func.count()).select_from(usage_records)
+    if group_id is not None:
+        query = query.where(usage_records.c.group_id == group_id)
+    return int((await conn.execute(query)).scalar_one())
+
+
+async def prune_usage(conn: AsyncConnection, before: datetime) -> int:
+    result = await conn.execute(delete(usage_records).where(usage_records.c.created_at < before))
+    return int(result.rowcount)
+
+
+def _first_of_each(records: Sequence[UsageRecord]) -> dict[str, UsageRecord]:
+    """The first record of each request id, sorted by request id."""
+    unique: dict[str, UsageRecord] = {}
+    for record in records:
+        unique.setdefault(record.request_id, record)
+    return dict(sorted(unique.items()))
+
+
+async def _insert_new(conn: AsyncConnection, records: Iterable[UsageRecord]) -> set[str]:
+    statement = (
+        _insert(conn, usage_records)
+        .on_conflict_do_nothing(index_elements=[usage_records.c.request_id])
+        .returning(usage_records.c.request_id)
+    )
+    result = await conn.execute(statement, [_raw_row(record) for record in records])
+    return set(result.scalars())
+
+
+async def _add_to_rollups(conn: AsyncConnection, records: Sequence[UsageRecord]) -> None:
+    insert = _insert(conn, usage_daily)
+    daily = usage_daily.c
+    statement = insert.on_conflict_do_update(
+        index_elements=[daily.group_id, daily.day, daily.model],
+        set_={name: daily[name] + insert.excluded[name] for name in ROLLUP_TOTALS},
+    )
+    await conn.execute(statement, _rollup_rows(records))
+
+
+def _rollup_rows(records: Sequence[UsageRecord]) -> list[dict[str, Any]]:
+    """The records summed per (group, UTC day, model), in key order."""
+    totals: dict[RollupKey, list[int]] = {}
+    for record in records:
+        key = (record.group_id, as_utc(record.created_at).date(), record.model)
+        sums = totals.setdefault(key, [0] * len(ROLLUP_TOTALS))
+        for index, value in enumerate(_totals(record)):
+            sums[index] += value
+    return [
+        {
+            "group_id": group_id,
+            "day": day,
+            "model": model,
+            **dict(zip(ROLLUP_TOTALS, sums, strict=True)),
+        }
+        for (group_id, day, model), sums in sorted(totals.items())
+    ]
+
+
+def _totals(record: UsageRecord) -> tuple[int, ...]:
+    """One record's share of each ``ROLLUP_TOTALS`` column."""
+    return (
+        1,
+        record.prompt_tokens,
+        record.completion_tokens,
+        record.characters,
+        record.audio_ms,
+        record.cost_nanos,
+    )
+
+
+def _raw_row(record: UsageRecord) -> dict[str, Any]:
+    return {
+        "request_id": record.request_id,
+        "created_at": record.created_at,
+        "group_id": record.group_id,
+        "key_id": record.key_id,
+        "model": record.model,
+        "channel": record.channel,
+        "endpoint": record.endpoint,
+        "status": record.status,
+        "latency_ms": record.latency_ms,
+        "prompt_tokens": record.prompt_tokens,
+        "completion_tokens": record.completion_tokens,
+        "characters": record.characters,
+        "audio_ms": record.audio_ms,
+        "cost_nanos": record.cost_nanos,
+        "estimated": record.estimated,
+    }
+
+
+def _insert(conn: AsyncConnection, table: Table) -> postgresql.Insert | sqlite.Insert:
+    """The dialect's own INSERT, which knows ``ON CONFLICT``."""
+    if conn.dialect.name == "postgresql":
+        return postgresql.insert(table)
+    return sqlite.insert(table)

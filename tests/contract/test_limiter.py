@@ -1,0 +1,379 @@
+"""The limiter contract: every ``Limiter`` implementation answers these the same way.
+
+Runs against ``MemoryLimiter`` and ``RedisLimiter`` (Redis at 127.0.0.1:6379, each test
+under its own random key prefix). The tests use real time, so they only rely on what holds
+within a few seconds: at rpm=3 a bucket refills one request every 20 s, so waits are
+checked to within ``SLACK`` seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from parley.domain.groups import Quota
+from parley.limits.base import UNLIMITED, Limiter, Scope
+from parley.limits.memory import MemoryLimiter
+from parley.limits.redis import RedisLimiter
+
+REDIS_URL = "redis://127.0.0.1:6379/0"
+REPO_ROOT = str(Path(__file__).resolve().parents[2])
+SLACK = 2.0
+"""Seconds of real time a test may take between its calls."""
+
+
+def scope(name: str, rpm: int | None = None, tpm: int | None = None) -> Scope:
+    return Scope(name, Quota(rpm=rpm, tpm=tpm))
+
+
+async def redis_or_skip() -> Redis:
+    client = Redis.from_url(REDIS_URL)
+    try:
+        await client.ping()
+    except (RedisConnectionError, OSError):
+        await client.aclose()
+        pytest.skip(f"no Redis at {REDIS_URL}")
+    return client
+
+
+async def delete_prefix(client: Redis, prefix: str) -> None:
+    keys = [key async for key in client.scan_iter(match=f"{prefix}:*")]
+    if keys:
+        await client.delete(*keys)
+
+
+@pytest.fixture
+def prefix() -> str:
+    return f"test-{uuid.uuid4().hex}"
+
+
+@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
+async def limiter(request: pytest.FixtureRequest, prefix: str) -> AsyncIterator[Limiter]:
+    if request.param == "memory":
+        memory = MemoryLimiter()
+        yield memory
+        await memory.close()
+        return
+    client = await redis_or_skip()
+    try:
+        yield RedisLimiter(client, prefix)
+    finally:
+        await delete_prefix(client, prefix)
+        await client.aclose()
+
+
+# Requests
+
+
+async def test_remaining_requests_count_down(limiter: Limiter) -> None:
+    group = scope("g:1", rpm=3)
+    remaining = []
+    for _ in range(3):
+        decision = await limiter.acquire([group], 0)
+        assert decision.allowed
+        assert decision.requests is not None
+        assert decision.requests.limit == 3
+        remaining.append(decision.requests.remaining)
+    assert remaining == [2, 1, 0]
+
+
+async def test_a_refused_call_says_when_to_retry(limiter: Limiter) -> None:
+    group = scope("g:1", rpm=3)
+    for _ in range(3):
+        await limiter.acquire([group], 0)
+    decision = await limiter.acquire([group], 0)
+    assert not decision.allowed
+    assert decision.limited_by == "requests"
+    assert not decision.too_large
+    assert 20.0 - SLACK <= decision.retry_after_seconds <= 20.0
+    assert decision.requests is not None
+    assert decision.requests.remaining == 0
+
+
+async def test_reset_is_the_time_until_the_bucket_is_full(limiter: Limiter) -> None:
+    decision = await limiter.acquire([scope("g:1", rpm=3)], 0)
+    assert decision.requests is not None
+    assert 20.0 - SLACK <= decision.requests.reset_seconds <= 20.0
+
+
+async def test_a_fresh_bucket_is_full(limiter: Limiter) -> None:
+    decision = await limiter.peek([scope("g:1", rpm=3, tpm=100)])
+    assert decision.allowed
+    assert decision.requests is not None
+    assert decision.tokens is not None
+    assert (decision.requests.remaining, decision.requests.reset_seconds) == (3, 0.0)
+    assert (decision.tokens.remaining, decision.tokens.reset_seconds) == (100, 0.0)
+
+
+# Tokens
+
+
+async def test_tokens_are_taken_by_the_amount_asked(limiter: Limiter) -> None:
+    decision = await limiter.acquire([scope("g:1", tpm=100)], 30)
+    assert decision.allowed
+    assert decision.tokens is not None
+    assert (decision.tokens.limit, decision.tokens.remaining) == (100, 70)
+    assert 18.0 - SLACK <= decision.tokens.reset_seconds <= 18.0
+
+
+async def test_tokens_short_refuse_and_take_nothing(limiter: Limiter) -> None:
+    group = scope("g:1", rpm=10, tpm=100)
+    await limiter.acquire([group], 80)
+    decision = await limiter.acquire([group], 30)
+    assert not decision.allowed
+    assert decision.limited_by == "tokens"
+    assert not decision.too_large
+    assert 6.0 - SLACK <= decision.retry_after_seconds <= 6.0
+    after = await limiter.peek([group])
+    assert after.requests is not None
+    assert after.tokens is not None
+    assert after.requests.remaining == 9
+    assert after.tokens.remaining == 20
+
+
+async def test_a_call_larger_than_the_limit_can_never_fit(limiter: Limiter) -> None:
+    group = scope("g:1", rpm=10, tpm=100)
+    decision = await limiter.acquire([group], 101)
+    assert not decision.allowed
+    assert decision.too_large
+    assert decision.limited_by == "tokens"
+    assert decision.tokens is not None
+    assert decision.tokens.limit == 100
+    after = await limiter.peek([group])
+    assert after.requests is not None
+    assert after.tokens is not None
+    assert (after.requests.remaining, after.tokens.remaining) == (10, 100)
+
+
+async def test_the_longer_wait_names_the_limit(limiter: Limiter) -> None:
+    group = scope("g:1", rpm=1, tpm=600)
+    await limiter.acquire([group], 600)
+    decision = await limiter.acquire([group], 600)
+    assert not decision.allowed
+    assert decision.limited_by == "tokens"
+    assert 60.0 - SLACK <= decision.retry_after_seconds <= 60.0
+
+
+# Settle
+
+
+async def test_a_refund_restores_remaining(limiter: Limiter) -> None:
+    group = scope("g:1", tpm=100)
+    await limiter.acquire([group], 60)
+    await limiter.settle([group], -50)
+    decision = await limiter.peek([group])
+    assert decision.tokens is not None
+    assert decision.tokens.remaining == 90
+
+
+async def test_a_refund_never_fills_past_the_limit(limiter: Limiter) -> None:
+    group = scope("g:1", tpm=100)
+    await limiter.acquire([group], 10)
+    await limiter.settle([group], -1000)
+    decision = await limiter.peek([group])
+    assert decision.tokens is not None
+    assert (decision.tokens.remaining, decision.tokens.reset_seconds) == (100, 0.0)
+
+
+async def test_extra_usage_is_debt_that_refuses_the_next_call(limiter: Limiter) -> None:
+    group = scope("g:1", rpm=10, tpm=100)
+    await limiter.acquire([group], 90)
+    await limiter.settle([group], 50)
+    peeked = await limiter.peek([group])
+    assert not peeked.allowed
+    assert peeked.tokens is not None
+    assert peeked.tokens.remaining == 0
+    assert 84.0 - SLACK <= peeked.tokens.reset_seconds <= 84.0
+    decision = await limiter.acquire([group], 1)
+    assert not decision.allowed
+    assert decision.limited_by == "tokens"
+    assert 24.6 - SLACK <= decision.retry_after_seconds <= 24.6
+
+
+async def test_settle_leaves_requests_and_unlimited_scopes_alone(limiter: Limiter) -> None:
+    group, key = scope("g:1", rpm=5), scope("k:1")
+    await limiter.acquire([group, key], 10)
+    await limiter.settle([group, key], 1000)
+    decision = await limiter.peek([group, key])
+    assert decision.allowed
+    assert decision.requests is not None
+    assert decision.requests.remaining == 4
+    assert decision.tokens is None
+
+
+# Several scopes
+
+
+async def test_a_call_refused_by_one_scope_takes_from_none(limiter: Limiter) -> None:
+    group, key = scope("g:1", rpm=10, tpm=1000), scope("k:1", rpm=1)
+    assert (await limiter.acquire([group, key], 100)).allowed
+    refused = await limiter.acquire([group, key], 100)
+    assert not refused.allowed
+    assert refused.limited_by == "requests"
+    alone = await limiter.peek([group])
+    assert alone.requests is not None
+    assert alone.tokens is not None
+    assert (alone.requests.remaining, alone.tokens.remaining) == (9, 900)
+
+
+async def test_the_tightest_scope_is_reported(limiter: Limiter) -> None:
+    group, key = scope("g:1", rpm=10, tpm=1000), scope("k:1", rpm=3)
+    decision = await limiter.acquire([group, key], 100)
+    assert decision.requests is not None
+    assert (decision.requests.limit, decision.requests.remaining) == (3, 2)
+    assert decision.tokens is not None
+    assert (decision.tokens.limit, decision.tokens.remaining) == (1000, 900)
+
+
+async def test_tightest_means_fewest_remaining_not_smallest_limit(limiter: Limiter) -> None:
+    group, key = scope("g:1", tpm=1000), scope("k:1", tpm=500)
+    decision = await limiter.acquire([group, key], 400)
+    assert decision.tokens is not None
+    assert (decision.tokens.limit, decision.tokens.remaining) == (500, 100)
+    await limiter.acquire([group], 550)
+    decision = await limiter.peek([group, key])
+    assert decision.tokens is not None
+    assert (decision.tokens.limit, decision.tokens.remaining) == (1000, 50)
+
+
+async def test_scopes_are_separate(limiter: Limiter) -> None:
+    await limiter.acquire([scope("g:1", rpm=1)], 0)
+    decision = await limiter.acquire([scope("g:2", rpm=1)], 0)
+    assert decision.allowed
+
+
+async def test_a_scope_named_twice_is_taken_once(limiter: Limiter) -> None:
+    group = scope("g:1", rpm=2)
+    decision = await limiter.acquire([group, group], 0)
+    assert decision.allowed
+    assert decision.requests is not None
+    assert decision.requests.remaining == 1
+
+
+# Unlimited
+
+
+async def test_an_unlimited_dimension_has_no_window(limiter: Limiter) -> None:
+    decision = await limiter.acquire([scope("g:1", rpm=5)], 10_000_000)
+    assert decision.allowed
+    assert decision.requests is not None
+    assert decision.tokens is None
+    decision = await limiter.acquire([scope("g:2", tpm=50)], 5)
+    assert decision.requests is None
+    assert decision.tokens is not None
+
+
+async def test_no_limits_at_all_is_unlimited(limiter: Limiter) -> None:
+    assert await limiter.acquire([scope("g:1")], 10_000_000) == UNLIMITED
+    assert await limiter.acquire([], 5) == UNLIMITED
+    assert await limiter.peek([scope("g:1")]) == UNLIMITED
+
+
+# Peek
+
+
+async def test_peek_takes_nothing(limiter: Limiter) -> None:
+    group = scope("g:1", rpm=3, tpm=100)
+    await limiter.acquire([group], 40)
+    first = await limiter.peek([group])
+    second = await limiter.peek([group])
+    assert first.allowed
+    for decision in (first, second):
+        assert decision.requests is not None
+        assert decision.tokens is not None
+        assert (decision.requests.remaining, decision.tokens.remaining) == (2, 60)
+
+
+async def test_peek_on_an_empty_bucket_is_refused_with_a_wait(limiter: Limiter) -> None:
+    group = scope("g:1", rpm=1)
+    await limiter.acquire([group], 0)
+    decision = await limiter.peek([group])
+    assert not decision.allowed
+    assert decision.limited_by == "requests"
+    assert 60.0 - SLACK <= decision.retry_after_seconds <= 60.0
+
+
+# Shared across processes (Redis only)
+
+
+@pytest.mark.redis
+async def test_two_instances_share_one_limit_under_concurrency(prefix: str) -> None:
+    clients = [await redis_or_skip(), await redis_or_skip()]
+    try:
+        limiters = [RedisLimiter(client, prefix) for client in clients]
+        group = scope("g:1", rpm=10)
+        calls = [limiters[i % 2].acquire([group], 0) for i in range(50)]
+        decisions = await asyncio.gather(*calls)
+        assert sum(d.allowed for d in decisions) == 10
+    finally:
+        await delete_prefix(clients[0], prefix)
+        for client in clients:
+            await client.aclose()
+
+
+CHILD = """
+import asyncio, sys
+from redis.asyncio import Redis
+from parley.domain.groups import Quota
+from parley.limits.base import Scope
+from parley.limits.redis import RedisLimiter
+
+async def main() -> None:
+    client = Redis.from_url(sys.argv[1])
+    limiter = RedisLimiter(client, sys.argv[2])
+    group = Scope("g:1", Quota(rpm=10))
+    decisions = await asyncio.gather(*(limiter.acquire([group], 0) for _ in range(25)))
+    print(sum(d.allowed for d in decisions))
+    await client.aclose()
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.redis
+async def test_two_processes_share_one_limit(prefix: str) -> None:
+    client = await redis_or_skip()
+    paths = [REPO_ROOT, *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+    try:
+        children = [
+            await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-c",
+                CHILD,
+                REDIS_URL,
+                prefix,
+                env=env,
+                stdout=asyncio.subprocess.PIPE,
+            )
+            for _ in range(2)
+        ]
+        outputs = [await child.communicate() for child in children]
+        assert [child.returncode for child in children] == [0, 0]
+        assert sum(int(out) for out, _ in outputs) == 10
+    finally:
+        await delete_prefix(client, prefix)
+        await client.aclose()
+
+
+@pytest.mark.redis
+async def test_redis_keys_expire_once_the_bucket_would_be_full(prefix: str) -> None:
+    client = await redis_or_skip()
+    try:
+        limiter = RedisLimiter(client, prefix)
+        await limiter.acquire([scope("g:1", rpm=3, tpm=1000)], 500)
+        requests_ttl = await client.pttl(f"{prefix}:rl:g:1:r")
+        tokens_ttl = await client.pttl(f"{prefix}:rl:g:1:t")
+        assert 20_000 < requests_ttl <= 21_000
+        assert 30_000 < tokens_ttl <= 31_000
+    finally:
+        await delete_prefix(client, prefix)
+        await client.aclose()

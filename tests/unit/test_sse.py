@@ -1,0 +1,122 @@
+"""The Server-Sent Events parser and encoder."""
+
+from __future__ import annotations
+
+import pytest
+
+from parley.sse import SseEvent, SseParser, encode_event
+
+STREAM = (
+    b": keep-alive comment\n"
+    b'data: {"text": "h\xc3\xa9llo \xe2\x82\xac \xf0\x9f\x98\x80"}\n'
+    b"\n"
+    b"event: update\r\n"
+    b"id: 7\r\n"
+    b"data: first line\r\n"
+    b"data: second line\r\n"
+    b"\r\n"
+    b"retry: 3000\r"
+    b"data:no space\r"
+    b"\r"
+    b"data: [DONE]\n\n"
+)
+EXPECTED = [
+    SseEvent('{"text": "héllo € 😀"}'),
+    SseEvent("first line\nsecond line", "update", "7"),
+    SseEvent("no space", None, "7"),
+    SseEvent("[DONE]", None, "7"),
+]
+
+
+def parse(*chunks: bytes) -> list[SseEvent]:
+    parser = SseParser()
+    return [event for chunk in chunks for event in parser.feed(chunk)]
+
+
+def test_whole_stream_at_once() -> None:
+    assert parse(STREAM) == EXPECTED
+
+
+@pytest.mark.parametrize("offset", range(len(STREAM) + 1))
+def test_split_at_any_offset_gives_the_same_events(offset: int) -> None:
+    assert parse(STREAM[:offset], STREAM[offset:]) == EXPECTED
+
+
+def test_one_byte_at_a_time_gives_the_same_events() -> None:
+    assert parse(*(STREAM[i : i + 1] for i in range(len(STREAM)))) == EXPECTED
+
+
+def test_split_inside_a_multibyte_character() -> None:
+    payload = "data: 日本語 😀\n\n".encode()
+    for offset in range(len(payload) + 1):
+        assert parse(payload[:offset], payload[offset:]) == [SseEvent("日本語 😀")]
+
+
+def test_crlf_split_between_cr_and_lf_is_one_line_end() -> None:
+    assert parse(b"data: a\r", b"\ndata: b\r", b"\n\r", b"\n") == [SseEvent("a\nb")]
+
+
+def test_lone_cr_line_endings() -> None:
+    assert parse(b"data: a\rdata: b\r\r") == [SseEvent("a\nb")]
+
+
+def test_multi_line_data_is_joined_with_newlines() -> None:
+    assert parse(b"data: one\ndata: two\ndata: three\n\n") == [SseEvent("one\ntwo\nthree")]
+
+
+def test_comments_are_ignored_and_dispatch_nothing() -> None:
+    assert parse(b": ping\n\n:\n\ndata: x\n: inside\n\n") == [SseEvent("x")]
+
+
+def test_blank_lines_without_data_dispatch_nothing() -> None:
+    assert parse(b"\n\n\nevent: lonely\n\ndata: x\n\n") == [SseEvent("x")]
+
+
+def test_event_name_applies_to_its_event_only() -> None:
+    assert parse(b"event: error\ndata: a\n\ndata: b\n\n") == [SseEvent("a", "error"), SseEvent("b")]
+
+
+def test_empty_data_field_dispatches_an_empty_event() -> None:
+    assert parse(b"data:\n\ndata\n\n") == [SseEvent(""), SseEvent("")]
+
+
+def test_only_one_space_after_the_colon_is_stripped() -> None:
+    assert parse(b"data:  two spaces\n\n") == [SseEvent(" two spaces")]
+
+
+def test_unknown_fields_are_ignored() -> None:
+    assert parse(b"foo: bar\ndata: x\nbaz\n\n") == [SseEvent("x")]
+
+
+def test_retry_is_kept_when_numeric() -> None:
+    parser = SseParser()
+    parser.feed(b"retry: 1500\n\nretry: soon\n\n")
+    assert parser.retry == 1500
+
+
+def test_id_persists_and_ignores_values_with_nul() -> None:
+    events = parse(b"id: 1\ndata: a\n\nid: x\x00y\ndata: b\n\n")
+    assert [event.id for event in events] == ["1", "1"]
+
+
+def test_an_unfinished_event_is_not_dispatched() -> None:
+    assert parse(b"data: complete\n\ndata: cut short\n") == [SseEvent("complete")]
+
+
+def test_a_leading_byte_order_mark_is_skipped() -> None:
+    assert parse(b"\xef\xbb\xbfdata: x\n\n") == [SseEvent("x")]
+
+
+def test_invalid_utf8_is_replaced_not_raised() -> None:
+    assert parse(b"data: \xff\n\n") == [SseEvent("\ufffd")]
+
+
+def test_encode_event() -> None:
+    assert encode_event(b'{"a": 1}') == b'data: {"a": 1}\n\n'
+    assert encode_event(b"x", event="error") == b"event: error\ndata: x\n\n"
+
+
+@pytest.mark.parametrize("data", [b"one\ntwo", b"one\r\ntwo\rthree", b"trailing\n", b""])
+def test_encoded_events_parse_back(data: bytes) -> None:
+    normalised = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").decode()
+    assert parse(encode_event(data, event="e")) == [SseEvent(normalised, "e")]

@@ -1,0 +1,415 @@
+"""A fake OpenAI-compatible engine (think vLLM), served over real HTTP for Parley's tests.
+
+Start it as an async context manager (or ``await engine.start()`` / ``await engine.stop()``)::
+
+    async with FakeEngine() as engine:
+        engine.base_url          # "http://127.0.0.1:<free port>/v1", for a channel's base_url
+        engine.requests          # every request received, oldest first (ReceivedRequest)
+
+Endpoints: ``POST /v1/chat/completions`` and ``POST /v1/completions``, whole or streamed
+(``"stream": true``: SSE ``data: {chunk}`` events ending with ``data: [DONE]``), and
+``GET /v1/models`` (``engine.models``). With ``FakeEngine(api_key="k")`` any request not
+carrying ``Authorization: Bearer k`` gets a 401 envelope. ``FakeEngine(record_requests=False)``
+keeps no record (for load runs).
+
+Replies are deterministic. The reply is ``"echo: " + <last user message>`` (for
+completions, the prompt), split into words; ``max_tokens`` (or ``max_completion_tokens``)
+keeps only that many words and makes ``finish_reason`` ``"length"`` (else ``"stop"``).
+Usage: ``prompt_tokens`` = whitespace-separated words in every message (or the prompt),
+``completion_tokens`` = words produced. A chat stream sends a role chunk, one chunk per
+word, a chunk with the ``finish_reason``; a completion stream one chunk per word and a
+finish chunk; then, only if ``stream_options.include_usage`` is true, a chunk with
+``"choices": []`` and the ``usage``. Ids count up per engine; ``created`` is ``CREATED``.
+
+Knobs: the upstream model name, as ``+``-separated parts (``"slow-0.05+no-usage"``); any
+other model name behaves normally and is echoed in replies. ``engine.behaviour`` (a
+``Behaviour``) is the default every request starts from, for tests going through Parley.
+
+- ``fail-N``: answer status N with an OpenAI error envelope, message
+  ``"Fake engine failure (status N)."`` (before any stream starts).
+- ``hang-S``: wait S seconds (at most ``MAX_HANG``) before answering.
+- ``slow-S``: wait S seconds before each streamed chunk.
+- ``words-N``: reply with N words of a fixed sentence instead of the echo.
+- ``no-usage``: never send the usage chunk, even when asked (like some engines).
+- ``cut-N``: after N stream chunks, end the body cleanly without ``[DONE]``.
+- ``drop-N``: after N stream chunks, drop the TCP connection mid-body.
+- ``error-after-N``: after N stream chunks, send ``MID_STREAM_ERROR`` (an error envelope
+  whose ``code`` is null) as an event, then ``[DONE]``.
+- ``junk``: answer 200 with a JSON array (a ``data: ["junk"]`` event when streaming).
+
+Counters: ``cancelled_streams`` (streams whose client went away before the end, seen as a
+failed write or the handler's cancellation), ``cancelled_requests`` (the same for whole
+replies, e.g. while hanging), ``completed_streams`` (streams that sent ``[DONE]``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from types import TracebackType
+from typing import Any, Literal
+
+import orjson
+from aiohttp import web
+from multidict import CIMultiDict
+
+MAX_HANG = 30.0
+CREATED = 1_700_000_000
+DEFAULT_MODELS = ("fake-model",)
+SENTENCE = ("the", "quick", "brown", "fox", "jumps", "over", "the", "lazy", "dog")
+
+MID_STREAM_ERROR = {
+    "error": {"message": "The engine failed.", "type": "server_error", "param": None, "code": None}
+}
+
+JSON = dict[str, Any]
+Kind = Literal["chat", "completion"]
+
+
+@dataclass(frozen=True, slots=True)
+class ReceivedRequest:
+    method: str
+    path: str
+    headers: CIMultiDict[str]
+    body: Any
+
+    @property
+    def authorization(self) -> str | None:
+        return self.headers.get("Authorization")
+
+
+@dataclass(frozen=True, slots=True)
+class Behaviour:
+    """How the engine answers; every field is also a model-name knob (module docstring)."""
+
+    fail: int | None = None
+    hang: float = 0.0
+    delay: float = 0.0
+    words: int | None = None
+    usage: bool = True
+    cut_after: int | None = None
+    drop_after: int | None = None
+    error_after: int | None = None
+    junk: bool = False
+
+    def with_model(self, model: str) -> Behaviour:
+        behaviour = self
+        for part in model.split("+"):
+            behaviour = behaviour._with_knob(part)
+        return behaviour
+
+    def _with_knob(self, part: str) -> Behaviour:
+        if part in ("no-usage", "junk"):
+            return replace(self, usage=False) if part == "no-usage" else replace(self, junk=True)
+        name, _, arg = part.rpartition("-")
+        try:
+            match name:
+                case "fail":
+                    return replace(self, fail=int(arg))
+                case "hang":
+                    return replace(self, hang=min(float(arg), MAX_HANG))
+                case "slow":
+                    return replace(self, delay=float(arg))
+                case "words":
+                    return replace(self, words=int(arg))
+                case "cut":
+                    return replace(self, cut_after=int(arg))
+                case "drop":
+                    return replace(self, drop_after=int(arg))
+                case "error-after":
+                    return replace(self, error_after=int(arg))
+        except ValueError:
+            pass
+        return self
+
+
+@dataclass
+class FakeEngine:
+    api_key: str | None = None
+    record_requests: bool = True
+    port: int = 0
+    behaviour: Behaviour = field(default_factory=Behaviour)
+    models: list[str] = field(default_factory=lambda: list(DEFAULT_MODELS))
+    requests: list[ReceivedRequest] = field(default_factory=list)
+    cancelled_streams: int = 0
+    cancelled_requests: int = 0
+    completed_streams: int = 0
+    base_url: str = ""
+    _runner: web.AppRunner | None = None
+    _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    _stream_cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def __aenter__(self) -> FakeEngine:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._endpoint("chat"))
+        app.router.add_post("/v1/completions", self._endpoint("completion"))
+        app.router.add_get("/v1/models", self._list_models)
+        self._runner = web.AppRunner(
+            app, access_log=None, handler_cancellation=True, shutdown_timeout=0.2
+        )
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
+        port = self._runner.addresses[0][1]
+        self.base_url = f"http://127.0.0.1:{port}/v1"
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    @property
+    def last_request(self) -> ReceivedRequest:
+        return self.requests[-1]
+
+    async def wait_for_cancelled_streams(self, count: int = 1) -> None:
+        """Wait until at least ``count`` streams were cut by their client (bound it yourself)."""
+        while self.cancelled_streams < count:
+            self._stream_cancelled.clear()
+            await self._stream_cancelled.wait()
+
+    def _endpoint(self, kind: Kind) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        async def handle(request: web.Request) -> web.StreamResponse:
+            return await self._answer(request, kind)
+
+        return handle
+
+    async def _list_models(self, request: web.Request) -> web.Response:
+        self._record(request, None)
+        data = [
+            {"id": m, "object": "model", "created": CREATED, "owned_by": "fake"}
+            for m in self.models
+        ]
+        return _json(200, {"object": "list", "data": data})
+
+    async def _answer(self, request: web.Request, kind: Kind) -> web.StreamResponse:
+        try:
+            body = orjson.loads(await request.read())
+        except orjson.JSONDecodeError:
+            body = None
+        self._record(request, body)
+        refusal = self._refusal(request, body)
+        if refusal is not None:
+            return refusal
+        behaviour = self.behaviour.with_model(str(body.get("model", "")))
+        if behaviour.fail is not None:
+            kind_of_error = "invalid_request_error" if behaviour.fail < 500 else "server_error"
+            message = f"Fake engine failure (status {behaviour.fail})."
+            return _error(behaviour.fail, message, kind_of_error, None)
+        stream = bool(body.get("stream"))
+        try:
+            return await self._serve(request, kind, body, behaviour, stream)
+        except asyncio.CancelledError:
+            self._count_cancelled(stream)
+            raise
+
+    def _refusal(self, request: web.Request, body: Any) -> web.Response | None:
+        if (
+            self.api_key is not None
+            and request.headers.get("Authorization") != f"Bearer {self.api_key}"
+        ):
+            return _error(
+                401, "Incorrect API key provided.", "invalid_request_error", "invalid_api_key"
+            )
+        if not isinstance(body, dict):
+            return _error(400, "The body is not a JSON object.", "invalid_request_error", None)
+        return None
+
+    async def _serve(
+        self, request: web.Request, kind: Kind, body: JSON, behaviour: Behaviour, stream: bool
+    ) -> web.StreamResponse:
+        if behaviour.hang:
+            await asyncio.sleep(behaviour.hang)
+        reply_id = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-fake{next(self._ids)}"
+        script = script_for(kind, body, behaviour.words, reply_id)
+        if behaviour.junk and not stream:
+            return _json(200, ["junk"])
+        if not stream:
+            return _json(200, whole_reply(script))
+        return await self._stream(request, script, body, behaviour)
+
+    async def _stream(
+        self, request: web.Request, script: Script, body: JSON, behaviour: Behaviour
+    ) -> web.StreamResponse:
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await response.prepare(request)
+        options = body.get("stream_options")
+        with_usage = (
+            behaviour.usage and isinstance(options, dict) and bool(options.get("include_usage"))
+        )
+        chunks = [["junk"]] if behaviour.junk else chunks_for(script, with_usage)
+        try:
+            outcome = await _send(request, response, chunks, behaviour)
+        except ConnectionResetError:
+            self._count_cancelled(True)
+            return response
+        if outcome == "done":
+            self.completed_streams += 1
+        return response
+
+    def _record(self, request: web.Request, body: Any) -> None:
+        if self.record_requests:
+            self.requests.append(
+                ReceivedRequest(request.method, request.path, CIMultiDict(request.headers), body)
+            )
+
+    def _count_cancelled(self, stream: bool) -> None:
+        if stream:
+            self.cancelled_streams += 1
+            self._stream_cancelled.set()
+        else:
+            self.cancelled_requests += 1
+
+
+async def _send(
+    request: web.Request, response: web.StreamResponse, chunks: list[Any], behaviour: Behaviour
+) -> Literal["done", "cut", "dropped"]:
+    for index, chunk in enumerate(chunks):
+        if index == behaviour.cut_after:
+            return "cut"
+        if index == behaviour.drop_after and request.transport is not None:
+            request.transport.close()
+            return "dropped"
+        if index == behaviour.error_after:
+            await response.write(b"data: " + orjson.dumps(MID_STREAM_ERROR) + b"\n\n")
+            break
+        if behaviour.delay:
+            await asyncio.sleep(behaviour.delay)
+        await response.write(b"data: " + orjson.dumps(chunk) + b"\n\n")
+    await response.write(b"data: [DONE]\n\n")
+    return "done"
+
+
+def _json(status: int, payload: object) -> web.Response:
+    return web.Response(status=status, body=orjson.dumps(payload), content_type="application/json")
+
+
+def _error(status: int, message: str, kind: str, code: str | None) -> web.Response:
+    return _json(status, {"error": {"message": message, "type": kind, "param": None, "code": code}})
+
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    """What one request gets: the reply's word pieces, why it ends, what it counted."""
+
+    kind: Kind
+    reply_id: str
+    model: str
+    pieces: list[str]
+    finish_reason: str
+    prompt_tokens: int
+
+    @property
+    def usage(self) -> JSON:
+        produced = len(self.pieces)
+        total = self.prompt_tokens + produced
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": produced,
+            "total_tokens": total,
+        }
+
+
+def script_for(kind: Kind, body: JSON, words: int | None, reply_id: str) -> Script:
+    texts, last = _chat_texts(body) if kind == "chat" else _prompt_texts(body)
+    if words is not None:
+        reply = [SENTENCE[i % len(SENTENCE)] for i in range(words)]
+    else:
+        reply = f"echo: {last}".split()
+    limit = body.get("max_tokens", body.get("max_completion_tokens"))
+    finish = "stop"
+    if isinstance(limit, int) and limit < len(reply):
+        reply, finish = reply[: max(limit, 0)], "length"
+    pieces = [word if i == 0 else f" {word}" for i, word in enumerate(reply)]
+    prompt_tokens = sum(len(text.split()) for text in texts)
+    return Script(kind, reply_id, str(body.get("model")), pieces, finish, prompt_tokens)
+
+
+def _chat_texts(body: JSON) -> tuple[list[str], str]:
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    texts = [_content_text(m.get("content")) for m in messages]
+    users = [_content_text(m.get("content")) for m in messages if m.get("role") == "user"]
+    return texts, users[-1] if users else ""
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return ""
+
+
+def _prompt_texts(body: JSON) -> tuple[list[str], str]:
+    prompt = body.get("prompt", "")
+    items = prompt if isinstance(prompt, list) else [prompt]
+    texts = [" ".join(map(str, i)) if isinstance(i, list) else str(i) for i in items]
+    return texts, texts[0] if texts else ""
+
+
+def whole_reply(script: Script) -> JSON:
+    text = "".join(script.pieces)
+    if script.kind == "chat":
+        message = {"role": "assistant", "content": text, "refusal": None}
+        choice: JSON = {"index": 0, "message": message, "logprobs": None}
+        head = _head(script, "chat.completion")
+        extra = {"system_fingerprint": "fp_fake"}
+    else:
+        choice = {"text": text, "index": 0, "logprobs": None}
+        head, extra = _head(script, "text_completion"), {}
+    choice["finish_reason"] = script.finish_reason
+    return {**head, "choices": [choice], "usage": script.usage, **extra}
+
+
+def chunks_for(script: Script, with_usage: bool) -> list[Any]:
+    kind = "chat.completion.chunk" if script.kind == "chat" else "text_completion"
+    head = _head(script, kind) | ({"usage": None} if with_usage else {})
+    if script.kind == "chat":
+        deltas: list[JSON] = [
+            {"role": "assistant", "content": ""},
+            *({"content": p} for p in script.pieces),
+            {},
+        ]
+        choices: list[JSON] = [
+            {"index": 0, "delta": d, "logprobs": None, "finish_reason": None} for d in deltas
+        ]
+    else:
+        texts = [*script.pieces, ""]
+        choices = [{"text": t, "index": 0, "logprobs": None, "finish_reason": None} for t in texts]
+    choices[-1]["finish_reason"] = script.finish_reason
+    chunks: list[Any] = [{**head, "choices": [choice]} for choice in choices]
+    if with_usage:
+        chunks.append({**head, "choices": [], "usage": script.usage})
+    return chunks
+
+
+def _head(script: Script, kind: str) -> JSON:
+    return {"id": script.reply_id, "object": kind, "created": CREATED, "model": script.model}
+
+
+async def serve_forever(port: int) -> None:
+    """Run an engine on ``port`` until cancelled (for subprocess tests and the benchmark)."""
+    async with FakeEngine(port=port, record_requests=False) as engine:
+        print(engine.base_url, flush=True)
+        await asyncio.Event().wait()
+
+
+if __name__ == "__main__":
+    import sys
+
+    asyncio.run(serve_forever(int(sys.argv[1]) if len(sys.argv) > 1 else 0))
