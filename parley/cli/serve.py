@@ -36,10 +36,7 @@ def serve(
     ctx: click.Context, config_path: str | None, host: str | None, port: int | None, workers: int
 ) -> None:
     """Serve the /v1 API."""
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    logging.getLogger("alembic").setLevel(logging.WARNING)
+    configure_logging()
     settings = _with_address(settings_from(ctx, config_path), host, port)
     if workers > 1 and settings.limits.backend == "memory" and not settings.limits.per_worker:
         fail(
@@ -69,6 +66,13 @@ def serve(
         _run_workers(settings, workers)
 
 
+def configure_logging() -> None:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+
+
 def _with_address(settings: Settings, host: str | None, port: int | None) -> Settings:
     update: dict[str, Any] = {}
     if host is not None:
@@ -82,6 +86,7 @@ def _with_address(settings: Settings, host: str | None, port: int | None) -> Set
 
 def run_worker(raw_settings: dict[str, Any], reuse_port: bool) -> None:
     """One serving process (the settings arrive as JSON so spawned workers can take them)."""
+    configure_logging()
     settings = Settings.model_validate(raw_settings)
     _install_uvloop()
     web.run_app(
