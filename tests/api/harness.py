@@ -1,0 +1,150 @@
+"""A real Parley over real HTTP, in the test's own event loop, against fake engines.
+
+``Gateway`` builds settings from the arguments, starts the aiohttp app on a free port,
+and creates groups and keys through the same store the app uses. Tests then call it with
+the official ``openai`` SDK (``gateway.client(key)``) or plain aiohttp.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import openai
+from aiohttp import web
+
+from parley.api.context import SERVICES
+from parley.app import create_app
+from parley.domain.groups import Group, Quota
+from parley.domain.keys import digest, display_prefix, new_key
+from parley.services import Services
+from parley.settings import Settings
+
+CHANNEL_KEY = "sk-channel-secret-0123456789"
+
+
+def default_config(engine_url: str, database_url: str) -> dict[str, Any]:
+    """One channel serving a chat model (spec prices), a vision model and a speech model."""
+    return {
+        "database": {"url": database_url},
+        "usage": {"flush_seconds": 0.05},
+        "limits": {"cache_refresh_seconds": 0.2},
+        "server": {"max_image_bytes": 1000},
+        "channels": [
+            {
+                "name": "engine",
+                "base_url": engine_url,
+                "api_key": CHANNEL_KEY,
+                "models": [
+                    {"name": "chat-large", "upstream": "upstream-chat"},
+                    {"name": "vision-small"},
+                ],
+                "timeouts": {"connect": 2, "read": 5},
+            }
+        ],
+        "models": [
+            {
+                "name": "chat-large",
+                "kind": "chat",
+                "aliases": ["chat"],
+                "retired_aliases": ["chat-legacy"],
+                "context_window": 32768,
+                "prices": {"input_per_1k": "0.00001", "output_per_1k": "0.00003"},
+            },
+            {"name": "vision-small", "kind": "chat", "vision": True},
+            {"name": "unserved", "kind": "chat"},
+        ],
+        "capabilities": {"LLM_CHAT": "chat-large", "LLM_VISION": "vision-small"},
+    }
+
+
+@dataclass
+class Gateway:
+    settings: Settings
+    runner: web.AppRunner | None = None
+    base_url: str = ""
+    keys: list[str] = field(default_factory=list)
+
+    @classmethod
+    async def start(cls, config: dict[str, Any]) -> Gateway:
+        gateway = cls(Settings.model_validate(config))
+        app = create_app(gateway.settings)
+        gateway.runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=1)
+        await gateway.runner.setup()
+        site = web.TCPSite(gateway.runner, "127.0.0.1", 0)
+        await site.start()
+        port = gateway.runner.addresses[0][1]
+        gateway.base_url = f"http://127.0.0.1:{port}"
+        return gateway
+
+    async def stop(self) -> None:
+        if self.runner is not None:
+            await self.runner.cleanup()
+            self.runner = None
+
+    @property
+    def services(self) -> Services:
+        assert self.runner is not None
+        return self.runner.app[SERVICES]
+
+    @property
+    def v1(self) -> str:
+        return f"{self.base_url}/v1"
+
+    async def group(
+        self,
+        name: str,
+        *,
+        rpm: int | None = None,
+        tpm: int | None = None,
+        models: Sequence[str] | None = None,
+        budget_nanos: int | None = None,
+    ) -> Group:
+        group = await self.services.store.create_group(
+            name,
+            quota=Quota(rpm=rpm, tpm=tpm),
+            models=frozenset(models) if models is not None else None,
+            budget_nanos=budget_nanos,
+        )
+        self.services.directory.remember_group(group)
+        return group
+
+    async def key(
+        self,
+        group: Group,
+        *,
+        expires_at: datetime | None = None,
+        rpm: int | None = None,
+        tpm: int | None = None,
+    ) -> str:
+        secret = new_key()
+        record = await self.services.store.create_key(
+            group.id,
+            name="test",
+            digest=digest(secret),
+            prefix=display_prefix(secret),
+            expires_at=expires_at,
+            quota=Quota(rpm=rpm, tpm=tpm),
+        )
+        self.services.directory.remember_key(record)
+        self.keys.append(secret)
+        return secret
+
+    def client(self, key: str, *, max_retries: int = 0) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(base_url=self.v1, api_key=key, max_retries=max_retries)
+
+    async def flush_usage(self) -> None:
+        """Write every queued usage record now."""
+        assert await self.services.meter.writer.flush()
+        await self.services.tasks.drain(seconds=5)
+
+    async def usage_count(self) -> int:
+        await self.flush_usage()
+        return await self.services.store.count_usage()
+
+
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'parley.db'}"
