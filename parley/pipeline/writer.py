@@ -40,6 +40,7 @@ class UsageWriter:
         self._settings = settings
         self._queue: deque[UsageRecord] = deque()
         self._wake = asyncio.Event()
+        self._flushing = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
         self._failing = False
         self.written = 0
@@ -76,7 +77,15 @@ class UsageWriter:
         self._spill()
 
     async def flush(self) -> bool:
-        """Write every queued record; False when the store refused (records kept)."""
+        """Write every queued record; False when the store refused (records kept).
+
+        One flush at a time: the loop, an explicit flush and shutdown never write the
+        same head of the queue twice.
+        """
+        async with self._flushing:
+            return await self._flush_queue()
+
+    async def _flush_queue(self) -> bool:
         while self._queue:
             batch = [
                 self._queue[i] for i in range(min(self._settings.batch_size, len(self._queue)))

@@ -1,0 +1,62 @@
+"""Money is exact integer nano-dollars; token estimates are close and never negative."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from parley.domain.pricing import Price, nanos_to_cents, usd_to_nanos
+from parley.domain.tokens import estimate_messages, estimate_prompt, estimate_text
+
+SPEC = Price(input_per_1k=usd_to_nanos("0.00001"), output_per_1k=usd_to_nanos("0.00003"))
+
+
+def test_spec_prices_are_ten_and_thirty_nanos_a_token() -> None:
+    assert (SPEC.input_per_1k, SPEC.output_per_1k) == (10_000, 30_000)
+    assert SPEC.cost(prompt_tokens=1, completion_tokens=1) == 40
+    assert SPEC.cost(prompt_tokens=1000, completion_tokens=1000) == 40_000
+
+
+def test_usd_to_nanos_is_exact_for_decimals_and_floats() -> None:
+    assert usd_to_nanos(Decimal("0.000000001")) == 1
+    assert usd_to_nanos(0.1) == 100_000_000
+    assert usd_to_nanos("2.5") == 2_500_000_000
+    assert nanos_to_cents(10_000_000) == 1.0
+
+
+def test_fractions_round_half_up_once_per_call() -> None:
+    price = Price(input_per_1k=1)  # a thousandth of a nano-dollar a token
+    assert price.cost(prompt_tokens=499) == 0
+    assert price.cost(prompt_tokens=500) == 1
+    assert price.cost(prompt_tokens=1499) == 1
+
+
+def test_audio_and_characters() -> None:
+    price = Price(per_minute=usd_to_nanos("0.006"), per_1k_characters=usd_to_nanos("0.015"))
+    assert price.cost(audio_ms=60_000) == 6_000_000
+    assert price.cost(audio_ms=30_000) == 3_000_000
+    assert price.cost(characters=1000) == 15_000_000
+
+
+@given(st.integers(0, 10**7), st.integers(0, 10**7), st.integers(0, 10**6))
+def test_cost_is_additive_within_one_rounding(prompt: int, completion: int, rate: int) -> None:
+    price = Price(input_per_1k=rate, output_per_1k=rate * 3)
+    whole = price.cost(prompt_tokens=prompt, completion_tokens=completion)
+    parts = price.cost(prompt_tokens=prompt) + price.cost(completion_tokens=completion)
+    assert abs(whole - parts) <= 1
+    assert whole >= 0
+
+
+def test_estimates() -> None:
+    assert estimate_text("") == 0
+    assert estimate_text("abcd") == 1
+    assert estimate_text("abcde") == 2
+    assert estimate_messages([{"role": "user", "content": "abcd" * 10}]) == 3 + 4 + 10
+    parts = [{"type": "text", "text": "abcd"}, {"type": "image_url", "image_url": {"url": "x"}}]
+    assert estimate_messages([{"role": "user", "content": parts}]) == 3 + 4 + 1 + 768
+    assert estimate_prompt("abcdefgh") == 2
+    assert estimate_prompt(["abcd", "abcd"]) == 2
+    assert estimate_prompt([1, 2, 3]) == 3
+    assert estimate_prompt([[1, 2], [3]]) == 3

@@ -1,0 +1,99 @@
+"""Go-style reset durations, and configuration errors that name the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from parley.limits.base import Decision, Window
+from parley.limits.headers import go_duration, rate_limit_headers, retry_headers
+from parley.settings import ConfigError, Settings, load_settings
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (0, "0s"),
+        (0.012, "12ms"),
+        (0.0001, "1ms"),
+        (1, "1s"),
+        (1.5, "1.5s"),
+        (59.9994, "1m0s"),
+        (360, "6m0s"),
+        (3723.5, "1h2m3.5s"),
+    ],
+)
+def test_go_durations(seconds: float, text: str) -> None:
+    assert go_duration(seconds) == text
+
+
+def test_headers_only_for_limited_dimensions() -> None:
+    decision = Decision(allowed=True, requests=Window(10, 9, 6.0))
+    assert rate_limit_headers(decision) == {
+        "x-ratelimit-limit-requests": "10",
+        "x-ratelimit-remaining-requests": "9",
+        "x-ratelimit-reset-requests": "6s",
+    }
+    assert retry_headers(0.2) == {"retry-after": "1", "retry-after-ms": "200"}
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "parley.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("server: {port: abc}", "server.port: Input should be a valid integer"),
+        ("server: [1]", "server: Input should be"),
+        ("nonsense: 1", "nonsense: Extra inputs are not permitted"),
+        (
+            "channels: [{name: a, base_url: 'http://x', models: [ghost]}]",
+            "channel `a` serves `ghost`, which is not declared under models",
+        ),
+        ("channels: [{name: a, base_url: 'ftp://x', models: []}]", "channels.0.base_url"),
+        ("database: {url: 'mysql://x'}", "database.url: must start with sqlite://"),
+        ("limits: {backend: redis}", "limits.backend is redis but no redis section is set"),
+        ("capabilities: {LLM_CHAT: ghost}", "capability `LLM_CHAT` names unknown model"),
+        ("server: {host: '${NOT_SET_ANYWHERE}'}", "server.host: environment variable NOT_SET"),
+        ("server: {port: 1\n  bad: [", "not valid YAML at line"),
+        ("- just\n- a list", "the top level must be a mapping"),
+    ],
+)
+def test_config_errors_are_one_line_naming_the_field(
+    tmp_path: Path, text: str, expected: str
+) -> None:
+    with pytest.raises(ConfigError) as problem:
+        load_settings(write(tmp_path, text), {})
+    message = str(problem.value)
+    assert expected in message
+    assert "\n" not in message
+
+
+def test_environment_references_and_overrides(tmp_path: Path) -> None:
+    path = write(tmp_path, "server: {host: '${HOST}'}\ndatabase: {url: 'sqlite:///a.db'}")
+    settings = load_settings(path, {"HOST": "0.0.0.0", "PARLEY_DATABASE_URL": "sqlite:///b.db"})
+    assert settings.server.host == "0.0.0.0"
+    assert settings.database.url == "sqlite:///b.db"
+
+
+def test_no_file_is_an_empty_gateway_on_sqlite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    settings = load_settings(None, {})
+    assert settings == Settings()
+    assert settings.database.url == "sqlite:///./parley.db"
+    assert settings.channels == ()
+
+
+def test_the_example_config_is_valid() -> None:
+    example = Path(__file__).parents[2] / "parley.example.yaml"
+    settings = load_settings(
+        example, {"PARLEY_ADMIN_TOKEN": "t", "VLLM_API_KEY": "k", "OPENAI_API_KEY": "k"}
+    )
+    assert {model.name for model in settings.models} == {"chat-large", "vision-small"}
+    assert settings.capabilities["LLM_CHAT"] == "chat-large"
