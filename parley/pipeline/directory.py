@@ -14,9 +14,12 @@ from collections import OrderedDict
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from parley.domain.groups import Group
 from parley.domain.keys import KeyRecord
-from parley.store.base import Store
+from parley.errors import ServiceUnavailable
+from parley.store.base import Store, StoreError
 
 NEGATIVE_CACHE_SIZE = 10_000
 CLOCK_SKEW = timedelta(seconds=5)
@@ -73,7 +76,12 @@ class Directory:
         until = self._unknown.get(digest)
         if until is not None and until > now:
             return None
-        record = await self._store.find_key(digest)
+        try:
+            record = await self._store.find_key(digest)
+        except (SQLAlchemyError, StoreError, OSError):
+            raise ServiceUnavailable(
+                "The key cannot be verified right now; try again shortly."
+            ) from None
         if record is None:
             self._unknown[digest] = now + self._refresh_seconds
             self._unknown.move_to_end(digest)

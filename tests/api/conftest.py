@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.api.harness import Gateway, default_config, sqlite_url
+from tests.api.harness import Gateway, default_config
 from tests.upstreams.openai_compatible import FakeEngine
 
 StartGateway = Callable[..., Awaitable[Gateway]]
@@ -26,7 +26,7 @@ async def start_gateway(engine: FakeEngine, tmp_path: Path) -> AsyncIterator[Sta
     started: list[Gateway] = []
 
     async def start(tweak: Callable[[dict[str, Any]], None] | None = None) -> Gateway:
-        config = default_config(engine.base_url, sqlite_url(tmp_path))
+        config = default_config(engine.base_url, tmp_path)
         if tweak is not None:
             tweak(config)
         gateway = await Gateway.start(config)

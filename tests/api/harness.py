@@ -26,11 +26,11 @@ from parley.settings import Settings
 CHANNEL_KEY = "sk-channel-secret-0123456789"
 
 
-def default_config(engine_url: str, database_url: str) -> dict[str, Any]:
-    """One channel serving a chat model (spec prices), a vision model and a speech model."""
+def default_config(engine_url: str, workdir: Path) -> dict[str, Any]:
+    """One channel serving a chat model (spec prices) and a vision model, on SQLite."""
     return {
-        "database": {"url": database_url},
-        "usage": {"flush_seconds": 0.05},
+        "database": {"url": f"sqlite:///{workdir / 'parley.db'}"},
+        "usage": {"flush_seconds": 0.05, "spill_dir": str(workdir)},
         "limits": {"cache_refresh_seconds": 0.2},
         "server": {"max_image_bytes": 1000},
         "channels": [
@@ -144,7 +144,3 @@ class Gateway:
     async def usage_count(self) -> int:
         await self.flush_usage()
         return await self.services.store.count_usage()
-
-
-def sqlite_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'parley.db'}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -173,3 +174,18 @@ async def test_unknown_route_and_method_get_envelopes(gateway: Gateway, key: str
         async with session.get(f"{gateway.v1}/chat/completions") as response:
             assert response.status == 405
             assert_envelope(await response.json())
+
+
+async def test_uncached_key_with_the_database_down_is_503_not_a_crash(
+    gateway: Gateway, key: str
+) -> None:
+    assert (await post(gateway, key, CHAT))[0] == 200
+    store: Any = gateway.services.store
+    await store.engine.dispose()
+    database = Path(store.engine.url.database)
+    for path in database.parent.glob(database.name + "*"):
+        path.unlink()  # the next connection finds an empty database: every query fails
+    assert (await post(gateway, key, CHAT))[0] == 200  # cached: no database needed
+    status, payload = await post(gateway, "pk-" + "y" * 43, CHAT)
+    assert status == 503
+    assert_envelope(payload)
