@@ -67,6 +67,7 @@ class Gateway:
     runner: web.AppRunner | None = None
     base_url: str = ""
     keys: list[str] = field(default_factory=list)
+    clients: list[openai.AsyncOpenAI] = field(default_factory=list)
 
     @classmethod
     async def start(cls, config: dict[str, Any]) -> Gateway:
@@ -81,6 +82,9 @@ class Gateway:
         return gateway
 
     async def stop(self) -> None:
+        """Close the SDK clients (their keep-alive connections), then the server."""
+        for client in self.clients:
+            await client.close()
         if self.runner is not None:
             await self.runner.cleanup()
             self.runner = None
@@ -134,7 +138,9 @@ class Gateway:
         return secret
 
     def client(self, key: str, *, max_retries: int = 0) -> openai.AsyncOpenAI:
-        return openai.AsyncOpenAI(base_url=self.v1, api_key=key, max_retries=max_retries)
+        client = openai.AsyncOpenAI(base_url=self.v1, api_key=key, max_retries=max_retries)
+        self.clients.append(client)
+        return client
 
     async def flush_usage(self) -> None:
         """Write every queued usage record now."""
