@@ -67,22 +67,3 @@ class Limiter(Protocol):
         """The state now, taking nothing."""
 
     async def close(self) -> None: ...
-
-
-@dataclass(slots=True)
-class BucketState:
-    level: float
-    updated: float
-
-
-def refill(state: BucketState, limit: int, now: float) -> float:
-    """Level of a bucket at ``now`` (full when never used)."""
-    elapsed = max(0.0, now - state.updated)
-    return min(float(limit), state.level + elapsed * limit / 60.0)
-
-
-def seconds_until(level: float, needed: float, limit: int) -> float:
-    """Time for a bucket at ``level`` to reach ``needed``."""
-    if level >= needed:
-        return 0.0
-    return (needed - level) * 60.0 / limit

@@ -1,10 +1,4 @@
-"""The one-process limiter, and the decision arithmetic every limiter shares.
-
-A call names its buckets with ``buckets_for`` (one request bucket and one token bucket
-per limited scope) and, once the levels are known, ``decide`` turns them into the
-``Decision`` the headers report. ``MemoryLimiter`` keeps the levels in a dict;
-``limits.redis.RedisLimiter`` keeps them in Redis and reads them with one Lua script, then
-calls the same ``decide``, so both answer alike to the last digit of the arithmetic.
+"""The one-process limiter: token buckets in a dict (arithmetic in ``limits.buckets``).
 
 Memory stays bounded: a bucket that has refilled completely holds nothing a fresh bucket
 would not, so at most once every ``sweep_seconds`` the limiter forgets the full ones. The
@@ -13,109 +7,11 @@ sweep walks every bucket, but only once per interval, never on each call.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
-from parley.limits.base import (
-    UNLIMITED,
-    BucketState,
-    Decision,
-    Dimension,
-    Scope,
-    Window,
-    refill,
-    seconds_until,
-)
-
-
-@dataclass(frozen=True, slots=True)
-class Bucket:
-    """One bucket a call touches: its scope, dimension, size and what the call takes."""
-
-    scope: str
-    dimension: Dimension
-    limit: int
-    cost: float
-
-
-def buckets_for(scopes: Sequence[Scope], tokens: int) -> list[Bucket]:
-    """The buckets a call of ``tokens`` tokens takes from, each scope counted once."""
-    buckets: list[Bucket] = []
-    seen: set[str] = set()
-    for scope in scopes:
-        if scope.name in seen:
-            continue
-        seen.add(scope.name)
-        rpm, tpm = scope.quota.rpm, scope.quota.tpm
-        if rpm is not None:
-            buckets.append(Bucket(scope.name, "requests", _positive(rpm, scope), 1.0))
-        if tpm is not None:
-            buckets.append(Bucket(scope.name, "tokens", _positive(tpm, scope), float(tokens)))
-    return buckets
-
-
-def fits(buckets: Sequence[Bucket], levels: Sequence[float]) -> bool:
-    """Whether every bucket holds what the call takes from it."""
-    return all(level >= bucket.cost for bucket, level in zip(buckets, levels, strict=True))
-
-
-def decide(
-    buckets: Sequence[Bucket], levels: Sequence[float], *, allowed: bool, taken: bool
-) -> Decision:
-    """The decision for a call, from the bucket levels before anything was taken.
-
-    ``taken`` says whether an allowed call took its cost (``acquire``) or only looked
-    (``peek``); the windows report the levels after the take.
-    """
-    if not buckets:
-        return UNLIMITED
-    after = [
-        level - bucket.cost if allowed and taken else level
-        for bucket, level in zip(buckets, levels, strict=True)
-    ]
-    requests = _tightest(buckets, after, "requests")
-    tokens = _tightest(buckets, after, "tokens")
-    if allowed:
-        return Decision(allowed=True, requests=requests, tokens=tokens)
-    if any(b.dimension == "tokens" and b.cost > b.limit for b in buckets):
-        return Decision(
-            allowed=False, requests=requests, tokens=tokens, limited_by="tokens", too_large=True
-        )
-    wait, dimension = max(
-        (seconds_until(level, bucket.cost, bucket.limit), bucket.dimension)
-        for bucket, level in zip(buckets, levels, strict=True)
-        if level < bucket.cost
-    )
-    return Decision(
-        allowed=False,
-        requests=requests,
-        tokens=tokens,
-        limited_by=dimension,
-        retry_after_seconds=wait,
-    )
-
-
-def _tightest(
-    buckets: Sequence[Bucket], levels: Sequence[float], dimension: Dimension
-) -> Window | None:
-    windows = [
-        Window(
-            limit=bucket.limit,
-            remaining=max(0, math.floor(level)),
-            reset_seconds=seconds_until(level, bucket.limit, bucket.limit),
-        )
-        for bucket, level in zip(buckets, levels, strict=True)
-        if bucket.dimension == dimension
-    ]
-    return min(windows, key=lambda w: (w.remaining, -w.reset_seconds), default=None)
-
-
-def _positive(limit: int, scope: Scope) -> int:
-    if limit <= 0:
-        raise ValueError(f"scope {scope.name}: rate limits must be positive, got {limit}")
-    return limit
+from parley.limits.base import Decision, Dimension, Scope
+from parley.limits.buckets import Bucket, BucketState, buckets_for, decide, fits, refill
 
 
 class MemoryLimiter:

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from redis.asyncio import Redis
 
 from parley.limits.base import UNLIMITED, Decision, Scope
-from parley.limits.memory import Bucket, buckets_for, decide
+from parley.limits.buckets import Bucket, buckets_for, decide
 
 EXPIRY_MARGIN_MS = 1000
 """Kept past the moment a bucket is full again, so a key never expires while it matters."""
