@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -210,3 +211,22 @@ async def test_subscription_in_one_api_shape(gateway: Gateway) -> None:
     assert sub["hard_limit_usd"] == sub["soft_limit_usd"] == 5.0
     assert sub["access_until"] > datetime.now(UTC).timestamp()
     assert sub["access_until"] <= (datetime.now(UTC) + timedelta(days=32)).timestamp()
+
+
+async def test_raw_records_past_retention_are_pruned_in_the_background_rollups_kept(
+    start_gateway: Any,
+) -> None:
+    def fast_pruning(config: dict[str, Any]) -> None:
+        config["usage"].update(retention_days=1, prune_every_seconds=0.05)
+
+    gateway = await start_gateway(fast_pruning)
+    group = await gateway.group("team")
+    key = await gateway.key(group)
+    old = date.today() - timedelta(days=3)
+    await gateway.services.store.record_usage([record(group.id, old, "chat-large", 10**7, 1)])
+    await gateway.client(key).chat.completions.create(model="chat-large", messages=MESSAGES)
+    async with asyncio.timeout(5):
+        while await gateway.usage_count() != 1:  # noqa: ASYNC110 (the prune loop's pace)
+            await asyncio.sleep(0.05)
+    rollups = await gateway.services.store.daily_usage(group.id, old, old + timedelta(days=1))
+    assert [row.cost_nanos for row in rollups] == [10**7]
