@@ -7,15 +7,11 @@ from typing import Any
 from aiohttp import web
 
 from parley.api.body import (
-    optional_bool,
-    optional_number,
-    optional_positive_int,
     read_json,
     required_string,
-    stream_options,
 )
 from parley.api.context import services
-from parley.api.textgen import Endpoint, TextRequest, generate
+from parley.api.textgen import Endpoint, TextRequest, generate, text_request
 from parley.domain.models import CHAT_KINDS, Resolved
 from parley.domain.tokens import estimate_messages
 from parley.errors import InvalidRequest, PayloadTooLarge
@@ -53,19 +49,11 @@ def parse_chat(body: dict[str, Any]) -> TextRequest:
         raise InvalidRequest("'messages' must be a non-empty array.", param="messages")
     for index, message in enumerate(messages):
         _check_message(message, index)
-    stream = optional_bool(body, "stream")
-    include_usage = stream_options(body, stream)
-    max_tokens = optional_positive_int(body, "max_tokens")
-    max_completion = optional_positive_int(body, "max_completion_tokens")
-    optional_number(body, "temperature", 0.0, 2.0)
-    optional_number(body, "top_p", 0.0, 1.0)
-    return TextRequest(
+    return text_request(
+        body,
         model=model,
-        body=body,
-        stream=stream,
-        include_usage=include_usage,
-        max_tokens=max_tokens or max_completion,
         prompt_estimate=estimate_messages(messages),
+        length_fields=("max_tokens", "max_completion_tokens"),
     )
 
 

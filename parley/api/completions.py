@@ -7,14 +7,10 @@ from typing import Any
 from aiohttp import web
 
 from parley.api.body import (
-    optional_bool,
-    optional_number,
-    optional_positive_int,
     read_json,
     required_string,
-    stream_options,
 )
-from parley.api.textgen import Endpoint, TextRequest, generate
+from parley.api.textgen import Endpoint, TextRequest, generate, text_request
 from parley.domain.models import COMPLETION_KINDS
 from parley.domain.tokens import estimate_prompt
 from parley.errors import InvalidRequest
@@ -47,19 +43,7 @@ def parse_completion(body: dict[str, Any]) -> TextRequest:
             "'prompt' must be a string, an array of strings, or an array of token arrays.",
             param="prompt",
         )
-    stream = optional_bool(body, "stream")
-    include_usage = stream_options(body, stream)
-    max_tokens = optional_positive_int(body, "max_tokens")
-    optional_number(body, "temperature", 0.0, 2.0)
-    optional_number(body, "top_p", 0.0, 1.0)
-    return TextRequest(
-        model=model,
-        body=body,
-        stream=stream,
-        include_usage=include_usage,
-        max_tokens=max_tokens,
-        prompt_estimate=estimate_prompt(prompt),
-    )
+    return text_request(body, model=model, prompt_estimate=estimate_prompt(prompt))
 
 
 def _valid_prompt(prompt: Any) -> bool:

@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from parley.api.body import optional_bool, optional_number, optional_positive_int, stream_options
 from parley.api.context import REPLY_HEADERS, caller, services
 from parley.api.streaming import stream_reply
 from parley.domain.models import Resolved
@@ -37,6 +38,29 @@ class TextRequest:
     include_usage: bool
     max_tokens: int | None
     prompt_estimate: int
+
+
+def text_request(
+    body: dict[str, Any],
+    *,
+    model: str,
+    prompt_estimate: int,
+    length_fields: tuple[str, ...] = ("max_tokens",),
+) -> TextRequest:
+    """Check the fields chat and classic completions share."""
+    stream = optional_bool(body, "stream")
+    include_usage = stream_options(body, stream)
+    lengths = [optional_positive_int(body, name) for name in length_fields]
+    optional_number(body, "temperature", 0.0, 2.0)
+    optional_number(body, "top_p", 0.0, 1.0)
+    return TextRequest(
+        model=model,
+        body=body,
+        stream=stream,
+        include_usage=include_usage,
+        max_tokens=next((length for length in lengths if length is not None), None),
+        prompt_estimate=prompt_estimate,
+    )
 
 
 @dataclass(frozen=True, slots=True)

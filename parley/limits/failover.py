@@ -10,7 +10,10 @@ raised) it logs one error, marks itself ``degraded`` and, by policy, either:
 - ``reject``: refuses the call with ``ServiceUnavailable`` (503).
 
 While degraded it leaves Redis alone for ``retry_seconds``, then lets the next call try it
-again; the first call that succeeds logs one info line and ends the degraded state.
+again; the first call that succeeds logs one info line and ends the degraded state. A call
+with nothing to limit (no bucket; or a settle with no token bucket or no change) is
+answered without Redis, so it proves nothing: it never ends an outage, and while degraded
+it is answered like any other call (locally, or 503).
 
 ``settle`` and ``peek`` are routed the same way, to whichever limiter is current: a call
 admitted by Redis but settled during an outage corrects the local buckets instead (a refund
@@ -32,6 +35,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from parley.errors import ServiceUnavailable
 from parley.limits.base import Decision, Limiter, Scope
+from parley.limits.buckets import buckets_for
 
 UNAVAILABLE_MESSAGE = "Rate limiting is unavailable; try again shortly."
 
@@ -69,16 +73,25 @@ class FailoverLimiter:
         return self._degraded
 
     async def acquire(self, scopes: Sequence[Scope], tokens: int) -> Decision:
-        return await self._route(lambda limiter: limiter.acquire(scopes, tokens))
+        return await self._route(
+            lambda limiter: limiter.acquire(scopes, tokens),
+            reaches_primary=bool(buckets_for(scopes, tokens)),
+        )
 
     async def settle(self, scopes: Sequence[Scope], delta_tokens: int) -> None:
         try:
-            await self._route(lambda limiter: limiter.settle(scopes, delta_tokens))
+            await self._route(
+                lambda limiter: limiter.settle(scopes, delta_tokens),
+                reaches_primary=delta_tokens != 0
+                and any(b.dimension == "tokens" for b in buckets_for(scopes, 0)),
+            )
         except ServiceUnavailable:
             self._log.debug("dropped a settle of %d tokens: Redis is unreachable", delta_tokens)
 
     async def peek(self, scopes: Sequence[Scope]) -> Decision:
-        return await self._route(lambda limiter: limiter.peek(scopes))
+        return await self._route(
+            lambda limiter: limiter.peek(scopes), reaches_primary=bool(buckets_for(scopes, 0))
+        )
 
     async def close(self) -> None:
         try:
@@ -87,14 +100,18 @@ class FailoverLimiter:
             self._log.debug("closing the primary limiter failed: %s", exc)
         await self._fallback.close()
 
-    async def _route(self, call: Callable[[Limiter], Awaitable[_T]]) -> _T:
-        if not self._degraded or self._clock() >= self._retry_at:
+    async def _route(
+        self, call: Callable[[Limiter], Awaitable[_T]], *, reaches_primary: bool
+    ) -> _T:
+        """``reaches_primary``: the call needs the primary's backend (see the docstring)."""
+        if not self._degraded or (reaches_primary and self._clock() >= self._retry_at):
             try:
                 result = await call(self._primary)
             except _UNREACHABLE as exc:
                 self._went_down(exc)
             else:
-                self._came_back()
+                if reaches_primary:
+                    self._came_back()
                 return result
         if self._on_failure == "reject":
             retry = str(max(1, math.ceil(self._retry_seconds)))
