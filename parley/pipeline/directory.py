@@ -40,22 +40,42 @@ class Directory:
         self._groups: dict[int, Group] = {}
         self._unknown: OrderedDict[str, float] = OrderedDict()
         self._since = datetime.fromtimestamp(0, UTC)
+        self._changes = 0
+        self._pinned: dict[str | int, int] = {}
+        """Entries told to this directory directly, with the change number that set them."""
 
     async def load(self) -> None:
-        """Read every group and every key changed since the last load."""
-        started = datetime.now(UTC)
+        """Read every group and every key changed since the last load.
+
+        What this instance was told while the load ran (a group created, a key revoked
+        through the admin API) is newer than what the load read, so it is kept.
+        """
+        started, seen = datetime.now(UTC), self._changes
         groups = await self._store.list_groups()
         changed = await self._store.keys_changed_since(self._since)
-        self._groups = {group.id: group for group in groups}
+        fresh = {group.id: group for group in groups}
+        for group_id, group in self._groups.items():
+            if self._pinned.get(group_id, -1) > seen:
+                fresh[group_id] = group
+        self._groups = fresh
         for record in changed:
-            self.remember_key(record)
+            if self._pinned.get(record.digest, -1) <= seen:
+                self._keys[record.digest] = record
+                self._unknown.pop(record.digest, None)
+        self._pinned = {name: change for name, change in self._pinned.items() if change > seen}
         self._since = started - CLOCK_SKEW
 
     def remember_key(self, record: KeyRecord) -> None:
+        """A key this instance just created, changed or revoked: effective at once."""
+        self._changes += 1
+        self._pinned[record.digest] = self._changes
         self._keys[record.digest] = record
         self._unknown.pop(record.digest, None)
 
     def remember_group(self, group: Group) -> None:
+        """A group this instance just created or changed: effective at once."""
+        self._changes += 1
+        self._pinned[group.id] = self._changes
         self._groups[group.id] = group
 
     def group(self, group_id: int) -> Group | None:

@@ -1,0 +1,78 @@
+"""The directory never lets a stale refresh undo what this instance was just told."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from pathlib import Path
+
+from parley.domain.keys import digest
+from parley.pipeline.directory import Directory
+from parley.store.sql import SqlStore, open_store
+
+
+class SlowStore:
+    """The real store, pausing after a refresh has read (so what it holds goes stale)."""
+
+    def __init__(self, store: SqlStore) -> None:
+        self.store = store
+        self.reading = asyncio.Event()
+        self.release = asyncio.Event()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.store, name)
+
+    async def _pause(self) -> None:
+        self.reading.set()
+        await self.release.wait()
+
+    async def list_groups(self) -> object:
+        groups = await self.store.list_groups()
+        await self._pause()
+        return groups
+
+    async def keys_changed_since(self, since: datetime) -> object:
+        keys = await self.store.keys_changed_since(since)
+        await self._pause()
+        return keys
+
+
+async def test_group_created_during_a_refresh_survives_it(tmp_path: Path) -> None:
+    store = await open_store(f"sqlite:///{tmp_path / 'p.db'}")
+    await store.migrate()
+    slow = SlowStore(store)
+    directory = Directory(slow, refresh_seconds=1)  # type: ignore[arg-type]
+    refresh = asyncio.create_task(directory.load())
+    await slow.reading.wait()
+    group = await store.create_group("late")
+    directory.remember_group(group)
+    slow.release.set()
+    await refresh
+    assert directory.group(group.id) == group
+    await store.close()
+
+
+async def test_key_revoked_during_a_refresh_stays_revoked(tmp_path: Path) -> None:
+    store = await open_store(f"sqlite:///{tmp_path / 'p.db'}")
+    await store.migrate()
+    group = await store.create_group("team")
+    record = await store.create_key(group.id, name="k", digest=digest("pk-x"), prefix="pk-x")
+    slow = SlowStore(store)
+    directory = Directory(slow, refresh_seconds=1)  # type: ignore[arg-type]
+    slow.release.set()
+    await directory.load()
+    slow.release.clear()
+    slow.reading.clear()
+    refresh = asyncio.create_task(directory.load())
+    await slow.reading.wait()  # paused after reading the groups
+    slow.reading.clear()
+    slow.release.set()
+    slow.release = asyncio.Event()
+    await slow.reading.wait()  # paused after reading the keys: its copy is about to go stale
+    revoked = await store.revoke_key(record.id, datetime.now(UTC))
+    directory.remember_key(revoked)
+    slow.release.set()
+    await refresh
+    cached = directory.cached_key(record.digest)
+    assert cached is not None and cached.revoked_at is not None
+    await store.close()
