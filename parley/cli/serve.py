@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import multiprocessing
 import signal
@@ -89,6 +90,8 @@ def run_worker(raw_settings: dict[str, Any], reuse_port: bool) -> None:
     configure_logging()
     settings = Settings.model_validate(raw_settings)
     _install_uvloop()
+    loop = asyncio.new_event_loop()
+    _stop_once_on_signals(loop)
     web.run_app(
         create_app(settings),
         host=settings.server.host,
@@ -97,8 +100,33 @@ def run_worker(raw_settings: dict[str, Any], reuse_port: bool) -> None:
         access_log=logging.getLogger("aiohttp.access") if settings.server.access_log else None,
         shutdown_timeout=settings.server.shutdown_grace_seconds,
         handler_cancellation=True,
+        handle_signals=False,
+        loop=loop,
         print=None,
     )
+
+
+def _stop_once_on_signals(loop: asyncio.AbstractEventLoop) -> None:
+    """SIGTERM or SIGINT starts the graceful shutdown; another one during it is ignored.
+
+    aiohttp's own handlers raise ``GracefulExit`` on every signal, so a second one (a
+    repeated ``kill``, or the parent's SIGTERM to a worker that already got the signal
+    from systemd's cgroup kill or a terminal's Ctrl-C) aborted the shutdown midway: exit
+    status 1 and every queued usage record lost. SIGKILL still stops it at once.
+    """
+    stopping = False
+
+    def stop() -> None:
+        nonlocal stopping
+        if stopping:
+            log.warning("already shutting down: finishing calls and writing usage records")
+            return
+        stopping = True
+        raise web.GracefulExit()
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):  # Windows event loops
+            loop.add_signal_handler(signum, stop)
 
 
 def _install_uvloop() -> None:

@@ -66,7 +66,10 @@ class UsageWriter:
     async def close(self) -> None:
         """Stop the loop, write what is queued, spill what cannot be written."""
         if self._task is not None:
-            self._task.cancel()
+            # Never cancel a write in progress: a SQLite transaction cut off mid-way keeps
+            # the database locked, so the final flush would fail and spill the records.
+            async with self._flushing:
+                self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
