@@ -68,9 +68,14 @@ async def v1_auth(request: web.Request, handler: Handler) -> web.StreamResponse:
 
 async def _ensure_limit_headers(request: web.Request, svc: Services) -> None:
     """Calls that did not pass admission report the limits as they stand."""
-    if REPLY_HEADERS not in request:
+    if REPLY_HEADERS in request:
+        return
+    try:
         decision = await svc.limiter.peek(scopes_for(request[CALLER]))
-        request[REPLY_HEADERS] = rate_limit_headers(decision)
+    except ParleyError:  # limits unavailable (Redis down, `reject`): the reply goes without
+        request[REPLY_HEADERS] = {}
+        return
+    request[REPLY_HEADERS] = rate_limit_headers(decision)
 
 
 def create_app(settings: Settings, *, store: Store | None = None) -> web.Application:

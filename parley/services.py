@@ -75,6 +75,7 @@ class Services:
     tasks: BackgroundTasks
     started_at: int = field(default_factory=lambda: int(time.time()))
     _loops: list[asyncio.Task[None]] = field(default_factory=list)
+    _pruning: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     @classmethod
     async def start(cls, settings: Settings, *, store: Store | None = None) -> Services:
@@ -115,8 +116,9 @@ class Services:
         return services
 
     async def close(self) -> None:
-        for loop in self._loops:
-            loop.cancel()
+        async with self._pruning:  # never cancel a DELETE midway: SQLite would stay locked
+            for loop in self._loops:
+                loop.cancel()
         for loop in self._loops:
             with contextlib.suppress(asyncio.CancelledError):
                 await loop
@@ -145,7 +147,8 @@ class Services:
         retention = timedelta(days=self.settings.usage.retention_days)
         while True:
             try:
-                pruned = await self.store.prune_usage(datetime.now(UTC) - retention)
+                async with self._pruning:
+                    pruned = await self.store.prune_usage(datetime.now(UTC) - retention)
             except REFRESH_ERRORS as error:
                 log.warning("usage pruning failed (%s); will try again", type(error).__name__)
             else:
