@@ -241,3 +241,21 @@ async def test_the_prefix_setting_names_the_keys(private_redis: PrivateRedis) ->
         assert await buckets_in(private_redis, prefix) == 2
     finally:
         await limiter.close()
+
+
+async def test_calls_that_need_no_redis_never_end_an_outage(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    now = [0.0]
+    primary = BrokenPrimary(RedisConnectionError("refused"))
+    limiter = FailoverLimiter(
+        primary, MemoryLimiter(), on_failure="local", retry_seconds=1.0, clock=lambda: now[0]
+    )
+    await limiter.acquire([GROUP], 1)
+    assert limiter.degraded
+    now[0] = 2.0  # past retry_seconds
+    assert (await limiter.acquire([Scope("g:2", Quota())], 5)).allowed  # unlimited: no Redis
+    await limiter.settle([GROUP], 0)  # nothing to correct: no Redis
+    assert limiter.degraded
+    assert "reachable again" not in caplog.text
+    assert primary.calls == 1
