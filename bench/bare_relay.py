@@ -1,0 +1,81 @@
+"""The baseline: the minimal relay of DESIGN.md §3, with nothing of Parley in it.
+
+aiohttp.web + one shared ``aiohttp.ClientSession`` + uvloop + orjson. It checks that an
+``Authorization`` header is present, parses the JSON body, forwards it to the upstream and
+returns the reply: a whole reply is read as JSON and re-serialized; a stream is relayed
+byte for byte, each piece as it arrives from the upstream (``iter_any``), through a
+``StreamResponse``. No keys, limits, routing or metering: what Parley does on top is
+exactly the difference between the two.
+
+    python -m bench.bare_relay --port 9002 --upstream http://127.0.0.1:9001/v1
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections.abc import AsyncIterator
+
+import aiohttp
+import orjson
+import uvloop
+from aiohttp import web
+
+SESSION = web.AppKey("session", aiohttp.ClientSession)
+UPSTREAM = web.AppKey("upstream", str)
+UPSTREAM_HEADERS = {"Content-Type": "application/json", "Authorization": "Bearer upstream"}
+UNAUTHORIZED = orjson.dumps({"error": {"message": "missing key", "type": "invalid_request_error"}})
+
+
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    if "Authorization" not in request.headers:
+        return web.Response(status=401, body=UNAUTHORIZED, content_type="application/json")
+    body = orjson.loads(await request.read())
+    session, url = request.app[SESSION], request.app[UPSTREAM] + "/chat/completions"
+    async with session.post(url, data=orjson.dumps(body), headers=UPSTREAM_HEADERS) as upstream:
+        if not body.get("stream") or upstream.status != 200:
+            reply = orjson.loads(await upstream.read())
+            return web.Response(
+                status=upstream.status, body=orjson.dumps(reply), content_type="application/json"
+            )
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await response.prepare(request)
+        async for piece in upstream.content.iter_any():
+            await response.write(piece)
+        await response.write_eof()
+        return response
+
+
+def make_app(upstream: str) -> web.Application:
+    app = web.Application()
+    app[UPSTREAM] = upstream.rstrip("/")
+    app.router.add_post("/v1/chat/completions", chat_completions)
+
+    async def session(app: web.Application) -> AsyncIterator[None]:
+        app[SESSION] = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0, limit_per_host=0),
+            timeout=aiohttp.ClientTimeout(total=None, sock_read=300),
+        )
+        yield
+        await app[SESSION].close()
+
+    app.cleanup_ctx.append(session)
+    return app
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=9002)
+    parser.add_argument("--upstream", default="http://127.0.0.1:9001/v1")
+    args = parser.parse_args()
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    web.run_app(
+        make_app(args.upstream), host=args.host, port=args.port, access_log=None, print=None
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,270 @@
+"""A closed-loop load generator: N connections, each sending its next request as soon as the
+last one is done, for a warm-up and then a measured window. Prints one JSON object.
+
+Two clients: ``raw`` (default), a lean HTTP/1.1 keep-alive client on asyncio protocols
+(``bench.rawhttp``) that costs the generator a fraction of the CPU, which matters when it
+shares two cores with the server under test; and ``aiohttp`` (``aiohttp.ClientSession``),
+the ordinary client, to cross-check the raw one.
+
+Only requests that finish inside the measured window count. A success is a 200 whose body
+is complete (a whole reply mentions ``usage``; a stream ends with ``data: [DONE]``);
+anything else (another status, a cut stream, a connection error) is an error. Latency is
+from sending the request to reading the last byte of the reply.
+
+With ``--watch NAME=PID`` (Linux), the CPU time each watched process used during the
+window is reported, as a share of one core and as microseconds per successful request;
+the generator's own CPU share is always reported (near 100 % means it may be the limit).
+
+    python -m bench.loadgen --url http://127.0.0.1:9002/v1/chat/completions --mode stream
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+import uvloop
+
+from bench.rawhttp import Connection, ProtocolError, Reply, request_bytes
+
+PROMPT = "Say hello to the benchmark in twenty words."
+TAIL = 64
+
+
+@dataclass
+class Window:
+    starts: float
+    ends: float
+    latencies: list[float] = field(default_factory=list)
+    errors: int = 0
+    first_error: str = ""
+    successes_overall: int = 0
+    """Successes in the warm-up and the window and after it (to check metering against)."""
+
+    def record(self, began: float, ok: bool, error: str = "") -> None:
+        now = time.perf_counter()
+        self.successes_overall += ok
+        if not self.starts <= now <= self.ends:
+            return
+        if ok:
+            self.latencies.append(now - began)
+            return
+        self.errors += 1
+        self.first_error = self.first_error or error
+
+
+def request_body(model: str, stream: bool) -> bytes:
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": [{"role": "user", "content": PROMPT}],
+        "max_tokens": 64,
+    }
+    if stream:
+        body |= {"stream": True, "stream_options": {"include_usage": True}}
+    return orjson.dumps(body)
+
+
+async def one_request(
+    session: aiohttp.ClientSession, url: str, body: bytes, headers: dict[str, str], stream: bool
+) -> str:
+    """Send one request; return "" on success, else what went wrong."""
+    async with session.post(url, data=body, headers=headers) as response:
+        if not stream:
+            data = await response.read()
+            if response.status != 200:
+                return f"status {response.status}: {data[:200]!r}"
+            return "" if b'"usage"' in data else "reply without usage"
+        tail = b""
+        async for piece in response.content.iter_any():
+            tail = (tail + piece)[-TAIL:]
+        if response.status != 200:
+            return f"status {response.status}: {tail!r}"
+        return "" if tail.rstrip().endswith(b"data: [DONE]") else "stream without [DONE]"
+
+
+async def connection_loop(
+    session: aiohttp.ClientSession,
+    *,
+    url: str,
+    body: bytes,
+    headers: dict[str, str],
+    stream: bool,
+    window: Window,
+) -> None:
+    while time.perf_counter() < window.ends:
+        began = time.perf_counter()
+        try:
+            problem = await one_request(session, url, body, headers, stream)
+        except (TimeoutError, aiohttp.ClientError, OSError) as error:
+            problem = f"{type(error).__name__}: {error}"
+        window.record(began, not problem, problem)
+
+
+def check_reply(reply: Reply, stream: bool) -> str:
+    """What is wrong with the reply, or nothing ("") if it is a complete success."""
+    if reply.status != 200:
+        return f"status {reply.status}: {reply.body[:200]!r}"
+    if stream:
+        return "" if reply.body.rstrip().endswith(b"data: [DONE]") else "stream without [DONE]"
+    return "" if b'"usage"' in reply.body else "reply without usage"
+
+
+async def raw_connection_loop(
+    host: str, port: int, request: bytes, stream: bool, window: Window
+) -> None:
+    connection = Connection(host, port)
+    try:
+        while time.perf_counter() < window.ends:
+            began = time.perf_counter()
+            try:
+                problem = check_reply(await connection.post(request), stream)
+            except (ProtocolError, OSError) as error:
+                problem = f"{type(error).__name__}: {error}"
+                await asyncio.sleep(0.01)
+            window.record(began, not problem, problem)
+    finally:
+        connection.close()
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of a process (Linux /proc), or None if unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mb(pid: int) -> float | None:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return None
+
+
+def percentile(ordered: list[float], fraction: float) -> float:
+    if not ordered:
+        return float("nan")
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    stream = args.mode == "stream"
+    body = request_body(args.model, stream)
+    headers = {"Content-Type": "application/json"}
+    if args.key:
+        headers["Authorization"] = f"Bearer {args.key}"
+    watched = dict(parse_watch(item) for item in args.watch)
+    now = time.perf_counter()
+    window = Window(starts=now + args.warmup, ends=now + args.warmup + args.duration)
+    connector = aiohttp.TCPConnector(limit=args.concurrency, force_close=False)
+    timeout = aiohttp.ClientTimeout(total=args.timeout)
+    host, port, request = request_bytes(args.url, body, headers)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+        if args.client == "raw":
+            coroutines = [
+                raw_connection_loop(host, port, request, stream, window)
+                for _ in range(args.concurrency)
+            ]
+        else:
+            coroutines = [
+                connection_loop(
+                    session, url=args.url, body=body, headers=headers, stream=stream, window=window
+                )
+                for _ in range(args.concurrency)
+            ]
+        loops = [asyncio.create_task(coroutine) for coroutine in coroutines]
+        await asyncio.sleep(max(0.0, window.starts - time.perf_counter()))
+        before = {name: cpu_seconds(pid) for name, pid in watched.items()}
+        own_before = time.process_time()
+        await asyncio.sleep(max(0.0, window.ends - time.perf_counter()))
+        after = {name: cpu_seconds(pid) for name, pid in watched.items()}
+        own_after = time.process_time()
+        await asyncio.wait(loops, timeout=args.timeout)
+        for loop in loops:
+            loop.cancel()
+    return summary(
+        args, window, watched=watched, before=before, after=after, own_cpu=own_after - own_before
+    )
+
+
+def summary(
+    args: argparse.Namespace,
+    window: Window,
+    *,
+    watched: dict[str, int],
+    before: dict[str, float | None],
+    after: dict[str, float | None],
+    own_cpu: float,
+) -> dict[str, Any]:
+    ordered = sorted(window.latencies)
+    ok = len(ordered)
+    cpu: dict[str, dict[str, float]] = {}
+    for name in watched:
+        start, end = before[name], after[name]
+        if start is not None and end is not None:
+            used = end - start
+            cpu[name] = {
+                "share": used / args.duration,
+                "us_per_request": used / ok * 1e6 if ok else float("nan"),
+            }
+    return {
+        "mode": args.mode,
+        "client": args.client,
+        "url": args.url,
+        "concurrency": args.concurrency,
+        "duration": args.duration,
+        "requests": ok,
+        "errors": window.errors,
+        "successes_overall": window.successes_overall,
+        "first_error": window.first_error,
+        "rps": ok / args.duration,
+        "p50_ms": percentile(ordered, 0.50) * 1000,
+        "p99_ms": percentile(ordered, 0.99) * 1000,
+        "max_ms": (ordered[-1] if ordered else float("nan")) * 1000,
+        "client_cpu_share": own_cpu / args.duration,
+        "cpu": cpu,
+        "rss_mb": {name: rss_mb(pid) for name, pid in watched.items()},
+    }
+
+
+def parse_watch(item: str) -> tuple[str, int]:
+    name, _, pid = item.partition("=")
+    return name, int(pid)
+
+
+def arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--mode", choices=("plain", "stream"), default="plain")
+    parser.add_argument("--key", default="", help="Sent as Authorization: Bearer KEY.")
+    parser.add_argument("--model", default="bench-model")
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--duration", type=float, default=10.0, help="Measured seconds.")
+    parser.add_argument("--warmup", type=float, default=2.0, help="Unmeasured seconds first.")
+    parser.add_argument("--timeout", type=float, default=30.0, help="Per request, seconds.")
+    parser.add_argument("--client", choices=("raw", "aiohttp"), default="raw")
+    parser.add_argument("--watch", action="append", default=[], metavar="NAME=PID")
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = arguments()
+    result = uvloop.run(run(args))
+    print(orjson.dumps(result).decode())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""An instant fake OpenAI-compatible upstream for load runs: every reply is precomputed bytes.
+
+``POST /v1/chat/completions`` answers a fixed ``chat.completion`` (with ``usage``) at once;
+with ``"stream": true`` it sends ``CHUNKS`` content chunks (one write each, as an engine
+would), then a usage chunk when ``stream_options.include_usage`` is true, then
+``data: [DONE]``. Nothing is recorded, nothing is checked but the JSON body.
+
+With ``--joined`` a stream is sent in one write (the same bytes): the upstream then costs a
+third of the CPU per stream, but the relay reads the whole stream at once, which a real
+engine, producing tokens over time, never does.
+
+    python -m bench.upstream --port 9001     # from the repo root
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from typing import Any
+
+import orjson
+import uvloop
+from aiohttp import web
+
+CHUNKS = 20
+CREATED = 1_700_000_000
+MODEL = "fake-model"
+WORDS = [f"word{index} " for index in range(CHUNKS)]
+USAGE = {"prompt_tokens": 9, "completion_tokens": CHUNKS, "total_tokens": 9 + CHUNKS}
+
+PLAIN = orjson.dumps(
+    {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion",
+        "created": CREATED,
+        "model": MODEL,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "".join(WORDS)},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": USAGE,
+    }
+)
+
+
+def _event(payload: dict[str, Any]) -> bytes:
+    return b"data: " + orjson.dumps(payload) + b"\n\n"
+
+
+def _chunk(index: int) -> bytes:
+    delta: dict[str, str] = {"content": WORDS[index]}
+    if index == 0:
+        delta = {"role": "assistant", **delta}
+    finish = "stop" if index == CHUNKS - 1 else None
+    return _event(
+        {
+            "id": "chatcmpl-bench",
+            "object": "chat.completion.chunk",
+            "created": CREATED,
+            "model": MODEL,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+    )
+
+
+STREAM_CHUNKS = tuple(_chunk(index) for index in range(CHUNKS))
+USAGE_CHUNK = _event(
+    {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion.chunk",
+        "created": CREATED,
+        "model": MODEL,
+        "choices": [],
+        "usage": USAGE,
+    }
+)
+DONE = b"data: [DONE]\n\n"
+JSON_HEADERS = {"Content-Type": "application/json"}
+SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+
+
+WITH_USAGE = (*STREAM_CHUNKS, USAGE_CHUNK, DONE)
+WITHOUT_USAGE = (*STREAM_CHUNKS, DONE)
+JOINED = web.AppKey("joined", bool)
+
+
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    body = orjson.loads(await request.read())
+    if not body.get("stream"):
+        return web.Response(body=PLAIN, headers=JSON_HEADERS)
+    options = body.get("stream_options")
+    include_usage = isinstance(options, dict) and options.get("include_usage") is True
+    pieces = WITH_USAGE if include_usage else WITHOUT_USAGE
+    response = web.StreamResponse(headers=SSE_HEADERS)
+    await response.prepare(request)
+    if request.app[JOINED]:
+        await response.write(b"".join(pieces))
+    else:
+        for piece in pieces:
+            await response.write(piece)
+    await response.write_eof()
+    return response
+
+
+def make_app(joined: bool = False) -> web.Application:
+    app = web.Application()
+    app[JOINED] = joined
+    app.router.add_post("/v1/chat/completions", chat_completions)
+    return app
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=9001)
+    parser.add_argument("--joined", action="store_true", help="Send each stream in one write.")
+    args = parser.parse_args()
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    web.run_app(make_app(args.joined), host=args.host, port=args.port, access_log=None, print=None)
+
+
+if __name__ == "__main__":
+    main()
