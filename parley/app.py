@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
-from parley.admin.api import add_admin_routes, admin_auth
+from parley.admin.api import admin_app
 from parley.api.context import CALLER, REPLY_HEADERS, SERVICES
 from parley.api.routes import add_routes
 from parley.errors import (
@@ -80,10 +80,10 @@ async def _ensure_limit_headers(request: web.Request, svc: Services) -> None:
 
 def create_app(settings: Settings, *, store: Store | None = None) -> web.Application:
     app = web.Application(
-        middlewares=[errors, v1_auth, admin_auth], client_max_size=settings.server.max_body_bytes
+        middlewares=[errors, v1_auth], client_max_size=settings.server.max_body_bytes
     )
     add_routes(app)
-    add_admin_routes(app)
+    app.add_subapp("/admin", admin_app(settings.server.max_body_bytes))
     app.router.add_get("/health", health)
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:

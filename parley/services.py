@@ -24,6 +24,7 @@ from parley.domain.pricing import Price, usd_to_nanos
 from parley.limits.base import Limiter
 from parley.limits.factory import build_limiter
 from parley.pipeline.budget import SpendLedger
+from parley.pipeline.call import RequestIds
 from parley.pipeline.directory import Directory
 from parley.pipeline.meter import BackgroundTasks, Meter
 from parley.pipeline.route import Router
@@ -74,6 +75,7 @@ class Services:
     http: aiohttp.ClientSession
     tasks: BackgroundTasks
     started_at: int = field(default_factory=lambda: int(time.time()))
+    request_ids: RequestIds = field(default_factory=RequestIds)
     _loops: list[asyncio.Task[None]] = field(default_factory=list)
     _pruning: asyncio.Lock = field(default_factory=asyncio.Lock)
 

@@ -51,13 +51,12 @@ def key_view(record: KeyRecord) -> dict[str, Any]:
 
 @web.middleware
 async def admin_auth(request: web.Request, handler: Any) -> web.StreamResponse:
-    if request.path.startswith("/admin"):
-        token = request.app[SERVICES].settings.admin.token
-        if not token:
-            raise NotFound("The admin API is off: set admin.token in the config.")
-        given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
-        if not same_digest(digest(given), digest(token)):
-            raise AuthenticationFailed("A valid admin token is required for /admin.")
+    token = request.config_dict[SERVICES].settings.admin.token
+    if not token:
+        raise NotFound("The admin API is off: set admin.token in the config.")
+    given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+    if not same_digest(digest(given), digest(token)):
+        raise AuthenticationFailed("A valid admin token is required for /admin.")
     response: web.StreamResponse = await handler(request)
     return response
 
@@ -92,12 +91,12 @@ def _budget(body: dict[str, Any]) -> int | None:
 
 
 async def list_groups(request: web.Request) -> web.Response:
-    groups = await request.app[SERVICES].store.list_groups()
+    groups = await request.config_dict[SERVICES].store.list_groups()
     return json_reply({"object": "list", "data": [group_view(g) for g in groups]})
 
 
 async def create_group(request: web.Request) -> web.Response:
-    svc = request.app[SERVICES]
+    svc = request.config_dict[SERVICES]
     body = await read_json(request)
     name = body.get("name")
     if not isinstance(name, str) or not name.strip():
@@ -116,7 +115,7 @@ async def create_group(request: web.Request) -> web.Response:
 
 
 async def update_group(request: web.Request) -> web.Response:
-    svc = request.app[SERVICES]
+    svc = request.config_dict[SERVICES]
     body = await read_json(request)
     changes = GroupChanges(
         rpm=_optional_int(body, "rpm"),
@@ -137,7 +136,7 @@ async def update_group(request: web.Request) -> web.Response:
 
 
 async def list_keys(request: web.Request) -> web.Response:
-    store = request.app[SERVICES].store
+    store = request.config_dict[SERVICES].store
     group_id = None
     if "group" in request.query:
         group = await store.get_group(request.query["group"])
@@ -149,7 +148,7 @@ async def list_keys(request: web.Request) -> web.Response:
 
 
 async def create_key(request: web.Request) -> web.Response:
-    svc = request.app[SERVICES]
+    svc = request.config_dict[SERVICES]
     body = await read_json(request)
     group = await svc.store.get_group(str(body.get("group", "")))
     if group is None:
@@ -169,7 +168,7 @@ async def create_key(request: web.Request) -> web.Response:
 
 
 async def revoke_key(request: web.Request) -> web.Response:
-    svc = request.app[SERVICES]
+    svc = request.config_dict[SERVICES]
     try:
         key_id = int(request.match_info["key_id"])
         record = await svc.store.revoke_key(key_id, datetime.now(UTC))
@@ -179,14 +178,17 @@ async def revoke_key(request: web.Request) -> web.Response:
     return json_reply(key_view(record))
 
 
-def add_admin_routes(app: web.Application) -> None:
-    app.router.add_routes(
+def admin_app(client_max_size: int) -> web.Application:
+    """The admin API as a sub-application, so its check never runs on /v1 calls."""
+    admin = web.Application(middlewares=[admin_auth], client_max_size=client_max_size)
+    admin.router.add_routes(
         [
-            web.get("/admin/groups", list_groups),
-            web.post("/admin/groups", create_group),
-            web.patch("/admin/groups/{name}", update_group),
-            web.get("/admin/keys", list_keys),
-            web.post("/admin/keys", create_key),
-            web.delete("/admin/keys/{key_id}", revoke_key),
+            web.get("/groups", list_groups),
+            web.post("/groups", create_group),
+            web.patch("/groups/{name}", update_group),
+            web.get("/keys", list_keys),
+            web.post("/keys", create_key),
+            web.delete("/keys/{key_id}", revoke_key),
         ]
     )
+    return admin

@@ -19,7 +19,7 @@ from parley.domain.usage import Usage
 from parley.errors import ParleyError, ServiceUnavailable
 from parley.pipeline.admit import admit, resolve_model, scopes_for
 from parley.pipeline.authenticate import Caller
-from parley.pipeline.call import Call, new_request_id
+from parley.pipeline.call import Call
 from parley.pipeline.relay import Operation, relay
 from parley.pipeline.route import Route
 from parley.services import Services
@@ -89,7 +89,7 @@ async def generate(
         raise ServiceUnavailable("The gateway is catching up on usage records; retry shortly.")
     reserve = reservation(text, resolved, who, svc.settings.limits.default_max_tokens)
     admission = await admit(svc.limiter, svc.meter.ledger, who, reserve)
-    call = Call(new_request_id(), endpoint.path, who, resolved, admission)
+    call = Call(svc.request_ids.new(), endpoint.path, who, resolved, admission)
     request[REPLY_HEADERS] = call.reply_headers()
     routes = svc.router.routes(resolved.spec.name)
     body = {**text.body, "model": resolved.spec.name}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -11,8 +12,16 @@ from parley.pipeline.admit import Admission
 from parley.pipeline.authenticate import Caller
 
 
-def new_request_id() -> str:
-    return "req_" + secrets.token_hex(12)
+class RequestIds:
+    """Unique request ids without a system call each: a random per-process prefix and a
+    counter (``req_<16 hex>_<n hex>``)."""
+
+    def __init__(self) -> None:
+        self._prefix = f"req_{secrets.token_hex(8)}_"
+        self._next = itertools.count(1)
+
+    def new(self) -> str:
+        return f"{self._prefix}{next(self._next):x}"
 
 
 @dataclass(slots=True)

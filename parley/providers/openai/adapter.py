@@ -7,6 +7,7 @@ are returned as the upstream sent them; the caller rewrites ``model`` for its ow
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
@@ -78,9 +79,7 @@ class OpenAIAdapter:
             f"{target.base_url}{path}",
             data=orjson.dumps(payload),
             headers=_headers(target.api_key),
-            timeout=aiohttp.ClientTimeout(
-                total=None, sock_connect=target.connect_timeout, sock_read=target.read_timeout
-            ),
+            timeout=_timeout(target.connect_timeout, target.read_timeout),
             allow_redirects=False,
         )
 
@@ -103,7 +102,15 @@ def stream_body(body: JSON, model: str) -> JSON:
     return {**body, "model": model, "stream": True, "stream_options": merged}
 
 
+@functools.cache
+def _timeout(connect: float, read: float) -> aiohttp.ClientTimeout:
+    """One immutable timeout per channel setting, not one object per call."""
+    return aiohttp.ClientTimeout(total=None, sock_connect=connect, sock_read=read)
+
+
+@functools.cache
 def _headers(api_key: str | None) -> dict[str, str]:
+    """Built once per channel key (aiohttp copies them; they are never mutated)."""
     if api_key:
         return {"Content-Type": "application/json", "Authorization": f"Bearer {api_key}"}
     return {"Content-Type": "application/json"}
