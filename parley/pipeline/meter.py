@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from parley.domain.usage import Usage, UsageRecord
-from parley.limits.base import Limiter
+from parley.limits.base import Limiter, Scope
 from parley.pipeline.budget import SpendLedger
 from parley.pipeline.call import Call
 from parley.pipeline.writer import UsageWriter
@@ -53,6 +53,7 @@ class Meter:
         self.ledger = ledger
         self._limiter = limiter
         self._tasks = tasks
+        self._settlements: dict[tuple[Scope, ...], int] = {}
 
     def finish(
         self,
@@ -94,5 +95,20 @@ class Meter:
         self.ledger.add(record.group_id, cost)
         delta = usage.total_tokens - call.admission.reserved_tokens
         if delta and call.admission.scopes:
-            self._tasks.spawn(self._limiter.settle(call.admission.scopes, delta))
+            self._settle_soon(call.admission.scopes, delta)
         return record
+
+    def _settle_soon(self, scopes: tuple[Scope, ...], delta: int) -> None:
+        """Add up corrections per scope set; one task per loop tick applies them all
+        (one limiter call, one Redis round trip, per scope set, not per call)."""
+        first = not self._settlements
+        self._settlements[scopes] = self._settlements.get(scopes, 0) + delta
+        if first:
+            self._tasks.spawn(self._settle_all())
+
+    async def _settle_all(self) -> None:
+        await asyncio.sleep(0)  # let the calls finishing in this tick join the batch
+        pending, self._settlements = self._settlements, {}
+        for scopes, delta in pending.items():
+            if delta:
+                await self._limiter.settle(scopes, delta)
