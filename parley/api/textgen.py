@@ -132,9 +132,8 @@ async def _plain_reply(
     reply["id"] = _with_prefix(reply.get("id"), endpoint.id_prefix)
     reply["usage"] = {**_as_dict(reply.get("usage")), **usage_fields(usage)}
     svc.meter.finish(call, usage=usage, status=200, channel=route.target.channel)
-    return web.Response(
-        body=orjson.dumps(reply), content_type="application/json", headers=call.reply_headers()
-    )
+    # The reply headers are added once, by the v1 middleware, from request[REPLY_HEADERS].
+    return web.Response(body=orjson.dumps(reply), content_type="application/json")
 
 
 def reservation(text: TextRequest, model: Resolved, who: Caller, default_max_tokens: int) -> int:

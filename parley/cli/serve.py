@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import logging
 import multiprocessing
@@ -127,9 +126,10 @@ def _stop_once_on_signals(loop: asyncio.AbstractEventLoop) -> None:
         stopping = True
         raise web.GracefulExit()
 
+    if sys.platform == "win32":
+        return  # Windows event loops take no signal handlers
     for signum in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):  # Windows event loops
-            loop.add_signal_handler(signum, stop)
+        loop.add_signal_handler(signum, stop)
 
 
 GC_THRESHOLDS = (10_000, 50, 100)
