@@ -8,6 +8,7 @@ for a warm-up and a measured window, prints a table and Parley's ratio to the ba
 and stops every process and removes its temporary folder, also on Ctrl-C.
 
     python -m bench.load                                  # from the repo root, ~1.5 minutes
+    python -m bench.load --rounds 5 --targets bare,parley # a steadier median
     python -m bench.load --duration 5 --scenarios plain --json /tmp/load.json
 
 The ``direct`` rows drive the fake upstream with no relay between: the ceiling of this
@@ -23,6 +24,7 @@ import json
 import math
 import shutil
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -33,9 +35,11 @@ from typing import Any
 
 from bench.processes import (
     BenchError,
+    Placement,
     Service,
     Services,
     clean_environment,
+    cpu_list,
     free_ports,
     sigterm_as_interrupt,
     stop,
@@ -137,7 +141,14 @@ def _smoke_problem(status: int, data: bytes, stream: bool) -> str:
 
 
 def drive(
-    args: argparse.Namespace, target: str, mode: str, *, port: int, key: str, watch: dict[str, int]
+    args: argparse.Namespace,
+    target: str,
+    mode: str,
+    *,
+    port: int,
+    key: str,
+    watch: dict[str, int],
+    cpus: frozenset[int] | None,
 ) -> dict[str, Any]:
     command = [
         sys.executable, "-m", "bench.loadgen",
@@ -152,6 +163,7 @@ def drive(
     ]  # fmt: skip
     command += [f"--watch={name}={pid}" for name, pid in watch.items()]
     budget = args.warmup + args.duration + 60
+    command += cpu_list(cpus)
     done = subprocess.run(command, capture_output=True, text=True, timeout=budget, check=False)
     if done.returncode != 0:
         raise BenchError(f"load generator failed on {target} {mode}:\n{done.stderr[-2000:]}")
@@ -197,7 +209,7 @@ def _share(value: float | None) -> str:
 
 def print_table(results: list[dict[str, Any]]) -> None:
     header = (
-        f"{'target':<8}{'mode':<8}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}"
+        f"{'round':<6}{'target':<8}{'mode':<8}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}"
         f"{'srv CPU':>9}{'µs CPU/req':>12}{'upstr CPU':>11}{'client CPU':>12}{'srv RSS MB':>12}"
     )
     print(header)
@@ -206,7 +218,7 @@ def print_table(results: list[dict[str, Any]]) -> None:
         server = row["cpu"].get("server", {})
         upstream = row["cpu"].get("upstream", {}) if row["target"] != "direct" else {}
         print(
-            f"{row['target']:<8}{row['mode']:<8}{_number(row['rps']):>9}"
+            f"{row['round']:<6}{row['target']:<8}{row['mode']:<8}{_number(row['rps']):>9}"
             f"{_number(row['p50_ms'], 1):>9}{_number(row['p99_ms'], 1):>9}{row['errors']:>8}"
             f"{_share(server.get('share')):>9}{_number(server.get('us_per_request')):>12}"
             f"{_share(upstream.get('share')):>11}{_share(row['client_cpu_share']):>12}"
@@ -217,35 +229,45 @@ def print_table(results: list[dict[str, Any]]) -> None:
             print(f"first error, {row['target']} {row['mode']}: {row['first_error']}")
 
 
-def ratios(results: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    rows = {(row["target"], row["mode"]): row for row in results}
-    found: dict[str, dict[str, float]] = {}
+def ratios(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Parley's ratio to the bare relay in each round, per mode, and their median."""
+    rows = {(row["round"], row["target"], row["mode"]): row for row in results}
+    rounds = sorted({row["round"] for row in results})
+    found: dict[str, dict[str, Any]] = {}
     for mode in MODES:
-        bare, parley = rows.get(("bare", mode)), rows.get(("parley", mode))
-        if bare is None or parley is None or not bare["rps"]:
-            continue
-        bare_cpu = bare["cpu"].get("server", {}).get("us_per_request", math.nan)
-        parley_cpu = parley["cpu"].get("server", {}).get("us_per_request", math.nan)
-        found[mode] = {
-            "throughput": parley["rps"] / bare["rps"],
-            "cpu_efficiency": bare_cpu / parley_cpu if parley_cpu else math.nan,
-        }
+        throughput, efficiency = [], []
+        for round_ in rounds:
+            bare, parley = rows.get((round_, "bare", mode)), rows.get((round_, "parley", mode))
+            if bare is None or parley is None or not bare["rps"]:
+                continue
+            bare_cpu = bare["cpu"].get("server", {}).get("us_per_request", math.nan)
+            parley_cpu = parley["cpu"].get("server", {}).get("us_per_request", math.nan)
+            throughput.append(parley["rps"] / bare["rps"])
+            efficiency.append(bare_cpu / parley_cpu if parley_cpu else math.nan)
+        if throughput:
+            found[mode] = {
+                "throughput": statistics.median(throughput),
+                "cpu_efficiency": statistics.median(efficiency),
+                "throughput_by_round": throughput,
+                "cpu_efficiency_by_round": efficiency,
+            }
     return found
 
 
-def print_ratios(found: dict[str, dict[str, float]]) -> None:
+def print_ratios(found: dict[str, dict[str, Any]]) -> None:
     if not found:
         return
-    print(f"\nParley / bare relay (goal: throughput ≥ {GOAL} with one worker)")
+    print(f"\nParley / bare relay, median of rounds (goal: throughput ≥ {GOAL} with one worker)")
     for mode, ratio in found.items():
         verdict = "meets" if ratio["throughput"] >= GOAL else "BELOW"
+        rounds = " ".join(f"{value:.2f}" for value in ratio["throughput_by_round"])
         print(
-            f"  {mode:<7} throughput {ratio['throughput']:.2f} ({verdict} the goal)   "
-            f"CPU per request: bare/parley {ratio['cpu_efficiency']:.2f}"
+            f"  {mode:<7} throughput {ratio['throughput']:.2f} ({verdict} the goal; "
+            f"rounds {rounds})   CPU per request: bare/parley {ratio['cpu_efficiency']:.2f}"
         )
 
 
-def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+def run(args: argparse.Namespace, workdir: Path, place: Placement) -> dict[str, Any]:
     upstream_port, bare_port, parley_port = free_ports(3)
     results: list[dict[str, Any]] = []
     metering: dict[str, int] = {}
@@ -253,30 +275,44 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         upstream_args = ["-m", "bench.upstream", "--port", str(upstream_port)]
         if args.upstream_writes == "joined":
             upstream_args.append("--joined")
-        upstream = services.start("upstream", upstream_port, upstream_args)
+        upstream = services.start("upstream", upstream_port, upstream_args, cpus=place.helpers)
         upstream_url = f"http://127.0.0.1:{upstream_port}/v1"
         bare_args = ["-m", "bench.bare_relay", "--port", str(bare_port), "--upstream", upstream_url]
-        bare = services.start("bare", bare_port, bare_args)
+        bare = services.start("bare", bare_port, bare_args, cpus=place.servers)
         config = write_parley_config(workdir, parley_port, upstream_port)
         print(f"parley package: {parley_location(workdir)}", flush=True)
         key = create_key(config)
         serve_args = ["-m", "parley", "serve", "--config", str(config), "--port", str(parley_port)]
-        parley = services.start("parley", parley_port, serve_args, cwd=workdir)
+        parley = services.start("parley", parley_port, serve_args, cwd=workdir, cpus=place.servers)
         wait_until_ready(upstream)
         wait_until_ready(bare)
         wait_until_ready(parley, "/health")
         servers: dict[str, Service] = {"direct": upstream, "bare": bare, "parley": parley}
         for target in args.targets:
             smoke_test(target, servers[target].port, key)
-        for mode in args.scenarios:
-            for target in args.targets:
-                server = servers[target]
-                watch = {"server": server.pid, "upstream": upstream.pid}
-                profile = args.profile if target == "parley" else None
-                with profiling(profile, server.pid, mode, args.warmup + args.duration):
-                    row = drive(args, target, mode, port=server.port, key=key, watch=watch)
-                results.append(row)
-                print(f"  {target:<7}{mode:<7}{row['rps']:>10,.0f} req/s", flush=True)
+        # Rounds interleave the targets, so a slow spell of a shared machine falls on both.
+        for round_ in range(1, args.rounds + 1):
+            for mode in args.scenarios:
+                for target in args.targets:
+                    server = servers[target]
+                    watch = {"server": server.pid, "upstream": upstream.pid}
+                    profile = args.profile if target == "parley" and round_ == 1 else None
+                    with profiling(profile, server.pid, mode, args.warmup + args.duration):
+                        row = drive(
+                            args,
+                            target,
+                            mode,
+                            port=server.port,
+                            key=key,
+                            watch=watch,
+                            cpus=place.helpers,
+                        )
+                    row["round"] = round_
+                    results.append(row)
+                    print(
+                        f"  round {round_}  {target:<7}{mode:<7}{row['rps']:>10,.0f} req/s",
+                        flush=True,
+                    )
         if "parley" in args.targets:
             expected = 2 + sum(r["successes_overall"] for r in results if r["target"] == "parley")
             if services.stop(parley) != 0:
@@ -287,8 +323,11 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
 
 def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--duration", type=float, default=10.0, help="Measured seconds each.")
-    parser.add_argument("--warmup", type=float, default=2.0, help="Unmeasured seconds first.")
+    parser.add_argument("--duration", type=float, default=5.0, help="Measured seconds each.")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="Runs of every target and mode, interleaved."
+    )
+    parser.add_argument("--warmup", type=float, default=1.0, help="Unmeasured seconds first.")
     parser.add_argument("--concurrency", type=int, default=64, help="Connections.")
     parser.add_argument("--scenarios", default="plain,stream", help="plain,stream")
     parser.add_argument("--targets", default=",".join(TARGETS), help="direct,bare,parley")
@@ -298,6 +337,13 @@ def arguments() -> argparse.Namespace:
         choices=("separate", "joined"),
         default="separate",
         help="Stream chunks as separate writes (like an engine) or one write.",
+    )
+    parser.add_argument(
+        "--no-pin",
+        dest="pin",
+        action="store_false",
+        help="Let the OS place every process (by default the relay under test gets a CPU "
+        "of its own, and the upstream and load generator share the others).",
     )
     parser.add_argument("--json", type=Path, help="Also write the results here.")
     parser.add_argument("--keep", action="store_true", help="Keep the temporary folder.")
@@ -325,13 +371,15 @@ def main() -> None:
     args = arguments()
     workdir = Path(tempfile.mkdtemp(prefix="parley-bench-"))
     began = time.monotonic()
+    place = Placement.split() if args.pin else Placement()
     print(
         f"load: {args.concurrency} connections, {args.warmup:g} s warm-up + {args.duration:g} s "
-        f"per run, {args.client} client, upstream stream writes {args.upstream_writes}"
+        f"per run, {args.client} client, upstream stream writes {args.upstream_writes}, "
+        f"{place.describe()}"
     )
     try:
         with sigterm_as_interrupt():
-            report = run(args, workdir)
+            report = run(args, workdir, place)
     except BenchError as error:
         sys.exit(f"bench: {error}")
     except KeyboardInterrupt:

@@ -257,11 +257,14 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=30.0, help="Per request, seconds.")
     parser.add_argument("--client", choices=("raw", "aiohttp"), default="raw")
     parser.add_argument("--watch", action="append", default=[], metavar="NAME=PID")
+    parser.add_argument("--cpus", default="", help="Run on these CPUs only, e.g. 1,2 (Linux).")
     return parser.parse_args()
 
 
 def main() -> None:
     args = arguments()
+    if args.cpus:
+        os.sched_setaffinity(0, {int(cpu) for cpu in args.cpus.split(",")})
     result = uvloop.run(run(args))
     print(orjson.dumps(result).decode())
 

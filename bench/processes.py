@@ -47,6 +47,44 @@ def clean_environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("PARLEY_")}
 
 
+@dataclass(frozen=True)
+class Placement:
+    """Which CPUs the relays under test run on, and which the upstream and load generator."""
+
+    servers: frozenset[int] | None = None
+    helpers: frozenset[int] | None = None
+
+    @classmethod
+    def split(cls) -> Placement:
+        """The first CPU for the relay being measured, the others for everything else, so
+        that the relay's share of a core is its own and not what the others leave it."""
+        cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        if len(cpus) < 2:
+            return cls()
+        return cls(frozenset(cpus[:1]), frozenset(cpus[1:]))
+
+    def describe(self) -> str:
+        if self.servers is None or self.helpers is None:
+            return "not pinned"
+        return f"relays on CPU {_cpus(self.servers)}, upstream and client on {_cpus(self.helpers)}"
+
+
+def _cpus(cpus: frozenset[int]) -> str:
+    return ",".join(str(cpu) for cpu in sorted(cpus))
+
+
+def pin(pid: int, cpus: frozenset[int] | None) -> None:
+    """Keep a process just started on ``cpus``: done before its interpreter is up, so the
+    threads it starts later inherit the setting."""
+    if cpus is not None:
+        os.sched_setaffinity(pid, cpus)
+
+
+def cpu_list(cpus: frozenset[int] | None) -> list[str]:
+    """``--cpus`` for the load generator, which pins itself."""
+    return [] if cpus is None else ["--cpus", ",".join(str(cpu) for cpu in sorted(cpus))]
+
+
 def free_ports(count: int) -> list[int]:
     sockets = []
     try:
@@ -74,7 +112,15 @@ class Services:
         for service in reversed(self.started):
             stop(service.process)
 
-    def start(self, name: str, port: int, args: Sequence[str], cwd: Path = REPO) -> Service:
+    def start(
+        self,
+        name: str,
+        port: int,
+        args: Sequence[str],
+        cwd: Path = REPO,
+        cpus: frozenset[int] | None = None,
+    ) -> Service:
+        """Start ``python args`` in ``cwd``; on ``cpus`` only, when given (Linux)."""
         log = self.workdir / f"{name}.log"
         with log.open("wb") as output:
             process = subprocess.Popen(
@@ -86,6 +132,7 @@ class Services:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # Ctrl-C reaches only us; we stop them in order
             )
+        pin(process.pid, cpus)
         service = Service(name, process, port, log)
         self.started.append(service)
         return service
