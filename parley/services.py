@@ -96,6 +96,9 @@ class Services:
             connector=aiohttp.TCPConnector(limit=0, limit_per_host=0, ttl_dns_cache=300),
             timeout=aiohttp.ClientTimeout(total=None),
             auto_decompress=True,
+            # One session serves every group: a cookie one upstream reply sets must never
+            # ride along on another group's call (and keeping no jar is cheaper).
+            cookie_jar=aiohttp.DummyCookieJar(),
         )
         started_at = int(time.time())
         services = cls(

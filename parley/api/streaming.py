@@ -31,6 +31,8 @@ CLIENT_GONE = (ConnectionResetError, ConnectionError)
 class StreamTally:
     """What a stream has produced so far, and the usage the upstream reported."""
 
+    __slots__ = ("characters", "pieces", "prompt_estimate", "reported")
+
     def __init__(self, prompt_estimate: int) -> None:
         self.prompt_estimate = prompt_estimate
         self.characters = 0
@@ -38,17 +40,23 @@ class StreamTally:
         self.reported: Usage | None = None
 
     def observe(self, chunk: dict[str, Any]) -> None:
+        """Count what the chunk produced (this runs once per token: keep it lean)."""
         usage = chunk.get("usage")
+        if usage:
+            self._report(usage)
+        choices = chunk.get("choices")
+        if choices and type(choices) is list:
+            for choice in choices:
+                produced = _choice_text(choice) if type(choice) is dict else 0
+                if produced:
+                    self.characters += produced
+                    self.pieces += 1
+
+    def _report(self, usage: Any) -> None:
         if isinstance(usage, dict):
             prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
             if isinstance(prompt, int) and isinstance(completion, int):
                 self.reported = Usage(prompt_tokens=prompt, completion_tokens=completion)
-        for choice in chunk.get("choices") or ():
-            if isinstance(choice, dict):
-                produced = _choice_text(choice)
-                if produced:
-                    self.characters += produced
-                    self.pieces += 1
 
     def usage(self) -> Usage:
         if self.reported is not None:
@@ -64,43 +72,63 @@ class StreamTally:
 
 
 def _choice_text(choice: dict[str, Any]) -> int:
+    """Characters a choice produced: content, reasoning and tool-call text."""
     delta = choice.get("delta")
-    if isinstance(delta, dict):
-        size = len(delta.get("content") or "") + len(delta.get("reasoning_content") or "")
-        for call in delta.get("tool_calls") or ():
-            function = call.get("function") if isinstance(call, dict) else None
-            if isinstance(function, dict):
+    if type(delta) is not dict:
+        text = choice.get("text")  # a classic completion's choice
+        return len(text) if type(text) is str else 0
+    content = delta.get("content")
+    size = len(content) if type(content) is str else 0
+    reasoning = delta.get("reasoning_content")
+    if type(reasoning) is str:
+        size += len(reasoning)
+    calls = delta.get("tool_calls")
+    if calls and type(calls) is list:
+        for call in calls:
+            function = call.get("function") if type(call) is dict else None
+            if type(function) is dict:
                 size += len(function.get("arguments") or "") + len(function.get("name") or "")
-        return size
-    text = choice.get("text")
-    return len(text) if isinstance(text, str) else 0
+    return size
 
 
 class ChunkShaper:
-    """Rewrites each upstream chunk into what the caller is owed."""
+    """Rewrites upstream chunks into the events the caller is owed."""
+
+    __slots__ = ("_id", "_include_usage", "_model", "_prefix", "_upstream_id")
 
     def __init__(self, model: str, id_prefix: str, include_usage: bool) -> None:
         self._model = model
         self._prefix = id_prefix
         self._include_usage = include_usage
-        self._ids: dict[str, str] = {}
+        self._upstream_id: object = None
+        self._id = ""
 
-    def shape(self, chunk: dict[str, Any]) -> bytes | None:
-        if "usage" in chunk and not self._include_usage:
-            if not chunk.get("choices"):
-                return None
-            del chunk["usage"]
-        chunk["model"] = self._model
-        chunk["id"] = self._id(chunk.get("id"))
-        return b"data: " + orjson.dumps(chunk) + b"\n\n"
+    def events(self, batch: Sequence[dict[str, Any]], tally: StreamTally) -> bytes:
+        """The batch, counted by ``tally``, as SSE bytes (empty when nothing is owed)."""
+        shaped: list[bytes] = []
+        for chunk in batch:
+            tally.observe(chunk)
+            if "usage" in chunk and not self._include_usage:
+                if not chunk.get("choices"):
+                    continue
+                del chunk["usage"]
+            chunk["model"] = self._model
+            upstream = chunk.get("id")
+            if upstream != self._upstream_id or not self._id:
+                self._upstream_id, self._id = upstream, self._caller_id(upstream)
+            chunk["id"] = self._id
+            shaped.append(orjson.dumps(chunk))
+        if not shaped:
+            return b""
+        return b"data: " + b"\n\ndata: ".join(shaped) + b"\n\n"
 
-    def _id(self, upstream: Any) -> str:
+    def _caller_id(self, upstream: object) -> str:
+        """The upstream's id with the caller's prefix; one made up when it sent none."""
         if isinstance(upstream, str) and upstream.startswith(self._prefix):
             return upstream
-        key = upstream if isinstance(upstream, str) else ""
-        if key not in self._ids:
-            self._ids[key] = self._prefix + (key or secrets.token_hex(12))
-        return self._ids[key]
+        if isinstance(upstream, str) and upstream:
+            return self._prefix + upstream
+        return self._id or self._prefix + secrets.token_hex(12)
 
 
 async def stream_reply(
@@ -127,15 +155,19 @@ async def stream_reply(
     shaper = ChunkShaper(call.model.spec.name, id_prefix, include_usage)
     status, channel = 200, ""
     try:
-        async with relay_stream(svc.providers, routes, operation, body) as (route, chunks):
+        async with relay_stream(svc.providers, routes, operation, body) as opened:
+            route, first, batches = opened
             channel = route.target.channel
             await response.prepare(request)
-            async for chunk in chunks:
-                tally.observe(chunk)
-                event = shaper.shape(chunk)
-                if event is not None:
-                    await response.write(event)
-            await response.write(DONE)
+            # What arrived together leaves together: one write per upstream read.
+            events = shaper.events(first, tally)
+            if events:
+                await response.write(events)
+            async for batch in batches:
+                events = shaper.events(batch, tally)
+                if events:
+                    await response.write(events)
+            await response.write_eof(DONE)
     except ParleyError as error:
         status = error.status
         if not response.prepared:

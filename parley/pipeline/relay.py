@@ -14,7 +14,7 @@ from typing import Literal
 
 from parley.errors import ServiceUnavailable, UpstreamError, UpstreamTimeout
 from parley.pipeline.route import Route
-from parley.providers.base import JSON, UpstreamRefused
+from parley.providers.base import JSON, Batches, UpstreamRefused
 from parley.providers.registry import ProviderRegistry
 
 Operation = Literal["chat", "completion"]
@@ -58,34 +58,28 @@ async def _call(
 @asynccontextmanager
 async def relay_stream(
     providers: ProviderRegistry, routes: Sequence[Route], operation: Operation, body: JSON
-) -> AsyncIterator[tuple[Route, AsyncIterator[JSON]]]:
-    """The chunks of the first route whose stream starts; its first chunk is awaited here."""
+) -> AsyncIterator[tuple[Route, Sequence[JSON], Batches]]:
+    """The first route whose stream starts, its first batch (empty if the stream ended at
+    once) and the batches after it. The first batch is awaited here, so that a route that
+    fails before sending anything is fallen over."""
     if not routes:
         raise _no_route(str(body.get("model")))
     for index, route in enumerate(routes):
         async with AsyncExitStack() as stack:
             try:
-                chunks = await stack.enter_async_context(_open(providers, route, operation, body))
-                first = await anext(chunks, None)
+                batches = await stack.enter_async_context(_open(providers, route, operation, body))
+                first = await anext(batches, None)
             except UpstreamError as error:
                 if index == len(routes) - 1 or not _may_fall_over(error):
                     raise
                 continue
-            yield route, _prepend(first, chunks)
+            yield route, first or (), batches
             return
 
 
 def _open(
     providers: ProviderRegistry, route: Route, operation: Operation, body: JSON
-) -> AbstractAsyncContextManager[AsyncIterator[JSON]]:
+) -> AbstractAsyncContextManager[Batches]:
     if operation == "chat":
         return providers.chat(route.provider_type).chat_stream(route.target, body)
     return providers.completion(route.provider_type).completion_stream(route.target, body)
-
-
-async def _prepend(first: JSON | None, rest: AsyncIterator[JSON]) -> AsyncIterator[JSON]:
-    if first is None:
-        return
-    yield first
-    async for chunk in rest:
-        yield chunk

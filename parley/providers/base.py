@@ -8,7 +8,7 @@ billing: they are given a ``Target`` (where and as what to call) and a body.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -18,6 +18,9 @@ import aiohttp
 from parley.errors import ParleyError, UpstreamError, UpstreamTimeout
 
 JSON = dict[str, Any]
+Batches = AsyncIterator[Sequence[JSON]]
+"""A stream's chunks, grouped as they arrived: each item holds what one read from the
+upstream delivered (never empty), so the caller can relay them in one write."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,20 +57,16 @@ class Chat(Protocol):
     async def chat(self, target: Target, body: JSON) -> JSON:
         """A whole chat completion, as OpenAI's ``chat.completion`` object."""
 
-    def chat_stream(
-        self, target: Target, body: JSON
-    ) -> AbstractAsyncContextManager[AsyncIterator[JSON]]:
-        """Streamed chat: each item is one ``chat.completion.chunk`` as it arrives."""
+    def chat_stream(self, target: Target, body: JSON) -> AbstractAsyncContextManager[Batches]:
+        """Streamed chat: ``chat.completion.chunk`` objects, in batches as they arrive."""
 
 
 class Completion(Protocol):
     async def completion(self, target: Target, body: JSON) -> JSON:
         """A whole classic completion, as OpenAI's ``text_completion`` object."""
 
-    def completion_stream(
-        self, target: Target, body: JSON
-    ) -> AbstractAsyncContextManager[AsyncIterator[JSON]]:
-        """Streamed classic completion, one ``text_completion`` chunk per item."""
+    def completion_stream(self, target: Target, body: JSON) -> AbstractAsyncContextManager[Batches]:
+        """Streamed classic completion: ``text_completion`` chunks, in batches as they arrive."""
 
 
 @contextmanager

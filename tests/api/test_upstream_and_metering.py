@@ -52,6 +52,23 @@ async def test_reply_carries_its_request_id(gateway: Gateway, key: str) -> None:
     assert raw.headers["x-request-id"] == record.request_id
 
 
+async def test_a_cookie_an_upstream_sets_is_never_sent_back(
+    start_gateway: Any, engine: FakeEngine
+) -> None:
+    def by_host_name(config: dict[str, Any]) -> None:
+        # A cookie jar keeps no cookie of a bare IP address; a host name shows the leak.
+        channel = config["channels"][0]
+        channel["base_url"] = channel["base_url"].replace("127.0.0.1", "localhost")
+
+    gateway = await start_gateway(by_host_name)
+    client = gateway.client(await gateway.key(await gateway.group("team")))
+    for _ in range(2):
+        await client.chat.completions.create(model="chat-large", messages=MESSAGES)
+    first, second = engine.requests[-2:]
+    assert "localhost" in first.headers["Host"]
+    assert "Cookie" not in first.headers and "Cookie" not in second.headers
+
+
 async def test_unreachable_upstream_is_502_naming_no_address(start_gateway: Any) -> None:
     def dead_channel(config: dict[str, Any]) -> None:
         config["channels"][0]["base_url"] = "http://127.0.0.1:9/v1"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any, Protocol, cast
 
@@ -16,7 +16,7 @@ import aiohttp
 import pytest
 
 from parley.errors import UpstreamError, UpstreamTimeout
-from parley.providers.base import JSON, Chat, Completion, Target, UpstreamRefused
+from parley.providers.base import JSON, Batches, Chat, Completion, Target, UpstreamRefused
 from parley.providers.registry import (
     OPENAI_COMPATIBLE_TYPES,
     ProviderRegistry,
@@ -64,9 +64,14 @@ def target(
     return Target("main", engine.base_url, api_key, model, 1.0, read_timeout)
 
 
-async def collect(stream: AbstractAsyncContextManager[AsyncIterator[JSON]]) -> list[JSON]:
-    async with stream as chunks:
-        return [chunk async for chunk in chunks]
+async def collect(stream: AbstractAsyncContextManager[Batches]) -> list[JSON]:
+    async with stream as batches:
+        return [chunk async for batch in batches for chunk in always_some(batch)]
+
+
+def always_some(batch: Sequence[JSON]) -> Sequence[JSON]:
+    assert batch, "a stream never yields an empty batch"
+    return batch
 
 
 def chat_text(chunks: list[JSON]) -> str:
@@ -197,9 +202,9 @@ async def test_a_connection_dropped_mid_stream_is_an_upstream_error(
 ) -> None:
     received: list[JSON] = []
     with pytest.raises(UpstreamError) as caught:
-        async with adapter.chat_stream(target(engine, "drop-2"), HELLO) as chunks:
-            async for chunk in chunks:
-                received.append(chunk)
+        async with adapter.chat_stream(target(engine, "drop-2"), HELLO) as batches:
+            async for batch in batches:
+                received.extend(batch)
     assert len(received) == 2
     assert caught.value.status == 502
 
@@ -207,12 +212,38 @@ async def test_a_connection_dropped_mid_stream_is_an_upstream_error(
 async def test_an_error_event_mid_stream_raises(adapter: Adapter, engine: FakeEngine) -> None:
     received: list[JSON] = []
     with pytest.raises(UpstreamRefused) as caught:
-        async with adapter.chat_stream(target(engine, "error-after-2"), HELLO) as chunks:
-            async for chunk in chunks:
-                received.append(chunk)
+        async with adapter.chat_stream(target(engine, "error-after-2"), HELLO) as batches:
+            async for batch in batches:
+                received.extend(batch)
     assert len(received) == 2
     assert not caught.value.retryable
     assert caught.value.status == 502
+
+
+@pytest.mark.parametrize("knobs", ["", "+joined"])
+async def test_an_error_event_after_chunks_of_the_same_read_delivers_them_first(
+    adapter: Adapter, engine: FakeEngine, knobs: str
+) -> None:
+    received: list[JSON] = []
+    reads = 0
+    with pytest.raises(UpstreamRefused):
+        async with adapter.chat_stream(target(engine, "error-after-3" + knobs), HELLO) as batches:
+            async for batch in batches:
+                reads += 1
+                received.extend(batch)
+    assert chat_text(received) == "echo: hello"
+    if knobs:
+        assert reads == 1, "one write upstream, so one batch"
+
+
+async def test_a_stream_read_at_once_is_one_batch_in_order(
+    adapter: Adapter, engine: FakeEngine
+) -> None:
+    async with adapter.chat_stream(target(engine, "joined"), HELLO) as batches:
+        seen = [list(batch) async for batch in batches]
+    assert len(seen) == 1
+    assert chat_text(seen[0]) == "echo: hello there"
+    assert seen[0][-1]["usage"]["completion_tokens"] == 3
 
 
 async def test_a_malformed_event_is_an_upstream_error(adapter: Adapter, engine: FakeEngine) -> None:
@@ -225,9 +256,9 @@ async def test_leaving_a_stream_early_closes_the_upstream(
     adapter: Adapter, engine: FakeEngine, how: str
 ) -> None:
     with pytest.raises(RuntimeError) if how == "exception" else nullcontext():
-        async with adapter.chat_stream(target(engine, "slow-0.02+words-200"), HELLO) as chunks:
-            async for chunk in chunks:
-                if chunk["choices"][0]["delta"].get("content"):
+        async with adapter.chat_stream(target(engine, "slow-0.02+words-200"), HELLO) as batches:
+            async for batch in batches:
+                if any(chunk["choices"][0]["delta"].get("content") for chunk in batch):
                     if how == "exception":
                         raise RuntimeError("the caller went away")
                     break

@@ -111,6 +111,46 @@ def test_invalid_utf8_is_replaced_not_raised() -> None:
     assert parse(b"data: \xff\n\n") == [SseEvent("\ufffd")]
 
 
+# The fast path (whole one-line ``data:`` events) must agree with the full parser.
+
+ENGINE_LIKE = [
+    b'data: {"a": 1}\n\ndata: {"b": "data: inside a value"}\n\n',
+    b"data: one\n\n\ndata: two\n\n",  # an extra blank line
+    b"data: x\ndata: y\n\ndata: z\n\n",  # two-line data
+    b"data: x\n\n: comment\n\ndata: z\n\n",
+    b"data: x\n\nid: 9\ndata: z\n\n",
+]
+
+
+def slow_parse(*chunks: bytes) -> list[SseEvent]:
+    """The full parser only: every chunk fed one byte at a time."""
+    return parse(*(chunk[i : i + 1] for chunk in chunks for i in range(len(chunk))))
+
+
+@pytest.mark.parametrize("chunk", ENGINE_LIKE)
+def test_whole_events_in_one_chunk_parse_as_byte_by_byte(chunk: bytes) -> None:
+    assert parse(b"data: first\n\n", chunk) == slow_parse(b"data: first\n\n", chunk)
+
+
+def test_an_event_name_from_an_earlier_chunk_is_kept() -> None:
+    assert parse(b"event: error\n", b"data: x\n\n") == [SseEvent("x", "error")]
+
+
+def test_an_id_from_an_earlier_event_is_carried() -> None:
+    assert parse(b"id: 4\ndata: a\n\n", b"data: b\n\ndata: c\n\n") == [
+        SseEvent("a", None, "4"),
+        SseEvent("b", None, "4"),
+        SseEvent("c", None, "4"),
+    ]
+
+
+def test_a_chunk_after_a_partial_line_completes_it() -> None:
+    assert parse(b"data: ab", b"data: c\n\ndata: d\n\n") == [
+        SseEvent("abdata: c"),
+        SseEvent("d"),
+    ]
+
+
 def test_encode_event() -> None:
     assert encode_event(b'{"a": 1}') == b'data: {"a": 1}\n\n'
     assert encode_event(b"x", event="error") == b"event: error\ndata: x\n\n"

@@ -36,6 +36,10 @@ other model name behaves normally and is echoed in replies. ``engine.behaviour``
 - ``error-after-N``: after N stream chunks, send ``MID_STREAM_ERROR`` (an error envelope
   whose ``code`` is null) as an event, then ``[DONE]``.
 - ``junk``: answer 200 with a JSON array (a ``data: ["junk"]`` event when streaming).
+- ``joined``: send a whole stream (up to a ``cut``, ``error-after`` or ``[DONE]``) in one
+  write, so the client reads many events at once.
+
+Every reply sets a cookie (``engine-session``), as providers behind a CDN do.
 
 Counters: ``cancelled_streams`` (streams whose client went away before the end, seen as a
 failed write or the handler's cancellation), ``cancelled_requests`` (the same for whole
@@ -93,6 +97,7 @@ class Behaviour:
     drop_after: int | None = None
     error_after: int | None = None
     junk: bool = False
+    joined: bool = False
 
     def with_model(self, model: str) -> Behaviour:
         behaviour = self
@@ -101,8 +106,9 @@ class Behaviour:
         return behaviour
 
     def _with_knob(self, part: str) -> Behaviour:
-        if part in ("no-usage", "junk"):
-            return replace(self, usage=False) if part == "no-usage" else replace(self, junk=True)
+        flags = {"no-usage": {"usage": False}, "junk": {"junk": True}, "joined": {"joined": True}}
+        if part in flags:
+            return replace(self, **flags[part])
         name, _, arg = part.rpartition("-")
         try:
             match name:
@@ -155,6 +161,7 @@ class FakeEngine:
 
     async def start(self) -> None:
         app = web.Application()
+        app.on_response_prepare.append(_set_cookie)
         app.router.add_post("/v1/chat/completions", self._endpoint("chat"))
         app.router.add_post("/v1/completions", self._endpoint("completion"))
         app.router.add_get("/v1/models", self._list_models)
@@ -279,20 +286,35 @@ class FakeEngine:
 async def _send(
     request: web.Request, response: web.StreamResponse, chunks: list[Any], behaviour: Behaviour
 ) -> Literal["done", "cut", "dropped"]:
+    held: list[bytes] = []
+
+    async def send(event: bytes) -> None:
+        if behaviour.joined:
+            held.append(event)
+        else:
+            await response.write(event)
+
     for index, chunk in enumerate(chunks):
         if index == behaviour.cut_after:
+            await response.write(b"".join(held))
             return "cut"
         if index == behaviour.drop_after and request.transport is not None:
             request.transport.close()
             return "dropped"
         if index == behaviour.error_after:
-            await response.write(b"data: " + orjson.dumps(MID_STREAM_ERROR) + b"\n\n")
+            await send(b"data: " + orjson.dumps(MID_STREAM_ERROR) + b"\n\n")
             break
         if behaviour.delay:
             await asyncio.sleep(behaviour.delay)
-        await response.write(b"data: " + orjson.dumps(chunk) + b"\n\n")
-    await response.write(b"data: [DONE]\n\n")
+        await send(b"data: " + orjson.dumps(chunk) + b"\n\n")
+    await send(b"data: [DONE]\n\n")
+    await response.write(b"".join(held))
     return "done"
+
+
+async def _set_cookie(request: web.Request, response: web.StreamResponse) -> None:
+    """Like a provider behind a CDN: every reply sets a cookie a client must not replay."""
+    response.headers.add("Set-Cookie", "engine-session=s3cr3t; Path=/")
 
 
 def _json(status: int, payload: object) -> web.Response:

@@ -8,14 +8,15 @@ are returned as the upstream sent them; the caller rewrites ``model`` for its ow
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 import aiohttp
 import orjson
+from yarl import URL
 
 from parley.errors import UpstreamError
-from parley.providers.base import JSON, Target, upstream_errors
+from parley.providers.base import JSON, Batches, Target, upstream_errors
 from parley.providers.openai.refusal import refusal, stream_failure
 from parley.sse import SseEvent, SseParser
 
@@ -35,17 +36,13 @@ class OpenAIAdapter:
     async def chat(self, target: Target, body: JSON) -> JSON:
         return await self._reply(target, CHAT_PATH, body)
 
-    def chat_stream(
-        self, target: Target, body: JSON
-    ) -> AbstractAsyncContextManager[AsyncIterator[JSON]]:
+    def chat_stream(self, target: Target, body: JSON) -> AbstractAsyncContextManager[Batches]:
         return self._stream(target, CHAT_PATH, body)
 
     async def completion(self, target: Target, body: JSON) -> JSON:
         return await self._reply(target, COMPLETION_PATH, body)
 
-    def completion_stream(
-        self, target: Target, body: JSON
-    ) -> AbstractAsyncContextManager[AsyncIterator[JSON]]:
+    def completion_stream(self, target: Target, body: JSON) -> AbstractAsyncContextManager[Batches]:
         return self._stream(target, COMPLETION_PATH, body)
 
     async def _reply(self, target: Target, path: str, body: JSON) -> JSON:
@@ -60,23 +57,21 @@ class OpenAIAdapter:
         return reply
 
     @asynccontextmanager
-    async def _stream(
-        self, target: Target, path: str, body: JSON
-    ) -> AsyncIterator[AsyncIterator[JSON]]:
+    async def _stream(self, target: Target, path: str, body: JSON) -> AsyncIterator[Batches]:
         with upstream_errors(target.channel):
             response = await self._post(target, path, stream_body(body, target.model))
-        chunks = _chunks(response, target.channel)
+        batches = _batches(response, target.channel)
         try:
             with upstream_errors(target.channel):
                 await _check_stream_start(response, target.channel)
-            yield chunks
+            yield batches
         finally:
-            await chunks.aclose()
+            await batches.aclose()
             _finish(response)
 
     async def _post(self, target: Target, path: str, payload: JSON) -> aiohttp.ClientResponse:
         return await self._session.post(
-            f"{target.base_url}{path}",
+            _url(target.base_url, path),
             data=orjson.dumps(payload),
             headers=_headers(target.api_key),
             timeout=_timeout(target.connect_timeout, target.read_timeout),
@@ -100,6 +95,12 @@ def stream_body(body: JSON, model: str) -> JSON:
         {**options, "include_usage": True} if isinstance(options, dict) else {"include_usage": True}
     )
     return {**body, "model": model, "stream": True, "stream_options": merged}
+
+
+@functools.cache
+def _url(base_url: str, path: str) -> URL:
+    """Parsed once per channel and endpoint, not on every call."""
+    return URL(f"{base_url}{path}")
 
 
 @functools.cache
@@ -128,25 +129,47 @@ async def _check_stream_start(response: aiohttp.ClientResponse, channel: str) ->
     raise UpstreamError(f"The upstream channel `{channel}` did not stream its reply.")
 
 
-async def _chunks(response: aiohttp.ClientResponse, channel: str) -> AsyncGenerator[JSON, None]:
-    """Each ``data:`` event as a dict, as it arrives, until ``[DONE]`` or the body ends."""
+async def _batches(
+    response: aiohttp.ClientResponse, channel: str
+) -> AsyncGenerator[list[JSON], None]:
+    """The ``data:`` events of each read from the upstream, as dicts, until ``[DONE]``.
+
+    What arrived before an error event or ``[DONE]`` in the same read is yielded first.
+    """
     parser = SseParser()
     with upstream_errors(channel):
         async for data in response.content.iter_any():
-            for event in parser.feed(data):
-                if event.data == _DONE:
-                    return
-                if event.data and not event.data.isspace():
-                    yield _chunk(event, channel)
+            batch, end = _decode(parser.feed(data), channel)
+            if batch:
+                yield batch
+            if isinstance(end, UpstreamError):
+                raise end
+            if end is not None:
+                return
 
 
-def _chunk(event: SseEvent, channel: str) -> JSON:
-    chunk = orjson.loads(event.data)
-    if not isinstance(chunk, dict):
-        raise _malformed(channel)
-    if "error" in chunk or event.event == "error":
-        raise stream_failure(channel, chunk)
-    return chunk
+def _decode(
+    events: Iterable[SseEvent], channel: str
+) -> tuple[list[JSON], UpstreamError | str | None]:
+    """The chunks of some events, and what ended the stream among them, if anything:
+    ``_DONE``, or the ``UpstreamError`` an error event or a malformed event means."""
+    batch: list[JSON] = []
+    for event in events:
+        data = event.data
+        if data == _DONE:
+            return batch, _DONE
+        if not data or data.isspace():
+            continue
+        try:
+            chunk = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return batch, _malformed(channel)
+        if not isinstance(chunk, dict):
+            return batch, _malformed(channel)
+        if "error" in chunk or event.event == "error":
+            return batch, stream_failure(channel, chunk)
+        batch.append(chunk)
+    return batch, None
 
 
 def _finish(response: aiohttp.ClientResponse) -> None:

@@ -1,0 +1,86 @@
+"""Turning a batch of upstream chunks into the caller's events, and counting what they produced."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from parley.api.streaming import ChunkShaper, StreamTally
+from parley.domain.usage import Usage
+
+
+def chunk(content: str | None = None, **extra: Any) -> dict[str, Any]:
+    delta = {} if content is None else {"content": content}
+    body = {"id": "up-1", "object": "chat.completion.chunk", "model": "engine-name"}
+    return {**body, "choices": [{"index": 0, "delta": delta}], **extra}
+
+
+def events(data: bytes) -> list[dict[str, Any]]:
+    assert data.endswith(b"\n\n")
+    blocks = data[:-2].split(b"\n\n")
+    assert all(block.startswith(b"data: ") for block in blocks)
+    return [orjson.loads(block[6:]) for block in blocks]
+
+
+def test_a_batch_becomes_one_event_per_chunk_with_the_callers_model_and_id() -> None:
+    shaper, tally = ChunkShaper("public", "chatcmpl-", True), StreamTally(3)
+    out = events(shaper.events([chunk("Hel"), chunk("lo")], tally))
+    assert [e["choices"][0]["delta"]["content"] for e in out] == ["Hel", "lo"]
+    assert {e["model"] for e in out} == {"public"}
+    assert {e["id"] for e in out} == {"chatcmpl-up-1"}
+
+
+def test_an_id_already_prefixed_is_kept_and_a_missing_one_is_made_once() -> None:
+    shaper, tally = ChunkShaper("m", "chatcmpl-", True), StreamTally(0)
+    kept = events(shaper.events([chunk("a", id="chatcmpl-x")], tally))
+    assert kept[0]["id"] == "chatcmpl-x"
+    shaper = ChunkShaper("m", "chatcmpl-", True)
+    made = events(shaper.events([chunk("a", id=None), chunk("b", id=None)], tally))
+    made += events(shaper.events([chunk("c", id=None)], tally))
+    ids = {e["id"] for e in made}
+    assert len(ids) == 1
+    assert next(iter(ids)).startswith("chatcmpl-")
+
+
+def test_the_usage_chunk_is_dropped_unless_asked_for() -> None:
+    usage = {"prompt_tokens": 4, "completion_tokens": 2, "total_tokens": 6}
+    batch = [chunk("hi"), {"id": "up-1", "choices": [], "usage": usage}]
+    tally = StreamTally(0)
+    assert len(events(ChunkShaper("m", "p-", False).events(batch, tally))) == 1
+    assert tally.usage() == Usage(prompt_tokens=4, completion_tokens=2)
+    both = events(ChunkShaper("m", "p-", True).events([dict(c) for c in batch], StreamTally(0)))
+    assert both[-1]["usage"] == usage
+
+
+def test_usage_riding_on_a_content_chunk_is_removed_but_the_content_kept() -> None:
+    usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+    out = events(ChunkShaper("m", "p-", False).events([chunk("x", usage=usage)], StreamTally(0)))
+    assert "usage" not in out[0]
+    assert out[0]["choices"][0]["delta"]["content"] == "x"
+
+
+def test_a_batch_of_nothing_owed_is_empty() -> None:
+    usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+    batch = [{"id": "u", "choices": [], "usage": usage}]
+    assert ChunkShaper("m", "p-", False).events(batch, StreamTally(0)) == b""
+
+
+def test_the_estimate_counts_content_reasoning_tool_calls_and_completion_text() -> None:
+    tally = StreamTally(prompt_estimate=7)
+    tool = {"function": {"name": "get", "arguments": '{"q":1}'}}
+    tally.observe(chunk("abcd"))
+    tally.observe({"choices": [{"delta": {"role": "assistant", "reasoning_content": "why"}}]})
+    tally.observe({"choices": [{"delta": {"role": "assistant", "tool_calls": [tool]}}]})
+    tally.observe({"choices": [{"index": 0, "text": "classic"}]})
+    tally.observe({"choices": "not a list"})
+    tally.observe({"choices": [None, {"delta": None}]})
+    assert (tally.characters, tally.pieces) == (4 + 3 + 10 + 7, 4)
+    assert tally.usage() == Usage(prompt_tokens=7, completion_tokens=6, estimated=True)
+    assert tally.produced
+
+
+def test_nothing_produced_is_not_billable() -> None:
+    tally = StreamTally(5)
+    tally.observe(chunk(None))
+    assert not tally.produced
