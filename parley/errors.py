@@ -21,7 +21,7 @@ rendered as a 500 ``server_error`` whose message names no internal detail.
     │   └── UpstreamTimeout          504 upstream_error          provider too slow
     └── ServiceUnavailable           503 server_error            e.g. shutting down
 
-Foreign exceptions (aiohttp client errors, timeouts) are mapped to this tree at the
+Foreign exceptions (upstream HTTP client errors, timeouts) are mapped to this tree at the
 boundary where they happen: ``providers.base.upstream_errors``.
 """
 

@@ -16,11 +16,11 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-import aiohttp
 from sqlalchemy.exc import SQLAlchemyError
 
 from parley.domain.models import ModelRegistry, ModelSpec
 from parley.domain.pricing import Price, usd_to_nanos
+from parley.http import HttpClient
 from parley.limits.base import Limiter
 from parley.limits.factory import build_limiter
 from parley.pipeline.budget import SpendLedger
@@ -72,7 +72,7 @@ class Services:
     providers: ProviderRegistry
     directory: Directory
     meter: Meter
-    http: aiohttp.ClientSession
+    http: HttpClient
     tasks: BackgroundTasks
     started_at: int = field(default_factory=lambda: int(time.time()))
     request_ids: RequestIds = field(default_factory=RequestIds)
@@ -92,14 +92,9 @@ class Services:
         writer = UsageWriter(store, ledger, settings.usage)
         await writer.start()
         tasks = BackgroundTasks()
-        http = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=0, limit_per_host=0, ttl_dns_cache=300),
-            timeout=aiohttp.ClientTimeout(total=None),
-            auto_decompress=True,
-            # One session serves every group: a cookie one upstream reply sets must never
-            # ride along on another group's call (and keeping no jar is cheaper).
-            cookie_jar=aiohttp.DummyCookieJar(),
-        )
+        # One client serves every group. It keeps no cookies: a cookie one upstream reply
+        # sets must never ride along on another group's call.
+        http = HttpClient()
         started_at = int(time.time())
         services = cls(
             settings=settings,

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from yarl import URL
 
 DEFAULT_CONFIG = Path("parley.yaml")
 DEFAULT_DATABASE_URL = "sqlite:///./parley.db"
@@ -112,7 +113,18 @@ class ChannelSettings(_Strict):
     def _http_url(cls, url: str) -> str:
         if not url.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://")
+        if not URL(url).raw_host:
+            raise ValueError("must name a host")
+        if any(mark in url for mark in " \r\n\0"):
+            raise ValueError("must not hold spaces or line breaks")
         return url.rstrip("/")
+
+    @field_validator("api_key")
+    @classmethod
+    def _one_line(cls, key: str | None) -> str | None:
+        if key is not None and any(mark in key for mark in "\r\n\0"):
+            raise ValueError("must not hold a line break (check the environment variable)")
+        return key
 
 
 class Prices(_Strict):

@@ -13,9 +13,8 @@ from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import aiohttp
-
 from parley.errors import ParleyError, UpstreamError, UpstreamTimeout
+from parley.http import BrokenReply, ConnectFailed, Disconnected, HttpError
 
 JSON = dict[str, Any]
 Batches = AsyncIterator[Sequence[JSON]]
@@ -76,13 +75,13 @@ def upstream_errors(channel: str) -> Iterator[None]:
         yield
     except ParleyError:
         raise
-    except (TimeoutError, aiohttp.ServerTimeoutError):
+    except TimeoutError:
         raise UpstreamTimeout(f"The upstream channel `{channel}` did not answer in time.") from None
-    except aiohttp.ClientConnectorError:
+    except ConnectFailed:
         raise UpstreamError(f"The upstream channel `{channel}` is unreachable.") from None
-    except aiohttp.ClientPayloadError:
+    except (BrokenReply, Disconnected):
         raise UpstreamError(f"The upstream channel `{channel}` sent a broken reply.") from None
-    except aiohttp.ClientError:
+    except HttpError:
         raise UpstreamError(f"The upstream channel `{channel}` failed.") from None
     except ValueError:
         raise UpstreamError(

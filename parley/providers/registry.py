@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-import aiohttp
-
+from parley.http import HttpClient
 from parley.providers.base import Chat, Completion
 from parley.providers.openai import OpenAIAdapter
 
@@ -46,10 +45,10 @@ class ProviderRegistry:
         self._completion: dict[str, Completion] = {}
 
     @classmethod
-    def default(cls, session: aiohttp.ClientSession) -> ProviderRegistry:
-        """Every built-in adapter, calling upstreams through the one shared ``session``."""
+    def default(cls, http: HttpClient) -> ProviderRegistry:
+        """Every built-in adapter, calling upstreams through the one shared ``http`` client."""
         registry = cls()
-        openai = OpenAIAdapter(session)
+        openai = OpenAIAdapter(http)
         for type_name in OPENAI_COMPATIBLE_TYPES:
             registry.register(type_name, chat=openai, completion=openai)
         return registry

@@ -12,10 +12,10 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any, Protocol, cast
 
-import aiohttp
 import pytest
 
 from parley.errors import UpstreamError, UpstreamTimeout
+from parley.http import HttpClient
 from parley.providers.base import JSON, Batches, Chat, Completion, Target, UpstreamRefused
 from parley.providers.registry import (
     OPENAI_COMPATIBLE_TYPES,
@@ -41,13 +41,14 @@ async def engine() -> AsyncIterator[FakeEngine]:
 
 
 @pytest.fixture
-async def session() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as session:
-        yield session
+async def session() -> AsyncIterator[HttpClient]:
+    client = HttpClient()
+    yield client
+    await client.close()
 
 
 @pytest.fixture(params=ADAPTER_TYPES)
-def adapter(request: pytest.FixtureRequest, session: aiohttp.ClientSession) -> Adapter:
+def adapter(request: pytest.FixtureRequest, session: HttpClient) -> Adapter:
     registry = ProviderRegistry.default(session)
     chat, completion = registry.chat(request.param), registry.completion(request.param)
     assert id(chat) == id(completion), "this suite drives one adapter serving both"
@@ -353,7 +354,7 @@ async def test_an_upstream_too_slow_mid_stream_is_a_504(
 # The registry
 
 
-def test_openai_compatible_types_share_one_adapter(session: aiohttp.ClientSession) -> None:
+def test_openai_compatible_types_share_one_adapter(session: HttpClient) -> None:
     registry = ProviderRegistry.default(session)
     assert registry.types() == frozenset(OPENAI_COMPATIBLE_TYPES)
     adapters = {id(registry.chat(name)) for name in OPENAI_COMPATIBLE_TYPES}
@@ -362,7 +363,7 @@ def test_openai_compatible_types_share_one_adapter(session: aiohttp.ClientSessio
 
 
 def test_an_unknown_type_is_a_key_error_naming_the_known_ones(
-    session: aiohttp.ClientSession,
+    session: HttpClient,
 ) -> None:
     registry = ProviderRegistry.default(session)
     with pytest.raises(UnknownProviderType) as caught:

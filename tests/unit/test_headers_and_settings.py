@@ -55,6 +55,11 @@ def write(tmp_path: Path, text: str) -> Path:
             "channel `a` serves `ghost`, which is not declared under models",
         ),
         ("channels: [{name: a, base_url: 'ftp://x', models: []}]", "channels.0.base_url"),
+        ("channels: [{name: a, base_url: 'http://', models: []}]", "must name a host"),
+        (
+            "channels: [{name: a, base_url: 'http://x', api_key: '${KEY}', models: []}]",
+            "channels.0.api_key: must not hold a line break",
+        ),
         ("database: {url: 'mysql://x'}", "database.url: must start with sqlite://"),
         ("limits: {backend: redis}", "limits.backend is redis but no redis section is set"),
         ("capabilities: {LLM_CHAT: ghost}", "capability `LLM_CHAT` names unknown model"),
@@ -67,7 +72,7 @@ def test_config_errors_are_one_line_naming_the_field(
     tmp_path: Path, text: str, expected: str
 ) -> None:
     with pytest.raises(ConfigError) as problem:
-        load_settings(write(tmp_path, text), {})
+        load_settings(write(tmp_path, text), {"KEY": "sk-pasted-with-newline\n"})
     message = str(problem.value)
     assert expected in message
     assert "\n" not in message

@@ -11,11 +11,10 @@ import functools
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
-import aiohttp
 import orjson
-from yarl import URL
 
 from parley.errors import UpstreamError
+from parley.http import HttpClient, Prepared, Reply, prepare
 from parley.providers.base import JSON, Batches, Target, upstream_errors
 from parley.providers.openai.refusal import refusal, stream_failure
 from parley.sse import SseEvent, SseParser
@@ -26,12 +25,12 @@ _DONE = "[DONE]"
 
 
 class OpenAIAdapter:
-    """``Chat`` and ``Completion`` over one shared ``aiohttp.ClientSession``."""
+    """``Chat`` and ``Completion`` over the process's one ``HttpClient``."""
 
-    __slots__ = ("_session",)
+    __slots__ = ("_http",)
 
-    def __init__(self, session: aiohttp.ClientSession) -> None:
-        self._session = session
+    def __init__(self, http: HttpClient) -> None:
+        self._http = http
 
     async def chat(self, target: Target, body: JSON) -> JSON:
         return await self._reply(target, CHAT_PATH, body)
@@ -47,11 +46,15 @@ class OpenAIAdapter:
 
     async def _reply(self, target: Target, path: str, body: JSON) -> JSON:
         with upstream_errors(target.channel):
-            async with await self._post(target, path, plain_body(body, target.model)) as response:
+            response = await self._post(target, path, plain_body(body, target.model))
+            try:
                 raw = await response.read()
-                if response.status >= 300:
-                    raise refusal(target.channel, response.status, raw)
-                reply = orjson.loads(raw)
+            except BaseException:
+                response.close()
+                raise
+            if response.status >= 300:
+                raise refusal(target.channel, response.status, raw)
+            reply = orjson.loads(raw)
         if not isinstance(reply, dict):
             raise _malformed(target.channel)
         return reply
@@ -69,13 +72,12 @@ class OpenAIAdapter:
             await batches.aclose()
             _finish(response)
 
-    async def _post(self, target: Target, path: str, payload: JSON) -> aiohttp.ClientResponse:
-        return await self._session.post(
-            _url(target.base_url, path),
-            data=orjson.dumps(payload),
-            headers=_headers(target.api_key),
-            timeout=_timeout(target.connect_timeout, target.read_timeout),
-            allow_redirects=False,
+    async def _post(self, target: Target, path: str, payload: JSON) -> Reply:
+        return await self._http.send(
+            _request(target.base_url, path, target.api_key),
+            orjson.dumps(payload),
+            connect_timeout=target.connect_timeout,
+            read_timeout=target.read_timeout,
         )
 
 
@@ -98,26 +100,15 @@ def stream_body(body: JSON, model: str) -> JSON:
 
 
 @functools.cache
-def _url(base_url: str, path: str) -> URL:
-    """Parsed once per channel and endpoint, not on every call."""
-    return URL(f"{base_url}{path}")
-
-
-@functools.cache
-def _timeout(connect: float, read: float) -> aiohttp.ClientTimeout:
-    """One immutable timeout per channel setting, not one object per call."""
-    return aiohttp.ClientTimeout(total=None, sock_connect=connect, sock_read=read)
-
-
-@functools.cache
-def _headers(api_key: str | None) -> dict[str, str]:
-    """Built once per channel key (aiohttp copies them; they are never mutated)."""
+def _request(base_url: str, path: str, api_key: str | None) -> Prepared:
+    """The request head, rendered once per channel, endpoint and key."""
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
     if api_key:
-        return {"Content-Type": "application/json", "Authorization": f"Bearer {api_key}"}
-    return {"Content-Type": "application/json"}
+        headers["Authorization"] = f"Bearer {api_key}"
+    return prepare("POST", f"{base_url}{path}", headers)
 
 
-async def _check_stream_start(response: aiohttp.ClientResponse, channel: str) -> None:
+async def _check_stream_start(response: Reply, channel: str) -> None:
     """Raise if the upstream refused, or answered without streaming."""
     if response.status >= 300:
         raise refusal(channel, response.status, await response.read())
@@ -129,16 +120,14 @@ async def _check_stream_start(response: aiohttp.ClientResponse, channel: str) ->
     raise UpstreamError(f"The upstream channel `{channel}` did not stream its reply.")
 
 
-async def _batches(
-    response: aiohttp.ClientResponse, channel: str
-) -> AsyncGenerator[list[JSON], None]:
+async def _batches(response: Reply, channel: str) -> AsyncGenerator[list[JSON], None]:
     """The ``data:`` events of each read from the upstream, as dicts, until ``[DONE]``.
 
     What arrived before an error event or ``[DONE]`` in the same read is yielded first.
     """
     parser = SseParser()
     with upstream_errors(channel):
-        async for data in response.content.iter_any():
+        async for data in response.pieces():
             batch, end = _decode(parser.feed(data), channel)
             if batch:
                 yield batch
@@ -172,9 +161,9 @@ def _decode(
     return batch, None
 
 
-def _finish(response: aiohttp.ClientResponse) -> None:
+def _finish(response: Reply) -> None:
     """Give a fully read connection back to the pool; close one cut short, so the upstream stops."""
-    if response.content.is_eof():
+    if response.finished:
         response.release()
     else:
         response.close()

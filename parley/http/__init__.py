@@ -1,0 +1,24 @@
+"""Parley's HTTP/1.1 client for upstream calls (see ``client`` for why it exists)."""
+
+from parley.http.client import HttpClient, Prepared, Reply, prepare
+from parley.http.errors import (
+    BrokenReply,
+    ConnectFailed,
+    ConnectTimeout,
+    Disconnected,
+    HttpError,
+    ReadTimeout,
+)
+
+__all__ = [
+    "BrokenReply",
+    "ConnectFailed",
+    "ConnectTimeout",
+    "Disconnected",
+    "HttpClient",
+    "HttpError",
+    "Prepared",
+    "ReadTimeout",
+    "Reply",
+    "prepare",
+]

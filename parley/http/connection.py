@@ -1,0 +1,196 @@
+"""One keep-alive HTTP/1.1 connection to an upstream, and the reply being read on it.
+
+The response is parsed by llhttp (through ``httptools``) as bytes arrive; the body is
+buffered in the pieces it arrived in, and the reader takes all of them at each wait.
+Reading pauses the socket when more than ``HIGH_WATER`` bytes wait unread, so a fast
+upstream and a slow caller cannot fill memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import zlib
+from typing import Any, cast
+
+import httptools
+
+from parley.http.errors import BrokenReply, Disconnected, ReadTimeout
+
+HIGH_WATER = 1 << 20
+DECOMPRESSED = {b"gzip", b"deflate", b"x-gzip"}
+
+
+class Connection(asyncio.Protocol):
+    """The protocol of one upstream socket; serves one request at a time."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.in_flight = False
+        self.reused = False
+        self.idle_since = 0.0
+        self._loop = asyncio.get_running_loop()
+        self._begin()
+
+    def _begin(self) -> None:
+        self._parser = httptools.HttpResponseParser(self)
+        self._body: list[bytes] = []
+        self._buffered = 0
+        self._paused = False
+        self._waiter: asyncio.Future[None] | None = None
+        self._failure: Exception | None = None
+        self.received = 0
+        self.status = 0
+        self.headers: dict[bytes, bytes] = {}
+        self.headers_done = False
+        self.complete = False
+        self._keep_alive = False
+        self._framed = False
+        self._decoder: Any = None
+
+    # asyncio.Protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+
+    def data_received(self, data: bytes) -> None:
+        if not self.in_flight:  # an idle connection has nothing to say (a 408, say): drop it
+            self.close()
+            return
+        self.received += len(data)
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserError:
+            self._fail(BrokenReply("the upstream sent a reply that is not valid HTTP"))
+            self.close()
+            return
+        if self._buffered > HIGH_WATER and not self._paused and self.transport is not None:
+            self._paused = True
+            self.transport.pause_reading()
+        self._wake()
+
+    def eof_received(self) -> bool:
+        return False  # close the socket: this side has nothing more to send either
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self.headers_done and not self.complete and not self._framed:
+            self.complete = True  # a body without length or chunks ends when the socket does
+        elif not self.complete:
+            self._fail(Disconnected("the upstream closed the connection"))
+        self._wake()
+
+    # llhttp callbacks
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.headers[name.lower()] = value
+
+    def on_headers_complete(self) -> None:
+        self.status = self._parser.get_status_code()
+        self.headers_done = True
+        self._keep_alive = self._parser.should_keep_alive()  # only valid until the end
+        headers = self.headers
+        self._framed = b"content-length" in headers or b"chunked" in headers.get(
+            b"transfer-encoding", b""
+        )
+        encoding = headers.get(b"content-encoding", b"identity").strip().lower()
+        if encoding in DECOMPRESSED:
+            self._decoder = zlib.decompressobj(wbits=zlib.MAX_WBITS | 32)
+        elif encoding != b"identity":
+            self._fail(BrokenReply("the upstream sent a body in an unsupported encoding"))
+
+    def on_body(self, body: bytes) -> None:
+        if self._decoder is not None:
+            try:
+                body = self._decoder.decompress(body)
+            except zlib.error:
+                self._fail(BrokenReply("the upstream sent a body that does not decompress"))
+                return
+        self._body.append(body)
+        self._buffered += len(body)
+
+    def on_message_complete(self) -> None:
+        self.complete = True
+
+    # used by Reply and the client
+
+    def send(self, request: bytes) -> None:
+        self._begin()
+        if self.transport is None or self.transport.is_closing():
+            raise Disconnected("the connection to the upstream is closed")
+        self.in_flight = True
+        self.transport.write(request)
+
+    async def wait_headers(self, read_timeout: float) -> None:
+        while not self.headers_done:
+            await self._wait(read_timeout)
+
+    def take_body(self) -> bytes:
+        """Everything buffered so far (empty once the body is complete and taken)."""
+        if not self._body:
+            return b""
+        pieces, self._body, self._buffered = self._body, [], 0
+        if self._paused and self.transport is not None:
+            self._paused = False
+            self.transport.resume_reading()
+        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+    async def next_piece(self, read_timeout: float) -> bytes:
+        """What arrived since the last call, waiting for some; empty at the body's end."""
+        while not self._body and not self.complete:
+            await self._wait(read_timeout)
+        return self.take_body()
+
+    @property
+    def buffered(self) -> int:
+        return self._buffered
+
+    @property
+    def drained(self) -> bool:
+        """The body is complete and every piece of it was taken."""
+        return self.complete and not self._body
+
+    @property
+    def reusable(self) -> bool:
+        return self.drained and not self.closed and self._failure is None and self._keep_alive
+
+    def park(self) -> None:
+        self.in_flight = False
+        self.reused = True
+        self.idle_since = time.monotonic()
+
+    def close(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+    async def _wait(self, read_timeout: float) -> None:
+        if self._failure is not None:
+            raise self._failure
+        if self.closed and not self.complete:
+            raise Disconnected("the upstream closed the connection")
+        waiter = self._waiter = self._loop.create_future()
+        timer = self._loop.call_later(read_timeout, _expire, waiter)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            self._waiter = None
+        if self._failure is not None:
+            raise self._failure
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _fail(self, error: Exception) -> None:
+        if self._failure is None:
+            self._failure = error
+        self._wake()
+
+
+def _expire(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_exception(ReadTimeout("the upstream sent nothing for too long"))

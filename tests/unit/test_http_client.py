@@ -1,0 +1,311 @@
+"""The upstream HTTP client against real sockets: framing, keep-alive, failures.
+
+Each test runs a raw asyncio server that writes exactly the bytes under test, so the
+framings an engine may use (length, chunks, close-delimited, gzip) and the ways a
+connection may fail are all exercised byte for byte.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
+
+from parley.http import (
+    BrokenReply,
+    ConnectFailed,
+    Disconnected,
+    HttpClient,
+    ReadTimeout,
+    prepare,
+)
+from parley.http.connection import HIGH_WATER
+
+READ_SIZE = 256 * 1024
+"""The most one socket read delivers (asyncio's and uvloop's buffers are smaller)."""
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+class RawServer:
+    """A TCP server on 127.0.0.1 that hands each connection to ``handler``."""
+
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+        self.connections = 0
+        self.requests: list[bytes] = []
+        self.port = 0
+        self._server: asyncio.Server | None = None
+
+    async def __aenter__(self) -> RawServer:
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            self.connections += 1
+            try:
+                await self.handler(reader, writer)
+            except (ConnectionError, asyncio.IncompleteReadError):
+                pass
+            finally:
+                writer.close()
+
+        self._server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1/chat/completions"
+
+    async def read_request(self, reader: asyncio.StreamReader) -> bytes:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(
+            int(line.split(b":")[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        )
+        request = head + await reader.readexactly(length)
+        self.requests.append(request)
+        return request
+
+
+def keep_alive_reply(body: bytes, extra: bytes = b"") -> bytes:
+    return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n%s\r\n%s" % (len(body), extra, body)
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[HttpClient]:
+    http = HttpClient()
+    yield http
+    await http.close()
+
+
+async def call(client: HttpClient, server: RawServer, read_timeout: float = 5.0) -> bytes:
+    request = prepare("POST", server.url, {"Content-Type": "application/json"})
+    reply = await client.send(request, b"{}", connect_timeout=2.0, read_timeout=read_timeout)
+    return await reply.read()
+
+
+async def test_sequential_calls_share_one_kept_alive_connection(client: HttpClient) -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await server.read_request(reader)
+            writer.write(keep_alive_reply(b"pong"))
+
+    async with RawServer(handler) as server:
+        assert [await call(client, server) for _ in range(3)] == [b"pong"] * 3
+    assert server.connections == 1
+
+
+async def test_the_request_is_well_formed(client: HttpClient) -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(keep_alive_reply(b"ok"))
+
+    async with RawServer(handler) as server:
+        await call(client, server)
+    head, _, body = server.requests[0].partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    assert lines[0] == b"POST /v1/chat/completions HTTP/1.1"
+    assert f"Host: 127.0.0.1:{server.port}".encode() in lines
+    assert b"Accept-Encoding: identity" in lines
+    assert b"Content-Length: 2" in lines
+    assert body == b"{}"
+
+
+async def test_a_chunked_body_is_reassembled(client: HttpClient) -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for piece in (b"hel", b"lo ", b"world"):
+            writer.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            await writer.drain()
+            await asyncio.sleep(0.01)
+        writer.write(b"0\r\n\r\n")
+        await server.read_request(reader)  # kept alive: the next call comes on this one
+        writer.write(keep_alive_reply(b"again"))
+
+    async with RawServer(handler) as server:
+        assert await call(client, server) == b"hello world"
+        assert await call(client, server) == b"again"
+    assert server.connections == 1
+
+
+async def test_a_body_ended_by_closing_the_connection(client: HttpClient) -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil the end")
+
+    async with RawServer(handler) as server:
+        assert await call(client, server) == b"until the end"
+        assert await call(client, server) == b"until the end"
+    assert server.connections == 2
+
+
+async def test_a_gzip_body_is_decoded(client: HttpClient) -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(keep_alive_reply(gzip.compress(b"x" * 5000), b"Content-Encoding: gzip\r\n"))
+
+    async with RawServer(handler) as server:
+        assert await call(client, server) == b"x" * 5000
+
+
+async def test_an_unknown_encoding_is_a_broken_reply(client: HttpClient) -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(keep_alive_reply(b"??", b"Content-Encoding: zstd\r\n"))
+
+    async with RawServer(handler) as server:
+        with pytest.raises(BrokenReply):
+            await call(client, server)
+
+
+async def test_a_connection_the_upstream_closed_while_idle_is_replaced(
+    client: HttpClient,
+) -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(keep_alive_reply(b"once"))
+        await writer.drain()  # then close: an idle timeout on the upstream's side
+
+    async with RawServer(handler) as server:
+        assert await call(client, server) == b"once"
+        await asyncio.sleep(0.05)
+        assert await call(client, server) == b"once"
+    assert server.connections == 2
+    assert len(server.requests) == 2, "each request reached the upstream exactly once"
+
+
+async def test_a_request_lost_on_a_connection_closing_as_it_is_reused_is_sent_again(
+    client: HttpClient,
+) -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(keep_alive_reply(b"first"))
+        if server.connections == 1:
+            await server.read_request(reader)  # closes without a byte of reply
+
+    async with RawServer(handler) as server:
+        assert await call(client, server) == b"first"
+        assert await call(client, server) == b"first"
+    assert server.connections == 2
+
+
+async def test_a_connection_that_failed_midway_is_not_retried(client: HttpClient) -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\npart")
+
+    async with RawServer(handler) as server:
+        with pytest.raises(Disconnected):
+            await call(client, server)
+    assert server.connections == 1
+
+
+async def test_a_reply_cut_midway_is_disconnected(client: HttpClient) -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly part")
+
+    async with RawServer(handler) as server:
+        with pytest.raises(Disconnected):
+            await call(client, server)
+
+
+async def test_a_silent_upstream_is_a_read_timeout(client: HttpClient) -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        await asyncio.sleep(5)
+
+    async with RawServer(handler) as server:
+        with pytest.raises(ReadTimeout):
+            await call(client, server, read_timeout=0.1)
+
+
+async def test_a_reply_that_is_not_http_is_broken(client: HttpClient) -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(b"SSH-2.0-OpenSSH_9.2\r\n\r\n")
+
+    async with RawServer(handler) as server:
+        with pytest.raises(BrokenReply):
+            await call(client, server)
+
+
+async def test_nobody_listening_is_connect_failed(client: HttpClient) -> None:
+    async with RawServer(lambda reader, writer: asyncio.sleep(0)) as server:
+        url = server.url
+    request = prepare("POST", url, {})
+    with pytest.raises(ConnectFailed) as failed:
+        await client.send(request, b"", connect_timeout=2.0, read_timeout=2.0)
+    assert "127.0.0.1" not in str(failed.value)
+
+
+async def test_a_big_body_streams_through_with_reading_paused_and_resumed(
+    client: HttpClient,
+) -> None:
+    size = 3 * HIGH_WATER + 12345
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % size)
+        for start in range(0, size, 65536):
+            writer.write(b"z" * min(65536, size - start))
+            await writer.drain()
+
+    async with RawServer(handler) as server:
+        request = prepare("POST", server.url, {})
+        reply = await client.send(request, b"", connect_timeout=2.0, read_timeout=5.0)
+        await asyncio.sleep(0.3)  # let the upstream run ahead: the client must pause it
+        assert HIGH_WATER < reply.buffered <= HIGH_WATER + READ_SIZE
+        total = 0
+        async for piece in reply.pieces():
+            assert piece
+            total += len(piece)
+        assert reply.finished
+        reply.release()
+    assert total == size
+
+
+async def test_closing_a_reply_early_hangs_up_on_the_upstream(client: HttpClient) -> None:
+    hung_up = asyncio.Event()
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nfirst\r\n")
+        await writer.drain()
+        if await reader.read() == b"":
+            hung_up.set()
+
+    async with RawServer(handler) as server:
+        request = prepare("POST", server.url, {})
+        reply = await client.send(request, b"", connect_timeout=2.0, read_timeout=5.0)
+        assert await anext(reply.pieces()) == b"first"
+        assert not reply.finished
+        reply.close()
+        async with asyncio.timeout(2):
+            await hung_up.wait()
+
+
+def test_the_head_names_the_host_as_http_wants_it() -> None:
+    head = prepare("POST", "http://[::1]:8080/v1/x?api-version=2", {"A": "b"}).head
+    assert head.startswith(b"POST /v1/x?api-version=2 HTTP/1.1\r\nHost: [::1]:8080\r\n")
+    assert b"\r\nA: b\r\n" in head
+    tls = prepare("POST", "https://api.example.com/v1/chat/completions", {})
+    assert tls.origin == ("https", "api.example.com", 443)
+    assert b"Host: api.example.com\r\n" in tls.head
+
+
+@pytest.mark.parametrize("value", ["Bearer k\r\nX-Evil: 1", "k\n", "k\0"])
+def test_a_header_value_with_a_line_break_is_refused(value: str) -> None:
+    with pytest.raises(ValueError, match="Authorization"):
+        prepare("POST", "http://127.0.0.1/v1", {"Authorization": value})
+
+
+def test_only_http_urls_are_prepared() -> None:
+    with pytest.raises(ValueError, match="http"):
+        prepare("POST", "ftp://example.com/v1", {})
