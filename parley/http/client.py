@@ -140,9 +140,11 @@ class Reply:
 class HttpClient:
     """Keep-alive connections per origin, shared by every adapter of one process."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
+        """``tls`` verifies https upstreams; by default the system's trusted CAs (which
+        ``SSL_CERT_FILE`` can point elsewhere, for a private CA)."""
         self._idle: dict[Origin, list[Connection]] = {}
-        self._tls: ssl.SSLContext | None = None
+        self._tls = tls
         self._closed = False
 
     async def send(

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
+import trustme
 
 from parley.http import (
     BrokenReply,
@@ -289,6 +291,36 @@ async def test_closing_a_reply_early_hangs_up_on_the_upstream(client: HttpClient
         reply.close()
         async with asyncio.timeout(2):
             await hung_up.wait()
+
+
+async def test_https_is_verified_against_the_trusted_authorities() -> None:
+    authority = trustme.CA()
+    certificate = authority.issue_cert("localhost")
+    served = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    certificate.configure_cert(served)
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        request = await reader.readuntil(b"\r\n\r\n")
+        await reader.readexactly(2)
+        writer.write(keep_alive_reply(b"secure" if b"Host: localhost:" in request else b"?"))
+        await writer.drain()
+
+    server = await asyncio.start_server(handler, "127.0.0.1", 0, ssl=served)
+    port = server.sockets[0].getsockname()[1]
+    request = prepare("POST", f"https://localhost:{port}/v1/x", {})
+    try:
+        trusting = ssl.create_default_context()
+        authority.configure_trust(trusting)
+        trusted = HttpClient(tls=trusting)
+        reply = await trusted.send(request, b"{}", connect_timeout=2.0, read_timeout=2.0)
+        assert await reply.read() == b"secure"
+        await trusted.close()
+        stranger = HttpClient()  # the system's authorities do not know this one
+        with pytest.raises(ConnectFailed, match="SSL"):
+            await stranger.send(request, b"{}", connect_timeout=2.0, read_timeout=2.0)
+        await stranger.close()
+    finally:
+        server.close()
 
 
 def test_the_head_names_the_host_as_http_wants_it() -> None:
