@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +16,7 @@ from parley.api.context import REPLY_HEADERS, caller, services
 from parley.api.streaming import stream_reply
 from parley.domain.models import Resolved
 from parley.domain.usage import Usage
+from parley.domain.value import value
 from parley.errors import ParleyError, ServiceUnavailable
 from parley.pipeline.admit import admit, resolve_model, scopes_for
 from parley.pipeline.authenticate import Caller
@@ -28,7 +29,7 @@ CLIENT_CLOSED = 499
 DEFAULT_SHARE_OF_TPM = 10
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class TextRequest:
     """A validated chat or completion request."""
 
@@ -114,7 +115,7 @@ async def _plain_reply(
     svc: Services,
     call: Call,
     *,
-    routes: list[Route],
+    routes: Sequence[Route],
     endpoint: Endpoint,
     body: dict[str, Any],
     prompt_estimate: int,

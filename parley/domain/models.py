@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from parley.domain.pricing import Price
+from parley.domain.value import value
 
 CHAT_KINDS = frozenset({"chat"})
 COMPLETION_KINDS = frozenset({"chat", "completion"})
@@ -24,7 +25,7 @@ class ModelSpec:
     created: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Resolved:
     spec: ModelSpec
     requested: str

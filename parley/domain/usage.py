@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, datetime
 
+from parley.domain.value import value
 
-@dataclass(frozen=True, slots=True)
+
+@value
 class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -20,7 +22,7 @@ class Usage:
         return self.prompt_tokens + self.completion_tokens
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class UsageRecord:
     request_id: str
     """Unique per call; the store ignores a second record with the same id."""

@@ -17,15 +17,15 @@ Implementations: ``limits.memory.MemoryLimiter`` (one process) and
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from parley.domain.groups import Quota
+from parley.domain.value import value
 
 Dimension = Literal["requests", "tokens"]
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Scope:
     """A named set of buckets, e.g. ``g:12`` for group 12 or ``k:34`` for key 34."""
 
@@ -33,7 +33,7 @@ class Scope:
     quota: Quota
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Window:
     """What the headers report for one dimension: the tightest bucket across scopes."""
 
@@ -42,7 +42,7 @@ class Window:
     reset_seconds: float
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Decision:
     allowed: bool
     requests: Window | None = None

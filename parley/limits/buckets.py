@@ -13,6 +13,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from parley.domain.value import value
 from parley.limits.base import UNLIMITED, Decision, Dimension, Scope, Window
 
 
@@ -35,7 +36,7 @@ def seconds_until(level: float, needed: float, limit: int) -> float:
     return (needed - level) * 60.0 / limit
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Bucket:
     """One bucket a call touches: its scope, dimension, size and what the call takes."""
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from parley.domain.groups import Group
 from parley.domain.keys import KeyRecord, digest, looks_like_key, same_digest
+from parley.domain.value import value
 from parley.errors import AuthenticationFailed
 from parley.pipeline.directory import Directory
 
@@ -19,7 +19,7 @@ REVOKED = "This API key has been revoked."
 EXPIRED = "This API key has expired."
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Caller:
     key: KeyRecord
     group: Group

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import groupby
 
@@ -47,9 +47,18 @@ class Router:
             model: sorted(found, key=lambda route: -route.priority)
             for model, found in routes.items()
         }
+        # Models whose every priority tier holds one channel have one order: no draw.
+        self._fixed = {
+            model: tuple(found)
+            for model, found in self._routes.items()
+            if len({route.priority for route in found}) == len(found)
+        }
 
-    def routes(self, model: str) -> list[Route]:
+    def routes(self, model: str) -> Sequence[Route]:
         """Every route for ``model``, best first; empty when no channel serves it."""
+        fixed = self._fixed.get(model)
+        if fixed is not None:
+            return fixed
         ordered: list[Route] = []
         for _, tier in groupby(self._routes.get(model, ()), key=lambda route: route.priority):
             ordered.extend(self._weighted_order(list(tier)))
