@@ -10,22 +10,25 @@ PostgreSQL), so several workers starting at once migrate once.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import URL, Connection, event, make_url, text
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 SQLITE_BUSY_TIMEOUT_MS = 5000
 SQLITE_PRAGMAS = (
     f"busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}",
-    "journal_mode = WAL",
     "synchronous = NORMAL",
     "foreign_keys = ON",
 )
+"""Set on every connection. WAL is set once, by ``upgrade_to_head``: it is kept in the file."""
 POSTGRES_MIGRATION_LOCK = text(
     "SELECT pg_advisory_xact_lock(hashtext('parley.migrate.' || current_schema()))"
 )
@@ -76,9 +79,30 @@ def _set_sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 async def upgrade_to_head(engine: AsyncEngine) -> None:
     """``alembic upgrade head`` on one connection of ``engine``, in one locked transaction."""
+    if engine.dialect.name == "sqlite":
+        await _use_wal(engine)
     async with engine.begin() as conn:
         await _lock_for_migration(conn)
         await conn.run_sync(_upgrade)
+
+
+async def _use_wal(engine: AsyncEngine) -> None:
+    """Switch a SQLite file to write-ahead logging (a no-op once it is).
+
+    Switching needs the file to itself, and SQLite refuses at once, without its busy
+    wait, while another connection holds it: several workers starting on a new file
+    would fail at random. So the switch is retried for up to the busy timeout.
+    """
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            async with engine.connect() as conn:
+                await conn.exec_driver_sql("PRAGMA journal_mode = WAL")
+            return
+        except OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() > deadline:
+                raise
+        await asyncio.sleep(0.05)
 
 
 async def _lock_for_migration(conn: AsyncConnection) -> None:

@@ -477,6 +477,7 @@ async def test_memory_sqlite_keeps_data_between_calls(url: str) -> None:
 async def test_sqlite_file_uses_wal_busy_timeout_and_foreign_keys(tmp_path: Path) -> None:
     store = await open_store(f"sqlite:///{tmp_path / 'parley.db'}")
     try:
+        await store.migrate()  # switches the file to WAL, which the file then keeps
         async with store.engine.connect() as conn:
             journal = (await conn.execute(text("PRAGMA journal_mode"))).scalar_one()
             timeout = (await conn.execute(text("PRAGMA busy_timeout"))).scalar_one()
