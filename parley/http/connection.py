@@ -111,6 +111,9 @@ class Connection(asyncio.Protocol):
         self._buffered += len(body)
 
     def on_message_complete(self) -> None:
+        if 100 <= self.status < 200:  # an interim reply (103 Early Hints...): the real one follows
+            self.status, self.headers, self.headers_done = 0, {}, False
+            return
         self.complete = True
 
     # used by Reply and the client

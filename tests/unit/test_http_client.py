@@ -147,6 +147,21 @@ async def test_a_body_ended_by_closing_the_connection(client: HttpClient) -> Non
     assert server.connections == 2
 
 
+async def test_an_interim_reply_is_skipped_for_the_real_one(client: HttpClient) -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(b"HTTP/1.1 103 Early Hints\r\nLink: </x>; rel=preload\r\n\r\n")
+        await writer.drain()
+        await asyncio.sleep(0.01)
+        writer.write(keep_alive_reply(b"real"))
+
+    async with RawServer(handler) as server:
+        request = prepare("POST", server.url, {})
+        reply = await client.send(request, b"", connect_timeout=2.0, read_timeout=5.0)
+        assert (reply.status, await reply.read()) == (200, b"real")
+        assert b"link" not in reply.headers
+
+
 async def test_a_gzip_body_is_decoded(client: HttpClient) -> None:
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await server.read_request(reader)
