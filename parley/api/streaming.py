@@ -159,14 +159,9 @@ async def stream_reply(
             route, first, batches = opened
             channel = route.target.channel
             await response.prepare(request)
-            # What arrived together leaves together: one write per upstream read.
-            events = shaper.events(first, tally)
-            if events:
-                await response.write(events)
+            await _relay_batch(response, shaper.events(first, tally))
             async for batch in batches:
-                events = shaper.events(batch, tally)
-                if events:
-                    await response.write(events)
+                await _relay_batch(response, shaper.events(batch, tally))
             await response.write_eof(DONE)
     except ParleyError as error:
         status = error.status
@@ -187,6 +182,12 @@ async def stream_reply(
             billable=tally.produced,
         )
     return response
+
+
+async def _relay_batch(response: web.StreamResponse, events: bytes) -> None:
+    """What arrived together leaves together: one write per upstream read."""
+    if events:
+        await response.write(events)
 
 
 async def _try_write(response: web.StreamResponse, data: bytes) -> None:

@@ -107,9 +107,11 @@ class Reply:
         return self._connection.drained
 
     async def read(self) -> bytes:
-        """The whole body; the connection is released."""
-        pieces = [piece async for piece in self.pieces()]
-        self.release()
+        """The whole body; the connection is released (closed if the read failed)."""
+        try:
+            pieces = [piece async for piece in self.pieces()]
+        finally:
+            self.release()
         return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
     async def pieces(self) -> AsyncIterator[bytes]:
@@ -122,7 +124,9 @@ class Reply:
             yield piece
 
     def release(self) -> None:
-        """Done with the reply; only the first of ``release`` and ``close`` counts."""
+        """Done with the reply: a connection whose reply was read to its end goes back to
+        the pool, any other is closed (so a streaming upstream stops). Only the first of
+        ``release`` and ``close`` counts."""
         if self._done:
             return
         self._done = True
@@ -151,7 +155,7 @@ class HttpClient:
         self, request: Prepared, body: bytes, *, connect_timeout: float, read_timeout: float
     ) -> Reply:
         """Send a prepared request with ``body``; returns once the reply's head arrived."""
-        data = request.head + str(len(body)).encode() + b"\r\n\r\n" + body
+        data = (request.head, b"%d\r\n\r\n" % len(body), body)  # written without joining
         for attempt in (1, 2):
             connection = await self._acquire(request.origin, connect_timeout)
             try:

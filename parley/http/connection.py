@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 import zlib
+from collections.abc import Sequence
 from typing import Any, cast
 
 import httptools
@@ -118,12 +119,12 @@ class Connection(asyncio.Protocol):
 
     # used by Reply and the client
 
-    def send(self, request: bytes) -> None:
+    def send(self, request: Sequence[bytes]) -> None:
         self._begin()
         if self.transport is None or self.transport.is_closing():
             raise Disconnected("the connection to the upstream is closed")
         self.in_flight = True
-        self.transport.write(request)
+        self.transport.writelines(request)
 
     async def wait_headers(self, read_timeout: float) -> None:
         while not self.headers_done:

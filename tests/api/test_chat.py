@@ -6,7 +6,7 @@ import openai
 import pytest
 
 from tests.api.harness import CHANNEL_KEY, Gateway
-from tests.upstreams.openai_compatible import FakeEngine
+from tests.upstreams.openai_compatible import Behaviour, FakeEngine
 
 
 async def test_plain_chat_reply_has_openai_shape_and_usage(
@@ -95,6 +95,38 @@ async def test_alias_routes_and_retired_alias_carries_deprecation(
     )
     assert raw.headers["deprecation"] == "true"
     assert raw.parse().model == "chat-large"
+
+
+async def test_a_streamed_retired_alias_routes_and_carries_deprecation(
+    gateway: Gateway, key: str
+) -> None:
+    client = gateway.client(key)
+    async with client.chat.completions.with_streaming_response.create(
+        model="chat-legacy", messages=[{"role": "user", "content": "x"}], stream=True
+    ) as raw:
+        assert raw.headers["deprecation"] == "true"
+        assert raw.headers["x-request-id"].startswith("req_")
+        chunks = [chunk async for chunk in await raw.parse()]
+    assert chunks
+    assert {chunk.model for chunk in chunks} == {"chat-large"}
+
+
+async def test_a_stream_the_upstream_sends_at_once_reaches_the_caller_whole(
+    gateway: Gateway, key: str, engine: FakeEngine
+) -> None:
+    engine.behaviour = Behaviour(joined=True)  # one read carries every event
+    stream = await gateway.client(key).chat.completions.create(
+        model="chat-large",
+        messages=[{"role": "user", "content": "one two three"}],
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    chunks = [chunk async for chunk in stream]
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "echo: one two three"
+    assert all(c.model == "chat-large" and c.id.startswith("chatcmpl-") for c in chunks)
+    assert chunks[-1].usage is not None
+    assert chunks[-1].usage.completion_tokens == 4
 
 
 async def test_images_only_for_vision_models(gateway: Gateway, key: str) -> None:

@@ -14,6 +14,7 @@ from parley.domain.usage import UsageRecord
 from parley.pipeline.admit import scopes_for
 from parley.pipeline.authenticate import authenticate
 from tests.api.harness import Gateway
+from tests.records import usage_record
 
 MESSAGES: Any = [{"role": "user", "content": "hello there friend"}]
 SIX = {
@@ -40,6 +41,11 @@ async def test_every_reply_carries_the_six_rate_limit_headers(gateway: Gateway) 
     assert raw.headers["x-ratelimit-limit-requests"] == "100"
     assert raw.headers["x-ratelimit-remaining-requests"] == "99"
     assert raw.headers["x-ratelimit-reset-requests"].endswith(("ms", "s"))
+    async with gateway.client(key).chat.completions.with_streaming_response.create(
+        model="chat-large", messages=MESSAGES, max_tokens=10, stream=True
+    ) as streamed:
+        assert set(streamed.headers) >= SIX
+        assert streamed.headers["x-ratelimit-remaining-requests"] == "98"
     for path in ("/models", "/dashboard/billing/quota", "/models/nope", "/capabilities"):
         _, headers, _ = await get(gateway, key, path)
         assert set(headers) >= SIX, path
@@ -139,19 +145,12 @@ async def test_quota_reports_limits_left_and_budget(gateway: Gateway) -> None:
 
 
 def record(group_id: int, day: date, model: str, cost: int, n: int) -> UsageRecord:
-    return UsageRecord(
-        request_id=f"r-{group_id}-{day}-{model}-{n}",
+    return usage_record(
+        f"r-{group_id}-{day}-{model}-{n}",
         created_at=datetime(day.year, day.month, day.day, 12, tzinfo=UTC),
         group_id=group_id,
-        key_id=1,
         model=model,
-        channel="engine",
-        endpoint="/v1/chat/completions",
-        status=200,
-        latency_ms=5,
-        prompt_tokens=10,
-        completion_tokens=5,
-        cost_nanos=cost,
+        cost=cost,
     )
 
 

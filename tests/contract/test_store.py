@@ -25,6 +25,7 @@ from parley.domain.usage import DailyUsage, UsageRecord
 from parley.store.base import Conflict, GroupChanges, Missing
 from parley.store.engine import async_url
 from parley.store.sql import SqlStore, open_store
+from tests.records import usage_record
 
 POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
 PLUS_THREE = timezone(timedelta(hours=3))
@@ -97,19 +98,15 @@ def usage(
     completion: int = 5,
     cost: int = 1_000,
 ) -> UsageRecord:
-    return UsageRecord(
-        request_id=request_id,
+    return usage_record(
+        request_id,
         created_at=created_at,
         group_id=group_id,
         key_id=7,
         model=model,
-        channel="main",
-        endpoint="/v1/chat/completions",
-        status=200,
-        latency_ms=42,
-        prompt_tokens=prompt,
-        completion_tokens=completion,
-        cost_nanos=cost,
+        prompt=prompt,
+        completion=completion,
+        cost=cost,
     )
 
 

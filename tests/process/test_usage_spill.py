@@ -12,7 +12,6 @@ import asyncio
 import logging
 import shutil
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import cast
 
@@ -27,6 +26,7 @@ from parley.store.sql import SqlStore, open_store
 from tests.process.calls import Chat, burst, gateway_config
 from tests.process.conftest import PostgresDatabase
 from tests.process.procs import Processes, usage_count
+from tests.records import usage_record
 
 RECORDS = 40
 
@@ -37,20 +37,7 @@ def spill_files(directory: Path) -> list[Path]:
 
 
 def record(number: int) -> UsageRecord:
-    return UsageRecord(
-        request_id=f"req-{number}",
-        created_at=datetime.now(UTC),
-        group_id=1,
-        key_id=1,
-        model="chat-large",
-        channel="engine",
-        endpoint="/v1/chat/completions",
-        status=200,
-        latency_ms=12,
-        prompt_tokens=3,
-        completion_tokens=5,
-        cost_nanos=1_000,
-    )
+    return usage_record(f"req-{number}", prompt=3, completion=5)
 
 
 async def migrated(database: PostgresDatabase) -> SqlStore:

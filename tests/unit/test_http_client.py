@@ -58,6 +58,17 @@ class RawServer:
         assert self._server is not None
         self._server.close()
 
+    @classmethod
+    def answering(cls, reply: bytes) -> RawServer:
+        """A server that answers the first request of each connection with ``reply``."""
+
+        async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await server.read_request(reader)
+            writer.write(reply)
+
+        server = cls(handler)
+        return server
+
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1/chat/completions"
@@ -103,11 +114,7 @@ async def test_sequential_calls_share_one_kept_alive_connection(client: HttpClie
 
 
 async def test_the_request_is_well_formed(client: HttpClient) -> None:
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await server.read_request(reader)
-        writer.write(keep_alive_reply(b"ok"))
-
-    async with RawServer(handler) as server:
+    async with RawServer.answering(keep_alive_reply(b"ok")) as server:
         await call(client, server)
     head, _, body = server.requests[0].partition(b"\r\n\r\n")
     lines = head.split(b"\r\n")
@@ -137,11 +144,9 @@ async def test_a_chunked_body_is_reassembled(client: HttpClient) -> None:
 
 
 async def test_a_body_ended_by_closing_the_connection(client: HttpClient) -> None:
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await server.read_request(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil the end")
-
-    async with RawServer(handler) as server:
+    async with RawServer.answering(
+        b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil the end"
+    ) as server:
         assert await call(client, server) == b"until the end"
         assert await call(client, server) == b"until the end"
     assert server.connections == 2
@@ -163,20 +168,16 @@ async def test_an_interim_reply_is_skipped_for_the_real_one(client: HttpClient) 
 
 
 async def test_a_gzip_body_is_decoded(client: HttpClient) -> None:
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await server.read_request(reader)
-        writer.write(keep_alive_reply(gzip.compress(b"x" * 5000), b"Content-Encoding: gzip\r\n"))
-
-    async with RawServer(handler) as server:
+    async with RawServer.answering(
+        keep_alive_reply(gzip.compress(b"x" * 5000), b"Content-Encoding: gzip\r\n")
+    ) as server:
         assert await call(client, server) == b"x" * 5000
 
 
 async def test_an_unknown_encoding_is_a_broken_reply(client: HttpClient) -> None:
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await server.read_request(reader)
-        writer.write(keep_alive_reply(b"??", b"Content-Encoding: zstd\r\n"))
-
-    async with RawServer(handler) as server:
+    async with RawServer.answering(
+        keep_alive_reply(b"??", b"Content-Encoding: zstd\r\n")
+    ) as server:
         with pytest.raises(BrokenReply):
             await call(client, server)
 
@@ -213,22 +214,16 @@ async def test_a_request_lost_on_a_connection_closing_as_it_is_reused_is_sent_ag
 
 
 async def test_a_connection_that_failed_midway_is_not_retried(client: HttpClient) -> None:
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await server.read_request(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\npart")
-
-    async with RawServer(handler) as server:
+    async with RawServer.answering(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\npart") as server:
         with pytest.raises(Disconnected):
             await call(client, server)
     assert server.connections == 1
 
 
 async def test_a_reply_cut_midway_is_disconnected(client: HttpClient) -> None:
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await server.read_request(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly part")
-
-    async with RawServer(handler) as server:
+    async with RawServer.answering(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly part"
+    ) as server:
         with pytest.raises(Disconnected):
             await call(client, server)
 
@@ -244,11 +239,7 @@ async def test_a_silent_upstream_is_a_read_timeout(client: HttpClient) -> None:
 
 
 async def test_a_reply_that_is_not_http_is_broken(client: HttpClient) -> None:
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await server.read_request(reader)
-        writer.write(b"SSH-2.0-OpenSSH_9.2\r\n\r\n")
-
-    async with RawServer(handler) as server:
+    async with RawServer.answering(b"SSH-2.0-OpenSSH_9.2\r\n\r\n") as server:
         with pytest.raises(BrokenReply):
             await call(client, server)
 

@@ -47,11 +47,7 @@ class OpenAIAdapter:
     async def _reply(self, target: Target, path: str, body: JSON) -> JSON:
         with upstream_errors(target.channel):
             response = await self._post(target, path, plain_body(body, target.model))
-            try:
-                raw = await response.read()
-            except BaseException:
-                response.close()
-                raise
+            raw = await response.read()
             if response.status >= 300:
                 raise refusal(target.channel, response.status, raw)
             reply = orjson.loads(raw)
@@ -70,7 +66,7 @@ class OpenAIAdapter:
             yield batches
         finally:
             await batches.aclose()
-            _finish(response)
+            response.release()
 
     async def _post(self, target: Target, path: str, payload: JSON) -> Reply:
         return await self._http.send(
@@ -159,14 +155,6 @@ def _decode(
             return batch, stream_failure(channel, chunk)
         batch.append(chunk)
     return batch, None
-
-
-def _finish(response: Reply) -> None:
-    """Give a fully read connection back to the pool; close one cut short, so the upstream stops."""
-    if response.finished:
-        response.release()
-    else:
-        response.close()
 
 
 def _malformed(channel: str) -> UpstreamError:
