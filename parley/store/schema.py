@@ -65,6 +65,7 @@ groups = Table(
     Column("budget_nanos", BigInteger),
     Column("created_at", UtcDateTime, nullable=False),
     Column("updated_at", UtcDateTime, nullable=False),
+    Column("disabled_at", UtcDateTime),
     UniqueConstraint("name", name="uq_groups_name"),
     sqlite_autoincrement=True,
 )
@@ -83,6 +84,7 @@ api_keys = Table(
     Column("rpm", Integer),
     Column("tpm", Integer),
     Column("updated_at", UtcDateTime, nullable=False),
+    Column("last_used_at", UtcDateTime),
     ForeignKeyConstraint(["group_id"], ["groups.id"], name="fk_api_keys_group_id"),
     UniqueConstraint("digest", name="uq_api_keys_digest"),
     Index("ix_api_keys_updated_at", "updated_at"),
@@ -128,4 +130,37 @@ usage_daily = Table(
     Column("day", Date, primary_key=True),
     Column("model", String(200), primary_key=True),
     *(Column(name, BigInteger, nullable=False) for name in ROLLUP_TOTALS),
+)
+
+voice_clones = Table(
+    "voice_clones",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("group_id", Integer, nullable=False),
+    Column("model", String(200), nullable=False),  # the public model name
+    Column("label", String(200), nullable=False),  # as the caller gave it
+    Column("voice_id", String(300), nullable=False),  # g<group>__<label>, what callers use
+    Column("engine_name", String(300), nullable=False),  # the engine's spelling of the name
+    Column("channel", String(200), nullable=False),  # the channel that holds the clone
+    Column("transcript", Text),
+    Column("duration_ms", Integer, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    ForeignKeyConstraint(["group_id"], ["groups.id"], name="fk_voice_clones_group_id"),
+    UniqueConstraint("model", "voice_id", name="uq_voice_clones_model_voice_id"),
+    Index("ix_voice_clones_group_id", "group_id"),
+    sqlite_autoincrement=True,
+)
+
+audit_log = Table(
+    "audit_log",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("actor", String(200), nullable=False),  # "token" or "session:<id prefix>"
+    Column("address", String(200), nullable=False),  # the client address
+    Column("action", String(200), nullable=False),  # e.g. group.create, key.revoke
+    Column("target", String(300), nullable=False),  # what it acted on, never a secret
+    Column("detail", Text, nullable=False),  # JSON, never a secret
+    Index("ix_audit_log_created_at", "created_at"),
+    sqlite_autoincrement=True,
 )
