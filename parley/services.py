@@ -29,6 +29,7 @@ from parley.pipeline.directory import Directory
 from parley.pipeline.meter import BackgroundTasks, Meter
 from parley.pipeline.route import Router
 from parley.pipeline.writer import UsageWriter
+from parley.providers.base import ReplyBounds
 from parley.providers.registry import ProviderRegistry
 from parley.settings import ModelSettings, Settings
 from parley.store.base import Store, StoreError
@@ -94,7 +95,9 @@ class Services:
         tasks = BackgroundTasks()
         # One client serves every group. It keeps no cookies: a cookie one upstream reply
         # sets must never ride along on another group's call.
-        http = HttpClient()
+        upstream = settings.upstream
+        http = HttpClient(max_per_origin=upstream.max_connections_per_origin)
+        bounds = ReplyBounds(upstream.max_reply_bytes, upstream.max_event_bytes)
         started_at = int(time.time())
         services = cls(
             settings=settings,
@@ -102,7 +105,7 @@ class Services:
             limiter=limiter,
             models=ModelRegistry(model_specs(settings, started_at), settings.capabilities),
             router=Router(settings.channels, random.Random()),
-            providers=ProviderRegistry.default(http),
+            providers=ProviderRegistry.default(http, bounds),
             directory=directory,
             meter=Meter(writer, ledger, limiter, tasks),
             http=http,

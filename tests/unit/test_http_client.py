@@ -13,6 +13,7 @@ import socket
 import ssl
 import struct
 import threading
+import zlib
 from collections.abc import AsyncIterator
 
 import pytest
@@ -25,6 +26,7 @@ from parley.http import (
     Disconnected,
     HttpClient,
     ReadTimeout,
+    ReplyTooLarge,
     prepare,
 )
 from parley.http.connection import HIGH_WATER
@@ -332,3 +334,66 @@ def test_a_header_value_with_a_line_break_is_refused(value: str) -> None:
 def test_only_http_urls_are_prepared() -> None:
     with pytest.raises(ValueError, match="http"):
         prepare("POST", "ftp://example.com/v1", {})
+
+
+# Bounds on a whole reply
+
+
+async def test_a_reply_declared_over_the_limit_is_refused_before_its_body(
+    client: HttpClient,
+) -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000000\r\n\r\nstart")
+        await writer.drain()
+        if await reader.read() == b"":
+            hung_up.set()
+
+    hung_up = asyncio.Event()
+    async with RawServer(handler) as server:
+        request = prepare("POST", server.url, {})
+        reply = await client.send(request, b"", connect_timeout=2.0, read_timeout=5.0)
+        with pytest.raises(ReplyTooLarge):
+            await reply.read(limit=1000)
+        async with asyncio.timeout(2):
+            await hung_up.wait()
+
+
+async def test_a_reply_passing_the_limit_stops_being_read_there(client: HttpClient) -> None:
+    written = 0
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal written
+        await server.read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for _ in range(1000):  # 64 MiB, far more than any socket buffer holds
+            writer.write(b"10000\r\n" + b"q" * 65536 + b"\r\n")
+            await writer.drain()
+            written += 65536
+
+    async with RawServer(handler) as server:
+        request = prepare("POST", server.url, {})
+        reply = await client.send(request, b"", connect_timeout=2.0, read_timeout=5.0)
+        with pytest.raises(ReplyTooLarge):
+            await reply.read(limit=100_000)
+        await asyncio.sleep(0.1)
+    assert written < 16 * (1 << 20), "the upstream was hung up on, not read to its end"
+
+
+async def test_a_compressed_reply_is_bounded_by_its_decoded_size(client: HttpClient) -> None:
+    compressor = zlib.compressobj(wbits=zlib.MAX_WBITS | 16)
+    bomb = b"".join(compressor.compress(bytes(1 << 20)) for _ in range(100)) + compressor.flush()
+    assert len(bomb) < 200_000  # 100 MiB of zeros
+    reply_bytes = keep_alive_reply(bomb, b"Content-Encoding: gzip\r\n")
+    async with RawServer.answering(reply_bytes) as server:
+        request = prepare("POST", server.url, {})
+        reply = await client.send(request, b"", connect_timeout=2.0, read_timeout=5.0)
+        with pytest.raises(ReplyTooLarge):
+            await reply.read(limit=3 * (1 << 20))
+
+
+async def test_a_reply_within_the_limit_is_read_whole(client: HttpClient) -> None:
+    async with RawServer.answering(keep_alive_reply(b"x" * 1000)) as server:
+        request = prepare("POST", server.url, {})
+        reply = await client.send(request, b"", connect_timeout=2.0, read_timeout=5.0)
+        assert await reply.read(limit=1000) == b"x" * 1000
