@@ -162,3 +162,31 @@ async def test_a_streamed_event_over_the_bound_ends_the_stream_billed_for_what_c
     (record,) = await records(gateway)
     assert record.status == 502
     assert record.completion_tokens > 0 and record.cost_nanos > 0
+
+
+async def test_a_call_finding_no_free_connection_in_time_is_a_502_and_falls_over(
+    start_gateway: Any, engine: FakeEngine
+) -> None:
+    async with FakeEngine(api_key=CHANNEL_KEY) as spare:
+
+        def one_connection_then_a_spare(config: dict[str, Any]) -> None:
+            config["upstream"] = {"max_connections_per_origin": 1}
+            busy = config["channels"][0]
+            busy["priority"] = 10
+            busy["timeouts"] = {"connect": 0.2, "read": 5}
+            config["channels"].append({**busy, "name": "spare", "base_url": spare.base_url})
+            config["channels"][1]["priority"] = 0
+
+        gateway = await start_gateway(one_connection_then_a_spare)
+        key = await gateway.key(await gateway.group("team"))
+        engine.behaviour = Behaviour(hang=1.0)
+        body = {"model": "chat-large", "messages": MESSAGES}
+        slow = asyncio.create_task(post(gateway, key, body))
+        while not engine.requests:  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+        status, _, _ = await post(gateway, key, body)  # the one connection is busy
+        assert status == 200
+        assert len(spare.requests) == 1, "the call fell over to the spare channel"
+        assert (await slow)[0] == 200
+    channels = sorted(record.channel for record in await records(gateway))
+    assert channels == ["engine", "spare"]
