@@ -216,17 +216,15 @@ class HttpClient:
 
     def park(self, origin: Origin, connection: Connection) -> None:
         """A connection whose reply was read whole: idle (or on to a waiting call)."""
-        pool = self._pools[origin]
-        if self._closed:
-            connection.close()
-            pool.free_slot()
-            return
-        now = self._clock()
         keepalive, hint = self._keepalive, connection.keep_alive_hint
         if hint is not None:
             keepalive = min(keepalive, hint - KEEPALIVE_MARGIN)
+        if self._closed or keepalive <= 0:
+            self.discard(origin, connection)
+            return
+        now = self._clock()
         connection.park(now + keepalive)
-        pool.park(connection, MAX_IDLE_PER_ORIGIN, now)
+        self._pools[origin].park(connection, MAX_IDLE_PER_ORIGIN, now)
 
     def discard(self, origin: Origin, connection: Connection) -> None:
         """Close a connection that carried a call; its slot goes to a waiting call."""
