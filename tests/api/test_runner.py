@@ -9,18 +9,29 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import openai
 import orjson
 import pytest
+from aiohttp import web
 
-from parley.domain.usage import UsageRecord
+from parley.api.context import services
+from parley.app import create_app
+from parley.domain.models import Resolved
+from parley.domain.usage import Usage, UsageRecord
+from parley.errors import ParleyError
+from parley.pipeline import runner
+from parley.pipeline.authenticate import Caller
+from parley.pipeline.job import Operation
+from parley.pipeline.route import Route
 from parley.pipeline.streams import SHUTDOWN_STATUS
 from parley.providers.base import JSON, Batches, Target
 from parley.providers.openai import OpenAIAdapter
-from tests.api.harness import Gateway
+from parley.settings import Settings
+from tests.api.harness import Gateway, default_config
 from tests.api.test_upstream_and_metering import records
 from tests.upstreams.openai_compatible import Behaviour, FakeEngine
 
@@ -187,3 +198,99 @@ async def test_shutdown_before_a_stream_started_is_a_503_and_not_billed(
         response.release()
     record = await only_record(gateway)
     assert (record.status, record.cost_nanos) == (SHUTDOWN_STATUS, 0)
+
+
+class RawTextJob:
+    """Another operation through the same runner, as a plain-bytes stream (the shape of
+    speech relayed as raw audio): the reply's text, with no framing to tell a failure."""
+
+    content_type = "text/plain"
+    operation = Operation("raw text", "/v1/test/raw-text", frozenset({"chat"}))
+
+    def __init__(self, providers: Any, body: JSON) -> None:
+        self._providers = providers
+        self._body = body
+        self._characters = 0
+
+    @property
+    def model(self) -> str:
+        return str(self._body["model"])
+
+    def accept(self, model: Resolved) -> None:
+        return None
+
+    def reservation(self, model: Resolved, caller: Caller) -> int:
+        return 0
+
+    def open(self, route: Route) -> AbstractAsyncContextManager[Batches]:
+        return self._providers.chat(route.provider_type).chat_stream(route.target, self._body)
+
+    def render(self, batch: Sequence[JSON]) -> bytes:
+        text = "".join(
+            choice["delta"].get("content") or "" for chunk in batch for choice in chunk["choices"]
+        )
+        self._characters += len(text)
+        return text.encode()
+
+    def end(self) -> bytes:
+        return b""
+
+    def failure(self, error: ParleyError) -> bytes | None:
+        return None
+
+    def delivered(self) -> Usage | None:
+        return Usage(characters=self._characters) if self._characters else None
+
+
+@pytest.fixture
+async def raw_gateway(engine: FakeEngine, tmp_path: Path) -> AsyncIterator[Gateway]:
+    """A gateway with one more endpoint, served by ``RawTextJob``."""
+
+    async def raw_text(request: web.Request) -> web.StreamResponse:
+        job = RawTextJob(services(request).providers, await request.json())
+        return await runner.stream(request, job)
+
+    gateway = Gateway(Settings.model_validate(default_config(engine.base_url, tmp_path)))
+    app = create_app(gateway.settings)
+    app.router.add_post("/v1/test/raw-text", raw_text)
+    gateway.runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=1)
+    await gateway.runner.setup()
+    await web.TCPSite(gateway.runner, "127.0.0.1", 0).start()
+    gateway.base_url = f"http://127.0.0.1:{gateway.runner.addresses[0][1]}"
+    yield gateway
+    await gateway.stop()
+
+
+async def test_another_operation_streams_raw_bytes_through_the_same_runner(
+    raw_gateway: Gateway,
+) -> None:
+    key = await raw_gateway.key(await raw_gateway.group("team"))
+    body = {"model": "chat-large", "messages": MESSAGES}
+    async with (
+        aiohttp.ClientSession(headers={"Authorization": f"Bearer {key}"}) as session,
+        session.post(f"{raw_gateway.v1}/test/raw-text", json=body) as response,
+    ):
+        assert response.headers["Content-Type"].startswith("text/plain")
+        assert response.headers["x-request-id"].startswith("req_")
+        text = await response.text()
+    assert text == "echo: hello there friend"
+    record = await only_record(raw_gateway)
+    assert (record.endpoint, record.status, record.characters) == ("/v1/test/raw-text", 200, 24)
+
+
+async def test_a_raw_stream_that_fails_midway_is_cut_so_the_caller_sees_it_truncated(
+    raw_gateway: Gateway, engine: FakeEngine
+) -> None:
+    key = await raw_gateway.key(await raw_gateway.group("team"))
+    engine.behaviour = Behaviour(error_after=3, words=20)
+    body = {"model": "chat-large", "messages": MESSAGES}
+    async with (
+        aiohttp.ClientSession(headers={"Authorization": f"Bearer {key}"}) as session,
+        session.post(f"{raw_gateway.v1}/test/raw-text", json=body) as response,
+    ):
+        assert response.status == 200
+        with pytest.raises(aiohttp.ClientPayloadError):
+            await response.read()
+    record = await only_record(raw_gateway)
+    assert record.status == 502
+    assert record.characters > 0
