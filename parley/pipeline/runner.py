@@ -148,8 +148,9 @@ async def _pump(
         await _write(response, job.render(first))
         async for batch in batches:
             await _write(response, job.render(batch))
-    metered.succeed()
+    metered.closing = True
     await response.write_eof(job.end())
+    metered.succeed()
 
 
 async def _write(response: web.StreamResponse, data: bytes) -> None:
@@ -183,7 +184,7 @@ class Metered:
     exception can make a call look successful or go unrecorded.
     """
 
-    __slots__ = ("_meter", "billable", "call", "channel", "status", "usage")
+    __slots__ = ("_meter", "billable", "call", "channel", "closing", "status", "usage")
 
     def __init__(self, meter: Meter, call: Call) -> None:
         self._meter = meter
@@ -192,6 +193,8 @@ class Metered:
         self.channel = ""
         self.usage = NO_USAGE
         self.billable: bool | None = None
+        self.closing = False
+        """A stream's end is being written: a failure now is recorded, not told."""
 
     def succeed(self, usage: Usage | None = None) -> None:
         self.status = OK
@@ -199,12 +202,11 @@ class Metered:
             self.usage = usage
 
     def failed(self, status: int) -> bool:
-        """Record a failure; ``False`` when the outcome was already decided (the stream's
-        end was being written), so nothing more should be told to the caller."""
-        if self.status is not None:
-            return False
-        self.status = status
-        return True
+        """Record a failure (the first one counts); ``True`` when the caller should be
+        told, ``False`` once the stream's end is being written."""
+        if self.status is None:
+            self.status = status
+        return not self.closing
 
     def delivered(self, usage: Usage | None) -> None:
         """A stream is billed for what it delivered, whatever its status."""
