@@ -16,6 +16,7 @@ from aiohttp import web
 
 from parley.app import create_app
 from parley.cli.context import fail, safe_url, settings_from, with_store
+from parley.edge import runner as edge
 from parley.settings import Settings
 from parley.store.base import Store
 
@@ -94,17 +95,12 @@ def run_worker(raw_settings: dict[str, Any], reuse_port: bool) -> None:
     _stop_once_on_signals(loop)
     app = create_app(settings)
     app.on_startup.append(settle_garbage_collector)  # runs after the services are built
-    web.run_app(
+    edge.run(  # web.run_app, with the edge's connections (parley/edge/runner.py)
         app,
-        host=settings.server.host,
-        port=settings.server.port,
+        settings.server,
         reuse_port=reuse_port,
         access_log=logging.getLogger("aiohttp.access") if settings.server.access_log else None,
-        shutdown_timeout=settings.server.shutdown_grace_seconds,
-        handler_cancellation=True,
-        handle_signals=False,
         loop=loop,
-        print=None,
     )
 
 
