@@ -63,17 +63,24 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     except RequestPayloadError:  # bad chunking or content coding, found while reading
         return await _error_reply(request, InvalidRequest(BAD_BODY_MESSAGE))
     except Exception:  # the one boundary where anything unexpected becomes a clean 500
-        log.exception("unhandled error on %s %s", request.method, request.path)
-        return await _error_reply(request, ParleyError(INTERNAL_ERROR_MESSAGE))
+        began = " after its reply began" if started_reply(request) is not None else ""
+        log.exception("unhandled error on %s %s%s", request.method, request.path, began)
+        return await _error_reply(request, ParleyError(INTERNAL_ERROR_MESSAGE), logged=True)
 
 
-async def _error_reply(request: web.Request, error: ParleyError) -> web.StreamResponse:
+async def _error_reply(
+    request: web.Request, error: ParleyError, *, logged: bool = False
+) -> web.StreamResponse:
     """The envelope; or, once a reply has begun, its end (``parley.edge.started``)."""
     started = started_reply(request)
     if started is not None:
-        log.warning(
-            "%s %s failed after its reply began: %s", request.method, request.path, error.message
-        )
+        if not logged:
+            log.warning(
+                "%s %s failed after its reply began: %s",
+                request.method,
+                request.path,
+                error.message,
+            )
         return await end_started_reply(request, started, error)
     response = error_response(error, request.get(REPLY_HEADERS))
     if not request.content.is_eof():  # the body is still arriving: close, do not keep reading
