@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
 
+from parley import openapi
 from parley.admin.api import admin_app
 from parley.api.context import CALLER, REPLY_HEADERS, SERVICES
 from parley.api.routes import add_routes
@@ -139,6 +140,7 @@ def create_app(settings: Settings, *, store: Store | None = None) -> web.Applica
     add_routes(app)
     app.add_subapp("/admin", admin_app(settings.server.max_body_bytes))
     app.router.add_get("/health", health)
+    openapi.install(app)
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         app[SERVICES] = await Services.start(settings, store=store)
