@@ -92,11 +92,14 @@ async def _error_reply(
 @web.middleware
 async def bodies(request: web.Request, handler: Handler) -> web.StreamResponse:
     """A deadline for the body, and a per-key slot while it arrives (``parley.edge.bodies``)."""
-    start_body_clock(request.content, request.config_dict[BODY_SECONDS])
+    body = request.content
+    if body.is_eof():  # nearly every call: the body came whole with the head
+        return await handler(request)
+    start_body_clock(body, request.config_dict[BODY_SECONDS])
     caller = request.get(CALLER)
     if caller is None:
         return await handler(request)
-    with request.config_dict[PENDING_BODIES].hold(caller.key.id, request.content):
+    with request.config_dict[PENDING_BODIES].hold(caller.key.id, body):
         return await handler(request)
 
 

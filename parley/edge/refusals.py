@@ -113,12 +113,14 @@ class RefusalLog:
         self._suppressed = 0
 
     def refused(self, peer: str | None, status: int, what: BaseException | str | None) -> None:
+        """Note one refusal (``status`` 0: the connection was closed without a reply)."""
         now = self._clock()
         if now < self._next:
             self._suppressed += 1
             return
         kind = what if isinstance(what, str) else type(what).__name__ if what else "error"
         more = f" ({self._suppressed} more since the last line)" if self._suppressed else ""
-        self._logger.warning("refused a request from %s: %d %s%s", peer, status, kind, more)
+        answer = str(status) if status else "closed"
+        self._logger.warning("refused a request from %s: %s %s%s", peer, answer, kind, more)
         self._next = now + self._interval
         self._suppressed = 0
