@@ -20,6 +20,7 @@ from parley.api.routes import add_routes
 from parley.errors import (
     INTERNAL_ERROR_MESSAGE,
     ParleyError,
+    ServiceUnavailable,
     error_response,
     http_exception_as_error,
 )
@@ -28,10 +29,11 @@ from parley.pipeline.admit import scopes_for
 from parley.pipeline.authenticate import authenticate
 from parley.services import Services
 from parley.settings import Settings
-from parley.store.base import Store
+from parley.store.base import Store, StoreUnavailable
 
 log = logging.getLogger("parley")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+DATABASE_UNAVAILABLE = "The database is unavailable right now; try again shortly."
 
 
 @web.middleware
@@ -44,6 +46,10 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         if exc.status < 400:
             raise
         return error_response(http_exception_as_error(exc), request.get(REPLY_HEADERS))
+    except StoreUnavailable as error:  # billing, admin: the database is down or broken
+        log.warning("%s %s: %s", request.method, request.path, error)
+        unavailable = ServiceUnavailable(DATABASE_UNAVAILABLE, headers={"retry-after": "1"})
+        return error_response(unavailable, request.get(REPLY_HEADERS))
     except Exception:  # the one boundary where anything unexpected becomes a clean 500
         log.exception("unhandled error on %s %s", request.method, request.path)
         return error_response(ParleyError(INTERNAL_ERROR_MESSAGE), request.get(REPLY_HEADERS))
@@ -57,7 +63,7 @@ async def v1_auth(request: web.Request, handler: Handler) -> web.StreamResponse:
     request[CALLER] = await authenticate(request.headers.get("Authorization"), svc.directory)
     try:
         response = await handler(request)
-    except ParleyError:
+    except (ParleyError, StoreUnavailable):
         await _ensure_limit_headers(request, svc)
         raise
     if not response.prepared:

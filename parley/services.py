@@ -16,8 +16,6 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy.exc import SQLAlchemyError
-
 from parley.domain.models import ModelRegistry, ModelSpec
 from parley.domain.pricing import Price, usd_to_nanos
 from parley.http import HttpClient
@@ -31,11 +29,10 @@ from parley.pipeline.route import Router
 from parley.pipeline.writer import UsageWriter
 from parley.providers.registry import ProviderRegistry
 from parley.settings import ModelSettings, Settings
-from parley.store.base import Store, StoreError
+from parley.store.base import Store, StoreUnavailable
 from parley.store.sql import open_store
 
 log = logging.getLogger("parley")
-REFRESH_ERRORS = (SQLAlchemyError, StoreError, OSError)
 
 
 def model_specs(settings: Settings, created: int) -> list[ModelSpec]:
@@ -138,10 +135,8 @@ class Services:
             await asyncio.sleep(self.settings.limits.cache_refresh_seconds)
             try:
                 await self.refresh()
-            except REFRESH_ERRORS as error:
-                log.warning(
-                    "directory refresh failed (%s); serving from cache", type(error).__name__
-                )
+            except StoreUnavailable as error:
+                log.warning("directory refresh failed (%s); serving from cache", error.reason)
 
     async def _prune_loop(self) -> None:
         retention = timedelta(days=self.settings.usage.retention_days)
@@ -149,8 +144,8 @@ class Services:
             try:
                 async with self._pruning:
                     pruned = await self.store.prune_usage(datetime.now(UTC) - retention)
-            except REFRESH_ERRORS as error:
-                log.warning("usage pruning failed (%s); will try again", type(error).__name__)
+            except StoreUnavailable as error:
+                log.warning("usage pruning failed (%s); will try again", error.reason)
             else:
                 if pruned:
                     log.info("pruned %d usage records older than %s", pruned, retention)

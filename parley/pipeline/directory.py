@@ -14,12 +14,10 @@ from collections import OrderedDict
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy.exc import SQLAlchemyError
-
 from parley.domain.groups import Group
 from parley.domain.keys import KeyRecord
 from parley.errors import ServiceUnavailable
-from parley.store.base import Store, StoreError
+from parley.store.base import Store, StoreUnavailable
 
 NEGATIVE_CACHE_SIZE = 10_000
 CLOCK_SKEW = timedelta(seconds=5)
@@ -98,7 +96,7 @@ class Directory:
             return None
         try:
             record = await self._store.find_key(digest)
-        except (SQLAlchemyError, StoreError, OSError):
+        except StoreUnavailable:
             raise ServiceUnavailable(
                 "The key cannot be verified right now; try again shortly."
             ) from None
