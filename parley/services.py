@@ -82,7 +82,11 @@ class Services:
             store = await open_store(settings.database.url, pool_size=settings.database.pool_size)
             await store.migrate()
         limiter = build_limiter(settings.limits, settings.redis)
-        directory = Directory(store, refresh_seconds=settings.limits.cache_refresh_seconds)
+        directory = Directory(
+            store,
+            refresh_seconds=settings.limits.cache_refresh_seconds,
+            unknown_lookups_per_second=settings.limits.unknown_key_lookups_per_second,
+        )
         await directory.load()
         ledger = SpendLedger(store, settings.limits.budget_period)
         await ledger.refresh()

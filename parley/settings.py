@@ -64,6 +64,8 @@ class LimitSettings(_Strict):
     per_worker: bool = False
     default_max_tokens: int = Field(1024, gt=0)
     cache_refresh_seconds: float = Field(2.0, gt=0)
+    unknown_key_lookups_per_second: float = Field(20.0, gt=0)
+    """Store look-ups of keys not in the directory, across the process (a wrong-key flood)."""
     budget_period: Literal["month", "day"] = "month"
 
 
