@@ -4,7 +4,8 @@ PostgreSQL and Redis on 127.0.0.1 are shared by every engineer's tests, so an ou
 never played by stopping them: the code under test talks to ``TcpProxy.port`` instead,
 and the test cuts the proxy (every open connection reset, new ones refused) and restores
 it (listening again on the same port). Everything clients sent through it is kept in
-``sent``, so a test can count the commands that reached the server.
+``sent``, and ``connections`` counts the connections opened, so a test can count the
+attempts that reached the server.
 
 It runs in the test's own event loop::
 
@@ -31,6 +32,8 @@ class TcpProxy:
         self.port = free_port()
         self.sent = bytearray()
         """Every byte clients sent towards the target, in order."""
+        self.connections = 0
+        """Connections clients opened through the proxy."""
         self._server: asyncio.Server | None = None
         self._open: set[asyncio.StreamWriter] = set()
 
@@ -64,6 +67,7 @@ class TcpProxy:
         await asyncio.sleep(0)
 
     async def _forward(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
         try:
             target_reader, target_writer = await asyncio.open_connection(*self.target)
         except OSError:
