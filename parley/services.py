@@ -27,7 +27,7 @@ from parley.pipeline.directory import Directory
 from parley.pipeline.meter import BackgroundTasks, Meter
 from parley.pipeline.route import Router
 from parley.pipeline.writer import UsageWriter
-from parley.providers.registry import ProviderRegistry
+from parley.providers.registry import ProviderRegistry, check_channel_types
 from parley.settings import ModelSettings, Settings
 from parley.store.base import Store, StoreUnavailable
 from parley.store.sql import open_store
@@ -78,6 +78,8 @@ class Services:
 
     @classmethod
     async def start(cls, settings: Settings, *, store: Store | None = None) -> Services:
+        """Raises ``ConfigError`` for a channel type no adapter serves."""
+        check_channel_types(settings.channels, ProviderRegistry.default(HttpClient()).types())
         if store is None:
             store = await open_store(settings.database.url, pool_size=settings.database.pool_size)
             await store.migrate()

@@ -16,7 +16,9 @@ from aiohttp import web
 
 from parley.app import create_app
 from parley.cli.context import fail, safe_url, settings_from, with_store
-from parley.settings import Settings
+from parley.http import HttpClient
+from parley.providers.registry import ProviderRegistry, check_channel_types
+from parley.settings import ConfigError, Settings
 from parley.store.base import Store
 
 log = logging.getLogger("parley")
@@ -39,6 +41,10 @@ def serve(
     """Serve the /v1 API."""
     configure_logging()
     settings = _with_address(settings_from(ctx, config_path), host, port)
+    try:
+        check_channel_types(settings.channels, ProviderRegistry.default(HttpClient()).types())
+    except ConfigError as error:
+        fail(str(error))
     if workers > 1 and settings.limits.backend == "memory" and not settings.limits.per_worker:
         fail(
             f"--workers {workers} with the memory limiter would give each worker its own "
