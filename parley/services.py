@@ -81,7 +81,11 @@ class Services:
         """Raises ``ConfigError`` for a channel type no adapter serves."""
         check_channel_types(settings.channels, ProviderRegistry.default(HttpClient()).types())
         if store is None:
-            store = await open_store(settings.database.url, pool_size=settings.database.pool_size)
+            store = await open_store(
+                settings.database.url,
+                pool_size=settings.database.pool_size,
+                timeout_seconds=settings.database.timeout_seconds,
+            )
             await store.migrate()
         limiter = build_limiter(settings.limits, settings.redis)
         directory = Directory(

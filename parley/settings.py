@@ -43,6 +43,8 @@ class ServerSettings(_Strict):
 class DatabaseSettings(_Strict):
     url: str = DEFAULT_DATABASE_URL
     pool_size: int = Field(5, gt=0)
+    timeout_seconds: float = Field(10.0, gt=0)
+    """Bounds a connect and a statement (PostgreSQL), and the wait for a pooled connection."""
 
     @field_validator("url")
     @classmethod

@@ -45,7 +45,11 @@ def with_store(settings: Settings, work: Callable[[Store], Awaitable[T]]) -> T:
     """Open the store, migrate it, run ``work``, close it; a database failure is one line."""
 
     async def run() -> T:
-        store = await open_store(settings.database.url, pool_size=settings.database.pool_size)
+        store = await open_store(
+            settings.database.url,
+            pool_size=settings.database.pool_size,
+            timeout_seconds=settings.database.timeout_seconds,
+        )
         try:
             await store.migrate()
             return await work(store)

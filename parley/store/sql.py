@@ -28,6 +28,8 @@ from parley.store.boundary import database_errors
 from parley.store.engine import create_store_engine, upgrade_to_head
 from parley.store.schema import UtcDateTime, api_keys, groups
 
+DEFAULT_TIMEOUT_SECONDS = 10.0
+"""The longest a connect or a statement may take before the database counts as away."""
 DEFAULT_QUOTA = Quota()
 """No rates of its own: unlimited for a group, inherit the group's for a key."""
 
@@ -202,15 +204,23 @@ class SqlStore:
             return await usage_sql.prune_usage(conn, before)
 
 
-async def open_store(url: str, *, pool_size: int = 5, schema: str | None = None) -> SqlStore:
+async def open_store(
+    url: str,
+    *,
+    pool_size: int = 5,
+    schema: str | None = None,
+    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+) -> SqlStore:
     """A store on the database at ``url`` (not migrated yet: call ``migrate``).
 
     ``pool_size`` bounds the connections kept open (SQLite files and PostgreSQL).
     ``schema`` (PostgreSQL only) keeps every table, the Alembic version table included,
     in that existing schema: it becomes the connections' ``search_path``. It lets several
-    installations, or parallel test runs, share one database.
+    installations, or parallel test runs, share one database. ``timeout_seconds`` bounds a
+    connect, a statement (PostgreSQL) and the wait for a pooled connection.
     """
-    return SqlStore(create_store_engine(url, pool_size=pool_size, schema=schema))
+    engine = create_store_engine(url, pool_size=pool_size, schema=schema, timeout=timeout_seconds)
+    return SqlStore(engine)
 
 
 def _now() -> datetime:

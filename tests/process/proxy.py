@@ -3,7 +3,8 @@
 PostgreSQL and Redis on 127.0.0.1 are shared by every engineer's tests, so an outage is
 never played by stopping them: the code under test talks to ``TcpProxy.port`` instead,
 and the test cuts the proxy (every open connection reset, new ones refused) and restores
-it (listening again on the same port). Everything clients sent through it is kept in
+it (listening again on the same port), or freezes it (a hung server: connections open,
+nothing answered) and thaws it. Everything clients sent through it is kept in
 ``sent``, and ``connections`` counts the connections opened, so a test can count the
 attempts that reached the server.
 
@@ -36,6 +37,8 @@ class TcpProxy:
         """Connections clients opened through the proxy."""
         self._server: asyncio.Server | None = None
         self._open: set[asyncio.StreamWriter] = set()
+        self._flowing = asyncio.Event()
+        self._flowing.set()
 
     async def __aenter__(self) -> TcpProxy:
         await self.restore()
@@ -47,6 +50,7 @@ class TcpProxy:
         error: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        self.thaw()
         await self.cut()
 
     async def restore(self) -> None:
@@ -55,6 +59,15 @@ class TcpProxy:
             self._server = await asyncio.start_server(
                 self._forward, "127.0.0.1", self.port, reuse_address=True
             )
+
+    def freeze(self) -> None:
+        """Hold every byte from now on, both ways, on open and new connections alike: a
+        hung server (connections accepted, nothing answered)."""
+        self._flowing.clear()
+
+    def thaw(self) -> None:
+        """Forward again, the held bytes first."""
+        self._flowing.set()
 
     async def cut(self) -> None:
         """Stop listening (connections are refused) and reset every open connection."""
@@ -84,6 +97,7 @@ class TcpProxy:
     ) -> None:
         try:
             while data := await reader.read(CHUNK):
+                await self._flowing.wait()
                 if record:
                     self.sent += data
                 writer.write(data)

@@ -1,4 +1,4 @@
-"""The database goes away under a running gateway, and comes back.
+"""The database goes away (or hangs) under a running gateway, and comes back.
 
 PostgreSQL is shared, so the outage is a ``TcpProxy`` between the gateway and it: cutting
 the proxy resets every pooled connection and refuses new ones (``ConnectionRefusedError``
@@ -30,6 +30,8 @@ pytestmark = pytest.mark.postgres
 
 ADMIN = "admin-token-for-outage-tests-0123"
 QUEUE_SIZE = 3
+HUNG_TIMEOUT = 1.0
+"""``database.timeout_seconds`` here: how long a statement may hang before it fails."""
 BACK_WITHIN = 10.0
 """Generous: the writer retries every second at most; the old back-off reached 30 s."""
 UNAVAILABLE = {
@@ -56,11 +58,13 @@ async def gateway(
         config: dict[str, Any] = default_config(engine.base_url, tmp_path)
         config["database"] = {"url": postgres_db.url.replace(":5432/", f":{proxy.port}/")}
         config["admin"] = {"token": ADMIN}
+        config["database"]["timeout_seconds"] = HUNG_TIMEOUT
         config["usage"] |= {"queue_size": QUEUE_SIZE, "flush_seconds": 0.05}
         running = await Gateway.start(config)
         try:
             yield running
         finally:
+            proxy.thaw()
             await proxy.restore()  # so the shutdown can write what is queued
             await running.stop()
 
@@ -157,3 +161,23 @@ async def test_writing_resumes_within_a_retry_interval_once_the_database_is_back
 
 async def _failing(gateway: Gateway) -> bool:
     return gateway.services.meter.writer.failing
+
+
+async def test_a_hung_database_fails_calls_after_its_timeout_instead_of_holding_them(
+    gateway: Gateway, proxy: TcpProxy
+) -> None:
+    """Connections accepted, nothing answered: without a statement timeout a billing
+    call, the usage writer and shutdown waited for ever."""
+    key = await gateway.key(await gateway.group("team"))
+    assert await chat(gateway, key) == 200
+    proxy.freeze()
+
+    usage = request(gateway, "GET", "/v1/dashboard/billing/usage", key)
+    status, reply, _ = await asyncio.wait_for(usage, BACK_WITHIN)  # a hang guard
+    assert (status, reply) == (503, UNAVAILABLE)
+    assert await chat(gateway, key) == 200  # a known key needs no database
+    await eventually(lambda: _failing(gateway), "a write that timed out")
+
+    proxy.thaw()
+    await eventually(lambda: _written(gateway, 2), "the usage queued while it hung")
+    assert (await request(gateway, "GET", "/v1/dashboard/billing/usage", key))[0] == 200
