@@ -14,16 +14,20 @@ from typing import Any
 import click
 from aiohttp import web
 
+from parley.api.context import SERVICES
 from parley.app import create_app
 from parley.cli.context import fail, safe_url, settings_from, with_store
 from parley.http import HttpClient
 from parley.providers.registry import ProviderRegistry, check_channel_types
+from parley.services import Services
 from parley.settings import ConfigError, Settings
 from parley.store.base import Store
 
 log = logging.getLogger("parley")
 SHUTDOWN_BACKSTOP_SECONDS = 5.0
 """Added to the grace for aiohttp's own shutdown timeout, which ``shut_down`` pre-empts."""
+STREAM_END_SECONDS = 2.0
+"""At the end of the grace, how long the ended streams get to write their last event."""
 NO_CHANNELS_HINT = (
     "no channels are configured, so no model can be served yet. Add `channels:` and "
     "`models:` to parley.yaml (every field is shown in parley.example.yaml), then create a "
@@ -135,22 +139,38 @@ async def shut_down(runner: web.AppRunner, grace_seconds: float) -> None:
     """Stop listening, give the calls in flight ``grace_seconds`` to finish, then end them.
 
     aiohttp alone waits its timeout once for a handler, then (without cancelling it)
-    once more, so a grace of 10 s became 20. Here the grace is timed once: when it is
-    over, every connection still open is closed, which cancels its handler
-    (``handler_cancellation``), and the app's cleanup (writing the usage records) runs.
+    once more, so a grace of 10 s became 20. Here the grace is timed once. When it is
+    over, every open stream is ended by the runner (an error event and ``[DONE]``,
+    recorded with ``SHUTDOWN_STATUS`` and billed for what was delivered), then every
+    connection still open is closed, which cancels a whole reply still waiting for its
+    upstream (``handler_cancellation``; recorded as 499). Then the app's cleanup writes
+    the usage records.
     """
     web_server = runner.server
     cleanup = asyncio.ensure_future(runner.cleanup())  # stops the sites, then waits
     done, _ = await asyncio.wait({cleanup}, timeout=grace_seconds)
-    if not done and web_server is not None and web_server.connections:
-        log.warning(
-            "shutdown grace of %gs is over: closing %d connections still open",
-            grace_seconds,
-            len(web_server.connections),
-        )
-        for connection in web_server.connections:
-            connection.force_close()
+    if not done:
+        await _end_calls_in_flight(runner.app.get(SERVICES), web_server, grace_seconds)
     await cleanup
+
+
+async def _end_calls_in_flight(
+    services: Services | None, web_server: web.Server | None, grace_seconds: float
+) -> None:
+    streams = len(services.streams) if services is not None else 0
+    connections = web_server.connections if web_server is not None else []
+    if not streams and not connections:
+        return  # the calls are done; the cleanup is writing usage records
+    log.warning(
+        "shutdown grace of %gs is over: ending %d open streams, closing %d connections",
+        grace_seconds,
+        streams,
+        len(connections),
+    )
+    if services is not None and streams:
+        await services.streams.end_all(wait_seconds=STREAM_END_SECONDS)
+    for connection in connections:
+        connection.force_close()
 
 
 def _stop_once_on_signals(loop: asyncio.AbstractEventLoop, stopping: asyncio.Event) -> None:
