@@ -85,6 +85,14 @@ class AdminSettings(_Strict):
     token: str | None = None
 
 
+class UpstreamSettings(_Strict):
+    """Bounds on what Parley accepts from any upstream (defaults no real model reaches)."""
+
+    max_reply_bytes: int = Field(64 * 1024 * 1024, gt=0, description="largest whole reply")
+    max_event_bytes: int = Field(8 * 1024 * 1024, gt=0, description="largest streamed event")
+    max_connections_per_origin: int = Field(1000, gt=0)
+
+
 class Timeouts(_Strict):
     connect: float = Field(10.0, gt=0)
     read: float = Field(300.0, gt=0)
@@ -161,6 +169,7 @@ class Settings(_Strict):
     limits: LimitSettings = LimitSettings()
     usage: UsageSettings = UsageSettings()
     admin: AdminSettings = AdminSettings()
+    upstream: UpstreamSettings = UpstreamSettings()
     channels: tuple[ChannelSettings, ...] = ()
     models: tuple[ModelSettings, ...] = ()
     capabilities: dict[str, str] = Field(default_factory=dict)
