@@ -31,6 +31,7 @@ from parley.errors import (
     InvalidRequest,
     ParleyError,
     RequestTimeout,
+    ServiceUnavailable,
     error_response,
     http_exception_as_error,
 )
@@ -39,7 +40,7 @@ from parley.pipeline.admit import scopes_for
 from parley.pipeline.authenticate import authenticate
 from parley.services import Services
 from parley.settings import Settings
-from parley.store.base import Store
+from parley.store.base import Store, StoreUnavailable
 
 log = logging.getLogger("parley")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -47,6 +48,7 @@ BODY_TIMEOUT_MESSAGE = "The request body did not arrive in time; send it whole, 
 BAD_BODY_MESSAGE = (
     "The request body could not be read: its chunked framing or content encoding is malformed."
 )
+DATABASE_UNAVAILABLE = "The database is unavailable right now; try again shortly."
 
 
 @web.middleware
@@ -63,6 +65,10 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         return await _error_reply(request, RequestTimeout(BODY_TIMEOUT_MESSAGE))
     except RequestPayloadError:  # bad chunking or content coding, found while reading
         return await _error_reply(request, InvalidRequest(BAD_BODY_MESSAGE))
+    except StoreUnavailable as error:  # billing, admin: the database is down or broken
+        log.warning("%s %s: %s", request.method, request.path, error)
+        unavailable = ServiceUnavailable(DATABASE_UNAVAILABLE, headers={"retry-after": "1"})
+        return await _error_reply(request, unavailable, logged=True)
     except Exception:  # the one boundary where anything unexpected becomes a clean 500
         began = " after its reply began" if started_reply(request) is not None else ""
         log.exception("unhandled error on %s %s%s", request.method, request.path, began)
@@ -111,7 +117,7 @@ async def v1_auth(request: web.Request, handler: Handler) -> web.StreamResponse:
     request[CALLER] = await authenticate(request.headers.get("Authorization"), svc.directory)
     try:
         response = await handler(request)
-    except ParleyError:
+    except (ParleyError, StoreUnavailable):
         await _ensure_limit_headers(request, svc)
         raise
     if not response.prepared:

@@ -155,7 +155,7 @@ class QuotaExceeded(ParleyError):
 class UpstreamError(ParleyError):
     status = 502
     type = "upstream_error"
-    code = "bad_gateway"
+    code: str | None = "bad_gateway"
 
 
 class UpstreamTimeout(UpstreamError):
