@@ -38,6 +38,15 @@ class ServerSettings(_Strict):
     max_image_bytes: int = Field(5_242_880, gt=0, description="largest data-URL image accepted")
     shutdown_grace_seconds: float = Field(10.0, ge=0)
     access_log: bool = False
+    body_timeout_seconds: float = Field(
+        120.0, gt=0, description="time a request body may take to arrive whole (else 408)"
+    )
+    pending_bodies_per_key: int = Field(
+        16, gt=0, description="requests of one key whose bodies may be arriving at once"
+    )
+    keepalive_seconds: float = Field(
+        75.0, gt=0, description="an idle connection, or a request head not yet whole, closes"
+    )
 
 
 class DatabaseSettings(_Strict):
