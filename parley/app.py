@@ -44,11 +44,11 @@ from parley.store.base import Store, StoreUnavailable
 
 log = logging.getLogger("parley")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+DATABASE_UNAVAILABLE = "The database is unavailable right now; try again shortly."
 BODY_TIMEOUT_MESSAGE = "The request body did not arrive in time; send it whole, faster."
 BAD_BODY_MESSAGE = (
     "The request body could not be read: its chunked framing or content encoding is malformed."
 )
-DATABASE_UNAVAILABLE = "The database is unavailable right now; try again shortly."
 
 
 @web.middleware
@@ -61,14 +61,14 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         if exc.status < 400:
             raise
         return await _error_reply(request, http_exception_as_error(exc))
+    except StoreUnavailable as error:  # billing, admin: the database is down or broken
+        log.warning("%s %s: %s", request.method, request.path, error)
+        unavailable = ServiceUnavailable(DATABASE_UNAVAILABLE, headers={"retry-after": "1"})
+        return await _error_reply(request, unavailable)
     except BodyTimeout:
         return await _error_reply(request, RequestTimeout(BODY_TIMEOUT_MESSAGE))
     except RequestPayloadError:  # bad chunking or content coding, found while reading
         return await _error_reply(request, InvalidRequest(BAD_BODY_MESSAGE))
-    except StoreUnavailable as error:  # billing, admin: the database is down or broken
-        log.warning("%s %s: %s", request.method, request.path, error)
-        unavailable = ServiceUnavailable(DATABASE_UNAVAILABLE, headers={"retry-after": "1"})
-        return await _error_reply(request, unavailable, logged=True)
     except Exception:  # the one boundary where anything unexpected becomes a clean 500
         began = " after its reply began" if started_reply(request) is not None else ""
         log.exception("unhandled error on %s %s%s", request.method, request.path, began)

@@ -1,6 +1,9 @@
-"""``EdgeRunner``: aiohttp's ``AppRunner`` whose server builds ``EdgeProtocol``
-connections with Parley's bounds (``connection_options``). ``parley serve`` and the test
-harness serve the app through it."""
+"""Serving an app through the edge: ``EdgeRunner``.
+
+``EdgeRunner`` is aiohttp's ``AppRunner`` whose server builds ``EdgeProtocol``
+connections with Parley's bounds (``connection_options``). ``parley serve``
+(``cli/serve.py``) runs one, and times the shutdown grace itself.
+"""
 
 from __future__ import annotations
 
