@@ -28,6 +28,7 @@ from parley.pipeline.meter import BackgroundTasks, Meter
 from parley.pipeline.route import Router
 from parley.pipeline.streams import OpenStreams
 from parley.pipeline.writer import UsageWriter
+from parley.providers.base import ReplyBounds
 from parley.providers.registry import ProviderRegistry, check_channel_types
 from parley.settings import ModelSettings, Settings
 from parley.store.base import Store, StoreUnavailable
@@ -82,7 +83,13 @@ class Services:
     @classmethod
     async def start(cls, settings: Settings, *, store: Store | None = None) -> Services:
         """Raises ``ConfigError`` for a channel type no adapter serves."""
-        check_channel_types(settings.channels, ProviderRegistry.default(HttpClient()).types())
+        # One client serves every group. It keeps no cookies: a cookie one upstream reply
+        # sets must never ride along on another group's call.
+        upstream = settings.upstream
+        http = HttpClient(max_per_origin=upstream.max_connections_per_origin)
+        bounds = ReplyBounds(upstream.max_reply_bytes, upstream.max_event_bytes)
+        providers = ProviderRegistry.default(http, bounds)
+        check_channel_types(settings.channels, providers.types())
         if store is None:
             store = await open_store(
                 settings.database.url,
@@ -102,9 +109,6 @@ class Services:
         writer = UsageWriter(store, ledger, settings.usage)
         await writer.start()
         tasks = BackgroundTasks()
-        # One client serves every group. It keeps no cookies: a cookie one upstream reply
-        # sets must never ride along on another group's call.
-        http = HttpClient()
         started_at = int(time.time())
         services = cls(
             settings=settings,
@@ -112,7 +116,7 @@ class Services:
             limiter=limiter,
             models=ModelRegistry(model_specs(settings, started_at), settings.capabilities),
             router=Router(settings.channels, random.Random()),
-            providers=ProviderRegistry.default(http),
+            providers=providers,
             directory=directory,
             meter=Meter(writer, ledger, limiter, tasks),
             http=http,

@@ -38,6 +38,15 @@ class ServerSettings(_Strict):
     max_image_bytes: int = Field(5_242_880, gt=0, description="largest data-URL image accepted")
     shutdown_grace_seconds: float = Field(10.0, ge=0)
     access_log: bool = False
+    body_timeout_seconds: float = Field(
+        120.0, gt=0, description="time a request body may take to arrive whole (else 408)"
+    )
+    pending_bodies_per_key: int = Field(
+        16, gt=0, description="requests of one key whose bodies may be arriving at once"
+    )
+    keepalive_seconds: float = Field(
+        75.0, gt=0, description="an idle connection, or a request head not yet whole, closes"
+    )
 
 
 class DatabaseSettings(_Strict):
@@ -83,6 +92,14 @@ class UsageSettings(_Strict):
 
 class AdminSettings(_Strict):
     token: str | None = None
+
+
+class UpstreamSettings(_Strict):
+    """Bounds on what Parley accepts from any upstream (defaults no real model reaches)."""
+
+    max_reply_bytes: int = Field(64 * 1024 * 1024, gt=0, description="largest whole reply")
+    max_event_bytes: int = Field(8 * 1024 * 1024, gt=0, description="largest streamed event")
+    max_connections_per_origin: int = Field(1000, gt=0)
 
 
 class Timeouts(_Strict):
@@ -161,6 +178,7 @@ class Settings(_Strict):
     limits: LimitSettings = LimitSettings()
     usage: UsageSettings = UsageSettings()
     admin: AdminSettings = AdminSettings()
+    upstream: UpstreamSettings = UpstreamSettings()
     channels: tuple[ChannelSettings, ...] = ()
     models: tuple[ModelSettings, ...] = ()
     capabilities: dict[str, str] = Field(default_factory=dict)

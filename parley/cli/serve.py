@@ -17,6 +17,7 @@ from aiohttp import web
 from parley.api.context import SERVICES
 from parley.app import create_app
 from parley.cli.context import fail, safe_url, settings_from, with_store
+from parley.edge.runner import EdgeRunner
 from parley.http import HttpClient
 from parley.providers.registry import ProviderRegistry, check_channel_types
 from parley.services import Services
@@ -117,8 +118,9 @@ def run_worker(raw_settings: dict[str, Any], reuse_port: bool) -> None:
 async def serve_app(app: web.Application, settings: Settings, *, reuse_port: bool) -> None:
     """Serve ``app`` until SIGTERM or SIGINT, then shut down within the grace period."""
     server = settings.server
-    runner = web.AppRunner(
+    runner = EdgeRunner(  # aiohttp's AppRunner, with the edge's connections (parley/edge/)
         app,
+        server,
         access_log=logging.getLogger("aiohttp.access") if server.access_log else None,
         handler_cancellation=True,
         # aiohttp's own bound, a backstop only: ``shut_down`` ends the calls at the grace.

@@ -12,7 +12,7 @@ from collections.abc import Collection, Sequence
 from typing import TypeVar
 
 from parley.http import HttpClient
-from parley.providers.base import Chat, Completion
+from parley.providers.base import Chat, Completion, ReplyBounds
 from parley.providers.openai import OpenAIAdapter
 from parley.settings import ChannelSettings, ConfigError
 
@@ -48,10 +48,11 @@ class ProviderRegistry:
         self._completion: dict[str, Completion] = {}
 
     @classmethod
-    def default(cls, http: HttpClient) -> ProviderRegistry:
-        """Every built-in adapter, calling upstreams through the one shared ``http`` client."""
+    def default(cls, http: HttpClient, bounds: ReplyBounds | None = None) -> ProviderRegistry:
+        """Every built-in adapter, calling upstreams through the one shared ``http`` client
+        and accepting what ``bounds`` allow."""
         registry = cls()
-        openai = OpenAIAdapter(http)
+        openai = OpenAIAdapter(http, bounds)
         for type_name in OPENAI_COMPATIBLE_TYPES:
             registry.register(type_name, chat=openai, completion=openai)
         return registry
