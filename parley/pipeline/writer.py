@@ -77,7 +77,9 @@ class UsageWriter:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        for _ in range(3):
+        # Three tries for a blip; one when writes were already failing, so a database that
+        # is down or hung (each try may wait its timeout) does not hold the shutdown long.
+        for _ in range(1 if self._failing else 3):
             if await self.flush():
                 return
             await asyncio.sleep(0.2)
