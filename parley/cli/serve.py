@@ -142,11 +142,10 @@ async def shut_down(runner: web.AppRunner, grace_seconds: float) -> None:
 
     aiohttp alone waits its timeout once for a handler, then (without cancelling it)
     once more, so a grace of 10 s became 20. Here the grace is timed once. When it is
-    over, every open stream is ended by the runner (an error event and ``[DONE]``,
-    recorded with ``SHUTDOWN_STATUS`` and billed for what was delivered), then every
-    connection still open is closed, which cancels a whole reply still waiting for its
-    upstream (``handler_cancellation``; recorded as 499). Then the app's cleanup writes
-    the usage records.
+    over, every call in flight is ended by the runner (a stream with an error event and
+    ``[DONE]``, billed for what was delivered; a whole reply still waiting for its
+    upstream with a 503 envelope; both recorded with ``SHUTDOWN_STATUS``), then every
+    connection still open is closed. Then the app's cleanup writes the usage records.
     """
     web_server = runner.server
     cleanup = asyncio.ensure_future(runner.cleanup())  # stops the sites, then waits

@@ -63,14 +63,31 @@ OVERLOADED = "The gateway is catching up on usage records; retry shortly."
 async def reply(request: web.Request, job: ReplyJob[R]) -> web.StreamResponse:
     """Admit, route, relay and meter a call answered with one whole reply."""
     svc, call = await _admitted(request, job)
+    task = _current_task()
+    svc.streams.add(task)  # shutdown ends a call still waiting at the end of its grace too
     with Metered(svc.meter, call) as metered:
-        model = call.model.spec.name
-        found, route = await relay(svc.router.routes(model), job.call, model)
+        try:
+            model = call.model.spec.name
+            found, route = await relay(svc.router.routes(model), job.call, model)
+        except asyncio.CancelledError:
+            if not svc.streams.ending(task):
+                raise
+            task.uncancel()
+            metered.failed(SHUTDOWN_STATUS)
+            raise ServiceUnavailable(SHUTTING_DOWN) from None
+        finally:
+            svc.streams.discard(task)
         metered.channel = route.target.channel
         usage = job.usage(found)
         response = job.render(found, call, usage)
         metered.succeed(usage)
         return response
+
+
+def _current_task() -> asyncio.Task[Any]:
+    task = asyncio.current_task()
+    assert task is not None  # a request handler always runs in a task
+    return task
 
 
 async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
@@ -85,8 +102,7 @@ async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
             **headers,
         }
     )
-    task = asyncio.current_task()
-    assert task is not None  # a request handler always runs in a task
+    task = _current_task()
     svc.streams.add(task)
     with Metered(svc.meter, call) as metered:
         try:
