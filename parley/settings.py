@@ -186,21 +186,84 @@ class Settings(_Strict):
         return self
 
 
-def load_settings(path: Path | None, environ: Mapping[str, str]) -> Settings:
-    """Read the config file (if any) and apply ``PARLEY_*`` overrides."""
+def load_settings(
+    path: Path | None, environ: Mapping[str, str], *, secrets: bool = True
+) -> Settings:
+    """Read the config file (if any) and apply ``PARLEY_*`` overrides.
+
+    ``secrets=False`` is for the admin commands, which use only the database: a
+    ``${NAME}`` outside the ``database`` section whose variable is unset stays as written
+    instead of failing. Every unset variable is reported at once, in one line. A relative
+    SQLite path in the file is relative to the file's folder, not the current directory.
+    """
     raw: dict[str, Any] = {}
-    if path is None and environ.get("PARLEY_CONFIG"):
-        path = Path(environ["PARLEY_CONFIG"])
-    if path is None and DEFAULT_CONFIG.exists():
-        path = DEFAULT_CONFIG
+    path = config_file(path, environ)
     if path is not None:
         raw = _read_yaml(path)
-    raw = _expand_env(raw, environ, "")
+    unset: list[tuple[str, str]] = []
+    raw = _expand_env(raw, environ, "", unset)
+    _report_unset(unset, path, secrets)
+    if path is not None:
+        _anchor_sqlite_path(raw, path.parent)
     _apply_overrides(raw, environ)
     try:
         return Settings.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(_first_problem(exc, path)) from None
+
+
+def config_file(path: Path | None, environ: Mapping[str, str]) -> Path | None:
+    """The config file to read: ``path``, else ``$PARLEY_CONFIG``, else ``./parley.yaml``
+    if it exists, else none (the embedded defaults)."""
+    if path is None and environ.get("PARLEY_CONFIG"):
+        path = Path(environ["PARLEY_CONFIG"])
+    if path is None and DEFAULT_CONFIG.exists():
+        path = DEFAULT_CONFIG
+    return path
+
+
+def _report_unset(unset: list[tuple[str, str]], path: Path | None, secrets: bool) -> None:
+    """One line naming every unset variable (those the command needs) and where."""
+    needed = [(w, n) for w, n in unset if secrets or w.split(".")[0].startswith("database")]
+    if not needed:
+        return
+    source = f"{path}: " if path is not None else ""
+    if len(needed) == 1:
+        where, name = needed[0]
+        raise ConfigError(f"{source}{where}: environment variable {name} is not set")
+    places = ", ".join(f"{name} ({where})" for where, name in needed)
+    raise ConfigError(f"{source}{len(needed)} environment variables are not set: {places}")
+
+
+_SQLITE_FILE = re.compile(r"^(sqlite(?:\+\w+)?:///)([^?]*)(.*)$", re.DOTALL)
+
+
+def sqlite_path(url: str) -> str | None:
+    """The file path of a SQLite URL (``None`` for memory databases and other backends)."""
+    match = _SQLITE_FILE.match(url)
+    if match is None:
+        return None
+    path = match.group(2)
+    if path in ("", ":memory:") or path.startswith("file:") or "mode=memory" in match.group(3):
+        return None
+    return path
+
+
+def anchored_database_url(url: str, folder: Path) -> str:
+    """``url`` with a relative SQLite path made absolute against ``folder``."""
+    path = sqlite_path(url)
+    if path is None or Path(path).is_absolute():
+        return url
+    match = _SQLITE_FILE.match(url)
+    assert match is not None
+    absolute = (folder.absolute() / path).resolve()
+    return f"{match.group(1)}{absolute}{match.group(3)}"
+
+
+def _anchor_sqlite_path(raw: dict[str, Any], folder: Path) -> None:
+    database = raw.get("database")
+    if isinstance(database, dict) and isinstance(database.get("url"), str):
+        database["url"] = anchored_database_url(database["url"], folder)
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -221,23 +284,27 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def _expand_env(value: Any, environ: Mapping[str, str], where: str) -> Any:
+def _expand_env(
+    value: Any, environ: Mapping[str, str], where: str, unset: list[tuple[str, str]]
+) -> Any:
+    """Substitute ``${NAME}``; an unset one stays as written and is added to ``unset``."""
     if isinstance(value, str):
 
         def substitute(match: re.Match[str]) -> str:
             name = match.group(1)
             if name not in environ:
-                raise ConfigError(f"{where or 'config'}: environment variable {name} is not set")
+                unset.append((where or "config", name))
+                return match.group(0)
             return environ[name]
 
         return _ENV_REF.sub(substitute, value)
     if isinstance(value, dict):
         return {
-            k: _expand_env(v, environ, f"{where}.{k}" if where else str(k))
+            k: _expand_env(v, environ, f"{where}.{k}" if where else str(k), unset)
             for k, v in value.items()
         }
     if isinstance(value, list):
-        return [_expand_env(v, environ, f"{where}[{i}]") for i, v in enumerate(value)]
+        return [_expand_env(v, environ, f"{where}[{i}]", unset) for i, v in enumerate(value)]
     return value
 
 

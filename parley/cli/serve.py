@@ -15,7 +15,7 @@ import click
 from aiohttp import web
 
 from parley.app import create_app
-from parley.cli.context import fail, safe_url, settings_from, with_store
+from parley.cli.context import database_shown, fail, settings_from, with_store
 from parley.settings import Settings
 from parley.store.base import Store
 
@@ -38,7 +38,7 @@ def serve(
 ) -> None:
     """Serve the /v1 API."""
     configure_logging()
-    settings = _with_address(settings_from(ctx, config_path), host, port)
+    settings = _with_address(settings_from(ctx, config_path, secrets=True), host, port)
     if workers > 1 and settings.limits.backend == "memory" and not settings.limits.per_worker:
         fail(
             f"--workers {workers} with the memory limiter would give each worker its own "
@@ -49,14 +49,14 @@ def serve(
     async def migrate(store: Store) -> None:
         return None
 
-    with_store(settings, migrate)
+    with_store(settings, migrate, announce=False)
     if not settings.channels:
         log.warning(NO_CHANNELS_HINT)
     log.info(
         "parley serving on http://%s:%d/v1 (database %s, limiter %s, %d worker%s)",
         settings.server.host,
         settings.server.port,
-        safe_url(settings.database.url),
+        database_shown(settings.database.url),
         settings.limits.backend,
         workers,
         "s" if workers > 1 else "",
