@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import gc
 import logging
 import multiprocessing
@@ -16,6 +17,8 @@ from aiohttp import web
 
 from parley.app import create_app
 from parley.cli.context import database_shown, fail, settings_from, with_store
+from parley.cli.listen import CannotListen, check_listen
+from parley.cli.startup_checks import unserved_capabilities
 from parley.settings import Settings
 from parley.store.base import Store
 
@@ -46,12 +49,19 @@ def serve(
             "`limits: {per_worker: true}` to accept per-worker counting."
         )
 
+    try:
+        check_listen(settings.server.host, settings.server.port, reuse_port=workers > 1)
+    except CannotListen as error:
+        fail(str(error), 1)
+
     async def migrate(store: Store) -> None:
         return None
 
     with_store(settings, migrate, announce=False)
     if not settings.channels:
         log.warning(NO_CHANNELS_HINT)
+    for warning in unserved_capabilities(settings):
+        log.warning(warning)
     log.info(
         "parley serving on http://%s:%d/v1 (database %s, limiter %s, %d worker%s)",
         settings.server.host,
@@ -94,18 +104,26 @@ def run_worker(raw_settings: dict[str, Any], reuse_port: bool) -> None:
     _stop_once_on_signals(loop)
     app = create_app(settings)
     app.on_startup.append(settle_garbage_collector)  # runs after the services are built
-    web.run_app(
-        app,
-        host=settings.server.host,
-        port=settings.server.port,
-        reuse_port=reuse_port,
-        access_log=logging.getLogger("aiohttp.access") if settings.server.access_log else None,
-        shutdown_timeout=settings.server.shutdown_grace_seconds,
-        handler_cancellation=True,
-        handle_signals=False,
-        loop=loop,
-        print=None,
-    )
+    try:
+        web.run_app(
+            app,
+            host=settings.server.host,
+            port=settings.server.port,
+            reuse_port=reuse_port,
+            access_log=logging.getLogger("aiohttp.access") if settings.server.access_log else None,
+            shutdown_timeout=settings.server.shutdown_grace_seconds,
+            handler_cancellation=True,
+            handle_signals=False,
+            loop=loop,
+            print=None,
+        )
+    except OSError as error:  # the port was taken between the check and the bind
+        if error.errno not in LISTEN_ERRNOS:
+            raise
+        fail(f"cannot listen on {settings.server.host}:{settings.server.port}: {error.strerror}", 1)
+
+
+LISTEN_ERRNOS = (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL)
 
 
 def _stop_once_on_signals(loop: asyncio.AbstractEventLoop) -> None:
