@@ -31,6 +31,32 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class CorsSettings(_Strict):
+    """Browser access to ``/v1`` from other origins; off while ``allowed_origins`` is empty."""
+
+    allowed_origins: tuple[str, ...] = ()
+    """Exact origins (``https://app.example.com``), or ``"*"`` for any."""
+    max_age_seconds: int = Field(600, ge=0)
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _origins(cls, origins: tuple[str, ...]) -> tuple[str, ...]:
+        for origin in origins:
+            if origin != "*" and not re.fullmatch(r"https?://[^/\s]+", origin):
+                raise ValueError(f"`{origin}` is not an origin like https://app.example.com")
+        return tuple(origin.rstrip("/") for origin in origins)
+
+
+class MetricsSettings(_Strict):
+    """Prometheus ``/metrics``."""
+
+    enabled: bool = True
+    token: str | None = None
+    """When set, a scrape must carry ``Authorization: Bearer <token>``."""
+    multiprocess_dir: str | None = None
+    """Set by ``serve --workers N`` (not in the file): where the workers' values meet."""
+
+
 class ServerSettings(_Strict):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
@@ -38,6 +64,8 @@ class ServerSettings(_Strict):
     max_image_bytes: int = Field(5_242_880, gt=0, description="largest data-URL image accepted")
     shutdown_grace_seconds: float = Field(10.0, ge=0)
     access_log: bool = False
+    log_format: Literal["text", "json"] = "text"
+    cors: CorsSettings = CorsSettings()
 
 
 class DatabaseSettings(_Strict):
@@ -157,6 +185,7 @@ class Settings(_Strict):
     limits: LimitSettings = LimitSettings()
     usage: UsageSettings = UsageSettings()
     admin: AdminSettings = AdminSettings()
+    metrics: MetricsSettings = MetricsSettings()
     channels: tuple[ChannelSettings, ...] = ()
     models: tuple[ModelSettings, ...] = ()
     capabilities: dict[str, str] = Field(default_factory=dict)
@@ -315,6 +344,7 @@ _OVERRIDES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("PARLEY_REDIS_URL", ("redis", "url")),
     ("PARLEY_LIMITS_BACKEND", ("limits", "backend")),
     ("PARLEY_ADMIN_TOKEN", ("admin", "token")),
+    ("PARLEY_METRICS_TOKEN", ("metrics", "token")),
 )
 
 

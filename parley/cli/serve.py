@@ -21,6 +21,7 @@ from parley.cli.listen import CannotListen, check_listen
 from parley.cli.startup_checks import unserved_capabilities
 from parley.settings import Settings
 from parley.store.base import Store
+from parley.telemetry.logs import configure_logging
 
 log = logging.getLogger("parley")
 NO_CHANNELS_HINT = (
@@ -40,8 +41,8 @@ def serve(
     ctx: click.Context, config_path: str | None, host: str | None, port: int | None, workers: int
 ) -> None:
     """Serve the /v1 API."""
-    configure_logging()
     settings = _with_address(settings_from(ctx, config_path, secrets=True), host, port)
+    configure_logging(settings.server.log_format)
     if workers > 1 and settings.limits.backend == "memory" and not settings.limits.per_worker:
         fail(
             f"--workers {workers} with the memory limiter would give each worker its own "
@@ -77,13 +78,6 @@ def serve(
         _run_workers(settings, workers)
 
 
-def configure_logging() -> None:
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    logging.getLogger("alembic").setLevel(logging.WARNING)
-
-
 def _with_address(settings: Settings, host: str | None, port: int | None) -> Settings:
     update: dict[str, Any] = {}
     if host is not None:
@@ -97,8 +91,8 @@ def _with_address(settings: Settings, host: str | None, port: int | None) -> Set
 
 def run_worker(raw_settings: dict[str, Any], reuse_port: bool) -> None:
     """One serving process (the settings arrive as JSON so spawned workers can take them)."""
-    configure_logging()
     settings = Settings.model_validate(raw_settings)
+    configure_logging(settings.server.log_format)
     _install_uvloop()
     loop = asyncio.new_event_loop()
     _stop_once_on_signals(loop)

@@ -1,0 +1,84 @@
+"""Attach telemetry to the app: request ids, CORS, ``/metrics`` and its sources.
+
+``create_app`` calls ``install`` once. The metrics object is built with the app and
+connected to the services when they start (the meter's records, the usage writer's
+batches); a small task samples the gauges once a second for the other workers' sake.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+from aiohttp import web
+
+from parley.api.context import SERVICES
+from parley.domain.keys import digest, same_digest
+from parley.domain.usage import UsageRecord
+from parley.errors import AuthenticationFailed
+from parley.pipeline.call import Call
+from parley.services import Services
+from parley.settings import MetricsSettings, Settings
+from parley.telemetry import cors, request_ids
+from parley.telemetry.metrics import CONTENT_TYPE, GatewayMetrics
+
+METRICS = web.AppKey("metrics", GatewayMetrics)
+SAMPLE_SECONDS = 1.0
+
+
+def install(app: web.Application, settings: Settings) -> None:
+    request_ids.install(app)
+    cors.install(app, settings.server.cors)
+    if settings.metrics.enabled:
+        _install_metrics(app, settings.metrics)
+
+
+def _install_metrics(app: web.Application, settings: MetricsSettings) -> None:
+    metrics = GatewayMetrics(multiprocess_dir=settings.multiprocess_dir)
+    app[METRICS] = metrics
+    app.router.add_get("/metrics", _scrape_handler(settings.token))
+
+    async def connected(app: web.Application) -> AsyncIterator[None]:
+        svc = app[SERVICES]
+        svc.meter.observers.append(_metered(metrics))
+        svc.meter.writer.on_batch = metrics.batch_written
+        sampler = asyncio.create_task(_sample_forever(metrics, svc), name="parley-metrics")
+        yield
+        sampler.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await sampler
+
+    app.cleanup_ctx.append(connected)  # after the services' own context: they exist
+
+
+def _metered(metrics: GatewayMetrics) -> Callable[[Call, UsageRecord], None]:
+    def observe(call: Call, record: UsageRecord) -> None:
+        metrics.finished(call.caller.group.name, record)
+
+    return observe
+
+
+async def _sample_forever(metrics: GatewayMetrics, svc: Services) -> None:
+    while True:
+        _sample(metrics, svc)
+        await asyncio.sleep(SAMPLE_SECONDS)
+
+
+def _sample(metrics: GatewayMetrics, svc: Services) -> None:
+    metrics.sample(svc.meter.writer.backlog, svc.directory.loaded_at)
+
+
+def _scrape_handler(token: str | None) -> Callable[[web.Request], Awaitable[web.Response]]:
+    expected = digest(token) if token else None
+
+    async def scrape(request: web.Request) -> web.Response:
+        if expected is not None:
+            given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+            if not same_digest(digest(given), expected):
+                raise AuthenticationFailed("A valid metrics token is required for /metrics.")
+        metrics = request.app[METRICS]
+        _sample(metrics, request.app[SERVICES])
+        return web.Response(body=metrics.exposition(), headers={"Content-Type": CONTENT_TYPE})
+
+    return scrape
