@@ -290,9 +290,14 @@ def anchored_database_url(url: str, folder: Path) -> str:
 
 
 def _anchor_sqlite_path(raw: dict[str, Any], folder: Path) -> None:
+    """A file without a database URL gets the default one, next to the file too."""
     database = raw.get("database")
-    if isinstance(database, dict) and isinstance(database.get("url"), str):
-        database["url"] = anchored_database_url(database["url"], folder)
+    if database is None:
+        database = raw["database"] = {}
+    if isinstance(database, dict):
+        url = database.get("url", DEFAULT_DATABASE_URL)
+        if isinstance(url, str):
+            database["url"] = anchored_database_url(url, folder)
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:

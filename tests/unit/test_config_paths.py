@@ -96,3 +96,13 @@ def test_a_branched_history_leaves_the_decision_to_alembic(tmp_path: Path) -> No
     assert head_revision(tmp_path) is None
     (tmp_path / "c.py").unlink()
     assert head_revision(tmp_path) == "2"
+
+
+def test_a_file_without_a_database_keeps_the_default_database_next_to_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "etc", "server: {port: 9000}")
+    settings = load_settings(Path("etc/parley.yaml"), {})
+    assert settings.database.url == f"sqlite:///{(tmp_path / 'etc' / 'parley.db').resolve()}"
+    assert load_settings(None, {}).database.url == "sqlite:///./parley.db"
