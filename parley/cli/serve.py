@@ -22,6 +22,7 @@ from parley.cli.startup_checks import unserved_capabilities
 from parley.settings import Settings
 from parley.store.base import Store
 from parley.telemetry.logs import configure_logging
+from parley.telemetry.workers import shared_metrics
 
 log = logging.getLogger("parley")
 NO_CHANNELS_HINT = (
@@ -75,7 +76,8 @@ def serve(
     if workers == 1:
         run_worker(settings.model_dump(mode="json"), reuse_port=False)
     else:
-        _run_workers(settings, workers)
+        with shared_metrics(settings) as shared:
+            _run_workers(shared, workers)
 
 
 def _with_address(settings: Settings, host: str | None, port: int | None) -> Settings:
