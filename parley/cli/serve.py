@@ -21,6 +21,7 @@ from parley.cli.listen import CannotListen, check_listen
 from parley.cli.startup_checks import unserved_capabilities
 from parley.settings import Settings
 from parley.store.base import Store
+from parley.telemetry.access import AccessLogger, access_logger
 from parley.telemetry.logs import configure_logging
 from parley.telemetry.workers import shared_metrics
 
@@ -106,7 +107,8 @@ def run_worker(raw_settings: dict[str, Any], reuse_port: bool) -> None:
             host=settings.server.host,
             port=settings.server.port,
             reuse_port=reuse_port,
-            access_log=logging.getLogger("aiohttp.access") if settings.server.access_log else None,
+            access_log=access_logger() if settings.server.access_log else None,
+            access_log_class=AccessLogger,
             shutdown_timeout=settings.server.shutdown_grace_seconds,
             handler_cancellation=True,
             handle_signals=False,

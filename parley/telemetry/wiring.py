@@ -21,6 +21,7 @@ from parley.pipeline.call import Call
 from parley.services import Services
 from parley.settings import MetricsSettings, Settings
 from parley.telemetry import cors, request_ids
+from parley.telemetry.access import ACCESS_RECORDS, AccessRecords
 from parley.telemetry.metrics import CONTENT_TYPE, GatewayMetrics
 
 METRICS = web.AppKey("metrics", GatewayMetrics)
@@ -30,6 +31,8 @@ SAMPLE_SECONDS = 1.0
 def install(app: web.Application, settings: Settings) -> None:
     request_ids.install(app)
     cors.install(app, settings.server.cors)
+    if settings.server.access_log:
+        _install_access_records(app)
     if settings.metrics.enabled:
         _install_metrics(app, settings.metrics)
 
@@ -50,6 +53,16 @@ def _install_metrics(app: web.Application, settings: MetricsSettings) -> None:
             await sampler
 
     app.cleanup_ctx.append(connected)  # after the services' own context: they exist
+
+
+def _install_access_records(app: web.Application) -> None:
+    records = AccessRecords()
+    app[ACCESS_RECORDS] = records
+
+    async def connected(app: web.Application) -> None:
+        app[SERVICES].meter.observers.append(records.observe)
+
+    app.on_startup.append(connected)  # after the services' own context: they exist
 
 
 def _metered(metrics: GatewayMetrics) -> Callable[[Call, UsageRecord], None]:
