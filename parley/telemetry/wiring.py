@@ -16,13 +16,16 @@ from aiohttp import web
 from parley.api.context import SERVICES
 from parley.domain.keys import digest, same_digest
 from parley.domain.usage import UsageRecord
-from parley.errors import AuthenticationFailed
+from parley.errors import AuthenticationFailed, UpstreamError
+from parley.pipeline.authenticate import Caller
 from parley.pipeline.call import Call
+from parley.pipeline.watch import CallWatchers
 from parley.services import Services
 from parley.settings import MetricsSettings, Settings
 from parley.telemetry import cors, request_ids
 from parley.telemetry.access import ACCESS_RECORDS, AccessRecords
 from parley.telemetry.metrics import CONTENT_TYPE, GatewayMetrics
+from parley.telemetry.upstream import log_upstream_failure, upstream_status
 
 METRICS = web.AppKey("metrics", GatewayMetrics)
 SAMPLE_SECONDS = 1.0
@@ -30,6 +33,7 @@ SAMPLE_SECONDS = 1.0
 
 def install(app: web.Application, settings: Settings) -> None:
     request_ids.install(app)
+    app.on_startup.append(_log_upstream_failures)
     cors.install(app, settings.server.cors)
     if settings.server.access_log:
         _install_access_records(app)
@@ -46,6 +50,7 @@ def _install_metrics(app: web.Application, settings: MetricsSettings) -> None:
         svc = app[SERVICES]
         svc.meter.observers.append(_metered(metrics))
         svc.meter.writer.on_batch = metrics.batch_written
+        _watch(svc.watchers, metrics)
         sampler = asyncio.create_task(_sample_forever(metrics, svc), name="parley-metrics")
         yield
         sampler.cancel()
@@ -63,6 +68,25 @@ def _install_access_records(app: web.Application) -> None:
         app[SERVICES].meter.observers.append(records.observe)
 
     app.on_startup.append(connected)  # after the services' own context: they exist
+
+
+async def _log_upstream_failures(app: web.Application) -> None:
+    app[SERVICES].watchers.upstream_failed.append(log_upstream_failure)
+
+
+def _watch(watchers: CallWatchers, metrics: GatewayMetrics) -> None:
+    def refused(caller: Caller, decision: str) -> None:
+        metrics.refused(decision)
+
+    def upstream_failed(call: Call, channel: str, error: UpstreamError, seconds: float) -> None:
+        metrics.upstream_failed(channel, upstream_status(error), type(error).__name__)
+
+    def first_byte(call: Call, seconds: float) -> None:
+        metrics.stream_started(call.model.spec.name, seconds)
+
+    watchers.refused.append(refused)
+    watchers.upstream_failed.append(upstream_failed)
+    watchers.first_byte.append(first_byte)
 
 
 def _metered(metrics: GatewayMetrics) -> Callable[[Call, UsageRecord], None]:

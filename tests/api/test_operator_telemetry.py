@@ -3,6 +3,7 @@ its token, ``x-request-id`` on every reply, and CORS for browser callers."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import aiohttp
@@ -11,7 +12,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.api.conftest import StartGateway
-from tests.api.harness import Gateway
+from tests.api.harness import CHANNEL_KEY, Gateway
+from tests.upstreams.openai_compatible import Behaviour, FakeEngine
 
 MESSAGES: Any = [{"role": "user", "content": "hello there friend"}]
 ORIGIN = "https://app.example.com"
@@ -197,3 +199,55 @@ async def test_cors_replies_expose_the_request_id_and_rate_limit_headers(
             f"{gateway.base_url}/health", headers={"Origin": ORIGIN}
         ) as outside_v1:
             assert "Access-Control-Allow-Origin" not in outside_v1.headers
+
+
+async def test_a_failed_upstream_call_is_one_structured_line_and_a_metric(
+    gateway: Gateway, key: str, engine: FakeEngine, caplog: pytest.LogCaptureFixture
+) -> None:
+    engine.behaviour = Behaviour(fail=503)
+    with (
+        caplog.at_level(logging.WARNING, logger="parley.upstream"),
+        pytest.raises(openai.APIStatusError) as failed,
+    ):
+        await gateway.client(key).chat.completions.create(model="chat-large", messages=MESSAGES)
+    (line,) = [r for r in caplog.records if r.name == "parley.upstream"]
+    fields = line.fields  # type: ignore[attr-defined]
+    assert line.getMessage() == "upstream call failed"
+    assert fields["channel"] == "engine"
+    assert fields["model"] == "chat-large"
+    assert fields["status"] == 503
+    assert fields["error"] == "UpstreamRefused"
+    assert fields["request_id"] == failed.value.response.headers["x-request-id"]
+    assert fields["latency_ms"] >= 0
+    assert CHANNEL_KEY not in caplog.text
+    assert key not in caplog.text
+    assert "hello there friend" not in caplog.text
+
+    samples = await scrape(gateway)
+    errors = {"channel": "engine", "status": "503", "error": "UpstreamRefused"}
+    assert value(samples, "parley_upstream_errors_total", **errors) == 1
+    assert value(samples, "parley_requests_total", model="chat-large", status="502") == 1
+
+
+async def test_limiter_refusals_and_stream_first_bytes_are_counted(
+    gateway: Gateway,
+) -> None:
+    limited = await gateway.key(await gateway.group("limited", rpm=1))
+    broke = await gateway.key(await gateway.group("broke", budget_nanos=0))
+    client = gateway.client(limited)
+    stream = await client.chat.completions.create(
+        model="chat-large", messages=MESSAGES, stream=True
+    )
+    _ = [chunk async for chunk in stream]
+    with pytest.raises(openai.RateLimitError):
+        await client.chat.completions.create(model="chat-large", messages=MESSAGES)
+    with pytest.raises(openai.RateLimitError) as quota:
+        await gateway.client(broke).chat.completions.create(model="chat-large", messages=MESSAGES)
+    assert quota.value.code == "insufficient_quota"
+
+    samples = await scrape(gateway)
+    decisions = "parley_limiter_decisions_total"
+    assert value(samples, decisions, decision="admitted") == 1
+    assert value(samples, decisions, decision="refused_requests") == 1
+    assert value(samples, decisions, decision="refused_budget") == 1
+    assert value(samples, "parley_stream_first_byte_seconds_count", model="chat-large") == 1
