@@ -110,6 +110,7 @@ class GatewayMetrics:
         )
         self._outcomes: dict[tuple[str, int], tuple[Counter, Histogram]] = {}
         self._spend: dict[tuple[str, str], tuple[Counter, Counter, Counter]] = {}
+        self._first_bytes: dict[str, Histogram] = {}
         self._admitted = self.limiter.labels("admitted")
 
     def finished(self, group: str, record: UsageRecord) -> None:
@@ -141,7 +142,10 @@ class GatewayMetrics:
         self.limiter.labels(f"refused_{decision}").inc()
 
     def stream_started(self, model: str, seconds: float) -> None:
-        self.first_byte.labels(model).observe(seconds)
+        child = self._first_bytes.get(model)
+        if child is None:
+            child = self._first_bytes[model] = self.first_byte.labels(model)
+        child.observe(seconds)
 
     def upstream_failed(self, channel: str, status: int, error: str) -> None:
         self.upstream_errors.labels(channel, str(status), error).inc()
