@@ -83,9 +83,7 @@ def with_store(
 
     ``announce`` says on stderr which database the command used.
     """
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from parley.store.base import StoreError
+    from parley.store.base import StoreError, StoreUnavailable
     from parley.store.sql import open_store
 
     if announce:
@@ -95,7 +93,11 @@ def with_store(
         note(f"database {database_shown(settings.database.url)}{where}")
 
     async def run() -> T:
-        store = await open_store(settings.database.url, pool_size=settings.database.pool_size)
+        store = await open_store(
+            settings.database.url,
+            pool_size=settings.database.pool_size,
+            timeout_seconds=settings.database.timeout_seconds,
+        )
         try:
             await store.migrate()
             return await work(store)
@@ -104,9 +106,11 @@ def with_store(
 
     try:
         return asyncio.run(run())
-    except (SQLAlchemyError, OSError) as error:
-        reason = str(getattr(error, "orig", None) or error).splitlines()[0]
-        fail(f"cannot use the database at {database_shown(settings.database.url)}: {reason}", 1)
+    except StoreUnavailable as error:
+        fail(
+            f"cannot use the database at {database_shown(settings.database.url)}: {error.reason}",
+            1,
+        )
     except StoreError as error:
         fail(str(error), 1)
 
