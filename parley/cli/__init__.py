@@ -12,7 +12,7 @@ import importlib
 import click
 
 LAZY_COMMANDS: dict[str, tuple[str, str]] = {
-    "serve": ("parley.cli.serve:serve", "Serve the /v1 API."),
+    "serve": ("parley.cli.serve_command:serve", "Serve the /v1 API."),
     "db": ("parley.cli.context:db", "Database schema."),
     "groups": ("parley.cli.admin:groups", "Groups (tenants): quotas, budgets, model access."),
     "keys": ("parley.cli.admin:keys", "API keys: create (shown once), list, revoke."),

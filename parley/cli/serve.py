@@ -1,4 +1,7 @@
-"""``parley serve``: run the gateway, in one process or ``--workers N`` sharing a port."""
+"""The serving processes behind ``parley serve``: one (``run_worker``), or ``--workers N``
+sharing a port (``run_workers``), each serving until a signal and shutting down within
+the grace. The command itself (options, checks) is ``parley/cli/serve_command.py``, which
+imports this module, and with it the web stack, only once the configuration is good."""
 
 from __future__ import annotations
 
@@ -12,97 +15,22 @@ import sys
 from types import FrameType
 from typing import Any
 
-import click
 from aiohttp import web
 
 from parley.api.context import SERVICES
 from parley.app import create_app
-from parley.cli.context import database_shown, fail, settings_from, with_store
-from parley.cli.listen import CannotListen, check_listen
-from parley.cli.startup_checks import unserved_capabilities
+from parley.cli.context import fail
 from parley.edge.runner import EdgeRunner
-from parley.http import HttpClient
-from parley.providers.registry import ProviderRegistry, check_channel_types
 from parley.services import Services
-from parley.settings import ConfigError, Settings
-from parley.store.base import Store
+from parley.settings import Settings
 from parley.telemetry.access import AccessLogger, access_logger
 from parley.telemetry.logs import configure_logging
-from parley.telemetry.workers import shared_metrics
 
 log = logging.getLogger("parley")
 SHUTDOWN_BACKSTOP_SECONDS = 5.0
 """Added to the grace for aiohttp's own shutdown timeout, which ``shut_down`` pre-empts."""
 STREAM_END_SECONDS = 2.0
 """At the end of the grace, how long the ended streams get to write their last event."""
-NO_CHANNELS_HINT = (
-    "no channels are configured, so no model can be served yet. Add `channels:` and "
-    "`models:` to parley.yaml (every field is shown in parley.example.yaml), then create a "
-    "group and a key: `parley groups create team` and `parley keys create --group team`."
-)
-
-
-@click.command()
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Config file.")
-@click.option("--host", help="Address to listen on (default from config, 127.0.0.1).")
-@click.option("--port", type=click.IntRange(0, 65535), help="Port (default from config, 8080).")
-@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True)
-@click.pass_context
-def serve(
-    ctx: click.Context, config_path: str | None, host: str | None, port: int | None, workers: int
-) -> None:
-    """Serve the /v1 API."""
-    settings = _with_address(settings_from(ctx, config_path, secrets=True), host, port)
-    configure_logging(settings.server.log_format)
-    try:
-        check_channel_types(settings.channels, ProviderRegistry.default(HttpClient()).types())
-    except ConfigError as error:
-        fail(str(error))
-    if workers > 1 and settings.limits.backend == "memory" and not settings.limits.per_worker:
-        fail(
-            f"--workers {workers} with the memory limiter would give each worker its own "
-            "limits (N workers, N times the quota). Use `limits: {backend: redis}`, or set "
-            "`limits: {per_worker: true}` to accept per-worker counting."
-        )
-
-    try:
-        check_listen(settings.server.host, settings.server.port, reuse_port=workers > 1)
-    except CannotListen as error:
-        fail(str(error), 1)
-
-    async def migrate(store: Store) -> None:
-        return None
-
-    with_store(settings, migrate, announce=False)
-    if not settings.channels:
-        log.warning(NO_CHANNELS_HINT)
-    for warning in unserved_capabilities(settings):
-        log.warning(warning)
-    log.info(
-        "parley serving on http://%s:%d/v1 (database %s, limiter %s, %d worker%s)",
-        settings.server.host,
-        settings.server.port,
-        database_shown(settings.database.url),
-        settings.limits.backend,
-        workers,
-        "s" if workers > 1 else "",
-    )
-    if workers == 1:
-        run_worker(settings.model_dump(mode="json"), reuse_port=False)
-    else:
-        with shared_metrics(settings) as shared:
-            _run_workers(shared, workers)
-
-
-def _with_address(settings: Settings, host: str | None, port: int | None) -> Settings:
-    update: dict[str, Any] = {}
-    if host is not None:
-        update["host"] = host
-    if port is not None:
-        update["port"] = port
-    if not update:
-        return settings
-    return settings.model_copy(update={"server": settings.server.model_copy(update=update)})
 
 
 def run_worker(raw_settings: dict[str, Any], reuse_port: bool) -> None:
@@ -245,7 +173,8 @@ def _install_uvloop() -> None:
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
-def _run_workers(settings: Settings, count: int) -> None:
+def run_workers(settings: Settings, count: int) -> None:
+    """``count`` serving processes sharing the port (spawned: each imports afresh)."""
     spawn = multiprocessing.get_context("spawn")
     raw = settings.model_dump(mode="json")
     workers = [

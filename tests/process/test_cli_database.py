@@ -6,7 +6,8 @@
 - ``groups``/``keys``/``usage``/``db`` run with a channel's ``${API_KEY}`` unset; ``serve``
   names every unset variable in one line.
 - ``parley --help`` loads neither SQLAlchemy, Alembic nor aiohttp; an admin command on an
-  up-to-date database loads neither Alembic nor aiohttp.
+  up-to-date database loads neither Alembic nor aiohttp; ``serve`` with a bad config stops
+  before it loads any of them.
 """
 
 from __future__ import annotations
@@ -160,3 +161,6 @@ def test_help_and_admin_commands_load_only_what_they_use(tmp_path: Path) -> None
     run_ok(["db", "upgrade"], tmp_path)
     # an up-to-date database: the store (SQLAlchemy), but no Alembic and no web stack
     assert _heavy_modules_after(["groups", "list"], tmp_path) == {"sqlalchemy"}
+    # serve with a bad config fails before it loads the store or the web stack
+    (tmp_path / "bad.yaml").write_text("surprise: 1\n")
+    assert _heavy_modules_after(["serve", "--config", "bad.yaml"], tmp_path) == set()
