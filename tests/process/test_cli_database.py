@@ -136,7 +136,7 @@ try:
 except SystemExit:
     pass
 heavy = sorted({{name.split(".")[0] for name in sys.modules}} & set({HEAVY!r}))
-print(",".join(heavy), file=sys.stderr)
+print("loaded:" + ",".join(heavy), file=sys.stderr)
 """
 
 
@@ -151,8 +151,8 @@ def _heavy_modules_after(args: list[str], cwd: Path) -> set[str]:
         timeout=30,
         check=False,
     )
-    loaded = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
-    return {name for name in loaded.split(",") if name}
+    (loaded,) = [line for line in done.stderr.splitlines() if line.startswith("loaded:")]
+    return {name for name in loaded.removeprefix("loaded:").split(",") if name}
 
 
 def test_help_and_admin_commands_load_only_what_they_use(tmp_path: Path) -> None:
