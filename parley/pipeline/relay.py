@@ -1,8 +1,9 @@
 """Stage 4: call the upstream through its adapter, falling over to the next route.
 
 A route is abandoned for the next one only when nothing reached the caller yet and the
-failure says another channel may do better: the channel was unreachable, or answered
-5xx, 429, 401 or 403. A timeout is not retried (the upstream may still be working on
+failure says another channel may do better: the channel was unreachable (a refused or
+timed-out connection, or no free connection: the request never left), or answered 5xx,
+429, 401 or 403. A read timeout is not retried (the upstream may still be working on
 it), and a refusal of the request itself (400, 404, 422...) is relayed to the caller.
 
 The stage knows nothing of the operation: the job says how to call one route (or open a
