@@ -41,6 +41,7 @@ from parley.pipeline.authenticate import authenticate
 from parley.services import Services
 from parley.settings import Settings
 from parley.store.base import Store, StoreUnavailable
+from parley.telemetry.wiring import install as install_telemetry
 
 log = logging.getLogger("parley")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -157,6 +158,7 @@ def create_app(settings: Settings, *, store: Store | None = None) -> web.Applica
         await app[SERVICES].close()
 
     app.cleanup_ctx.append(lifecycle)
+    install_telemetry(app, settings)  # request ids, CORS, /metrics (after the services)
     return app
 
 

@@ -27,6 +27,7 @@ from parley.pipeline.directory import Directory
 from parley.pipeline.meter import BackgroundTasks, Meter
 from parley.pipeline.route import Router
 from parley.pipeline.streams import OpenStreams
+from parley.pipeline.watch import CallWatchers
 from parley.pipeline.writer import UsageWriter
 from parley.providers.base import ReplyBounds
 from parley.providers.registry import ProviderRegistry, check_channel_types
@@ -75,6 +76,7 @@ class Services:
     tasks: BackgroundTasks
     started_at: int = field(default_factory=lambda: int(time.time()))
     request_ids: RequestIds = field(default_factory=RequestIds)
+    watchers: CallWatchers = field(default_factory=CallWatchers)
     streams: OpenStreams = field(default_factory=OpenStreams)
     """The streams being relayed; shutdown ends them with ``streams.end_all()``."""
     _loops: list[asyncio.Task[None]] = field(default_factory=list)

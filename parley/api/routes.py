@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from parley.api import billing, chat, completions, models
+from parley.api import billing, chat, completions, embeddings, models
 
 
 def add_routes(app: web.Application) -> None:
@@ -12,6 +12,7 @@ def add_routes(app: web.Application) -> None:
         [
             web.post("/v1/chat/completions", chat.create_chat_completion),
             web.post("/v1/completions", completions.create_completion),
+            web.post("/v1/embeddings", embeddings.create_embeddings),
             web.get("/v1/models", models.list_models),
             web.get("/v1/models/{model:.+}", models.retrieve_model),
             web.get("/v1/capabilities", models.list_capabilities),

@@ -149,7 +149,7 @@ def create_key(
     async def work(store: Store) -> KeyRecord:
         group = await store.get_group(group_name)
         if group is None:
-            fail(f"no group named {group_name!r}")
+            fail(await unknown_group(store, group_name))
         return await store.create_key(
             group.id,
             name=name,
@@ -162,6 +162,14 @@ def create_key(
     record = with_store(settings_from(ctx), work)
     click.echo(secret)
     click.echo(f"created key {record.id} ({record.prefix}…) for group {group_name!r}", err=True)
+
+
+async def unknown_group(store: Store, name: str) -> str:
+    """Why ``name`` is refused, with the groups that do exist."""
+    names = sorted(group.name for group in await store.list_groups())
+    if not names:
+        return f"no group named {name!r}: there are no groups yet (parley groups create NAME)"
+    return f"no group named {name!r}; the groups are: {', '.join(names)}"
 
 
 def _key_line(record: KeyRecord) -> str:
@@ -184,7 +192,7 @@ def list_keys(ctx: click.Context, group_name: str | None) -> None:
             return await store.list_keys()
         group = await store.get_group(group_name)
         if group is None:
-            fail(f"no group named {group_name!r}")
+            fail(await unknown_group(store, group_name))
         return await store.list_keys(group.id)
 
     for record in with_store(settings_from(ctx), work):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Any
 
@@ -54,6 +54,8 @@ class Meter:
         self._limiter = limiter
         self._tasks = tasks
         self._settlements: dict[tuple[Scope, ...], int] = {}
+        self.observers: list[Callable[[Call, UsageRecord], None]] = []
+        """Told of every record (metrics, the access log): cheap, synchronous, no I/O."""
 
     def finish(
         self,
@@ -93,6 +95,8 @@ class Meter:
         )
         self.writer.submit(record)
         self.ledger.add(record.group_id, cost)
+        for observe in self.observers:
+            observe(call, record)
         delta = usage.total_tokens - call.admission.reserved_tokens
         if delta and call.admission.scopes:
             self._settle_soon(call.admission.scopes, delta)

@@ -114,6 +114,11 @@ class Completion(Protocol):
         """Streamed classic completion: ``text_completion`` chunks, in batches as they arrive."""
 
 
+class Embeddings(Protocol):
+    async def embeddings(self, target: Target, body: JSON) -> JSON:
+        """Embeddings of the body's ``input``, as OpenAI's ``list`` of ``embedding`` objects."""
+
+
 @contextmanager
 def upstream_errors(channel: str) -> Iterator[None]:
     """Map the HTTP client's exceptions to the error tree, naming no URL or secret.

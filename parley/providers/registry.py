@@ -12,7 +12,7 @@ from collections.abc import Collection, Sequence
 from typing import TypeVar
 
 from parley.http import HttpClient
-from parley.providers.base import Chat, Completion, ReplyBounds
+from parley.providers.base import Chat, Completion, Embeddings, ReplyBounds
 from parley.providers.openai import OpenAIAdapter
 from parley.settings import ChannelSettings, ConfigError
 
@@ -41,11 +41,12 @@ class UnknownProviderType(KeyError):
 class ProviderRegistry:
     """Adapters by channel type name, one table per capability."""
 
-    __slots__ = ("_chat", "_completion")
+    __slots__ = ("_chat", "_completion", "_embeddings")
 
     def __init__(self) -> None:
         self._chat: dict[str, Chat] = {}
         self._completion: dict[str, Completion] = {}
+        self._embeddings: dict[str, Embeddings] = {}
 
     @classmethod
     def default(cls, http: HttpClient, bounds: ReplyBounds | None = None) -> ProviderRegistry:
@@ -55,16 +56,24 @@ class ProviderRegistry:
         openai = OpenAIAdapter(http, bounds)
         for type_name in OPENAI_COMPATIBLE_TYPES:
             registry.register(type_name, chat=openai, completion=openai)
+            registry.register(type_name, embeddings=openai)
         return registry
 
     def register(
-        self, type_name: str, *, chat: Chat | None = None, completion: Completion | None = None
+        self,
+        type_name: str,
+        *,
+        chat: Chat | None = None,
+        completion: Completion | None = None,
+        embeddings: Embeddings | None = None,
     ) -> None:
         """Serve the given capabilities of channels of ``type_name`` with these adapters."""
         if chat is not None:
             self._chat[type_name] = chat
         if completion is not None:
             self._completion[type_name] = completion
+        if embeddings is not None:
+            self._embeddings[type_name] = embeddings
 
     def chat(self, type_name: str) -> Chat:
         return self._find(self._chat, type_name, "chat")
@@ -72,9 +81,12 @@ class ProviderRegistry:
     def completion(self, type_name: str) -> Completion:
         return self._find(self._completion, type_name, "completions")
 
+    def embeddings(self, type_name: str) -> Embeddings:
+        return self._find(self._embeddings, type_name, "embeddings")
+
     def types(self) -> frozenset[str]:
         """Every channel type some adapter is registered for."""
-        return frozenset(self._chat) | frozenset(self._completion)
+        return frozenset(self._chat) | frozenset(self._completion) | frozenset(self._embeddings)
 
     def _find(self, table: dict[str, _Adapter], type_name: str, capability: str) -> _Adapter:
         try:
