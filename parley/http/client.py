@@ -5,7 +5,9 @@ Why not ``aiohttp.ClientSession``: measured on the same upstream, one call cost 
 an upstream call is on every request's path. What this client leaves out is what a
 gateway does not need: cookies (one session would leak them between groups), redirects
 (a channel's URL is configured, and following one would carry its key elsewhere),
-proxies from the environment, and request bodies other than bytes already in memory.
+and proxies from the environment. A request body is bytes already in memory, or a
+``StreamedBody`` of known length (an upload read from a file, ``multipart``) written as
+the socket drains, so a large upload is never copied whole into memory.
 
 A request head is rendered once per channel and endpoint (``prepare``); each call adds
 the body's length and the body. A reused connection that the upstream closed while idle
@@ -18,8 +20,9 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from yarl import URL
 
@@ -31,6 +34,16 @@ MAX_IDLE_PER_ORIGIN = 256
 USER_AGENT = "parley"
 
 Origin = tuple[str, str, int]
+
+
+class StreamedBody(Protocol):
+    """A request body of known length, produced in pieces (restartable: each call of
+    ``pieces`` starts from the beginning)."""
+
+    @property
+    def length(self) -> int: ...
+
+    def pieces(self) -> Iterable[bytes]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,14 +165,21 @@ class HttpClient:
         self._closed = False
 
     async def send(
-        self, request: Prepared, body: bytes, *, connect_timeout: float, read_timeout: float
+        self,
+        request: Prepared,
+        body: bytes | StreamedBody,
+        *,
+        connect_timeout: float,
+        read_timeout: float,
     ) -> Reply:
         """Send a prepared request with ``body``; returns once the reply's head arrived."""
-        data = (request.head, b"%d\r\n\r\n" % len(body), body)  # written without joining
         for attempt in (1, 2):
             connection = await self._acquire(request.origin, connect_timeout)
             try:
-                connection.send(data)
+                if isinstance(body, bytes):  # written without joining
+                    connection.send((request.head, b"%d\r\n\r\n" % len(body), body))
+                else:
+                    await _send_streamed(connection, request.head, body, read_timeout)
                 await connection.wait_headers(read_timeout)
             except Disconnected:
                 connection.close()
@@ -217,3 +237,18 @@ class HttpClient:
         if self._tls is None:
             self._tls = ssl.create_default_context()
         return self._tls
+
+
+async def _send_streamed(
+    connection: Connection, head: bytes, body: StreamedBody, read_timeout: float
+) -> None:
+    """Write ``body`` piece by piece, each once the socket has taken the last. An upstream
+    that answers before taking it all (a 413, a 401) is listened to: the rest is not sent
+    and the connection is not reused."""
+    connection.send((head, b"%d\r\n\r\n" % body.length))
+    for piece in body.pieces():
+        if connection.answered:
+            connection.forgo_reuse()
+            return
+        connection.write(piece)
+        await connection.drain(read_timeout)

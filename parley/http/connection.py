@@ -32,6 +32,7 @@ class Connection(asyncio.Protocol):
         self.reused = False
         self.idle_since = 0.0
         self._loop = asyncio.get_running_loop()
+        self._writable: asyncio.Future[None] | None = None
         self._begin()
 
     def _begin(self) -> None:
@@ -71,6 +72,15 @@ class Connection(asyncio.Protocol):
             self.transport.pause_reading()
         self._wake()
 
+    def pause_writing(self) -> None:
+        if self._writable is None:
+            self._writable = self._loop.create_future()
+
+    def resume_writing(self) -> None:
+        waiter, self._writable = self._writable, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
     def eof_received(self) -> bool:
         return False  # close the socket: this side has nothing more to send either
 
@@ -80,6 +90,7 @@ class Connection(asyncio.Protocol):
             self.complete = True  # a body without length or chunks ends when the socket does
         elif not self.complete:
             self._fail(Disconnected("the upstream closed the connection"))
+        self.resume_writing()
         self._wake()
 
     # llhttp callbacks
@@ -95,6 +106,8 @@ class Connection(asyncio.Protocol):
         self._framed = b"content-length" in headers or b"chunked" in headers.get(
             b"transfer-encoding", b""
         )
+        if self.status >= 200:
+            self.resume_writing()  # a body still being sent stops here: the upstream answered
         encoding = headers.get(b"content-encoding", b"identity").strip().lower()
         if encoding in DECOMPRESSED:
             self._decoder = zlib.decompressobj(wbits=zlib.MAX_WBITS | 32)
@@ -125,6 +138,31 @@ class Connection(asyncio.Protocol):
             raise Disconnected("the connection to the upstream is closed")
         self.in_flight = True
         self.transport.writelines(request)
+
+    def write(self, data: bytes) -> None:
+        """More of the request body ``send`` began."""
+        if self.transport is None or self.transport.is_closing():
+            raise Disconnected("the connection to the upstream is closed")
+        self.transport.write(data)
+
+    async def drain(self, read_timeout: float) -> None:
+        """Wait until the socket takes more (at most ``read_timeout`` seconds)."""
+        waiter = self._writable
+        if waiter is None:
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(waiter), read_timeout)
+        except TimeoutError:
+            raise ReadTimeout("the upstream stopped reading the request") from None
+
+    @property
+    def answered(self) -> bool:
+        """The final reply's head arrived (an interim 1xx does not count)."""
+        return self.headers_done and self.status >= 200
+
+    def forgo_reuse(self) -> None:
+        """The request was not sent whole: close the connection after this reply."""
+        self._keep_alive = False
 
     async def wait_headers(self, read_timeout: float) -> None:
         while not self.headers_done:
