@@ -10,11 +10,16 @@ from __future__ import annotations
 from typing import TypeVar
 
 from parley.http import HttpClient
-from parley.providers.base import Chat, Completion
+from parley.providers.base import Chat, Completion, Transcription
 from parley.providers.openai import OpenAIAdapter
+from parley.providers.openai.transcription import TranscriptionAdapter
 
 OPENAI_COMPATIBLE_TYPES = ("openai", "vllm", "ollama", "llamacpp")
 """Types whose upstreams speak OpenAI's wire format, all served by ``OpenAIAdapter``."""
+
+TRANSCRIPTION_TYPES = ("openai", "speaches", "vllm")
+"""Types whose upstreams speak OpenAI's audio wire format for speech-to-text; ``vllm``
+cannot write subtitles (Parley writes them from segments)."""
 
 _Adapter = TypeVar("_Adapter")
 
@@ -38,11 +43,12 @@ class UnknownProviderType(KeyError):
 class ProviderRegistry:
     """Adapters by channel type name, one table per capability."""
 
-    __slots__ = ("_chat", "_completion")
+    __slots__ = ("_chat", "_completion", "_transcription")
 
     def __init__(self) -> None:
         self._chat: dict[str, Chat] = {}
         self._completion: dict[str, Completion] = {}
+        self._transcription: dict[str, Transcription] = {}
 
     @classmethod
     def default(cls, http: HttpClient) -> ProviderRegistry:
@@ -51,16 +57,26 @@ class ProviderRegistry:
         openai = OpenAIAdapter(http)
         for type_name in OPENAI_COMPATIBLE_TYPES:
             registry.register(type_name, chat=openai, completion=openai)
+        for type_name in TRANSCRIPTION_TYPES:
+            adapter = TranscriptionAdapter(http, writes_subtitles=type_name != "vllm")
+            registry.register(type_name, transcription=adapter)
         return registry
 
     def register(
-        self, type_name: str, *, chat: Chat | None = None, completion: Completion | None = None
+        self,
+        type_name: str,
+        *,
+        chat: Chat | None = None,
+        completion: Completion | None = None,
+        transcription: Transcription | None = None,
     ) -> None:
         """Serve the given capabilities of channels of ``type_name`` with these adapters."""
         if chat is not None:
             self._chat[type_name] = chat
         if completion is not None:
             self._completion[type_name] = completion
+        if transcription is not None:
+            self._transcription[type_name] = transcription
 
     def chat(self, type_name: str) -> Chat:
         return self._find(self._chat, type_name, "chat")
@@ -68,9 +84,12 @@ class ProviderRegistry:
     def completion(self, type_name: str) -> Completion:
         return self._find(self._completion, type_name, "completions")
 
+    def transcription(self, type_name: str) -> Transcription:
+        return self._find(self._transcription, type_name, "speech-to-text")
+
     def types(self) -> frozenset[str]:
         """Every channel type some adapter is registered for."""
-        return frozenset(self._chat) | frozenset(self._completion)
+        return frozenset(self._chat) | frozenset(self._completion) | frozenset(self._transcription)
 
     def _find(self, table: dict[str, _Adapter], type_name: str, capability: str) -> _Adapter:
         try:
