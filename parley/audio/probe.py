@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from fractions import Fraction
-from typing import BinaryIO
+from typing import IO
 
 import av
 import av.container
@@ -23,7 +23,7 @@ from parley.audio.errors import EmptyAudio, NotAudio
 from parley.audio.sniff import Container, sniff
 from parley.domain.value import value
 
-AudioSource = bytes | bytearray | memoryview | str | os.PathLike[str] | BinaryIO
+AudioSource = bytes | bytearray | memoryview | str | os.PathLike[str] | IO[bytes]
 """Bytes in memory, a file path, or a seekable binary file (read from its position)."""
 
 
@@ -64,7 +64,7 @@ def pcm_seconds(
 
 
 @contextmanager
-def _binary(source: AudioSource) -> Iterator[BinaryIO]:
+def _binary(source: AudioSource) -> Iterator[IO[bytes]]:
     if isinstance(source, bytes | bytearray | memoryview):
         yield io.BytesIO(source)
     elif isinstance(source, str | os.PathLike):
@@ -74,7 +74,7 @@ def _binary(source: AudioSource) -> Iterator[BinaryIO]:
         yield source
 
 
-def _measure(file: BinaryIO, container: Container) -> AudioInfo:
+def _measure(file: IO[bytes], container: Container) -> AudioInfo:
     try:
         with av.open(file, mode="r", format=container.demuxer, metadata_errors="ignore") as opened:
             if not opened.streams.audio:

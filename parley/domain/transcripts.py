@@ -9,6 +9,7 @@ subtitles. These pure functions give every caller OpenAI's shapes: numbers are n
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Literal
 
 JSON = dict[str, Any]
@@ -16,6 +17,19 @@ Task = Literal["transcribe", "translate"]
 ResponseFormat = Literal["json", "text", "srt", "vtt", "verbose_json"]
 FORMATS: tuple[ResponseFormat, ...] = ("json", "text", "srt", "vtt", "verbose_json")
 SUBTITLES: frozenset[str] = frozenset({"srt", "vtt"})
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptionAbilities:
+    """What a ``kind: transcription`` model can do, as its configuration declares."""
+
+    translate: bool = False
+    stream: bool = False
+    formats: tuple[ResponseFormat, ...] = FORMATS
+
+    def describe(self) -> dict[str, Any]:
+        return {"translate": self.translate, "stream": self.stream, "formats": list(self.formats)}
+
 
 _SEGMENT_FLOATS = ("start", "end", "temperature", "avg_logprob", "compression_ratio")
 

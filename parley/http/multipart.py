@@ -14,7 +14,7 @@ import os
 import secrets
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import IO
 
 PIECE_BYTES = 64 * 1024
 _ESCAPES = str.maketrans({'"': "%22", "\r": "%0D", "\n": "%0A"})
@@ -27,7 +27,7 @@ class FilePart:
     name: str
     filename: str
     content_type: str
-    file: BinaryIO
+    file: IO[bytes]
     """Seekable; read from its start."""
 
 

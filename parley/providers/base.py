@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Protocol
+from typing import IO, Any, Protocol
 
 from parley.domain.transcripts import ResponseFormat, Task
 from parley.errors import ParleyError, UpstreamError, UpstreamTimeout
@@ -73,7 +73,7 @@ class Completion(Protocol):
 class AudioUpload:
     """The caller's audio, checked and spooled: sent on from ``file`` (seekable)."""
 
-    file: BinaryIO
+    file: IO[bytes]
     filename: str
     content_type: str
     """The media type of the container sniffed from the bytes (``audio/mpeg``...)."""

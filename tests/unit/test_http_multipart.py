@@ -48,7 +48,7 @@ def upload(data: bytes | None = None, size: int = 0) -> MultipartBody:
         file.write(data)
     else:
         file.truncate(size)
-    part = FilePart("file", 'a "quoted"\r\nname.wav', "audio/wav", file)  # type: ignore[arg-type]
+    part = FilePart("file", 'a "quoted"\r\nname.wav', "audio/wav", file)
     return MultipartBody([("model", "whisper-1"), ("timestamp_granularities[]", "word")], part)
 
 
