@@ -3,6 +3,7 @@ started second billed at the model's per-minute price from Parley's own measure.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import aiohttp
@@ -237,3 +238,33 @@ async def test_a_failing_channel_falls_over_with_the_whole_file_and_bills_once(
         2000,
         2 * NANOS_PER_SECOND,
     )
+
+
+async def test_a_caller_who_hangs_up_midway_is_billed_for_the_clip(
+    start_audio_gateway: StartAudioGateway,
+) -> None:
+    def slow(config: dict[str, Any]) -> None:
+        config["channels"][1]["models"][0]["upstream"] = "speaches+slow-0.3"
+
+    gateway = await start_audio_gateway(slow)
+    key = await gateway.key(await gateway.group("team"))
+    form = aiohttp.FormData()
+    form.add_field("model", "speaches-stt")
+    form.add_field("stream", "true")
+    form.add_field("file", clip("mp3", 5.0), filename="a.mp3")
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            f"{gateway.v1}/audio/transcriptions",
+            data=form,
+            headers={"Authorization": f"Bearer {key}"},
+        ) as response,
+    ):
+        first = await response.content.readuntil(b"\n\n")
+        assert b"transcript.text.delta" in first
+    # the session is closed: the caller has gone, with four segments still to come
+    async with asyncio.timeout(10):
+        while not (found := await records(gateway)):  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
+    (record,) = found
+    assert (record.status, record.audio_ms, record.cost_nanos) == (499, 5000, 5 * NANOS_PER_SECOND)
