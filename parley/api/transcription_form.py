@@ -21,7 +21,17 @@ from parley.providers.base import AudioUpload, TranscriptionRequest
 
 GRANULARITIES = frozenset({"word", "segment"})
 INCLUDES = frozenset({"logprobs"})
-PASSED_ON = ("language", "prompt", "temperature", "chunking_strategy")
+PASSED_ON = (
+    "language",
+    "prompt",
+    "temperature",
+    "chunking_strategy",
+    "languages",
+    "keywords",
+    "known_speaker_names",
+    "known_speaker_references",
+)
+"""Fields passed on as sent, brackets and all (``chunking_strategy[type]``...)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -105,6 +105,9 @@ async def test_unbracketed_arrays_and_the_language_are_passed_on(
     form.add_field("temperature", "0.3")
     form.add_field("response_format", "verbose_json")
     form.add_field("timestamp_granularities", "word")
+    form.add_field("chunking_strategy[type]", "server_vad")
+    form.add_field("known_speaker_names[]", "agent")
+    form.add_field("unknown_field", "kept back")
     form.add_field("file", CLIP, filename="talk.wav", content_type="audio/wav")
     async with (
         aiohttp.ClientSession() as session,
@@ -121,6 +124,9 @@ async def test_unbracketed_arrays_and_the_language_are_passed_on(
     assert received.fields["prompt"] == "Ein Gespräch"
     assert received.fields["temperature"] == "0.3"
     assert received.fields.getall("timestamp_granularities[]") == ["word"]
+    assert received.fields["chunking_strategy[type]"] == "server_vad"
+    assert received.fields["known_speaker_names[]"] == "agent"
+    assert "unknown_field" not in received.fields
     assert body["language"] == "de"
     assert body["words"][0]["word"] == "This"
     assert (received.filename, received.content_type) == ("audio.mp3", "audio/mpeg"), (
