@@ -5,7 +5,7 @@ for the socket to drain between pieces), so an upload held in a spooled temporar
 is never copied whole into memory again. The body's length is known before the first
 byte (text fields and part headers are small and rendered up front), so it is framed by
 ``Content-Length`` like every other request. ``pieces`` starts from the file's beginning
-each time, so a request that never reached the upstream can be sent again.
+each time, so every channel tried (failover) is sent the whole file.
 """
 
 from __future__ import annotations

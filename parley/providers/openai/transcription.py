@@ -31,13 +31,14 @@ from parley.http import HttpClient, Reply, prepare
 from parley.http.multipart import FilePart, MultipartBody
 from parley.providers.base import (
     Batches,
+    ReplyBounds,
     Target,
     Transcript,
     TranscriptionRequest,
     upstream_errors,
 )
 from parley.providers.openai.refusal import refusal, stream_failure
-from parley.sse import SseParser
+from parley.sse import EventTooLarge, SseParser
 
 PATHS = {"transcribe": "/audio/transcriptions", "translate": "/audio/translations"}
 DELTA = "transcript.text.delta"
@@ -47,12 +48,16 @@ _END = "[DONE]"
 
 class TranscriptionAdapter:
     """``Transcription`` for one dialect: ``writes_subtitles=False`` for engines that refuse
-    srt/vtt and answer ``text`` as JSON (vLLM)."""
+    srt/vtt and answer ``text`` as JSON (vLLM). Replies and events are accepted within
+    ``bounds``."""
 
-    __slots__ = ("_http", "_writes_subtitles")
+    __slots__ = ("_bounds", "_http", "_writes_subtitles")
 
-    def __init__(self, http: HttpClient, *, writes_subtitles: bool = True) -> None:
+    def __init__(
+        self, http: HttpClient, bounds: ReplyBounds | None = None, *, writes_subtitles: bool = True
+    ) -> None:
         self._http = http
+        self._bounds = bounds or ReplyBounds()
         self._writes_subtitles = writes_subtitles
 
     def engine_format(self, asked: ResponseFormat) -> ResponseFormat:
@@ -66,9 +71,10 @@ class TranscriptionAdapter:
     async def transcribe(self, target: Target, request: TranscriptionRequest) -> Transcript:
         with upstream_errors(target.channel):
             response = await self._post(target, request, stream=False)
-            raw = await response.read()
+            raw = await response.read(self._bounds.max_reply_bytes)
             if response.status >= 300:
-                raise refusal(target.channel, _judged_status(response.status), raw)
+                status = _judged_status(response.status)
+                raise refusal(target.channel, status, raw, target.api_key)
             return shape(request, response.content_type, raw, target.channel)
 
     def transcribe_stream(
@@ -83,9 +89,10 @@ class TranscriptionAdapter:
         with upstream_errors(target.channel):
             response = await self._post(target, request, stream=True)
             if response.status >= 300:
-                raw = await response.read()
-                raise refusal(target.channel, _judged_status(response.status), raw)
-        events = _events(response, target.channel)
+                raw = await response.read(self._bounds.max_reply_bytes)
+                status = _judged_status(response.status)
+                raise refusal(target.channel, status, raw, target.api_key)
+        events = _events(response, target, self._bounds)
         try:
             yield events
         finally:
@@ -171,24 +178,34 @@ def _object(raw: bytes, channel: str) -> JSON:
     return body
 
 
-async def _events(response: Reply, channel: str) -> AsyncGenerator[list[JSON], None]:
+async def _events(
+    response: Reply, target: Target, bounds: ReplyBounds
+) -> AsyncGenerator[list[JSON], None]:
     """OpenAI's transcript events from whatever the engine streams, batch by batch."""
+    channel = target.channel
     if response.content_type != "text/event-stream":
         with upstream_errors(channel):
-            text = str(_object(await response.read(), channel).get("text") or "")
+            raw = await response.read(bounds.max_reply_bytes)
+            text = str(_object(raw, channel).get("text") or "")
         yield [{"type": DELTA, "delta": text}, {"type": DONE, "text": text}]
         return
-    reshaper = Reshaper(channel)
-    parser = SseParser()
+    reshaper = Reshaper(channel, target.api_key)
+    parser = SseParser(bounds.max_event_bytes)
     with upstream_errors(channel):
         async for data in response.pieces():
-            batch = reshaper.feed(event.data for event in parser.feed(data))
+            try:
+                events, too_large = parser.feed(data), None
+            except EventTooLarge as error:
+                events, too_large = error.events, error
+            batch = reshaper.feed(event.data for event in events)
             if batch:
                 yield batch
             if reshaper.failure is not None:
                 raise reshaper.failure
             if reshaper.finished:
                 return
+            if too_large is not None:
+                raise too_large
     raise UpstreamError(f"The upstream channel `{channel}` ended the stream before its end.")
 
 
@@ -196,10 +213,11 @@ class Reshaper:
     """Turns engine stream payloads into OpenAI's transcript events. What a read delivered
     before an error payload is returned first; the error waits in ``failure``."""
 
-    __slots__ = ("_channel", "failure", "finished", "said")
+    __slots__ = ("_channel", "_secret", "failure", "finished", "said")
 
-    def __init__(self, channel: str) -> None:
+    def __init__(self, channel: str, secret: str | None) -> None:
         self._channel = channel
+        self._secret = secret
         self.said: list[str] = []
         self.finished = False
         self.failure: UpstreamError | None = None
@@ -221,7 +239,7 @@ class Reshaper:
 
     def _convert(self, chunk: JSON) -> list[JSON]:
         if "error" in chunk or "detail" in chunk:
-            raise stream_failure(self._channel, _error_envelope(chunk))
+            raise stream_failure(self._channel, _error_envelope(chunk), self._secret)
         kind = chunk.get("type")
         if kind == DELTA:
             return self._delta(chunk.get("delta"), chunk.get("logprobs"))
