@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import IO
 
 from aiohttp import BodyPartReader, MultipartReader, web
+from aiohttp.http_exceptions import HttpProcessingError
 from multidict import MultiDict
 
 from parley.errors import InvalidRequest, PayloadTooLarge, UnsupportedMediaType
@@ -46,9 +47,9 @@ async def read_form(request: web.Request, max_file_bytes: int, file_field: str =
     form = Form()
     try:
         await _read_parts(await request.multipart(), form, max_file_bytes, file_field)
-    except ValueError as error:  # aiohttp's word for a malformed multipart body
+    except (ValueError, HttpProcessingError):  # aiohttp's words for a malformed body
         form.close()
-        raise InvalidRequest(f"The multipart body could not be read: {error}") from None
+        raise InvalidRequest("The multipart body could not be read.") from None
     except BaseException:
         form.close()
         raise

@@ -268,3 +268,21 @@ async def test_a_caller_who_hangs_up_midway_is_billed_for_the_clip(
             await asyncio.sleep(0.05)
     (record,) = found
     assert (record.status, record.audio_ms, record.cost_nanos) == (499, 5000, 5 * NANOS_PER_SECOND)
+
+
+async def test_a_malformed_multipart_body_is_400(audio_gateway: Gateway, audio_key: str) -> None:
+    body = b'--b\r\nContent-Disposition: form-data; name="\x06\tbad"\r\n\r\nx\r\n--b--\r\n'
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            f"{audio_gateway.v1}/audio/transcriptions",
+            data=body,
+            headers={
+                "Authorization": f"Bearer {audio_key}",
+                "Content-Type": "multipart/form-data; boundary=b",
+            },
+        ) as response,
+    ):
+        reply = await response.json()
+    assert response.status == 400
+    assert reply["error"]["message"] == "The multipart body could not be read."
