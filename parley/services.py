@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 
 from parley.domain.models import ModelRegistry, ModelSpec
 from parley.domain.pricing import Price, usd_to_nanos
+from parley.domain.transcripts import TranscriptionAbilities
 from parley.http import HttpClient
 from parley.limits.base import Limiter
 from parley.limits.factory import build_limiter
@@ -59,7 +60,17 @@ def _spec(model: ModelSettings, created: int) -> ModelSpec:
         aliases=model.aliases,
         retired_aliases=model.retired_aliases,
         created=created,
+        transcription=_abilities(model),
     )
+
+
+def _abilities(model: ModelSettings) -> TranscriptionAbilities | None:
+    if model.kind != "transcription":
+        return None
+    options = model.transcription
+    if options is None:
+        return TranscriptionAbilities()
+    return TranscriptionAbilities(options.translate, options.stream, options.formats)
 
 
 @dataclass

@@ -62,6 +62,7 @@ class ServerSettings(_Strict):
     port: int = Field(8080, ge=0, le=65535)
     max_body_bytes: int = Field(26_214_400, gt=0, description="largest request body accepted")
     max_image_bytes: int = Field(5_242_880, gt=0, description="largest data-URL image accepted")
+    max_audio_bytes: int = Field(26_214_400, gt=0, description="largest audio upload accepted")
     shutdown_grace_seconds: float = Field(10.0, ge=0)
     access_log: bool = False
     log_format: Literal["text", "json"] = "text"
@@ -186,6 +187,22 @@ class Prices(_Strict):
 
 
 ModelKind = Literal["chat", "completion", "embedding", "speech", "transcription"]
+TranscriptFormat = Literal["json", "text", "srt", "vtt", "verbose_json"]
+
+
+class TranscriptionOptions(_Strict):
+    """What a ``kind: transcription`` model can do (its engine must be able to)."""
+
+    translate: bool = False
+    stream: bool = False
+    formats: tuple[TranscriptFormat, ...] = ("json", "text", "srt", "vtt", "verbose_json")
+
+    @field_validator("formats")
+    @classmethod
+    def _some_formats(cls, formats: tuple[str, ...]) -> tuple[str, ...]:
+        if not formats:
+            raise ValueError("must name at least one response format")
+        return formats
 
 
 class ModelSettings(_Strict):
@@ -197,6 +214,13 @@ class ModelSettings(_Strict):
     vision: bool = False
     owned_by: str = "parley"
     prices: Prices = Prices()
+    transcription: TranscriptionOptions | None = None
+
+    @model_validator(mode="after")
+    def _options_fit_the_kind(self) -> ModelSettings:
+        if self.transcription is not None and self.kind != "transcription":
+            raise ValueError("transcription options are only for kind: transcription models")
+        return self
 
 
 class Settings(_Strict):

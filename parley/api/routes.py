@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from parley.api import billing, chat, completions, embeddings, models
+from parley.api import billing, chat, completions, embeddings, models, transcriptions
 
 
 def add_routes(app: web.Application) -> None:
@@ -19,5 +19,7 @@ def add_routes(app: web.Application) -> None:
             web.get("/v1/dashboard/billing/quota", billing.quota),
             web.get("/v1/dashboard/billing/usage", billing.usage),
             web.get("/v1/dashboard/billing/subscription", billing.subscription),
+            web.post("/v1/audio/transcriptions", transcriptions.create_transcription),
+            web.post("/v1/audio/translations", transcriptions.create_translation),
         ]
     )

@@ -17,9 +17,9 @@ import orjson
 from aiohttp import web
 
 import parley
-from parley.openapi import admin, billing, catalog, components, embeddings, textgen
+from parley.openapi import admin, billing, catalog, components, embeddings, textgen, transcription
 
-PARTS: tuple[ModuleType, ...] = (textgen, embeddings, catalog, billing, admin)
+PARTS: tuple[ModuleType, ...] = (textgen, embeddings, catalog, billing, admin, transcription)
 OPENAPI_JSON = web.AppKey("openapi_json", bytes)
 
 

@@ -12,12 +12,17 @@ from collections.abc import Collection, Sequence
 from typing import TypeVar
 
 from parley.http import HttpClient
-from parley.providers.base import Chat, Completion, Embeddings, ReplyBounds
+from parley.providers.base import Chat, Completion, Embeddings, ReplyBounds, Transcription
 from parley.providers.openai import OpenAIAdapter
+from parley.providers.openai.transcription import TranscriptionAdapter
 from parley.settings import ChannelSettings, ConfigError
 
 OPENAI_COMPATIBLE_TYPES = ("openai", "vllm", "ollama", "llamacpp")
 """Types whose upstreams speak OpenAI's wire format, all served by ``OpenAIAdapter``."""
+
+TRANSCRIPTION_TYPES = ("openai", "speaches", "vllm")
+"""Types whose upstreams speak OpenAI's audio wire format for speech-to-text; ``vllm``
+cannot write subtitles (Parley writes them from segments)."""
 
 _Adapter = TypeVar("_Adapter")
 
@@ -41,12 +46,13 @@ class UnknownProviderType(KeyError):
 class ProviderRegistry:
     """Adapters by channel type name, one table per capability."""
 
-    __slots__ = ("_chat", "_completion", "_embeddings")
+    __slots__ = ("_chat", "_completion", "_embeddings", "_transcription")
 
     def __init__(self) -> None:
         self._chat: dict[str, Chat] = {}
         self._completion: dict[str, Completion] = {}
         self._embeddings: dict[str, Embeddings] = {}
+        self._transcription: dict[str, Transcription] = {}
 
     @classmethod
     def default(cls, http: HttpClient, bounds: ReplyBounds | None = None) -> ProviderRegistry:
@@ -57,6 +63,9 @@ class ProviderRegistry:
         for type_name in OPENAI_COMPATIBLE_TYPES:
             registry.register(type_name, chat=openai, completion=openai)
             registry.register(type_name, embeddings=openai)
+        for type_name in TRANSCRIPTION_TYPES:
+            adapter = TranscriptionAdapter(http, bounds, writes_subtitles=type_name != "vllm")
+            registry.register(type_name, transcription=adapter)
         return registry
 
     def register(
@@ -66,6 +75,7 @@ class ProviderRegistry:
         chat: Chat | None = None,
         completion: Completion | None = None,
         embeddings: Embeddings | None = None,
+        transcription: Transcription | None = None,
     ) -> None:
         """Serve the given capabilities of channels of ``type_name`` with these adapters."""
         if chat is not None:
@@ -74,6 +84,8 @@ class ProviderRegistry:
             self._completion[type_name] = completion
         if embeddings is not None:
             self._embeddings[type_name] = embeddings
+        if transcription is not None:
+            self._transcription[type_name] = transcription
 
     def chat(self, type_name: str) -> Chat:
         return self._find(self._chat, type_name, "chat")
@@ -84,9 +96,13 @@ class ProviderRegistry:
     def embeddings(self, type_name: str) -> Embeddings:
         return self._find(self._embeddings, type_name, "embeddings")
 
+    def transcription(self, type_name: str) -> Transcription:
+        return self._find(self._transcription, type_name, "speech-to-text")
+
     def types(self) -> frozenset[str]:
         """Every channel type some adapter is registered for."""
-        return frozenset(self._chat) | frozenset(self._completion) | frozenset(self._embeddings)
+        tables = (self._chat, self._completion, self._embeddings, self._transcription)
+        return frozenset().union(*tables)
 
     def _find(self, table: dict[str, _Adapter], type_name: str, capability: str) -> _Adapter:
         try:
