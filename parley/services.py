@@ -20,6 +20,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from parley.domain.models import ModelRegistry, ModelSpec
 from parley.domain.pricing import Price, usd_to_nanos
+from parley.domain.speech import SpeechProfile
 from parley.http import HttpClient
 from parley.limits.base import Limiter
 from parley.limits.factory import build_limiter
@@ -30,9 +31,10 @@ from parley.pipeline.meter import BackgroundTasks, Meter
 from parley.pipeline.route import Router
 from parley.pipeline.writer import UsageWriter
 from parley.providers.registry import ProviderRegistry
-from parley.settings import ModelSettings, Settings
+from parley.settings import ModelSettings, Settings, SpeechOptions
 from parley.store.base import Store, StoreError
 from parley.store.sql import open_store
+from parley.voices.catalogue import load_catalogue
 
 log = logging.getLogger("parley")
 REFRESH_ERRORS = (SQLAlchemyError, StoreError, OSError)
@@ -59,6 +61,27 @@ def _spec(model: ModelSettings, created: int) -> ModelSpec:
         aliases=model.aliases,
         retired_aliases=model.retired_aliases,
         created=created,
+        speech=speech_profile(model.audio or SpeechOptions()) if model.kind == "speech" else None,
+    )
+
+
+def speech_profile(options: SpeechOptions) -> SpeechProfile:
+    """A speech model's profile; its catalogue file is read here, once."""
+    return SpeechProfile(
+        catalogue=load_catalogue(options.voices_catalogue),
+        default_voice=options.default_voice,
+        fallback_to_wav=options.unsupported_formats == "wav",
+        quality_steps={str(level): steps for level, steps in (options.quality_steps or {}).items()},
+        default_quality=options.default_quality,
+        instruction=options.instruction,
+        cloning=options.cloning,
+        transcript_cloning=options.transcript_cloning,
+        voice_listing=options.voice_listing,
+        status_on_every_voice=options.status_on_every_voice,
+        max_input_chars=options.max_input_chars,
+        sample_rate=options.sample_rate,
+        max_clip_bytes=options.max_clip_bytes,
+        engine_clip_seconds=options.engine_clip_seconds,
     )
 
 

@@ -20,7 +20,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord
 from parley.domain.usage import DailyUsage, UsageRecord
-from parley.store import usage_sql
+from parley.domain.voices import Clone
+from parley.store import usage_sql, voices_sql
 from parley.store.base import Conflict, GroupChanges, Missing
 from parley.store.engine import create_store_engine, upgrade_to_head
 from parley.store.schema import UtcDateTime, api_keys, groups
@@ -181,6 +182,22 @@ class SqlStore:
     async def prune_usage(self, before: datetime) -> int:
         async with self._engine.begin() as conn:
             return await usage_sql.prune_usage(conn, before)
+
+    # voice clones
+
+    async def add_clone(self, clone: Clone) -> Clone:
+        async with self._engine.begin() as conn:
+            return await voices_sql.add_clone(conn, clone)
+
+    async def list_clones(
+        self, *, model: str | None = None, group_id: int | None = None
+    ) -> list[Clone]:
+        async with self._engine.connect() as conn:
+            return await voices_sql.list_clones(conn, model, group_id)
+
+    async def delete_clone(self, model: str, voice_id: str) -> bool:
+        async with self._engine.begin() as conn:
+            return await voices_sql.delete_clone(conn, model, voice_id)
 
 
 async def open_store(url: str, *, pool_size: int = 5, schema: str | None = None) -> SqlStore:
