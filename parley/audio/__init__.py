@@ -1,0 +1,1 @@
+"""Audio: probing, converting and resampling (PyAV)."""
