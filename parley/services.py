@@ -34,7 +34,9 @@ from parley.providers.registry import ProviderRegistry
 from parley.settings import ModelSettings, Settings, SpeechOptions
 from parley.store.base import Store, StoreError
 from parley.store.sql import open_store
+from parley.voices.book import CloneBook
 from parley.voices.catalogue import load_catalogue
+from parley.voices.rosters import Rosters
 
 log = logging.getLogger("parley")
 REFRESH_ERRORS = (SQLAlchemyError, StoreError, OSError)
@@ -97,6 +99,8 @@ class Services:
     meter: Meter
     http: HttpClient
     tasks: BackgroundTasks
+    clones: CloneBook
+    rosters: Rosters
     started_at: int = field(default_factory=lambda: int(time.time()))
     request_ids: RequestIds = field(default_factory=RequestIds)
     _loops: list[asyncio.Task[None]] = field(default_factory=list)
@@ -119,17 +123,22 @@ class Services:
         # sets must never ride along on another group's call.
         http = HttpClient()
         started_at = int(time.time())
+        providers = ProviderRegistry.default(http)
+        clones = CloneBook(store)
+        await clones.load()
         services = cls(
             settings=settings,
             store=store,
             limiter=limiter,
             models=ModelRegistry(model_specs(settings, started_at), settings.capabilities),
             router=Router(settings.channels, random.Random()),
-            providers=ProviderRegistry.default(http),
+            providers=providers,
             directory=directory,
             meter=Meter(writer, ledger, limiter, tasks),
             http=http,
             tasks=tasks,
+            clones=clones,
+            rosters=Rosters(providers),
             started_at=started_at,
         )
         services._loops = [
@@ -155,6 +164,7 @@ class Services:
         """Reload groups, changed keys and period spend from the store."""
         await self.directory.load()
         await self.meter.ledger.refresh()
+        await self.clones.load()
 
     async def _refresh_loop(self) -> None:
         while True:

@@ -192,6 +192,14 @@ class ModelSettings(_Strict):
     audio: SpeechOptions | None = None
     """Speech options; only for ``kind: speech`` (defaults apply when unset)."""
 
+    @model_validator(mode="after")
+    def _speech_rules(self) -> ModelSettings:
+        if self.audio is not None and self.kind != "speech":
+            raise ValueError("audio options are only for kind speech")
+        if self.kind == "speech" and (self.prices.input_per_1k or self.prices.output_per_1k):
+            raise ValueError("a speech model is priced per_1k_characters, not per token")
+        return self
+
 
 class Settings(_Strict):
     server: ServerSettings = ServerSettings()
@@ -219,9 +227,6 @@ class Settings(_Strict):
                         f"channel `{channel.name}` serves `{served.name}`, "
                         "which is not declared under models"
                     )
-        for model in self.models:
-            if model.audio is not None and model.kind != "speech":
-                raise ValueError(f"model `{model.name}` has audio options but is not kind speech")
         for key, model_name in self.capabilities.items():
             if model_name not in names:
                 raise ValueError(f"capability `{key}` names unknown model `{model_name}`")

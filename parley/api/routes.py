@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from parley.api import billing, chat, completions, models
+from parley.api import billing, chat, completions, models, voices
 
 
 def add_routes(app: web.Application) -> None:
@@ -18,5 +18,6 @@ def add_routes(app: web.Application) -> None:
             web.get("/v1/dashboard/billing/quota", billing.quota),
             web.get("/v1/dashboard/billing/usage", billing.usage),
             web.get("/v1/dashboard/billing/subscription", billing.subscription),
+            web.get("/v1/audio/voices", voices.list_voices),
         ]
     )
