@@ -25,6 +25,7 @@ class Rosters:
         self._providers = providers
         self._clock = clock
         self._kept: dict[str, tuple[float, EngineRoster, Route]] = {}
+        self._unlistable: dict[str, float] = {}
 
     async def fetch(self, model: str, routes: Sequence[Route]) -> tuple[EngineRoster, Route]:
         """The roster of the first route that gives one. ``VoicesUnsupported`` when the
@@ -51,8 +52,14 @@ class Rosters:
         kept = self._kept.get(model)
         if kept is not None and self._clock() - kept[0] < TTL_SECONDS:
             return frozenset(kept[1].builtin)
+        unlistable = self._unlistable.get(model)
+        if unlistable is not None and self._clock() - unlistable < TTL_SECONDS:
+            return None
         try:
             roster, _ = await self.fetch(model, routes)
+        except VoicesUnsupported:
+            self._unlistable[model] = self._clock()
+            return None
         except (UpstreamError, ServiceUnavailable):
             return None
         return frozenset(roster.builtin)
