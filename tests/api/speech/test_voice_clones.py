@@ -23,15 +23,18 @@ async def clone(
     model: str = "tts-pro",
     filename: str = "clip.bin",
     extra: dict[str, str] | None = None,
+    in_query: bool = False,
 ) -> tuple[int, Any]:
     form = aiohttp.FormData()
-    form.add_field("model", model)
+    query = f"?model={model}" if in_query else ""
+    if not in_query:
+        form.add_field("model", model)
     form.add_field("label", label)
     form.add_field("file", audio, filename=filename, content_type="application/octet-stream")
     for name, value in (extra or {}).items():
         form.add_field(name, value)
     async with aiohttp.ClientSession() as session:
-        url = f"{tenants.gateway.v1}/audio/voices"
+        url = f"{tenants.gateway.v1}/audio/voices{query}"
         async with session.post(url, data=form, headers=_auth(key)) as reply:
             return reply.status, orjson.loads(await reply.read())
 
@@ -172,3 +175,14 @@ async def test_clones_and_deletions_are_usage_events_at_no_cost(tenants: Tenants
     assert await store.count_usage(tenants.group_a) == 2
     spend = await store.spend_since(date(2000, 1, 1))
     assert spend.get(tenants.group_a, 0) == 0
+
+
+async def test_the_model_may_be_named_in_the_query_and_must_be_the_groups(
+    tenants: Tenants,
+) -> None:
+    status, voice = await clone(tenants, tenants.key_a, clip("wav", 4.0), in_query=True)
+    assert status == 200 and voice["model"] == "tts-pro"
+    narrow = await tenants.gateway.group("narrow", models=["tts-fast"])
+    key = await tenants.gateway.key(narrow)
+    status, body = await clone(tenants, key, clip("wav", 4.0), in_query=True)
+    assert status == 404 and body["error"]["code"] == "model_not_found"
