@@ -186,3 +186,17 @@ async def test_the_model_may_be_named_in_the_query_and_must_be_the_groups(
     key = await tenants.gateway.key(narrow)
     status, body = await clone(tenants, key, clip("wav", 4.0), in_query=True)
     assert status == 404 and body["error"]["code"] == "model_not_found"
+
+
+async def test_cloning_and_deleting_without_a_model_are_400s(tenants: Tenants) -> None:
+    form = aiohttp.FormData()
+    form.add_field("label", "x")
+    form.add_field("file", clip("wav", 4.0), filename="a.wav")
+    async with aiohttp.ClientSession(headers=_auth(tenants.key_a)) as session:
+        url = f"{tenants.gateway.v1}/audio/voices"
+        async with session.post(url, data=form) as reply:
+            created = reply.status, await reply.json()
+        async with session.delete(f"{url}/g{tenants.group_a}__x") as reply:
+            deleted = reply.status, await reply.json()
+    for status, body in (created, deleted):
+        assert status == 400 and "query param model is required" in body["error"]["message"]
