@@ -22,6 +22,11 @@ from parley.errors import AuthenticationFailed, InvalidRequest, NotFound
 from parley.store.base import Conflict, GroupChanges, Missing
 
 LIMIT_FIELDS = ("rpm", "tpm")
+MAX_LIMIT = 2_147_483_647
+"""Largest rpm, tpm, key id or day count the store's columns hold (32-bit on PostgreSQL)."""
+MAX_BUDGET_USD = 1_000_000_000
+"""Largest budget: its nano-dollars fit the store's 64-bit column."""
+MAX_NAME = 200
 
 
 def group_view(group: Group) -> dict[str, Any]:
@@ -65,9 +70,25 @@ def _optional_int(body: dict[str, Any], name: str) -> int | None:
     value = body.get(name)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidRequest(f"'{name}' must be a positive integer or null.", param=name)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LIMIT:
+        raise InvalidRequest(
+            f"'{name}' must be a positive integer (at most {MAX_LIMIT}) or null.", param=name
+        )
     return value
+
+
+def _printable(value: Any, name: str) -> str:
+    """A name the store can hold: a string of at most 200 characters, no control bytes."""
+    if not isinstance(value, str) or len(value) > MAX_NAME or not value.isprintable():
+        raise InvalidRequest(
+            f"'{name}' must be a string of at most {MAX_NAME} printable characters.", param=name
+        )
+    return value
+
+
+def _known_name(value: str) -> bool:
+    """Whether ``value`` could name a group at all (else it is simply not found)."""
+    return len(value) <= MAX_NAME and value.isprintable()
 
 
 def _models(body: dict[str, Any]) -> frozenset[str] | None:
@@ -76,16 +97,19 @@ def _models(body: dict[str, Any]) -> frozenset[str] | None:
         return None
     if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
         raise InvalidRequest("'models' must be an array of model names or null.", param="models")
-    return frozenset(value)
+    return frozenset(_printable(name, "models") for name in value)
 
 
 def _budget(body: dict[str, Any]) -> int | None:
     value = body.get("budget_usd")
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        value = -1
+    if not 0 <= value <= MAX_BUDGET_USD:
         raise InvalidRequest(
-            "'budget_usd' must be a non-negative number or null.", param="budget_usd"
+            f"'budget_usd' must be a number from 0 to {MAX_BUDGET_USD} or null.",
+            param="budget_usd",
         )
     return usd_to_nanos(value)
 
@@ -101,6 +125,7 @@ async def create_group(request: web.Request) -> web.Response:
     name = body.get("name")
     if not isinstance(name, str) or not name.strip():
         raise InvalidRequest("'name' must be a non-empty string.", param="name")
+    _printable(name, "name")
     quota = Quota(rpm=_optional_int(body, "rpm"), tpm=_optional_int(body, "tpm"))
     try:
         group = await svc.store.create_group(
@@ -128,6 +153,8 @@ async def update_group(request: web.Request) -> web.Response:
         clear_budget="budget_usd" in body and body["budget_usd"] is None,
     )
     try:
+        if not _known_name(request.match_info["name"]):
+            raise Missing
         group = await svc.store.update_group(request.match_info["name"], changes)
     except Missing:
         raise NotFound(f"No group named '{request.match_info['name']}'.") from None
@@ -139,7 +166,8 @@ async def list_keys(request: web.Request) -> web.Response:
     store = request.config_dict[SERVICES].store
     group_id = None
     if "group" in request.query:
-        group = await store.get_group(request.query["group"])
+        known = _known_name(request.query["group"])
+        group = await store.get_group(request.query["group"]) if known else None
         if group is None:
             raise NotFound(f"No group named '{request.query['group']}'.")
         group_id = group.id
@@ -150,14 +178,17 @@ async def list_keys(request: web.Request) -> web.Response:
 async def create_key(request: web.Request) -> web.Response:
     svc = request.config_dict[SERVICES]
     body = await read_json(request)
-    group = await svc.store.get_group(str(body.get("group", "")))
+    wanted = body.get("group")
+    group = None
+    if isinstance(wanted, str) and _known_name(wanted):
+        group = await svc.store.get_group(wanted)
     if group is None:
         raise InvalidRequest("'group' must name an existing group.", param="group")
     days = _optional_int(body, "expires_in_days")
     secret = new_key()
     record = await svc.store.create_key(
         group.id,
-        name=str(body.get("name") or ""),
+        name=_printable(body.get("name") or "", "name"),
         digest=digest(secret),
         prefix=display_prefix(secret),
         expires_at=datetime.now(UTC) + timedelta(days=days) if days else None,
@@ -171,6 +202,8 @@ async def revoke_key(request: web.Request) -> web.Response:
     svc = request.config_dict[SERVICES]
     try:
         key_id = int(request.match_info["key_id"])
+        if not 1 <= key_id <= MAX_LIMIT:
+            raise Missing
         record = await svc.store.revoke_key(key_id, datetime.now(UTC))
     except (ValueError, Missing):
         raise NotFound(f"No key with id '{request.match_info['key_id']}'.") from None

@@ -39,9 +39,10 @@ def reply_format(content_type: str, asked: str) -> str:
     return FORMAT_OF_MEDIA_TYPE.get(content_type, asked)
 
 
-def engine_refusal(channel: str, status: int, raw: bytes) -> UpstreamRefused:
-    """The error for an engine's error answer, whatever its body's shape."""
-    return refusal(channel, status, _as_envelope(raw))
+def engine_refusal(channel: str, status: int, raw: bytes, secret: str | None) -> UpstreamRefused:
+    """The error for an engine's error answer, whatever its body's shape; ``secret`` (the
+    channel's key) is never relayed."""
+    return refusal(channel, status, _as_envelope(raw), secret)
 
 
 def _as_envelope(raw: bytes) -> bytes:

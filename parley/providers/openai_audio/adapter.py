@@ -76,10 +76,12 @@ class OpenAIAudioAdapter:
                 target, "POST", SPEECH_PATH, orjson.dumps(speech_body(target.model, request))
             )
             if reply.status >= 300:
-                raise engine_refusal(target.channel, reply.status, await reply.read())
+                raise engine_refusal(
+                    target.channel, reply.status, await reply.read(), target.api_key
+                )
         if reply.content_type == "text/event-stream":
             audio = SpeechAudio(request.response_format, streamed_events=True)
-            audio.pieces = _event_pieces(reply, target.channel, audio)
+            audio.pieces = _event_pieces(reply, target, audio)
         else:
             audio = SpeechAudio(
                 reply_format(reply.content_type, request.response_format),
@@ -100,7 +102,7 @@ class OpenAIAudioAdapter:
                     f"The upstream channel `{target.channel}` has no voice management."
                 )
             if reply.status >= 300:
-                raise engine_refusal(target.channel, reply.status, raw)
+                raise engine_refusal(target.channel, reply.status, raw, target.api_key)
             return roster(orjson.loads(raw), target.channel)
 
     async def create_voice(self, target: Target, clip: VoiceClip) -> str:
@@ -111,7 +113,7 @@ class OpenAIAudioAdapter:
             reply = await self._send(target, "POST", VOICES_PATH, body, content_type)
             raw = await reply.read()
             if reply.status >= 300:
-                raise engine_refusal(target.channel, reply.status, raw)
+                raise engine_refusal(target.channel, reply.status, raw, target.api_key)
             created = orjson.loads(raw)
         voice = created.get("voice") if isinstance(created, dict) else None
         name = voice.get("name") if isinstance(voice, dict) else None
@@ -127,7 +129,7 @@ class OpenAIAudioAdapter:
         if reply.status == 404:
             return False
         if reply.status >= 300:
-            raise engine_refusal(target.channel, reply.status, raw)
+            raise engine_refusal(target.channel, reply.status, raw, target.api_key)
         return True
 
     async def _send(
@@ -215,22 +217,23 @@ def _request(method: str, url: str, api_key: str | None, content_type: str) -> P
 
 
 async def _event_pieces(
-    reply: Reply, channel: str, audio: SpeechAudio
+    reply: Reply, target: Target, audio: SpeechAudio
 ) -> AsyncGenerator[bytes, None]:
     """The audio of each ``speech.audio.delta`` event; the usage of the ``done`` event."""
     parser = SseParser()
     try:
-        with upstream_errors(channel):
+        with upstream_errors(target.channel):
             async for data in reply.pieces():
                 for event in parser.feed(data):
-                    piece = _event_audio(event.data, channel, audio)
+                    piece = _event_audio(event.data, target, audio)
                     if piece:
                         yield piece
     finally:
         reply.release()
 
 
-def _event_audio(data: str, channel: str, audio: SpeechAudio) -> bytes:
+def _event_audio(data: str, target: Target, audio: SpeechAudio) -> bytes:
+    channel = target.channel
     if not data or data == "[DONE]":
         return b""
     try:
@@ -241,7 +244,7 @@ def _event_audio(data: str, channel: str, audio: SpeechAudio) -> bytes:
         raise UpstreamError(f"The upstream channel `{channel}` sent a broken event.")
     kind = event.get("type")
     if kind == "speech.audio.error" or "error" in event:
-        raise stream_failure(channel, event)
+        raise stream_failure(channel, event, target.api_key)
     if kind == "speech.audio.done":
         usage = event.get("usage") or event.get("token_usage")  # speaches says token_usage
         audio.usage = usage if isinstance(usage, dict) else None

@@ -57,7 +57,9 @@ class SupertonicAdapter:
                 target, "POST", TTS_PATH, orjson.dumps(tts_body(request, asked))
             )
             if reply.status >= 300:
-                raise engine_refusal(target.channel, reply.status, await reply.read())
+                raise engine_refusal(
+                    target.channel, reply.status, await reply.read(), target.api_key
+                )
         fmt = reply_format(reply.content_type, asked)
         audio = SpeechAudio(
             "opus" if fmt == "ogg" else fmt,
@@ -75,7 +77,7 @@ class SupertonicAdapter:
             reply = await self._send(target, "GET", STYLES_PATH, b"")
             raw = await reply.read()
             if reply.status >= 300:
-                raise engine_refusal(target.channel, reply.status, raw)
+                raise engine_refusal(target.channel, reply.status, raw, target.api_key)
             listing = orjson.loads(raw)
         styles = listing.get("styles") if isinstance(listing, dict) else None
         if not isinstance(styles, list):
