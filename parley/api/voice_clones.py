@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import BodyPartReader, web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from parley.api.context import caller, services
 from parley.api.reply import json_reply
@@ -109,6 +110,13 @@ def _upload_cap(svc: Services, model: str | None) -> int:
 async def _read_form(request: web.Request, cap: int) -> tuple[dict[str, str], bytes | None]:
     if not request.content_type.startswith("multipart/"):
         raise InvalidRequest("Send the clip as multipart/form-data.", code="unsupported_media_type")
+    try:
+        return await _read_parts(request, cap)
+    except (ValueError, HttpProcessingError):  # no boundary, a bad part header, a cut body
+        raise InvalidRequest("The multipart/form-data body is malformed.") from None
+
+
+async def _read_parts(request: web.Request, cap: int) -> tuple[dict[str, str], bytes | None]:
     reader = await request.multipart()
     fields: dict[str, str] = {}
     audio: bytes | None = None

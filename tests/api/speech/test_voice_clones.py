@@ -200,3 +200,21 @@ async def test_cloning_and_deleting_without_a_model_are_400s(tenants: Tenants) -
             deleted = reply.status, await reply.json()
     for status, body in (created, deleted):
         assert status == 400 and "query param model is required" in body["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body"),
+    [
+        ("multipart/form-data", b"no boundary"),
+        ("multipart/form-data; boundary=x", b"never starts"),
+        ("multipart/form-data; boundary=x", b"--x\r\nBad Header\r\n\r\nv\r\n--x--\r\n"),
+        ("application/json", b"{}"),
+    ],
+)
+async def test_a_malformed_form_is_a_400(tenants: Tenants, content_type: str, body: bytes) -> None:
+    headers = {**_auth(tenants.key_a), "Content-Type": content_type}
+    async with aiohttp.ClientSession() as session:
+        url = f"{tenants.gateway.v1}/audio/voices?model=tts-pro"
+        async with session.post(url, data=body, headers=headers) as reply:
+            assert reply.status == 400
+            assert set((await reply.json())["error"]) == {"message", "type", "param", "code"}
