@@ -79,6 +79,7 @@ def fuzz(operation: Any, mode: schemathesis.GenerationMode, base_url: str, token
     return calls[0]
 
 
+@pytest.mark.timeout(300)  # 18 operations, 2 modes each, on a shared, loaded machine
 def test_every_described_operation_survives_fuzzing_without_a_5xx_or_a_leak(
     procs: Processes, tmp_path: Path
 ) -> None:
