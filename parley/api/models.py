@@ -50,6 +50,8 @@ def model_record(spec: ModelSpec, capabilities: dict[str, str]) -> dict[str, Any
             "per_minute": nanos_to_usd(price.per_minute),
         },
     }
+    if spec.speech is not None:
+        record["speech"] = spec.speech.options()
     if spec.transcription is not None:
         record["transcription"] = spec.transcription.describe()
     return record
@@ -87,4 +89,6 @@ def _capability(key: str, spec: ModelSpec) -> dict[str, Any]:
     entry["kind"] = spec.kind
     if spec.transcription is not None:
         entry["transcription"] = spec.transcription.describe()
+    if spec.speech is not None:
+        entry["speech"] = spec.speech.options()
     return entry

@@ -12,9 +12,19 @@ from collections.abc import Collection, Sequence
 from typing import TypeVar
 
 from parley.http import HttpClient
-from parley.providers.base import Chat, Completion, Embeddings, ReplyBounds, Transcription
+from parley.providers.base import (
+    Chat,
+    Completion,
+    Embeddings,
+    ReplyBounds,
+    Speech,
+    Transcription,
+    Voices,
+)
 from parley.providers.openai import OpenAIAdapter
 from parley.providers.openai.transcription import TranscriptionAdapter
+from parley.providers.openai_audio import OpenAIAudioAdapter
+from parley.providers.supertonic import SupertonicAdapter
 from parley.settings import ChannelSettings, ConfigError
 
 OPENAI_COMPATIBLE_TYPES = ("openai", "vllm", "ollama", "llamacpp")
@@ -46,13 +56,15 @@ class UnknownProviderType(KeyError):
 class ProviderRegistry:
     """Adapters by channel type name, one table per capability."""
 
-    __slots__ = ("_chat", "_completion", "_embeddings", "_transcription")
+    __slots__ = ("_chat", "_completion", "_embeddings", "_speech", "_transcription", "_voices")
 
     def __init__(self) -> None:
         self._chat: dict[str, Chat] = {}
         self._completion: dict[str, Completion] = {}
         self._embeddings: dict[str, Embeddings] = {}
         self._transcription: dict[str, Transcription] = {}
+        self._speech: dict[str, Speech] = {}
+        self._voices: dict[str, Voices] = {}
 
     @classmethod
     def default(cls, http: HttpClient, bounds: ReplyBounds | None = None) -> ProviderRegistry:
@@ -66,6 +78,10 @@ class ProviderRegistry:
         for type_name in TRANSCRIPTION_TYPES:
             adapter = TranscriptionAdapter(http, bounds, writes_subtitles=type_name != "vllm")
             registry.register(type_name, transcription=adapter)
+        openai_audio = OpenAIAudioAdapter(http)
+        registry.register("openai-audio", speech=openai_audio, voices=openai_audio)
+        supertonic = SupertonicAdapter(http)
+        registry.register("supertonic", speech=supertonic, voices=supertonic)
         return registry
 
     def register(
@@ -76,6 +92,8 @@ class ProviderRegistry:
         completion: Completion | None = None,
         embeddings: Embeddings | None = None,
         transcription: Transcription | None = None,
+        speech: Speech | None = None,
+        voices: Voices | None = None,
     ) -> None:
         """Serve the given capabilities of channels of ``type_name`` with these adapters."""
         if chat is not None:
@@ -86,6 +104,10 @@ class ProviderRegistry:
             self._embeddings[type_name] = embeddings
         if transcription is not None:
             self._transcription[type_name] = transcription
+        if speech is not None:
+            self._speech[type_name] = speech
+        if voices is not None:
+            self._voices[type_name] = voices
 
     def chat(self, type_name: str) -> Chat:
         return self._find(self._chat, type_name, "chat")
@@ -99,9 +121,22 @@ class ProviderRegistry:
     def transcription(self, type_name: str) -> Transcription:
         return self._find(self._transcription, type_name, "speech-to-text")
 
+    def speech(self, type_name: str) -> Speech:
+        return self._find(self._speech, type_name, "speech")
+
+    def voices(self, type_name: str) -> Voices:
+        return self._find(self._voices, type_name, "voices")
+
     def types(self) -> frozenset[str]:
         """Every channel type some adapter is registered for."""
-        tables = (self._chat, self._completion, self._embeddings, self._transcription)
+        tables = (
+            self._chat,
+            self._completion,
+            self._embeddings,
+            self._transcription,
+            self._speech,
+            self._voices,
+        )
         return frozenset().union(*tables)
 
     def _find(self, table: dict[str, _Adapter], type_name: str, capability: str) -> _Adapter:
