@@ -164,7 +164,7 @@ async def stream_reply(
                 await _relay_batch(response, shaper.events(batch, tally))
             await response.write_eof(DONE)
     except ParleyError as error:
-        status = error.status
+        status, channel = error.status, channel or error.channel
         if not response.prepared:
             raise
         await _try_write(response, encode_error_event(error) + DONE)

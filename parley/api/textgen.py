@@ -123,7 +123,7 @@ async def _plain_reply(
     try:
         reply, route = await relay(svc.providers, routes, endpoint.operation, body)
     except ParleyError as error:
-        svc.meter.finish(call, usage=Usage(), status=error.status, channel="")
+        svc.meter.finish(call, usage=Usage(), status=error.status, channel=error.channel)
         raise
     except asyncio.CancelledError:
         svc.meter.finish(call, usage=Usage(), status=CLIENT_CLOSED, channel="")

@@ -19,6 +19,7 @@ from parley.domain.usage import Usage, UsageRecord
 from parley.limits.base import Limiter, Scope
 from parley.pipeline.budget import SpendLedger
 from parley.pipeline.call import Call
+from parley.pipeline.health import ChannelHealth
 from parley.pipeline.writer import UsageWriter
 
 log = logging.getLogger("parley.meter")
@@ -54,6 +55,7 @@ class Meter:
         self._limiter = limiter
         self._tasks = tasks
         self._settlements: dict[tuple[Scope, ...], int] = {}
+        self.health = ChannelHealth()
 
     def finish(
         self,
@@ -92,6 +94,7 @@ class Meter:
             estimated=usage.estimated,
         )
         self.writer.submit(record)
+        self.health.observe(record)
         self.ledger.add(record.group_id, cost)
         delta = usage.total_tokens - call.admission.reserved_tokens
         if delta and call.admission.scopes:

@@ -50,9 +50,13 @@ async def relay(
 async def _call(
     providers: ProviderRegistry, route: Route, operation: Operation, body: JSON
 ) -> JSON:
-    if operation == "chat":
-        return await providers.chat(route.provider_type).chat(route.target, body)
-    return await providers.completion(route.provider_type).completion(route.target, body)
+    try:
+        if operation == "chat":
+            return await providers.chat(route.provider_type).chat(route.target, body)
+        return await providers.completion(route.provider_type).completion(route.target, body)
+    except UpstreamError as error:
+        error.channel = route.target.channel  # the meter's record names the failing channel
+        raise
 
 
 @asynccontextmanager
@@ -70,6 +74,7 @@ async def relay_stream(
                 batches = await stack.enter_async_context(_open(providers, route, operation, body))
                 first = await anext(batches, None)
             except UpstreamError as error:
+                error.channel = route.target.channel
                 if index == len(routes) - 1 or not _may_fall_over(error):
                     raise
                 continue
