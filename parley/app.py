@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
-from parley.admin.api import admin_app
+from parley.admin.site import admin_app
 from parley.api.context import CALLER, REPLY_HEADERS, SERVICES
 from parley.api.routes import add_routes
 from parley.errors import (
@@ -83,7 +83,7 @@ def create_app(settings: Settings, *, store: Store | None = None) -> web.Applica
         middlewares=[errors, v1_auth], client_max_size=settings.server.max_body_bytes
     )
     add_routes(app)
-    app.add_subapp("/admin", admin_app(settings.server.max_body_bytes))
+    app.add_subapp("/admin", admin_app(settings))
     app.router.add_get("/health", health)
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
