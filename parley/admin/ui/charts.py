@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 from markupsafe import Markup, escape
 
-WIDTH, HEIGHT = 600, 160
-LEFT, RIGHT, TOP, BOTTOM = 44, 8, 10, 22
+WIDTH, HEIGHT = 480, 200
+LEFT, RIGHT, TOP, BOTTOM = 84, 8, 12, 26
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +31,7 @@ def bar_chart(
     step = plot_w / max(len(bars), 1)
     parts = [
         f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
-        f'aria-label="{escape(title)}" preserveAspectRatio="none">',
+        f'aria-label="{escape(title)}">',
         f"<title>{escape(title)}</title>",
         f'<line class="grid" x1="{LEFT}" y1="{TOP}" x2="{WIDTH - RIGHT}" y2="{TOP}"/>',
         f'<line class="axis" x1="{LEFT}" y1="{TOP + plot_h}" '

@@ -46,11 +46,14 @@ def when(value: datetime | None) -> str:
 
 
 def usd(value: float | None) -> str:
+    """Dollars with cents, and the small sums a few calls cost to six decimals."""
     if value is None:
         return "—"
-    if value and abs(value) < 0.01:
-        return f"${value:.6f}".rstrip("0")
-    return f"${value:,.2f}"
+    if value == 0 or abs(value) >= 0.01:
+        return f"${value:,.2f}"
+    if abs(value) >= 0.000001:
+        return "$" + f"{value:.6f}".rstrip("0")
+    return "<\u00a0$0.000001"
 
 
 def page(
