@@ -188,7 +188,9 @@ class AdminService:
         """The new key and its secret, which is never shown again."""
         group = await self.store.get_group(group_name)
         if group is None:
-            raise InvalidRequest(f"No group named '{group_name}'.", param="group")
+            names = [group.name for group in await self.store.list_groups()]
+            known = f"The groups are: {', '.join(names)}." if names else "There are no groups yet."
+            raise InvalidRequest(f"No group named '{group_name}'. {known}", param="group")
         secret = new_key()
         expires = datetime.now(UTC) + timedelta(days=expires_in_days) if expires_in_days else None
         record = await self.store.create_key(

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import json
 from datetime import date, datetime
+from typing import Any
 
-from sqlalchemy import Date, RowMapping, cast, func, select
+from sqlalchemy import Date, RowMapping, String, cast, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -62,11 +63,12 @@ async def usage_rollups(
     return [GroupDailyUsage(**row) for row in (await conn.execute(query)).mappings()]
 
 
-def _utc_day(conn: AsyncConnection, column: ColumnElement[datetime]) -> ColumnElement[date]:
-    """The UTC calendar day of a timestamp column, in the dialect's own words."""
+def _utc_day(conn: AsyncConnection, column: ColumnElement[datetime]) -> ColumnElement[Any]:
+    """The UTC calendar day of a timestamp column, in the dialect's own words (SQLite
+    keeps UTC text, whose ``date()`` is the day as 'YYYY-MM-DD')."""
     if conn.dialect.name == "postgresql":
         return cast(func.timezone("UTC", column), Date)
-    return cast(func.date(column), Date)
+    return func.date(column, type_=String)
 
 
 async def errors_by_day(conn: AsyncConnection, since: datetime) -> dict[date, int]:

@@ -37,12 +37,17 @@ def artifacts() -> Path:
 
 
 @pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
+def chromium() -> Path:
     if not CHROMIUM.exists():
         pytest.skip("Debian's chromium is not installed at /usr/bin/chromium")
+    return CHROMIUM
+
+
+@pytest.fixture
+async def browser(chromium: Path) -> AsyncIterator[Browser]:
     async with async_playwright() as playwright:
         launched = await playwright.chromium.launch(
-            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+            executable_path=str(chromium), headless=True, args=CHROMIUM_ARGS
         )
         yield launched
         await launched.close()
