@@ -71,9 +71,14 @@ async def _dashboard(request: web.Request, handler: Handler) -> web.StreamRespon
         await session.enter(request)
         return await handler(request)
     except ParleyError as error:
-        back = _back(request)
-        context = {"message": error.message, "back": back, "status": error.status}
-        return page(request, "error.html", context, status=error.status)
+        return _error_page(request, error.message, error.status)
+    except web.HTTPNotFound:
+        return _error_page(request, "There is no such page in the dashboard.", 404)
+
+
+def _error_page(request: web.Request, message: str, status: int) -> web.Response:
+    context = {"message": message, "back": _back(request), "status": status}
+    return page(request, "error.html", context, status=status)
 
 
 def _back(request: web.Request) -> str:

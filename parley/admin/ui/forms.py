@@ -8,6 +8,7 @@ which renders the new key once in its reply and nowhere else.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 from aiohttp import web
 from multidict import MultiDictProxy
@@ -23,6 +24,10 @@ from parley.store.base import GroupChanges
 
 Form = MultiDictProxy[Any]
 ALL_MODELS = "*"
+
+
+def group_url(name: str) -> str:
+    return f"/admin/ui/groups/{quote(name, safe='')}"
 
 
 def _text(form: Form, name: str) -> str:
@@ -95,7 +100,7 @@ async def create_group(request: web.Request) -> web.Response:
         models=_models(form),
         budget_nanos=_budget(form),
     )
-    raise web.HTTPSeeOther(f"/admin/ui/groups/{group.name}")
+    raise web.HTTPSeeOther(group_url(group.name))
 
 
 async def group_page(request: web.Request) -> web.Response:
@@ -136,17 +141,17 @@ async def update_group(request: web.Request) -> web.Response:
         clear_models=models is None,
     )
     group = await admin_service(request).update_group(request.match_info["name"], changes)
-    raise web.HTTPSeeOther(f"/admin/ui/groups/{group.name}")
+    raise web.HTTPSeeOther(group_url(group.name))
 
 
 async def disable_group(request: web.Request) -> web.Response:
     group = await admin_service(request).set_disabled(request.match_info["name"], True)
-    raise web.HTTPSeeOther(f"/admin/ui/groups/{group.name}")
+    raise web.HTTPSeeOther(group_url(group.name))
 
 
 async def enable_group(request: web.Request) -> web.Response:
     group = await admin_service(request).set_disabled(request.match_info["name"], False)
-    raise web.HTTPSeeOther(f"/admin/ui/groups/{group.name}")
+    raise web.HTTPSeeOther(group_url(group.name))
 
 
 async def create_key(request: web.Request) -> web.Response:
@@ -172,4 +177,4 @@ async def revoke_key(request: web.Request) -> web.Response:
     service = admin_service(request)
     state = await service.revoke_key(int(raw))
     names = {group.id: group.name for group in await service.groups()}
-    raise web.HTTPSeeOther(f"/admin/ui/groups/{names[state.record.group_id]}")
+    raise web.HTTPSeeOther(group_url(names[state.record.group_id]))
