@@ -88,7 +88,7 @@ def _back(request: web.Request) -> str:
         if last in ("disable", "enable", "keys", "revoke"):
             return parent if "/keys/" not in request.path else "/admin/ui/groups"
         return request.path
-    return "/admin/"
+    return "/admin/ui/groups" if request.path.startswith("/admin/ui/groups/") else "/admin/"
 
 
 async def to_dashboard(request: web.Request) -> web.Response:

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.api.admin_client import admin_gateway, call, chat_status
+from tests.api.admin_client import (
+    ADMIN,
+    admin_gateway,
+    browser_session,
+    call,
+    chat_status,
+    hidden,
+    login,
+)
 
 
 async def test_a_disabled_groups_keys_are_refused_until_it_is_enabled(start_gateway: Any) -> None:
@@ -103,3 +111,41 @@ async def test_every_change_is_in_the_audit_log_with_who_and_where(start_gateway
     assert key["key"] not in repr(log)
     status, page = await call(gateway, "GET", f"/admin/audit?limit=2&before={log['data'][1]['id']}")
     assert [entry["action"] for entry in page["data"]] == ["group.enable", "group.disable"]
+
+
+async def test_dashboard_forms_use_the_same_rules_and_clear_empty_fields(
+    start_gateway: Any,
+) -> None:
+    gateway = await admin_gateway(start_gateway)
+    base = gateway.base_url
+    async with browser_session() as session:
+        await login(session, base, ADMIN)
+        async with session.get(f"{base}/admin/ui/groups") as page:
+            csrf = hidden(await page.text(), "csrf")
+        form = {
+            "csrf": csrf,
+            "name": "team",
+            "rpm": "10",
+            "budget_usd": "0",
+            "models": "chat-large",
+        }
+        async with session.post(f"{base}/admin/ui/groups", data=form) as created:
+            assert created.status == 200 and created.url.path == "/admin/ui/groups/team"
+        group = await gateway.services.store.get_group("team")
+        assert group is not None and group.quota.rpm == 10 and group.budget_nanos == 0
+        assert group.models == frozenset({"chat-large"})
+        cleared = {"csrf": csrf, "rpm": "", "tpm": "", "budget_usd": "", "models": "*"}
+        async with session.post(f"{base}/admin/ui/groups/team", data=cleared) as updated:
+            assert updated.status == 200
+        group = await gateway.services.store.get_group("team")
+        assert group is not None and (group.quota.rpm, group.budget_nanos, group.models) == (
+            None,
+            None,
+            None,
+        )
+        bad = {"csrf": csrf, "name": "bad name"}
+        async with session.post(f"{base}/admin/ui/groups", data=bad) as refused:
+            assert refused.status == 400 and "letters A-Z" in await refused.text()
+    _, log = await call(gateway, "GET", "/admin/audit")
+    assert [e["action"] for e in log["data"][:2]] == ["group.update", "group.create"]
+    assert log["data"][0]["actor"].startswith("session:")
