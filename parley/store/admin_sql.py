@@ -89,27 +89,12 @@ def _as_date(value: date | str) -> date:
 
 
 async def keys_last_used(conn: AsyncConnection, group_id: int | None) -> dict[int, datetime]:
-    """Each key's latest call: its ``last_used_at`` or its newest kept usage record."""
-    records = usage_records.c
-    query = select(records.key_id, func.max(records.created_at)).group_by(records.key_id)
+    """Each used key's ``last_used_at`` (moved forward as the usage writer stores records)."""
+    keys = api_keys.c
+    query = select(keys.id, keys.last_used_at).where(keys.last_used_at.is_not(None))
     if group_id is not None:
-        query = query.where(records.group_id == group_id)
-    found: dict[int, datetime] = {}
-    for key_id, at in await conn.execute(query):
-        found[key_id] = _aware(at)
-    stamped = select(api_keys.c.id, api_keys.c.last_used_at).where(
-        api_keys.c.last_used_at.is_not(None)
-    )
-    for key_id, at in await conn.execute(stamped):
-        if key_id not in found or found[key_id] < at:
-            found[key_id] = at
-    return found
-
-
-def _aware(value: datetime | str) -> datetime:
-    """A ``max()`` of a timestamp, as an aware UTC datetime whatever the driver gave."""
-    parsed = value if isinstance(value, datetime) else datetime.fromisoformat(value)
-    return as_utc(parsed)
+        query = query.where(keys.group_id == group_id)
+    return {key_id: as_utc(at) for key_id, at in await conn.execute(query)}
 
 
 async def record_audit(conn: AsyncConnection, entry: AuditEntry) -> AuditEntry:

@@ -82,6 +82,8 @@ async def test_keys_last_used(store: SqlStore) -> None:  # noqa: F811
             usage_record("3", created_at=at(2), group_id=other.id, key_id=theirs.id),
         ]
     )
+    late = [usage_record("5", created_at=at(3), group_id=group.id, key_id=used.id)]
+    await store.record_usage(late)  # an older record written later never moves it back
     everyone = await store.keys_last_used()
     assert everyone == {used.id: at(4), theirs.id: at(2)}
     assert idle.id not in everyone
