@@ -28,6 +28,7 @@ from parley.pipeline.call import RequestIds
 from parley.pipeline.directory import Directory
 from parley.pipeline.meter import BackgroundTasks, Meter
 from parley.pipeline.route import Router
+from parley.pipeline.streams import OpenStreams
 from parley.pipeline.writer import UsageWriter
 from parley.providers.registry import ProviderRegistry
 from parley.settings import ModelSettings, Settings
@@ -76,6 +77,8 @@ class Services:
     tasks: BackgroundTasks
     started_at: int = field(default_factory=lambda: int(time.time()))
     request_ids: RequestIds = field(default_factory=RequestIds)
+    streams: OpenStreams = field(default_factory=OpenStreams)
+    """The streams being relayed; shutdown ends them with ``streams.end_all()``."""
     _loops: list[asyncio.Task[None]] = field(default_factory=list)
     _pruning: asyncio.Lock = field(default_factory=asyncio.Lock)
 

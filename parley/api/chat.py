@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from aiohttp import web
@@ -15,6 +17,10 @@ from parley.api.textgen import Endpoint, TextRequest, generate, text_request
 from parley.domain.models import CHAT_KINDS, Resolved
 from parley.domain.tokens import estimate_messages
 from parley.errors import InvalidRequest, PayloadTooLarge
+from parley.pipeline.job import Operation
+from parley.pipeline.route import Route
+from parley.providers.base import JSON, Batches
+from parley.providers.registry import ProviderRegistry
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 
@@ -28,8 +34,22 @@ def _message_text(reply: dict[str, Any]) -> str:
     return "".join(texts)
 
 
+def _call(providers: ProviderRegistry, route: Route, body: JSON) -> Awaitable[JSON]:
+    return providers.chat(route.provider_type).chat(route.target, body)
+
+
+def _open(
+    providers: ProviderRegistry, route: Route, body: JSON
+) -> AbstractAsyncContextManager[Batches]:
+    return providers.chat(route.provider_type).chat_stream(route.target, body)
+
+
 CHAT = Endpoint(
-    "chat completions", "/v1/chat/completions", "chat", CHAT_KINDS, "chatcmpl-", _message_text
+    Operation("chat completions", "/v1/chat/completions", CHAT_KINDS),
+    id_prefix="chatcmpl-",
+    produced_text=_message_text,
+    call=_call,
+    open=_open,
 )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from aiohttp import web
@@ -14,6 +16,10 @@ from parley.api.textgen import Endpoint, TextRequest, generate, text_request
 from parley.domain.models import COMPLETION_KINDS
 from parley.domain.tokens import estimate_prompt
 from parley.errors import InvalidRequest
+from parley.pipeline.job import Operation
+from parley.pipeline.route import Route
+from parley.providers.base import JSON, Batches
+from parley.providers.registry import ProviderRegistry
 
 
 def _choice_text(reply: dict[str, Any]) -> str:
@@ -24,8 +30,22 @@ def _choice_text(reply: dict[str, Any]) -> str:
     )
 
 
+def _call(providers: ProviderRegistry, route: Route, body: JSON) -> Awaitable[JSON]:
+    return providers.completion(route.provider_type).completion(route.target, body)
+
+
+def _open(
+    providers: ProviderRegistry, route: Route, body: JSON
+) -> AbstractAsyncContextManager[Batches]:
+    return providers.completion(route.provider_type).completion_stream(route.target, body)
+
+
 COMPLETIONS = Endpoint(
-    "completions", "/v1/completions", "completion", COMPLETION_KINDS, "cmpl-", _choice_text
+    Operation("completions", "/v1/completions", COMPLETION_KINDS),
+    id_prefix="cmpl-",
+    produced_text=_choice_text,
+    call=_call,
+    open=_open,
 )
 
 

@@ -1,31 +1,21 @@
-"""Relaying a streamed completion to the caller as Server-Sent Events, chunk by chunk.
+"""Rendering a streamed completion as Server-Sent Events: counting what each chunk
+produced (``StreamTally``) and rewriting chunks into the caller's events (``ChunkShaper``).
 
-Parley always asks the upstream for usage (``stream_options.include_usage``) so it can
-meter the stream; the caller sees the usage chunk only when it asked for it, as OpenAI
-does. Whatever ends the stream (the end, an upstream failure, the caller hanging up)
-the call is metered exactly once, for what was produced.
+Both run once per upstream read on the hottest path Parley has: keep them lean. The
+stream itself is relayed and metered by the runner (``pipeline/runner.py``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import secrets
 from collections.abc import Sequence
 from typing import Any
 
 import orjson
-from aiohttp import web
 
 from parley.domain.usage import Usage
-from parley.errors import ParleyError, encode_error_event
-from parley.pipeline.call import Call
-from parley.pipeline.relay import Operation, relay_stream
-from parley.pipeline.route import Route
-from parley.services import Services
 
 DONE = b"data: [DONE]\n\n"
-CLIENT_CLOSED = 499
-CLIENT_GONE = (ConnectionResetError, ConnectionError)
 
 
 class StreamTally:
@@ -129,69 +119,3 @@ class ChunkShaper:
         if isinstance(upstream, str) and upstream:
             return self._prefix + upstream
         return self._id or self._prefix + secrets.token_hex(12)
-
-
-async def stream_reply(
-    request: web.Request,
-    svc: Services,
-    call: Call,
-    *,
-    routes: Sequence[Route],
-    operation: Operation,
-    body: dict[str, Any],
-    include_usage: bool,
-    id_prefix: str,
-    prompt_estimate: int,
-) -> web.StreamResponse:
-    response = web.StreamResponse(
-        headers={
-            "Content-Type": "text/event-stream",
-            "Cache-Control": "no-cache",
-            "X-Accel-Buffering": "no",
-            **call.reply_headers(),
-        }
-    )
-    tally = StreamTally(prompt_estimate)
-    shaper = ChunkShaper(call.model.spec.name, id_prefix, include_usage)
-    status, channel = 200, ""
-    try:
-        async with relay_stream(svc.providers, routes, operation, body) as opened:
-            route, first, batches = opened
-            channel = route.target.channel
-            await response.prepare(request)
-            await _relay_batch(response, shaper.events(first, tally))
-            async for batch in batches:
-                await _relay_batch(response, shaper.events(batch, tally))
-            await response.write_eof(DONE)
-    except ParleyError as error:
-        status, channel = error.status, channel or error.channel
-        if not response.prepared:
-            raise
-        await _try_write(response, encode_error_event(error) + DONE)
-    except CLIENT_GONE:
-        status = CLIENT_CLOSED
-    except asyncio.CancelledError:
-        status = CLIENT_CLOSED
-        raise
-    finally:
-        svc.meter.finish(
-            call,
-            usage=tally.usage() if tally.produced else Usage(),
-            status=status,
-            channel=channel,
-            billable=tally.produced,
-        )
-    return response
-
-
-async def _relay_batch(response: web.StreamResponse, events: bytes) -> None:
-    """What arrived together leaves together: one write per upstream read."""
-    if events:
-        await response.write(events)
-
-
-async def _try_write(response: web.StreamResponse, data: bytes) -> None:
-    try:
-        await response.write(data)
-    except CLIENT_GONE:
-        return

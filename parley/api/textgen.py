@@ -1,10 +1,16 @@
-"""What chat and classic completions share: admit, route, relay, meter, reply."""
+"""Chat and classic completions: the request fields they share, and their jobs.
+
+The handlers in ``chat.py`` and ``completions.py`` parse a request into a
+``TextRequest``; ``generate`` wraps it in a ``TextReply`` or ``TextStream`` job and hands
+it to the runner (``pipeline/runner.py``), which admits, routes, relays and meters it.
+The jobs only call the adapter for one route and render what it returned.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import secrets
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,20 +18,21 @@ import orjson
 from aiohttp import web
 
 from parley.api.body import optional_bool, optional_number, optional_positive_int, stream_options
-from parley.api.context import REPLY_HEADERS, caller, services
-from parley.api.streaming import stream_reply
+from parley.api.context import services
+from parley.api.streaming import DONE, ChunkShaper, StreamTally
 from parley.domain.models import Resolved
 from parley.domain.usage import Usage
 from parley.domain.value import value
-from parley.errors import ParleyError, ServiceUnavailable
-from parley.pipeline.admit import admit, resolve_model, scopes_for
+from parley.errors import ParleyError, encode_error_event
+from parley.pipeline import runner
+from parley.pipeline.admit import scopes_for
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.call import Call
-from parley.pipeline.relay import Operation, relay
+from parley.pipeline.job import Operation
 from parley.pipeline.route import Route
-from parley.services import Services
+from parley.providers.base import JSON, Batches
+from parley.providers.registry import ProviderRegistry
 
-CLIENT_CLOSED = 499
 DEFAULT_SHARE_OF_TPM = 10
 
 
@@ -66,13 +73,16 @@ def text_request(
 
 @dataclass(frozen=True, slots=True)
 class Endpoint:
-    name: str
-    path: str
+    """A text-generating endpoint: what the runner needs, and how to call and render it."""
+
     operation: Operation
-    kinds: Collection[str]
     id_prefix: str
-    produced_text: Callable[[dict[str, Any]], str]
+    produced_text: Callable[[JSON], str]
     """The text a reply produced, for estimating usage an upstream did not report."""
+    call: Callable[[ProviderRegistry, Route, JSON], Awaitable[JSON]]
+    """One whole reply from the adapter behind a route."""
+    open: Callable[[ProviderRegistry, Route, JSON], AbstractAsyncContextManager[Batches]]
+    """A stream from the adapter behind a route."""
 
 
 async def generate(
@@ -81,60 +91,114 @@ async def generate(
     text: TextRequest,
     check_model: Callable[[Resolved], None] | None = None,
 ) -> web.StreamResponse:
+    """Hand the parsed request to the runner, whole or streamed."""
     svc = services(request)
-    who = caller(request)
-    resolved = resolve_model(svc.models, who.group, text.model, endpoint.kinds, endpoint.name)
-    if check_model is not None:
-        check_model(resolved)
-    if svc.meter.writer.overloaded:
-        raise ServiceUnavailable("The gateway is catching up on usage records; retry shortly.")
-    reserve = reservation(text, resolved, who, svc.settings.limits.default_max_tokens)
-    admission = await admit(svc.limiter, svc.meter.ledger, who, reserve)
-    call = Call(svc.request_ids.new(), endpoint.path, who, resolved, admission)
-    request[REPLY_HEADERS] = call.reply_headers()
-    routes = svc.router.routes(resolved.spec.name)
-    body = {**text.body, "model": resolved.spec.name}
+    default_max_tokens = svc.settings.limits.default_max_tokens
     if text.stream:
-        return await stream_reply(
-            request,
-            svc,
-            call,
-            routes=routes,
-            operation=endpoint.operation,
-            body=body,
-            include_usage=text.include_usage,
-            id_prefix=endpoint.id_prefix,
-            prompt_estimate=text.prompt_estimate,
+        job = TextStream(endpoint, text, svc.providers, default_max_tokens, check_model)
+        return await runner.stream(request, job)
+    whole = TextReply(endpoint, text, svc.providers, default_max_tokens, check_model)
+    return await runner.reply(request, whole)
+
+
+class _TextJob:
+    """What a whole and a streamed text job share: the model, its checks, the reservation."""
+
+    __slots__ = ("_check", "_default_max_tokens", "_endpoint", "_providers", "_text")
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        text: TextRequest,
+        providers: ProviderRegistry,
+        default_max_tokens: int,
+        check_model: Callable[[Resolved], None] | None,
+    ) -> None:
+        self._endpoint = endpoint
+        self._text = text
+        self._providers = providers
+        self._default_max_tokens = default_max_tokens
+        self._check = check_model
+
+    @property
+    def operation(self) -> Operation:
+        return self._endpoint.operation
+
+    @property
+    def model(self) -> str:
+        return self._text.model
+
+    def accept(self, model: Resolved) -> None:
+        if self._check is not None:
+            self._check(model)
+
+    def reservation(self, model: Resolved, caller: Caller) -> int:
+        return reservation(self._text, model, caller, self._default_max_tokens)
+
+
+class TextReply(_TextJob):
+    """A whole chat or classic completion."""
+
+    __slots__ = ()
+
+    def call(self, route: Route) -> Awaitable[JSON]:
+        return self._endpoint.call(self._providers, route, self._text.body)
+
+    def usage(self, reply: JSON) -> Usage:
+        return reply_usage(reply, self._text.prompt_estimate, self._endpoint.produced_text(reply))
+
+    def render(self, reply: JSON, call: Call, usage: Usage) -> web.StreamResponse:
+        reply["model"] = call.model.spec.name
+        reply["id"] = _with_prefix(reply.get("id"), self._endpoint.id_prefix)
+        reply["usage"] = {**_as_dict(reply.get("usage")), **usage_fields(usage)}
+        # The reply headers are added once, by the v1 middleware, from request[REPLY_HEADERS].
+        return web.Response(body=orjson.dumps(reply), content_type="application/json")
+
+
+class TextStream(_TextJob):
+    """A streamed chat or classic completion, relayed as Server-Sent Events.
+
+    Parley always asks the upstream for usage (``stream_options.include_usage``) so it
+    can meter the stream; the caller sees the usage chunk only when it asked for it, as
+    OpenAI does.
+    """
+
+    __slots__ = ("_shaper", "_tally")
+    content_type = "text/event-stream"
+    _shaper: ChunkShaper
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        text: TextRequest,
+        providers: ProviderRegistry,
+        default_max_tokens: int,
+        check_model: Callable[[Resolved], None] | None,
+    ) -> None:
+        super().__init__(endpoint, text, providers, default_max_tokens, check_model)
+        self._tally = StreamTally(text.prompt_estimate)
+
+    def accept(self, model: Resolved) -> None:
+        super().accept(model)
+        self._shaper = ChunkShaper(
+            model.spec.name, self._endpoint.id_prefix, self._text.include_usage
         )
-    return await _plain_reply(
-        svc, call, routes=routes, endpoint=endpoint, body=body, prompt_estimate=text.prompt_estimate
-    )
 
+    def open(self, route: Route) -> AbstractAsyncContextManager[Batches]:
+        return self._endpoint.open(self._providers, route, self._text.body)
 
-async def _plain_reply(
-    svc: Services,
-    call: Call,
-    *,
-    routes: Sequence[Route],
-    endpoint: Endpoint,
-    body: dict[str, Any],
-    prompt_estimate: int,
-) -> web.Response:
-    try:
-        reply, route = await relay(svc.providers, routes, endpoint.operation, body)
-    except ParleyError as error:
-        svc.meter.finish(call, usage=Usage(), status=error.status, channel=error.channel)
-        raise
-    except asyncio.CancelledError:
-        svc.meter.finish(call, usage=Usage(), status=CLIENT_CLOSED, channel="")
-        raise
-    usage = reply_usage(reply, prompt_estimate, endpoint.produced_text(reply))
-    reply["model"] = call.model.spec.name
-    reply["id"] = _with_prefix(reply.get("id"), endpoint.id_prefix)
-    reply["usage"] = {**_as_dict(reply.get("usage")), **usage_fields(usage)}
-    svc.meter.finish(call, usage=usage, status=200, channel=route.target.channel)
-    # The reply headers are added once, by the v1 middleware, from request[REPLY_HEADERS].
-    return web.Response(body=orjson.dumps(reply), content_type="application/json")
+    def render(self, batch: Sequence[JSON]) -> bytes:
+        return self._shaper.events(batch, self._tally)
+
+    def end(self) -> bytes:
+        return DONE
+
+    def failure(self, error: ParleyError) -> bytes:
+        return encode_error_event(error) + DONE
+
+    def delivered(self) -> Usage | None:
+        tally = self._tally
+        return tally.usage() if tally.produced else None
 
 
 def reservation(text: TextRequest, model: Resolved, who: Caller, default_max_tokens: int) -> int:

@@ -1,0 +1,245 @@
+"""The runner: every ``/v1`` operation's path, after authentication, in one place.
+
+An ``api/`` module parses the request into a job (``pipeline/job.py``) and hands it to
+``reply`` (one whole reply) or ``stream`` (relayed as it arrives). The runner then takes
+the call through the stages in order:
+
+1. resolve the model the caller named, and let the job refuse it (``job.accept``);
+2. admit the call: budget, request and token rates (``pipeline/admit.py``);
+3. route it: the channels that serve the model, best first (``pipeline/route.py``);
+4. relay it: call (or open a stream on) one route after another until one answers,
+   falling over only before the caller got a byte (``pipeline/relay.py``);
+5. render the reply (the job's), and
+6. meter it: once, whatever ended it (``Metered`` below, the only caller of
+   ``Meter.finish``).
+
+Metering is safe by default: from admission on, a call is recorded exactly once, with a
+failure status unless it succeeded — the error's own status for a ``ParleyError``, 499
+when the caller left (``CLIENT_CLOSED``), ``SHUTDOWN_STATUS`` when shutdown ended a
+stream, and 500 for anything unexpected.
+
+Once a stream's reply has started, it is its own error boundary: a failure is logged,
+told to the caller in the stream's own format (an SSE error event and ``data: [DONE]``),
+and the reply is ended; a second HTTP response is never written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any, TypeVar
+
+from aiohttp import web
+
+from parley.api.context import CALLER, REPLY_HEADERS, SERVICES
+from parley.domain.usage import Usage
+from parley.errors import INTERNAL_ERROR_MESSAGE, ParleyError, ServiceUnavailable
+from parley.pipeline.admit import admit, resolve_model
+from parley.pipeline.call import Call
+from parley.pipeline.job import Job, ReplyJob, StreamJob
+from parley.pipeline.meter import Meter
+from parley.pipeline.relay import relay, relay_stream
+from parley.pipeline.route import Route
+from parley.pipeline.streams import SHUTDOWN_STATUS
+from parley.services import Services
+
+log = logging.getLogger("parley.runner")
+
+R = TypeVar("R")
+B = TypeVar("B")
+
+OK = 200
+CLIENT_CLOSED = 499
+"""The usage record's status for a call whose caller hung up (nginx's convention)."""
+INTERNAL_ERROR = 500
+NO_USAGE = Usage()
+CLIENT_GONE = (ConnectionResetError, ConnectionError)
+SHUTTING_DOWN = "The gateway is shutting down; retry the request."
+OVERLOADED = "The gateway is catching up on usage records; retry shortly."
+
+
+async def reply(request: web.Request, job: ReplyJob[R]) -> web.StreamResponse:
+    """Admit, route, relay and meter a call answered with one whole reply."""
+    svc, call = await _admitted(request, job)
+    with Metered(svc.meter, call) as metered:
+        model = call.model.spec.name
+        found, route = await relay(svc.router.routes(model), job.call, model)
+        metered.channel = route.target.channel
+        usage = job.usage(found)
+        response = job.render(found, call, usage)
+        metered.succeed(usage)
+        return response
+
+
+async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
+    """Admit, route, relay and meter a call whose reply is relayed as it arrives."""
+    svc, call = await _admitted(request, job)
+    headers: dict[str, str] = request[REPLY_HEADERS]
+    response = web.StreamResponse(
+        headers={
+            "Content-Type": job.content_type,
+            "Cache-Control": "no-cache",
+            "X-Accel-Buffering": "no",
+            **headers,
+        }
+    )
+    task = asyncio.current_task()
+    assert task is not None  # a request handler always runs in a task
+    svc.streams.add(task)
+    with Metered(svc.meter, call) as metered:
+        try:
+            await _pump(request, response, job, svc.router.routes(call.model.spec.name), metered)
+        except ParleyError as error:
+            metered.channel = metered.channel or error.channel
+            if metered.failed(error.status):
+                await _tell(request, response, job, error)
+        except CLIENT_GONE:
+            metered.failed(CLIENT_CLOSED)
+        except asyncio.CancelledError:
+            if not svc.streams.ending(task):
+                metered.failed(CLIENT_CLOSED)
+                raise
+            task.uncancel()  # shutdown ended the stream: end the reply cleanly
+            if metered.failed(SHUTDOWN_STATUS):
+                await _tell(request, response, job, ServiceUnavailable(SHUTTING_DOWN))
+        except Exception:  # the started reply's own error boundary (see the docstring)
+            if not response.prepared:
+                raise
+            log.exception("a stream failed after its reply started (%s)", call.endpoint)
+            if metered.failed(INTERNAL_ERROR):
+                await _tell(request, response, job, ParleyError(INTERNAL_ERROR_MESSAGE))
+        finally:
+            svc.streams.discard(task)
+            metered.delivered(job.delivered())
+    return response
+
+
+async def _admitted(request: web.Request, job: Job) -> tuple[Services, Call]:
+    """Stages 1 and 2: the model resolved and accepted, the call admitted. Raises to refuse;
+    nothing is metered for a call that was not admitted."""
+    svc = request.app[SERVICES]
+    caller = request[CALLER]
+    operation = job.operation
+    model = resolve_model(svc.models, caller.group, job.model, operation.kinds, operation.name)
+    job.accept(model)
+    if svc.meter.writer.overloaded:
+        raise ServiceUnavailable(OVERLOADED)
+    admission = await admit(svc.limiter, svc.meter.ledger, caller, job.reservation(model, caller))
+    call = Call(svc.request_ids.new(), operation.path, caller, model, admission)
+    # The v1 middleware adds these to any reply that is not a started stream.
+    request[REPLY_HEADERS] = call.reply_headers()
+    return svc, call
+
+
+async def _pump(
+    request: web.Request,
+    response: web.StreamResponse,
+    job: StreamJob[B],
+    routes: Sequence[Route],
+    metered: Metered,
+) -> None:
+    """Stages 3 to 5 of a stream: the first route that starts, each batch in one write
+    (what arrived together leaves together), then the end."""
+    model = metered.call.model.spec.name
+    async with relay_stream(routes, job.open, model) as (route, first, batches):
+        metered.channel = route.target.channel
+        await response.prepare(request)
+        await _write(response, job.render(first))
+        async for batch in batches:
+            await _write(response, job.render(batch))
+    metered.closing = True
+    await response.write_eof(job.end())
+    metered.succeed()
+
+
+async def _write(response: web.StreamResponse, data: bytes) -> None:
+    if data:
+        await response.write(data)
+
+
+async def _tell(
+    request: web.Request, response: web.StreamResponse, job: StreamJob[Any], error: ParleyError
+) -> None:
+    """Tell the caller the call failed: the error envelope while nothing was sent, else in
+    the stream's own format, or by cutting the connection when it has none."""
+    if not response.prepared:
+        raise error
+    tail = job.failure(error)
+    if tail is None:
+        if request.transport is not None:
+            request.transport.close()
+        return
+    try:
+        await response.write(tail)
+    except CLIENT_GONE:
+        return
+
+
+class Metered:
+    """How an admitted call ended, recorded once on leaving the ``with`` block.
+
+    Until the runner says otherwise the outcome is a failure: the status of the error
+    that left the block (499 for a cancellation, 500 for anything unexpected), so no
+    exception can make a call look successful or go unrecorded.
+    """
+
+    __slots__ = ("_meter", "billable", "call", "channel", "closing", "status", "usage")
+
+    def __init__(self, meter: Meter, call: Call) -> None:
+        self._meter = meter
+        self.call = call
+        self.status: int | None = None
+        self.channel = ""
+        self.usage = NO_USAGE
+        self.billable: bool | None = None
+        self.closing = False
+        """A stream's end is being written: a failure now is recorded, not told."""
+
+    def succeed(self, usage: Usage | None = None) -> None:
+        self.status = OK
+        if usage is not None:
+            self.usage = usage
+
+    def failed(self, status: int) -> bool:
+        """Record a failure (the first one counts); ``True`` when the caller should be
+        told, ``False`` once the stream's end is being written."""
+        if self.status is None:
+            self.status = status
+        return not self.closing
+
+    def delivered(self, usage: Usage | None) -> None:
+        """A stream is billed for what it delivered, whatever its status."""
+        self.usage = usage if usage is not None else NO_USAGE
+        self.billable = usage is not None
+
+    def __enter__(self) -> Metered:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self.status is None:
+            self.status = failure_status(error)
+        if not self.channel and isinstance(error, ParleyError):
+            self.channel = error.channel  # the channel that failed, when an upstream did
+        self._meter.finish(
+            self.call,
+            usage=self.usage,
+            status=self.status,
+            channel=self.channel,
+            billable=self.billable,
+        )
+
+
+def failure_status(error: BaseException | None) -> int:
+    """The usage record's status for a call that ended by ``error``."""
+    if isinstance(error, ParleyError):
+        return error.status
+    if isinstance(error, asyncio.CancelledError):
+        return CLIENT_CLOSED
+    return INTERNAL_ERROR

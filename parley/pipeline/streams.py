@@ -1,0 +1,55 @@
+"""The streams being relayed right now, so that shutdown can end them cleanly.
+
+The runner registers the task of every stream it relays while the stream is open.
+``end_all`` (called by shutdown at the end of its grace period) marks each one as
+ending and cancels it; the runner, seeing the mark, does not treat the cancellation as a
+caller who left: it sends the caller an error event and ``data: [DONE]`` (or cuts a raw
+audio body), meters the call with ``SHUTDOWN_STATUS`` and bills what was delivered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+SHUTDOWN_STATUS = 599
+"""The usage record's status for a stream the gateway ended because it was shutting
+down (never an HTTP status a caller sees: the stream's reply had already begun with
+200; the caller gets a 503 ``service_unavailable`` error event instead)."""
+
+Task = asyncio.Task[Any]
+
+
+class OpenStreams:
+    """A registry of the tasks relaying a stream; one per process, on ``Services``."""
+
+    __slots__ = ("_ending", "_open")
+
+    def __init__(self) -> None:
+        self._open: set[Task] = set()
+        self._ending: set[Task] = set()
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def add(self, task: Task) -> None:
+        self._open.add(task)
+
+    def discard(self, task: Task) -> None:
+        self._open.discard(task)
+        self._ending.discard(task)
+
+    def ending(self, task: Task) -> bool:
+        """Whether ``task`` was cancelled by ``end_all`` (not by a caller who left)."""
+        return task in self._ending
+
+    async def end_all(self, wait_seconds: float = 5.0) -> int:
+        """End every open stream with an error event and ``[DONE]``; wait up to
+        ``wait_seconds`` for them to be written. Returns how many were open."""
+        tasks = list(self._open)
+        for task in tasks:
+            self._ending.add(task)
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=wait_seconds)
+        return len(tasks)
