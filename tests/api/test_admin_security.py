@@ -87,7 +87,8 @@ async def test_session_cookie_is_signed_httponly_strict_and_holds_no_token(
         async with session.get(f"{gateway.base_url}/admin/ui/groups") as page:
             assert page.status == 200 and "New group" in await page.text()
     jar = aiohttp.CookieJar(unsafe=True)
-    jar.update_cookies({"parley_admin": cookie.value[:-2] + "xx"})
+    tampered = ("A" if cookie.value[0] != "A" else "B") + cookie.value[1:]
+    jar.update_cookies({"parley_admin": tampered})
     async with (
         aiohttp.ClientSession(cookie_jar=jar) as tampered,
         tampered.get(f"{gateway.base_url}/admin/ui/groups", allow_redirects=False) as page,
