@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from markupsafe import Markup, escape
 
 WIDTH, HEIGHT = 480, 200
-LEFT, RIGHT, TOP, BOTTOM = 84, 8, 12, 26
+LEFT, RIGHT, TOP, BOTTOM = 84, 8, 14, 30
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,13 @@ from parley.errors import InvalidRequest
 AUDIT_PAGE = 100
 
 
+def axis_usd(value: float) -> str:
+    """Dollars short enough for a chart's axis."""
+    if value == 0 or value >= 0.01:
+        return usd(value)
+    return f"${value:.4f}" if value >= 0.0001 else "<$0.0001"
+
+
 def _bars(days: list[DayTotals], field: str) -> list[Bar]:
     bars = []
     for day in days:
@@ -32,7 +39,7 @@ async def overview_page(request: web.Request) -> web.Response:
     charts = {
         "requests": bar_chart(_bars(view.days, "requests"), title="Requests per day"),
         "tokens": bar_chart(_bars(view.days, "tokens"), title="Tokens per day"),
-        "spend": bar_chart(_bars(view.days, "cost_nanos"), title="Spend per day", fmt=usd),
+        "spend": bar_chart(_bars(view.days, "cost_nanos"), title="Spend per day", fmt=axis_usd),
     }
     return page(
         request,
