@@ -5,6 +5,10 @@ Middleware, outermost first:
 * ``errors``: every failure becomes the OpenAI envelope; nothing else reaches a caller.
 * ``v1_auth``: ``/v1`` calls are authenticated (stage 1 of the pipeline) and every reply
   to an authenticated caller carries the rate-limit headers.
+* ``bodies``: a request body has a deadline, and a key a number of bodies that may be
+  arriving at once (``parley.edge.bodies``).
+
+A failure after a reply has begun ends that reply instead (``parley.edge.started``).
 """
 
 from __future__ import annotations
@@ -13,13 +17,21 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
+from aiohttp.web_protocol import RequestPayloadError
 
+from parley import openapi
 from parley.admin.site import admin_app
 from parley.api.context import CALLER, REPLY_HEADERS, SERVICES
 from parley.api.routes import add_routes
+from parley.edge import bodies as edge_bodies
+from parley.edge.bodies import BODY_SECONDS, PENDING_BODIES, BodyTimeout, start_body_clock
+from parley.edge.started import end_started_reply, remember_started, started_reply
 from parley.errors import (
     INTERNAL_ERROR_MESSAGE,
+    InvalidRequest,
     ParleyError,
+    RequestTimeout,
+    ServiceUnavailable,
     error_response,
     http_exception_as_error,
 )
@@ -28,10 +40,15 @@ from parley.pipeline.admit import scopes_for
 from parley.pipeline.authenticate import authenticate
 from parley.services import Services
 from parley.settings import Settings
-from parley.store.base import Store
+from parley.store.base import Store, StoreUnavailable
 
 log = logging.getLogger("parley")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+DATABASE_UNAVAILABLE = "The database is unavailable right now; try again shortly."
+BODY_TIMEOUT_MESSAGE = "The request body did not arrive in time; send it whole, faster."
+BAD_BODY_MESSAGE = (
+    "The request body could not be read: its chunked framing or content encoding is malformed."
+)
 
 
 @web.middleware
@@ -39,14 +56,57 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         return await handler(request)
     except ParleyError as error:
-        return error_response(error, request.get(REPLY_HEADERS))
+        return await _error_reply(request, error)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        return error_response(http_exception_as_error(exc), request.get(REPLY_HEADERS))
+        return await _error_reply(request, http_exception_as_error(exc))
+    except StoreUnavailable as error:  # billing, admin: the database is down or broken
+        log.warning("%s %s: %s", request.method, request.path, error)
+        unavailable = ServiceUnavailable(DATABASE_UNAVAILABLE, headers={"retry-after": "1"})
+        return await _error_reply(request, unavailable)
+    except BodyTimeout:
+        return await _error_reply(request, RequestTimeout(BODY_TIMEOUT_MESSAGE))
+    except RequestPayloadError:  # bad chunking or content coding, found while reading
+        return await _error_reply(request, InvalidRequest(BAD_BODY_MESSAGE))
     except Exception:  # the one boundary where anything unexpected becomes a clean 500
-        log.exception("unhandled error on %s %s", request.method, request.path)
-        return error_response(ParleyError(INTERNAL_ERROR_MESSAGE), request.get(REPLY_HEADERS))
+        began = " after its reply began" if started_reply(request) is not None else ""
+        log.exception("unhandled error on %s %s%s", request.method, request.path, began)
+        return await _error_reply(request, ParleyError(INTERNAL_ERROR_MESSAGE), logged=True)
+
+
+async def _error_reply(
+    request: web.Request, error: ParleyError, *, logged: bool = False
+) -> web.StreamResponse:
+    """The envelope; or, once a reply has begun, its end (``parley.edge.started``)."""
+    started = started_reply(request)
+    if started is not None:
+        if not logged:
+            log.warning(
+                "%s %s failed after its reply began: %s",
+                request.method,
+                request.path,
+                error.message,
+            )
+        return await end_started_reply(request, started, error)
+    response = error_response(error, request.get(REPLY_HEADERS))
+    if not request.content.is_eof():  # the body is still arriving: close, do not keep reading
+        response.force_close()
+    return response
+
+
+@web.middleware
+async def bodies(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A deadline for the body, and a per-key slot while it arrives (``parley.edge.bodies``)."""
+    body = request.content
+    if body.is_eof():  # nearly every call: the body came whole with the head
+        return await handler(request)
+    start_body_clock(body, request.config_dict[BODY_SECONDS])
+    caller = request.get(CALLER)
+    if caller is None:
+        return await handler(request)
+    with request.config_dict[PENDING_BODIES].hold(caller.key.id, body):
+        return await handler(request)
 
 
 @web.middleware
@@ -57,7 +117,7 @@ async def v1_auth(request: web.Request, handler: Handler) -> web.StreamResponse:
     request[CALLER] = await authenticate(request.headers.get("Authorization"), svc.directory)
     try:
         response = await handler(request)
-    except ParleyError:
+    except (ParleyError, StoreUnavailable):
         await _ensure_limit_headers(request, svc)
         raise
     if not response.prepared:
@@ -80,11 +140,16 @@ async def _ensure_limit_headers(request: web.Request, svc: Services) -> None:
 
 def create_app(settings: Settings, *, store: Store | None = None) -> web.Application:
     app = web.Application(
-        middlewares=[errors, v1_auth], client_max_size=settings.server.max_body_bytes
+        middlewares=[errors, v1_auth, bodies], client_max_size=settings.server.max_body_bytes
     )
+    edge_bodies.install(
+        app, settings.server.body_timeout_seconds, settings.server.pending_bodies_per_key
+    )
+    app.on_response_prepare.append(remember_started)
     add_routes(app)
     app.add_subapp("/admin", admin_app(settings))
     app.router.add_get("/health", health)
+    openapi.install(app)
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         app[SERVICES] = await Services.start(settings, store=store)

@@ -9,7 +9,9 @@ rendered as a 500 ``server_error`` whose message names no internal detail.
 
     ParleyError                      (500 server_error)
     ├── InvalidRequest               400 invalid_request_error   bad field, bad JSON, bad date
-    │   └── UnsupportedMediaType     415 invalid_request_error   wrong Content-Type
+    │   ├── UnsupportedMediaType     415 invalid_request_error   wrong Content-Type
+    │   └── MalformedRequest         400, 414, 431, 505          the HTTP message itself is broken
+    ├── RequestTimeout               408 invalid_request_error   the body did not arrive in time
     ├── AuthenticationFailed         401 invalid_request_error   code invalid_api_key
     ├── PermissionDenied             403 permission_error
     ├── NotFound                     404 invalid_request_error   unknown route or resource
@@ -77,6 +79,29 @@ class UnsupportedMediaType(InvalidRequest):
     code = "unsupported_media_type"
 
 
+class MalformedRequest(InvalidRequest):
+    """A request aiohttp's parser refused (``parley.edge``); the status names what broke."""
+
+    code = "malformed_request"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int = 400,
+        code: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message, code=code, headers=headers)
+        self.status = status
+
+
+class RequestTimeout(ParleyError):
+    status = 408
+    type = "invalid_request_error"
+    code = "request_timeout"
+
+
 class AuthenticationFailed(ParleyError):
     status = 401
     type = "invalid_request_error"
@@ -132,7 +157,7 @@ class QuotaExceeded(ParleyError):
 class UpstreamError(ParleyError):
     status = 502
     type = "upstream_error"
-    code = "bad_gateway"
+    code: str | None = "bad_gateway"
 
 
 class UpstreamTimeout(UpstreamError):

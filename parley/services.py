@@ -16,8 +16,6 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy.exc import SQLAlchemyError
-
 from parley.domain.models import ModelRegistry, ModelSpec
 from parley.domain.pricing import Price, usd_to_nanos
 from parley.http import HttpClient
@@ -30,13 +28,13 @@ from parley.pipeline.meter import BackgroundTasks, Meter
 from parley.pipeline.route import Router
 from parley.pipeline.streams import OpenStreams
 from parley.pipeline.writer import UsageWriter
-from parley.providers.registry import ProviderRegistry
+from parley.providers.base import ReplyBounds
+from parley.providers.registry import ProviderRegistry, check_channel_types
 from parley.settings import ModelSettings, Settings
-from parley.store.base import Store, StoreError
+from parley.store.base import Store, StoreUnavailable
 from parley.store.sql import open_store
 
 log = logging.getLogger("parley")
-REFRESH_ERRORS = (SQLAlchemyError, StoreError, OSError)
 
 
 def model_specs(settings: Settings, created: int) -> list[ModelSpec]:
@@ -84,20 +82,33 @@ class Services:
 
     @classmethod
     async def start(cls, settings: Settings, *, store: Store | None = None) -> Services:
+        """Raises ``ConfigError`` for a channel type no adapter serves."""
+        # One client serves every group. It keeps no cookies: a cookie one upstream reply
+        # sets must never ride along on another group's call.
+        upstream = settings.upstream
+        http = HttpClient(max_per_origin=upstream.max_connections_per_origin)
+        bounds = ReplyBounds(upstream.max_reply_bytes, upstream.max_event_bytes)
+        providers = ProviderRegistry.default(http, bounds)
+        check_channel_types(settings.channels, providers.types())
         if store is None:
-            store = await open_store(settings.database.url, pool_size=settings.database.pool_size)
+            store = await open_store(
+                settings.database.url,
+                pool_size=settings.database.pool_size,
+                timeout_seconds=settings.database.timeout_seconds,
+            )
             await store.migrate()
         limiter = build_limiter(settings.limits, settings.redis)
-        directory = Directory(store, refresh_seconds=settings.limits.cache_refresh_seconds)
+        directory = Directory(
+            store,
+            refresh_seconds=settings.limits.cache_refresh_seconds,
+            unknown_lookups_per_second=settings.limits.unknown_key_lookups_per_second,
+        )
         await directory.load()
         ledger = SpendLedger(store, settings.limits.budget_period)
         await ledger.refresh()
         writer = UsageWriter(store, ledger, settings.usage)
         await writer.start()
         tasks = BackgroundTasks()
-        # One client serves every group. It keeps no cookies: a cookie one upstream reply
-        # sets must never ride along on another group's call.
-        http = HttpClient()
         started_at = int(time.time())
         services = cls(
             settings=settings,
@@ -105,7 +116,7 @@ class Services:
             limiter=limiter,
             models=ModelRegistry(model_specs(settings, started_at), settings.capabilities),
             router=Router(settings.channels, random.Random()),
-            providers=ProviderRegistry.default(http),
+            providers=providers,
             directory=directory,
             meter=Meter(writer, ledger, limiter, tasks),
             http=http,
@@ -141,10 +152,8 @@ class Services:
             await asyncio.sleep(self.settings.limits.cache_refresh_seconds)
             try:
                 await self.refresh()
-            except REFRESH_ERRORS as error:
-                log.warning(
-                    "directory refresh failed (%s); serving from cache", type(error).__name__
-                )
+            except StoreUnavailable as error:
+                log.warning("directory refresh failed (%s); serving from cache", error.reason)
 
     async def _prune_loop(self) -> None:
         retention = timedelta(days=self.settings.usage.retention_days)
@@ -152,8 +161,8 @@ class Services:
             try:
                 async with self._pruning:
                     pruned = await self.store.prune_usage(datetime.now(UTC) - retention)
-            except REFRESH_ERRORS as error:
-                log.warning("usage pruning failed (%s); will try again", type(error).__name__)
+            except StoreUnavailable as error:
+                log.warning("usage pruning failed (%s); will try again", error.reason)
             else:
                 if pruned:
                     log.info("pruned %d usage records older than %s", pruned, retention)

@@ -38,11 +38,22 @@ class ServerSettings(_Strict):
     max_image_bytes: int = Field(5_242_880, gt=0, description="largest data-URL image accepted")
     shutdown_grace_seconds: float = Field(10.0, ge=0)
     access_log: bool = False
+    body_timeout_seconds: float = Field(
+        120.0, gt=0, description="time a request body may take to arrive whole (else 408)"
+    )
+    pending_bodies_per_key: int = Field(
+        16, gt=0, description="requests of one key whose bodies may be arriving at once"
+    )
+    keepalive_seconds: float = Field(
+        75.0, gt=0, description="an idle connection, or a request head not yet whole, closes"
+    )
 
 
 class DatabaseSettings(_Strict):
     url: str = DEFAULT_DATABASE_URL
     pool_size: int = Field(5, gt=0)
+    timeout_seconds: float = Field(10.0, gt=0)
+    """Bounds a connect and a statement (PostgreSQL), and the wait for a pooled connection."""
 
     @field_validator("url")
     @classmethod
@@ -64,6 +75,8 @@ class LimitSettings(_Strict):
     per_worker: bool = False
     default_max_tokens: int = Field(1024, gt=0)
     cache_refresh_seconds: float = Field(2.0, gt=0)
+    unknown_key_lookups_per_second: float = Field(20.0, gt=0)
+    """Store look-ups of keys not in the directory, across the process (a wrong-key flood)."""
     budget_period: Literal["month", "day"] = "month"
 
 
@@ -79,6 +92,14 @@ class UsageSettings(_Strict):
 
 class AdminSettings(_Strict):
     token: str | None = None
+
+
+class UpstreamSettings(_Strict):
+    """Bounds on what Parley accepts from any upstream (defaults no real model reaches)."""
+
+    max_reply_bytes: int = Field(64 * 1024 * 1024, gt=0, description="largest whole reply")
+    max_event_bytes: int = Field(8 * 1024 * 1024, gt=0, description="largest streamed event")
+    max_connections_per_origin: int = Field(1000, gt=0)
 
 
 class Timeouts(_Strict):
@@ -157,6 +178,7 @@ class Settings(_Strict):
     limits: LimitSettings = LimitSettings()
     usage: UsageSettings = UsageSettings()
     admin: AdminSettings = AdminSettings()
+    upstream: UpstreamSettings = UpstreamSettings()
     channels: tuple[ChannelSettings, ...] = ()
     models: tuple[ModelSettings, ...] = ()
     capabilities: dict[str, str] = Field(default_factory=dict)

@@ -5,6 +5,10 @@ The parser follows the WHATWG event-stream rules: lines end with LF, CRLF or a l
 an empty line dispatches the event (only if it had ``data``). Bytes are buffered until a
 whole line has arrived, so a chunk may end anywhere, even inside a UTF-8 character: a
 line end is ASCII and never falls inside one.
+
+An event may be bounded (``max_event_bytes``): the parser raises ``EventTooLarge`` as
+soon as the pending line or the event's data pass the bound, so an upstream sending a
+line without end cannot make it buffer more than that.
 """
 
 from __future__ import annotations
@@ -27,13 +31,37 @@ class SseEvent:
     id: str | None = None
 
 
+class EventTooLarge(Exception):
+    """An event (or one line) passed the parser's bound. ``events`` are those the same
+    chunk completed before it, still owed to the reader."""
+
+    def __init__(self, limit: int, events: list[SseEvent]) -> None:
+        super().__init__(f"a streamed event is larger than {limit} bytes")
+        self.events = events
+
+
 class SseParser:
     """Feed it the body's chunks as they arrive; it returns the events each one completed."""
 
-    __slots__ = ("_data", "_event", "_last_id", "_partial", "_skip_lf", "_started", "retry")
+    __slots__ = (
+        "_data",
+        "_event",
+        "_event_bytes",
+        "_last_id",
+        "_limit",
+        "_partial",
+        "_partial_bytes",
+        "_skip_lf",
+        "_started",
+        "retry",
+    )
 
-    def __init__(self) -> None:
+    def __init__(self, max_event_bytes: int | None = None) -> None:
+        self._limit = max_event_bytes if max_event_bytes is not None else 1 << 62
         self._partial: list[bytes] = []
+        self._partial_bytes = 0
+        self._event_bytes = 0
+        """Bytes of the current event's lines so far (its pending line not counted)."""
         self._skip_lf = False
         self._started = False
         self._data: list[str] = []
@@ -50,24 +78,37 @@ class SseParser:
         if b"\n" not in chunk:
             if chunk:
                 self._partial.append(chunk)
+                self._partial_bytes += len(chunk)
+                self._bound([])
             return []
         if self._partial:
             self._partial.append(chunk)
             chunk = b"".join(self._partial)
             self._partial.clear()
+            self._partial_bytes = 0
         lines = chunk.split(b"\n")
         rest = lines.pop()
-        if rest:
-            self._partial.append(rest)
         events: list[SseEvent] = []
         for line in lines:
             if line:
+                self._event_bytes += len(line)
+                self._bound(events)
                 self._field(line)
             elif self._data:
                 events.append(self._dispatch())
             else:
                 self._event = None
+                self._event_bytes = 0
+        if rest:
+            self._partial.append(rest)
+            self._partial_bytes = len(rest)
+            self._bound(events)
         return events
+
+    def _bound(self, events: list[SseEvent]) -> None:
+        """Past the bound, stop: raise, with the events completed before."""
+        if self._event_bytes + self._partial_bytes > self._limit:
+            raise EventTooLarge(self._limit, events)
 
     def _simple_events(self, chunk: bytes) -> list[SseEvent] | None:
         """The fast path for what nearly every engine sends: whole ``data: ...`` events,
@@ -76,6 +117,7 @@ class SseParser:
         """
         if (
             self._partial
+            or len(chunk) > self._limit
             or self._data
             or self._event is not None
             or self._skip_lf
@@ -91,6 +133,7 @@ class SseParser:
         if chunk.count(b"\n\ndata: ") != count - 1 or chunk.count(b"\n") != 2 * count:
             return None
         self._started = True  # the chunk starts with "data: ", so with no BOM
+        self._event_bytes = 0
         last_id = self._last_id
         return [SseEvent(block[6:].decode("utf-8", "replace"), None, last_id) for block in blocks]
 
@@ -128,6 +171,7 @@ class SseParser:
         event = SseEvent("\n".join(self._data), self._event, self._last_id)
         self._data = []
         self._event = None
+        self._event_bytes = 0
         return event
 
 

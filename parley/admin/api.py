@@ -25,14 +25,30 @@ from parley.errors import InvalidRequest, NotFound
 from parley.store.base import GroupChanges
 
 MAX_AUDIT_PAGE = 500
+MAX_LIMIT = 2_147_483_647
+"""Largest rpm, tpm, key id or day count the store's columns hold (32-bit on PostgreSQL)."""
+MAX_BUDGET_USD = 1_000_000_000
+"""Largest budget: its nano-dollars fit the store's 64-bit column."""
+MAX_NAME = 200
 
 
 def optional_int(body: dict[str, Any], name: str) -> int | None:
     value = body.get(name)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidRequest(f"'{name}' must be a positive integer or null.", param=name)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LIMIT:
+        raise InvalidRequest(
+            f"'{name}' must be a positive integer (at most {MAX_LIMIT}) or null.", param=name
+        )
+    return value
+
+
+def printable(value: Any, name: str) -> str:
+    """A name the store can hold: a string of at most 200 characters, no control bytes."""
+    if not isinstance(value, str) or len(value) > MAX_NAME or not value.isprintable():
+        raise InvalidRequest(
+            f"'{name}' must be a string of at most {MAX_NAME} printable characters.", param=name
+        )
     return value
 
 
@@ -42,16 +58,19 @@ def _models(body: dict[str, Any]) -> frozenset[str] | None:
         return None
     if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
         raise InvalidRequest("'models' must be an array of model names or null.", param="models")
-    return frozenset(value)
+    return frozenset(printable(name, "models") for name in value)
 
 
 def _budget(body: dict[str, Any]) -> int | None:
     value = body.get("budget_usd")
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        value = -1
+    if not 0 <= value <= MAX_BUDGET_USD:
         raise InvalidRequest(
-            "'budget_usd' must be a non-negative number or null.", param="budget_usd"
+            f"'budget_usd' must be a number from 0 to {MAX_BUDGET_USD} or null.",
+            param="budget_usd",
         )
     return usd_to_nanos(value)
 
@@ -118,8 +137,8 @@ async def list_keys(request: web.Request) -> web.Response:
 async def create_key(request: web.Request) -> web.Response:
     service = admin_service(request)
     body = await read_json(request)
-    group, name = body.get("group"), body.get("name") or ""
-    if not isinstance(group, str) or not isinstance(name, str):
+    group, name = body.get("group"), printable(body.get("name") or "", "name")
+    if not isinstance(group, str):
         raise InvalidRequest("'group' must name an existing group.", param="group")
     state, secret = await service.create_key(
         group,
@@ -134,7 +153,7 @@ async def create_key(request: web.Request) -> web.Response:
 async def revoke_key(request: web.Request) -> web.Response:
     service = admin_service(request)
     raw = request.match_info["key_id"]
-    if not raw.isdigit():
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
         raise NotFound(f"No key with id '{raw}'.", param="key_id")
     state = await service.revoke_key(int(raw))
     names = {group.id: group.name for group in await service.groups()}
@@ -188,7 +207,7 @@ def _query_int(request: web.Request, name: str, default: int | None) -> int | No
     raw = request.query.get(name)
     if raw is None or raw == "":
         return default
-    if not raw.isdigit() or int(raw) < 1:
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
         raise InvalidRequest(f"'{name}' must be a positive integer.", param=name)
     return int(raw)
 

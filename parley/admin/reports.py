@@ -20,6 +20,7 @@ from parley.errors import InvalidRequest
 
 DIMENSIONS = ("day", "group", "model")
 MAX_RANGE_DAYS = 366
+MAX_NAME = 200
 COLUMNS = (
     "requests",
     "prompt_tokens",
@@ -62,6 +63,9 @@ def parse_query(
         raise InvalidRequest("'until' must not be before 'since'.", param="until")
     if (last - first).days >= MAX_RANGE_DAYS:
         raise InvalidRequest(f"A report spans at most {MAX_RANGE_DAYS} days.", param="since")
+    for name, value in (("group", group), ("model", model)):
+        if value and (len(value) > MAX_NAME or not value.isprintable()):
+            raise InvalidRequest(f"No {name} is named {value!r}.", param=name)
     dimensions = tuple(part.strip() for part in (by or "group,model").split(",") if part.strip())
     unknown = [part for part in dimensions if part not in DIMENSIONS]
     if not dimensions or unknown or len(set(dimensions)) != len(dimensions):

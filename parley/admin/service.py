@@ -24,11 +24,18 @@ from parley.pipeline.budget import Period, SpendLedger, next_period_start, perio
 from parley.pipeline.directory import Directory
 from parley.store.base import Conflict, GroupChanges, Missing, Store
 
+MAX_STORED_NAME = 200
 GROUP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 GROUP_NAME_RULE = (
     "1 to 64 characters: letters A-Z and a-z, digits, '.', '_' and '-', "
     "starting with a letter or a digit"
 )
+
+
+def findable(name: str) -> bool:
+    """Whether ``name`` could name a stored group at all (else it is simply not found,
+    without asking a database that may refuse such bytes)."""
+    return len(name) <= MAX_STORED_NAME and name.isprintable()
 
 
 def check_group_name(name: str) -> str:
@@ -108,7 +115,7 @@ class AdminService:
         return await self.store.list_groups()
 
     async def group(self, name: str) -> Group:
-        group = await self.store.get_group(name)
+        group = await self.store.get_group(name) if findable(name) else None
         if group is None:
             raise NotFound(f"No group named '{name}'.", param="name")
         return group
@@ -136,6 +143,8 @@ class AdminService:
 
     async def update_group(self, name: str, changes: GroupChanges) -> Group:
         try:
+            if not findable(name):
+                raise Missing(name)
             group = await self.store.update_group(name, changes)
         except Missing:
             raise NotFound(f"No group named '{name}'.", param="name") from None
@@ -146,6 +155,8 @@ class AdminService:
     async def set_disabled(self, name: str, disabled: bool) -> Group:
         at = datetime.now(UTC) if disabled else None
         try:
+            if not findable(name):
+                raise Missing(name)
             group = await self.store.set_group_disabled(name, at)
         except Missing:
             raise NotFound(f"No group named '{name}'.", param="name") from None
@@ -186,7 +197,7 @@ class AdminService:
         quota: Quota = Quota(),
     ) -> tuple[KeyState, str]:
         """The new key and its secret, which is never shown again."""
-        group = await self.store.get_group(group_name)
+        group = await self.store.get_group(group_name) if findable(group_name) else None
         if group is None:
             names = [group.name for group in await self.store.list_groups()]
             known = f"The groups are: {', '.join(names)}." if names else "There are no groups yet."

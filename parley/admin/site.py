@@ -31,7 +31,7 @@ ADMIN_OFF = "The admin API is off: set admin.token in the config."
 
 
 def is_dashboard(path: str) -> bool:
-    return path in ("/admin", "/admin/") or path.startswith(DASHBOARD_PREFIXES)
+    return path in ("/admin", "/admin/", "/admin/static") or path.startswith(DASHBOARD_PREFIXES)
 
 
 @web.middleware

@@ -10,6 +10,13 @@ from aiohttp import web
 from parley.errors import InvalidRequest, UnsupportedMediaType
 
 JSON_TYPES = frozenset({"application/json", "text/json"})
+MAX_JSON_DEPTH = 64
+"""Deepest nesting of arrays and objects a body may have.
+
+orjson parses 1,024 levels but serializes only 254, so a deeper pass-through field would
+pass validation and fail on its way upstream; 64 is far beyond any real request (tool
+schemas included) and well inside what can be sent on.
+"""
 
 
 async def read_json(request: web.Request) -> dict[str, Any]:
@@ -29,7 +36,28 @@ async def read_json(request: web.Request) -> dict[str, Any]:
         ) from None
     if not isinstance(body, dict):
         raise InvalidRequest("The request body must be a JSON object.")
+    if _nested_deeper_than(body, raw, MAX_JSON_DEPTH):
+        raise InvalidRequest(
+            f"The JSON body is nested more than {MAX_JSON_DEPTH} levels deep; "
+            f"the limit is {MAX_JSON_DEPTH}.",
+            code="json_too_deep",
+        )
     return body
+
+
+def _nested_deeper_than(body: dict[str, Any], raw: bytes, limit: int) -> bool:
+    """Whether arrays and objects nest more than ``limit`` deep (the body is level 1)."""
+    if raw.count(b"[") + raw.count(b"{") <= limit:  # too few brackets to go that deep
+        return False
+    stack: list[tuple[Any, int]] = [(body, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        for child in node.values() if isinstance(node, dict) else node:
+            if isinstance(child, dict | list):
+                stack.append((child, depth + 1))
+    return False
 
 
 def required_string(body: dict[str, Any], name: str) -> str:

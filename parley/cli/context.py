@@ -14,7 +14,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from parley.settings import ConfigError, Settings, load_settings
-from parley.store.base import Store, StoreError
+from parley.store.base import Store, StoreError, StoreUnavailable
 from parley.store.sql import open_store
 
 T = TypeVar("T")
@@ -45,7 +45,11 @@ def with_store(settings: Settings, work: Callable[[Store], Awaitable[T]]) -> T:
     """Open the store, migrate it, run ``work``, close it; a database failure is one line."""
 
     async def run() -> T:
-        store = await open_store(settings.database.url, pool_size=settings.database.pool_size)
+        store = await open_store(
+            settings.database.url,
+            pool_size=settings.database.pool_size,
+            timeout_seconds=settings.database.timeout_seconds,
+        )
         try:
             await store.migrate()
             return await work(store)
@@ -54,9 +58,8 @@ def with_store(settings: Settings, work: Callable[[Store], Awaitable[T]]) -> T:
 
     try:
         return asyncio.run(run())
-    except (SQLAlchemyError, OSError) as error:
-        reason = str(getattr(error, "orig", None) or error).splitlines()[0]
-        fail(f"cannot use the database at {safe_url(settings.database.url)}: {reason}", 1)
+    except StoreUnavailable as error:
+        fail(f"cannot use the database at {safe_url(settings.database.url)}: {error.reason}", 1)
     except StoreError as error:
         fail(str(error), 1)
 

@@ -14,12 +14,21 @@ from typing import Any
 import click
 from aiohttp import web
 
+from parley.api.context import SERVICES
 from parley.app import create_app
 from parley.cli.context import fail, safe_url, settings_from, with_store
-from parley.settings import Settings
+from parley.edge.runner import EdgeRunner
+from parley.http import HttpClient
+from parley.providers.registry import ProviderRegistry, check_channel_types
+from parley.services import Services
+from parley.settings import ConfigError, Settings
 from parley.store.base import Store
 
 log = logging.getLogger("parley")
+SHUTDOWN_BACKSTOP_SECONDS = 5.0
+"""Added to the grace for aiohttp's own shutdown timeout, which ``shut_down`` pre-empts."""
+STREAM_END_SECONDS = 2.0
+"""At the end of the grace, how long the ended streams get to write their last event."""
 NO_CHANNELS_HINT = (
     "no channels are configured, so no model can be served yet. Add `channels:` and "
     "`models:` to parley.yaml (every field is shown in parley.example.yaml), then create a "
@@ -39,6 +48,10 @@ def serve(
     """Serve the /v1 API."""
     configure_logging()
     settings = _with_address(settings_from(ctx, config_path), host, port)
+    try:
+        check_channel_types(settings.channels, ProviderRegistry.default(HttpClient()).types())
+    except ConfigError as error:
+        fail(str(error))
     if workers > 1 and settings.limits.backend == "memory" and not settings.limits.per_worker:
         fail(
             f"--workers {workers} with the memory limiter would give each worker its own "
@@ -91,24 +104,78 @@ def run_worker(raw_settings: dict[str, Any], reuse_port: bool) -> None:
     settings = Settings.model_validate(raw_settings)
     _install_uvloop()
     loop = asyncio.new_event_loop()
-    _stop_once_on_signals(loop)
+    asyncio.set_event_loop(loop)
     app = create_app(settings)
     app.on_startup.append(settle_garbage_collector)  # runs after the services are built
-    web.run_app(
+    try:
+        loop.run_until_complete(serve_app(app, settings, reuse_port=reuse_port))
+    finally:
+        _cancel_leftovers(loop)
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+
+
+async def serve_app(app: web.Application, settings: Settings, *, reuse_port: bool) -> None:
+    """Serve ``app`` until SIGTERM or SIGINT, then shut down within the grace period."""
+    server = settings.server
+    runner = EdgeRunner(  # aiohttp's AppRunner, with the edge's connections (parley/edge/)
         app,
-        host=settings.server.host,
-        port=settings.server.port,
-        reuse_port=reuse_port,
-        access_log=logging.getLogger("aiohttp.access") if settings.server.access_log else None,
-        shutdown_timeout=settings.server.shutdown_grace_seconds,
+        server,
+        access_log=logging.getLogger("aiohttp.access") if server.access_log else None,
         handler_cancellation=True,
-        handle_signals=False,
-        loop=loop,
-        print=None,
+        # aiohttp's own bound, a backstop only: ``shut_down`` ends the calls at the grace.
+        shutdown_timeout=server.shutdown_grace_seconds + SHUTDOWN_BACKSTOP_SECONDS,
     )
+    await runner.setup()
+    stopping = asyncio.Event()
+    try:
+        site = web.TCPSite(runner, server.host, server.port, reuse_port=reuse_port)
+        await site.start()
+        _stop_once_on_signals(asyncio.get_running_loop(), stopping)
+        await stopping.wait()
+    finally:
+        await shut_down(runner, server.shutdown_grace_seconds)
 
 
-def _stop_once_on_signals(loop: asyncio.AbstractEventLoop) -> None:
+async def shut_down(runner: web.AppRunner, grace_seconds: float) -> None:
+    """Stop listening, give the calls in flight ``grace_seconds`` to finish, then end them.
+
+    aiohttp alone waits its timeout once for a handler, then (without cancelling it)
+    once more, so a grace of 10 s became 20. Here the grace is timed once. When it is
+    over, every open stream is ended by the runner (an error event and ``[DONE]``,
+    recorded with ``SHUTDOWN_STATUS`` and billed for what was delivered), then every
+    connection still open is closed, which cancels a whole reply still waiting for its
+    upstream (``handler_cancellation``; recorded as 499). Then the app's cleanup writes
+    the usage records.
+    """
+    web_server = runner.server
+    cleanup = asyncio.ensure_future(runner.cleanup())  # stops the sites, then waits
+    done, _ = await asyncio.wait({cleanup}, timeout=grace_seconds)
+    if not done:
+        await _end_calls_in_flight(runner.app.get(SERVICES), web_server, grace_seconds)
+    await cleanup
+
+
+async def _end_calls_in_flight(
+    services: Services | None, web_server: web.Server | None, grace_seconds: float
+) -> None:
+    streams = len(services.streams) if services is not None else 0
+    connections = web_server.connections if web_server is not None else []
+    if not streams and not connections:
+        return  # the calls are done; the cleanup is writing usage records
+    log.warning(
+        "shutdown grace of %gs is over: ending %d open streams, closing %d connections",
+        grace_seconds,
+        streams,
+        len(connections),
+    )
+    if services is not None and streams:
+        await services.streams.end_all(wait_seconds=STREAM_END_SECONDS)
+    for connection in connections:
+        connection.force_close()
+
+
+def _stop_once_on_signals(loop: asyncio.AbstractEventLoop, stopping: asyncio.Event) -> None:
     """SIGTERM or SIGINT starts the graceful shutdown; another one during it is ignored.
 
     aiohttp's own handlers raise ``GracefulExit`` on every signal, so a second one (a
@@ -116,20 +183,26 @@ def _stop_once_on_signals(loop: asyncio.AbstractEventLoop) -> None:
     from systemd's cgroup kill or a terminal's Ctrl-C) aborted the shutdown midway: exit
     status 1 and every queued usage record lost. SIGKILL still stops it at once.
     """
-    stopping = False
 
     def stop() -> None:
-        nonlocal stopping
-        if stopping:
+        if stopping.is_set():
             log.warning("already shutting down: finishing calls and writing usage records")
             return
-        stopping = True
-        raise web.GracefulExit()
+        stopping.set()
 
     if sys.platform == "win32":
         return  # Windows event loops take no signal handlers
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop)
+
+
+def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel any task still pending once the app is cleaned up, and let each finish."""
+    pending = asyncio.all_tasks(loop)
+    for task in pending:
+        task.cancel()
+    if pending:
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
 
 
 GC_THRESHOLDS = (10_000, 50, 100)

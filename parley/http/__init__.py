@@ -7,7 +7,9 @@ from parley.http.errors import (
     ConnectTimeout,
     Disconnected,
     HttpError,
+    PoolTimeout,
     ReadTimeout,
+    ReplyTooLarge,
 )
 
 __all__ = [
@@ -17,8 +19,10 @@ __all__ = [
     "Disconnected",
     "HttpClient",
     "HttpError",
+    "PoolTimeout",
     "Prepared",
     "ReadTimeout",
     "Reply",
+    "ReplyTooLarge",
     "prepare",
 ]

@@ -8,9 +8,14 @@ gateway does not need: cookies (one session would leak them between groups), red
 proxies from the environment, and request bodies other than bytes already in memory.
 
 A request head is rendered once per channel and endpoint (``prepare``); each call adds
-the body's length and the body. A reused connection that the upstream closed while idle
-is detected before a byte of the reply arrives, and the request is sent once more on a
-new connection: the upstream never saw it.
+the body's length and the body.
+
+**A request is written once.** An idle connection is checked before a request is
+written on it (closed, expired, or its socket readable: an end of file, a reset or
+unasked-for bytes), and a dead one is dropped for another: that request never left.
+Once the request was handed to a socket it is never sent again, whatever happens next
+(the upstream may have read it and be working on it: a paid call must not run twice),
+and a connection that ends before the reply is a ``Disconnected``.
 """
 
 from __future__ import annotations
@@ -18,16 +23,20 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 
 from yarl import URL
 
 from parley.http.connection import Connection
-from parley.http.errors import ConnectFailed, ConnectTimeout, Disconnected
+from parley.http.errors import ConnectFailed, ConnectTimeout, PoolTimeout, ReplyTooLarge
+from parley.http.pool import Handed, Pool
 
 KEEPALIVE_SECONDS = 15.0
+KEEPALIVE_MARGIN = 1.0
+"""Seconds before an upstream's own ``Keep-Alive: timeout`` that a connection is retired."""
 MAX_IDLE_PER_ORIGIN = 256
+MAX_CONNECTIONS_PER_ORIGIN = 1000
 USER_AGENT = "parley"
 
 Origin = tuple[str, str, int]
@@ -39,6 +48,8 @@ class Prepared:
 
     origin: Origin
     head: bytes
+    bodiless: bool = False
+    """The reply has no body whatever its headers say (a ``HEAD`` request)."""
 
 
 def prepare(method: str, url: str, headers: Mapping[str, str]) -> Prepared:
@@ -58,7 +69,7 @@ def prepare(method: str, url: str, headers: Mapping[str, str]) -> Prepared:
         lines.append(f"{name}: {value}")
     head = ("\r\n".join(lines) + "\r\nContent-Length: ").encode("latin-1")
     port = parsed.port or (443 if parsed.scheme == "https" else 80)
-    return Prepared((parsed.scheme, parsed.raw_host, port), head)
+    return Prepared((parsed.scheme, parsed.raw_host, port), head, method == "HEAD")
 
 
 class Reply:
@@ -106,12 +117,36 @@ class Reply:
         """The body has arrived in full (and ``pieces`` has nothing more to give)."""
         return self._connection.drained
 
-    async def read(self) -> bytes:
-        """The whole body; the connection is released (closed if the read failed)."""
+    async def read(self, limit: int | None = None) -> bytes:
+        """The whole body; the connection is released (closed if the read failed).
+
+        With a ``limit``, a body longer than ``limit`` bytes (decoded) raises
+        ``ReplyTooLarge`` as soon as it is known: from its ``Content-Length``, or when
+        the bytes read pass the limit, never buffering more than a piece beyond it.
+        """
         try:
+            if limit is not None:
+                return await self._read_at_most(limit)
             pieces = [piece async for piece in self.pieces()]
         finally:
             self.release()
+        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+    async def _read_at_most(self, limit: int) -> bytes:
+        declared = self.headers.get(b"content-length")
+        if (
+            declared is not None
+            and b"content-encoding" not in self.headers
+            and int(declared) > limit
+        ):
+            raise ReplyTooLarge(f"the reply is over {limit} bytes")
+        pieces: list[bytes] = []
+        total = 0
+        async for piece in self.pieces():
+            total += len(piece)
+            if total > limit:
+                raise ReplyTooLarge(f"the reply is over {limit} bytes")
+            pieces.append(piece)
         return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
     async def pieces(self) -> AsyncIterator[bytes]:
@@ -133,70 +168,135 @@ class Reply:
         if self._connection.reusable:
             self._client.park(self._origin, self._connection)
         else:
-            self._connection.close()
+            self._client.discard(self._origin, self._connection)
 
     def close(self) -> None:
         if not self._done:
             self._done = True
-            self._connection.close()
+            self._client.discard(self._origin, self._connection)
 
 
 class HttpClient:
     """Keep-alive connections per origin, shared by every adapter of one process."""
 
-    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self,
+        tls: ssl.SSLContext | None = None,
+        *,
+        max_per_origin: int = MAX_CONNECTIONS_PER_ORIGIN,
+        keepalive_seconds: float = KEEPALIVE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         """``tls`` verifies https upstreams; by default the system's trusted CAs (which
-        ``SSL_CERT_FILE`` can point elsewhere, for a private CA)."""
-        self._idle: dict[Origin, list[Connection]] = {}
+        ``SSL_CERT_FILE`` can point elsewhere, for a private CA). At most
+        ``max_per_origin`` connections are open to one origin; a call beyond them waits
+        for one, within its connect timeout. An idle connection is kept
+        ``keepalive_seconds``, or less when the upstream's ``Keep-Alive`` says so."""
+        self._pools: dict[Origin, Pool] = {}
         self._tls = tls
+        self._max_per_origin = max_per_origin
+        self._keepalive = keepalive_seconds
+        self._clock = clock
         self._closed = False
 
     async def send(
         self, request: Prepared, body: bytes, *, connect_timeout: float, read_timeout: float
     ) -> Reply:
-        """Send a prepared request with ``body``; returns once the reply's head arrived."""
+        """Send a prepared request with ``body`` once; returns when the reply's head arrived."""
         data = (request.head, b"%d\r\n\r\n" % len(body), body)  # written without joining
-        for attempt in (1, 2):
-            connection = await self._acquire(request.origin, connect_timeout)
-            try:
-                connection.send(data)
-                await connection.wait_headers(read_timeout)
-            except Disconnected:
-                connection.close()
-                if attempt == 1 and connection.reused and connection.received == 0:
-                    continue  # closed by the upstream while idle: it never saw the request
-                raise
-            except BaseException:
-                connection.close()
-                raise
-            return Reply(self, request.origin, connection, read_timeout)
-        raise AssertionError("unreachable")  # pragma: no cover
+        origin = request.origin
+        connection = await self._acquire(origin, connect_timeout)
+        try:
+            connection.send(data, bodiless=request.bodiless)
+            await connection.wait_headers(read_timeout)
+        except BaseException:
+            self.discard(origin, connection)
+            raise
+        return Reply(self, origin, connection, read_timeout)
 
     def park(self, origin: Origin, connection: Connection) -> None:
-        idle = self._idle.setdefault(origin, [])
-        if self._closed or len(idle) >= MAX_IDLE_PER_ORIGIN:
-            connection.close()
+        """A connection whose reply was read whole: idle (or on to a waiting call)."""
+        keepalive, hint = self._keepalive, connection.keep_alive_hint
+        if hint is not None:
+            keepalive = min(keepalive, hint - KEEPALIVE_MARGIN)
+        if self._closed or keepalive <= 0:
+            self.discard(origin, connection)
             return
-        connection.park()
-        idle.append(connection)
+        now = self._clock()
+        connection.park(now + keepalive)
+        self._pools[origin].park(connection, MAX_IDLE_PER_ORIGIN, now)
+
+    def discard(self, origin: Origin, connection: Connection) -> None:
+        """Close a connection that carried a call; its slot goes to a waiting call."""
+        connection.close()
+        self._pools[origin].free_slot()
 
     async def close(self) -> None:
         self._closed = True
-        for idle in self._idle.values():
-            for connection in idle:
-                connection.close()
-        self._idle.clear()
+        for pool in self._pools.values():
+            pool.close(ConnectFailed("the upstream client is closed"))
 
     async def _acquire(self, origin: Origin, connect_timeout: float) -> Connection:
-        idle = self._idle.get(origin)
-        if idle:
-            expired = time.monotonic() - KEEPALIVE_SECONDS
-            while idle:
-                connection = idle.pop()
-                if not connection.closed and connection.idle_since > expired:
-                    return connection
-                connection.close()
-        return await self._connect(origin, connect_timeout)
+        if self._closed:
+            raise ConnectFailed("the upstream client is closed")
+        pool = self._pools.get(origin)
+        if pool is None:
+            pool = self._pools[origin] = Pool()
+        connection = pool.take_idle(self._clock()) if pool.idle else None
+        if connection is not None:
+            return connection
+        if pool.open < self._max_per_origin:
+            pool.open += 1
+            return await self._connect_in_slot(origin, pool, connect_timeout)
+        return await self._wait_for_slot(origin, pool, connect_timeout)
+
+    async def _wait_for_slot(
+        self, origin: Origin, pool: Pool, connect_timeout: float
+    ) -> Connection:
+        """Wait for a parked connection or a freed slot; both wait and connect together
+        take at most ``connect_timeout``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + connect_timeout
+        while True:
+            waiter: asyncio.Future[Handed] = loop.create_future()
+            pool.waiters.append(waiter)
+            try:
+                async with asyncio.timeout_at(deadline):
+                    handed = await waiter
+            except BaseException as error:
+                self._pass_on(pool, waiter)
+                if isinstance(error, TimeoutError):
+                    raise PoolTimeout("no connection to the upstream was free in time") from None
+                raise
+            if handed is None:
+                return await self._connect_in_slot(origin, pool, deadline - loop.time())
+            if handed.usable(self._clock()):
+                return handed
+            handed.close()  # died while handed over: its slot is this call's
+            return await self._connect_in_slot(origin, pool, deadline - loop.time())
+
+    def _pass_on(self, pool: Pool, waiter: asyncio.Future[Handed]) -> None:
+        """A waiter gave up: what it was handed (if anything) goes to the next one."""
+        if waiter in pool.waiters:
+            pool.waiters.remove(waiter)
+        elif waiter.done() and not waiter.cancelled():
+            handed = waiter.result()
+            if handed is None or not handed.usable(self._clock()):
+                if handed is not None:
+                    handed.close()
+                pool.free_slot()
+            else:
+                pool.park(handed, MAX_IDLE_PER_ORIGIN, self._clock())
+
+    async def _connect_in_slot(
+        self, origin: Origin, pool: Pool, connect_timeout: float
+    ) -> Connection:
+        """Open a connection in a slot already counted in ``pool.open``."""
+        try:
+            return await self._connect(origin, connect_timeout)
+        except BaseException:
+            pool.free_slot()
+            raise
 
     async def _connect(self, origin: Origin, connect_timeout: float) -> Connection:
         scheme, host, port = origin

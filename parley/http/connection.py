@@ -3,23 +3,29 @@
 The response is parsed by llhttp (through ``httptools``) as bytes arrive; the body is
 buffered in the pieces it arrived in, and the reader takes all of them at each wait.
 Reading pauses the socket when more than ``HIGH_WATER`` bytes wait unread, so a fast
-upstream and a slow caller cannot fill memory.
+upstream and a slow caller cannot fill memory. Parsing stops at the end of the reply:
+one request was sent, so any byte after its reply is not ours, and the connection that
+carried it is closed. A compressed body is decoded by the reader (``decoding``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
-import zlib
+import select
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import cast
 
 import httptools
 
+from parley.http.decoding import ENCODINGS, BodyDecoder
 from parley.http.errors import BrokenReply, Disconnected, ReadTimeout
 
 HIGH_WATER = 1 << 20
-DECOMPRESSED = {b"gzip", b"deflate", b"x-gzip"}
+PARSE_ERRORS = (httptools.HttpParserError, httptools.HttpParserUpgrade)
+
+
+class _AfterTheReply(Exception):
+    """Raised from llhttp's callback when a second message begins: parsing stops there."""
 
 
 class Connection(asyncio.Protocol):
@@ -30,40 +36,47 @@ class Connection(asyncio.Protocol):
         self.closed = False
         self.in_flight = False
         self.reused = False
-        self.idle_since = 0.0
+        self.expires = 0.0
+        self.keep_alive_hint: float | None = None
+        """The ``Keep-Alive: timeout=N`` the upstream last sent, in seconds."""
+        self._fd = -1
         self._loop = asyncio.get_running_loop()
-        self._begin()
+        self._begin(bodiless=False)
 
-    def _begin(self) -> None:
+    def _begin(self, bodiless: bool) -> None:
         self._parser = httptools.HttpResponseParser(self)
+        self._bodiless = bodiless
         self._body: list[bytes] = []
         self._buffered = 0
         self._paused = False
         self._waiter: asyncio.Future[None] | None = None
         self._failure: Exception | None = None
-        self.received = 0
         self.status = 0
         self.headers: dict[bytes, bytes] = {}
         self.headers_done = False
         self.complete = False
         self._keep_alive = False
         self._framed = False
-        self._decoder: Any = None
+        self._decoder: BodyDecoder | None = None
 
     # asyncio.Protocol
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        sock = transport.get_extra_info("socket")
+        self._fd = sock.fileno() if sock is not None else -1
 
     def data_received(self, data: bytes) -> None:
-        if not self.in_flight:  # an idle connection has nothing to say (a 408, say): drop it
+        if not self.in_flight or self.complete:
+            # Idle, nothing is owed (a 408, say); after the reply, nothing may follow:
+            # either way the connection is done for.
             self.close()
             return
-        self.received += len(data)
         try:
             self._parser.feed_data(data)
-        except httptools.HttpParserError:
-            self._fail(BrokenReply("the upstream sent a reply that is not valid HTTP"))
+        except PARSE_ERRORS:
+            if not self.complete:  # else: bytes after a whole reply, which stays intact
+                self._fail(BrokenReply("the upstream sent a reply that is not valid HTTP"))
             self.close()
             return
         if self._buffered > HIGH_WATER and not self._paused and self.transport is not None:
@@ -76,7 +89,7 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        if self.headers_done and not self.complete and not self._framed:
+        if self.headers_done and not self.complete and not self._framed and exc is None:
             self.complete = True  # a body without length or chunks ends when the socket does
         elif not self.complete:
             self._fail(Disconnected("the upstream closed the connection"))
@@ -84,30 +97,33 @@ class Connection(asyncio.Protocol):
 
     # llhttp callbacks
 
+    def on_message_begin(self) -> None:
+        if self.complete:
+            raise _AfterTheReply
+
     def on_header(self, name: bytes, value: bytes) -> None:
-        self.headers[name.lower()] = value
+        if not self.headers_done:  # trailers after a chunked body are not headers
+            self.headers[name.lower()] = value
 
     def on_headers_complete(self) -> None:
-        self.status = self._parser.get_status_code()
+        self.status = status = self._parser.get_status_code()
         self.headers_done = True
         self._keep_alive = self._parser.should_keep_alive()  # only valid until the end
         headers = self.headers
-        self._framed = b"content-length" in headers or b"chunked" in headers.get(
-            b"transfer-encoding", b""
-        )
-        encoding = headers.get(b"content-encoding", b"identity").strip().lower()
-        if encoding in DECOMPRESSED:
-            self._decoder = zlib.decompressobj(wbits=zlib.MAX_WBITS | 32)
-        elif encoding != b"identity":
-            self._fail(BrokenReply("the upstream sent a body in an unsupported encoding"))
+        coding = headers.get(b"transfer-encoding")
+        self._framed = b"content-length" in headers or coding is not None
+        if coding is not None and coding.strip().lower() != b"chunked":
+            self._fail(BrokenReply("the upstream sent a body in an unsupported transfer coding"))
+        encoding = headers.get(b"content-encoding")
+        if encoding is not None:
+            self._set_decoder(encoding.strip().lower())
+        hint = headers.get(b"keep-alive")
+        if hint is not None:
+            self.keep_alive_hint = keep_alive_timeout(hint)
+        if self._bodiless and status >= 200:
+            self.complete = True  # the reply to HEAD has a length, never a body
 
     def on_body(self, body: bytes) -> None:
-        if self._decoder is not None:
-            try:
-                body = self._decoder.decompress(body)
-            except zlib.error:
-                self._fail(BrokenReply("the upstream sent a body that does not decompress"))
-                return
         self._body.append(body)
         self._buffered += len(body)
 
@@ -117,10 +133,16 @@ class Connection(asyncio.Protocol):
             return
         self.complete = True
 
+    def _set_decoder(self, encoding: bytes) -> None:
+        if encoding in ENCODINGS:
+            self._decoder = BodyDecoder(encoding)
+        elif encoding != b"identity":
+            self._fail(BrokenReply("the upstream sent a body in an unsupported encoding"))
+
     # used by Reply and the client
 
-    def send(self, request: Sequence[bytes]) -> None:
-        self._begin()
+    def send(self, request: Sequence[bytes], *, bodiless: bool = False) -> None:
+        self._begin(bodiless)
         if self.transport is None or self.transport.is_closing():
             raise Disconnected("the connection to the upstream is closed")
         self.in_flight = True
@@ -129,6 +151,8 @@ class Connection(asyncio.Protocol):
     async def wait_headers(self, read_timeout: float) -> None:
         while not self.headers_done:
             await self._wait(read_timeout)
+        if self._failure is not None:
+            raise self._failure
 
     def take_body(self) -> bytes:
         """Everything buffered so far (empty once the body is complete and taken)."""
@@ -141,10 +165,32 @@ class Connection(asyncio.Protocol):
         return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
     async def next_piece(self, read_timeout: float) -> bytes:
-        """What arrived since the last call, waiting for some; empty at the body's end."""
+        """What arrived since the last call, waiting for some; empty at the body's end.
+
+        What arrived before a failure is returned first; the failure is raised next.
+        """
+        if self._decoder is not None:
+            return await self._next_decoded(self._decoder, read_timeout)
         while not self._body and not self.complete:
             await self._wait(read_timeout)
+        if not self._body and self._failure is not None:
+            raise self._failure
         return self.take_body()
+
+    async def _next_decoded(self, decoder: BodyDecoder, read_timeout: float) -> bytes:
+        while True:
+            if not decoder.more:
+                while not self._body and not self.complete:
+                    await self._wait(read_timeout)
+            piece = decoder.decode(self.take_body())
+            if piece:
+                return piece
+            if self.complete and not self._body and not decoder.more:
+                if self._failure is not None:
+                    raise self._failure
+                if not decoder.finished:
+                    decoder.finish()
+                return b""
 
     @property
     def buffered(self) -> int:
@@ -152,17 +198,34 @@ class Connection(asyncio.Protocol):
 
     @property
     def drained(self) -> bool:
-        """The body is complete and every piece of it was taken."""
-        return self.complete and not self._body
+        """The body is complete and every piece of it was taken (and decoded)."""
+        decoder = self._decoder
+        return (
+            self.complete
+            and not self._body
+            and self._failure is None
+            and (decoder is None or decoder.finished)
+        )
 
     @property
     def reusable(self) -> bool:
-        return self.drained and not self.closed and self._failure is None and self._keep_alive
+        return self.drained and not self.closed and self._keep_alive
 
-    def park(self) -> None:
+    def park(self, expires: float) -> None:
+        """Idle until ``expires`` (on the client's clock)."""
         self.in_flight = False
         self.reused = True
-        self.idle_since = time.monotonic()
+        self.expires = expires
+
+    def usable(self, now: float) -> bool:
+        """Whether an idle connection may carry a request: not expired, and not found
+        dead. Dead is closed, or readable while idle (an end of file, a reset, or bytes
+        nobody asked for that the event loop has not read yet): the socket is polled,
+        so what the kernel already holds counts even before the loop sees it."""
+        transport = self.transport
+        if self.closed or now >= self.expires or transport is None or transport.is_closing():
+            return False
+        return self._fd < 0 or not _readable(self._fd)
 
     def close(self) -> None:
         self.closed = True
@@ -193,6 +256,24 @@ class Connection(asyncio.Protocol):
         if self._failure is None:
             self._failure = error
         self._wake()
+
+
+def keep_alive_timeout(hint: bytes) -> float | None:
+    """The ``timeout`` of a ``Keep-Alive`` header (``timeout=5, max=100``), if readable."""
+    for part in hint.split(b","):
+        name, _, value = part.partition(b"=")
+        if name.strip().lower() == b"timeout":
+            try:
+                return max(0.0, float(value.strip().strip(b'"')))
+            except ValueError:
+                return None
+    return None
+
+
+def _readable(fd: int) -> bool:
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 def _expire(waiter: asyncio.Future[None]) -> None:

@@ -28,3 +28,11 @@ class Disconnected(HttpError):
 
 class BrokenReply(HttpError):
     """The reply is not valid HTTP, or its body cannot be decoded."""
+
+
+class PoolTimeout(ConnectTimeout):
+    """Every connection the client may open to the origin stayed busy for the connect timeout."""
+
+
+class ReplyTooLarge(HttpError):
+    """The reply's body is larger than the caller's bound; reading stopped at the bound."""

@@ -2,9 +2,17 @@
 
 ``memory`` is a ``MemoryLimiter``; ``redis`` is a ``RedisLimiter`` wrapped in a
 ``FailoverLimiter`` whose fallback is a ``MemoryLimiter``. The Redis client built here fails
-fast (short timeouts, one immediate retry) so an outage costs each call milliseconds, not
-the client's default retry schedule; close it with the limiter's ``close``. A client passed
-in is shared with its owner, who closes it.
+fast, so an outage costs a call at most ``REDIS_TIMEOUT_SECONDS``, not the client's default
+retry schedule:
+
+- a connection error (refused, reset: e.g. a pooled connection Redis dropped when it
+  restarted) is retried once, at once, on a new connection, which costs milliseconds;
+- a timeout (a hung or frozen Redis, a black-holed network) is never retried: a retry
+  would wait the whole timeout again, and the ``FailoverLimiter`` already answers the call
+  from the fallback (or with a 503).
+
+Close the client with the limiter's ``close``. A client passed in is shared with its
+owner, who closes it.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ import logging
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from parley.limits.base import Limiter
 from parley.limits.failover import FailoverLimiter
@@ -22,7 +31,9 @@ from parley.limits.redis import RedisLimiter
 from parley.settings import LimitSettings, RedisSettings
 
 REDIS_TIMEOUT_SECONDS = 1.0
-"""Connect and read timeout of the limiter's own Redis client."""
+"""Connect and read timeout of the limiter's own Redis client: the most a call waits."""
+RETRIED_ERRORS = (RedisConnectionError,)
+"""Retried once, at once. Not ``TimeoutError``: a retry would double the wait."""
 
 
 def build_limiter(
@@ -53,5 +64,5 @@ def redis_client_for(settings: RedisSettings) -> Redis:
         settings.url,
         socket_connect_timeout=REDIS_TIMEOUT_SECONDS,
         socket_timeout=REDIS_TIMEOUT_SECONDS,
-        retry=Retry(NoBackoff(), 1),
+        retry=Retry(NoBackoff(), 1, supported_errors=RETRIED_ERRORS),
     )

@@ -3,8 +3,12 @@
 It is filled from the store at start-up and refreshed by a background task every few
 seconds (keys by ``updated_at``, groups whole), so a known key never waits on the
 database. A digest it does not know is looked up once in the store (a key created on
-another instance a moment ago) and remembered as unknown for one refresh interval, so a
-flood of wrong keys cannot flood the database.
+another instance a moment ago) and remembered as unknown for one refresh interval. Those
+look-ups share one budget per process (``unknown_lookups_per_second``, a token bucket
+holding one second's worth): a flood of distinct wrong keys, which the negative cache
+cannot stop, costs the database at most that many queries a second. Past the budget an
+unknown digest is refused without a look-up; a genuinely new key then works as soon as
+the next refresh brings it in (``limits.cache_refresh_seconds``).
 """
 
 from __future__ import annotations
@@ -14,15 +18,33 @@ from collections import OrderedDict
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy.exc import SQLAlchemyError
-
 from parley.domain.groups import Group
 from parley.domain.keys import KeyRecord
 from parley.errors import ServiceUnavailable
-from parley.store.base import Store, StoreError
+from parley.store.base import Store, StoreUnavailable
 
 NEGATIVE_CACHE_SIZE = 10_000
+DEFAULT_UNKNOWN_LOOKUPS_PER_SECOND = 20.0
 CLOCK_SKEW = timedelta(seconds=5)
+
+
+class LookupBudget:
+    """A token bucket: ``per_second`` look-ups a second, at most one second's worth saved."""
+
+    def __init__(self, per_second: float, now: float) -> None:
+        self._rate = per_second
+        self._capacity = max(1.0, per_second)
+        self._level = self._capacity
+        self._updated = now
+
+    def take(self, now: float) -> bool:
+        elapsed = max(0.0, now - self._updated)
+        self._level = min(self._capacity, self._level + elapsed * self._rate)
+        self._updated = now
+        if self._level < 1.0:
+            return False
+        self._level -= 1.0
+        return True
 
 
 class Directory:
@@ -31,11 +53,15 @@ class Directory:
         store: Store,
         *,
         refresh_seconds: float,
+        unknown_lookups_per_second: float = DEFAULT_UNKNOWN_LOOKUPS_PER_SECOND,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._store = store
         self._refresh_seconds = refresh_seconds
         self._clock = clock
+        self._budget = LookupBudget(unknown_lookups_per_second, clock())
+        self.lookups_refused = 0
+        """Unknown digests refused without a look-up because the budget was spent."""
         self._keys: dict[str, KeyRecord] = {}
         self._groups: dict[int, Group] = {}
         self._unknown: OrderedDict[str, float] = OrderedDict()
@@ -88,7 +114,8 @@ class Directory:
         return self._keys.get(digest)
 
     async def find_key(self, digest: str) -> KeyRecord | None:
-        """The cached record, else one store look-up unless recently found unknown."""
+        """The cached record, else one store look-up unless recently found unknown or
+        the look-up budget is spent."""
         record = self._keys.get(digest)
         if record is not None:
             return record
@@ -96,9 +123,12 @@ class Directory:
         until = self._unknown.get(digest)
         if until is not None and until > now:
             return None
+        if not self._budget.take(now):
+            self.lookups_refused += 1
+            return None
         try:
             record = await self._store.find_key(digest)
-        except (SQLAlchemyError, StoreError, OSError):
+        except StoreUnavailable:
             raise ServiceUnavailable(
                 "The key cannot be verified right now; try again shortly."
             ) from None

@@ -2,7 +2,11 @@
 
 Records are queued without waiting and written in batches: when a batch fills, and at
 least every ``flush_seconds``. A failed write keeps its batch at the head of the queue
-and is tried again. At shutdown the queue is written out; if the database still refuses,
+and is tried again every ``RETRY_SECONDS`` (or ``flush_seconds`` if shorter), not with a
+growing back-off: a database that returns is written to again within about a second, so
+the queue (and the ``overloaded`` refusal it drives) drains at once. While writes fail,
+new records do not wake the loop early, so a busy gateway does not hammer a database
+that is down. At shutdown the queue is written out; if the database still refuses,
 the records are spilled to a JSON-lines file in ``spill_dir`` and written at the next
 start (the store ignores a record it already has, so a replay never counts twice).
 """
@@ -21,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from sqlalchemy.exc import SQLAlchemyError
 
 from parley.domain.usage import UsageRecord
 from parley.pipeline.budget import SpendLedger
@@ -29,7 +32,8 @@ from parley.settings import UsageSettings
 from parley.store.base import Store, StoreError
 
 log = logging.getLogger("parley.meter")
-WRITE_ERRORS = (SQLAlchemyError, StoreError, OSError)
+RETRY_SECONDS = 1.0
+"""The longest wait between two attempts while the database refuses writes."""
 SPILL_GLOB = "parley-usage-spill-*.jsonl"
 
 
@@ -99,23 +103,35 @@ class UsageWriter:
                 self._queue.popleft()
         return True
 
+    @property
+    def failing(self) -> bool:
+        """The last write failed; records are kept and retried."""
+        return self._failing
+
+    @property
+    def next_attempt_seconds(self) -> float:
+        """How long the loop waits before its next write: the flush interval, or while
+        writes fail the retry interval (never longer than ``RETRY_SECONDS``)."""
+        if self._failing:
+            return min(self._settings.flush_seconds, RETRY_SECONDS)
+        return self._settings.flush_seconds
+
     async def _run(self) -> None:
-        backoff = self._settings.flush_seconds
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=backoff)
+            if self._failing:
+                await asyncio.sleep(self.next_attempt_seconds)
+            else:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout=self.next_attempt_seconds)
             self._wake.clear()
-            ok = await self.flush()
-            backoff = self._settings.flush_seconds if ok else min(backoff * 2, 30.0)
+            await self.flush()
 
     async def _write(self, batch: Sequence[UsageRecord]) -> bool:
         try:
             await self._store.record_usage(batch)
-        except WRITE_ERRORS as error:
+        except StoreError as error:
             if not self._failing:
-                log.error(
-                    "usage records could not be written (%s); will retry", type(error).__name__
-                )
+                log.error("usage records could not be written (%s); will retry", error)
             self._failing = True
             return False
         if self._failing:

@@ -14,7 +14,16 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from parley.errors import ParleyError, UpstreamError, UpstreamTimeout
-from parley.http import BrokenReply, ConnectFailed, Disconnected, HttpError
+from parley.http import (
+    BrokenReply,
+    ConnectFailed,
+    ConnectTimeout,
+    Disconnected,
+    HttpError,
+    PoolTimeout,
+    ReplyTooLarge,
+)
+from parley.sse import EventTooLarge
 
 JSON = dict[str, Any]
 Batches = AsyncIterator[Sequence[JSON]]
@@ -34,22 +43,59 @@ class Target:
     read_timeout: float
 
 
+@dataclass(frozen=True, slots=True)
+class ReplyBounds:
+    """The most an adapter accepts from an upstream (``upstream`` in the settings)."""
+
+    max_reply_bytes: int = 64 * 1024 * 1024
+    max_event_bytes: int = 8 * 1024 * 1024
+
+
+RELAYED_HEADER = "x-parley-upstream-error"
+RELAYED_MARK = "relayed"
+"""The header on an error relayed from the upstream: its message (redacted), type, code
+and param are the upstream's own. It names no channel, URL or key."""
+
+
+@dataclass(frozen=True, slots=True)
+class Relayed:
+    """What an upstream said about a request it refused, safe to hand to the caller."""
+
+    message: str
+    type: str | None = None
+    code: str | None = None
+    param: str | None = None
+
+
 class UpstreamRefused(UpstreamError):
     """The upstream answered with an error status.
 
     ``retryable`` says whether another channel may succeed where this one failed
     (5xx, 429, or the channel's own credentials refused); otherwise the request itself
-    was at fault and the upstream's status and message are relayed to the caller.
+    was at fault and the upstream's status, message, type, code and param are relayed
+    to the caller (given as ``relayed``), marked by the ``RELAYED_HEADER``.
     """
 
-    def __init__(self, message: str, *, upstream_status: int, retryable: bool) -> None:
-        super().__init__(message)
+    def __init__(
+        self,
+        message: str,
+        *,
+        upstream_status: int,
+        retryable: bool,
+        relayed: Relayed | None = None,
+    ) -> None:
+        super().__init__(relayed.message if relayed is not None else message)
         self.upstream_status = upstream_status
         self.retryable = retryable
         if not retryable:
             self.status = upstream_status if upstream_status in (400, 413, 422) else 400
             self.type = "invalid_request_error"
-            self.code = "upstream_rejected"
+            self.code = None
+            self.headers[RELAYED_HEADER] = RELAYED_MARK
+        if relayed is not None:
+            self.type = relayed.type or self.type
+            self.code = relayed.code
+            self.param = relayed.param
 
 
 class Chat(Protocol):
@@ -70,15 +116,36 @@ class Completion(Protocol):
 
 @contextmanager
 def upstream_errors(channel: str) -> Iterator[None]:
-    """Map the HTTP client's exceptions to the error tree, naming no URL or secret."""
+    """Map the HTTP client's exceptions to the error tree, naming no URL or secret.
+
+    Only a timeout waiting for the reply is an ``UpstreamTimeout`` (504, not fallen
+    over: the upstream may be working on it). Running out of time for a connection, or
+    of free connections, means the request never left: a 502, and the next channel.
+    """
     try:
         yield
     except ParleyError:
         raise
+    except PoolTimeout:
+        raise UpstreamError(
+            f"The upstream channel `{channel}` has no free connection (all are busy)."
+        ) from None
+    except ConnectTimeout:
+        raise UpstreamError(
+            f"The upstream channel `{channel}` is unreachable (no connection in time)."
+        ) from None
     except TimeoutError:
         raise UpstreamTimeout(f"The upstream channel `{channel}` did not answer in time.") from None
     except ConnectFailed:
         raise UpstreamError(f"The upstream channel `{channel}` is unreachable.") from None
+    except ReplyTooLarge:
+        raise UpstreamError(
+            f"The upstream channel `{channel}` sent a reply larger than Parley accepts."
+        ) from None
+    except EventTooLarge:
+        raise UpstreamError(
+            f"The upstream channel `{channel}` sent a streamed event larger than Parley accepts."
+        ) from None
     except (BrokenReply, Disconnected):
         raise UpstreamError(f"The upstream channel `{channel}` sent a broken reply.") from None
     except HttpError:

@@ -1,17 +1,20 @@
 """Channel type name → the adapter serving each capability for that type.
 
 A channel in the configuration names its ``type`` (``openai``, ``vllm``...); the router
-asks this registry for the adapter of that type, per capability. Settings validation
-checks every channel's type against ``types()``.
+asks this registry for the adapter of that type, per capability. At start-up
+(``parley serve``, ``Services.start``) ``check_channel_types`` checks every channel's type
+against ``types()``, so an unknown type stops the start with one line naming the field.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from typing import TypeVar
 
 from parley.http import HttpClient
-from parley.providers.base import Chat, Completion
+from parley.providers.base import Chat, Completion, ReplyBounds
 from parley.providers.openai import OpenAIAdapter
+from parley.settings import ChannelSettings, ConfigError
 
 OPENAI_COMPATIBLE_TYPES = ("openai", "vllm", "ollama", "llamacpp")
 """Types whose upstreams speak OpenAI's wire format, all served by ``OpenAIAdapter``."""
@@ -45,10 +48,11 @@ class ProviderRegistry:
         self._completion: dict[str, Completion] = {}
 
     @classmethod
-    def default(cls, http: HttpClient) -> ProviderRegistry:
-        """Every built-in adapter, calling upstreams through the one shared ``http`` client."""
+    def default(cls, http: HttpClient, bounds: ReplyBounds | None = None) -> ProviderRegistry:
+        """Every built-in adapter, calling upstreams through the one shared ``http`` client
+        and accepting what ``bounds`` allow."""
         registry = cls()
-        openai = OpenAIAdapter(http)
+        openai = OpenAIAdapter(http, bounds)
         for type_name in OPENAI_COMPATIBLE_TYPES:
             registry.register(type_name, chat=openai, completion=openai)
         return registry
@@ -77,3 +81,17 @@ class ProviderRegistry:
             return table[type_name]
         except KeyError:
             raise UnknownProviderType(type_name, capability, self.types()) from None
+
+
+def check_channel_types(channels: Sequence[ChannelSettings], known: Collection[str]) -> None:
+    """Raise ``ConfigError`` naming the first channel whose ``type`` no adapter serves.
+
+    ``known`` is ``ProviderRegistry.types()``: a type becomes valid by registering an
+    adapter for it, never by editing a list here.
+    """
+    for index, channel in enumerate(channels):
+        if channel.type not in known:
+            names = ", ".join(sorted(known)) or "none"
+            raise ConfigError(
+                f"channels[{index}].type: unknown channel type '{channel.type}' (known: {names})"
+            )

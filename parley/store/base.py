@@ -23,6 +23,19 @@ class StoreError(Exception):
     """A store operation failed for a reason the caller should report (not a bug)."""
 
 
+class StoreUnavailable(StoreError):
+    """The database could not be reached or failed (refused, dropped, timed out, broken).
+
+    ``store.boundary.database_errors`` raises it in place of the driver's own exceptions
+    (SQLAlchemy, asyncpg, sqlite3, OSError), so nothing outside ``parley/store/`` names
+    them. Retrying later may succeed; the HTTP edge answers it with 503.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"the database is unavailable: {reason}")
+        self.reason = reason
+
+
 class Conflict(StoreError):
     """A unique name is taken."""
 

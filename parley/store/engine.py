@@ -3,7 +3,12 @@
 Operators write plain URLs (``sqlite:///./parley.db``, ``postgresql://...``,
 ``postgres://...``); the async driver is chosen here. SQLite connections get WAL mode, a
 busy timeout (so writers from several processes wait for each other instead of failing)
-and foreign keys. Migrations run Alembic on a connection of the async engine, under a
+and foreign keys. On PostgreSQL every connect and every statement is bounded by
+``timeout`` seconds, so a hung server (connections accepted, nothing answered) fails a
+call with ``StoreUnavailable`` instead of holding it, the usage writer and shutdown for
+ever; waiting for a pooled connection is bounded the same way on both.
+
+Migrations run Alembic on a connection of the async engine, under a
 lock (``BEGIN IMMEDIATE`` on SQLite, a transaction-scoped advisory lock per schema on
 PostgreSQL), so several workers starting at once migrate once.
 """
@@ -45,24 +50,31 @@ def async_url(url: str) -> URL:
     raise ValueError(f"unsupported database URL scheme `{parsed.drivername}`")
 
 
-def create_store_engine(url: str, *, pool_size: int, schema: str | None) -> AsyncEngine:
+def create_store_engine(
+    url: str, *, pool_size: int, schema: str | None, timeout: float
+) -> AsyncEngine:
     target = async_url(url)
     if target.get_backend_name() == "sqlite":
         if schema is not None:
             raise ValueError("a schema can only be chosen on PostgreSQL")
-        return _sqlite_engine(target, pool_size)
-    connect_args: dict[str, Any] = {}
+        return _sqlite_engine(target, pool_size, timeout)
+    # asyncpg's own bounds: ``timeout`` for connecting, ``command_timeout`` per statement
+    connect_args: dict[str, Any] = {"timeout": timeout, "command_timeout": timeout}
     if schema is not None:
         connect_args["server_settings"] = {"search_path": schema}
     return create_async_engine(
-        target, pool_size=pool_size, pool_pre_ping=True, connect_args=connect_args
+        target,
+        pool_size=pool_size,
+        pool_timeout=timeout,
+        pool_pre_ping=True,
+        connect_args=connect_args,
     )
 
 
-def _sqlite_engine(url: URL, pool_size: int) -> AsyncEngine:
+def _sqlite_engine(url: URL, pool_size: int, timeout: float) -> AsyncEngine:
     in_memory = url.database in (None, "", ":memory:") or url.query.get("mode") == "memory"
     # a memory database lives in one connection, which SQLAlchemy then keeps (StaticPool)
-    options: dict[str, Any] = {} if in_memory else {"pool_size": pool_size}
+    options: dict[str, Any] = {} if in_memory else {"pool_size": pool_size, "pool_timeout": timeout}
     engine = create_async_engine(url, **options)
     event.listen(engine.sync_engine, "connect", _set_sqlite_pragmas)
     return engine

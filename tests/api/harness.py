@@ -20,6 +20,7 @@ from parley.api.context import SERVICES
 from parley.app import create_app
 from parley.domain.groups import Group, Quota
 from parley.domain.keys import digest, display_prefix, new_key
+from parley.edge.runner import EdgeRunner
 from parley.services import Services
 from parley.settings import Settings
 
@@ -73,7 +74,9 @@ class Gateway:
     async def start(cls, config: dict[str, Any]) -> Gateway:
         gateway = cls(Settings.model_validate(config))
         app = create_app(gateway.settings)
-        gateway.runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=1)
+        gateway.runner = EdgeRunner(
+            app, gateway.settings.server, handler_cancellation=True, shutdown_timeout=1
+        )
         await gateway.runner.setup()
         site = web.TCPSite(gateway.runner, "127.0.0.1", 0)
         await site.start()

@@ -11,8 +11,10 @@ import openai
 import pytest
 
 from parley.domain.usage import UsageRecord
+from parley.limits.memory import MemoryLimiter
 from parley.pipeline.admit import scopes_for
 from parley.pipeline.authenticate import authenticate
+from tests.api.conftest import StartGateway
 from tests.api.harness import Gateway
 from tests.records import usage_record
 
@@ -32,7 +34,15 @@ async def get(gateway: Gateway, key: str, path: str) -> tuple[int, Any, Any]:
         return response.status, response.headers, await response.json()
 
 
-async def test_every_reply_carries_the_six_rate_limit_headers(gateway: Gateway) -> None:
+async def test_every_reply_carries_the_six_rate_limit_headers(
+    start_gateway: StartGateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The buckets' clock stands still, so no refill between the calls: the counts below
+    # hold however slowly a busy machine runs them.
+    frozen = MemoryLimiter(clock=lambda: 1000.0)
+    monkeypatch.setattr("parley.services.build_limiter", lambda *_args, **_kw: frozen)
+    gateway = await start_gateway()
+    assert gateway.services.limiter is frozen
     key = await gateway.key(await gateway.group("team", rpm=100, tpm=100_000))
     raw = await gateway.client(key).chat.completions.with_raw_response.create(
         model="chat-large", messages=MESSAGES, max_tokens=10

@@ -154,8 +154,11 @@ async def test_a_call_larger_than_the_limit_can_never_fit(limiter: Limiter) -> N
 
 
 async def test_the_longer_wait_names_the_limit(limiter: Limiter) -> None:
-    group = scope("g:1", rpm=1, tpm=600)
-    await limiter.acquire([group], 600)
+    # Both buckets empty: a request comes back in 30 s, 600 tokens in 60 s. (With equal
+    # waits the name would hang on the time that passed between the calls.)
+    group = scope("g:1", rpm=2, tpm=600)
+    await limiter.acquire([group], 300)
+    await limiter.acquire([group], 300)
     decision = await limiter.acquire([group], 600)
     assert not decision.allowed
     assert decision.limited_by == "tokens"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import random
 import secrets
+import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta, timezone
@@ -22,7 +23,7 @@ from sqlalchemy import text
 
 from parley.domain.groups import Quota
 from parley.domain.usage import DailyUsage, UsageRecord
-from parley.store.base import Conflict, GroupChanges, Missing
+from parley.store.base import Conflict, GroupChanges, Missing, StoreUnavailable
 from parley.store.engine import async_url
 from parley.store.sql import SqlStore, open_store
 from tests.records import usage_record
@@ -480,5 +481,50 @@ async def test_sqlite_file_uses_wal_busy_timeout_and_foreign_keys(tmp_path: Path
             timeout = (await conn.execute(text("PRAGMA busy_timeout"))).scalar_one()
             foreign_keys = (await conn.execute(text("PRAGMA foreign_keys"))).scalar_one()
         assert (journal, timeout, foreign_keys) == ("wal", 5000, 1)
+    finally:
+        await store.close()
+
+
+def _unreachable_urls(tmp_path: Path) -> list[str]:
+    with socket.socket() as probe:  # a port nothing listens on: connections are refused
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return [
+        f"postgresql://postgres@127.0.0.1:{port}/test",
+        f"sqlite:///{tmp_path / 'no-such-directory' / 'parley.db'}",
+    ]
+
+
+@pytest.mark.parametrize("which", ["postgres", "sqlite"])
+async def test_an_unreachable_database_raises_store_unavailable_from_every_method(
+    which: str, tmp_path: Path
+) -> None:
+    """The drivers' exceptions (ConnectionRefusedError, sqlite3's, SQLAlchemy's) never
+    leave the store: callers handle one ``StoreUnavailable``, without naming SQLAlchemy."""
+    url = _unreachable_urls(tmp_path)[which == "sqlite"]
+    store = await open_store(url)
+    calls = {
+        "migrate": store.migrate(),
+        "create_group": store.create_group("team"),
+        "update_group": store.update_group("team", GroupChanges(rpm=1)),
+        "get_group": store.get_group("team"),
+        "list_groups": store.list_groups(),
+        "create_key": store.create_key(1, name="k", digest="d", prefix="p"),
+        "find_key": store.find_key("d"),
+        "list_keys": store.list_keys(),
+        "revoke_key": store.revoke_key(1, datetime.now(UTC)),
+        "keys_changed_since": store.keys_changed_since(datetime.now(UTC)),
+        "record_usage": store.record_usage([usage_record("r-1")]),
+        "daily_usage": store.daily_usage(1, date(2026, 1, 1), date(2026, 2, 1)),
+        "spend_since": store.spend_since(date(2026, 1, 1)),
+        "count_usage": store.count_usage(),
+        "prune_usage": store.prune_usage(datetime.now(UTC)),
+    }
+    try:
+        for name, pending in calls.items():
+            with pytest.raises(StoreUnavailable) as raised:
+                await pending
+            assert raised.value.reason, name
+            assert "[SQL" not in str(raised.value), name
     finally:
         await store.close()

@@ -1,19 +1,31 @@
 """Redis dies under a running ``parley serve``: calls go on (``local``) or get a clean 503
 (``reject``), the log says so once, and no usage is lost.
 
-Redis here is a private ``redis-server`` of the test's own, killed with SIGKILL mid-run.
+Redis here is a private ``redis-server`` of the test's own, killed with SIGKILL mid-run,
+or frozen with SIGSTOP (a hung Redis: connections open, nothing answers), reached through
+a ``TcpProxy`` that counts the commands sent to it.
 """
 
 from __future__ import annotations
 
+import os
+import secrets
+import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
+from parley.domain.groups import Quota
+from parley.errors import ServiceUnavailable
+from parley.limits.base import Limiter, Scope
+from parley.limits.factory import build_limiter
+from parley.limits.failover import FailoverLimiter
+from parley.settings import LimitSettings, RedisSettings
 from tests.process.calls import Chat, Reply, call, gateway_config
 from tests.process.procs import Processes, RedisServer, Server, usage_count
+from tests.process.proxy import TcpProxy
 
 pytestmark = pytest.mark.redis
 
@@ -124,3 +136,71 @@ def test_with_on_failure_reject_calls_get_503_until_redis_is_back(
     assert server.terminate() == 0
     assert usage_count(database) == BEFORE_OUTAGE + 1
     assert "Traceback" not in server.output()
+
+
+SCOPES = [Scope("g:1", Quota(rpm=100, tpm=100_000))]
+
+
+def limiter_through(proxy: TcpProxy, on_failure: str) -> Limiter:
+    """The limiter ``serve`` builds, talking to Redis through ``proxy``."""
+    settings = RedisSettings(
+        url=f"redis://127.0.0.1:{proxy.port}/0",
+        on_failure=on_failure,  # type: ignore[arg-type]
+        retry_seconds=60,
+        prefix=f"parley-test-{secrets.token_hex(4)}",
+    )
+    return build_limiter(LimitSettings(backend="redis"), settings)
+
+
+def attempts(proxy: TcpProxy) -> tuple[int, int]:
+    """Rate-limit scripts sent to Redis so far (each attempt sends one EVALSHA), and the
+    connections opened (a retry after a timeout reconnects first, and waits again)."""
+    return proxy.sent.count(b"EVALSHA"), proxy.connections
+
+
+@pytest.mark.parametrize("on_failure", ["local", "reject"])
+async def test_a_frozen_redis_is_tried_once_per_call_not_twice(
+    procs: Processes, on_failure: str
+) -> None:
+    """A hung Redis (SIGSTOP: connections open, nothing answers) costs the call one read
+    timeout: the timed-out command is not sent again. The call is then answered locally
+    (or refused), and the next ones leave Redis alone until ``retry_seconds``."""
+    redis = procs.redis()
+    async with TcpProxy(redis.port) as proxy:
+        limiter = limiter_through(proxy, on_failure)
+        try:
+            assert (await limiter.acquire(SCOPES, 10)).allowed
+            scripts, connections = attempts(proxy)
+            os.kill(redis.proc.pid, signal.SIGSTOP)
+            try:
+                if on_failure == "local":
+                    assert (await limiter.acquire(SCOPES, 10)).allowed
+                    assert (await limiter.acquire(SCOPES, 10)).allowed
+                else:
+                    for _ in range(2):
+                        with pytest.raises(ServiceUnavailable):
+                            await limiter.acquire(SCOPES, 10)
+                assert attempts(proxy) == (scripts + 1, connections)
+                assert isinstance(limiter, FailoverLimiter) and limiter.degraded
+            finally:
+                os.kill(redis.proc.pid, signal.SIGCONT)
+        finally:
+            await limiter.close()
+
+
+async def test_a_connection_redis_dropped_is_retried_once_at_once(procs: Processes) -> None:
+    """A reset connection (Redis restarted, a proxy cut) is retried on a new one, so the
+    call still reaches Redis: connection errors keep their one immediate retry."""
+    redis = procs.redis()
+    async with TcpProxy(redis.port) as proxy:
+        limiter = limiter_through(proxy, "reject")
+        try:
+            assert (await limiter.acquire(SCOPES, 10)).allowed
+            await proxy.cut()  # resets the pooled connection
+            await proxy.restore()
+            decision = await limiter.acquire(SCOPES, 10)
+            assert decision.allowed
+            assert decision.requests is not None and decision.requests.remaining == 98
+            assert isinstance(limiter, FailoverLimiter) and not limiter.degraded
+        finally:
+            await limiter.close()

@@ -19,7 +19,6 @@ from parley.domain.keys import display_prefix
 from tests.process.calls import MODEL, Chat, call, gateway_config, get
 from tests.process.procs import Processes, free_port, run_cli, run_ok, write_config
 
-FAIL_FAST_SECONDS = 8.0
 REVOCATION_SECONDS = 5.0
 """The server re-reads keys every 0.2 s (``limits.cache_refresh_seconds``)."""
 
@@ -73,6 +72,12 @@ def test_cli_key_serves_the_sdk_and_its_revocation_reaches_the_server(
 UNDECLARED_MODEL = {
     "channels": [{"name": "engine", "base_url": "http://127.0.0.1:9/v1", "models": ["ghost"]}]
 }
+UNKNOWN_TYPE = {
+    "channels": [
+        {"name": "claude", "type": "anthropic", "base_url": "http://127.0.0.1:9", "models": ["c"]}
+    ],
+    "models": [{"name": "c"}],
+}
 UNSET_VARIABLE = {
     "channels": [
         {
@@ -97,8 +102,22 @@ UNSET_VARIABLE = {
         ({"limits": {"backend": "redis"}}, ["redis"]),
         ({"usage": {"flush_seconds": 0}}, ["usage.flush_seconds"]),
         ({"surprise": 1}, ["surprise"]),
+        (
+            UNKNOWN_TYPE,
+            ["channels[0].type: unknown channel type 'anthropic' (known: ", "openai", "vllm"],
+        ),
     ],
-    ids=["port", "undeclared-model", "yaml", "unset-var", "db-url", "no-redis", "zero", "unknown"],
+    ids=[
+        "port",
+        "undeclared-model",
+        "yaml",
+        "unset-var",
+        "db-url",
+        "no-redis",
+        "zero",
+        "unknown",
+        "channel-type",
+    ],
 )
 def test_a_bad_config_stops_serve_with_one_line(
     tmp_path: Path, config: dict[str, Any] | str, names: list[str]
@@ -108,13 +127,9 @@ def test_a_bad_config_stops_serve_with_one_line(
         path.write_text(config, encoding="utf-8")
     else:
         write_config(path, config)
-    started = time.monotonic()
-    done = run_cli(
-        ["serve", "--config", str(path), "--port", str(free_port())],
-        tmp_path,
-        timeout=FAIL_FAST_SECONDS,
-    )
-    assert time.monotonic() - started < FAIL_FAST_SECONDS
+    # It stops by itself, before opening the database (no timing: a busy machine may take
+    # seconds to import; ``run_cli``'s own generous timeout only guards against a hang).
+    done = run_cli(["serve", "--config", str(path), "--port", str(free_port())], tmp_path)
     assert done.returncode != 0
     assert "Traceback" not in done.stderr
     lines = done.stderr.strip().splitlines()
@@ -153,7 +168,6 @@ def test_workers_need_a_shared_limiter_or_per_worker_counting(
     refused = run_cli(
         ["serve", "--config", str(memory), "--port", str(free_port()), "--workers", "2"],
         tmp_path,
-        timeout=FAIL_FAST_SECONDS,
     )
     assert refused.returncode != 0
     lines = refused.stderr.strip().splitlines()

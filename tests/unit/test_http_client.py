@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import socket
 import ssl
-from collections.abc import AsyncIterator, Awaitable, Callable
+import struct
+import threading
+import zlib
+from collections.abc import AsyncIterator
 
 import pytest
 import trustme
+import uvloop
 
 from parley.http import (
     BrokenReply,
@@ -21,72 +26,14 @@ from parley.http import (
     Disconnected,
     HttpClient,
     ReadTimeout,
+    ReplyTooLarge,
     prepare,
 )
 from parley.http.connection import HIGH_WATER
+from tests.http.rawserver import RawServer, ThreadServer, keep_alive_reply
 
 READ_SIZE = 256 * 1024
 """The most one socket read delivers (asyncio's and uvloop's buffers are smaller)."""
-Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
-
-
-class RawServer:
-    """A TCP server on 127.0.0.1 that hands each connection to ``handler``."""
-
-    def __init__(self, handler: Handler) -> None:
-        self.handler = handler
-        self.connections = 0
-        self.requests: list[bytes] = []
-        self.port = 0
-        self._server: asyncio.Server | None = None
-
-    async def __aenter__(self) -> RawServer:
-        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            self.connections += 1
-            try:
-                await self.handler(reader, writer)
-            except (ConnectionError, asyncio.IncompleteReadError):
-                pass
-            finally:
-                writer.close()
-
-        self._server = await asyncio.start_server(serve, "127.0.0.1", 0)
-        self.port = self._server.sockets[0].getsockname()[1]
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self._server is not None
-        self._server.close()
-
-    @classmethod
-    def answering(cls, reply: bytes) -> RawServer:
-        """A server that answers the first request of each connection with ``reply``."""
-
-        async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            await server.read_request(reader)
-            writer.write(reply)
-
-        server = cls(handler)
-        return server
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1/chat/completions"
-
-    async def read_request(self, reader: asyncio.StreamReader) -> bytes:
-        head = await reader.readuntil(b"\r\n\r\n")
-        length = next(
-            int(line.split(b":")[1])
-            for line in head.split(b"\r\n")
-            if line.lower().startswith(b"content-length:")
-        )
-        request = head + await reader.readexactly(length)
-        self.requests.append(request)
-        return request
-
-
-def keep_alive_reply(body: bytes, extra: bytes = b"") -> bytes:
-    return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n%s\r\n%s" % (len(body), extra, body)
 
 
 @pytest.fixture
@@ -198,19 +145,59 @@ async def test_a_connection_the_upstream_closed_while_idle_is_replaced(
     assert len(server.requests) == 2, "each request reached the upstream exactly once"
 
 
-async def test_a_request_lost_on_a_connection_closing_as_it_is_reused_is_sent_again(
+async def test_a_request_the_upstream_read_before_closing_is_never_sent_again(
     client: HttpClient,
 ) -> None:
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await server.read_request(reader)
         writer.write(keep_alive_reply(b"first"))
-        if server.connections == 1:
-            await server.read_request(reader)  # closes without a byte of reply
+        await server.read_request(reader)  # read whole, then closed without a byte of reply
 
     async with RawServer(handler) as server:
         assert await call(client, server) == b"first"
-        assert await call(client, server) == b"first"
+        with pytest.raises(Disconnected):
+            await call(client, server)
+    assert server.connections == 1
+    assert len(server.requests) == 2, "each request reached the upstream exactly once"
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+@pytest.mark.parametrize("ending", ["close", "reset"])
+def test_an_idle_connection_found_dead_before_the_loop_saw_it_is_not_written_to(
+    ending: str, loop: str
+) -> None:
+    """The upstream ends an idle connection and the kernel knows, but the event loop has
+    not run since: the socket is polled before the request is written, and the request
+    goes on a new connection, once."""
+    ended = threading.Event()
+    go = threading.Event()
+
+    def handler(sock: socket.socket, server: ThreadServer) -> None:
+        server.read_request(sock)
+        sock.sendall(keep_alive_reply(b"ok"))
+        if server.connections == 1:
+            go.wait(5)
+            if ending == "reset":
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            sock.close()
+            ended.set()
+
+    async def scenario(server: ThreadServer) -> list[bytes]:
+        client = HttpClient()
+        request = prepare("POST", server.url, {})
+        first = await (await client.send(request, b"{}", connect_timeout=2, read_timeout=5)).read()
+        go.set()
+        assert ended.wait(5)  # blocks the loop: it cannot see the end before the next send
+        second = await client.send(request, b"{}", connect_timeout=2, read_timeout=5)
+        replies = [first, await second.read()]
+        await client.close()
+        return replies
+
+    factory = uvloop.new_event_loop if loop == "uvloop" else asyncio.new_event_loop
+    with ThreadServer(handler) as server, asyncio.Runner(loop_factory=factory) as runner:
+        assert runner.run(scenario(server)) == [b"ok", b"ok"]
     assert server.connections == 2
+    assert len(server.requests) == 2
 
 
 async def test_a_connection_that_failed_midway_is_not_retried(client: HttpClient) -> None:
@@ -347,3 +334,66 @@ def test_a_header_value_with_a_line_break_is_refused(value: str) -> None:
 def test_only_http_urls_are_prepared() -> None:
     with pytest.raises(ValueError, match="http"):
         prepare("POST", "ftp://example.com/v1", {})
+
+
+# Bounds on a whole reply
+
+
+async def test_a_reply_declared_over_the_limit_is_refused_before_its_body(
+    client: HttpClient,
+) -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000000\r\n\r\nstart")
+        await writer.drain()
+        if await reader.read() == b"":
+            hung_up.set()
+
+    hung_up = asyncio.Event()
+    async with RawServer(handler) as server:
+        request = prepare("POST", server.url, {})
+        reply = await client.send(request, b"", connect_timeout=2.0, read_timeout=5.0)
+        with pytest.raises(ReplyTooLarge):
+            await reply.read(limit=1000)
+        async with asyncio.timeout(2):
+            await hung_up.wait()
+
+
+async def test_a_reply_passing_the_limit_stops_being_read_there(client: HttpClient) -> None:
+    written = 0
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal written
+        await server.read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for _ in range(1000):  # 64 MiB, far more than any socket buffer holds
+            writer.write(b"10000\r\n" + b"q" * 65536 + b"\r\n")
+            await writer.drain()
+            written += 65536
+
+    async with RawServer(handler) as server:
+        request = prepare("POST", server.url, {})
+        reply = await client.send(request, b"", connect_timeout=2.0, read_timeout=5.0)
+        with pytest.raises(ReplyTooLarge):
+            await reply.read(limit=100_000)
+        await asyncio.sleep(0.1)
+    assert written < 16 * (1 << 20), "the upstream was hung up on, not read to its end"
+
+
+async def test_a_compressed_reply_is_bounded_by_its_decoded_size(client: HttpClient) -> None:
+    compressor = zlib.compressobj(wbits=zlib.MAX_WBITS | 16)
+    bomb = b"".join(compressor.compress(bytes(1 << 20)) for _ in range(100)) + compressor.flush()
+    assert len(bomb) < 200_000  # 100 MiB of zeros
+    reply_bytes = keep_alive_reply(bomb, b"Content-Encoding: gzip\r\n")
+    async with RawServer.answering(reply_bytes) as server:
+        request = prepare("POST", server.url, {})
+        reply = await client.send(request, b"", connect_timeout=2.0, read_timeout=5.0)
+        with pytest.raises(ReplyTooLarge):
+            await reply.read(limit=3 * (1 << 20))
+
+
+async def test_a_reply_within_the_limit_is_read_whole(client: HttpClient) -> None:
+    async with RawServer.answering(keep_alive_reply(b"x" * 1000)) as server:
+        request = prepare("POST", server.url, {})
+        reply = await client.send(request, b"", connect_timeout=2.0, read_timeout=5.0)
+        assert await reply.read(limit=1000) == b"x" * 1000

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from parley.sse import SseEvent, SseParser, encode_event
+from parley.sse import EventTooLarge, SseEvent, SseParser, encode_event
 
 STREAM = (
     b": keep-alive comment\n"
@@ -160,3 +160,43 @@ def test_encode_event() -> None:
 def test_encoded_events_parse_back(data: bytes) -> None:
     normalised = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").decode()
     assert parse(encode_event(data, event="e")) == [SseEvent(normalised, "e")]
+
+
+# Bounds on one event
+
+
+def test_a_line_without_end_stops_at_the_bound_however_it_arrives() -> None:
+    parser = SseParser(max_event_bytes=1000)
+    assert parser.feed(b"data: " + b"x" * 500) == []
+    assert parser.feed(b"x" * 494) == []  # 1,000 bytes pending: at the bound, not past it
+    with pytest.raises(EventTooLarge) as caught:
+        parser.feed(b"x")
+    assert caught.value.events == []
+
+
+def test_an_event_of_many_data_lines_is_bounded_as_a_whole() -> None:
+    parser = SseParser(max_event_bytes=100)
+    with pytest.raises(EventTooLarge):
+        for _ in range(20):
+            parser.feed(b"data: 0123456789\n")
+
+
+def test_events_completed_before_the_oversized_one_are_handed_over() -> None:
+    parser = SseParser(max_event_bytes=100)
+    with pytest.raises(EventTooLarge) as caught:
+        parser.feed(b"data: one\n\ndata: two\n\ndata: " + b"y" * 200)
+    assert [event.data for event in caught.value.events] == ["one", "two"]
+
+
+def test_many_small_events_in_a_chunk_larger_than_the_bound_pass() -> None:
+    chunk = b"".join(b'data: {"n": %d}\n\n' % n for n in range(100))
+    events = SseParser(max_event_bytes=64).feed(chunk)
+    assert [event.data for event in events] == [f'{{"n": {n}}}' for n in range(100)]
+
+
+def test_an_event_at_the_bound_passes_and_the_count_starts_again_after_it() -> None:
+    parser = SseParser(max_event_bytes=106)
+    line = b"data: " + b"z" * 100
+    for _ in range(3):
+        (event,) = parser.feed(line[:50]) + parser.feed(line[50:] + b"\n") + parser.feed(b"\n")
+        assert event.data == "z" * 100

@@ -38,6 +38,14 @@ other model name behaves normally and is echoed in replies. ``engine.behaviour``
 - ``junk``: answer 200 with a JSON array (a ``data: ["junk"]`` event when streaming).
 - ``joined``: send a whole stream (up to a ``cut``, ``error-after`` or ``[DONE]``) in one
   write, so the client reads many events at once.
+- ``overflow``: answer 400 with OpenAI's own envelope for a prompt over the context
+  window (``CONTEXT_OVERFLOW``: type, ``param`` and ``code`` ``context_length_exceeded``).
+- ``leak``: the error envelopes of ``fail-N`` and ``error-after-N`` quote the request's
+  ``Authorization`` header in their message and carry the bare key as ``param`` (as a
+  careless proxy would); a mid-stream error's ``code`` becomes 400, as vLLM reports it.
+- ``huge-event-N``: stream ``HUGE_AFTER`` chunks, then a ``data:`` line of N bytes that
+  never ends, written in ``HUGE_WRITE`` pieces (then the connection ends).
+- ``huge-reply-N``: a whole reply whose content is N bytes, sent chunked (no length).
 
 Every reply sets a cookie (``engine-session``), as providers behind a CDN do.
 
@@ -63,6 +71,18 @@ MAX_HANG = 30.0
 CREATED = 1_700_000_000
 DEFAULT_MODELS = ("fake-model",)
 SENTENCE = ("the", "quick", "brown", "fox", "jumps", "over", "the", "lazy", "dog")
+
+HUGE_AFTER = 3
+HUGE_WRITE = 64 * 1024
+CONTEXT_OVERFLOW = {
+    "error": {
+        "message": "This model's maximum context length is 4096 tokens. However, your "
+        "messages resulted in 5000 tokens. Please reduce the length of the messages.",
+        "type": "invalid_request_error",
+        "param": "messages",
+        "code": "context_length_exceeded",
+    }
+}
 
 MID_STREAM_ERROR = {
     "error": {"message": "The engine failed.", "type": "server_error", "param": None, "code": None}
@@ -98,6 +118,10 @@ class Behaviour:
     error_after: int | None = None
     junk: bool = False
     joined: bool = False
+    overflow: bool = False
+    leak: bool = False
+    huge_event: int | None = None
+    huge_reply: int | None = None
 
     def with_model(self, model: str) -> Behaviour:
         behaviour = self
@@ -106,7 +130,13 @@ class Behaviour:
         return behaviour
 
     def _with_knob(self, part: str) -> Behaviour:
-        flags = {"no-usage": {"usage": False}, "junk": {"junk": True}, "joined": {"joined": True}}
+        flags = {
+            "no-usage": {"usage": False},
+            "junk": {"junk": True},
+            "joined": {"joined": True},
+            "overflow": {"overflow": True},
+            "leak": {"leak": True},
+        }
         if part in flags:
             return replace(self, **flags[part])
         name, _, arg = part.rpartition("-")
@@ -126,6 +156,10 @@ class Behaviour:
                     return replace(self, drop_after=int(arg))
                 case "error-after":
                     return replace(self, error_after=int(arg))
+                case "huge-event":
+                    return replace(self, huge_event=int(arg))
+                case "huge-reply":
+                    return replace(self, huge_reply=int(arg))
         except ValueError:
             pass
         return self
@@ -212,9 +246,13 @@ class FakeEngine:
         if refusal is not None:
             return refusal
         behaviour = self.behaviour.with_model(str(body.get("model", "")))
+        if behaviour.overflow:
+            return _json(400, CONTEXT_OVERFLOW)
         if behaviour.fail is not None:
             kind_of_error = "invalid_request_error" if behaviour.fail < 500 else "server_error"
             message = f"Fake engine failure (status {behaviour.fail})."
+            if behaviour.leak:
+                return _json(behaviour.fail, leaked(request, message, None))
             return _error(behaviour.fail, message, kind_of_error, None)
         stream = bool(body.get("stream"))
         try:
@@ -244,6 +282,8 @@ class FakeEngine:
         script = script_for(kind, body, behaviour.words, reply_id)
         if behaviour.junk and not stream:
             return _json(200, ["junk"])
+        if behaviour.huge_reply is not None and not stream:
+            return await _huge_reply(request, script, behaviour.huge_reply)
         if not stream:
             return _json(200, whole_reply(script))
         return await self._stream(request, script, body, behaviour)
@@ -261,6 +301,9 @@ class FakeEngine:
         )
         chunks = [["junk"]] if behaviour.junk else chunks_for(script, with_usage)
         try:
+            if behaviour.huge_event is not None:
+                await _huge_event(response, chunks[:HUGE_AFTER], behaviour.huge_event)
+                return response
             outcome = await _send(request, response, chunks, behaviour)
         except ConnectionResetError:
             self._count_cancelled(True)
@@ -302,7 +345,10 @@ async def _send(
             request.transport.close()
             return "dropped"
         if index == behaviour.error_after:
-            await send(b"data: " + orjson.dumps(MID_STREAM_ERROR) + b"\n\n")
+            error = (
+                leaked(request, "The engine failed.", 400) if behaviour.leak else MID_STREAM_ERROR
+            )
+            await send(b"data: " + orjson.dumps(error) + b"\n\n")
             break
         if behaviour.delay:
             await asyncio.sleep(behaviour.delay)
@@ -310,6 +356,44 @@ async def _send(
     await send(b"data: [DONE]\n\n")
     await response.write(b"".join(held))
     return "done"
+
+
+def leaked(request: web.Request, message: str, code: int | None) -> JSON:
+    """An error envelope that gives the request's credentials away (the ``leak`` knob)."""
+    authorization = request.headers.get("Authorization", "")
+    key = authorization.removeprefix("Bearer ")
+    quoted = f"{message} Request headers: Authorization: {authorization}; key={key}"
+    return {
+        "error": {"message": quoted, "type": "invalid_request_error", "param": key, "code": code}
+    }
+
+
+async def _huge_event(response: web.StreamResponse, chunks: list[Any], size: int) -> None:
+    """The ``huge-event-N`` knob: a few chunks, then one ``data:`` line that never ends."""
+    for chunk in chunks:
+        await response.write(b"data: " + orjson.dumps(chunk) + b"\n\n")
+    await response.write(b"data: ")
+    for start in range(0, size, HUGE_WRITE):
+        await response.write(b"x" * min(HUGE_WRITE, size - start))
+
+
+async def _huge_reply(request: web.Request, script: Script, size: int) -> web.StreamResponse:
+    """The ``huge-reply-N`` knob: a whole reply of N bytes of content, with no length."""
+    response = web.StreamResponse(headers={"Content-Type": "application/json"})
+    response.enable_chunked_encoding()
+    await response.prepare(request)
+    reply = whole_reply(script)
+    reply["choices"][0]["message"]["content"] = "@"
+    head, tail = orjson.dumps(reply).split(b"@")
+    try:
+        await response.write(head)
+        for start in range(0, size, HUGE_WRITE):
+            await response.write(b"y" * min(HUGE_WRITE, size - start))
+        await response.write(tail)
+        await response.write_eof()
+    except ConnectionResetError:
+        pass
+    return response
 
 
 async def _set_cookie(request: web.Request, response: web.StreamResponse) -> None:

@@ -15,9 +15,9 @@ import orjson
 
 from parley.errors import UpstreamError
 from parley.http import HttpClient, Prepared, Reply, prepare
-from parley.providers.base import JSON, Batches, Target, upstream_errors
+from parley.providers.base import JSON, Batches, ReplyBounds, Target, upstream_errors
 from parley.providers.openai.refusal import refusal, stream_failure
-from parley.sse import SseEvent, SseParser
+from parley.sse import EventTooLarge, SseEvent, SseParser
 
 CHAT_PATH = "/chat/completions"
 COMPLETION_PATH = "/completions"
@@ -25,12 +25,14 @@ _DONE = "[DONE]"
 
 
 class OpenAIAdapter:
-    """``Chat`` and ``Completion`` over the process's one ``HttpClient``."""
+    """``Chat`` and ``Completion`` over the process's one ``HttpClient``, accepting
+    replies and streamed events within ``bounds``."""
 
-    __slots__ = ("_http",)
+    __slots__ = ("_bounds", "_http")
 
-    def __init__(self, http: HttpClient) -> None:
+    def __init__(self, http: HttpClient, bounds: ReplyBounds | None = None) -> None:
         self._http = http
+        self._bounds = bounds or ReplyBounds()
 
     async def chat(self, target: Target, body: JSON) -> JSON:
         return await self._reply(target, CHAT_PATH, body)
@@ -47,9 +49,9 @@ class OpenAIAdapter:
     async def _reply(self, target: Target, path: str, body: JSON) -> JSON:
         with upstream_errors(target.channel):
             response = await self._post(target, path, plain_body(body, target.model))
-            raw = await response.read()
+            raw = await response.read(self._bounds.max_reply_bytes)
             if response.status >= 300:
-                raise refusal(target.channel, response.status, raw)
+                raise refusal(target.channel, response.status, raw, target.api_key)
             reply = orjson.loads(raw)
         if not isinstance(reply, dict):
             raise _malformed(target.channel)
@@ -59,10 +61,10 @@ class OpenAIAdapter:
     async def _stream(self, target: Target, path: str, body: JSON) -> AsyncIterator[Batches]:
         with upstream_errors(target.channel):
             response = await self._post(target, path, stream_body(body, target.model))
-        batches = _batches(response, target.channel)
+        batches = _batches(response, target, self._bounds.max_event_bytes)
         try:
             with upstream_errors(target.channel):
-                await _check_stream_start(response, target.channel)
+                await _check_stream_start(response, target, self._bounds.max_reply_bytes)
             yield batches
         finally:
             await batches.aclose()
@@ -104,41 +106,52 @@ def _request(base_url: str, path: str, api_key: str | None) -> Prepared:
     return prepare("POST", f"{base_url}{path}", headers)
 
 
-async def _check_stream_start(response: Reply, channel: str) -> None:
+async def _check_stream_start(response: Reply, target: Target, limit: int) -> None:
     """Raise if the upstream refused, or answered without streaming."""
+    channel = target.channel
     if response.status >= 300:
-        raise refusal(channel, response.status, await response.read())
+        raise refusal(channel, response.status, await response.read(limit), target.api_key)
     if response.content_type == "text/event-stream":
         return
-    reply = orjson.loads(await response.read())
+    reply = orjson.loads(await response.read(limit))
     if isinstance(reply, dict) and "error" in reply:
-        raise stream_failure(channel, reply)
+        raise stream_failure(channel, reply, target.api_key)
     raise UpstreamError(f"The upstream channel `{channel}` did not stream its reply.")
 
 
-async def _batches(response: Reply, channel: str) -> AsyncGenerator[list[JSON], None]:
+async def _batches(
+    response: Reply, target: Target, max_event_bytes: int
+) -> AsyncGenerator[list[JSON], None]:
     """The ``data:`` events of each read from the upstream, as dicts, until ``[DONE]``.
 
-    What arrived before an error event or ``[DONE]`` in the same read is yielded first.
+    What arrived before an error event, an oversized event or ``[DONE]`` in the same
+    read is yielded first.
     """
-    parser = SseParser()
-    with upstream_errors(channel):
+    parser = SseParser(max_event_bytes)
+    with upstream_errors(target.channel):
         async for data in response.pieces():
-            batch, end = _decode(parser.feed(data), channel)
+            try:
+                events, too_large = parser.feed(data), None
+            except EventTooLarge as error:
+                events, too_large = error.events, error
+            batch, end = _decode(events, target)
             if batch:
                 yield batch
             if isinstance(end, UpstreamError):
                 raise end
             if end is not None:
                 return
+            if too_large is not None:
+                raise too_large
 
 
 def _decode(
-    events: Iterable[SseEvent], channel: str
+    events: Iterable[SseEvent], target: Target
 ) -> tuple[list[JSON], UpstreamError | str | None]:
     """The chunks of some events, and what ended the stream among them, if anything:
     ``_DONE``, or the ``UpstreamError`` an error event or a malformed event means."""
     batch: list[JSON] = []
+    channel = target.channel
     for event in events:
         data = event.data
         if data == _DONE:
@@ -152,7 +165,7 @@ def _decode(
         if not isinstance(chunk, dict):
             return batch, _malformed(channel)
         if "error" in chunk or event.event == "error":
-            return batch, stream_failure(channel, chunk)
+            return batch, stream_failure(channel, chunk, target.api_key)
         batch.append(chunk)
     return batch, None
 

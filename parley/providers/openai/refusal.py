@@ -2,19 +2,24 @@
 
 A refusal another channel may not share (5xx, 429, the channel's own 401 or 403, an
 unexpected redirect) gets a message naming only the channel. A refusal of the request
-itself (400, 404, 422...) relays the upstream's own message, so the caller can fix it.
+itself (400, 413, 422...) relays the upstream's own message, with the channel's key and
+anything shaped like a credential taken out, and its ``type``, ``code`` and ``param``
+when they are plain names (LangChain, for one, acts on ``context_length_exceeded``).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
 
-from parley.providers.base import UpstreamRefused
+from parley.providers.base import Relayed, UpstreamRefused
+from parley.providers.redaction import redact
 
 MESSAGE_LIMIT = 500
 _CHANNEL_FAULTS = frozenset({401, 403, 429, 404})
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.:\[\]-]{1,64}\Z")
 
 
 def is_retryable(status: int) -> bool:
@@ -22,38 +27,59 @@ def is_retryable(status: int) -> bool:
     return status >= 500 or status < 400 or status in _CHANNEL_FAULTS
 
 
-def refusal(channel: str, status: int, raw: bytes) -> UpstreamRefused:
-    """The error for an HTTP answer with ``status`` (3xx, 4xx or 5xx) and body ``raw``."""
+def refusal(channel: str, status: int, raw: bytes, secret: str | None) -> UpstreamRefused:
+    """The error for an HTTP answer with ``status`` (3xx, 4xx or 5xx) and body ``raw``;
+    ``secret`` is the channel's key, never relayed."""
     if is_retryable(status):
         message = f"The upstream channel `{channel}` failed (status {status})."
         return UpstreamRefused(message, upstream_status=status, retryable=True)
-    message = (
-        upstream_message(_parse(raw)) or f"The upstream rejected the request (status {status})."
+    fallback = f"The upstream rejected the request (status {status})."
+    return UpstreamRefused(
+        fallback,
+        upstream_status=status,
+        retryable=False,
+        relayed=relayed(_parse(raw), fallback, secret),
     )
-    return UpstreamRefused(message, upstream_status=status, retryable=False)
 
 
-def stream_failure(channel: str, envelope: dict[str, Any]) -> UpstreamRefused:
+def stream_failure(channel: str, envelope: dict[str, Any], secret: str | None) -> UpstreamRefused:
     """The error for an error event inside a stream that had started (HTTP 200).
 
     The envelope's ``code``, when it is a 4xx status (vLLM puts one there), says the
-    request was at fault and its message is relayed; anything else is the upstream's
+    request was at fault and what it says is relayed; anything else is the upstream's
     failure, a 502 naming only the channel.
     """
-    details = envelope.get("error")
-    code = details.get("code") if isinstance(details, dict) else None
+    code = _details(envelope).get("code")
     if isinstance(code, int) and 400 <= code < 500:
-        message = (
-            upstream_message(envelope) or f"The upstream rejected the request (status {code})."
+        fallback = f"The upstream rejected the request (status {code})."
+        return UpstreamRefused(
+            fallback,
+            upstream_status=code,
+            retryable=False,
+            relayed=relayed(envelope, fallback, secret),
         )
-        return UpstreamRefused(message, upstream_status=code, retryable=False)
     error = UpstreamRefused(
         f"The upstream channel `{channel}` failed during the stream.",
         upstream_status=502,
         retryable=False,
     )
     error.status, error.type, error.code = 502, "upstream_error", "bad_gateway"
+    error.headers.clear()
     return error
+
+
+def relayed(reply: object, fallback: str, secret: str | None) -> Relayed:
+    """What of an upstream's error answer may reach the caller: its message, redacted
+    and bounded (``fallback`` when it gave none), and its plain ``type``, ``code`` and
+    ``param``."""
+    details = _details(reply)
+    message = upstream_message(reply)
+    return Relayed(
+        message=_redacted(message, secret) if message is not None else fallback,
+        type=_plain(details.get("type"), secret),
+        code=_plain(details.get("code"), secret),
+        param=_plain(details.get("param"), secret),
+    )
 
 
 def upstream_message(reply: object) -> str | None:
@@ -69,7 +95,31 @@ def upstream_message(reply: object) -> str | None:
         message = reply.get("message") if reply.get("object") == "error" else None  # old vLLM
     if not isinstance(message, str) or not message.strip():
         return None
-    return _truncate(message.strip())
+    return message.strip()
+
+
+def _details(reply: object) -> dict[str, Any]:
+    """The object holding ``type``, ``code`` and ``param``: OpenAI's ``error``, or the
+    reply itself in old vLLM's ``{"object": "error", ...}``."""
+    if not isinstance(reply, dict):
+        return {}
+    details = reply.get("error")
+    if isinstance(details, dict):
+        return details
+    return reply if reply.get("object") == "error" else {}
+
+
+def _plain(value: object, secret: str | None) -> str | None:
+    """``value`` when it is a short plain name holding no credential, else ``None``."""
+    if not isinstance(value, str) or not _PLAIN_NAME.match(value):
+        return None
+    return value if redact(value, secret) == value else None
+
+
+def _redacted(message: str, secret: str | None) -> str:
+    """Redacted, then cut to ``MESSAGE_LIMIT``: a credential cut in two by the limit
+    would escape the patterns. Only the head is searched, well past the limit."""
+    return _truncate(redact(message[: 4 * MESSAGE_LIMIT], secret))
 
 
 def _truncate(message: str) -> str:

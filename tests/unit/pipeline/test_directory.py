@@ -76,3 +76,79 @@ async def test_key_revoked_during_a_refresh_stays_revoked(tmp_path: Path) -> Non
     cached = directory.cached_key(record.digest)
     assert cached is not None and cached.revoked_at is not None
     await store.close()
+
+
+class CountingStore:
+    """The real store, counting the key look-ups that reach it."""
+
+    def __init__(self, store: SqlStore) -> None:
+        self.store = store
+        self.find_key_calls = 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.store, name)
+
+    async def find_key(self, wanted: str) -> object:
+        self.find_key_calls += 1
+        return await self.store.find_key(wanted)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+FLOOD = 2000
+BUDGET = 20
+
+
+async def test_a_flood_of_distinct_wrong_keys_costs_the_store_a_bounded_number_of_lookups(
+    tmp_path: Path,
+) -> None:
+    store = await open_store(f"sqlite:///{tmp_path / 'p.db'}")
+    await store.migrate()
+    counting, clock = CountingStore(store), Clock()
+    directory = Directory(
+        counting,  # type: ignore[arg-type]
+        refresh_seconds=2,
+        unknown_lookups_per_second=BUDGET,
+        clock=clock,
+    )
+    await directory.load()
+
+    found = [await directory.find_key(digest(f"pk-wrong-{n}")) for n in range(FLOOD)]
+    assert found == [None] * FLOOD
+    assert counting.find_key_calls == BUDGET  # one second's worth, then none
+    assert directory.lookups_refused == FLOOD - BUDGET
+
+    clock.now += 0.5  # the budget refills at BUDGET a second
+    for n in range(FLOOD):
+        await directory.find_key(digest(f"pk-second-wave-{n}"))
+    assert counting.find_key_calls == BUDGET + BUDGET // 2
+    await store.close()
+
+
+async def test_past_the_budget_a_new_key_works_from_the_next_refresh(tmp_path: Path) -> None:
+    store = await open_store(f"sqlite:///{tmp_path / 'p.db'}")
+    await store.migrate()
+    counting, clock = CountingStore(store), Clock()
+    directory = Directory(
+        counting,  # type: ignore[arg-type]
+        refresh_seconds=2,
+        unknown_lookups_per_second=1,
+        clock=clock,
+    )
+    await directory.load()
+    group = await store.create_group("team")
+    record = await store.create_key(group.id, name="k", digest=digest("pk-new"), prefix="pk-n")
+    assert await directory.find_key(digest("pk-wrong")) is None  # spends the budget
+    assert await directory.find_key(record.digest) is None  # refused without a look-up
+    assert counting.find_key_calls == 1
+
+    await directory.load()  # the refresh loop's next pass
+    assert await directory.find_key(record.digest) == record
+    assert counting.find_key_calls == 1
+    await store.close()

@@ -1,0 +1,104 @@
+"""aiohttp's connection protocol, with Parley's answer to what never reaches the app.
+
+``RequestHandler.handle_error`` is where aiohttp answers a request its parser refused
+(and a handler failure no middleware caught); ``log_exception`` is the one way it logs
+an exception; ``data_received`` is where a parse error mid-body is queued. ``EdgeProtocol``
+overrides the three, and ``EdgeServer`` (aiohttp's ``Server``, the protocol factory)
+builds ``EdgeProtocol`` connections. The overrides read two of ``RequestHandler``'s own
+attributes (``_messages``, ``_current_request``): the seam is aiohttp 3.x's.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from aiohttp.web_protocol import RequestHandler, RequestPayloadError, _ErrInfo
+from aiohttp.web_request import BaseRequest
+from aiohttp.web_response import StreamResponse
+from aiohttp.web_server import Server
+
+from parley.edge.refusals import RefusalLog, refusal_for
+from parley.errors import INTERNAL_ERROR_MESSAGE, ParleyError, error_response
+
+
+class EdgeProtocol(RequestHandler):
+    """One HTTP/1.1 connection; every reply it makes itself is the OpenAI envelope."""
+
+    __slots__ = ("_refusals",)
+
+    def __init__(self, manager: Server, *, refusals: RefusalLog, **kwargs: Any) -> None:
+        super().__init__(manager, **kwargs)
+        self._refusals = refusals
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self._messages and isinstance(self._messages[-1][0], _ErrInfo):
+            self._fail_unfinished_bodies()
+
+    def _fail_unfinished_bodies(self) -> None:
+        """The parser gave up mid-body: the bodies it was filling end now, with an error.
+
+        aiohttp queues the parse error as a request of its own and leaves the body being
+        read neither whole nor failed, so its handler would wait for bytes that can
+        never be parsed. Failing it makes that handler answer 400 at once.
+        """
+        bodies = [payload for _, payload in self._messages]
+        if self._current_request is not None:
+            bodies.append(self._current_request.content)
+        for body in bodies:
+            if not body.is_eof() and body.exception() is None:
+                body.set_exception(RequestPayloadError("the request body's framing is malformed"))
+
+    def handle_error(
+        self,
+        request: BaseRequest,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> StreamResponse:
+        """The envelope for a refused request, or for a failure no middleware caught."""
+        error = refusal_for(exc) if status == 400 else _server_error(status)
+        self._refusals.refused(request.remote, error.status, exc)
+        if request.writer.output_size > 0:  # a reply has started: no second one
+            raise ConnectionError("a reply has started; closing the connection")
+        response = error_response(error)
+        response.force_close()
+        return response
+
+    def log_exception(self, *args: Any, **kw: Any) -> None:
+        """aiohttp's own failures (a body read after the reply, for one) in a short line."""
+        exc = kw.get("exc_info")
+        self._refusals.refused(
+            _peer(self), 0, exc if isinstance(exc, BaseException) else "unhandled"
+        )
+
+
+def _server_error(status: int) -> ParleyError:
+    error = ParleyError(INTERNAL_ERROR_MESSAGE)
+    error.status = status if status >= 500 else 500
+    if status == 504:
+        error.code = "timeout"
+    return error
+
+
+def _peer(protocol: RequestHandler) -> str | None:
+    peer = protocol.peername
+    if isinstance(peer, tuple):
+        return str(peer[0])
+    return peer
+
+
+class EdgeServer(Server):
+    """aiohttp's protocol factory, building ``EdgeProtocol`` connections."""
+
+    def __init__(self, *args: Any, refusals: RefusalLog, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.refusals = refusals
+
+    def __call__(self) -> RequestHandler:
+        return EdgeProtocol(self, refusals=self.refusals, loop=self._loop, **self._kwargs)
+
+
+def refusal_log() -> RefusalLog:
+    return RefusalLog(logging.getLogger("parley.edge"))

@@ -1,0 +1,75 @@
+"""The connections to one origin: those idle, how many are open, and who waits for one.
+
+``open`` counts every connection of the origin, idle or carrying a call, and those being
+opened; it never passes the client's cap. A call that finds no idle connection and no
+room waits in ``waiters`` (oldest first) for either a connection a finished call parks
+(handed over directly) or the slot a closed one frees (``None``: open a new one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+
+from parley.http.connection import Connection
+
+Handed = Connection | None
+"""What a waiter is given: an idle connection, or ``None`` for a slot to connect in."""
+
+
+class Pool:
+    __slots__ = ("idle", "open", "waiters")
+
+    def __init__(self) -> None:
+        self.idle: deque[Connection] = deque()
+        self.open = 0
+        self.waiters: deque[asyncio.Future[Handed]] = deque()
+
+    def take_idle(self, now: float) -> Connection | None:
+        """The most recently parked connection still usable; dead ones are closed."""
+        idle = self.idle
+        while idle:
+            connection = idle.pop()
+            if connection.usable(now):
+                return connection
+            connection.close()
+            self.open -= 1
+        return None
+
+    def hand_over(self, handed: Handed) -> bool:
+        """Give a connection or a free slot to the oldest waiter; ``False`` if none waits."""
+        waiters = self.waiters
+        while waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(handed)
+                return True
+        return False
+
+    def free_slot(self) -> None:
+        """A connection of this origin closed: its slot goes to a waiter, or is freed."""
+        if not self.hand_over(None):
+            self.open -= 1
+
+    def park(self, connection: Connection, max_idle: int, now: float) -> None:
+        """Keep ``connection`` idle (or hand it to a waiter); close what is over the
+        idle bound, and the oldest idle connection if it expired."""
+        if self.hand_over(connection):
+            return
+        idle = self.idle
+        idle.append(connection)
+        oldest = idle[0]
+        if len(idle) > max_idle or oldest.closed or now >= oldest.expires:
+            idle.popleft().close()
+            self.open -= 1
+
+    def close(self, error: Exception) -> None:
+        """Close every idle connection; every waiting call fails with ``error``."""
+        for connection in self.idle:
+            connection.close()
+        self.open -= len(self.idle)
+        self.idle.clear()
+        while self.waiters:
+            waiter = self.waiters.popleft()
+            if not waiter.done():
+                waiter.set_exception(error)

@@ -1,0 +1,75 @@
+"""What every part of the description shares: the error envelope, the two credentials,
+and helpers that build a JSON reply and an operation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+JSON = dict[str, Any]
+
+SCHEMAS: JSON = {
+    "Error": {
+        "type": "object",
+        "description": "The OpenAI error envelope: every reply that is not a success.",
+        "required": ["error"],
+        "properties": {
+            "error": {
+                "type": "object",
+                "required": ["message", "type", "param", "code"],
+                "properties": {
+                    "message": {"type": "string"},
+                    "type": {"type": "string"},
+                    "param": {"type": ["string", "null"]},
+                    "code": {"type": ["string", "null"]},
+                },
+            }
+        },
+    },
+}
+
+SECURITY_SCHEMES: JSON = {
+    "apiKey": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "A key issued to a group: `Authorization: Bearer <key>`.",
+    },
+    "adminToken": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "The operator's `admin.token` (without it the admin API answers 404).",
+    },
+}
+
+ERROR_REPLY: JSON = {
+    "description": "The OpenAI error envelope, with the status that fits (400, 401, 404, "
+    "408, 413, 415, 429, 502, 503, 504…).",
+    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+}
+
+
+def ref(name: str) -> JSON:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def json_reply(description: str, schema: JSON, status: str = "200") -> JSON:
+    """Responses: ``status`` with ``schema``, and the envelope for everything else."""
+    return {
+        status: {"description": description, "content": {"application/json": {"schema": schema}}},
+        "default": ERROR_REPLY,
+    }
+
+
+def json_body(schema: JSON) -> JSON:
+    return {"required": True, "content": {"application/json": {"schema": schema}}}
+
+
+def operation(
+    operation_id: str, summary: str, responses: JSON, *, security: str = "apiKey", **more: Any
+) -> JSON:
+    return {
+        "operationId": operation_id,
+        "summary": summary,
+        "security": [{security: []}],
+        "responses": responses,
+        **more,
+    }

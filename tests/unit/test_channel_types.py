@@ -1,0 +1,52 @@
+"""Channel types are checked against the provider registry, not a list of names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from parley.http import HttpClient
+from parley.providers.openai import OpenAIAdapter
+from parley.providers.registry import ProviderRegistry, check_channel_types
+from parley.services import Services
+from parley.settings import ConfigError, Settings
+
+
+def settings_with_types(*types: str, workdir: Path | None = None) -> Settings:
+    channels = [
+        {"name": f"c{i}", "type": kind, "base_url": "http://127.0.0.1:9", "models": ["m"]}
+        for i, kind in enumerate(types)
+    ]
+    config: dict[str, object] = {"channels": channels, "models": [{"name": "m"}]}
+    if workdir is not None:
+        config["database"] = {"url": f"sqlite:///{workdir / 'parley.db'}"}
+    return Settings.model_validate(config)
+
+
+def test_an_unknown_type_is_one_line_naming_the_field_and_the_known_types() -> None:
+    registry = ProviderRegistry.default(HttpClient())
+    settings = settings_with_types("openai", "anthropic")
+    with pytest.raises(ConfigError) as refused:
+        check_channel_types(settings.channels, registry.types())
+    known = ", ".join(sorted(registry.types()))  # other adapters join as they register
+    assert {"llamacpp", "ollama", "openai", "vllm"} <= registry.types()
+    assert str(refused.value) == (
+        f"channels[1].type: unknown channel type 'anthropic' (known: {known})"
+    )
+
+
+def test_a_type_is_known_once_an_adapter_is_registered_for_it() -> None:
+    http = HttpClient()
+    registry = ProviderRegistry.default(http)
+    settings = settings_with_types("openai-audio")
+    with pytest.raises(ConfigError):
+        check_channel_types(settings.channels, registry.types())
+    registry.register("openai-audio", chat=OpenAIAdapter(http))
+    check_channel_types(settings.channels, registry.types())
+
+
+async def test_services_refuse_to_start_with_an_unknown_type(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"channels\[0\]\.type"):
+        await Services.start(settings_with_types("anthropic", workdir=tmp_path))
+    assert not (tmp_path / "parley.db").exists()
