@@ -69,9 +69,8 @@ class EdgeProtocol(RequestHandler):
     def log_exception(self, *args: Any, **kw: Any) -> None:
         """aiohttp's own failures (a body read after the reply, for one) in a short line."""
         exc = kw.get("exc_info")
-        self._refusals.refused(
-            _peer(self), 0, exc if isinstance(exc, BaseException) else "unhandled"
-        )
+        what = exc if isinstance(exc, BaseException) else str(args[0])[:60] if args else None
+        self._refusals.refused(_peer(self), 0, what)
 
 
 def _server_error(status: int) -> ParleyError:
