@@ -20,7 +20,7 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
 
 from parley import openapi
-from parley.admin.api import admin_app
+from parley.admin.site import admin_app
 from parley.api.context import CALLER, REPLY_HEADERS, SERVICES
 from parley.api.routes import add_routes
 from parley.edge import bodies as edge_bodies
@@ -148,7 +148,7 @@ def create_app(settings: Settings, *, store: Store | None = None) -> web.Applica
     )
     app.on_response_prepare.append(remember_started)
     add_routes(app)
-    app.add_subapp("/admin", admin_app(settings.server.max_body_bytes))
+    app.add_subapp("/admin", admin_app(settings))
     app.router.add_get("/health", health)
     openapi.install(app)
 

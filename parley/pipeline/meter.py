@@ -19,6 +19,7 @@ from parley.domain.usage import Usage, UsageRecord
 from parley.limits.base import Limiter, Scope
 from parley.pipeline.budget import SpendLedger
 from parley.pipeline.call import Call
+from parley.pipeline.health import ChannelHealth
 from parley.pipeline.writer import UsageWriter
 
 log = logging.getLogger("parley.meter")
@@ -56,6 +57,7 @@ class Meter:
         self._settlements: dict[tuple[Scope, ...], int] = {}
         self.observers: list[Callable[[Call, UsageRecord], None]] = []
         """Told of every record (metrics, the access log): cheap, synchronous, no I/O."""
+        self.health = ChannelHealth()
 
     def finish(
         self,
@@ -94,6 +96,7 @@ class Meter:
             estimated=usage.estimated,
         )
         self.writer.submit(record)
+        self.health.observe(record)
         self.ledger.add(record.group_id, cost)
         for observe in self.observers:
             observe(call, record)

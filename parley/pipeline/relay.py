@@ -58,12 +58,20 @@ async def relay(
     for index, route in enumerate(routes):
         started = time.monotonic()
         try:
-            return await call(route), route
+            return await _attempt(route, call), route
         except UpstreamError as error:
             failed(route, error, time.monotonic() - started)
             if index == len(routes) - 1 or not _may_fall_over(error):
                 raise
     raise AssertionError("unreachable: the last route returns or raises")
+
+
+async def _attempt(route: Route, call: Callable[[Route], Awaitable[R]]) -> R:
+    try:
+        return await call(route)
+    except UpstreamError as error:
+        error.channel = route.target.channel  # the usage record names the failing channel
+        raise
 
 
 @asynccontextmanager
@@ -85,6 +93,7 @@ async def relay_stream(
                 batches = await stack.enter_async_context(open_route(route))
                 first = await anext(batches, None)
             except UpstreamError as error:
+                error.channel = route.target.channel
                 failed(route, error, time.monotonic() - started)
                 if index == len(routes) - 1 or not _may_fall_over(error):
                     raise

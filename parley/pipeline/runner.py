@@ -116,6 +116,7 @@ async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
         try:
             await _pump(request, response, job, svc, metered)
         except ParleyError as error:
+            metered.channel = metered.channel or error.channel
             if isinstance(error, UpstreamError) and response.prepared:  # cut mid-stream
                 svc.watchers.tell_upstream_failed(call, metered.channel, error, call.age())
             if metered.failed(error.status):
@@ -272,6 +273,8 @@ class Metered:
     ) -> None:
         if self.status is None:
             self.status = failure_status(error)
+        if not self.channel and isinstance(error, ParleyError):
+            self.channel = error.channel  # the channel that failed, when an upstream did
         self._meter.finish(
             self.call,
             usage=self.usage,

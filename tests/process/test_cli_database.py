@@ -90,7 +90,7 @@ def test_a_key_for_an_unknown_group_lists_the_groups_that_exist(tmp_path: Path) 
     refused = run_cli(["keys", "create", "--group", "team"], tmp_path)
     assert refused.returncode != 0
     assert "Traceback" not in refused.stderr
-    assert "no group named 'team'; the groups are: alpha, beta" in refused.stderr
+    assert "No group named 'team'. The groups are: alpha, beta." in refused.stderr
     assert refused.stdout == ""
 
 
