@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.api.admin_client import ADMIN, call
+from tests.api.admin_client import ADMIN, browser_session, call, hidden, login
 from tests.api.harness import Gateway
 from tests.api.speech.conftest import Engines, Tenants, speech_config
 from tests.api.speech.test_voice_clones import clone
@@ -107,3 +107,32 @@ async def test_unknown_voices_are_404_and_group_keys_are_refused(
         assert status == 401 and "error" in body
     assert len(tenants.engines.omni.uploaded) == 2
     assert len(await gateway.services.store.list_clones()) == 2
+
+
+async def test_the_dashboard_lists_voices_and_deletes_one_with_its_csrf_token(
+    admin_tenants: Tenants,
+) -> None:
+    tenants = admin_tenants
+    id_a, id_b = await _two_clones(tenants)
+    base = tenants.gateway.base_url
+    async with browser_session() as session:
+        await login(session, base, ADMIN)
+        async with session.get(f"{base}/admin/ui/voices") as page:
+            html = await page.text()
+        assert page.status == 200 and id_a in html and id_b in html and "beta" in html
+        assert 'href="/admin/ui/voices" aria-current="page"' in html
+        action = f"{base}/admin/ui/voices/tts-pro/{id_b}/delete"
+        async with session.post(action, data={"back": "/admin/ui/voices"}) as forged:
+            assert forged.status == 403
+        assert len(tenants.engines.omni.uploaded) == 2
+        async with session.get(f"{base}/admin/ui/voices?group=beta") as page:
+            html = await page.text()
+        assert id_b in html and id_a not in html
+        form = {"csrf": hidden(html, "csrf"), "back": "/admin/ui/voices?group=beta"}
+        async with session.post(action, data=form) as deleted:
+            assert deleted.status == 200 and deleted.url.query.get("group") == "beta"
+            assert "No cloned voices match these filters" in await deleted.text()
+    assert set(tenants.engines.omni.uploaded) == {id_a.lower()}
+    _, log = await call(tenants.gateway, "GET", "/admin/audit")
+    assert log["data"][0]["action"] == "voice.delete"
+    assert log["data"][0]["actor"].startswith("session:")
