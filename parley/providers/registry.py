@@ -78,9 +78,9 @@ class ProviderRegistry:
         for type_name in TRANSCRIPTION_TYPES:
             adapter = TranscriptionAdapter(http, bounds, writes_subtitles=type_name != "vllm")
             registry.register(type_name, transcription=adapter)
-        openai_audio = OpenAIAudioAdapter(http)
+        openai_audio = OpenAIAudioAdapter(http, bounds)
         registry.register("openai-audio", speech=openai_audio, voices=openai_audio)
-        supertonic = SupertonicAdapter(http)
+        supertonic = SupertonicAdapter(http, bounds)
         registry.register("supertonic", speech=supertonic, voices=supertonic)
         return registry
 

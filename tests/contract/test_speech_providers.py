@@ -15,6 +15,7 @@ import pytest
 from parley.errors import UpstreamError
 from parley.http import HttpClient
 from parley.providers.base import (
+    ReplyBounds,
     SpeechAudio,
     SpeechRequest,
     Target,
@@ -241,3 +242,21 @@ async def test_supertonic_lists_only_builtin_styles_and_cannot_clone(
             )
     assert "imported_narrator" not in listed.builtin
     assert listed.builtin[:2] == ("M1", "M2") and len(listed.builtin) == 10
+
+
+async def test_engine_replies_past_the_upstream_bounds_are_upstream_errors(
+    http: HttpClient,
+) -> None:
+    tight = ProviderRegistry.default(http, ReplyBounds(max_reply_bytes=64, max_event_bytes=64))
+    request = SpeechRequest(input="one two three", voice="Ryan", response_format="pcm", sse=True)
+    async with FakeAudioEngine() as engine:
+        with pytest.raises(UpstreamError, match="larger than Parley accepts"):
+            await tight.voices("openai-audio").list_voices(target(engine.base_url))
+        with pytest.raises(UpstreamError, match="larger than Parley accepts"):
+            async with tight.speech("openai-audio").speech(
+                target(engine.base_url), request
+            ) as audio:
+                await collect(audio)
+    async with FakeSupertonic() as tonic:
+        with pytest.raises(UpstreamError, match="larger than Parley accepts"):
+            await tight.voices("supertonic").list_voices(target(tonic.base_url, "supertonic"))

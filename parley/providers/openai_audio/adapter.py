@@ -35,6 +35,7 @@ from parley.providers.audio_replies import engine_refusal, raw_pieces, reply_for
 from parley.providers.base import (
     JSON,
     EngineRoster,
+    ReplyBounds,
     SpeechAudio,
     SpeechRequest,
     Target,
@@ -64,10 +65,11 @@ LANGUAGE_NAMES = {
 
 
 class OpenAIAudioAdapter:
-    __slots__ = ("_http",)
+    __slots__ = ("_bounds", "_http")
 
-    def __init__(self, http: HttpClient) -> None:
+    def __init__(self, http: HttpClient, bounds: ReplyBounds | None = None) -> None:
         self._http = http
+        self._bounds = bounds or ReplyBounds()
 
     @asynccontextmanager
     async def speech(self, target: Target, request: SpeechRequest) -> AsyncIterator[SpeechAudio]:
@@ -77,11 +79,14 @@ class OpenAIAudioAdapter:
             )
             if reply.status >= 300:
                 raise engine_refusal(
-                    target.channel, reply.status, await reply.read(), target.api_key
+                    target.channel,
+                    reply.status,
+                    await reply.read(self._bounds.max_reply_bytes),
+                    target.api_key,
                 )
         if reply.content_type == "text/event-stream":
             audio = SpeechAudio(request.response_format, streamed_events=True)
-            audio.pieces = _event_pieces(reply, target, audio)
+            audio.pieces = _event_pieces(reply, target, audio, self._bounds.max_event_bytes)
         else:
             audio = SpeechAudio(
                 reply_format(reply.content_type, request.response_format),
@@ -96,7 +101,7 @@ class OpenAIAudioAdapter:
     async def list_voices(self, target: Target) -> EngineRoster:
         with upstream_errors(target.channel):
             reply = await self._send(target, "GET", VOICES_PATH, b"")
-            raw = await reply.read()
+            raw = await reply.read(self._bounds.max_reply_bytes)
             if reply.status in (404, 405):
                 raise VoicesUnsupported(
                     f"The upstream channel `{target.channel}` has no voice management."
@@ -111,7 +116,7 @@ class OpenAIAudioAdapter:
         content_type = f"multipart/form-data; boundary={boundary}"
         with upstream_errors(target.channel):
             reply = await self._send(target, "POST", VOICES_PATH, body, content_type)
-            raw = await reply.read()
+            raw = await reply.read(self._bounds.max_reply_bytes)
             if reply.status >= 300:
                 raise engine_refusal(target.channel, reply.status, raw, target.api_key)
             created = orjson.loads(raw)
@@ -125,7 +130,7 @@ class OpenAIAudioAdapter:
         path = f"{VOICES_PATH}/{quote(name, safe='')}"
         with upstream_errors(target.channel):
             reply = await self._send(target, "DELETE", path, b"")
-            raw = await reply.read()
+            raw = await reply.read(self._bounds.max_reply_bytes)
         if reply.status == 404:
             return False
         if reply.status >= 300:
@@ -217,10 +222,10 @@ def _request(method: str, url: str, api_key: str | None, content_type: str) -> P
 
 
 async def _event_pieces(
-    reply: Reply, target: Target, audio: SpeechAudio
+    reply: Reply, target: Target, audio: SpeechAudio, max_event_bytes: int
 ) -> AsyncGenerator[bytes, None]:
     """The audio of each ``speech.audio.delta`` event; the usage of the ``done`` event."""
-    parser = SseParser()
+    parser = SseParser(max_event_bytes)
     try:
         with upstream_errors(target.channel):
             async for data in reply.pieces():

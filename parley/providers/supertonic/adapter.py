@@ -23,6 +23,7 @@ from parley.providers.audio_replies import engine_refusal, raw_pieces, reply_for
 from parley.providers.base import (
     JSON,
     EngineRoster,
+    ReplyBounds,
     SpeechAudio,
     SpeechRequest,
     Target,
@@ -44,10 +45,11 @@ def engine_speed(speed: float) -> float:
 
 
 class SupertonicAdapter:
-    __slots__ = ("_http",)
+    __slots__ = ("_bounds", "_http")
 
-    def __init__(self, http: HttpClient) -> None:
+    def __init__(self, http: HttpClient, bounds: ReplyBounds | None = None) -> None:
         self._http = http
+        self._bounds = bounds or ReplyBounds()
 
     @asynccontextmanager
     async def speech(self, target: Target, request: SpeechRequest) -> AsyncIterator[SpeechAudio]:
@@ -58,7 +60,10 @@ class SupertonicAdapter:
             )
             if reply.status >= 300:
                 raise engine_refusal(
-                    target.channel, reply.status, await reply.read(), target.api_key
+                    target.channel,
+                    reply.status,
+                    await reply.read(self._bounds.max_reply_bytes),
+                    target.api_key,
                 )
         fmt = reply_format(reply.content_type, asked)
         audio = SpeechAudio(
@@ -75,7 +80,7 @@ class SupertonicAdapter:
     async def list_voices(self, target: Target) -> EngineRoster:
         with upstream_errors(target.channel):
             reply = await self._send(target, "GET", STYLES_PATH, b"")
-            raw = await reply.read()
+            raw = await reply.read(self._bounds.max_reply_bytes)
             if reply.status >= 300:
                 raise engine_refusal(target.channel, reply.status, raw, target.api_key)
             listing = orjson.loads(raw)
