@@ -1,4 +1,4 @@
-"""The ``parley`` command: serve, db, groups, keys, usage."""
+"""The ``parley`` command: serve, db, groups, keys, usage, engine."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import click
 
 from parley.cli.admin import groups, keys, usage
 from parley.cli.context import db
+from parley.cli.engine import engine
 from parley.cli.serve import serve
 
 
@@ -29,6 +30,7 @@ cli.add_command(db)
 cli.add_command(groups)
 cli.add_command(keys)
 cli.add_command(usage)
+cli.add_command(engine)
 
 
 def main() -> None:
