@@ -158,6 +158,47 @@ class Prices(_Strict):
 
 
 ModelKind = Literal["chat", "completion", "embedding", "speech", "transcription"]
+QualityLevel = Literal["standard", "high", "max"]
+
+
+class SpeechOptions(_Strict):
+    """A speech model's options (``models[].audio`` when ``kind: speech``); docs/audio.md."""
+
+    voices_catalogue: str | None = None
+    """YAML file of curated voice metadata, merged into the engine's roster by id."""
+    default_voice: str | None = None
+    """Sent when the caller names no voice (or an unknown one); else the engine's default."""
+    unsupported_formats: Literal["wav", "reject"] = "reject"
+    """opus, aac, flac: ``wav`` falls back to WAV silently (fast model), ``reject`` is a 400."""
+    quality_steps: dict[QualityLevel, int] | None = None
+    """``quality`` level → engine steps; unset: the model refuses ``quality``."""
+    default_quality: QualityLevel | None = None
+    instruction: bool = False
+    cloning: bool = False
+    transcript_cloning: bool = False
+    voice_listing: bool = True
+    """False for engines without voice management: the voice list is then a 404."""
+    status_on_every_voice: bool = False
+    """True: every voice record carries ``status: ready``; else only catalogued ones."""
+    max_input_chars: int = Field(4096, gt=0)
+    sample_rate: int = Field(24000, gt=0)
+    """The engine's rate, which ``pcm`` replies (16-bit little-endian mono) are at."""
+    max_clip_bytes: int = Field(10_485_760, gt=0)
+    engine_clip_seconds: float | None = Field(30.0, gt=0)
+    """Clips longer than the engine accepts are cut to this many seconds (as WAV)."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SpeechOptions:
+        if self.default_quality is not None and self.default_quality not in (
+            self.quality_steps or {}
+        ):
+            raise ValueError("default_quality must be one of quality_steps")
+        for level, steps in (self.quality_steps or {}).items():
+            if not 1 <= steps <= 100:
+                raise ValueError(f"quality_steps.{level} must be 1 to 100")
+        if self.transcript_cloning and not self.cloning:
+            raise ValueError("transcript_cloning needs cloning")
+        return self
 
 
 class ModelSettings(_Strict):
@@ -169,6 +210,16 @@ class ModelSettings(_Strict):
     vision: bool = False
     owned_by: str = "parley"
     prices: Prices = Prices()
+    audio: SpeechOptions | None = None
+    """Speech options; only for ``kind: speech`` (defaults apply when unset)."""
+
+    @model_validator(mode="after")
+    def _speech_rules(self) -> ModelSettings:
+        if self.audio is not None and self.kind != "speech":
+            raise ValueError("audio options are only for kind speech")
+        if self.kind == "speech" and (self.prices.input_per_1k or self.prices.output_per_1k):
+            raise ValueError("a speech model is priced per_1k_characters, not per token")
+        return self
 
 
 class Settings(_Strict):

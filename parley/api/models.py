@@ -49,6 +49,7 @@ def model_record(spec: ModelSpec, capabilities: dict[str, str]) -> dict[str, Any
             "per_1k_characters": nanos_to_usd(price.per_1k_characters),
             "per_minute": nanos_to_usd(price.per_minute),
         },
+        **({"speech": spec.speech.options()} if spec.speech is not None else {}),
     }
 
 
@@ -76,7 +77,17 @@ async def list_capabilities(request: web.Request) -> web.Response:
     visible = {spec.name: spec for spec in visible_models(svc, request)}
     mapping = {key: name for key, name in svc.models.capabilities().items() if name in visible}
     data = [
-        {"object": "capability", "key": key, "model": name, "kind": visible[name].kind}
+        {
+            "object": "capability",
+            "key": key,
+            "model": name,
+            "kind": visible[name].kind,
+            **_speech_options(visible[name]),
+        }
         for key, name in sorted(mapping.items())
     ]
     return json_reply({"object": "list", "data": data, "capabilities": mapping})
+
+
+def _speech_options(spec: ModelSpec) -> dict[str, Any]:
+    return {"speech": spec.speech.options()} if spec.speech is not None else {}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from parley.api import billing, chat, completions, models
+from parley.api import billing, chat, completions, models, speech, voice_clones, voices
 
 
 def add_routes(app: web.Application) -> None:
@@ -18,5 +18,9 @@ def add_routes(app: web.Application) -> None:
             web.get("/v1/dashboard/billing/quota", billing.quota),
             web.get("/v1/dashboard/billing/usage", billing.usage),
             web.get("/v1/dashboard/billing/subscription", billing.subscription),
+            web.post("/v1/audio/speech", speech.create_speech),
+            web.get("/v1/audio/voices", voices.list_voices),
+            web.post("/v1/audio/voices", voice_clones.create_voice),
+            web.delete("/v1/audio/voices/{voice_id}", voice_clones.delete_voice),
         ]
     )

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from parley.domain.pricing import Price
+from parley.domain.speech import SpeechProfile
 from parley.domain.value import value
 
 CHAT_KINDS = frozenset({"chat"})
@@ -23,6 +24,8 @@ class ModelSpec:
     aliases: tuple[str, ...] = ()
     retired_aliases: tuple[str, ...] = ()
     created: int = 0
+    speech: SpeechProfile | None = None
+    """What a ``speech`` model allows (``None`` for other kinds)."""
 
 
 @value

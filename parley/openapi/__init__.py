@@ -17,9 +17,9 @@ import orjson
 from aiohttp import web
 
 import parley
-from parley.openapi import admin, billing, catalog, components, textgen
+from parley.openapi import admin, billing, catalog, components, speech, textgen
 
-PARTS: tuple[ModuleType, ...] = (textgen, catalog, billing, admin)
+PARTS: tuple[ModuleType, ...] = (textgen, catalog, billing, speech, admin)
 OPENAPI_JSON = web.AppKey("openapi_json", bytes)
 
 

@@ -12,8 +12,10 @@ from collections.abc import Collection, Sequence
 from typing import TypeVar
 
 from parley.http import HttpClient
-from parley.providers.base import Chat, Completion, ReplyBounds
+from parley.providers.base import Chat, Completion, ReplyBounds, Speech, Voices
 from parley.providers.openai import OpenAIAdapter
+from parley.providers.openai_audio import OpenAIAudioAdapter
+from parley.providers.supertonic import SupertonicAdapter
 from parley.settings import ChannelSettings, ConfigError
 
 OPENAI_COMPATIBLE_TYPES = ("openai", "vllm", "ollama", "llamacpp")
@@ -41,11 +43,13 @@ class UnknownProviderType(KeyError):
 class ProviderRegistry:
     """Adapters by channel type name, one table per capability."""
 
-    __slots__ = ("_chat", "_completion")
+    __slots__ = ("_chat", "_completion", "_speech", "_voices")
 
     def __init__(self) -> None:
         self._chat: dict[str, Chat] = {}
         self._completion: dict[str, Completion] = {}
+        self._speech: dict[str, Speech] = {}
+        self._voices: dict[str, Voices] = {}
 
     @classmethod
     def default(cls, http: HttpClient, bounds: ReplyBounds | None = None) -> ProviderRegistry:
@@ -55,16 +59,30 @@ class ProviderRegistry:
         openai = OpenAIAdapter(http, bounds)
         for type_name in OPENAI_COMPATIBLE_TYPES:
             registry.register(type_name, chat=openai, completion=openai)
+        openai_audio = OpenAIAudioAdapter(http)
+        registry.register("openai-audio", speech=openai_audio, voices=openai_audio)
+        supertonic = SupertonicAdapter(http)
+        registry.register("supertonic", speech=supertonic, voices=supertonic)
         return registry
 
     def register(
-        self, type_name: str, *, chat: Chat | None = None, completion: Completion | None = None
+        self,
+        type_name: str,
+        *,
+        chat: Chat | None = None,
+        completion: Completion | None = None,
+        speech: Speech | None = None,
+        voices: Voices | None = None,
     ) -> None:
         """Serve the given capabilities of channels of ``type_name`` with these adapters."""
         if chat is not None:
             self._chat[type_name] = chat
         if completion is not None:
             self._completion[type_name] = completion
+        if speech is not None:
+            self._speech[type_name] = speech
+        if voices is not None:
+            self._voices[type_name] = voices
 
     def chat(self, type_name: str) -> Chat:
         return self._find(self._chat, type_name, "chat")
@@ -72,9 +90,20 @@ class ProviderRegistry:
     def completion(self, type_name: str) -> Completion:
         return self._find(self._completion, type_name, "completions")
 
+    def speech(self, type_name: str) -> Speech:
+        return self._find(self._speech, type_name, "speech")
+
+    def voices(self, type_name: str) -> Voices:
+        return self._find(self._voices, type_name, "voices")
+
     def types(self) -> frozenset[str]:
         """Every channel type some adapter is registered for."""
-        return frozenset(self._chat) | frozenset(self._completion)
+        return (
+            frozenset(self._chat)
+            | frozenset(self._completion)
+            | frozenset(self._speech)
+            | frozenset(self._voices)
+        )
 
     def _find(self, table: dict[str, _Adapter], type_name: str, capability: str) -> _Adapter:
         try:

@@ -16,6 +16,7 @@ from typing import Protocol
 from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord
 from parley.domain.usage import DailyUsage, UsageRecord
+from parley.domain.voices import Clone
 
 
 class StoreError(Exception):
@@ -123,3 +124,15 @@ class Store(Protocol):
 
     async def prune_usage(self, before: datetime) -> int:
         """Delete raw records created before ``before``; rollups are kept. Returns the count."""
+
+    # voice clones (the registry of what each group cloned)
+    async def add_clone(self, clone: Clone) -> Clone:
+        """Raises ``Conflict`` when the model already has a clone with this voice id."""
+
+    async def list_clones(
+        self, *, model: str | None = None, group_id: int | None = None
+    ) -> list[Clone]:
+        """Clones, oldest first, of one model and/or one group (all when not given)."""
+
+    async def delete_clone(self, model: str, voice_id: str) -> bool:
+        """Forget a clone; False when there was none."""

@@ -22,7 +22,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord
 from parley.domain.usage import DailyUsage, UsageRecord
-from parley.store import usage_sql
+from parley.domain.voices import Clone
+from parley.store import usage_sql, voices_sql
 from parley.store.base import Conflict, GroupChanges, Missing
 from parley.store.boundary import database_errors
 from parley.store.engine import create_store_engine, upgrade_to_head
@@ -202,6 +203,22 @@ class SqlStore:
     async def prune_usage(self, before: datetime) -> int:
         async with self._begin() as conn:
             return await usage_sql.prune_usage(conn, before)
+
+    # voice clones
+
+    async def add_clone(self, clone: Clone) -> Clone:
+        async with self._engine.begin() as conn:
+            return await voices_sql.add_clone(conn, clone)
+
+    async def list_clones(
+        self, *, model: str | None = None, group_id: int | None = None
+    ) -> list[Clone]:
+        async with self._engine.connect() as conn:
+            return await voices_sql.list_clones(conn, model, group_id)
+
+    async def delete_clone(self, model: str, voice_id: str) -> bool:
+        async with self._engine.begin() as conn:
+            return await voices_sql.delete_clone(conn, model, voice_id)
 
 
 async def open_store(
