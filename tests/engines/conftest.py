@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.api.speech.conftest import engines, tenants  # noqa: F401 (the speech gateway)
 from tests.engines.local import SPEECH_PACKAGES, Engine, require, speech_engine
 
 
