@@ -8,6 +8,7 @@ stream itself is relayed and metered by the runner (``pipeline/runner.py``).
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -84,7 +85,7 @@ def _choice_text(choice: dict[str, Any]) -> int:
 class ChunkShaper:
     """Rewrites upstream chunks into the events the caller is owed."""
 
-    __slots__ = ("_id", "_include_usage", "_model", "_prefix", "_upstream_id")
+    __slots__ = ("_id", "_include_usage", "_model", "_object", "_prefix", "_upstream_id")
 
     def __init__(self, model: str, id_prefix: str, include_usage: bool) -> None:
         self._model = model
@@ -92,6 +93,7 @@ class ChunkShaper:
         self._include_usage = include_usage
         self._upstream_id: object = None
         self._id = ""
+        self._object: object = None
 
     def events(self, batch: Sequence[dict[str, Any]], tally: StreamTally) -> bytes:
         """The batch, counted by ``tally``, as SSE bytes (empty when nothing is owed)."""
@@ -107,10 +109,31 @@ class ChunkShaper:
             if upstream != self._upstream_id or not self._id:
                 self._upstream_id, self._id = upstream, self._caller_id(upstream)
             chunk["id"] = self._id
+            self._object = chunk.get("object")
             shaped.append(orjson.dumps(chunk))
         if not shaped:
             return b""
         return b"data: " + b"\n\ndata: ".join(shaped) + b"\n\n"
+
+    def missing_usage(self, tally: StreamTally) -> bytes:
+        """The usage chunk a caller who asked for one is owed when the upstream sent none
+        (llama.cpp's server never does): Parley's count of the stream. Empty otherwise."""
+        if not self._include_usage or tally.reported is not None or not tally.produced:
+            return b""
+        usage = tally.usage()
+        chunk = {
+            "id": self._id or self._caller_id(None),
+            "object": self._object or "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": self._model,
+            "choices": [],
+            "usage": {
+                "prompt_tokens": usage.prompt_tokens,
+                "completion_tokens": usage.completion_tokens,
+                "total_tokens": usage.total_tokens,
+            },
+        }
+        return b"data: " + orjson.dumps(chunk) + b"\n\n"
 
     def _caller_id(self, upstream: object) -> str:
         """The upstream's id with the caller's prefix; one made up when it sent none."""

@@ -160,7 +160,8 @@ class TextStream(_TextJob):
 
     Parley always asks the upstream for usage (``stream_options.include_usage``) so it
     can meter the stream; the caller sees the usage chunk only when it asked for it, as
-    OpenAI does.
+    OpenAI does. An upstream that sends none (llama.cpp) is metered by Parley's count of
+    what it streamed, and a caller who asked gets that count as the usage chunk.
     """
 
     __slots__ = ("_shaper", "_tally")
@@ -191,7 +192,7 @@ class TextStream(_TextJob):
         return self._shaper.events(batch, self._tally)
 
     def end(self) -> bytes:
-        return DONE
+        return self._shaper.missing_usage(self._tally) + DONE
 
     def failure(self, error: ParleyError) -> bytes:
         return encode_error_event(error) + DONE
