@@ -1,23 +1,20 @@
-"""The local engines as processes for the tests: ``parley engine serve`` and llama.cpp.
+"""The local engines as child processes for the tests, started as ``parley serve --demo``
+starts them (``parley.demo``): ``parley engine serve`` and llama.cpp's server.
 
-Tests that need them take the ``speech_engine`` or ``chat_engine`` fixtures
-(``conftest.py``); where the ``local`` extra is not installed those skip with the reason,
+Where the ``local`` extra is not installed the tests that need them skip with the reason,
 which ``PARLEY_REQUIRE_SERVICES=1`` (CI) turns into a failure.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from tests.process.procs import REPO, environment, free_port
+from parley.demo.children import Child, ChildFailed, free_port
+from parley.demo.run import llama_command
 
 READY_SECONDS = 300.0
 """Generous: on a loaded 2-core machine loading PocketSphinx's model or the GGUF file
@@ -36,52 +33,23 @@ def require(packages: tuple[str, ...]) -> None:
         )
 
 
-class Engine:
-    """A child process serving HTTP on a loopback port, stopped with ``stop``."""
-
-    def __init__(self, name: str, command: list[str], port: int, health: str, log: Path) -> None:
-        self.name = name
-        self.port = port
-        self.log = log
-        self.v1 = f"http://127.0.0.1:{port}/v1"
-        with log.open("wb") as output:
-            self.process = subprocess.Popen(
-                command,
-                cwd=REPO,
-                env=environment(),
-                stdin=subprocess.DEVNULL,
-                stdout=output,
-                stderr=subprocess.STDOUT,
-            )
-        self._wait(f"http://127.0.0.1:{port}{health}")
-
-    def _wait(self, url: str) -> None:
-        deadline = time.monotonic() + READY_SECONDS
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                break
-            try:
-                with urllib.request.urlopen(url, timeout=5) as reply:
-                    if reply.status == 200:
-                        return
-            except (urllib.error.URLError, OSError):
-                pass
-            time.sleep(0.3)
-        self.stop()
-        tail = "\n".join(self.log.read_text(errors="replace").splitlines()[-30:])
-        pytest.fail(f"{self.name} did not become ready; its log ends:\n{tail}")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=20)
+def started(child: Child) -> Child:
+    try:
+        child.wait_ready(READY_SECONDS)
+    except ChildFailed as error:
+        child.stop()
+        pytest.fail(str(error))
+    return child
 
 
-def speech_engine(workdir: Path) -> Engine:
+def speech_engine(workdir: Path) -> Child:
     port = free_port()
     command = [sys.executable, "-m", "parley", "engine", "serve", "--port", str(port)]
-    return Engine("parley engine serve", command, port, "/health", workdir / "engine.log")
+    return started(Child("parley engine serve", command, workdir / "engine.log", port, "/health"))
+
+
+def chat_engine(workdir: Path) -> Child:
+    port = free_port()
+    return started(
+        Child("llama.cpp", llama_command(port), workdir / "llama.log", port, "/v1/models")
+    )

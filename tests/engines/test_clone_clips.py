@@ -8,10 +8,10 @@ import re
 
 import pytest
 
+from parley.demo.children import Child
 from tests.api.speech.conftest import Tenants
 from tests.api.speech.test_voice_clones import clone, uploads
 from tests.clips import FORMATS
-from tests.engines.local import Engine
 from tests.engines.speech_clips import espeak_pcm, speech_clip
 
 pytestmark = pytest.mark.engines
@@ -19,7 +19,7 @@ MEASURED = re.compile(r"lasts (\d+\.\d\d) seconds")
 
 
 @pytest.fixture(scope="session")
-def spoken(speech_engine_server: Engine) -> bytes:
+def spoken(speech_engine_server: Child) -> bytes:
     return espeak_pcm(speech_engine_server.v1)
 
 
