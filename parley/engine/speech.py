@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import base64
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing, suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,16 +119,17 @@ async def create_speech(request: web.Request) -> web.StreamResponse:
             "'instructions' is not supported: eSpeak NG takes no style prompt.",
             param="instructions",
         )
-    audio = request.app[WORKERS].speak(text, voice, speed, sound.OUTPUT_RATE)
-    if mode == "whole":
-        pcm = b"".join([piece async for piece in audio])
-        data = await request.app[WORKERS].encode(pcm, sound.OUTPUT_RATE, fmt)
-        return web.Response(body=data, content_type=sound.MEDIA_TYPES[fmt])
-    made = Made()
-    pieces = _pieces(request.app[WORKERS], audio, fmt, made)
-    if mode == "audio":
-        return await _relay_raw(request, pieces, fmt)
-    return await _relay_events(request, pieces, fmt, len(text), made)
+    workers = request.app[WORKERS]
+    async with aclosing(workers.speak(text, voice, speed, sound.OUTPUT_RATE)) as audio:
+        if mode == "whole":
+            pcm = b"".join([piece async for piece in audio])
+            data = await workers.encode(pcm, sound.OUTPUT_RATE, fmt)
+            return web.Response(body=data, content_type=sound.MEDIA_TYPES[fmt])
+        made = Made()
+        async with aclosing(_pieces(workers, audio, fmt, made)) as pieces:
+            if mode == "audio":
+                return await _relay_raw(request, pieces, fmt)
+            return await _relay_events(request, pieces, fmt, len(text), made)
 
 
 @dataclass(slots=True)
@@ -142,7 +144,7 @@ class Made:
 
 async def _pieces(
     workers: Workers, audio: AsyncIterator[bytes], fmt: str, made: Made
-) -> AsyncIterator[bytes]:
+) -> AsyncGenerator[bytes, None]:
     """The reply's audio in ``fmt``: streamed formats as made, others whole at the end."""
     if fmt in sound.STREAMED_FORMATS:
         if fmt == "wav":
@@ -163,10 +165,11 @@ async def _relay_raw(
     reply.enable_chunked_encoding()
     first = await anext(pieces)  # a failure before any audio is still an envelope
     await reply.prepare(request)
-    await reply.write(first)
-    async for piece in pieces:
-        await reply.write(piece)
-    await reply.write_eof()
+    with suppress(ConnectionResetError):  # the caller left: the synthesis is stopped
+        await reply.write(first)
+        async for piece in pieces:
+            await reply.write(piece)
+        await reply.write_eof()
     return reply
 
 

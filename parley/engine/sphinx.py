@@ -1,7 +1,8 @@
 """Speech recognition with PocketSphinx and the US English model its wheel ships.
 
 A ``Recognizer`` holds one decoder (loading the model takes seconds), so the engine keeps
-one per recognition thread. A clip (16 kHz mono 16-bit samples) is decoded as one
+one per recognition thread; its cepstral mean is reset before each clip, so what it hears
+does not depend on the clips before. A clip (16 kHz mono 16-bit samples) is decoded as one
 utterance; the words PocketSphinx aligned (fillers, silences and sentence marks left out,
 alternate pronunciations such as ``read(2)`` named by their word) are grouped into
 segments at every pause of ``PAUSE_SECONDS`` or more.
@@ -72,10 +73,12 @@ class Recognizer:
 
         self._decoder: Any = Decoder(samprate=16000, logfn="/dev/null")
         self._frame_seconds = 1.0 / float(self._decoder.config["frate"])
+        self._cmn_start = str(self._decoder.config["cmninit"])
 
     def recognize(self, pcm: bytes) -> list[Word]:
         """The words heard in 16 kHz mono 16-bit ``pcm``, with their times."""
         decoder = self._decoder
+        decoder.set_cmn(self._cmn_start)  # each clip starts afresh, whatever came before
         decoder.start_utt()
         decoder.process_raw(pcm, full_utt=True)
         decoder.end_utt()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from concurrent.futures import ThreadPoolExecutor
 
 from parley.engine import sound
@@ -33,7 +33,9 @@ class Workers:
         """Load one PocketSphinx model now, so the first clip is not kept waiting for it."""
         await asyncio.get_running_loop().run_in_executor(self._recognition, self._recognizer)
 
-    async def speak(self, text: str, voice: Voice, speed: float, rate: int) -> AsyncIterator[bytes]:
+    async def speak(
+        self, text: str, voice: Voice, speed: float, rate: int
+    ) -> AsyncGenerator[bytes, None]:
         """16-bit mono samples at ``rate``, as eSpeak makes them."""
         loop = asyncio.get_running_loop()
         pieces: asyncio.Queue[bytes | None] = asyncio.Queue()
