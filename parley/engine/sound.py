@@ -29,11 +29,13 @@ MEDIA_TYPES = {
 }
 STREAMED_FORMATS = frozenset({"wav", "pcm"})
 _CONTAINERS = {
-    "mp3": ("mp3", "libmp3lame"),
-    "flac": ("flac", "flac"),
-    "opus": ("ogg", "libopus"),
-    "aac": ("adts", "aac"),
+    "mp3": ("mp3", "libmp3lame", 96_000),
+    "flac": ("flac", "flac", 0),
+    "opus": ("ogg", "libopus", 48_000),
+    "aac": ("adts", "aac", 96_000),
 }
+"""format → (muxer, encoder, bit rate): LAME's own default at 24 kHz is 32 kbit/s, which
+blurs speech enough to mislead a recogniser."""
 
 
 class UnreadableAudio(ValueError):
@@ -91,12 +93,14 @@ def encode(pcm: bytes, rate: int, response_format: str) -> bytes:
         return pcm
     if response_format == "wav":
         return wav_header(rate, len(pcm)) + pcm
-    container, codec = _CONTAINERS[response_format]
+    container, codec, bit_rate = _CONTAINERS[response_format]
     sink = io.BytesIO()
     with av.open(sink, mode="w", format=container) as output:
         stream = output.add_stream(codec, rate=rate)
         assert isinstance(stream, av.AudioStream)
         stream.layout = "mono"
+        if bit_rate:
+            stream.bit_rate = bit_rate
         if pcm:
             for packet in stream.encode(_frame(pcm, rate)):
                 output.mux(packet)
