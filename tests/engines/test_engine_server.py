@@ -1,13 +1,15 @@
 """``parley engine serve`` on its own: OpenAI's audio API over real eSpeak NG and PocketSphinx.
 
-PocketSphinx hears eSpeak's voice imperfectly, so the round trips check that most words
-come back, never the exact text.
+PocketSphinx hears eSpeak's voice imperfectly, and eSpeak's voices vary a little from
+call to call (breath noise), so the round trips check that most words come back (seven of
+ten), never the exact text.
 """
 
 from __future__ import annotations
 
 import base64
 import io
+import math
 import struct
 from typing import Any
 
@@ -19,8 +21,8 @@ import pytest
 from parley.providers.openai_audio.adapter import roster
 
 pytestmark = pytest.mark.engines
-SENTENCE = "Please call me tomorrow morning."
-WORDS = ["please", "call", "me", "tomorrow", "morning"]
+SENTENCE = "Please call me tomorrow morning. The weather is nice today."
+WORDS = SENTENCE.lower().replace(".", "").split()
 
 
 async def speak(v1: str, **fields: Any) -> tuple[int, str, bytes]:
@@ -57,7 +59,7 @@ def seconds(audio: bytes) -> float:
 
 def heard_most(text: str) -> bool:
     said = text.lower().split()
-    return sum(word in said for word in WORDS) >= 4
+    return sum(word in said for word in WORDS) >= 7
 
 
 async def test_voices_are_listed_in_the_shape_parleys_adapter_reads(engine_v1: str) -> None:
@@ -83,7 +85,7 @@ async def test_a_whole_wav_has_exact_sizes_at_24_khz(engine_v1: str) -> None:
     assert riff == len(audio) - 8
     assert data == len(audio) - 44
     assert struct.unpack_from("<I", audio, 24)[0] == 24000
-    assert 1.0 < seconds(audio) < 5.0
+    assert 2.0 < seconds(audio) < 8.0
 
 
 @pytest.mark.parametrize(
@@ -93,7 +95,7 @@ async def test_a_whole_wav_has_exact_sizes_at_24_khz(engine_v1: str) -> None:
 async def test_every_compressed_format_decodes(engine_v1: str, fmt: str, media_type: str) -> None:
     status, content_type, audio = await speak(engine_v1, response_format=fmt)
     assert (status, content_type) == (200, media_type)
-    assert 1.0 < seconds(audio) < 5.0
+    assert 2.0 < seconds(audio) < 8.0
 
 
 async def test_pcm_is_raw_samples_and_speed_shortens_it(engine_v1: str) -> None:
@@ -111,7 +113,7 @@ async def test_streamed_wav_has_placeholder_sizes(engine_v1: str) -> None:
     assert (status, content_type) == (200, "audio/wav")
     assert audio[4:8] == b"\xff\xff\xff\xff"
     assert audio[40:44] == b"\xff\xff\xff\xff"
-    assert 1.0 < (len(audio) - 44) / 48000 < 5.0
+    assert 2.0 < (len(audio) - 44) / 48000 < 8.0
 
 
 async def test_sse_carries_audio_deltas_and_usage(engine_v1: str) -> None:
@@ -167,14 +169,15 @@ async def test_speech_round_trip_in_every_transcript_format(engine_v1: str) -> N
     status, reply = await hear(engine_v1, audio)
     assert status == 200
     assert heard_most(reply["text"])
-    assert reply["usage"] == {"type": "duration", "seconds": 2}  # about 1.8 s of audio
+    seconds_heard = reply["usage"]["seconds"]
     _, text = await hear(engine_v1, audio, response_format="text")
     assert heard_most(text) and text.endswith("\n")
     _, verbose = await hear(
         engine_v1, audio, response_format="verbose_json", **{"timestamp_granularities[]": "word"}
     )
     assert (verbose["task"], verbose["language"]) == ("transcribe", "english")
-    assert 1.0 < verbose["duration"] < 3.0
+    assert 2.0 < verbose["duration"] < 6.0
+    assert seconds_heard == math.ceil(verbose["duration"])
     assert verbose["segments"][0]["start"] < verbose["segments"][-1]["end"]
     assert [w["word"] for w in verbose["words"]] == verbose["text"].split()
     _, srt = await hear(engine_v1, audio, response_format="srt")
