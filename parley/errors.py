@@ -40,6 +40,8 @@ class ParleyError(Exception):
     status = 500
     type = "server_error"
     code: str | None = None
+    channel = ""
+    """The channel whose upstream failed, when one did (set by the relay; never shown)."""
 
     def __init__(
         self,

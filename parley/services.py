@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from parley.domain.models import ModelRegistry, ModelSpec
 from parley.domain.pricing import Price, usd_to_nanos
 from parley.domain.speech import SpeechProfile
+from parley.domain.transcripts import TranscriptionAbilities
 from parley.http import HttpClient
 from parley.limits.base import Limiter
 from parley.limits.factory import build_limiter
@@ -28,6 +29,7 @@ from parley.pipeline.directory import Directory
 from parley.pipeline.meter import BackgroundTasks, Meter
 from parley.pipeline.route import Router
 from parley.pipeline.streams import OpenStreams
+from parley.pipeline.watch import CallWatchers
 from parley.pipeline.writer import UsageWriter
 from parley.providers.base import ReplyBounds
 from parley.providers.registry import ProviderRegistry, check_channel_types
@@ -62,6 +64,7 @@ def _spec(model: ModelSettings, created: int) -> ModelSpec:
         aliases=model.aliases,
         retired_aliases=model.retired_aliases,
         created=created,
+        transcription=_abilities(model),
         speech=speech_profile(model.audio or SpeechOptions()) if model.kind == "speech" else None,
     )
 
@@ -86,6 +89,15 @@ def speech_profile(options: SpeechOptions) -> SpeechProfile:
     )
 
 
+def _abilities(model: ModelSettings) -> TranscriptionAbilities | None:
+    if model.kind != "transcription":
+        return None
+    options = model.transcription
+    if options is None:
+        return TranscriptionAbilities()
+    return TranscriptionAbilities(options.translate, options.stream, options.formats)
+
+
 @dataclass
 class Services:
     settings: Settings
@@ -102,6 +114,7 @@ class Services:
     rosters: Rosters
     started_at: int = field(default_factory=lambda: int(time.time()))
     request_ids: RequestIds = field(default_factory=RequestIds)
+    watchers: CallWatchers = field(default_factory=CallWatchers)
     streams: OpenStreams = field(default_factory=OpenStreams)
     """The streams being relayed; shutdown ends them with ``streams.end_all()``."""
     _loops: list[asyncio.Task[None]] = field(default_factory=list)

@@ -85,7 +85,7 @@ def _choice_text(choice: dict[str, Any]) -> int:
 class ChunkShaper:
     """Rewrites upstream chunks into the events the caller is owed."""
 
-    __slots__ = ("_id", "_include_usage", "_model", "_object", "_prefix", "_upstream_id")
+    __slots__ = ("_id", "_include_usage", "_last", "_model", "_prefix", "_upstream_id")
 
     def __init__(self, model: str, id_prefix: str, include_usage: bool) -> None:
         self._model = model
@@ -93,7 +93,7 @@ class ChunkShaper:
         self._include_usage = include_usage
         self._upstream_id: object = None
         self._id = ""
-        self._object: object = None
+        self._last: dict[str, Any] = {}
 
     def events(self, batch: Sequence[dict[str, Any]], tally: StreamTally) -> bytes:
         """The batch, counted by ``tally``, as SSE bytes (empty when nothing is owed)."""
@@ -109,22 +109,19 @@ class ChunkShaper:
             if upstream != self._upstream_id or not self._id:
                 self._upstream_id, self._id = upstream, self._caller_id(upstream)
             chunk["id"] = self._id
-            self._object = chunk.get("object")
             shaped.append(orjson.dumps(chunk))
         if not shaped:
             return b""
+        self._last = chunk
         return b"data: " + b"\n\ndata: ".join(shaped) + b"\n\n"
 
-    def missing_usage(self, tally: StreamTally) -> bytes:
-        """The usage chunk a caller who asked for one is owed when the upstream sent none
-        (llama.cpp's server never does): Parley's count of the stream. Empty otherwise."""
-        if not self._include_usage or tally.reported is not None or not tally.produced:
-            return b""
-        usage = tally.usage()
+    def usage_event(self, usage: Usage, chunk_object: str) -> bytes:
+        """The usage chunk the caller asked for, when the upstream sent none (llama.cpp):
+        Parley's own count, in the stream's id, model and shape (no choices)."""
         chunk = {
             "id": self._id or self._caller_id(None),
-            "object": self._object or "chat.completion.chunk",
-            "created": int(time.time()),
+            "object": self._last.get("object", chunk_object),
+            "created": self._last.get("created", int(time.time())),
             "model": self._model,
             "choices": [],
             "usage": {

@@ -71,6 +71,11 @@ def text_request(
     )
 
 
+CHUNK_OBJECTS = {"chatcmpl-": "chat.completion.chunk"}
+"""A stream chunk's ``object`` by endpoint (classic completions stream ``text_completion``),
+for a usage chunk made before the upstream sent any chunk."""
+
+
 @dataclass(frozen=True, slots=True)
 class Endpoint:
     """A text-generating endpoint: what the runner needs, and how to call and render it."""
@@ -160,8 +165,7 @@ class TextStream(_TextJob):
 
     Parley always asks the upstream for usage (``stream_options.include_usage``) so it
     can meter the stream; the caller sees the usage chunk only when it asked for it, as
-    OpenAI does. An upstream that sends none (llama.cpp) is metered by Parley's count of
-    what it streamed, and a caller who asked gets that count as the usage chunk.
+    OpenAI does.
     """
 
     __slots__ = ("_shaper", "_tally")
@@ -192,7 +196,13 @@ class TextStream(_TextJob):
         return self._shaper.events(batch, self._tally)
 
     def end(self) -> bytes:
-        return self._shaper.missing_usage(self._tally) + DONE
+        """``[DONE]``, after Parley's own usage chunk if the caller asked for usage and the
+        upstream sent none (the usage record is marked estimated)."""
+        tally = self._tally
+        if self._text.include_usage and tally.reported is None:
+            chunk_object = CHUNK_OBJECTS.get(self._endpoint.id_prefix, "text_completion")
+            return self._shaper.usage_event(tally.usage(), chunk_object) + DONE
+        return DONE
 
     def failure(self, error: ParleyError) -> bytes:
         return encode_error_event(error) + DONE

@@ -8,7 +8,8 @@ a 400 naming the ``file`` field.
 """
 
 from parley.audio.errors import EmptyAudio, NotAudio
-from parley.audio.probe import AudioInfo, AudioSource, pcm_seconds, probe
+from parley.audio.info import AudioInfo
+from parley.audio.probe import AudioSource, pcm_seconds, probe
 from parley.audio.sniff import Container, sniff
 
 __all__ = [

@@ -1,10 +1,8 @@
-"""The duration of a clip, measured by decoding it with PyAV.
+"""The container and duration of a clip, from its bytes (the decoding is ``decode``'s).
 
-A header's claim is never used alone: a streamed WAV's sizes are placeholders (0 or
-0xFFFFFFFF), a truncated or forged MP3 keeps its Xing frame count, an Ogg file's last
-granule can say anything. The duration is the decoded samples over the sample rate, and
-no more than the end of the last packet's timestamp where the container has timestamps
-(that trims the encoder padding a decoder still emits for AAC, for example).
+PyAV loads about 100 MB of FFmpeg libraries, so ``decode`` is imported on the first
+measurement, not with this module: start-up (and ``parley serve`` refusing a bad config
+at once) does not pay for it.
 """
 
 from __future__ import annotations
@@ -12,33 +10,14 @@ from __future__ import annotations
 import io
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
-from fractions import Fraction
-from typing import BinaryIO
+from contextlib import contextmanager
+from typing import IO
 
-import av
-import av.container
+from parley.audio.info import AudioInfo
+from parley.audio.sniff import sniff
 
-from parley.audio.errors import EmptyAudio, NotAudio
-from parley.audio.sniff import Container, sniff
-from parley.domain.value import value
-
-AudioSource = bytes | bytearray | memoryview | str | os.PathLike[str] | BinaryIO
+AudioSource = bytes | bytearray | memoryview | str | os.PathLike[str] | IO[bytes]
 """Bytes in memory, a file path, or a seekable binary file (read from its position)."""
-
-
-@value
-class AudioInfo:
-    container: Container
-    codec: str
-    sample_rate: int
-    channels: int
-    seconds: float
-    """The measured duration."""
-
-    @property
-    def milliseconds(self) -> int:
-        return round(self.seconds * 1000)
 
 
 def probe(source: AudioSource) -> AudioInfo:
@@ -47,11 +26,13 @@ def probe(source: AudioSource) -> AudioInfo:
     CPU-bound (it decodes the whole clip: about 0.1 s of CPU for ten minutes of MP3), so
     async callers run it in a thread. A file object is left where it was.
     """
+    from parley.audio import decode  # PyAV, on first use (module docstring)
+
     with _binary(source) as file:
         start = file.tell()
         container = sniff(file)
         try:
-            return _measure(file, container)
+            return decode.measure(file, container)
         finally:
             file.seek(start)
 
@@ -64,7 +45,7 @@ def pcm_seconds(
 
 
 @contextmanager
-def _binary(source: AudioSource) -> Iterator[BinaryIO]:
+def _binary(source: AudioSource) -> Iterator[IO[bytes]]:
     if isinstance(source, bytes | bytearray | memoryview):
         yield io.BytesIO(source)
     elif isinstance(source, str | os.PathLike):
@@ -72,65 +53,3 @@ def _binary(source: AudioSource) -> Iterator[BinaryIO]:
             yield file
     else:
         yield source
-
-
-def _measure(file: BinaryIO, container: Container) -> AudioInfo:
-    try:
-        with av.open(file, mode="r", format=container.demuxer, metadata_errors="ignore") as opened:
-            if not opened.streams.audio:
-                raise NotAudio(f"the {container} file has no audio track")
-            stream = opened.streams.audio[0]
-            decoded, packet_end = _decode(opened, stream)
-            codec = stream.codec_context.name
-            channels = stream.codec_context.channels
-            rate = stream.codec_context.sample_rate
-    except av.error.FFmpegError as exc:
-        raise NotAudio(f"the {container} data cannot be decoded") from exc
-    if not rate or decoded is None:
-        raise NotAudio(f"the {container} data cannot be decoded")
-    seconds = float(decoded if packet_end is None else min(decoded, packet_end))
-    if seconds <= 0:
-        raise EmptyAudio("the audio lasts 0 seconds")
-    return AudioInfo(container, codec, rate, channels, seconds)
-
-
-def _decode(
-    opened: av.container.InputContainer, stream: av.AudioStream
-) -> tuple[Fraction | None, Fraction | None]:
-    """Decoded length and the end of the last timestamped packet, both in seconds."""
-    samples = 0
-    rate = 0
-    end: int | None = None
-    for packet in _packets(opened, stream):
-        if packet is not None and packet.pts is not None and packet.duration:
-            end = max(end or 0, packet.pts + packet.duration)
-        for frame in _frames(stream, packet):
-            samples += frame.samples
-            rate = frame.sample_rate
-    if not rate:
-        return (None if samples else Fraction(0)), None
-    decoded = Fraction(samples, rate)
-    if end is None or stream.time_base is None:
-        return decoded, None
-    return decoded, end * stream.time_base
-
-
-def _packets(
-    opened: av.container.InputContainer, stream: av.AudioStream
-) -> Iterator[av.Packet[av.AudioStream] | None]:
-    """Every packet of ``stream``, then ``None`` (drain the decoder): a file cut short
-    ends where its readable data ends."""
-    with suppress(av.error.FFmpegError):
-        yield from opened.demux(stream)
-    yield None
-
-
-def _frames(
-    stream: av.AudioStream, packet: av.Packet[av.AudioStream] | None
-) -> list[av.AudioFrame]:
-    if packet is not None and packet.pts is None and packet.size == 0:
-        return []  # the demuxer's own drain packet: ``None`` drains once, below
-    try:
-        return stream.codec_context.decode(packet)
-    except av.error.FFmpegError:
-        return []  # a corrupt frame is skipped, as a player would

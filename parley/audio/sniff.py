@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import BinaryIO
+from typing import IO
 
 from parley.audio.errors import EmptyAudio, NotAudio
 
@@ -26,6 +26,16 @@ class Container(StrEnum):
     def demuxer(self) -> str:
         return _DEMUXERS[self]
 
+    @property
+    def media_type(self) -> str:
+        """The MIME type to send the file under."""
+        return _MEDIA_TYPES[self]
+
+    @property
+    def extension(self) -> str:
+        """The file name extension engines recognise (OpenAI's list)."""
+        return "m4a" if self is Container.MP4 else self.value
+
 
 _DEMUXERS = {
     Container.WAV: "wav",
@@ -37,7 +47,17 @@ _DEMUXERS = {
 }
 
 
-def sniff(file: BinaryIO) -> Container:
+_MEDIA_TYPES = {
+    Container.WAV: "audio/wav",
+    Container.MP3: "audio/mpeg",
+    Container.MP4: "audio/mp4",
+    Container.OGG: "audio/ogg",
+    Container.WEBM: "audio/webm",
+    Container.FLAC: "audio/flac",
+}
+
+
+def sniff(file: IO[bytes]) -> Container:
     """The container of the seekable ``file``; leaves it at the position it was at."""
     start = file.tell()
     try:

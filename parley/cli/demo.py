@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from parley.cli.context import with_store
-from parley.cli.serve import configure_logging, run_worker
+from parley.cli.serve import run_worker
 from parley.demo.run import run_demo
+from parley.telemetry.logs import configure_logging
 
 DEMO_DIR = Path("parley-demo")
 

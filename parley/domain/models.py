@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from parley.domain.pricing import Price
 from parley.domain.speech import SpeechProfile
+from parley.domain.transcripts import TranscriptionAbilities
 from parley.domain.value import value
 
 CHAT_KINDS = frozenset({"chat"})
@@ -24,6 +25,8 @@ class ModelSpec:
     aliases: tuple[str, ...] = ()
     retired_aliases: tuple[str, ...] = ()
     created: int = 0
+    transcription: TranscriptionAbilities | None = None
+    """Set for ``kind: transcription`` models."""
     speech: SpeechProfile | None = None
     """What a ``speech`` model allows (``None`` for other kinds)."""
 

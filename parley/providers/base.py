@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
 
+from parley.domain.transcripts import ResponseFormat, Task
 from parley.errors import ParleyError, UpstreamError, UpstreamTimeout
 from parley.http import (
     BrokenReply,
@@ -112,6 +113,55 @@ class Completion(Protocol):
 
     def completion_stream(self, target: Target, body: JSON) -> AbstractAsyncContextManager[Batches]:
         """Streamed classic completion: ``text_completion`` chunks, in batches as they arrive."""
+
+
+class Embeddings(Protocol):
+    async def embeddings(self, target: Target, body: JSON) -> JSON:
+        """Embeddings of the body's ``input``, as OpenAI's ``list`` of ``embedding`` objects."""
+
+
+@dataclass(frozen=True, slots=True)
+class AudioUpload:
+    """The caller's audio, checked and spooled: sent on from ``file`` (seekable)."""
+
+    file: IO[bytes]
+    filename: str
+    content_type: str
+    """The media type of the container sniffed from the bytes (``audio/mpeg``...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptionRequest:
+    """A speech-to-text call in OpenAI's terms; the adapter encodes it for its engine."""
+
+    task: Task
+    upload: AudioUpload
+    response_format: ResponseFormat
+    options: tuple[tuple[str, str], ...] = ()
+    """Other form fields as sent on (``language``, ``prompt``, ``temperature``...)."""
+    timestamp_granularities: tuple[str, ...] = ()
+    include: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Transcript:
+    """A whole reply in OpenAI's shape for the asked format: an object (json,
+    verbose_json; without ``usage``, which is Parley's to state) or text (text, srt, vtt)."""
+
+    body: JSON | str
+    engine_seconds: float | None = None
+    """The audio length the engine reported, if it did (recorded, never billed)."""
+
+
+class Transcription(Protocol):
+    async def transcribe(self, target: Target, request: TranscriptionRequest) -> Transcript:
+        """A whole transcription or translation, in the asked ``response_format``."""
+
+    def transcribe_stream(
+        self, target: Target, request: TranscriptionRequest
+    ) -> AbstractAsyncContextManager[Batches]:
+        """Streamed transcription as OpenAI's events: ``transcript.text.delta`` objects,
+        then one ``transcript.text.done`` (without ``usage``), in batches as they arrive."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,14 +16,13 @@ PostgreSQL), so several workers starting at once migrate once.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from pathlib import Path
 from typing import Any
 
-from alembic import command
-from alembic.config import Config
 from sqlalchemy import URL, Connection, event, make_url, text
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -90,12 +89,48 @@ def _set_sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 
 async def upgrade_to_head(engine: AsyncEngine) -> None:
-    """``alembic upgrade head`` on one connection of ``engine``, in one locked transaction."""
+    """``alembic upgrade head`` on one connection of ``engine``, in one locked transaction.
+
+    A database already at the head revision is left alone without loading Alembic (one
+    ``SELECT``), which keeps the admin commands and start-up quick.
+    """
+    head = head_revision()
+    if head is not None and await _current_revision(engine) == head:
+        return
     if engine.dialect.name == "sqlite":
         await _use_wal(engine)
     async with engine.begin() as conn:
         await _lock_for_migration(conn)
         await conn.run_sync(_upgrade)
+
+
+_REVISION_LINE = re.compile(r"^(down_revision|revision)\b[^=]*=\s*(None|['\"]([^'\"]+)['\"])", re.M)
+
+
+def head_revision(versions: Path = MIGRATIONS / "versions") -> str | None:
+    """The one head of the migration scripts, read from their text without Alembic;
+    ``None`` when it is not a plain chain (a merge, a branch), so Alembic decides."""
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    for script in versions.glob("*.py"):
+        found = dict((m.group(1), m.group(3)) for m in _REVISION_LINE.finditer(script.read_text()))
+        if "revision" not in found or found["revision"] is None:
+            continue
+        revisions.add(found["revision"])
+        if found.get("down_revision"):
+            parents.add(found["down_revision"])
+    heads = revisions - parents
+    return heads.pop() if len(heads) == 1 else None
+
+
+async def _current_revision(engine: AsyncEngine) -> str | None:
+    """The revision the database is at; ``None`` if it has none yet (or cannot say)."""
+    try:
+        async with engine.connect() as conn:
+            rows = (await conn.exec_driver_sql("SELECT version_num FROM alembic_version")).all()
+    except SQLAlchemyError:
+        return None
+    return str(rows[0][0]) if len(rows) == 1 else None
 
 
 async def _use_wal(engine: AsyncEngine) -> None:
@@ -126,6 +161,10 @@ async def _lock_for_migration(conn: AsyncConnection) -> None:
 
 
 def _upgrade(connection: Connection) -> None:
+    # Alembic (and Mako under it) load only when a migration runs: the CLI starts faster.
+    from alembic import command
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS).replace("%", "%%"))
     config.attributes["connection"] = connection

@@ -536,10 +536,10 @@ def _unreachable_urls(tmp_path: Path) -> list[str]:
     with socket.socket() as probe:  # a port nothing listens on: connections are refused
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    return [
-        f"postgresql://postgres@127.0.0.1:{port}/test",
-        f"sqlite:///{tmp_path / 'no-such-directory' / 'parley.db'}",
-    ]
+    # A file that is not a database (aiosqlite's failed connects leave threads behind).
+    broken = tmp_path / "parley.db"
+    broken.write_bytes(b"not a database at all " * 100)
+    return [f"postgresql://postgres@127.0.0.1:{port}/test", f"sqlite:///{broken}"]
 
 
 @pytest.mark.parametrize("which", ["postgres", "sqlite"])

@@ -25,7 +25,8 @@ multipart form. Each engine decodes the uploaded file with PyAV, so durations ar
   (``object: "transcription.chunk"``, ``choices[].delta.content``) ending in ``[DONE]``.
 
 Knobs in the model name, ``+``-separated: ``fail-N`` (answer status N in the engine's own
-error shape), ``error-after-N`` (a stream fails after N deltas), ``hang-S`` (wait S s).
+error shape), ``error-after-N`` (a stream fails after N deltas), ``hang-S`` (wait S s),
+``slow-S`` (wait S s before each streamed event).
 """
 
 from __future__ import annotations
@@ -180,10 +181,15 @@ def _text(body: str, content_type: str = "text/plain") -> web.Response:
     return web.Response(text=body, content_type=content_type, charset="utf-8")
 
 
-async def _events(request: web.Request, events: list[object], done: bool) -> web.StreamResponse:
+async def _events(
+    request: web.Request, asked: Asked, events: list[object], done: bool
+) -> web.StreamResponse:
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await response.prepare(request)
+    delay = float(asked.knob("slow") or 0)
     for event in events:
+        if delay:
+            await asyncio.sleep(min(delay, MAX_HANG))
         await response.write(b"data: " + orjson.dumps(event) + b"\n\n")
     if done:
         await response.write(b"data: [DONE]\n\n")
@@ -294,7 +300,7 @@ class OpenAIStyle:
                 "code": None,
             }
         }
-        return await _events(request, _fail_after(asked, events, error), done=False)
+        return await _events(request, asked, _fail_after(asked, events, error), done=False)
 
 
 class SpeachesStyle:
@@ -339,7 +345,7 @@ class SpeachesStyle:
         ]
         events.append({"type": "transcript.text.done", "text": script.text, "logprobs": None})
         error = {"detail": "The engine failed."}
-        return await _events(request, _fail_after(asked, events, error), done=False)
+        return await _events(request, asked, _fail_after(asked, events, error), done=False)
 
 
 class VllmStyle:
@@ -426,7 +432,7 @@ class VllmStyle:
                 "code": 500,
             }
         }
-        return await _events(request, _fail_after(asked, events, error), done=True)
+        return await _events(request, asked, _fail_after(asked, events, error), done=True)
 
 
 Style = OpenAIStyle | SpeachesStyle | VllmStyle

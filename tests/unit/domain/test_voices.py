@@ -59,7 +59,7 @@ def test_a_catalogue_problem_names_the_file_and_field(tmp_path: Path) -> None:
 def test_speech_settings_are_checked() -> None:
     with pytest.raises(ValidationError, match="per_1k_characters"):
         ModelSettings(name="t", kind="speech", prices={"input_per_1k": "1"})  # type: ignore[arg-type]
-    with pytest.raises(ValidationError, match="only for kind speech"):
+    with pytest.raises(ValidationError, match="only for kind: speech"):
         ModelSettings(name="c", kind="chat", audio=SpeechOptions())
     with pytest.raises(ValidationError, match="default_quality"):
         SpeechOptions(quality_steps={"high": 8}, default_quality="max")
