@@ -133,8 +133,8 @@ curl {v1}/chat/completions -H "Authorization: Bearer {key}" \\
   -H "Content-Type: application/json" \\
   -d '{{"model": "{CHAT_MODEL}", "messages": [{{"role": "user", "content": "Say hello"}}]}}'
 curl {v1}/audio/speech -H "Authorization: Bearer {key}" -H "Content-Type: application/json" \\
-  -d '{{"model": "{SPEECH_MODEL}", "voice": "en-f2", "input": "Hello from Parley.", \\
-       "response_format": "wav"}}' -o hello.wav
+  -d '{{"model": "{SPEECH_MODEL}", "voice": "en-f2", "response_format": "wav",
+       "input": "Please call me tomorrow morning. The weather is nice today."}}' -o hello.wav
 curl {v1}/audio/transcriptions -H "Authorization: Bearer {key}" \\
   -F model={TRANSCRIPTION_MODEL} -F file=@hello.wav
 
@@ -145,7 +145,8 @@ reply = client.chat.completions.create(
     model="{CHAT_MODEL}", messages=[{{"role": "user", "content": "Say hello"}}])
 print(reply.choices[0].message.content)
 client.audio.speech.create(model="{SPEECH_MODEL}", voice="en-f2",
-    input="Please call me tomorrow morning.", response_format="wav").write_to_file("hi.wav")
+    input="Please call me tomorrow morning. The weather is nice today.",
+    response_format="wav").write_to_file("hi.wav")
 print(client.audio.transcriptions.create(model="{TRANSCRIPTION_MODEL}",
     file=open("hi.wav", "rb")).text)
 PY
