@@ -22,6 +22,7 @@ from aiohttp.web_protocol import RequestPayloadError
 from parley import openapi
 from parley.admin.site import admin_app
 from parley.api.context import CALLER, REPLY_HEADERS, SERVICES
+from parley.api.reply import error_response, http_exception_as_error
 from parley.api.routes import add_routes
 from parley.edge import bodies as edge_bodies
 from parley.edge.bodies import BODY_SECONDS, PENDING_BODIES, BodyTimeout, start_body_clock
@@ -32,8 +33,6 @@ from parley.errors import (
     ParleyError,
     RequestTimeout,
     ServiceUnavailable,
-    error_response,
-    http_exception_as_error,
 )
 from parley.limits.headers import rate_limit_headers
 from parley.pipeline.admit import scopes_for

@@ -18,7 +18,8 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from parley.errors import PermissionDenied, error_response
+from parley.api.reply import error_response
+from parley.errors import PermissionDenied
 from parley.settings import CorsSettings
 
 V1 = "/v1/"

@@ -29,7 +29,8 @@ def run(tmp_path: Path) -> Invoke:
     def invoke(*args: str, code: int = 0) -> str:
         result = runner.invoke(cli, ["--config", str(config), *args])
         assert result.exit_code == code, result.output
-        return result.output
+        # stdout alone on success (stderr names the database); both when refused
+        return result.stdout if code == 0 else result.output
 
     return invoke
 

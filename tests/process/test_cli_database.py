@@ -81,8 +81,8 @@ def test_every_admin_command_names_its_database_on_stderr(tmp_path: Path) -> Non
 def test_a_key_for_an_unknown_group_lists_the_groups_that_exist(tmp_path: Path) -> None:
     none_yet = run_cli(["keys", "create", "--group", "team"], tmp_path)
     assert none_yet.returncode != 0
-    assert "no group named 'team'" in none_yet.stderr
-    assert "no groups yet" in none_yet.stderr
+    assert "No group named 'team'" in none_yet.stderr
+    assert "There are no groups yet" in none_yet.stderr
     assert none_yet.stdout == ""
 
     run_ok(["groups", "create", "alpha"], tmp_path)
