@@ -40,6 +40,8 @@ def serve(host: str, port: int, recognizers: int) -> None:
 
         espeak = Espeak.from_wheel()
     except ImportError as error:
+        if error.name not in ("espeakng_loader", "pocketsphinx"):
+            raise
         fail(
             f"the local engines are not installed ({error.name} is missing): "
             "pip install 'parley[local]'"

@@ -22,11 +22,13 @@ CATALOGUE = Path(__file__).resolve().parent / "voices.yaml"
 
 
 def demo_config(
-    workdir: Path, chat_url: str, engine_url: str, host: str = "127.0.0.1", port: int = 8080
+    workdir: Path, chat_url: str, engine_url: str, host: str | None = None, port: int | None = None
 ) -> dict[str, Any]:
-    """Settings (as a dict) for a gateway in front of the two local engines."""
+    """Settings (as a dict) for a gateway in front of the two local engines; the address
+    is the default (127.0.0.1:8080) unless given."""
+    server = {"host": host, "port": port}
     return {
-        "server": {"host": host, "port": port},
+        "server": {name: value for name, value in server.items() if value is not None},
         "database": {"url": f"sqlite:///{workdir / 'parley.db'}"},
         "usage": {"spill_dir": str(workdir)},
         "channels": [

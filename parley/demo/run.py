@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +20,7 @@ from typing import Any
 import click
 import yaml
 
-from parley.demo.children import Child, free_port
+from parley.demo.children import Child, ChildFailed, free_port
 from parley.demo.config import CHAT_MODEL, SPEECH_MODEL, TRANSCRIPTION_MODEL, demo_config
 from parley.domain.groups import Quota
 from parley.domain.keys import digest, display_prefix, new_key
@@ -39,6 +38,8 @@ PACKAGES = {
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 Serve = Callable[[dict[str, Any]], None]
 StoreWork = Callable[[Settings, Callable[[Store], Any]], Any]
+Load = Callable[[Path], Settings]
+"""Reads the written config as ``parley serve`` would (``PARLEY_*`` overrides apply)."""
 
 
 def missing_packages() -> list[str]:
@@ -153,7 +154,13 @@ PY
 """
 
 
-def run_demo(workdir: Path, host: str, port: int, serve: Serve, with_store: StoreWork) -> None:
+def run_demo(
+    workdir: Path,
+    address: tuple[str | None, int | None],
+    serve: Serve,
+    with_store: StoreWork,
+    load: Load,
+) -> None:
     """Start the engines, configure and serve the gateway; stop the engines at the end."""
     missing = missing_packages()
     if missing:
@@ -163,15 +170,18 @@ def run_demo(workdir: Path, host: str, port: int, serve: Serve, with_store: Stor
         )
     workdir.mkdir(parents=True, exist_ok=True)
     click.echo(f"starting the local engines (logs in {workdir}) ...", err=True)
-    llama, engine = start_engines(workdir)
     try:
-        config = demo_config(workdir, llama.v1, engine.v1, host, port)
+        llama, engine = start_engines(workdir)
+    except (ChildFailed, FileNotFoundError) as error:
+        raise click.ClickException(str(error)) from None
+    try:
+        config = demo_config(workdir, llama.v1, engine.v1, *address)
         path = write_config(workdir, config)
-        settings = Settings.model_validate(config)
+        settings = load(path)
         key = demo_key(settings, with_store)
+        host, port = settings.server.host, settings.server.port
         shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
         click.echo(welcome(f"http://{shown}:{port}", key, path))
-        os.environ.pop("PARLEY_CONFIG", None)
         serve(settings.model_dump(mode="json"))
     finally:
         engine.stop()

@@ -20,15 +20,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import orjson
 from aiohttp import web
 
+from parley.api.reply import error_response, http_exception_as_error
 from parley.engine import hearing, speech
 from parley.engine.espeak import Espeak
 from parley.engine.workers import Workers
-from parley.errors import (
-    INTERNAL_ERROR_MESSAGE,
-    ParleyError,
-    error_response,
-    http_exception_as_error,
-)
+from parley.errors import INTERNAL_ERROR_MESSAGE, ParleyError
 
 log = logging.getLogger("parley.engine")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
