@@ -1,4 +1,4 @@
-"""/admin JSON API: groups, keys, usage, the overview, channels and the audit log,
+"""/admin JSON API: groups, keys, usage, the overview, channels, voices and the audit log,
 with the operator's admin token as ``Authorization: Bearer <token>``.
 
 Every handler goes through ``AdminService`` (the dashboard and the CLI use the same),
@@ -15,7 +15,7 @@ from aiohttp import web
 from parley.admin.context import admin_service
 from parley.admin.monitor import channels, overview
 from parley.admin.reports import parse_query
-from parley.admin.views import audit_view, group_view, key_view
+from parley.admin.views import audit_view, clone_view, group_view, key_view
 from parley.api.body import read_json
 from parley.api.context import SERVICES
 from parley.api.reply import json_reply
@@ -184,6 +184,20 @@ async def usage(request: web.Request) -> web.StreamResponse:
     return json_reply(report.view())
 
 
+async def list_voices(request: web.Request) -> web.Response:
+    service = admin_service(request)
+    clones = await service.clones(request.query.get("group"), request.query.get("model"))
+    names = {group.id: group.name for group in await service.groups()}
+    return json_reply({"object": "list", "data": [clone_view(c, names) for c in clones]})
+
+
+async def delete_voice(request: web.Request) -> web.Response:
+    service = admin_service(request)
+    clone = await service.delete_clone(request.match_info["model"], request.match_info["voice_id"])
+    names = {group.id: group.name for group in await service.groups()}
+    return json_reply({**clone_view(clone, names), "deleted": True})
+
+
 async def get_overview(request: web.Request) -> web.Response:
     return json_reply((await overview(request.config_dict[SERVICES].store)).view())
 
@@ -226,4 +240,6 @@ API_ROUTES = [
     web.get("/overview", get_overview),
     web.get("/channels", list_channels),
     web.get("/audit", audit),
+    web.get("/voices", list_voices),
+    web.delete("/voices/{model}/{voice_id}", delete_voice),
 ]

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 
 from aiohttp import web
 
 from parley.admin.auth import FailedAttempts, Session, Sessions
 from parley.admin.service import AdminService
 from parley.api.context import SERVICES
+from parley.api.voice_clones import delete_registered
 from parley.domain.audit import Actor
 
 
@@ -36,4 +38,5 @@ def admin_service(request: web.Request) -> AdminService:
         request[ACTOR],
         directory=svc.directory,
         ledger=svc.meter.ledger,
+        unclone=partial(delete_registered, svc),
     )

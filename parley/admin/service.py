@@ -10,6 +10,7 @@ path never waits on the database.
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -19,7 +20,8 @@ from parley.domain.audit import Actor, AuditEntry
 from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord, digest, display_prefix, new_key
 from parley.domain.pricing import nanos_to_usd
-from parley.errors import InvalidRequest, NotFound
+from parley.domain.voices import Clone
+from parley.errors import InvalidRequest, NotFound, ServiceUnavailable
 from parley.pipeline.budget import Period, SpendLedger, next_period_start, period_start
 from parley.pipeline.directory import Directory
 from parley.store.base import Conflict, GroupChanges, Missing, Store
@@ -76,6 +78,10 @@ class Budget:
         }
 
 
+Unclone = Callable[[Clone], Awaitable[Clone]]
+"""Deletes a registered clone on its engine, then in the registry (the ``/v1`` path's)."""
+
+
 def key_status(record: KeyRecord, now: datetime) -> str:
     if record.revoked_at is not None:
         return "revoked"
@@ -91,8 +97,10 @@ class AdminService:
         period: Period = "month",
         directory: Directory | None = None,
         ledger: SpendLedger | None = None,
+        unclone: Unclone | None = None,
     ) -> None:
         self.store = store
+        self._unclone = unclone
         self.actor = actor
         self.period: Period = ledger.period if ledger is not None else period
         self._directory = directory
@@ -238,6 +246,41 @@ class AdminService:
             self._directory.remember_key(record)
         await self.audit("key.revoke", f"key {record.id} ({record.prefix}…)")
         return await self.key_state(record)
+
+    # voices
+
+    async def clones(self, group_name: str | None = None, model: str | None = None) -> list[Clone]:
+        """Every group's clones, oldest first, of one group and/or one model."""
+        group_id = (await self.group(group_name)).id if group_name is not None else None
+        if model is not None and not findable(model):
+            return []
+        return await self.store.list_clones(model=model, group_id=group_id)
+
+    async def delete_clone(self, model: str, voice_id: str) -> Clone:
+        """Delete a clone on its engine, then in the registry; audited."""
+        found = [
+            clone
+            for clone in (await self.store.list_clones(model=model) if findable(model) else [])
+            if clone.voice_id.lower() == voice_id.lower()
+        ]
+        if not found:
+            raise NotFound(
+                f"No cloned voice `{voice_id}` on the model `{model}`.",
+                param="voice_id",
+                code="voice_not_found",
+            )
+        if self._unclone is None:
+            raise ServiceUnavailable("Voices can be deleted only by a running gateway.")
+        clone = await self._unclone(found[0])
+        names = {group.id: group.name for group in await self.store.list_groups()}
+        await self.audit(
+            "voice.delete",
+            f"voice {clone.voice_id} ({clone.model})",
+            group=names.get(clone.group_id),
+            label=clone.label,
+            channel=clone.channel,
+        )
+        return clone
 
     # usage and the log
 

@@ -18,8 +18,9 @@ from aiohttp import web
 from parley.admin.api import API_ROUTES
 from parley.admin.auth import Sessions, bearer_token, token_matches
 from parley.admin.context import ACTOR, ADMIN_STATE, AdminState, client_address
-from parley.admin.ui import forms, pages, session
+from parley.admin.ui import forms, pages, session, voices
 from parley.admin.ui.render import SECURITY_HEADERS, TEMPLATES, environment, page
+from parley.admin.ui.voices import VOICES
 from parley.domain.audit import Actor
 from parley.errors import AuthenticationFailed, NotFound, ParleyError
 from parley.settings import Settings
@@ -83,6 +84,8 @@ def _error_page(request: web.Request, message: str, status: int) -> web.Response
 
 def _back(request: web.Request) -> str:
     """The page to return to from a failed form or a missing page."""
+    if request.path.startswith(VOICES):
+        return VOICES
     if request.method == "POST":
         parent, _, last = request.path.rpartition("/")
         if last in ("disable", "enable", "keys", "revoke"):
@@ -124,6 +127,8 @@ def admin_app(settings: Settings) -> web.Application:
             web.get("/ui/usage.csv", pages.usage_csv),
             web.get("/ui/channels", pages.channels_page),
             web.get("/ui/audit", pages.audit_page),
+            web.get("/ui/voices", voices.voices_page),
+            web.post("/ui/voices/{model}/{voice_id}/delete", voices.delete_voice),
             web.static("/static", STATIC),
         ]
     )

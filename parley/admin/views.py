@@ -9,6 +9,7 @@ from typing import Any
 from parley.admin.service import KeyState, group_detail
 from parley.domain.audit import AuditEntry
 from parley.domain.groups import Group
+from parley.domain.voices import Clone
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -53,4 +54,20 @@ def audit_view(entry: AuditEntry) -> dict[str, Any]:
         "action": entry.action,
         "target": entry.target,
         "detail": entry.detail,
+    }
+
+
+def clone_view(clone: Clone, group_names: Mapping[int, str]) -> dict[str, Any]:
+    """A registered clone as the operator sees it (the engine's name and channel too)."""
+    return {
+        "object": "audio.voice",
+        "id": clone.voice_id,
+        "model": clone.model,
+        "group_id": clone.group_id,
+        "group": group_names.get(clone.group_id),
+        "label": clone.label,
+        "engine_name": clone.engine_name,
+        "channel": clone.channel,
+        "duration_seconds": round(clone.duration_ms / 1000, 3),
+        "created_at": _iso(clone.created_at),
     }

@@ -38,6 +38,7 @@ from parley.pipeline import runner
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.call import Call
 from parley.pipeline.job import Operation
+from parley.pipeline.relay import relay
 from parley.pipeline.route import Route
 from parley.providers.base import UpstreamRefused, VoiceClip, VoicesUnsupported
 from parley.services import Services
@@ -258,16 +259,35 @@ def _taken(voice_id: str) -> ParleyError:
 
 async def delete_voice(request: web.Request) -> web.StreamResponse:
     job = DeleteJob(
-        services(request), caller(request), model_param(request), request.match_info["voice_id"]
+        services(request),
+        caller(request).group.id,
+        model_param(request),
+        request.match_info["voice_id"],
     )
     return await runner.reply(request, job)
+
+
+async def delete_registered(svc: Services, clone: Clone) -> Clone:
+    """Delete a registered clone for the operator: the same ``DeleteJob`` over the
+    model's routes (its engine, then the registry), without a caller to admit or meter."""
+    model = svc.models.resolve(clone.model)
+    if model is None:
+        raise NotFound(
+            f"The model `{clone.model}` is no longer configured, so its engine cannot be "
+            "reached to delete the voice.",
+            param="model",
+        )
+    job = DeleteJob(svc, clone.group_id, clone.model, clone.voice_id)
+    job.accept(model)
+    found, _ = await relay(svc.router.routes(model.spec.name), job.call, model.spec.name)
+    return found
 
 
 class DeleteJob:
     """One deletion, as the runner's ``ReplyJob`` whose reply is the deleted ``Clone``."""
 
-    def __init__(self, svc: Services, who: Caller, model: str, voice_id: str) -> None:
-        self._svc, self._caller, self._model, self._voice_id = svc, who, model, voice_id
+    def __init__(self, svc: Services, group_id: int, model: str, voice_id: str) -> None:
+        self._svc, self._group_id, self._model, self._voice_id = svc, group_id, model, voice_id
         self._profile = SpeechProfile()
         self._spec_name = model
 
@@ -282,7 +302,7 @@ class DeleteJob:
     def accept(self, model: Resolved) -> None:
         self._profile, self._spec_name = _voices_model(model), model.spec.name
         owner = clone_owner(self._voice_id)
-        if owner is not None and owner != self._caller.group.id:
+        if owner is not None and owner != self._group_id:
             raise _refused(self._voice_id)
 
     def reservation(self, model: Resolved, who: Caller) -> int:
@@ -291,7 +311,7 @@ class DeleteJob:
     async def call(self, route: Route) -> Clone:
         if clone_owner(self._voice_id) is None:
             raise await self._not_a_clone()
-        clone = await self._svc.clones.find(self._spec_name, self._voice_id, self._caller.group.id)
+        clone = await self._svc.clones.find(self._spec_name, self._voice_id, self._group_id)
         if clone is None:
             raise NotFound(
                 f"The voice `{self._voice_id}` does not exist.",

@@ -102,6 +102,23 @@ SCHEMAS: JSON = {
             "detail": {"type": "object"},
         },
     },
+    "AdminVoice": {
+        "type": "object",
+        "required": ["object", "id", "model", "group_id", "label", "created_at"],
+        "properties": {
+            "object": {"const": "audio.voice"},
+            "id": {"type": "string"},
+            "model": {"type": "string"},
+            "group_id": {"type": "integer"},
+            "group": {"type": ["string", "null"]},
+            "label": {"type": "string"},
+            "engine_name": {"type": "string"},
+            "channel": {"type": "string"},
+            "duration_seconds": {"type": "number"},
+            "created_at": {"type": ["string", "null"]},
+            "deleted": {"type": "boolean", "description": "Only in a deletion's reply."},
+        },
+    },
     "GroupChanges": {
         "type": "object",
         "description": "A field set to null clears that limit.",
@@ -279,6 +296,25 @@ PATHS: JSON = {
             json_reply("The revoked key", ref("Key")),
             parameters=[
                 {"name": "key_id", "in": "path", "required": True, "schema": {"type": "integer"}}
+            ],
+        )
+    },
+    "/admin/voices": {
+        "get": _admin(
+            "listVoices",
+            "Every group's cloned voices, oldest first",
+            json_reply("The clones", _list_of("AdminVoice")),
+            parameters=[_query("group", "One group's name"), _query("model", "One model's name")],
+        )
+    },
+    "/admin/voices/{model}/{voice_id}": {
+        "delete": _admin(
+            "deleteVoice",
+            "Delete a clone on its engine, then in the registry",
+            json_reply("The deleted clone", ref("AdminVoice")),
+            parameters=[
+                {"name": "model", "in": "path", "required": True, "schema": {"type": "string"}},
+                {"name": "voice_id", "in": "path", "required": True, "schema": {"type": "string"}},
             ],
         )
     },

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from parley.cli import cli
 from parley.domain.usage import UsageRecord
+from parley.domain.voices import Clone
 from parley.store.sql import open_store
 from tests.records import usage_record
 
@@ -89,3 +90,41 @@ def test_usage_report_across_groups_in_three_formats(run: Invoke, tmp_path: Path
     assert report["total"]["requests"] == 2 and report["data"][0]["group"] == "alpha"
     assert "'since' must be a date" in run("usage", "report", "--since", "May 1", code=2)
     assert "No group named 'nobody'" in run("usage", "report", "--group", "nobody", code=2)
+
+
+def test_voices_list_shows_every_groups_clones_and_filters(run: Invoke, tmp_path: Path) -> None:
+    run("groups", "create", "alpha")
+    run("groups", "create", "beta")
+
+    async def write() -> None:
+        store = await open_store(f"sqlite:///{tmp_path / 'parley.db'}")
+        groups = {group.name: group.id for group in await store.list_groups()}
+        for name, model, label in (("alpha", "tts-pro", "Anna"), ("beta", "tts-max", "Bert")):
+            gid = groups[name]
+            clone = Clone(
+                gid,
+                model,
+                label,
+                f"g{gid}__{label}",
+                f"g{gid}__{label.lower()}",
+                "omni",
+                4_250,
+                datetime(2026, 11, 1, tzinfo=UTC),
+            )
+            await store.add_clone(clone)
+        await store.close()
+
+    asyncio.run(write())
+    lines = run("voices", "list").splitlines()
+    assert [line.split("\t")[0] for line in lines] == ["alpha", "beta"]
+    assert lines[0].split("\t")[1:] == [
+        "tts-pro",
+        "g1__Anna",
+        "Anna",
+        "2026-11-01T00:00:00+00:00",
+        "4.2s",
+    ]
+    assert run("voices", "list", "--group", "beta").count("\n") == 1
+    assert "g2__Bert" in run("voices", "list", "--model", "tts-max")
+    assert run("voices", "list", "--model", "tts-none") == ""
+    assert "No group named 'nobody'" in run("voices", "list", "--group", "nobody", code=2)

@@ -8,12 +8,14 @@ refused; log out. Every page is photographed at 1280 and 390 px wide.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import openai
 import pytest
 from playwright.async_api import Browser, Dialog, Page, expect
 
+from parley.domain.voices import Clone
 from tests.api.harness import CHANNEL_KEY, Gateway
 from tests.browser.conftest import ADMIN_TOKEN
 
@@ -36,6 +38,28 @@ async def sign_in(page: Page, base: str, token: str) -> None:
     await expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
     await page.get_by_label("Admin token").fill(token)
     await page.get_by_role("button", name="Sign in").click()
+
+
+async def show_voices(page: Page, dashboard: Gateway, artifacts: Path) -> None:
+    """The Voices page with a registered clone (this gateway has no speech engine, so the
+    clone is put in the registry directly; deletion is tested in tests/api/speech)."""
+    group = await dashboard.services.store.get_group("acme")
+    assert group is not None
+    clone = Clone(
+        group_id=group.id,
+        model="tts-pro",
+        label="Narrator-EN",
+        voice_id=f"g{group.id}__Narrator-EN",
+        engine_name=f"g{group.id}__narrator-en",
+        channel="omni",
+        duration_ms=12_340,
+        created_at=datetime.now(UTC),
+    )
+    await dashboard.services.store.add_clone(clone)
+    await page.get_by_role("link", name="Voices").click()
+    await expect(page.locator("table[data-voices]")).to_contain_text(clone.voice_id)
+    await expect(page.locator("table[data-voices]")).to_contain_text("12.3 s")
+    await snap(page, artifacts, "voices")
 
 
 async def accept(dialog: Dialog) -> None:
@@ -117,6 +141,8 @@ async def test_tenant_lifecycle_in_the_browser(
     for action in ("group.create", "key.create", "key.revoke", "session.login"):
         await expect(page.locator("table")).to_contain_text(action)
     await snap(page, artifacts, "audit")
+
+    await show_voices(page, dashboard, artifacts)
 
     await page.goto(f"{base}/admin/ui/groups/nobody")
     await snap(page, artifacts, "error")
