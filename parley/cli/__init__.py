@@ -1,4 +1,4 @@
-"""The ``parley`` command: serve, db, groups, keys, usage.
+"""The ``parley`` command: serve, db, groups, keys, usage, engine.
 
 Each command's module is imported only when that command runs: ``parley --help`` loads
 Click alone, an admin command loads the settings and the store but not the web server,
@@ -18,6 +18,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "keys": ("parley.cli.admin:keys", "API keys: create (shown once), list, revoke."),
     "usage": ("parley.cli.admin:usage", "Usage records."),
     "voices": ("parley.cli.voices:voices", "Cloned voices: list every group's."),
+    "engine": ("parley.cli.engine:engine", "The local speech and transcription engine."),
 }
 """Command name → (``module:attribute``, the one-line help ``parley --help`` shows)."""
 

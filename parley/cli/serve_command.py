@@ -35,11 +35,27 @@ NO_CHANNELS_HINT = (
 @click.option("--host", help="Address to listen on (default from config, 127.0.0.1).")
 @click.option("--port", type=click.IntRange(0, 65535), help="Port (default from config, 8080).")
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option(
+    "--demo",
+    is_flag=True,
+    help="Offline demo: start local engines (chat, speech, transcription) and serve them; "
+    "needs pip install 'parley[local]'.",
+)
 @click.pass_context
 def serve(
-    ctx: click.Context, config_path: str | None, host: str | None, port: int | None, workers: int
+    ctx: click.Context,
+    config_path: str | None,
+    host: str | None,
+    port: int | None,
+    workers: int,
+    demo: bool,
 ) -> None:
     """Serve the /v1 API."""
+    if demo:
+        from parley.cli.demo import serve_demo  # the engines' launcher, only when asked
+
+        serve_demo(host, port)
+        return
     settings = _with_address(settings_from(ctx, config_path, secrets=True), host, port)
     configure_logging(settings.server.log_format)
     _check(settings, workers)

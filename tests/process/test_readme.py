@@ -34,8 +34,10 @@ from tests.process.procs import (
     STOP_SECONDS,
     Processes,
     Server,
+    _healthy,
     eventually,
     free_port,
+    wait_until,
 )
 
 README = REPO / "README.md"
@@ -56,6 +58,8 @@ STEPS = {
     "usage",
     "metrics",
     "cli-synopsis",
+    "demo",
+    "demo-python",
 }
 LOCAL_ENGINE = "http://127.0.0.1:11434/v1"
 SHELL_SECONDS = 60
@@ -87,7 +91,7 @@ def test_every_block_in_the_readme_is_a_snippet_this_module_runs() -> None:
 
 def test_the_readme_test_command_is_the_one_ci_runs() -> None:
     command = snippets()["test-suite"].text.strip()
-    assert command == "pip install -e '.[test]' && python -m pytest -n 2"
+    assert command == "pip install -e '.[test,local]' && python -m pytest -n 2"
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
     assert command in ci, ".ci/run must run the README's test command verbatim"
 
@@ -282,3 +286,37 @@ def test_the_command_line_synopsis_matches_the_commands() -> None:
         assert done.returncode == 0, (line, done.stderr)
         for option in options:
             assert option in done.stdout, (line, option)
+
+
+def test_the_offline_demo_answers_chat_speech_and_transcription(
+    procs: Processes, tmp_path: Path
+) -> None:
+    """The quick start's first command, from a fresh clone: the local engines start, and
+    the Python example, given the printed key, gets real chat, speech and a transcript."""
+    from tests.engines.local import CHAT_PACKAGES, READY_SECONDS, SPEECH_PACKAGES, require
+    from tests.engines.test_through_parley import most_words
+
+    require(CHAT_PACKAGES + SPEECH_PACKAGES)
+    steps = snippets()
+    clone = _fresh_clone(tmp_path)
+    reader = Reader(procs, clone, free_port())
+    proc = procs.spawn("demo", ["bash", "-c", reader.prelude() + steps["demo"].text], clone)
+    server = Server(proc.name, proc.process, proc.log, reader.port, clone)
+    procs.started[-1] = server
+    wait_until(server, lambda: _healthy(server.base_url), "the demo", timeout=READY_SECONDS)
+    assert reader.pip_log.read_text().splitlines() == ["install -e .[local]"]
+    key = re.search(r"key:\s+(pk-\S+)", server.output())
+    assert key is not None, server.output()
+    example = f"DEMO_KEY = {key.group(1)!r}\n" + reader.local(steps["demo-python"].text)
+    done = subprocess.run(
+        [sys.executable, "-c", example],
+        cwd=clone,
+        env=_environment(),
+        capture_output=True,
+        text=True,
+        timeout=SHELL_SECONDS * 3,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert most_words(done.stdout.strip().splitlines()[-1]), done.stdout
+    assert interrupt(server) == 0
