@@ -13,6 +13,9 @@ from tests.process.calls import MODEL, Chat, call, gateway_config, get
 from tests.process.procs import Processes, eventually
 
 
+WRONG_KEY = "pk-not-a-real-key-0123456789"
+
+
 def json_lines(text: str) -> list[dict[str, Any]]:
     lines = [line for line in text.splitlines() if line.strip()]
     return [orjson.loads(line) for line in lines]  # fails on any line that is not JSON
@@ -26,7 +29,7 @@ def test_json_logs_and_an_access_log_with_what_the_meter_knew(
     key = server.create_key()
     chat = call(Chat(server.v1, key, text="one two three"))
     assert chat.status == 200
-    refused = call(Chat(server.v1, "pk-not-a-real-key-0123456789"))
+    refused = call(Chat(server.v1, WRONG_KEY))
     assert refused.status == 401
     models = get(f"{server.v1}/models", key)
     assert models.status == 200
@@ -51,5 +54,5 @@ def test_json_logs_and_an_access_log_with_what_the_meter_knew(
     assert startup["level"] == "info"
     assert "serving on" in startup["message"]
     assert key not in server.output()
-    assert "sk-" not in server.output()
+    assert WRONG_KEY not in server.output()
     assert server.terminate() == 0
