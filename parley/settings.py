@@ -10,13 +10,50 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from yarl import URL
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from parley.catalog_settings import (
+    ChannelModel,
+    ChannelSettings,
+    ModelKind,
+    ModelSettings,
+    Prices,
+    QualityLevel,
+    SpeechOptions,
+    Strict,
+    Timeouts,
+    TranscriptFormat,
+    TranscriptionOptions,
+)
+
+__all__ = [
+    "AdminSettings",
+    "ChannelModel",
+    "ChannelSettings",
+    "ConfigError",
+    "CorsSettings",
+    "DatabaseSettings",
+    "LimitSettings",
+    "MetricsSettings",
+    "ModelKind",
+    "ModelSettings",
+    "Prices",
+    "QualityLevel",
+    "RedisSettings",
+    "ServerSettings",
+    "Settings",
+    "SpeechOptions",
+    "Timeouts",
+    "TranscriptFormat",
+    "TranscriptionOptions",
+    "UpstreamSettings",
+    "UsageSettings",
+    "load_settings",
+]
 
 DEFAULT_CONFIG = Path("parley.yaml")
 DEFAULT_DATABASE_URL = "sqlite:///./parley.db"
@@ -27,11 +64,7 @@ class ConfigError(Exception):
     """A configuration problem, worded for the operator in one line."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class CorsSettings(_Strict):
+class CorsSettings(Strict):
     """Browser access to ``/v1`` from other origins; off while ``allowed_origins`` is empty."""
 
     allowed_origins: tuple[str, ...] = ()
@@ -47,7 +80,7 @@ class CorsSettings(_Strict):
         return tuple(origin.rstrip("/") for origin in origins)
 
 
-class MetricsSettings(_Strict):
+class MetricsSettings(Strict):
     """Prometheus ``/metrics``."""
 
     enabled: bool = True
@@ -57,7 +90,7 @@ class MetricsSettings(_Strict):
     """Set by ``serve --workers N`` (not in the file): where the workers' values meet."""
 
 
-class ServerSettings(_Strict):
+class ServerSettings(Strict):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
     max_body_bytes: int = Field(26_214_400, gt=0, description="largest request body accepted")
@@ -78,7 +111,7 @@ class ServerSettings(_Strict):
     )
 
 
-class DatabaseSettings(_Strict):
+class DatabaseSettings(Strict):
     url: str = DEFAULT_DATABASE_URL
     pool_size: int = Field(5, gt=0)
     timeout_seconds: float = Field(10.0, gt=0)
@@ -92,14 +125,14 @@ class DatabaseSettings(_Strict):
         return url
 
 
-class RedisSettings(_Strict):
+class RedisSettings(Strict):
     url: str = "redis://127.0.0.1:6379/0"
     on_failure: Literal["local", "reject"] = "local"
     retry_seconds: float = Field(5.0, gt=0)
     prefix: str = "parley"
 
 
-class LimitSettings(_Strict):
+class LimitSettings(Strict):
     backend: Literal["memory", "redis"] = "memory"
     per_worker: bool = False
     default_max_tokens: int = Field(1024, gt=0)
@@ -109,7 +142,7 @@ class LimitSettings(_Strict):
     budget_period: Literal["month", "day"] = "month"
 
 
-class UsageSettings(_Strict):
+class UsageSettings(Strict):
     retention_days: int = Field(30, ge=1)
     flush_seconds: float = Field(1.0, gt=0)
     queue_size: int = Field(10_000, gt=0)
@@ -119,11 +152,11 @@ class UsageSettings(_Strict):
     """Where records are kept if the database is unreachable at shutdown (replayed at start)."""
 
 
-class AdminSettings(_Strict):
+class AdminSettings(Strict):
     token: str | None = None
 
 
-class UpstreamSettings(_Strict):
+class UpstreamSettings(Strict):
     """Bounds on what Parley accepts from any upstream (defaults no real model reaches)."""
 
     max_reply_bytes: int = Field(64 * 1024 * 1024, gt=0, description="largest whole reply")
@@ -131,148 +164,7 @@ class UpstreamSettings(_Strict):
     max_connections_per_origin: int = Field(1000, gt=0)
 
 
-class Timeouts(_Strict):
-    connect: float = Field(10.0, gt=0)
-    read: float = Field(300.0, gt=0)
-
-
-class ChannelModel(_Strict):
-    name: str
-    upstream: str | None = None
-
-
-class ChannelSettings(_Strict):
-    name: str
-    type: str = "openai"
-    base_url: str
-    api_key: str | None = None
-    models: tuple[ChannelModel, ...]
-    priority: int = 0
-    weight: int = Field(1, ge=1)
-    timeouts: Timeouts = Timeouts()
-
-    @field_validator("models", mode="before")
-    @classmethod
-    def _names_or_objects(cls, value: Any) -> Any:
-        if isinstance(value, list):
-            return [{"name": item} if isinstance(item, str) else item for item in value]
-        return value
-
-    @field_validator("base_url")
-    @classmethod
-    def _http_url(cls, url: str) -> str:
-        if not url.startswith(("http://", "https://")):
-            raise ValueError("must start with http:// or https://")
-        if not URL(url).raw_host:
-            raise ValueError("must name a host")
-        if any(mark in url for mark in " \r\n\0"):
-            raise ValueError("must not hold spaces or line breaks")
-        return url.rstrip("/")
-
-    @field_validator("api_key")
-    @classmethod
-    def _one_line(cls, key: str | None) -> str | None:
-        if key is not None and any(mark in key for mark in "\r\n\0"):
-            raise ValueError("must not hold a line break (check the environment variable)")
-        return key
-
-
-class Prices(_Strict):
-    """USD prices; converted to integer nano-dollars by ``domain.pricing``."""
-
-    input_per_1k: Decimal = Decimal(0)
-    output_per_1k: Decimal = Decimal(0)
-    per_1k_characters: Decimal = Decimal(0)
-    per_minute: Decimal = Decimal(0)
-
-
-ModelKind = Literal["chat", "completion", "embedding", "speech", "transcription"]
-TranscriptFormat = Literal["json", "text", "srt", "vtt", "verbose_json"]
-
-
-class TranscriptionOptions(_Strict):
-    """What a ``kind: transcription`` model can do (its engine must be able to)."""
-
-    translate: bool = False
-    stream: bool = False
-    formats: tuple[TranscriptFormat, ...] = ("json", "text", "srt", "vtt", "verbose_json")
-
-    @field_validator("formats")
-    @classmethod
-    def _some_formats(cls, formats: tuple[str, ...]) -> tuple[str, ...]:
-        if not formats:
-            raise ValueError("must name at least one response format")
-        return formats
-
-
-QualityLevel = Literal["standard", "high", "max"]
-
-
-class SpeechOptions(_Strict):
-    """A speech model's options (``models[].audio`` when ``kind: speech``); docs/audio.md."""
-
-    voices_catalogue: str | None = None
-    """YAML file of curated voice metadata, merged into the engine's roster by id."""
-    default_voice: str | None = None
-    """Sent when the caller names no voice (or an unknown one); else the engine's default."""
-    unsupported_formats: Literal["wav", "reject"] = "reject"
-    """opus, aac, flac: ``wav`` falls back to WAV silently (fast model), ``reject`` is a 400."""
-    quality_steps: dict[QualityLevel, int] | None = None
-    """``quality`` level → engine steps; unset: the model refuses ``quality``."""
-    default_quality: QualityLevel | None = None
-    instruction: bool = False
-    cloning: bool = False
-    transcript_cloning: bool = False
-    voice_listing: bool = True
-    """False for engines without voice management: the voice list is then a 404."""
-    status_on_every_voice: bool = False
-    """True: every voice record carries ``status: ready``; else only catalogued ones."""
-    max_input_chars: int = Field(4096, gt=0)
-    sample_rate: int = Field(24000, gt=0)
-    """The engine's rate, which ``pcm`` replies (16-bit little-endian mono) are at."""
-    max_clip_bytes: int = Field(10_485_760, gt=0)
-    engine_clip_seconds: float | None = Field(30.0, gt=0)
-    """Clips longer than the engine accepts are cut to this many seconds (as WAV)."""
-
-    @model_validator(mode="after")
-    def _consistent(self) -> SpeechOptions:
-        if self.default_quality is not None and self.default_quality not in (
-            self.quality_steps or {}
-        ):
-            raise ValueError("default_quality must be one of quality_steps")
-        for level, steps in (self.quality_steps or {}).items():
-            if not 1 <= steps <= 100:
-                raise ValueError(f"quality_steps.{level} must be 1 to 100")
-        if self.transcript_cloning and not self.cloning:
-            raise ValueError("transcript_cloning needs cloning")
-        return self
-
-
-class ModelSettings(_Strict):
-    name: str
-    kind: ModelKind = "chat"
-    aliases: tuple[str, ...] = ()
-    retired_aliases: tuple[str, ...] = ()
-    context_window: int | None = Field(None, gt=0)
-    vision: bool = False
-    owned_by: str = "parley"
-    prices: Prices = Prices()
-    transcription: TranscriptionOptions | None = None
-    audio: SpeechOptions | None = None
-    """Speech options; only for ``kind: speech`` (defaults apply when unset)."""
-
-    @model_validator(mode="after")
-    def _options_fit_the_kind(self) -> ModelSettings:
-        if self.transcription is not None and self.kind != "transcription":
-            raise ValueError("transcription options are only for kind: transcription models")
-        if self.audio is not None and self.kind != "speech":
-            raise ValueError("audio options are only for kind: speech models")
-        if self.kind == "speech" and (self.prices.input_per_1k or self.prices.output_per_1k):
-            raise ValueError("a speech model is priced per_1k_characters, not per token")
-        return self
-
-
-class Settings(_Strict):
+class Settings(Strict):
     server: ServerSettings = ServerSettings()
     database: DatabaseSettings = DatabaseSettings()
     redis: RedisSettings | None = None

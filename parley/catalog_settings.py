@@ -1,0 +1,159 @@
+"""What the gateway serves, as configured: channels (where and how to call an upstream)
+and models (kinds, prices, and the options of speech and transcription models).
+
+Part of the typed settings; ``parley.settings`` reads the file and the environment and
+re-exports these classes.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from yarl import URL
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Timeouts(Strict):
+    connect: float = Field(10.0, gt=0)
+    read: float = Field(300.0, gt=0)
+
+
+class ChannelModel(Strict):
+    name: str
+    upstream: str | None = None
+
+
+class ChannelSettings(Strict):
+    name: str
+    type: str = "openai"
+    base_url: str
+    api_key: str | None = None
+    models: tuple[ChannelModel, ...]
+    priority: int = 0
+    weight: int = Field(1, ge=1)
+    timeouts: Timeouts = Timeouts()
+
+    @field_validator("models", mode="before")
+    @classmethod
+    def _names_or_objects(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            return [{"name": item} if isinstance(item, str) else item for item in value]
+        return value
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, url: str) -> str:
+        if not url.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        if not URL(url).raw_host:
+            raise ValueError("must name a host")
+        if any(mark in url for mark in " \r\n\0"):
+            raise ValueError("must not hold spaces or line breaks")
+        return url.rstrip("/")
+
+    @field_validator("api_key")
+    @classmethod
+    def _one_line(cls, key: str | None) -> str | None:
+        if key is not None and any(mark in key for mark in "\r\n\0"):
+            raise ValueError("must not hold a line break (check the environment variable)")
+        return key
+
+
+class Prices(Strict):
+    """USD prices; converted to integer nano-dollars by ``domain.pricing``."""
+
+    input_per_1k: Decimal = Decimal(0)
+    output_per_1k: Decimal = Decimal(0)
+    per_1k_characters: Decimal = Decimal(0)
+    per_minute: Decimal = Decimal(0)
+
+
+ModelKind = Literal["chat", "completion", "embedding", "speech", "transcription"]
+TranscriptFormat = Literal["json", "text", "srt", "vtt", "verbose_json"]
+
+
+class TranscriptionOptions(Strict):
+    """What a ``kind: transcription`` model can do (its engine must be able to)."""
+
+    translate: bool = False
+    stream: bool = False
+    formats: tuple[TranscriptFormat, ...] = ("json", "text", "srt", "vtt", "verbose_json")
+
+    @field_validator("formats")
+    @classmethod
+    def _some_formats(cls, formats: tuple[str, ...]) -> tuple[str, ...]:
+        if not formats:
+            raise ValueError("must name at least one response format")
+        return formats
+
+
+QualityLevel = Literal["standard", "high", "max"]
+
+
+class SpeechOptions(Strict):
+    """A speech model's options (``models[].audio`` when ``kind: speech``); docs/audio.md."""
+
+    voices_catalogue: str | None = None
+    """YAML file of curated voice metadata, merged into the engine's roster by id."""
+    default_voice: str | None = None
+    """Sent when the caller names no voice (or an unknown one); else the engine's default."""
+    unsupported_formats: Literal["wav", "reject"] = "reject"
+    """opus, aac, flac: ``wav`` falls back to WAV silently (fast model), ``reject`` is a 400."""
+    quality_steps: dict[QualityLevel, int] | None = None
+    """``quality`` level → engine steps; unset: the model refuses ``quality``."""
+    default_quality: QualityLevel | None = None
+    instruction: bool = False
+    cloning: bool = False
+    transcript_cloning: bool = False
+    voice_listing: bool = True
+    """False for engines without voice management: the voice list is then a 404."""
+    status_on_every_voice: bool = False
+    """True: every voice record carries ``status: ready``; else only catalogued ones."""
+    max_input_chars: int = Field(4096, gt=0)
+    sample_rate: int = Field(24000, gt=0)
+    """The engine's rate, which ``pcm`` replies (16-bit little-endian mono) are at."""
+    max_clip_bytes: int = Field(10_485_760, gt=0)
+    engine_clip_seconds: float | None = Field(30.0, gt=0)
+    """Clips longer than the engine accepts are cut to this many seconds (as WAV)."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SpeechOptions:
+        if self.default_quality is not None and self.default_quality not in (
+            self.quality_steps or {}
+        ):
+            raise ValueError("default_quality must be one of quality_steps")
+        for level, steps in (self.quality_steps or {}).items():
+            if not 1 <= steps <= 100:
+                raise ValueError(f"quality_steps.{level} must be 1 to 100")
+        if self.transcript_cloning and not self.cloning:
+            raise ValueError("transcript_cloning needs cloning")
+        return self
+
+
+class ModelSettings(Strict):
+    name: str
+    kind: ModelKind = "chat"
+    aliases: tuple[str, ...] = ()
+    retired_aliases: tuple[str, ...] = ()
+    context_window: int | None = Field(None, gt=0)
+    vision: bool = False
+    owned_by: str = "parley"
+    prices: Prices = Prices()
+    transcription: TranscriptionOptions | None = None
+    audio: SpeechOptions | None = None
+    """Speech options; only for ``kind: speech`` (defaults apply when unset)."""
+
+    @model_validator(mode="after")
+    def _options_fit_the_kind(self) -> ModelSettings:
+        if self.transcription is not None and self.kind != "transcription":
+            raise ValueError("transcription options are only for kind: transcription models")
+        if self.audio is not None and self.kind != "speech":
+            raise ValueError("audio options are only for kind: speech models")
+        if self.kind == "speech" and (self.prices.input_per_1k or self.prices.output_per_1k):
+            raise ValueError("a speech model is priced per_1k_characters, not per token")
+        return self
