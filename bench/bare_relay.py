@@ -8,6 +8,9 @@ byte for byte, each piece as it arrives from the upstream (``iter_any``), throug
 exactly the difference between the two.
 
     python -m bench.bare_relay --port 9002 --upstream http://127.0.0.1:9001/v1
+
+Its accept backlog is Parley's default (``server.backlog``, 4096), so a run with thousands
+of connections compares the relays and not their listen queues.
 """
 
 from __future__ import annotations
@@ -70,10 +73,18 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=9002)
     parser.add_argument("--upstream", default="http://127.0.0.1:9001/v1")
+    parser.add_argument(
+        "--backlog", type=int, default=4096, help="Accept backlog (Parley's default)."
+    )
     args = parser.parse_args()
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     web.run_app(
-        make_app(args.upstream), host=args.host, port=args.port, access_log=None, print=None
+        make_app(args.upstream),
+        host=args.host,
+        port=args.port,
+        access_log=None,
+        print=None,
+        backlog=args.backlog,
     )
 
 

@@ -129,7 +129,9 @@ async def serve_app(app: web.Application, settings: Settings, *, reuse_port: boo
     await runner.setup()
     stopping = asyncio.Event()
     try:
-        site = web.TCPSite(runner, server.host, server.port, reuse_port=reuse_port)
+        site = web.TCPSite(
+            runner, server.host, server.port, reuse_port=reuse_port, backlog=server.backlog
+        )
         await site.start()
         _stop_once_on_signals(asyncio.get_running_loop(), stopping)
         await stopping.wait()
