@@ -8,7 +8,8 @@ and foreign keys. On PostgreSQL every connect and every statement is bounded by
 call with ``StoreUnavailable`` instead of holding it, the usage writer and shutdown for
 ever; waiting for a pooled connection is bounded the same way on both.
 
-Migrations run Alembic on a connection of the async engine, under a
+Migrations run Alembic on a connection of the async engine (only when the stored revision
+is not the newest file's, so a worker at head never loads Alembic), under a
 lock (``BEGIN IMMEDIATE`` on SQLite, a transaction-scoped advisory lock per schema on
 PostgreSQL), so several workers starting at once migrate once.
 """
@@ -16,13 +17,12 @@ PostgreSQL), so several workers starting at once migrate once.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from pathlib import Path
 from typing import Any
 
-from alembic import command
-from alembic.config import Config
-from sqlalchemy import URL, Connection, event, make_url, text
+from sqlalchemy import URL, Connection, event, inspect, make_url, text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
@@ -103,7 +103,31 @@ async def upgrade_to_head(engine: AsyncEngine) -> None:
         await _use_wal(engine)
     async with engine.begin() as conn:
         await _lock_for_migration(conn)
-        await conn.run_sync(_upgrade)
+        if await conn.run_sync(_stored_revision) != head_revision():
+            await conn.run_sync(_upgrade)
+
+
+def head_revision(versions: Path = MIGRATIONS / "versions") -> str | None:
+    """The newest migration's revision, read from the files without Alembic: the one no
+    other names as its ``down_revision`` (``None`` if that is not exactly one)."""
+    revisions: set[str] = set()
+    downs: set[str] = set()
+    for path in versions.glob("*.py"):
+        source = path.read_text()
+        revisions.update(_REVISION.findall(source))
+        downs.update(_DOWN_REVISION.findall(source))
+    heads = revisions - downs
+    return heads.pop() if len(heads) == 1 else None
+
+
+_REVISION = re.compile(r"^revision(?:: [^=]+)? = [\"']([^\"']+)[\"']", re.MULTILINE)
+_DOWN_REVISION = re.compile(r"^down_revision(?:: [^=]+)? = [\"']([^\"']+)[\"']", re.MULTILINE)
+
+
+def _stored_revision(connection: Connection) -> str | None:
+    if not inspect(connection).has_table("alembic_version"):
+        return None
+    return connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
 
 
 async def _use_wal(engine: AsyncEngine) -> None:
@@ -134,6 +158,12 @@ async def _lock_for_migration(conn: AsyncConnection) -> None:
 
 
 def _upgrade(connection: Connection) -> None:
+    # Imported here, only when a migration is due: Alembic (with Mako) is about 8 MB of
+    # every worker's memory, and a database already at head (every start but the first,
+    # and every worker after the supervisor migrated) never needs it.
+    from alembic import command
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS).replace("%", "%%"))
     config.attributes["connection"] = connection
