@@ -35,8 +35,9 @@ from bench.processes import (
     wait_until_ready,
 )
 
-SETTLE_SECONDS = 3.0
-"""After the streams closed, before the server's memory is read again."""
+SETTLE_SECONDS = 12.0
+"""After the streams closed, before the server's memory is read again (Parley gives freed
+memory back every 10 s: parley/heap.py)."""
 REDIS_LIMITS = "{backend: redis}"
 
 

@@ -18,6 +18,7 @@ from parley.api.context import SERVICES
 from parley.app import create_app
 from parley.cli.context import fail, safe_url, settings_from, with_store
 from parley.edge.runner import EdgeRunner
+from parley.heap import give_back_freed_memory
 from parley.http import HttpClient
 from parley.providers.registry import ProviderRegistry, check_channel_types
 from parley.services import Services
@@ -107,6 +108,7 @@ def run_worker(raw_settings: dict[str, Any], reuse_port: bool) -> None:
     asyncio.set_event_loop(loop)
     app = create_app(settings)
     app.on_startup.append(settle_garbage_collector)  # runs after the services are built
+    app.cleanup_ctx.append(give_back_freed_memory)
     try:
         loop.run_until_complete(serve_app(app, settings, reuse_port=reuse_port))
     finally:
