@@ -20,8 +20,9 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
 
 from parley import openapi
-from parley.admin.api import admin_app
+from parley.admin.site import admin_app
 from parley.api.context import CALLER, REPLY_HEADERS, SERVICES
+from parley.api.reply import error_response, http_exception_as_error
 from parley.api.routes import add_routes
 from parley.edge import bodies as edge_bodies
 from parley.edge.bodies import BODY_SECONDS, PENDING_BODIES, BodyTimeout, start_body_clock
@@ -32,8 +33,6 @@ from parley.errors import (
     ParleyError,
     RequestTimeout,
     ServiceUnavailable,
-    error_response,
-    http_exception_as_error,
 )
 from parley.limits.headers import rate_limit_headers
 from parley.pipeline.admit import scopes_for
@@ -41,6 +40,7 @@ from parley.pipeline.authenticate import authenticate
 from parley.services import Services
 from parley.settings import Settings
 from parley.store.base import Store, StoreUnavailable
+from parley.telemetry.wiring import install as install_telemetry
 
 log = logging.getLogger("parley")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -147,7 +147,7 @@ def create_app(settings: Settings, *, store: Store | None = None) -> web.Applica
     )
     app.on_response_prepare.append(remember_started)
     add_routes(app)
-    app.add_subapp("/admin", admin_app(settings.server.max_body_bytes))
+    app.add_subapp("/admin", admin_app(settings))
     app.router.add_get("/health", health)
     openapi.install(app)
 
@@ -157,6 +157,7 @@ def create_app(settings: Settings, *, store: Store | None = None) -> web.Applica
         await app[SERVICES].close()
 
     app.cleanup_ctx.append(lifecycle)
+    install_telemetry(app, settings)  # request ids, CORS, /metrics (after the services)
     return app
 
 

@@ -1,4 +1,4 @@
-"""The error tree, and the one renderer of the OpenAI error envelope.
+"""The error tree (the envelope is rendered by ``parley.api.reply.error_response``).
 
 Every error a caller can see is a ``ParleyError``; the HTTP middleware renders it as::
 
@@ -33,13 +33,14 @@ from collections.abc import Mapping
 from typing import Any
 
 import orjson
-from aiohttp import web
 
 
 class ParleyError(Exception):
     status = 500
     type = "server_error"
     code: str | None = None
+    channel = ""
+    """The channel whose upstream failed, when one did (set by the relay; never shown)."""
 
     def __init__(
         self,
@@ -169,36 +170,6 @@ class ServiceUnavailable(ParleyError):
 
 
 INTERNAL_ERROR_MESSAGE = "The server had an error while processing your request."
-
-
-def error_response(error: ParleyError, headers: Mapping[str, str] | None = None) -> web.Response:
-    """Render ``error`` as the OpenAI envelope (the only place that builds one)."""
-    merged = {**(headers or {}), **error.headers}
-    if error.status >= 500 or error.status == 429:
-        merged.setdefault(
-            "x-should-retry", "true" if error.type != "insufficient_quota" else "false"
-        )
-    return web.Response(
-        status=error.status,
-        body=orjson.dumps(error.body()),
-        content_type="application/json",
-        headers=merged,
-    )
-
-
-def http_exception_as_error(exc: web.HTTPException) -> ParleyError:
-    """Map aiohttp's own routing and size errors into the tree."""
-    if isinstance(exc, web.HTTPRequestEntityTooLarge):
-        return PayloadTooLarge("The request body is too large.")
-    if isinstance(exc, web.HTTPNotFound):
-        return NotFound("Unknown request URL. Check the path and method.")
-    error = ParleyError(exc.reason or "HTTP error")
-    if isinstance(exc, web.HTTPMethodNotAllowed):
-        error = InvalidRequest(f"Method {exc.method} is not allowed for this URL.")
-        error.code = "method_not_allowed"
-    error.status = exc.status
-    error.type = "invalid_request_error" if exc.status < 500 else "server_error"
-    return error
 
 
 def encode_error_event(error: ParleyError) -> bytes:

@@ -18,6 +18,8 @@ from datetime import UTC, datetime, timedelta
 
 from parley.domain.models import ModelRegistry, ModelSpec
 from parley.domain.pricing import Price, usd_to_nanos
+from parley.domain.speech import SpeechProfile
+from parley.domain.transcripts import TranscriptionAbilities
 from parley.http import HttpClient
 from parley.limits.base import Limiter
 from parley.limits.factory import build_limiter
@@ -27,12 +29,16 @@ from parley.pipeline.directory import Directory
 from parley.pipeline.meter import BackgroundTasks, Meter
 from parley.pipeline.route import Router
 from parley.pipeline.streams import OpenStreams
+from parley.pipeline.watch import CallWatchers
 from parley.pipeline.writer import UsageWriter
 from parley.providers.base import ReplyBounds
 from parley.providers.registry import ProviderRegistry, check_channel_types
-from parley.settings import ModelSettings, Settings
+from parley.settings import ModelSettings, Settings, SpeechOptions
 from parley.store.base import Store, StoreUnavailable
 from parley.store.sql import open_store
+from parley.voices.book import CloneBook
+from parley.voices.catalogue import load_catalogue
+from parley.voices.rosters import Rosters
 
 log = logging.getLogger("parley")
 
@@ -58,7 +64,38 @@ def _spec(model: ModelSettings, created: int) -> ModelSpec:
         aliases=model.aliases,
         retired_aliases=model.retired_aliases,
         created=created,
+        transcription=_abilities(model),
+        speech=speech_profile(model.audio or SpeechOptions()) if model.kind == "speech" else None,
     )
+
+
+def speech_profile(options: SpeechOptions) -> SpeechProfile:
+    """A speech model's profile; its catalogue file is read here, once."""
+    return SpeechProfile(
+        catalogue=load_catalogue(options.voices_catalogue),
+        default_voice=options.default_voice,
+        fallback_to_wav=options.unsupported_formats == "wav",
+        quality_steps={str(level): steps for level, steps in (options.quality_steps or {}).items()},
+        default_quality=options.default_quality,
+        instruction=options.instruction,
+        cloning=options.cloning,
+        transcript_cloning=options.transcript_cloning,
+        voice_listing=options.voice_listing,
+        status_on_every_voice=options.status_on_every_voice,
+        max_input_chars=options.max_input_chars,
+        sample_rate=options.sample_rate,
+        max_clip_bytes=options.max_clip_bytes,
+        engine_clip_seconds=options.engine_clip_seconds,
+    )
+
+
+def _abilities(model: ModelSettings) -> TranscriptionAbilities | None:
+    if model.kind != "transcription":
+        return None
+    options = model.transcription
+    if options is None:
+        return TranscriptionAbilities()
+    return TranscriptionAbilities(options.translate, options.stream, options.formats)
 
 
 @dataclass
@@ -73,8 +110,11 @@ class Services:
     meter: Meter
     http: HttpClient
     tasks: BackgroundTasks
+    clones: CloneBook
+    rosters: Rosters
     started_at: int = field(default_factory=lambda: int(time.time()))
     request_ids: RequestIds = field(default_factory=RequestIds)
+    watchers: CallWatchers = field(default_factory=CallWatchers)
     streams: OpenStreams = field(default_factory=OpenStreams)
     """The streams being relayed; shutdown ends them with ``streams.end_all()``."""
     _loops: list[asyncio.Task[None]] = field(default_factory=list)
@@ -110,6 +150,8 @@ class Services:
         await writer.start()
         tasks = BackgroundTasks()
         started_at = int(time.time())
+        clones = CloneBook(store)
+        await clones.load()
         services = cls(
             settings=settings,
             store=store,
@@ -121,6 +163,8 @@ class Services:
             meter=Meter(writer, ledger, limiter, tasks),
             http=http,
             tasks=tasks,
+            clones=clones,
+            rosters=Rosters(providers),
             started_at=started_at,
         )
         services._loops = [
@@ -146,6 +190,7 @@ class Services:
         """Reload groups, changed keys and period spend from the store."""
         await self.directory.load()
         await self.meter.ledger.refresh()
+        await self.clones.load()
 
     async def _refresh_loop(self) -> None:
         while True:

@@ -31,13 +31,42 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class CorsSettings(_Strict):
+    """Browser access to ``/v1`` from other origins; off while ``allowed_origins`` is empty."""
+
+    allowed_origins: tuple[str, ...] = ()
+    """Exact origins (``https://app.example.com``), or ``"*"`` for any."""
+    max_age_seconds: int = Field(600, ge=0)
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _origins(cls, origins: tuple[str, ...]) -> tuple[str, ...]:
+        for origin in origins:
+            if origin != "*" and not re.fullmatch(r"https?://[^/\s]+", origin):
+                raise ValueError(f"`{origin}` is not an origin like https://app.example.com")
+        return tuple(origin.rstrip("/") for origin in origins)
+
+
+class MetricsSettings(_Strict):
+    """Prometheus ``/metrics``."""
+
+    enabled: bool = True
+    token: str | None = None
+    """When set, a scrape must carry ``Authorization: Bearer <token>``."""
+    multiprocess_dir: str | None = None
+    """Set by ``serve --workers N`` (not in the file): where the workers' values meet."""
+
+
 class ServerSettings(_Strict):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
     max_body_bytes: int = Field(26_214_400, gt=0, description="largest request body accepted")
     max_image_bytes: int = Field(5_242_880, gt=0, description="largest data-URL image accepted")
+    max_audio_bytes: int = Field(26_214_400, gt=0, description="largest audio upload accepted")
     shutdown_grace_seconds: float = Field(10.0, ge=0)
     access_log: bool = False
+    log_format: Literal["text", "json"] = "text"
+    cors: CorsSettings = CorsSettings()
     body_timeout_seconds: float = Field(
         120.0, gt=0, description="time a request body may take to arrive whole (else 408)"
     )
@@ -161,6 +190,65 @@ class Prices(_Strict):
 
 
 ModelKind = Literal["chat", "completion", "embedding", "speech", "transcription"]
+TranscriptFormat = Literal["json", "text", "srt", "vtt", "verbose_json"]
+
+
+class TranscriptionOptions(_Strict):
+    """What a ``kind: transcription`` model can do (its engine must be able to)."""
+
+    translate: bool = False
+    stream: bool = False
+    formats: tuple[TranscriptFormat, ...] = ("json", "text", "srt", "vtt", "verbose_json")
+
+    @field_validator("formats")
+    @classmethod
+    def _some_formats(cls, formats: tuple[str, ...]) -> tuple[str, ...]:
+        if not formats:
+            raise ValueError("must name at least one response format")
+        return formats
+
+
+QualityLevel = Literal["standard", "high", "max"]
+
+
+class SpeechOptions(_Strict):
+    """A speech model's options (``models[].audio`` when ``kind: speech``); docs/audio.md."""
+
+    voices_catalogue: str | None = None
+    """YAML file of curated voice metadata, merged into the engine's roster by id."""
+    default_voice: str | None = None
+    """Sent when the caller names no voice (or an unknown one); else the engine's default."""
+    unsupported_formats: Literal["wav", "reject"] = "reject"
+    """opus, aac, flac: ``wav`` falls back to WAV silently (fast model), ``reject`` is a 400."""
+    quality_steps: dict[QualityLevel, int] | None = None
+    """``quality`` level → engine steps; unset: the model refuses ``quality``."""
+    default_quality: QualityLevel | None = None
+    instruction: bool = False
+    cloning: bool = False
+    transcript_cloning: bool = False
+    voice_listing: bool = True
+    """False for engines without voice management: the voice list is then a 404."""
+    status_on_every_voice: bool = False
+    """True: every voice record carries ``status: ready``; else only catalogued ones."""
+    max_input_chars: int = Field(4096, gt=0)
+    sample_rate: int = Field(24000, gt=0)
+    """The engine's rate, which ``pcm`` replies (16-bit little-endian mono) are at."""
+    max_clip_bytes: int = Field(10_485_760, gt=0)
+    engine_clip_seconds: float | None = Field(30.0, gt=0)
+    """Clips longer than the engine accepts are cut to this many seconds (as WAV)."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SpeechOptions:
+        if self.default_quality is not None and self.default_quality not in (
+            self.quality_steps or {}
+        ):
+            raise ValueError("default_quality must be one of quality_steps")
+        for level, steps in (self.quality_steps or {}).items():
+            if not 1 <= steps <= 100:
+                raise ValueError(f"quality_steps.{level} must be 1 to 100")
+        if self.transcript_cloning and not self.cloning:
+            raise ValueError("transcript_cloning needs cloning")
+        return self
 
 
 class ModelSettings(_Strict):
@@ -172,6 +260,19 @@ class ModelSettings(_Strict):
     vision: bool = False
     owned_by: str = "parley"
     prices: Prices = Prices()
+    transcription: TranscriptionOptions | None = None
+    audio: SpeechOptions | None = None
+    """Speech options; only for ``kind: speech`` (defaults apply when unset)."""
+
+    @model_validator(mode="after")
+    def _options_fit_the_kind(self) -> ModelSettings:
+        if self.transcription is not None and self.kind != "transcription":
+            raise ValueError("transcription options are only for kind: transcription models")
+        if self.audio is not None and self.kind != "speech":
+            raise ValueError("audio options are only for kind: speech models")
+        if self.kind == "speech" and (self.prices.input_per_1k or self.prices.output_per_1k):
+            raise ValueError("a speech model is priced per_1k_characters, not per token")
+        return self
 
 
 class Settings(_Strict):
@@ -181,6 +282,7 @@ class Settings(_Strict):
     limits: LimitSettings = LimitSettings()
     usage: UsageSettings = UsageSettings()
     admin: AdminSettings = AdminSettings()
+    metrics: MetricsSettings = MetricsSettings()
     upstream: UpstreamSettings = UpstreamSettings()
     channels: tuple[ChannelSettings, ...] = ()
     models: tuple[ModelSettings, ...] = ()
@@ -211,21 +313,89 @@ class Settings(_Strict):
         return self
 
 
-def load_settings(path: Path | None, environ: Mapping[str, str]) -> Settings:
-    """Read the config file (if any) and apply ``PARLEY_*`` overrides."""
+def load_settings(
+    path: Path | None, environ: Mapping[str, str], *, secrets: bool = True
+) -> Settings:
+    """Read the config file (if any) and apply ``PARLEY_*`` overrides.
+
+    ``secrets=False`` is for the admin commands, which use only the database: a
+    ``${NAME}`` outside the ``database`` section whose variable is unset stays as written
+    instead of failing. Every unset variable is reported at once, in one line. A relative
+    SQLite path in the file is relative to the file's folder, not the current directory.
+    """
     raw: dict[str, Any] = {}
-    if path is None and environ.get("PARLEY_CONFIG"):
-        path = Path(environ["PARLEY_CONFIG"])
-    if path is None and DEFAULT_CONFIG.exists():
-        path = DEFAULT_CONFIG
+    path = config_file(path, environ)
     if path is not None:
         raw = _read_yaml(path)
-    raw = _expand_env(raw, environ, "")
+    unset: list[tuple[str, str]] = []
+    raw = _expand_env(raw, environ, "", unset)
+    _report_unset(unset, path, secrets)
+    if path is not None:
+        _anchor_sqlite_path(raw, path.parent)
     _apply_overrides(raw, environ)
     try:
         return Settings.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(_first_problem(exc, path)) from None
+
+
+def config_file(path: Path | None, environ: Mapping[str, str]) -> Path | None:
+    """The config file to read: ``path``, else ``$PARLEY_CONFIG``, else ``./parley.yaml``
+    if it exists, else none (the embedded defaults)."""
+    if path is None and environ.get("PARLEY_CONFIG"):
+        path = Path(environ["PARLEY_CONFIG"])
+    if path is None and DEFAULT_CONFIG.exists():
+        path = DEFAULT_CONFIG
+    return path
+
+
+def _report_unset(unset: list[tuple[str, str]], path: Path | None, secrets: bool) -> None:
+    """One line naming every unset variable (those the command needs) and where."""
+    needed = [(w, n) for w, n in unset if secrets or w.split(".")[0].startswith("database")]
+    if not needed:
+        return
+    source = f"{path}: " if path is not None else ""
+    if len(needed) == 1:
+        where, name = needed[0]
+        raise ConfigError(f"{source}{where}: environment variable {name} is not set")
+    places = ", ".join(f"{name} ({where})" for where, name in needed)
+    raise ConfigError(f"{source}{len(needed)} environment variables are not set: {places}")
+
+
+_SQLITE_FILE = re.compile(r"^(sqlite(?:\+\w+)?:///)([^?]*)(.*)$", re.DOTALL)
+
+
+def sqlite_path(url: str) -> str | None:
+    """The file path of a SQLite URL (``None`` for memory databases and other backends)."""
+    match = _SQLITE_FILE.match(url)
+    if match is None:
+        return None
+    path = match.group(2)
+    if path in ("", ":memory:") or path.startswith("file:") or "mode=memory" in match.group(3):
+        return None
+    return path
+
+
+def anchored_database_url(url: str, folder: Path) -> str:
+    """``url`` with a relative SQLite path made absolute against ``folder``."""
+    path = sqlite_path(url)
+    if path is None or Path(path).is_absolute():
+        return url
+    match = _SQLITE_FILE.match(url)
+    assert match is not None
+    absolute = (folder.absolute() / path).resolve()
+    return f"{match.group(1)}{absolute}{match.group(3)}"
+
+
+def _anchor_sqlite_path(raw: dict[str, Any], folder: Path) -> None:
+    """A file without a database URL gets the default one, next to the file too."""
+    database = raw.get("database")
+    if database is None:
+        database = raw["database"] = {}
+    if isinstance(database, dict):
+        url = database.get("url", DEFAULT_DATABASE_URL)
+        if isinstance(url, str):
+            database["url"] = anchored_database_url(url, folder)
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -246,23 +416,27 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def _expand_env(value: Any, environ: Mapping[str, str], where: str) -> Any:
+def _expand_env(
+    value: Any, environ: Mapping[str, str], where: str, unset: list[tuple[str, str]]
+) -> Any:
+    """Substitute ``${NAME}``; an unset one stays as written and is added to ``unset``."""
     if isinstance(value, str):
 
         def substitute(match: re.Match[str]) -> str:
             name = match.group(1)
             if name not in environ:
-                raise ConfigError(f"{where or 'config'}: environment variable {name} is not set")
+                unset.append((where or "config", name))
+                return match.group(0)
             return environ[name]
 
         return _ENV_REF.sub(substitute, value)
     if isinstance(value, dict):
         return {
-            k: _expand_env(v, environ, f"{where}.{k}" if where else str(k))
+            k: _expand_env(v, environ, f"{where}.{k}" if where else str(k), unset)
             for k, v in value.items()
         }
     if isinstance(value, list):
-        return [_expand_env(v, environ, f"{where}[{i}]") for i, v in enumerate(value)]
+        return [_expand_env(v, environ, f"{where}[{i}]", unset) for i, v in enumerate(value)]
     return value
 
 
@@ -273,6 +447,7 @@ _OVERRIDES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("PARLEY_REDIS_URL", ("redis", "url")),
     ("PARLEY_LIMITS_BACKEND", ("limits", "backend")),
     ("PARLEY_ADMIN_TOKEN", ("admin", "token")),
+    ("PARLEY_METRICS_TOKEN", ("metrics", "token")),
 )
 
 

@@ -31,7 +31,7 @@ def visible_models(svc: Services, request: web.Request) -> list[ModelSpec]:
 
 def model_record(spec: ModelSpec, capabilities: dict[str, str]) -> dict[str, Any]:
     price = spec.price
-    return {
+    record: dict[str, Any] = {
         "id": spec.name,
         "object": "model",
         "created": spec.created,
@@ -50,6 +50,11 @@ def model_record(spec: ModelSpec, capabilities: dict[str, str]) -> dict[str, Any
             "per_minute": nanos_to_usd(price.per_minute),
         },
     }
+    if spec.speech is not None:
+        record["speech"] = spec.speech.options()
+    if spec.transcription is not None:
+        record["transcription"] = spec.transcription.describe()
+    return record
 
 
 async def list_models(request: web.Request) -> web.Response:
@@ -75,8 +80,15 @@ async def list_capabilities(request: web.Request) -> web.Response:
     svc = services(request)
     visible = {spec.name: spec for spec in visible_models(svc, request)}
     mapping = {key: name for key, name in svc.models.capabilities().items() if name in visible}
-    data = [
-        {"object": "capability", "key": key, "model": name, "kind": visible[name].kind}
-        for key, name in sorted(mapping.items())
-    ]
+    data = [_capability(key, visible[name]) for key, name in sorted(mapping.items())]
     return json_reply({"object": "list", "data": data, "capabilities": mapping})
+
+
+def _capability(key: str, spec: ModelSpec) -> dict[str, Any]:
+    entry: dict[str, Any] = {"object": "capability", "key": key, "model": spec.name}
+    entry["kind"] = spec.kind
+    if spec.transcription is not None:
+        entry["transcription"] = spec.transcription.describe()
+    if spec.speech is not None:
+        entry["speech"] = spec.speech.options()
+    return entry

@@ -1,4 +1,8 @@
-"""Building JSON replies with the headers every reply carries."""
+"""Building JSON replies, and the one renderer of the OpenAI error envelope.
+
+``parley.errors`` holds the error tree without the web stack, so the CLI can use it
+without importing aiohttp.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,8 @@ from typing import Any
 
 import orjson
 from aiohttp import web
+
+from parley.errors import InvalidRequest, NotFound, ParleyError, PayloadTooLarge
 
 
 def json_reply(
@@ -18,3 +24,33 @@ def json_reply(
         content_type="application/json",
         headers=dict(headers or {}),
     )
+
+
+def error_response(error: ParleyError, headers: Mapping[str, str] | None = None) -> web.Response:
+    """Render ``error`` as the OpenAI envelope (the only place that builds one)."""
+    merged = {**(headers or {}), **error.headers}
+    if error.status >= 500 or error.status == 429:
+        merged.setdefault(
+            "x-should-retry", "true" if error.type != "insufficient_quota" else "false"
+        )
+    return web.Response(
+        status=error.status,
+        body=orjson.dumps(error.body()),
+        content_type="application/json",
+        headers=merged,
+    )
+
+
+def http_exception_as_error(exc: web.HTTPException) -> ParleyError:
+    """Map aiohttp's own routing and size errors into the tree."""
+    if isinstance(exc, web.HTTPRequestEntityTooLarge):
+        return PayloadTooLarge("The request body is too large.")
+    if isinstance(exc, web.HTTPNotFound):
+        return NotFound("Unknown request URL. Check the path and method.")
+    error = ParleyError(exc.reason or "HTTP error")
+    if isinstance(exc, web.HTTPMethodNotAllowed):
+        error = InvalidRequest(f"Method {exc.method} is not allowed for this URL.")
+        error.code = "method_not_allowed"
+    error.status = exc.status
+    error.type = "invalid_request_error" if exc.status < 500 else "server_error"
+    return error

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from parley.api import billing, chat, completions, models
+from parley.api import (
+    billing,
+    chat,
+    completions,
+    embeddings,
+    models,
+    speech,
+    transcriptions,
+    voice_clones,
+    voices,
+)
 
 
 def add_routes(app: web.Application) -> None:
@@ -12,11 +22,18 @@ def add_routes(app: web.Application) -> None:
         [
             web.post("/v1/chat/completions", chat.create_chat_completion),
             web.post("/v1/completions", completions.create_completion),
+            web.post("/v1/embeddings", embeddings.create_embeddings),
             web.get("/v1/models", models.list_models),
             web.get("/v1/models/{model:.+}", models.retrieve_model),
             web.get("/v1/capabilities", models.list_capabilities),
             web.get("/v1/dashboard/billing/quota", billing.quota),
             web.get("/v1/dashboard/billing/usage", billing.usage),
             web.get("/v1/dashboard/billing/subscription", billing.subscription),
+            web.post("/v1/audio/transcriptions", transcriptions.create_transcription),
+            web.post("/v1/audio/translations", transcriptions.create_translation),
+            web.post("/v1/audio/speech", speech.create_speech),
+            web.get("/v1/audio/voices", voices.list_voices),
+            web.post("/v1/audio/voices", voice_clones.create_voice),
+            web.delete("/v1/audio/voices/{voice_id}", voice_clones.delete_voice),
         ]
     )

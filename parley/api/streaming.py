@@ -8,6 +8,7 @@ stream itself is relayed and metered by the runner (``pipeline/runner.py``).
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -84,7 +85,7 @@ def _choice_text(choice: dict[str, Any]) -> int:
 class ChunkShaper:
     """Rewrites upstream chunks into the events the caller is owed."""
 
-    __slots__ = ("_id", "_include_usage", "_model", "_prefix", "_upstream_id")
+    __slots__ = ("_id", "_include_usage", "_last", "_model", "_prefix", "_upstream_id")
 
     def __init__(self, model: str, id_prefix: str, include_usage: bool) -> None:
         self._model = model
@@ -92,6 +93,7 @@ class ChunkShaper:
         self._include_usage = include_usage
         self._upstream_id: object = None
         self._id = ""
+        self._last: dict[str, Any] = {}
 
     def events(self, batch: Sequence[dict[str, Any]], tally: StreamTally) -> bytes:
         """The batch, counted by ``tally``, as SSE bytes (empty when nothing is owed)."""
@@ -110,7 +112,25 @@ class ChunkShaper:
             shaped.append(orjson.dumps(chunk))
         if not shaped:
             return b""
+        self._last = chunk
         return b"data: " + b"\n\ndata: ".join(shaped) + b"\n\n"
+
+    def usage_event(self, usage: Usage, chunk_object: str) -> bytes:
+        """The usage chunk the caller asked for, when the upstream sent none (llama.cpp):
+        Parley's own count, in the stream's id, model and shape (no choices)."""
+        chunk = {
+            "id": self._id or self._caller_id(None),
+            "object": self._last.get("object", chunk_object),
+            "created": self._last.get("created", int(time.time())),
+            "model": self._model,
+            "choices": [],
+            "usage": {
+                "prompt_tokens": usage.prompt_tokens,
+                "completion_tokens": usage.completion_tokens,
+                "total_tokens": usage.total_tokens,
+            },
+        }
+        return b"data: " + orjson.dumps(chunk) + b"\n\n"
 
     def _caller_id(self, upstream: object) -> str:
         """The upstream's id with the caller's prefix; one made up when it sent none."""

@@ -71,6 +71,11 @@ def text_request(
     )
 
 
+CHUNK_OBJECTS = {"chatcmpl-": "chat.completion.chunk"}
+"""A stream chunk's ``object`` by endpoint (classic completions stream ``text_completion``),
+for a usage chunk made before the upstream sent any chunk."""
+
+
 @dataclass(frozen=True, slots=True)
 class Endpoint:
     """A text-generating endpoint: what the runner needs, and how to call and render it."""
@@ -191,6 +196,12 @@ class TextStream(_TextJob):
         return self._shaper.events(batch, self._tally)
 
     def end(self) -> bytes:
+        """``[DONE]``, after Parley's own usage chunk if the caller asked for usage and the
+        upstream sent none (the usage record is marked estimated)."""
+        tally = self._tally
+        if self._text.include_usage and tally.reported is None:
+            chunk_object = CHUNK_OBJECTS.get(self._endpoint.id_prefix, "text_completion")
+            return self._shaper.usage_event(tally.usage(), chunk_object) + DONE
         return DONE
 
     def failure(self, error: ParleyError) -> bytes:

@@ -1,25 +1,53 @@
-"""``parley groups …``, ``parley keys …`` and ``parley usage …``: the store, from a shell."""
+"""``parley groups …``, ``parley keys …`` and ``parley usage …``: the store, from a shell.
+
+Every command goes through ``AdminService``, as the admin API and the dashboard do, so
+the rules (group names, budgets) and the audit log (actor ``cli``) are the same.
+"""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
+from parley.admin.reports import parse_query, table
+from parley.admin.service import AdminService, KeyState
 from parley.cli.context import fail, settings_from, with_store
+from parley.domain.audit import Actor
 from parley.domain.groups import Group, Quota
-from parley.domain.keys import KeyRecord, digest, display_prefix, new_key
+from parley.domain.keys import KeyRecord
 from parley.domain.pricing import nanos_to_usd, usd_to_nanos
-from parley.store.base import Conflict, GroupChanges, Missing, Store
+from parley.errors import ParleyError
+from parley.store.base import GroupChanges, Store
 
 CLEAR = "none"
+T = TypeVar("T")
+
+
+def as_admin(ctx: click.Context, work: Callable[[AdminService], Awaitable[T]]) -> T:
+    """Run ``work`` with the admin service on the configured store; a refusal is one line."""
+    settings = settings_from(ctx)
+
+    async def run(store: Store) -> T:
+        service = AdminService(store, Actor("cli", "local"), period=settings.limits.budget_period)
+        try:
+            return await work(service)
+        except ParleyError as error:
+            fail(error.message)
+
+    return with_store(settings, run)
 
 
 class LimitType(click.ParamType):  # type: ignore[type-arg]
-    """A positive number, or ``none`` to remove the limit."""
+    """A positive number (or, with ``zero_ok``, zero), or ``none`` to remove the limit."""
 
     name = "N|none"
+
+    def __init__(self, *, zero_ok: bool = False) -> None:
+        self.zero_ok = zero_ok
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if value is None or str(value).lower() == CLEAR:
@@ -28,12 +56,15 @@ class LimitType(click.ParamType):  # type: ignore[type-arg]
             number = float(value)
         except ValueError:
             self.fail(f"{value!r} is not a number or 'none'", param, ctx)
-        if number <= 0:
-            self.fail(f"{value!r} must be greater than zero", param, ctx)
+        if number < 0 or (number == 0 and not self.zero_ok):
+            floor = "zero or more" if self.zero_ok else "greater than zero"
+            self.fail(f"{value!r} must be {floor}", param, ctx)
         return number
 
 
 LIMIT = LimitType()
+BUDGET = LimitType(zero_ok=True)
+BUDGET_HELP = "Spend limit per budget period in USD (0 blocks every call)"
 
 
 def _models(value: str | None) -> frozenset[str] | None:
@@ -46,7 +77,8 @@ def _group_line(group: Group) -> str:
     models = ",".join(sorted(group.models)) if group.models is not None else "*"
     budget = f"${nanos_to_usd(group.budget_nanos):g}" if group.budget_nanos is not None else "-"
     rpm, tpm = group.quota.rpm or "-", group.quota.tpm or "-"
-    return f"{group.id}\t{group.name}\trpm={rpm}\ttpm={tpm}\tbudget={budget}\tmodels={models}"
+    line = f"{group.id}\t{group.name}\trpm={rpm}\ttpm={tpm}\tbudget={budget}\tmodels={models}"
+    return line + ("\tdisabled" if group.disabled_at is not None else "")
 
 
 @click.group()
@@ -59,7 +91,7 @@ def groups() -> None:
 @click.option("--rpm", type=click.IntRange(min=1), help="Requests per minute.")
 @click.option("--tpm", type=click.IntRange(min=1), help="Tokens per minute.")
 @click.option("--models", help="Comma-separated model names the group may use (default all).")
-@click.option("--budget-usd", type=click.FloatRange(min=0), help="Spend limit per budget period.")
+@click.option("--budget-usd", type=BUDGET, help=f"{BUDGET_HELP}; default none.")
 @click.pass_context
 def create_group(
     ctx: click.Context,
@@ -67,20 +99,18 @@ def create_group(
     rpm: int | None,
     tpm: int | None,
     models: str | None,
-    budget_usd: float | None,
+    budget_usd: Any,
 ) -> None:
-    """Create a group."""
-    budget = usd_to_nanos(budget_usd) if budget_usd is not None else None
-
-    async def work(store: Store) -> Group:
-        try:
-            return await store.create_group(
-                name, quota=Quota(rpm=rpm, tpm=tpm), models=_models(models), budget_nanos=budget
-            )
-        except Conflict:
-            fail(f"a group named {name!r} already exists")
-
-    click.echo(_group_line(with_store(settings_from(ctx), work)))
+    """Create a group. NAME is 1 to 64 letters, digits, '.', '_' or '-', starting with a
+    letter or a digit."""
+    budget = usd_to_nanos(budget_usd) if budget_usd not in (None, CLEAR) else None
+    group = as_admin(
+        ctx,
+        lambda admin: admin.create_group(
+            name, quota=Quota(rpm=rpm, tpm=tpm), models=_models(models), budget_nanos=budget
+        ),
+    )
+    click.echo(_group_line(group))
 
 
 @groups.command("update")
@@ -88,7 +118,7 @@ def create_group(
 @click.option("--rpm", type=LIMIT, help="Requests per minute, or 'none'.")
 @click.option("--tpm", type=LIMIT, help="Tokens per minute, or 'none'.")
 @click.option("--models", help="Comma-separated model names, or 'all'.")
-@click.option("--budget-usd", type=LIMIT, help="Spend limit per period in USD, or 'none'.")
+@click.option("--budget-usd", type=BUDGET, help=f"{BUDGET_HELP}, or 'none'.")
 @click.pass_context
 def update_group(
     ctx: click.Context, name: str, rpm: Any, tpm: Any, models: str | None, budget_usd: Any
@@ -104,21 +134,30 @@ def update_group(
         clear_models=models is not None and _models(models) is None,
         clear_budget=budget_usd == CLEAR,
     )
+    click.echo(_group_line(as_admin(ctx, lambda admin: admin.update_group(name, changes))))
 
-    async def work(store: Store) -> Group:
-        try:
-            return await store.update_group(name, changes)
-        except Missing:
-            fail(f"no group named {name!r}")
 
-    click.echo(_group_line(with_store(settings_from(ctx), work)))
+@groups.command("disable")
+@click.argument("name")
+@click.pass_context
+def disable_group(ctx: click.Context, name: str) -> None:
+    """Refuse the group's keys (403) until it is enabled again."""
+    click.echo(_group_line(as_admin(ctx, lambda admin: admin.set_disabled(name, True))))
+
+
+@groups.command("enable")
+@click.argument("name")
+@click.pass_context
+def enable_group(ctx: click.Context, name: str) -> None:
+    """Accept a disabled group's keys again."""
+    click.echo(_group_line(as_admin(ctx, lambda admin: admin.set_disabled(name, False))))
 
 
 @groups.command("list")
 @click.pass_context
 def list_groups(ctx: click.Context) -> None:
     """List groups."""
-    for group in with_store(settings_from(ctx), lambda store: store.list_groups()):
+    for group in as_admin(ctx, lambda admin: admin.groups()):
         click.echo(_group_line(group))
 
 
@@ -143,34 +182,23 @@ def create_key(
     tpm: int | None,
 ) -> None:
     """Create a key and print it (the only time it is shown)."""
-    secret = new_key()
-    expires = datetime.now(UTC) + timedelta(days=expires_in_days) if expires_in_days else None
-
-    async def work(store: Store) -> KeyRecord:
-        group = await store.get_group(group_name)
-        if group is None:
-            fail(f"no group named {group_name!r}")
-        return await store.create_key(
-            group.id,
-            name=name,
-            digest=digest(secret),
-            prefix=display_prefix(secret),
-            expires_at=expires,
-            quota=Quota(rpm=rpm, tpm=tpm),
-        )
-
-    record = with_store(settings_from(ctx), work)
+    state, secret = as_admin(
+        ctx,
+        lambda admin: admin.create_key(
+            group_name, name=name, expires_in_days=expires_in_days, quota=Quota(rpm=rpm, tpm=tpm)
+        ),
+    )
     click.echo(secret)
+    record = state.record
     click.echo(f"created key {record.id} ({record.prefix}…) for group {group_name!r}", err=True)
 
 
-def _key_line(record: KeyRecord) -> str:
-    state = "revoked" if record.revoked_at else "active"
-    if record.revoked_at is None and not record.usable_at(datetime.now(UTC)):
-        state = "expired"
+def _key_line(state: KeyState) -> str:
+    record: KeyRecord = state.record
     expires = record.expires_at.isoformat(timespec="seconds") if record.expires_at else "-"
-    fields = [str(record.id), f"{record.prefix}…", f"group={record.group_id}", state]
-    return "\t".join([*fields, f"expires={expires}", record.name])
+    used = state.last_used_at.isoformat(timespec="seconds") if state.last_used_at else "-"
+    fields = [str(record.id), f"{record.prefix}…", f"group={record.group_id}", state.status]
+    return "\t".join([*fields, f"expires={expires}", f"last_used={used}", record.name])
 
 
 @keys.command("list")
@@ -178,17 +206,8 @@ def _key_line(record: KeyRecord) -> str:
 @click.pass_context
 def list_keys(ctx: click.Context, group_name: str | None) -> None:
     """List keys (never the secrets: only their prefixes)."""
-
-    async def work(store: Store) -> list[KeyRecord]:
-        if group_name is None:
-            return await store.list_keys()
-        group = await store.get_group(group_name)
-        if group is None:
-            fail(f"no group named {group_name!r}")
-        return await store.list_keys(group.id)
-
-    for record in with_store(settings_from(ctx), work):
-        click.echo(_key_line(record))
+    for state in as_admin(ctx, lambda admin: admin.keys(group_name)):
+        click.echo(_key_line(state))
 
 
 @keys.command("revoke")
@@ -196,19 +215,49 @@ def list_keys(ctx: click.Context, group_name: str | None) -> None:
 @click.pass_context
 def revoke_key(ctx: click.Context, key_id: int) -> None:
     """Revoke a key by its id (see `parley keys list`)."""
-
-    async def work(store: Store) -> KeyRecord:
-        try:
-            return await store.revoke_key(key_id, datetime.now(UTC))
-        except Missing:
-            fail(f"no key with id {key_id}")
-
-    click.echo(_key_line(with_store(settings_from(ctx), work)))
+    click.echo(_key_line(as_admin(ctx, lambda admin: admin.revoke_key(key_id))))
 
 
 @click.group()
 def usage() -> None:
-    """Usage records."""
+    """Usage records and reports."""
+
+
+@usage.command("report")
+@click.option("--group", help="Only this group.")
+@click.option("--model", help="Only this model.")
+@click.option("--since", metavar="YYYY-MM-DD", help="First day (default: the 1st of this month).")
+@click.option("--until", metavar="YYYY-MM-DD", help="Last day, included (default: today).")
+@click.option("--by", default="group,model", show_default=True, help="Rows per day, group, model.")
+@click.option(
+    "--format",
+    "output",
+    type=click.Choice(["table", "csv", "json"]),
+    default="table",
+    show_default=True,
+)
+@click.pass_context
+def report(
+    ctx: click.Context,
+    group: str | None,
+    model: str | None,
+    since: str | None,
+    until: str | None,
+    by: str,
+    output: str,
+) -> None:
+    """Usage across groups from the daily rollups (UTC days)."""
+    try:
+        query = parse_query(since=since, until=until, group=group, model=model, by=by)
+    except ParleyError as error:
+        fail(error.message)
+    result = as_admin(ctx, lambda admin: admin.usage(query))
+    if output == "json":
+        click.echo(json.dumps(result.view(), indent=2))
+    elif output == "csv":
+        click.echo(result.csv(), nl=False)
+    else:
+        click.echo(table(result))
 
 
 @usage.command("prune")

@@ -1,8 +1,12 @@
-"""``parley serve``: run the gateway, in one process or ``--workers N`` sharing a port."""
+"""The serving processes behind ``parley serve``: one (``run_worker``), or ``--workers N``
+sharing a port (``run_workers``), each serving until a signal and shutting down within
+the grace. The command itself (options, checks) is ``parley/cli/serve_command.py``, which
+imports this module, and with it the web stack, only once the configuration is good."""
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import gc
 import logging
 import multiprocessing
@@ -11,98 +15,29 @@ import sys
 from types import FrameType
 from typing import Any
 
-import click
 from aiohttp import web
 
 from parley.api.context import SERVICES
 from parley.app import create_app
-from parley.cli.context import fail, safe_url, settings_from, with_store
+from parley.cli.context import fail
 from parley.edge.runner import EdgeRunner
 from parley.heap import give_back_freed_memory
-from parley.http import HttpClient
-from parley.providers.registry import ProviderRegistry, check_channel_types
 from parley.services import Services
-from parley.settings import ConfigError, Settings
-from parley.store.base import Store
+from parley.settings import Settings
+from parley.telemetry.access import AccessLogger, access_logger
+from parley.telemetry.logs import configure_logging
 
 log = logging.getLogger("parley")
 SHUTDOWN_BACKSTOP_SECONDS = 5.0
 """Added to the grace for aiohttp's own shutdown timeout, which ``shut_down`` pre-empts."""
 STREAM_END_SECONDS = 2.0
 """At the end of the grace, how long the ended streams get to write their last event."""
-NO_CHANNELS_HINT = (
-    "no channels are configured, so no model can be served yet. Add `channels:` and "
-    "`models:` to parley.yaml (every field is shown in parley.example.yaml), then create a "
-    "group and a key: `parley groups create team` and `parley keys create --group team`."
-)
-
-
-@click.command()
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Config file.")
-@click.option("--host", help="Address to listen on (default from config, 127.0.0.1).")
-@click.option("--port", type=click.IntRange(0, 65535), help="Port (default from config, 8080).")
-@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True)
-@click.pass_context
-def serve(
-    ctx: click.Context, config_path: str | None, host: str | None, port: int | None, workers: int
-) -> None:
-    """Serve the /v1 API."""
-    configure_logging()
-    settings = _with_address(settings_from(ctx, config_path), host, port)
-    try:
-        check_channel_types(settings.channels, ProviderRegistry.default(HttpClient()).types())
-    except ConfigError as error:
-        fail(str(error))
-    if workers > 1 and settings.limits.backend == "memory" and not settings.limits.per_worker:
-        fail(
-            f"--workers {workers} with the memory limiter would give each worker its own "
-            "limits (N workers, N times the quota). Use `limits: {backend: redis}`, or set "
-            "`limits: {per_worker: true}` to accept per-worker counting."
-        )
-
-    async def migrate(store: Store) -> None:
-        return None
-
-    with_store(settings, migrate)
-    if not settings.channels:
-        log.warning(NO_CHANNELS_HINT)
-    log.info(
-        "parley serving on http://%s:%d/v1 (database %s, limiter %s, %d worker%s)",
-        settings.server.host,
-        settings.server.port,
-        safe_url(settings.database.url),
-        settings.limits.backend,
-        workers,
-        "s" if workers > 1 else "",
-    )
-    if workers == 1:
-        run_worker(settings.model_dump(mode="json"), reuse_port=False)
-    else:
-        _run_workers(settings, workers)
-
-
-def configure_logging() -> None:
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    logging.getLogger("alembic").setLevel(logging.WARNING)
-
-
-def _with_address(settings: Settings, host: str | None, port: int | None) -> Settings:
-    update: dict[str, Any] = {}
-    if host is not None:
-        update["host"] = host
-    if port is not None:
-        update["port"] = port
-    if not update:
-        return settings
-    return settings.model_copy(update={"server": settings.server.model_copy(update=update)})
 
 
 def run_worker(raw_settings: dict[str, Any], reuse_port: bool) -> None:
     """One serving process (the settings arrive as JSON so spawned workers can take them)."""
-    configure_logging()
     settings = Settings.model_validate(raw_settings)
+    configure_logging(settings.server.log_format)
     _install_uvloop()
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
@@ -111,10 +46,17 @@ def run_worker(raw_settings: dict[str, Any], reuse_port: bool) -> None:
     app.cleanup_ctx.append(give_back_freed_memory)
     try:
         loop.run_until_complete(serve_app(app, settings, reuse_port=reuse_port))
+    except OSError as error:  # the port was taken between the check and the bind
+        if error.errno not in LISTEN_ERRNOS:
+            raise
+        fail(f"cannot listen on {settings.server.host}:{settings.server.port}: {error.strerror}", 1)
     finally:
         _cancel_leftovers(loop)
         loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
+
+
+LISTEN_ERRNOS = (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL)
 
 
 async def serve_app(app: web.Application, settings: Settings, *, reuse_port: bool) -> None:
@@ -123,7 +65,8 @@ async def serve_app(app: web.Application, settings: Settings, *, reuse_port: boo
     runner = EdgeRunner(  # aiohttp's AppRunner, with the edge's connections (parley/edge/)
         app,
         server,
-        access_log=logging.getLogger("aiohttp.access") if server.access_log else None,
+        access_log=access_logger() if server.access_log else None,
+        access_log_class=AccessLogger,
         handler_cancellation=True,
         # aiohttp's own bound, a backstop only: ``shut_down`` ends the calls at the grace.
         shutdown_timeout=server.shutdown_grace_seconds + SHUTDOWN_BACKSTOP_SECONDS,
@@ -146,11 +89,10 @@ async def shut_down(runner: web.AppRunner, grace_seconds: float) -> None:
 
     aiohttp alone waits its timeout once for a handler, then (without cancelling it)
     once more, so a grace of 10 s became 20. Here the grace is timed once. When it is
-    over, every open stream is ended by the runner (an error event and ``[DONE]``,
-    recorded with ``SHUTDOWN_STATUS`` and billed for what was delivered), then every
-    connection still open is closed, which cancels a whole reply still waiting for its
-    upstream (``handler_cancellation``; recorded as 499). Then the app's cleanup writes
-    the usage records.
+    over, every call in flight is ended by the runner (a stream with an error event and
+    ``[DONE]``, billed for what was delivered; a whole reply still waiting for its
+    upstream with a 503 envelope; both recorded with ``SHUTDOWN_STATUS``), then every
+    connection still open is closed. Then the app's cleanup writes the usage records.
     """
     web_server = runner.server
     cleanup = asyncio.ensure_future(runner.cleanup())  # stops the sites, then waits
@@ -234,7 +176,8 @@ def _install_uvloop() -> None:
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
-def _run_workers(settings: Settings, count: int) -> None:
+def run_workers(settings: Settings, count: int) -> None:
+    """``count`` serving processes sharing the port (spawned: each imports afresh)."""
     spawn = multiprocessing.get_context("spawn")
     raw = settings.model_dump(mode="json")
     workers = [

@@ -24,6 +24,8 @@ class Group:
     budget_nanos: int | None = None
     """Spend limit per budget period in nano-dollars; ``None`` means no limit."""
     created_at: datetime | None = field(default=None, compare=False)
+    disabled_at: datetime | None = None
+    """Set when an operator disabled the group: its keys are refused until it is enabled."""
 
     def may_use(self, model: str) -> bool:
         return self.models is None or model in self.models

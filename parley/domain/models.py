@@ -6,6 +6,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from parley.domain.pricing import Price
+from parley.domain.speech import SpeechProfile
+from parley.domain.transcripts import TranscriptionAbilities
 from parley.domain.value import value
 
 CHAT_KINDS = frozenset({"chat"})
@@ -23,6 +25,10 @@ class ModelSpec:
     aliases: tuple[str, ...] = ()
     retired_aliases: tuple[str, ...] = ()
     created: int = 0
+    transcription: TranscriptionAbilities | None = None
+    """Set for ``kind: transcription`` models."""
+    speech: SpeechProfile | None = None
+    """What a ``speech`` model allows (``None`` for other kinds)."""
 
 
 @value

@@ -54,3 +54,18 @@ class DailyUsage:
     characters: int
     audio_ms: int
     cost_nanos: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDailyUsage:
+    """A rollup row with its group: the operator's view across groups."""
+
+    group_id: int
+    day: date
+    model: str
+    requests: int
+    prompt_tokens: int
+    completion_tokens: int
+    characters: int
+    audio_ms: int
+    cost_nanos: int

@@ -18,8 +18,9 @@ from aiohttp.web_request import BaseRequest
 from aiohttp.web_response import StreamResponse
 from aiohttp.web_server import Server
 
+from parley.api.reply import error_response
 from parley.edge.refusals import RefusalLog, refusal_for
-from parley.errors import INTERNAL_ERROR_MESSAGE, ParleyError, error_response
+from parley.errors import INTERNAL_ERROR_MESSAGE, ParleyError
 
 
 class EdgeProtocol(RequestHandler):

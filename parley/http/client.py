@@ -5,7 +5,9 @@ Why not ``aiohttp.ClientSession``: measured on the same upstream, one call cost 
 an upstream call is on every request's path. What this client leaves out is what a
 gateway does not need: cookies (one session would leak them between groups), redirects
 (a channel's URL is configured, and following one would carry its key elsewhere),
-proxies from the environment, and request bodies other than bytes already in memory.
+and proxies from the environment. A request body is bytes already in memory, or a
+``StreamedBody`` of known length (an upload read from a file, ``multipart``) written as
+the socket drains, so a large upload is never copied whole into memory.
 
 A request head is rendered once per channel and endpoint (``prepare``); each call adds
 the body's length and the body.
@@ -23,8 +25,9 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from yarl import URL
 
@@ -40,6 +43,15 @@ MAX_CONNECTIONS_PER_ORIGIN = 1000
 USER_AGENT = "parley"
 
 Origin = tuple[str, str, int]
+
+
+class StreamedBody(Protocol):
+    """A request body of known length, produced in pieces."""
+
+    @property
+    def length(self) -> int: ...
+
+    def pieces(self) -> Iterable[bytes]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,14 +212,22 @@ class HttpClient:
         self._closed = False
 
     async def send(
-        self, request: Prepared, body: bytes, *, connect_timeout: float, read_timeout: float
+        self,
+        request: Prepared,
+        body: bytes | StreamedBody,
+        *,
+        connect_timeout: float,
+        read_timeout: float,
     ) -> Reply:
         """Send a prepared request with ``body`` once; returns when the reply's head arrived."""
-        data = (request.head, b"%d\r\n\r\n" % len(body), body)  # written without joining
         origin = request.origin
         connection = await self._acquire(origin, connect_timeout)
         try:
-            connection.send(data, bodiless=request.bodiless)
+            if isinstance(body, bytes):  # written without joining
+                data = (request.head, b"%d\r\n\r\n" % len(body), body)
+                connection.send(data, bodiless=request.bodiless)
+            else:
+                await _send_streamed(connection, request, body, read_timeout)
             await connection.wait_headers(read_timeout)
         except BaseException:
             self.discard(origin, connection)
@@ -317,3 +337,18 @@ class HttpClient:
         if self._tls is None:
             self._tls = ssl.create_default_context()
         return self._tls
+
+
+async def _send_streamed(
+    connection: Connection, request: Prepared, body: StreamedBody, read_timeout: float
+) -> None:
+    """Write ``body`` piece by piece, each once the socket has taken the last. An upstream
+    that answers before taking it all (a 413, a 401) is listened to: the rest is not sent
+    and the connection is not reused."""
+    connection.send((request.head, b"%d\r\n\r\n" % body.length), bodiless=request.bodiless)
+    for piece in body.pieces():
+        if connection.answered:
+            connection.forgo_reuse()
+            return
+        connection.write(piece)
+        await connection.drain(read_timeout)

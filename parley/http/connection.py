@@ -41,6 +41,7 @@ class Connection(asyncio.Protocol):
         """The ``Keep-Alive: timeout=N`` the upstream last sent, in seconds."""
         self._fd = -1
         self._loop = asyncio.get_running_loop()
+        self._writable: asyncio.Future[None] | None = None
         self._begin(bodiless=False)
 
     def _begin(self, bodiless: bool) -> None:
@@ -84,6 +85,15 @@ class Connection(asyncio.Protocol):
             self.transport.pause_reading()
         self._wake()
 
+    def pause_writing(self) -> None:
+        if self._writable is None:
+            self._writable = self._loop.create_future()
+
+    def resume_writing(self) -> None:
+        waiter, self._writable = self._writable, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
     def eof_received(self) -> bool:
         return False  # close the socket: this side has nothing more to send either
 
@@ -93,6 +103,7 @@ class Connection(asyncio.Protocol):
             self.complete = True  # a body without length or chunks ends when the socket does
         elif not self.complete:
             self._fail(Disconnected("the upstream closed the connection"))
+        self.resume_writing()
         self._wake()
         # Break the cycles (transport ↔ protocol, parser ↔ its bound callbacks) so a closed
         # connection is freed at once, not by a full garbage collection much later: with
@@ -127,6 +138,8 @@ class Connection(asyncio.Protocol):
             self.keep_alive_hint = keep_alive_timeout(hint)
         if self._bodiless and status >= 200:
             self.complete = True  # the reply to HEAD has a length, never a body
+        if status >= 200:
+            self.resume_writing()  # a body still being sent stops here: the upstream answered
 
     def on_body(self, body: bytes) -> None:
         self._body.append(body)
@@ -152,6 +165,31 @@ class Connection(asyncio.Protocol):
             raise Disconnected("the connection to the upstream is closed")
         self.in_flight = True
         self.transport.writelines(request)
+
+    def write(self, data: bytes) -> None:
+        """More of the request body ``send`` began."""
+        if self.transport is None or self.transport.is_closing():
+            raise Disconnected("the connection to the upstream is closed")
+        self.transport.write(data)
+
+    async def drain(self, read_timeout: float) -> None:
+        """Wait until the socket takes more (at most ``read_timeout`` seconds)."""
+        waiter = self._writable
+        if waiter is None:
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(waiter), read_timeout)
+        except TimeoutError:
+            raise ReadTimeout("the upstream stopped reading the request") from None
+
+    @property
+    def answered(self) -> bool:
+        """The final reply's head arrived (an interim 1xx does not count)."""
+        return self.headers_done and self.status >= 200
+
+    def forgo_reuse(self) -> None:
+        """The request was not sent whole: close the connection after this reply."""
+        self._keep_alive = False
 
     async def wait_headers(self, read_timeout: float) -> None:
         while not self.headers_done:

@@ -17,9 +17,26 @@ import orjson
 from aiohttp import web
 
 import parley
-from parley.openapi import admin, billing, catalog, components, textgen
+from parley.openapi import (
+    admin,
+    billing,
+    catalog,
+    components,
+    embeddings,
+    speech,
+    textgen,
+    transcription,
+)
 
-PARTS: tuple[ModuleType, ...] = (textgen, catalog, billing, admin)
+PARTS: tuple[ModuleType, ...] = (
+    textgen,
+    embeddings,
+    catalog,
+    billing,
+    speech,
+    transcription,
+    admin,
+)
 OPENAPI_JSON = web.AppKey("openapi_json", bytes)
 
 

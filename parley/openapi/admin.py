@@ -1,8 +1,9 @@
-"""/admin/groups and /admin/keys (``parley.admin.api``), with the operator's admin token."""
+"""The admin JSON API (``parley.admin.api``, ``docs/admin-api.md``), with the operator's
+admin token. The dashboard's pages (``/admin/``, ``/admin/ui/…``) are HTML, not described."""
 
 from __future__ import annotations
 
-from parley.openapi.components import JSON, json_body, json_reply, operation, ref
+from parley.openapi.components import ERROR_REPLY, JSON, json_body, json_reply, operation, ref
 
 _LIMIT = {"type": ["integer", "null"], "minimum": 1}
 _GROUP_FIELDS: JSON = {
@@ -23,6 +24,99 @@ SCHEMAS: JSON = {
             "tpm": {"type": ["integer", "null"]},
             "models": {"type": ["array", "null"], "items": {"type": "string"}},
             "budget_usd": {"type": ["number", "null"]},
+            "disabled": {"type": "boolean"},
+            "disabled_at": {"type": ["string", "null"]},
+            "created_at": {"type": ["string", "null"]},
+        },
+    },
+    "GroupDetail": {
+        "allOf": [ref("Group")],
+        "type": "object",
+        "required": ["budget"],
+        "properties": {
+            "budget": {
+                "type": "object",
+                "properties": {
+                    "period": {"enum": ["month", "day"]},
+                    "period_start": {"type": "string"},
+                    "period_end": {"type": "string"},
+                    "limit_usd": {"type": ["number", "null"]},
+                    "spent_usd": {"type": "number"},
+                    "remaining_usd": {"type": ["number", "null"]},
+                },
+            }
+        },
+    },
+    "AdminUsageReport": {
+        "type": "object",
+        "required": ["object", "since", "until", "by", "data", "total"],
+        "properties": {
+            "object": {"const": "usage_report"},
+            "since": {"type": "string"},
+            "until": {"type": "string"},
+            "group": {"type": ["string", "null"]},
+            "model": {"type": ["string", "null"]},
+            "by": {"type": "array", "items": {"enum": ["day", "group", "model"]}},
+            "data": {"type": "array", "items": {"type": "object"}},
+            "total": {"type": "object"},
+        },
+    },
+    "Overview": {
+        "type": "object",
+        "required": ["object", "today", "last_30_days", "days", "groups", "active_keys"],
+        "properties": {
+            "object": {"const": "overview"},
+            "today": {"type": "object"},
+            "last_30_days": {"type": "object"},
+            "days": {"type": "array", "items": {"type": "object"}},
+            "groups": {"type": "integer"},
+            "active_keys": {"type": "integer"},
+        },
+    },
+    "Channel": {
+        "type": "object",
+        "required": ["name", "type", "base_url", "has_api_key", "models", "health"],
+        "properties": {
+            "name": {"type": "string"},
+            "type": {"type": "string"},
+            "base_url": {"type": "string"},
+            "has_api_key": {"type": "boolean"},
+            "models": {"type": "array", "items": {"type": "object"}},
+            "priority": {"type": "integer"},
+            "weight": {"type": "integer"},
+            "timeouts": {"type": "object"},
+            "health": {"type": "object"},
+            "circuit": {"type": "null"},
+        },
+    },
+    "AuditEntry": {
+        "type": "object",
+        "required": ["id", "created_at", "actor", "address", "action", "target", "detail"],
+        "properties": {
+            "id": {"type": "integer"},
+            "created_at": {"type": "string"},
+            "actor": {"type": "string"},
+            "address": {"type": "string"},
+            "action": {"type": "string"},
+            "target": {"type": "string"},
+            "detail": {"type": "object"},
+        },
+    },
+    "AdminVoice": {
+        "type": "object",
+        "required": ["object", "id", "model", "group_id", "label", "created_at"],
+        "properties": {
+            "object": {"const": "audio.voice"},
+            "id": {"type": "string"},
+            "model": {"type": "string"},
+            "group_id": {"type": "integer"},
+            "group": {"type": ["string", "null"]},
+            "label": {"type": "string"},
+            "engine_name": {"type": "string"},
+            "channel": {"type": "string"},
+            "duration_seconds": {"type": "number"},
+            "created_at": {"type": ["string", "null"]},
+            "deleted": {"type": "boolean", "description": "Only in a deletion's reply."},
         },
     },
     "GroupChanges": {
@@ -46,6 +140,9 @@ SCHEMAS: JSON = {
             "created_at": {"type": "string"},
             "expires_at": {"type": ["string", "null"]},
             "revoked_at": {"type": ["string", "null"]},
+            "group": {"type": ["string", "null"]},
+            "status": {"enum": ["active", "revoked", "expired"]},
+            "last_used_at": {"type": ["string", "null"]},
             "rpm": {"type": ["integer", "null"]},
             "tpm": {"type": ["integer", "null"]},
             "key": {"type": "string", "description": "Only when created: shown once."},
@@ -73,6 +170,13 @@ def _list_of(name: str) -> JSON:
     }
 
 
+_NAME: JSON = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
+
+
+def _query(name: str, description: str) -> JSON:
+    return {"name": name, "in": "query", "description": description, "schema": {"type": "string"}}
+
+
 def _admin(operation_id: str, summary: str, responses: JSON, **more: object) -> JSON:
     return operation(operation_id, summary, responses, security="adminToken", **more)
 
@@ -88,6 +192,12 @@ PATHS: JSON = {
         ),
     },
     "/admin/groups/{name}": {
+        "get": _admin(
+            "getGroup",
+            "One group, with its budget and spend this period",
+            json_reply("The group", ref("GroupDetail")),
+            parameters=[_NAME],
+        ),
         "patch": _admin(
             "updateGroup",
             "Change a group's limits, models or budget",
@@ -96,6 +206,73 @@ PATHS: JSON = {
                 {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
             ],
             requestBody=json_body(ref("GroupChanges")),
+        ),
+    },
+    "/admin/groups/{name}/disable": {
+        "post": _admin(
+            "disableGroup",
+            "Refuse the group's keys (403 group_disabled) until it is enabled",
+            json_reply("The group", ref("Group")),
+            parameters=[_NAME],
+        )
+    },
+    "/admin/groups/{name}/enable": {
+        "post": _admin(
+            "enableGroup",
+            "Accept a disabled group's keys again",
+            json_reply("The group", ref("Group")),
+            parameters=[_NAME],
+        )
+    },
+    "/admin/usage": {
+        "get": _admin(
+            "usageReport",
+            "Usage across groups from the daily rollups (JSON or CSV)",
+            {
+                "200": {
+                    "description": "The report",
+                    "content": {
+                        "application/json": {"schema": ref("AdminUsageReport")},
+                        "text/csv": {"schema": {"type": "string"}},
+                    },
+                },
+                "default": ERROR_REPLY,
+            },
+            parameters=[
+                _query("since", "First day, YYYY-MM-DD (default: the 1st of this month)"),
+                _query("until", "Last day, included (default: today)"),
+                _query("group", "One group's name"),
+                _query("model", "One public model name"),
+                _query("by", "Dimensions of the rows: day, group, model (comma-separated)"),
+                {
+                    "name": "format",
+                    "in": "query",
+                    "schema": {"enum": ["json", "csv"]},
+                },
+            ],
+        )
+    },
+    "/admin/overview": {
+        "get": _admin(
+            "overview", "Today and the last 30 days", json_reply("The overview", ref("Overview"))
+        )
+    },
+    "/admin/channels": {
+        "get": _admin(
+            "listChannels",
+            "Configured channels (no credentials) with live health",
+            json_reply("The channels", _list_of("Channel")),
+        )
+    },
+    "/admin/audit": {
+        "get": _admin(
+            "auditLog",
+            "Admin changes, newest first",
+            json_reply("The entries", _list_of("AuditEntry")),
+            parameters=[
+                {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1}},
+                {"name": "before", "in": "query", "schema": {"type": "integer", "minimum": 1}},
+            ],
         )
     },
     "/admin/keys": {
@@ -119,6 +296,25 @@ PATHS: JSON = {
             json_reply("The revoked key", ref("Key")),
             parameters=[
                 {"name": "key_id", "in": "path", "required": True, "schema": {"type": "integer"}}
+            ],
+        )
+    },
+    "/admin/voices": {
+        "get": _admin(
+            "listVoices",
+            "Every group's cloned voices, oldest first",
+            json_reply("The clones", _list_of("AdminVoice")),
+            parameters=[_query("group", "One group's name"), _query("model", "One model's name")],
+        )
+    },
+    "/admin/voices/{model}/{voice_id}": {
+        "delete": _admin(
+            "deleteVoice",
+            "Delete a clone on its engine, then in the registry",
+            json_reply("The deleted clone", ref("AdminVoice")),
+            parameters=[
+                {"name": "model", "in": "path", "required": True, "schema": {"type": "string"}},
+                {"name": "voice_id", "in": "path", "required": True, "schema": {"type": "string"}},
             ],
         )
     },

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from parley.domain.groups import Group
 from parley.domain.keys import KeyRecord, digest, looks_like_key, same_digest
 from parley.domain.value import value
-from parley.errors import AuthenticationFailed
+from parley.errors import AuthenticationFailed, PermissionDenied
 from parley.pipeline.directory import Directory
 
 MISSING = (
@@ -17,6 +17,7 @@ MISSING = (
 WRONG = "Incorrect API key provided. Check the key, or ask your administrator for a new one."
 REVOKED = "This API key has been revoked."
 EXPIRED = "This API key has expired."
+DISABLED = "This API key's group has been disabled. Ask your administrator to enable it."
 
 
 @value
@@ -38,6 +39,8 @@ async def authenticate(authorization: str | None, directory: Directory) -> Calle
     group = directory.group(record.group_id)
     if group is None:
         raise AuthenticationFailed(WRONG)
+    if group.disabled_at is not None:
+        raise PermissionDenied(DISABLED, code="group_disabled")
     return Caller(key=record, group=group)
 
 

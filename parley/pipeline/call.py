@@ -33,6 +33,10 @@ class Call:
     admission: Admission
     started: float = field(default_factory=time.monotonic)
 
+    def age(self) -> float:
+        """Seconds since the call was admitted."""
+        return time.monotonic() - self.started
+
     def reply_headers(self) -> dict[str, str]:
         """Headers every reply to this call carries."""
         headers = {"x-request-id": self.request_id, **self.admission.headers}

@@ -69,6 +69,8 @@ class Directory:
         self._changes = 0
         self._pinned: dict[str | int, int] = {}
         """Entries told to this directory directly, with the change number that set them."""
+        self.loaded_at: float | None = None
+        """When the last load from the store finished (Unix time), for metrics."""
 
     async def load(self) -> None:
         """Read every group and every key changed since the last load.
@@ -90,6 +92,7 @@ class Directory:
                 self._unknown.pop(record.digest, None)
         self._pinned = {name: change for name, change in self._pinned.items() if change > seen}
         self._since = started - CLOCK_SKEW
+        self.loaded_at = time.time()
 
     def remember_key(self, record: KeyRecord) -> None:
         """A key this instance just created, changed or revoked: effective at once."""

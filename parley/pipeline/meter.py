@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,6 +19,7 @@ from parley.domain.usage import Usage, UsageRecord
 from parley.limits.base import Limiter, Scope
 from parley.pipeline.budget import SpendLedger
 from parley.pipeline.call import Call
+from parley.pipeline.health import ChannelHealth
 from parley.pipeline.writer import UsageWriter
 
 log = logging.getLogger("parley.meter")
@@ -54,6 +55,9 @@ class Meter:
         self._limiter = limiter
         self._tasks = tasks
         self._settlements: dict[tuple[Scope, ...], int] = {}
+        self.observers: list[Callable[[Call, UsageRecord], None]] = []
+        """Told of every record (metrics, the access log): cheap, synchronous, no I/O."""
+        self.health = ChannelHealth()
 
     def finish(
         self,
@@ -92,7 +96,10 @@ class Meter:
             estimated=usage.estimated,
         )
         self.writer.submit(record)
+        self.health.observe(record)
         self.ledger.add(record.group_id, cost)
+        for observe in self.observers:
+            observe(call, record)
         delta = usage.total_tokens - call.admission.reserved_tokens
         if delta and call.admission.scopes:
             self._settle_soon(call.admission.scopes, delta)

@@ -1,8 +1,9 @@
 """Stage 4: call the upstream through its adapter, falling over to the next route.
 
 A route is abandoned for the next one only when nothing reached the caller yet and the
-failure says another channel may do better: the channel was unreachable, or answered
-5xx, 429, 401 or 403. A timeout is not retried (the upstream may still be working on
+failure says another channel may do better: the channel was unreachable (a refused or
+timed-out connection, or no free connection: the request never left), or answered 5xx,
+429, 401 or 403. A read timeout is not retried (the upstream may still be working on
 it), and a refusal of the request itself (400, 404, 422...) is relayed to the caller.
 
 The stage knows nothing of the operation: the job says how to call one route (or open a
@@ -11,6 +12,7 @@ stream on one route); this module only decides which routes are tried, in what o
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import TypeVar
@@ -36,19 +38,40 @@ def _no_route(model: str) -> ServiceUnavailable:
     return ServiceUnavailable(f"No channel is configured to serve the model `{model}`.")
 
 
+Failed = Callable[[Route, UpstreamError, float], None]
+"""Told of each failed attempt: the route, the error, the attempt's seconds."""
+
+
+def _ignore(route: Route, error: UpstreamError, seconds: float) -> None:
+    return None
+
+
 async def relay(
-    routes: Sequence[Route], call: Callable[[Route], Awaitable[R]], model: str
+    routes: Sequence[Route],
+    call: Callable[[Route], Awaitable[R]],
+    model: str,
+    failed: Failed = _ignore,
 ) -> tuple[R, Route]:
     """The whole reply from the first route that gives one."""
     if not routes:
         raise _no_route(model)
-    for route in routes[:-1]:
+    for index, route in enumerate(routes):
+        started = time.monotonic()
         try:
-            return await call(route), route
+            return await _attempt(route, call), route
         except UpstreamError as error:
-            if not _may_fall_over(error):
+            failed(route, error, time.monotonic() - started)
+            if index == len(routes) - 1 or not _may_fall_over(error):
                 raise
-    return await call(routes[-1]), routes[-1]
+    raise AssertionError("unreachable: the last route returns or raises")
+
+
+async def _attempt(route: Route, call: Callable[[Route], Awaitable[R]]) -> R:
+    try:
+        return await call(route)
+    except UpstreamError as error:
+        error.channel = route.target.channel  # the usage record names the failing channel
+        raise
 
 
 @asynccontextmanager
@@ -56,6 +79,7 @@ async def relay_stream(
     routes: Sequence[Route],
     open_route: Callable[[Route], AbstractAsyncContextManager[Batches[B]]],
     model: str,
+    failed: Failed = _ignore,
 ) -> AsyncIterator[tuple[Route, Sequence[B], Batches[B]]]:
     """The first route whose stream starts, its first batch (empty if the stream ended at
     once) and the batches after it. The first batch is awaited here, so that a route that
@@ -64,10 +88,13 @@ async def relay_stream(
         raise _no_route(model)
     for index, route in enumerate(routes):
         async with AsyncExitStack() as stack:
+            started = time.monotonic()
             try:
                 batches = await stack.enter_async_context(open_route(route))
                 first = await anext(batches, None)
             except UpstreamError as error:
+                error.channel = route.target.channel
+                failed(route, error, time.monotonic() - started)
                 if index == len(routes) - 1 or not _may_fall_over(error):
                     raise
                 continue

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -35,12 +34,19 @@ from aiohttp import web
 
 from parley.api.context import CALLER, REPLY_HEADERS, SERVICES
 from parley.domain.usage import Usage
-from parley.errors import INTERNAL_ERROR_MESSAGE, ParleyError, ServiceUnavailable
+from parley.errors import (
+    INTERNAL_ERROR_MESSAGE,
+    ParleyError,
+    QuotaExceeded,
+    RateLimited,
+    ServiceUnavailable,
+    UpstreamError,
+)
 from parley.pipeline.admit import admit, resolve_model
 from parley.pipeline.call import Call
 from parley.pipeline.job import Job, ReplyJob, StreamJob
 from parley.pipeline.meter import Meter
-from parley.pipeline.relay import relay, relay_stream
+from parley.pipeline.relay import Failed, relay, relay_stream
 from parley.pipeline.route import Route
 from parley.pipeline.streams import SHUTDOWN_STATUS
 from parley.services import Services
@@ -63,14 +69,33 @@ OVERLOADED = "The gateway is catching up on usage records; retry shortly."
 async def reply(request: web.Request, job: ReplyJob[R]) -> web.StreamResponse:
     """Admit, route, relay and meter a call answered with one whole reply."""
     svc, call = await _admitted(request, job)
+    task = _current_task()
+    svc.streams.add(task)  # shutdown ends a call still waiting at the end of its grace too
     with Metered(svc.meter, call) as metered:
-        model = call.model.spec.name
-        found, route = await relay(svc.router.routes(model), job.call, model)
+        try:
+            model = call.model.spec.name
+            found, route = await relay(
+                svc.router.routes(model), job.call, model, _failed(svc, call)
+            )
+        except asyncio.CancelledError:
+            if not svc.streams.ending(task):
+                raise
+            task.uncancel()
+            metered.failed(SHUTDOWN_STATUS)
+            raise ServiceUnavailable(SHUTTING_DOWN) from None
+        finally:
+            svc.streams.discard(task)
         metered.channel = route.target.channel
         usage = job.usage(found)
         response = job.render(found, call, usage)
         metered.succeed(usage)
         return response
+
+
+def _current_task() -> asyncio.Task[Any]:
+    task = asyncio.current_task()
+    assert task is not None  # a request handler always runs in a task
+    return task
 
 
 async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
@@ -85,13 +110,15 @@ async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
             **headers,
         }
     )
-    task = asyncio.current_task()
-    assert task is not None  # a request handler always runs in a task
+    task = _current_task()
     svc.streams.add(task)
     with Metered(svc.meter, call) as metered:
         try:
-            await _pump(request, response, job, svc.router.routes(call.model.spec.name), metered)
+            await _pump(request, response, job, svc, metered)
         except ParleyError as error:
+            metered.channel = metered.channel or error.channel
+            if isinstance(error, UpstreamError) and response.prepared:  # cut mid-stream
+                svc.watchers.tell_upstream_failed(call, metered.channel, error, call.age())
             if metered.failed(error.status):
                 await _tell(request, response, job, error)
         except CLIENT_GONE:
@@ -125,7 +152,16 @@ async def _admitted(request: web.Request, job: Job) -> tuple[Services, Call]:
     job.accept(model)
     if svc.meter.writer.overloaded:
         raise ServiceUnavailable(OVERLOADED)
-    admission = await admit(svc.limiter, svc.meter.ledger, caller, job.reservation(model, caller))
+    try:
+        admission = await admit(
+            svc.limiter, svc.meter.ledger, caller, job.reservation(model, caller)
+        )
+    except RateLimited as refusal:
+        svc.watchers.tell_refused(caller, refusal.type)
+        raise
+    except QuotaExceeded:
+        svc.watchers.tell_refused(caller, "budget")
+        raise
     call = Call(svc.request_ids.new(), operation.path, caller, model, admission)
     # The v1 middleware adds these to any reply that is not a started stream.
     request[REPLY_HEADERS] = call.reply_headers()
@@ -136,21 +172,34 @@ async def _pump(
     request: web.Request,
     response: web.StreamResponse,
     job: StreamJob[B],
-    routes: Sequence[Route],
+    svc: Services,
     metered: Metered,
 ) -> None:
     """Stages 3 to 5 of a stream: the first route that starts, each batch in one write
     (what arrived together leaves together), then the end."""
-    model = metered.call.model.spec.name
-    async with relay_stream(routes, job.open, model) as (route, first, batches):
+    call = metered.call
+    model = call.model.spec.name
+    routes = svc.router.routes(model)
+    async with relay_stream(routes, job.open, model, _failed(svc, call)) as opened:
+        route, first, batches = opened
         metered.channel = route.target.channel
         await response.prepare(request)
+        svc.watchers.tell_first_byte(call, call.age())
         await _write(response, job.render(first))
         async for batch in batches:
             await _write(response, job.render(batch))
     metered.closing = True
     await response.write_eof(job.end())
     metered.succeed()
+
+
+def _failed(svc: Services, call: Call) -> Failed:
+    """Each failed upstream attempt, told to the watchers (logs, metrics)."""
+
+    def failed(route: Route, error: UpstreamError, seconds: float) -> None:
+        svc.watchers.tell_upstream_failed(call, route.target.channel, error, seconds)
+
+    return failed
 
 
 async def _write(response: web.StreamResponse, data: bytes) -> None:
@@ -224,6 +273,8 @@ class Metered:
     ) -> None:
         if self.status is None:
             self.status = failure_status(error)
+        if not self.channel and isinstance(error, ParleyError):
+            self.channel = error.channel  # the channel that failed, when an upstream did
         self._meter.finish(
             self.call,
             usage=self.usage,

@@ -1,10 +1,12 @@
-"""The streams being relayed right now, so that shutdown can end them cleanly.
+"""The calls in flight right now, so that shutdown can end them cleanly.
 
-The runner registers the task of every stream it relays while the stream is open.
+The runner registers the task of every stream it relays while the stream is open, and of
+every whole-reply call while it waits for its upstream.
 ``end_all`` (called by shutdown at the end of its grace period) marks each one as
 ending and cancels it; the runner, seeing the mark, does not treat the cancellation as a
 caller who left: it sends the caller an error event and ``data: [DONE]`` (or cuts a raw
-audio body), meters the call with ``SHUTDOWN_STATUS`` and bills what was delivered.
+audio body), meters the call with ``SHUTDOWN_STATUS`` and bills what was delivered. A
+whole-reply call still waiting gets a 503 envelope and the same status, billed nothing.
 """
 
 from __future__ import annotations

@@ -18,8 +18,9 @@ import contextlib
 import dataclasses
 import logging
 import os
+import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,8 @@ class UsageWriter:
         self._task: asyncio.Task[None] | None = None
         self._failing = False
         self.written = 0
+        self.on_batch: Callable[[float, bool], None] | None = None
+        """Told how long each batch write took and whether it succeeded (metrics)."""
 
     @property
     def backlog(self) -> int:
@@ -77,7 +80,9 @@ class UsageWriter:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        for _ in range(3):
+        # Three tries for a blip; one when writes were already failing, so a database that
+        # is down or hung (each try may wait its timeout) does not hold the shutdown long.
+        for _ in range(1 if self._failing else 3):
             if await self.flush():
                 return
             await asyncio.sleep(0.2)
@@ -127,19 +132,26 @@ class UsageWriter:
             await self.flush()
 
     async def _write(self, batch: Sequence[UsageRecord]) -> bool:
+        started = time.monotonic()
         try:
             await self._store.record_usage(batch)
         except StoreError as error:
+            self._observe(started, ok=False)
             if not self._failing:
                 log.error("usage records could not be written (%s); will retry", error)
             self._failing = True
             return False
+        self._observe(started, ok=True)
         if self._failing:
             log.info("usage records are being written again")
         self._failing = False
         self.written += len(batch)
         self._ledger.written(batch)
         return True
+
+    def _observe(self, started: float, *, ok: bool) -> None:
+        if self.on_batch is not None:
+            self.on_batch(time.monotonic() - started, ok)
 
     def _spill(self) -> None:
         if not self._queue:

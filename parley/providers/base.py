@@ -8,11 +8,12 @@ billing: they are given a ``Target`` (where and as what to call) and a body.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
 
+from parley.domain.transcripts import ResponseFormat, Task
 from parley.errors import ParleyError, UpstreamError, UpstreamTimeout
 from parley.http import (
     BrokenReply,
@@ -112,6 +113,144 @@ class Completion(Protocol):
 
     def completion_stream(self, target: Target, body: JSON) -> AbstractAsyncContextManager[Batches]:
         """Streamed classic completion: ``text_completion`` chunks, in batches as they arrive."""
+
+
+class Embeddings(Protocol):
+    async def embeddings(self, target: Target, body: JSON) -> JSON:
+        """Embeddings of the body's ``input``, as OpenAI's ``list`` of ``embedding`` objects."""
+
+
+@dataclass(frozen=True, slots=True)
+class AudioUpload:
+    """The caller's audio, checked and spooled: sent on from ``file`` (seekable)."""
+
+    file: IO[bytes]
+    filename: str
+    content_type: str
+    """The media type of the container sniffed from the bytes (``audio/mpeg``...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptionRequest:
+    """A speech-to-text call in OpenAI's terms; the adapter encodes it for its engine."""
+
+    task: Task
+    upload: AudioUpload
+    response_format: ResponseFormat
+    options: tuple[tuple[str, str], ...] = ()
+    """Other form fields as sent on (``language``, ``prompt``, ``temperature``...)."""
+    timestamp_granularities: tuple[str, ...] = ()
+    include: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Transcript:
+    """A whole reply in OpenAI's shape for the asked format: an object (json,
+    verbose_json; without ``usage``, which is Parley's to state) or text (text, srt, vtt)."""
+
+    body: JSON | str
+    engine_seconds: float | None = None
+    """The audio length the engine reported, if it did (recorded, never billed)."""
+
+
+class Transcription(Protocol):
+    async def transcribe(self, target: Target, request: TranscriptionRequest) -> Transcript:
+        """A whole transcription or translation, in the asked ``response_format``."""
+
+    def transcribe_stream(
+        self, target: Target, request: TranscriptionRequest
+    ) -> AbstractAsyncContextManager[Batches]:
+        """Streamed transcription as OpenAI's events: ``transcript.text.delta`` objects,
+        then one ``transcript.text.done`` (without ``usage``), in batches as they arrive."""
+
+
+@dataclass(frozen=True, slots=True)
+class SpeechRequest:
+    """One synthesis, in the engine's terms: Parley has already chosen the voice's engine
+    name (``None``: the engine's default), the format to ask for and the quality steps."""
+
+    input: str
+    voice: str | None
+    response_format: str
+    speed: float = 1.0
+    instructions: str | None = None
+    steps: int | None = None
+    language: str | None = None
+    """ISO 639-1 code of the voice's language, when the catalogue knows it."""
+    sse: bool = False
+    """Ask the engine for ``speech.audio.delta`` events where it can give them."""
+
+
+class SpeechAudio:
+    """A synthesis under way: the audio's format and its bytes as they arrive.
+
+    ``pieces`` yields the audio (never an empty piece), whatever the engine's framing (raw
+    bytes or base64 SSE deltas); once it is exhausted, ``usage`` holds what the engine
+    reported, if anything. A failure mid-way raises an ``UpstreamError`` from ``pieces``.
+    """
+
+    __slots__ = ("format", "pieces", "sample_rate", "streamed_events", "usage")
+
+    def __init__(
+        self,
+        format: str,
+        pieces: AsyncGenerator[bytes, None] | None = None,
+        *,
+        sample_rate: int | None = None,
+        streamed_events: bool = False,
+    ) -> None:
+        self.format = format
+        self.pieces = pieces if pieces is not None else _nothing()
+        self.sample_rate = sample_rate
+        self.streamed_events = streamed_events
+        self.usage: JSON | None = None
+
+
+async def _nothing() -> AsyncGenerator[bytes, None]:
+    nothing: tuple[bytes, ...] = ()
+    for piece in nothing:
+        yield piece
+
+
+class Speech(Protocol):
+    def speech(
+        self, target: Target, request: SpeechRequest
+    ) -> AbstractAsyncContextManager[SpeechAudio]:
+        """Synthesize; entered once the engine's reply head has arrived (or refused)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EngineRoster:
+    """An engine's voices: its own built-in ones and those uploaded to it (by anyone)."""
+
+    builtin: tuple[str, ...]
+    uploaded: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class VoiceClip:
+    """A reference clip to clone a voice from, under the engine name Parley chose."""
+
+    name: str
+    audio: bytes
+    media_type: str
+    consent: str
+    transcript: str | None = None
+
+
+class VoicesUnsupported(UpstreamError):
+    """The engine has no voice management (it cannot list, or cannot clone)."""
+
+
+class Voices(Protocol):
+    async def list_voices(self, target: Target) -> EngineRoster:
+        """The engine's roster; ``VoicesUnsupported`` when it cannot list voices."""
+
+    async def create_voice(self, target: Target, clip: VoiceClip) -> str:
+        """Clone a voice; returns the name as the engine spelled it."""
+
+    async def delete_voice(self, target: Target, name: str) -> bool:
+        """Delete an uploaded voice; False when the engine did not have it."""
 
 
 @contextmanager

@@ -12,12 +12,27 @@ from collections.abc import Collection, Sequence
 from typing import TypeVar
 
 from parley.http import HttpClient
-from parley.providers.base import Chat, Completion, ReplyBounds
+from parley.providers.base import (
+    Chat,
+    Completion,
+    Embeddings,
+    ReplyBounds,
+    Speech,
+    Transcription,
+    Voices,
+)
 from parley.providers.openai import OpenAIAdapter
+from parley.providers.openai.transcription import TranscriptionAdapter
+from parley.providers.openai_audio import OpenAIAudioAdapter
+from parley.providers.supertonic import SupertonicAdapter
 from parley.settings import ChannelSettings, ConfigError
 
 OPENAI_COMPATIBLE_TYPES = ("openai", "vllm", "ollama", "llamacpp")
 """Types whose upstreams speak OpenAI's wire format, all served by ``OpenAIAdapter``."""
+
+TRANSCRIPTION_TYPES = ("openai", "speaches", "vllm")
+"""Types whose upstreams speak OpenAI's audio wire format for speech-to-text; ``vllm``
+cannot write subtitles (Parley writes them from segments)."""
 
 _Adapter = TypeVar("_Adapter")
 
@@ -41,11 +56,15 @@ class UnknownProviderType(KeyError):
 class ProviderRegistry:
     """Adapters by channel type name, one table per capability."""
 
-    __slots__ = ("_chat", "_completion")
+    __slots__ = ("_chat", "_completion", "_embeddings", "_speech", "_transcription", "_voices")
 
     def __init__(self) -> None:
         self._chat: dict[str, Chat] = {}
         self._completion: dict[str, Completion] = {}
+        self._embeddings: dict[str, Embeddings] = {}
+        self._transcription: dict[str, Transcription] = {}
+        self._speech: dict[str, Speech] = {}
+        self._voices: dict[str, Voices] = {}
 
     @classmethod
     def default(cls, http: HttpClient, bounds: ReplyBounds | None = None) -> ProviderRegistry:
@@ -55,16 +74,40 @@ class ProviderRegistry:
         openai = OpenAIAdapter(http, bounds)
         for type_name in OPENAI_COMPATIBLE_TYPES:
             registry.register(type_name, chat=openai, completion=openai)
+            registry.register(type_name, embeddings=openai)
+        for type_name in TRANSCRIPTION_TYPES:
+            adapter = TranscriptionAdapter(http, bounds, writes_subtitles=type_name != "vllm")
+            registry.register(type_name, transcription=adapter)
+        openai_audio = OpenAIAudioAdapter(http, bounds)
+        registry.register("openai-audio", speech=openai_audio, voices=openai_audio)
+        supertonic = SupertonicAdapter(http, bounds)
+        registry.register("supertonic", speech=supertonic, voices=supertonic)
         return registry
 
     def register(
-        self, type_name: str, *, chat: Chat | None = None, completion: Completion | None = None
+        self,
+        type_name: str,
+        *,
+        chat: Chat | None = None,
+        completion: Completion | None = None,
+        embeddings: Embeddings | None = None,
+        transcription: Transcription | None = None,
+        speech: Speech | None = None,
+        voices: Voices | None = None,
     ) -> None:
         """Serve the given capabilities of channels of ``type_name`` with these adapters."""
         if chat is not None:
             self._chat[type_name] = chat
         if completion is not None:
             self._completion[type_name] = completion
+        if embeddings is not None:
+            self._embeddings[type_name] = embeddings
+        if transcription is not None:
+            self._transcription[type_name] = transcription
+        if speech is not None:
+            self._speech[type_name] = speech
+        if voices is not None:
+            self._voices[type_name] = voices
 
     def chat(self, type_name: str) -> Chat:
         return self._find(self._chat, type_name, "chat")
@@ -72,9 +115,29 @@ class ProviderRegistry:
     def completion(self, type_name: str) -> Completion:
         return self._find(self._completion, type_name, "completions")
 
+    def embeddings(self, type_name: str) -> Embeddings:
+        return self._find(self._embeddings, type_name, "embeddings")
+
+    def transcription(self, type_name: str) -> Transcription:
+        return self._find(self._transcription, type_name, "speech-to-text")
+
+    def speech(self, type_name: str) -> Speech:
+        return self._find(self._speech, type_name, "speech")
+
+    def voices(self, type_name: str) -> Voices:
+        return self._find(self._voices, type_name, "voices")
+
     def types(self) -> frozenset[str]:
         """Every channel type some adapter is registered for."""
-        return frozenset(self._chat) | frozenset(self._completion)
+        tables = (
+            self._chat,
+            self._completion,
+            self._embeddings,
+            self._transcription,
+            self._speech,
+            self._voices,
+        )
+        return frozenset().union(*tables)
 
     def _find(self, table: dict[str, _Adapter], type_name: str, capability: str) -> _Adapter:
         try:

@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Protocol
 
+from parley.domain.audit import AuditEntry
 from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord
-from parley.domain.usage import DailyUsage, UsageRecord
+from parley.domain.usage import DailyUsage, GroupDailyUsage, UsageRecord
+from parley.domain.voices import Clone
 
 
 class StoreError(Exception):
@@ -123,3 +125,38 @@ class Store(Protocol):
 
     async def prune_usage(self, before: datetime) -> int:
         """Delete raw records created before ``before``; rollups are kept. Returns the count."""
+
+    # voice clones (the registry of what each group cloned)
+    async def add_clone(self, clone: Clone) -> Clone:
+        """Raises ``Conflict`` when the model already has a clone with this voice id."""
+
+    async def list_clones(
+        self, *, model: str | None = None, group_id: int | None = None
+    ) -> list[Clone]:
+        """Clones, oldest first, of one model and/or one group (all when not given)."""
+
+    async def delete_clone(self, model: str, voice_id: str) -> bool:
+        """Forget a clone; False when there was none."""
+
+    # the admin surface
+    async def set_group_disabled(self, name: str, at: datetime | None) -> Group:
+        """Disable the group at ``at``, or enable it (``None``). Raises ``Missing``."""
+
+    async def usage_rollups(
+        self, start: date, end: date, *, group_id: int | None = None, model: str | None = None
+    ) -> list[GroupDailyUsage]:
+        """Rollup rows of every group (or one, or one model) for ``start <= day < end``."""
+
+    async def errors_by_day(self, since: datetime) -> dict[date, int]:
+        """Failed calls (status >= 500) per UTC day, from the raw records since ``since``."""
+
+    async def keys_last_used(self, group_id: int | None = None) -> dict[int, datetime]:
+        """Each key's latest call, by key id (keys never used are absent)."""
+
+    async def record_audit(self, entry: AuditEntry) -> AuditEntry:
+        """Append an entry; returns it with its id."""
+
+    async def list_audit(
+        self, *, limit: int = 100, before_id: int | None = None
+    ) -> list[AuditEntry]:
+        """The newest entries first; ``before_id`` pages back."""

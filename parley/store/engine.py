@@ -8,8 +8,7 @@ and foreign keys. On PostgreSQL every connect and every statement is bounded by
 call with ``StoreUnavailable`` instead of holding it, the usage writer and shutdown for
 ever; waiting for a pooled connection is bounded the same way on both.
 
-Migrations run Alembic on a connection of the async engine (only when the stored revision
-is not the newest file's, so a worker at head never loads Alembic), under a
+Migrations run Alembic on a connection of the async engine, under a
 lock (``BEGIN IMMEDIATE`` on SQLite, a transaction-scoped advisory lock per schema on
 PostgreSQL), so several workers starting at once migrate once.
 """
@@ -22,8 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import URL, Connection, event, inspect, make_url, text
-from sqlalchemy.exc import OperationalError
+from sqlalchemy import URL, Connection, event, make_url, text
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -98,36 +97,48 @@ def _set_sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 
 async def upgrade_to_head(engine: AsyncEngine) -> None:
-    """``alembic upgrade head`` on one connection of ``engine``, in one locked transaction."""
+    """``alembic upgrade head`` on one connection of ``engine``, in one locked transaction.
+
+    A database already at the head revision is left alone without loading Alembic (one
+    ``SELECT``), which keeps the admin commands and start-up quick.
+    """
+    head = head_revision()
+    if head is not None and await _current_revision(engine) == head:
+        return
     if engine.dialect.name == "sqlite":
         await _use_wal(engine)
     async with engine.begin() as conn:
         await _lock_for_migration(conn)
-        if await conn.run_sync(_stored_revision) != head_revision():
-            await conn.run_sync(_upgrade)
+        await conn.run_sync(_upgrade)
+
+
+_REVISION_LINE = re.compile(r"^(down_revision|revision)\b[^=]*=\s*(None|['\"]([^'\"]+)['\"])", re.M)
 
 
 def head_revision(versions: Path = MIGRATIONS / "versions") -> str | None:
-    """The newest migration's revision, read from the files without Alembic: the one no
-    other names as its ``down_revision`` (``None`` if that is not exactly one)."""
+    """The one head of the migration scripts, read from their text without Alembic;
+    ``None`` when it is not a plain chain (a merge, a branch), so Alembic decides."""
     revisions: set[str] = set()
-    downs: set[str] = set()
-    for path in versions.glob("*.py"):
-        source = path.read_text()
-        revisions.update(_REVISION.findall(source))
-        downs.update(_DOWN_REVISION.findall(source))
-    heads = revisions - downs
+    parents: set[str] = set()
+    for script in versions.glob("*.py"):
+        found = dict((m.group(1), m.group(3)) for m in _REVISION_LINE.finditer(script.read_text()))
+        if "revision" not in found or found["revision"] is None:
+            continue
+        revisions.add(found["revision"])
+        if found.get("down_revision"):
+            parents.add(found["down_revision"])
+    heads = revisions - parents
     return heads.pop() if len(heads) == 1 else None
 
 
-_REVISION = re.compile(r"^revision(?:: [^=]+)? = [\"']([^\"']+)[\"']", re.MULTILINE)
-_DOWN_REVISION = re.compile(r"^down_revision(?:: [^=]+)? = [\"']([^\"']+)[\"']", re.MULTILINE)
-
-
-def _stored_revision(connection: Connection) -> str | None:
-    if not inspect(connection).has_table("alembic_version"):
+async def _current_revision(engine: AsyncEngine) -> str | None:
+    """The revision the database is at; ``None`` if it has none yet (or cannot say)."""
+    try:
+        async with engine.connect() as conn:
+            rows = (await conn.exec_driver_sql("SELECT version_num FROM alembic_version")).all()
+    except SQLAlchemyError:
         return None
-    return connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
+    return str(rows[0][0]) if len(rows) == 1 else None
 
 
 async def _use_wal(engine: AsyncEngine) -> None:
@@ -158,9 +169,7 @@ async def _lock_for_migration(conn: AsyncConnection) -> None:
 
 
 def _upgrade(connection: Connection) -> None:
-    # Imported here, only when a migration is due: Alembic (with Mako) is about 8 MB of
-    # every worker's memory, and a database already at head (every start but the first,
-    # and every worker after the supervisor migrated) never needs it.
+    # Alembic (and Mako under it) load only when a migration runs: the CLI starts faster.
     from alembic import command
     from alembic.config import Config
 

@@ -19,10 +19,12 @@ from typing import Any
 from sqlalchemy import RowMapping, func, literal, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from parley.domain.audit import AuditEntry
 from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord
-from parley.domain.usage import DailyUsage, UsageRecord
-from parley.store import usage_sql
+from parley.domain.usage import DailyUsage, GroupDailyUsage, UsageRecord
+from parley.domain.voices import Clone
+from parley.store import admin_sql, usage_sql, voices_sql
 from parley.store.base import Conflict, GroupChanges, Missing
 from parley.store.boundary import database_errors
 from parley.store.engine import create_store_engine, upgrade_to_head
@@ -203,6 +205,55 @@ class SqlStore:
         async with self._begin() as conn:
             return await usage_sql.prune_usage(conn, before)
 
+    # voice clones
+
+    async def add_clone(self, clone: Clone) -> Clone:
+        async with self._begin() as conn:
+            return await voices_sql.add_clone(conn, clone)
+
+    async def list_clones(
+        self, *, model: str | None = None, group_id: int | None = None
+    ) -> list[Clone]:
+        async with self._connect() as conn:
+            return await voices_sql.list_clones(conn, model, group_id)
+
+    async def delete_clone(self, model: str, voice_id: str) -> bool:
+        async with self._begin() as conn:
+            return await voices_sql.delete_clone(conn, model, voice_id)
+
+    # the admin surface (parley/store/admin_sql.py)
+
+    async def set_group_disabled(self, name: str, at: datetime | None) -> Group:
+        async with self._begin() as conn:
+            row = await admin_sql.set_group_disabled(conn, name, at, _now())
+        if row is None:
+            raise Missing(f"there is no group named `{name}`")
+        return _group(row)
+
+    async def usage_rollups(
+        self, start: date, end: date, *, group_id: int | None = None, model: str | None = None
+    ) -> list[GroupDailyUsage]:
+        async with self._connect() as conn:
+            return await admin_sql.usage_rollups(conn, start, end, group_id=group_id, model=model)
+
+    async def errors_by_day(self, since: datetime) -> dict[date, int]:
+        async with self._connect() as conn:
+            return await admin_sql.errors_by_day(conn, since)
+
+    async def keys_last_used(self, group_id: int | None = None) -> dict[int, datetime]:
+        async with self._connect() as conn:
+            return await admin_sql.keys_last_used(conn, group_id)
+
+    async def record_audit(self, entry: AuditEntry) -> AuditEntry:
+        async with self._begin() as conn:
+            return await admin_sql.record_audit(conn, entry)
+
+    async def list_audit(
+        self, *, limit: int = 100, before_id: int | None = None
+    ) -> list[AuditEntry]:
+        async with self._connect() as conn:
+            return await admin_sql.list_audit(conn, limit=limit, before_id=before_id)
+
 
 async def open_store(
     url: str,
@@ -256,6 +307,7 @@ def _group(row: RowMapping) -> Group:
         models=None if models is None else frozenset(json.loads(models)),
         budget_nanos=row["budget_nanos"],
         created_at=row["created_at"],
+        disabled_at=row["disabled_at"],
     )
 
 

@@ -14,12 +14,12 @@ from collections.abc import Iterable, Sequence
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import Table, delete, func, select
+from sqlalchemy import Table, bindparam, delete, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from parley.domain.usage import DailyUsage, UsageRecord
-from parley.store.schema import ROLLUP_TOTALS, as_utc, usage_daily, usage_records
+from parley.store.schema import ROLLUP_TOTALS, api_keys, as_utc, usage_daily, usage_records
 
 RollupKey = tuple[int, date, str]
 
@@ -33,6 +33,7 @@ async def record_usage(conn: AsyncConnection, records: Sequence[UsageRecord]) ->
     fresh = [record for request_id, record in unique.items() if request_id in new_ids]
     if fresh:
         await _add_to_rollups(conn, fresh)
+        await _stamp_last_use(conn, fresh)
     return len(fresh)
 
 
@@ -98,6 +99,25 @@ async def _add_to_rollups(conn: AsyncConnection, records: Sequence[UsageRecord])
         set_={name: daily[name] + insert.excluded[name] for name in ROLLUP_TOTALS},
     )
     await conn.execute(statement, _rollup_rows(records))
+
+
+async def _stamp_last_use(conn: AsyncConnection, records: Sequence[UsageRecord]) -> None:
+    """Move each key's ``last_used_at`` forward to its newest record (never back), in key
+    order so that concurrent writers lock the rows in the same order."""
+    newest: dict[int, datetime] = {}
+    for record in records:
+        at = as_utc(record.created_at)
+        if record.key_id not in newest or newest[record.key_id] < at:
+            newest[record.key_id] = at
+    keys = api_keys.c
+    statement = (
+        update(api_keys)
+        .where(keys.id == bindparam("key"))
+        .where(or_(keys.last_used_at.is_(None), keys.last_used_at < bindparam("at")))
+        .values(last_used_at=bindparam("at"))
+    )
+    rows = [{"key": key_id, "at": at} for key_id, at in sorted(newest.items())]
+    await conn.execute(statement, rows)
 
 
 def _rollup_rows(records: Sequence[UsageRecord]) -> list[dict[str, Any]]:

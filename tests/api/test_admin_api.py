@@ -6,26 +6,8 @@ from typing import Any
 
 import aiohttp
 
+from tests.api.admin_client import CHAT, admin_gateway, call
 from tests.api.harness import Gateway
-
-ADMIN = "admin-token-for-tests-0123456789"
-CHAT = {"model": "chat-large", "messages": [{"role": "user", "content": "hi"}]}
-
-
-async def call(
-    gateway: Gateway, method: str, path: str, token: str | None = ADMIN, body: Any = None
-) -> tuple[int, Any]:
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    async with (
-        aiohttp.ClientSession(headers=headers) as session,
-        session.request(method, f"{gateway.base_url}{path}", json=body) as response,
-    ):
-        return response.status, await response.json()
-
-
-async def admin_gateway(start_gateway: Any) -> Gateway:
-    gateway: Gateway = await start_gateway(lambda c: c.update(admin={"token": ADMIN}))
-    return gateway
 
 
 async def test_admin_creates_a_group_and_a_key_that_works_at_once(start_gateway: Any) -> None:

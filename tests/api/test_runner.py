@@ -181,6 +181,26 @@ async def test_shutdown_ends_open_streams_with_an_error_event_and_bills_the_deli
     assert 1 <= record.completion_tokens < 200
 
 
+async def test_shutdown_ends_a_plain_call_still_waiting_with_a_503_not_billed(
+    gateway: Gateway, key: str, engine: FakeEngine
+) -> None:
+    engine.behaviour = Behaviour(hang=5.0)
+    body = {"model": "chat-large", "messages": MESSAGES}
+    async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {key}"}) as session:
+        call = asyncio.create_task(session.post(f"{gateway.v1}/chat/completions", json=body))
+        async with asyncio.timeout(5):
+            while not engine.requests:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+        assert await gateway.services.streams.end_all() == 1
+        response = await call
+        assert response.status == 503
+        assert (await response.json())["error"]["code"] == "service_unavailable"
+        response.release()
+    assert len(gateway.services.streams) == 0
+    record = await only_record(gateway)
+    assert (record.status, record.cost_nanos) == (SHUTDOWN_STATUS, 0)
+
+
 async def test_shutdown_before_a_stream_started_is_a_503_and_not_billed(
     gateway: Gateway, key: str, engine: FakeEngine
 ) -> None:

@@ -23,6 +23,7 @@ from sqlalchemy import text
 
 from parley.domain.groups import Quota
 from parley.domain.usage import DailyUsage, UsageRecord
+from parley.domain.voices import Clone
 from parley.store.base import Conflict, GroupChanges, Missing, StoreUnavailable
 from parley.store.engine import async_url
 from parley.store.sql import SqlStore, open_store
@@ -485,14 +486,60 @@ async def test_sqlite_file_uses_wal_busy_timeout_and_foreign_keys(tmp_path: Path
         await store.close()
 
 
+# voice clones
+
+
+def clone(group_id: int, label: str, *, model: str = "tts-pro", channel: str = "omni") -> Clone:
+    return Clone(
+        group_id=group_id,
+        model=model,
+        label=label,
+        voice_id=f"g{group_id}__{label}",
+        engine_name=f"g{group_id}__{label}".lower(),
+        channel=channel,
+        duration_ms=4250,
+        created_at=at(3, micro=5),
+        transcript="hello there" if label == "Anna" else None,
+    )
+
+
+async def test_clones_round_trip_and_are_listed_per_model_and_group(store: SqlStore) -> None:
+    one, two = await store.create_group("one"), await store.create_group("two")
+    anna = await store.add_clone(clone(one.id, "Anna"))
+    await store.add_clone(clone(one.id, "bob", model="tts-other"))
+    await store.add_clone(clone(two.id, "carl"))
+    assert await store.list_clones(model="tts-pro", group_id=one.id) == [anna]
+    assert [c.label for c in await store.list_clones(model="tts-pro")] == ["Anna", "carl"]
+    assert [c.label for c in await store.list_clones(group_id=one.id)] == ["Anna", "bob"]
+    assert len(await store.list_clones()) == 3
+
+
+async def test_a_clone_id_is_unique_per_model(store: SqlStore) -> None:
+    group = await store.create_group("one")
+    await store.add_clone(clone(group.id, "anna"))
+    with pytest.raises(Conflict):
+        await store.add_clone(clone(group.id, "anna", channel="elsewhere"))
+    await store.add_clone(clone(group.id, "anna", model="tts-other"))
+    assert len(await store.list_clones()) == 2
+
+
+async def test_deleting_a_clone_says_whether_it_existed(store: SqlStore) -> None:
+    group = await store.create_group("one")
+    await store.add_clone(clone(group.id, "anna"))
+    assert await store.delete_clone("tts-other", f"g{group.id}__anna") is False
+    assert await store.delete_clone("tts-pro", f"g{group.id}__anna") is True
+    assert await store.delete_clone("tts-pro", f"g{group.id}__anna") is False
+    assert await store.list_clones() == []
+
+
 def _unreachable_urls(tmp_path: Path) -> list[str]:
     with socket.socket() as probe:  # a port nothing listens on: connections are refused
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    return [
-        f"postgresql://postgres@127.0.0.1:{port}/test",
-        f"sqlite:///{tmp_path / 'no-such-directory' / 'parley.db'}",
-    ]
+    # A file that is not a database (aiosqlite's failed connects leave threads behind).
+    broken = tmp_path / "parley.db"
+    broken.write_bytes(b"not a database at all " * 100)
+    return [f"postgresql://postgres@127.0.0.1:{port}/test", f"sqlite:///{broken}"]
 
 
 @pytest.mark.parametrize("which", ["postgres", "sqlite"])

@@ -257,8 +257,9 @@ def wait_until(proc: Proc, ready: Any, what: str, timeout: float = START_SECONDS
     pytest.fail(proc.failure(f"({what}) was not ready within {timeout:g}s"))
 
 
-def eventually(check: Any, what: str, timeout: float = 5.0) -> None:
-    """Poll ``check()`` until it is true, or fail after ``timeout`` seconds."""
+def eventually(check: Any, what: str, timeout: float = 20.0) -> None:
+    """Poll ``check()`` until it is true, or fail after ``timeout`` seconds (generous: CI
+    machines are shared, and a passing check returns at once)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if check():

@@ -155,7 +155,7 @@ def test_without_any_config_serve_runs_an_empty_gateway_on_sqlite(
     log = server.output()
     assert "no channels are configured" in log
     assert "parley groups create team" in log
-    assert "database sqlite:///./parley.db" in log
+    assert f"database sqlite:///{(empty / 'parley.db').resolve()}" in log
 
     models = get(f"{server.v1}/models", key)
     assert models.status == 200
@@ -210,7 +210,8 @@ def test_db_upgrade_brings_a_sqlite_database_up_to_date(tmp_path: Path) -> None:
     for _ in range(2):  # creating the schema, then finding nothing to do
         done = run_cli(["db", "upgrade"], tmp_path, config=config)
         assert done.returncode == 0, done.stderr
-        assert done.stdout.strip() == "database at sqlite:///./fresh.db is up to date"
+        fresh = (tmp_path / "fresh.db").resolve()
+        assert done.stdout.strip() == f"database at sqlite:///{fresh} is up to date"
     assert (tmp_path / "fresh.db").stat().st_size > 0
     assert run_ok(["groups", "list"], tmp_path, config=config) == ""
 

@@ -39,10 +39,10 @@ def test_an_unknown_type_is_one_line_naming_the_field_and_the_known_types() -> N
 def test_a_type_is_known_once_an_adapter_is_registered_for_it() -> None:
     http = HttpClient()
     registry = ProviderRegistry.default(http)
-    settings = settings_with_types("openai-audio")
+    settings = settings_with_types("made-up-speech")
     with pytest.raises(ConfigError):
         check_channel_types(settings.channels, registry.types())
-    registry.register("openai-audio", chat=OpenAIAdapter(http))
+    registry.register("made-up-speech", chat=OpenAIAdapter(http))
     check_channel_types(settings.channels, registry.types())
 
 

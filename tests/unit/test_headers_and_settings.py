@@ -100,5 +100,7 @@ def test_the_example_config_is_valid() -> None:
     settings = load_settings(
         example, {"PARLEY_ADMIN_TOKEN": "t", "VLLM_API_KEY": "k", "OPENAI_API_KEY": "k"}
     )
-    assert {model.name for model in settings.models} == {"chat-large", "vision-small"}
+    assert {"chat-large", "vision-small", "tts-pro", "stt-large"} <= {
+        model.name for model in settings.models
+    }
     assert settings.capabilities["LLM_CHAT"] == "chat-large"

@@ -6,7 +6,8 @@ Start it as an async context manager (or ``await engine.start()`` / ``await engi
         engine.base_url          # "http://127.0.0.1:<free port>/v1", for a channel's base_url
         engine.requests          # every request received, oldest first (ReceivedRequest)
 
-Endpoints: ``POST /v1/chat/completions`` and ``POST /v1/completions``, whole or streamed
+Endpoints: ``POST /v1/embeddings`` (``tests/upstreams/embeddings.py``), and
+``POST /v1/chat/completions`` and ``POST /v1/completions``, whole or streamed
 (``"stream": true``: SSE ``data: {chunk}`` events ending with ``data: [DONE]``), and
 ``GET /v1/models`` (``engine.models``). With ``FakeEngine(api_key="k")`` any request not
 carrying ``Authorization: Bearer k`` gets a 401 envelope. ``FakeEngine(record_requests=False)``
@@ -67,6 +68,8 @@ import orjson
 from aiohttp import web
 from multidict import CIMultiDict
 
+from tests.upstreams.embeddings import embedding_reply
+
 MAX_HANG = 30.0
 CREATED = 1_700_000_000
 DEFAULT_MODELS = ("fake-model",)
@@ -89,7 +92,7 @@ MID_STREAM_ERROR = {
 }
 
 JSON = dict[str, Any]
-Kind = Literal["chat", "completion"]
+Kind = Literal["chat", "completion", "embedding"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +201,7 @@ class FakeEngine:
         app.on_response_prepare.append(_set_cookie)
         app.router.add_post("/v1/chat/completions", self._endpoint("chat"))
         app.router.add_post("/v1/completions", self._endpoint("completion"))
+        app.router.add_post("/v1/embeddings", self._endpoint("embedding"))
         app.router.add_get("/v1/models", self._list_models)
         self._runner = web.AppRunner(
             app, access_log=None, handler_cancellation=True, shutdown_timeout=0.2
@@ -278,6 +282,9 @@ class FakeEngine:
     ) -> web.StreamResponse:
         if behaviour.hang:
             await asyncio.sleep(behaviour.hang)
+        if kind == "embedding":
+            reply = ["junk"] if behaviour.junk else embedding_reply(body, behaviour.usage)
+            return _json(200, reply)
         reply_id = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-fake{next(self._ids)}"
         script = script_for(kind, body, behaviour.words, reply_id)
         if behaviour.junk and not stream:

@@ -21,12 +21,13 @@ from parley.sse import EventTooLarge, SseEvent, SseParser
 
 CHAT_PATH = "/chat/completions"
 COMPLETION_PATH = "/completions"
+EMBEDDINGS_PATH = "/embeddings"
 _DONE = "[DONE]"
 
 
 class OpenAIAdapter:
-    """``Chat`` and ``Completion`` over the process's one ``HttpClient``, accepting
-    replies and streamed events within ``bounds``."""
+    """``Chat``, ``Completion`` and ``Embeddings`` over the process's one ``HttpClient``,
+    accepting replies and streamed events within ``bounds``."""
 
     __slots__ = ("_bounds", "_http")
 
@@ -45,6 +46,9 @@ class OpenAIAdapter:
 
     def completion_stream(self, target: Target, body: JSON) -> AbstractAsyncContextManager[Batches]:
         return self._stream(target, COMPLETION_PATH, body)
+
+    async def embeddings(self, target: Target, body: JSON) -> JSON:
+        return await self._reply(target, EMBEDDINGS_PATH, body)
 
     async def _reply(self, target: Target, path: str, body: JSON) -> JSON:
         with upstream_errors(target.channel):

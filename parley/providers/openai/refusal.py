@@ -91,6 +91,8 @@ def upstream_message(reply: object) -> str | None:
         message = details.get("message")
     elif isinstance(details, str):
         message = details  # {"error": "..."}: Ollama's and TGI's native shape
+    elif isinstance(reply.get("detail"), str):
+        message = reply["detail"]  # {"detail": "..."}: FastAPI's shape (speaches)
     else:
         message = reply.get("message") if reply.get("object") == "error" else None  # old vLLM
     if not isinstance(message, str) or not message.strip():

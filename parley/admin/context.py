@@ -1,0 +1,42 @@
+"""What the admin sub-application keeps, and how a handler gets its ``AdminService``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import partial
+
+from aiohttp import web
+
+from parley.admin.auth import FailedAttempts, Session, Sessions
+from parley.admin.service import AdminService
+from parley.api.context import SERVICES
+from parley.api.voice_clones import delete_registered
+from parley.domain.audit import Actor
+
+
+@dataclass
+class AdminState:
+    token: str
+    sessions: Sessions
+    attempts: FailedAttempts = field(default_factory=FailedAttempts)
+
+
+ADMIN_STATE = web.AppKey("admin_state", AdminState)
+SESSION = web.RequestKey("admin_session", Session)
+ACTOR = web.RequestKey("admin_actor", Actor)
+
+
+def client_address(request: web.Request) -> str:
+    """The peer's address (a proxy in front should be configured to pass a trusted one)."""
+    return request.remote or "unknown"
+
+
+def admin_service(request: web.Request) -> AdminService:
+    svc = request.config_dict[SERVICES]
+    return AdminService(
+        svc.store,
+        request[ACTOR],
+        directory=svc.directory,
+        ledger=svc.meter.ledger,
+        unclone=partial(delete_registered, svc),
+    )

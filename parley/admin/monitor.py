@@ -1,0 +1,163 @@
+"""What the operator watches: the overview (today and the last 30 days) and the
+channels with their live health. Read-only; shared by the admin API and the dashboard.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
+
+from yarl import URL
+
+from parley.domain.pricing import nanos_to_usd
+from parley.pipeline.health import ChannelHealth, HealthSnapshot
+from parley.settings import ChannelSettings
+from parley.store.base import Store
+
+OVERVIEW_DAYS = 30
+
+
+@dataclass(slots=True)
+class DayTotals:
+    day: date
+    requests: int = 0
+    tokens: int = 0
+    cost_nanos: int = 0
+    errors: int = 0
+
+    def view(self) -> dict[str, Any]:
+        return {
+            "day": self.day.isoformat(),
+            "requests": self.requests,
+            "tokens": self.tokens,
+            "cost_usd": nanos_to_usd(self.cost_nanos),
+            "errors": self.errors,
+        }
+
+
+@dataclass(slots=True)
+class Overview:
+    days: list[DayTotals]
+    """The last ``OVERVIEW_DAYS`` UTC days, oldest first, today last."""
+    groups: int
+    active_keys: int
+
+    @property
+    def today(self) -> DayTotals:
+        return self.days[-1]
+
+    @property
+    def period(self) -> DayTotals:
+        total = DayTotals(self.days[0].day)
+        for day in self.days:
+            total.requests += day.requests
+            total.tokens += day.tokens
+            total.cost_nanos += day.cost_nanos
+            total.errors += day.errors
+        return total
+
+    def view(self) -> dict[str, Any]:
+        period = self.period.view()
+        period.pop("day")
+        return {
+            "object": "overview",
+            "today": self.today.view(),
+            "last_30_days": period,
+            "days": [day.view() for day in self.days],
+            "groups": self.groups,
+            "active_keys": self.active_keys,
+        }
+
+
+async def overview(store: Store, now: datetime | None = None) -> Overview:
+    today = (now or datetime.now(UTC)).date()
+    first = today - timedelta(days=OVERVIEW_DAYS - 1)
+    days = {
+        first + timedelta(days=n): DayTotals(first + timedelta(days=n))
+        for n in range(OVERVIEW_DAYS)
+    }
+    for row in await store.usage_rollups(first, today + timedelta(days=1)):
+        point = days[row.day]
+        point.requests += row.requests
+        point.tokens += row.prompt_tokens + row.completion_tokens
+        point.cost_nanos += row.cost_nanos
+    since = datetime.combine(first, time(), UTC)
+    for day, count in (await store.errors_by_day(since)).items():
+        if day in days:
+            days[day].errors += count
+    keys = await store.list_keys()
+    active = sum(1 for key in keys if key.usable_at(datetime.now(UTC)))
+    return Overview(list(days.values()), len(await store.list_groups()), active)
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelView:
+    settings: ChannelSettings
+    health: HealthSnapshot | None
+
+    @property
+    def address(self) -> str:
+        """The base URL without user info, query or fragment (none of it may be secret)."""
+        url = URL(self.settings.base_url)
+        return str(url.with_user(None).with_query(None).with_fragment(None))
+
+    def view(self) -> dict[str, Any]:
+        channel = self.settings
+        return {
+            "name": channel.name,
+            "type": channel.type,
+            "base_url": self.address,
+            "has_api_key": channel.api_key is not None,
+            "models": [{"name": m.name, "upstream": m.upstream or m.name} for m in channel.models],
+            "priority": channel.priority,
+            "weight": channel.weight,
+            "timeouts": {"connect": channel.timeouts.connect, "read": channel.timeouts.read},
+            "health": _health_view(self.health),
+            "circuit": None,
+        }
+
+
+def _health_view(health: HealthSnapshot | None) -> dict[str, Any]:
+    if health is None:
+        return {
+            "calls": 0,
+            "errors": 0,
+            "error_rate": 0.0,
+            "mean_latency_ms": None,
+            "p95_latency_ms": None,
+            "last_error_status": None,
+            "last_error_at": None,
+            "last_ok_at": None,
+            "state": "idle",
+        }
+    return {
+        "calls": health.calls,
+        "errors": health.errors,
+        "error_rate": round(health.error_rate, 4),
+        "mean_latency_ms": round(health.mean_latency_ms, 1),
+        "p95_latency_ms": health.p95_latency_ms,
+        "last_error_status": health.last_error_status,
+        "last_error_at": _stamp(health.last_error_at),
+        "last_ok_at": _stamp(health.last_ok_at),
+        "state": health_state(health),
+    }
+
+
+def health_state(health: HealthSnapshot | None) -> str:
+    """``idle`` (no calls seen), ``healthy``, ``degraded`` (some failures) or ``failing``
+    (the latest call failed and at least half of the window did)."""
+    if health is None or health.calls == 0:
+        return "idle"
+    last_failed = (health.last_error_at or 0) > (health.last_ok_at or 0)
+    if last_failed and health.error_rate >= 0.5:
+        return "failing"
+    return "degraded" if health.errors else "healthy"
+
+
+def _stamp(seconds: float | None) -> str | None:
+    return None if seconds is None else datetime.fromtimestamp(seconds, UTC).isoformat()
+
+
+def channels(settings: tuple[ChannelSettings, ...], health: ChannelHealth) -> list[ChannelView]:
+    return [ChannelView(channel, health.snapshot(channel.name)) for channel in settings]

@@ -1,0 +1,313 @@
+"""``AdminService``: every admin action and view, used by the admin API, the dashboard
+and the CLI alike (no second code path).
+
+Each change is written to the audit log with its actor, and told to this instance's
+directory (when there is one: the CLI has none) so it applies here at once; other
+instances and workers pick it up with their next directory refresh, so the request
+path never waits on the database.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+from parley.admin.reports import UsageQuery, UsageReport, build_report
+from parley.domain.audit import Actor, AuditEntry
+from parley.domain.groups import Group, Quota
+from parley.domain.keys import KeyRecord, digest, display_prefix, new_key
+from parley.domain.pricing import nanos_to_usd
+from parley.domain.voices import Clone
+from parley.errors import InvalidRequest, NotFound, ServiceUnavailable
+from parley.pipeline.budget import Period, SpendLedger, next_period_start, period_start
+from parley.pipeline.directory import Directory
+from parley.store.base import Conflict, GroupChanges, Missing, Store
+
+MAX_STORED_NAME = 200
+GROUP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+GROUP_NAME_RULE = (
+    "1 to 64 characters: letters A-Z and a-z, digits, '.', '_' and '-', "
+    "starting with a letter or a digit"
+)
+
+
+def findable(name: str) -> bool:
+    """Whether ``name`` could name a stored group at all (else it is simply not found,
+    without asking a database that may refuse such bytes)."""
+    return len(name) <= MAX_STORED_NAME and name.isprintable()
+
+
+def check_group_name(name: str) -> str:
+    if not GROUP_NAME.fullmatch(name):
+        raise InvalidRequest(f"A group name is {GROUP_NAME_RULE}; got {name!r}.", param="name")
+    return name
+
+
+@dataclass(frozen=True, slots=True)
+class KeyState:
+    """A key as the operator sees it: its record (never the secret), status and last use."""
+
+    record: KeyRecord
+    status: str
+    """``active``, ``revoked`` or ``expired``."""
+    last_used_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    period: Period
+    start: date
+    end: date
+    limit_nanos: int | None
+    spent_nanos: int
+
+    def view(self) -> dict[str, Any]:
+        limit = self.limit_nanos
+        return {
+            "period": self.period,
+            "period_start": self.start.isoformat(),
+            "period_end": self.end.isoformat(),
+            "limit_usd": nanos_to_usd(limit) if limit is not None else None,
+            "spent_usd": nanos_to_usd(self.spent_nanos),
+            "remaining_usd": nanos_to_usd(max(0, limit - self.spent_nanos))
+            if limit is not None
+            else None,
+        }
+
+
+Unclone = Callable[[Clone], Awaitable[Clone]]
+"""Deletes a registered clone on its engine, then in the registry (the ``/v1`` path's)."""
+
+
+def key_status(record: KeyRecord, now: datetime) -> str:
+    if record.revoked_at is not None:
+        return "revoked"
+    return "active" if record.usable_at(now) else "expired"
+
+
+class AdminService:
+    def __init__(
+        self,
+        store: Store,
+        actor: Actor,
+        *,
+        period: Period = "month",
+        directory: Directory | None = None,
+        ledger: SpendLedger | None = None,
+        unclone: Unclone | None = None,
+    ) -> None:
+        self.store = store
+        self._unclone = unclone
+        self.actor = actor
+        self.period: Period = ledger.period if ledger is not None else period
+        self._directory = directory
+        self._ledger = ledger
+
+    async def audit(self, action: str, target: str, **detail: Any) -> None:
+        entry = AuditEntry(
+            created_at=datetime.now(UTC),
+            actor=self.actor.who,
+            address=self.actor.address,
+            action=action,
+            target=target,
+            detail=detail,
+        )
+        await self.store.record_audit(entry)
+
+    # groups
+
+    async def groups(self) -> list[Group]:
+        return await self.store.list_groups()
+
+    async def group(self, name: str) -> Group:
+        group = await self.store.get_group(name) if findable(name) else None
+        if group is None:
+            raise NotFound(f"No group named '{name}'.", param="name")
+        return group
+
+    async def create_group(
+        self,
+        name: str,
+        *,
+        quota: Quota = Quota(),
+        models: frozenset[str] | None = None,
+        budget_nanos: int | None = None,
+    ) -> Group:
+        check_group_name(name)
+        try:
+            group = await self.store.create_group(
+                name, quota=quota, models=models, budget_nanos=budget_nanos
+            )
+        except Conflict:
+            raise InvalidRequest(
+                f"A group named '{name}' already exists.", param="name", code="conflict"
+            ) from None
+        self._remember_group(group)
+        await self.audit("group.create", name, **group_detail(group))
+        return group
+
+    async def update_group(self, name: str, changes: GroupChanges) -> Group:
+        try:
+            if not findable(name):
+                raise Missing(name)
+            group = await self.store.update_group(name, changes)
+        except Missing:
+            raise NotFound(f"No group named '{name}'.", param="name") from None
+        self._remember_group(group)
+        await self.audit("group.update", name, **group_detail(group))
+        return group
+
+    async def set_disabled(self, name: str, disabled: bool) -> Group:
+        at = datetime.now(UTC) if disabled else None
+        try:
+            if not findable(name):
+                raise Missing(name)
+            group = await self.store.set_group_disabled(name, at)
+        except Missing:
+            raise NotFound(f"No group named '{name}'.", param="name") from None
+        self._remember_group(group)
+        await self.audit("group.disable" if disabled else "group.enable", name)
+        return group
+
+    def _remember_group(self, group: Group) -> None:
+        if self._directory is not None:
+            self._directory.remember_group(group)
+
+    async def budget(self, group: Group) -> Budget:
+        """The group's budget and its spend this period (the live ledger when serving)."""
+        now = datetime.now(UTC)
+        start = period_start(self.period, now)
+        if self._ledger is not None:
+            spent = self._ledger.spent(group.id)
+        else:
+            spent = (await self.store.spend_since(start)).get(group.id, 0)
+        end = next_period_start(self.period, now)
+        return Budget(self.period, start, end, group.budget_nanos, spent)
+
+    # keys
+
+    async def keys(self, group_name: str | None = None) -> list[KeyState]:
+        group_id = (await self.group(group_name)).id if group_name is not None else None
+        records = await self.store.list_keys(group_id)
+        last_used = await self.store.keys_last_used(group_id)
+        now = datetime.now(UTC)
+        return [KeyState(r, key_status(r, now), last_used.get(r.id)) for r in records]
+
+    async def create_key(
+        self,
+        group_name: str,
+        *,
+        name: str = "",
+        expires_in_days: int | None = None,
+        quota: Quota = Quota(),
+    ) -> tuple[KeyState, str]:
+        """The new key and its secret, which is never shown again."""
+        group = await self.store.get_group(group_name) if findable(group_name) else None
+        if group is None:
+            names = [group.name for group in await self.store.list_groups()]
+            known = f"The groups are: {', '.join(names)}." if names else "There are no groups yet."
+            raise InvalidRequest(f"No group named '{group_name}'. {known}", param="group")
+        secret = new_key()
+        expires = datetime.now(UTC) + timedelta(days=expires_in_days) if expires_in_days else None
+        record = await self.store.create_key(
+            group.id,
+            name=name,
+            digest=digest(secret),
+            prefix=display_prefix(secret),
+            expires_at=expires,
+            quota=quota,
+        )
+        if self._directory is not None:
+            self._directory.remember_key(record)
+        await self.audit(
+            "key.create",
+            f"key {record.id} ({record.prefix}…)",
+            group=group.name,
+            name=name,
+            expires_at=expires.isoformat() if expires else None,
+            rpm=quota.rpm,
+            tpm=quota.tpm,
+        )
+        return await self.key_state(record), secret
+
+    async def key_state(self, record: KeyRecord) -> KeyState:
+        last_used = (await self.store.keys_last_used(record.group_id)).get(record.id)
+        return KeyState(record, key_status(record, datetime.now(UTC)), last_used)
+
+    async def revoke_key(self, key_id: int) -> KeyState:
+        try:
+            record = await self.store.revoke_key(key_id, datetime.now(UTC))
+        except Missing:
+            raise NotFound(f"No key with id '{key_id}'.", param="key_id") from None
+        if self._directory is not None:
+            self._directory.remember_key(record)
+        await self.audit("key.revoke", f"key {record.id} ({record.prefix}…)")
+        return await self.key_state(record)
+
+    # voices
+
+    async def clones(self, group_name: str | None = None, model: str | None = None) -> list[Clone]:
+        """Every group's clones, oldest first, of one group and/or one model."""
+        group_id = (await self.group(group_name)).id if group_name is not None else None
+        if model is not None and not findable(model):
+            return []
+        return await self.store.list_clones(model=model, group_id=group_id)
+
+    async def delete_clone(self, model: str, voice_id: str) -> Clone:
+        """Delete a clone on its engine, then in the registry; audited."""
+        found = [
+            clone
+            for clone in (await self.store.list_clones(model=model) if findable(model) else [])
+            if clone.voice_id.lower() == voice_id.lower()
+        ]
+        if not found:
+            raise NotFound(
+                f"No cloned voice `{voice_id}` on the model `{model}`.",
+                param="voice_id",
+                code="voice_not_found",
+            )
+        if self._unclone is None:
+            raise ServiceUnavailable("Voices can be deleted only by a running gateway.")
+        clone = await self._unclone(found[0])
+        names = {group.id: group.name for group in await self.store.list_groups()}
+        await self.audit(
+            "voice.delete",
+            f"voice {clone.voice_id} ({clone.model})",
+            group=names.get(clone.group_id),
+            label=clone.label,
+            channel=clone.channel,
+        )
+        return clone
+
+    # usage and the log
+
+    async def usage(self, query: UsageQuery) -> UsageReport:
+        groups = await self.store.list_groups()
+        names = {group.id: group.name for group in groups}
+        group_id = None
+        if query.group is not None:
+            group_id = next((gid for gid, name in names.items() if name == query.group), None)
+            if group_id is None:
+                raise NotFound(f"No group named '{query.group}'.", param="group")
+        rows = await self.store.usage_rollups(
+            query.since, query.end, group_id=group_id, model=query.model
+        )
+        return build_report(query, rows, names)
+
+    async def audit_log(
+        self, *, limit: int = 100, before_id: int | None = None
+    ) -> list[AuditEntry]:
+        return await self.store.list_audit(limit=limit, before_id=before_id)
+
+
+def group_detail(group: Group) -> dict[str, Any]:
+    """A group's settings as the audit log and the API show them."""
+    return {
+        "rpm": group.quota.rpm,
+        "tpm": group.quota.tpm,
+        "models": sorted(group.models) if group.models is not None else None,
+        "budget_usd": nanos_to_usd(group.budget_nanos) if group.budget_nanos is not None else None,
+    }

@@ -1,0 +1,1 @@
+"""The dashboard at /admin: server-rendered pages over ``AdminService``."""

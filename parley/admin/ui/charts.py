@@ -1,0 +1,70 @@
+"""Bar charts drawn on the server as SVG (no script; colours come from presentation
+attributes and the stylesheet, so the Content-Security-Policy needs no inline style)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from markupsafe import Markup, escape
+
+WIDTH, HEIGHT = 480, 200
+LEFT, RIGHT, TOP, BOTTOM = 84, 8, 14, 30
+
+
+@dataclass(frozen=True, slots=True)
+class Bar:
+    label: str
+    """The category (a day), shown in the bar's tooltip and under the first and last bar."""
+    value: float
+    highlight: float = 0.0
+    """A part of ``value`` drawn in the warning colour (errors among requests)."""
+
+
+def bar_chart(
+    bars: Sequence[Bar], *, title: str, fmt: Callable[[float], str] = lambda v: f"{v:,.0f}"
+) -> Markup:
+    """A responsive SVG bar chart with a top gridline labelled by the largest value."""
+    top = max((bar.value for bar in bars), default=0.0)
+    scale = top or 1.0
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    step = plot_w / max(len(bars), 1)
+    parts = [
+        f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
+        f'aria-label="{escape(title)}">',
+        f"<title>{escape(title)}</title>",
+        f'<line class="grid" x1="{LEFT}" y1="{TOP}" x2="{WIDTH - RIGHT}" y2="{TOP}"/>',
+        f'<line class="axis" x1="{LEFT}" y1="{TOP + plot_h}" '
+        f'x2="{WIDTH - RIGHT}" y2="{TOP + plot_h}"/>',
+        f'<text class="tick" x="{LEFT - 6}" y="{TOP + 4}" text-anchor="end">'
+        f"{escape(fmt(top))}</text>",
+        f'<text class="tick" x="{LEFT - 6}" y="{TOP + plot_h}" text-anchor="end">0</text>',
+    ]
+    for index, bar in enumerate(bars):
+        x = LEFT + index * step + step * 0.15
+        width = step * 0.7
+        height = plot_h * bar.value / scale
+        tip = f"{bar.label}: {fmt(bar.value)}"
+        if bar.highlight:
+            tip += f" ({fmt(bar.highlight)} failed)"
+        parts.append(
+            f'<rect class="bar" x="{x:.1f}" y="{TOP + plot_h - height:.1f}" '
+            f'width="{width:.1f}" height="{height:.1f}"><title>{escape(tip)}</title></rect>'
+        )
+        if bar.highlight:
+            part = plot_h * bar.highlight / scale
+            parts.append(
+                f'<rect class="bar-alert" x="{x:.1f}" y="{TOP + plot_h - part:.1f}" '
+                f'width="{width:.1f}" height="{part:.1f}"/>'
+            )
+    if bars:
+        parts.append(_label(LEFT, bars[0].label, "start"))
+        parts.append(_label(WIDTH - RIGHT, bars[-1].label, "end"))
+    parts.append("</svg>")
+    return Markup("".join(parts))
+
+
+def _label(x: float, text: str, anchor: str) -> str:
+    return (
+        f'<text class="tick" x="{x}" y="{HEIGHT - 6}" text-anchor="{anchor}">{escape(text)}</text>'
+    )

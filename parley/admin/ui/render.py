@@ -1,0 +1,81 @@
+"""Rendering pages: the Jinja2 environment (templates shipped in the package, every
+value escaped) and the headers every admin reply carries."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from aiohttp import web
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+
+from parley.admin.context import SESSION
+
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "X-Content-Type-Options": "nosniff",
+    "Cross-Origin-Opener-Policy": "same-origin",
+}
+
+
+def environment() -> Environment:
+    env = Environment(
+        loader=PackageLoader("parley.admin", "templates"),
+        autoescape=select_autoescape(default=True),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["when"] = when
+    env.filters["usd"] = usd
+    env.filters["number"] = lambda value: f"{value:,}"
+    env.filters["epoch"] = lambda seconds: when(datetime.fromtimestamp(seconds, UTC))
+    return env
+
+
+def when(value: datetime | None) -> str:
+    if value is None:
+        return "—"
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def usd(value: float | None) -> str:
+    """Dollars with cents, and the small sums a few calls cost to six decimals."""
+    if value is None:
+        return "—"
+    if value == 0 or abs(value) >= 0.01:
+        return f"${value:,.2f}"
+    if abs(value) >= 0.000001:
+        return "$" + f"{value:.6f}".rstrip("0")
+    return "<\u00a0$0.000001"
+
+
+def page(
+    request: web.Request,
+    template: str,
+    context: Mapping[str, Any],
+    *,
+    status: int = 200,
+) -> web.Response:
+    env: Environment = request.config_dict[TEMPLATES]
+    session = request.get(SESSION)
+    html = env.get_template(template).render(
+        {
+            "csrf": session.csrf if session is not None else "",
+            "signed_in": session is not None,
+            "path": request.path,
+            **context,
+        }
+    )
+    return web.Response(
+        text=html, content_type="text/html", status=status, headers={"Cache-Control": "no-store"}
+    )
+
+
+TEMPLATES = web.AppKey("admin_templates", Environment)

@@ -1,0 +1,107 @@
+"""Signing in and out of the dashboard, and the gate every dashboard request passes.
+
+The login form is protected from cross-site posting by a double-submit token (a random
+value in a SameSite=Strict cookie and in the form); every form after login carries the
+session's CSRF token, checked here before any handler runs.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from aiohttp import web
+
+from parley.admin.auth import same_secret, token_matches
+from parley.admin.context import ACTOR, ADMIN_STATE, SESSION, client_address
+from parley.admin.service import AdminService
+from parley.admin.ui.render import page
+from parley.api.context import SERVICES
+from parley.domain.audit import Actor
+from parley.errors import PermissionDenied, RateLimited
+
+SESSION_COOKIE = "parley_admin"
+LOGIN_COOKIE = "parley_login"
+COOKIE_PATH = "/admin"
+OPEN_PATHS = ("/admin/login", "/admin/static/")
+FORGED = (
+    "This form did not come from this dashboard, or it has expired. Reload the page and try again."
+)
+
+
+def _set_cookie(
+    request: web.Request, response: web.StreamResponse, name: str, value: str, max_age: int
+) -> None:
+    response.set_cookie(
+        name,
+        value,
+        max_age=max_age,
+        path=COOKIE_PATH,
+        httponly=True,
+        samesite="Strict",
+        secure=request.secure,
+    )
+
+
+async def enter(request: web.Request) -> None:
+    """Attach the session (or redirect to the login page) and check the CSRF token."""
+    if request.path.startswith(OPEN_PATHS):
+        return
+    state = request.config_dict[ADMIN_STATE]
+    session = state.sessions.read(request.cookies.get(SESSION_COOKIE))
+    if session is None:
+        raise web.HTTPSeeOther("/admin/login")
+    request[SESSION] = session
+    request[ACTOR] = Actor(session.actor, client_address(request))
+    if request.method == "POST":
+        form = await request.post()
+        given = form.get("csrf")
+        if not isinstance(given, str) or not same_secret(given, session.csrf):
+            raise PermissionDenied(FORGED, code="csrf_failed")
+
+
+async def login_form(request: web.Request, *, error: str = "", status: int = 200) -> web.Response:
+    nonce = secrets.token_urlsafe(24)
+    response = page(request, "login.html", {"nonce": nonce, "error": error}, status=status)
+    _set_cookie(request, response, LOGIN_COOKIE, nonce, 3600)
+    return response
+
+
+async def login_page(request: web.Request) -> web.Response:
+    return await login_form(request)
+
+
+async def login(request: web.Request) -> web.Response:
+    state = request.config_dict[ADMIN_STATE]
+    address = client_address(request)
+    try:
+        state.attempts.check(address)
+    except RateLimited as error:
+        return await login_form(request, error=error.message, status=429)
+    form = await request.post()
+    nonce, cookie = form.get("nonce"), request.cookies.get(LOGIN_COOKIE, "")
+    if not isinstance(nonce, str) or not cookie or not same_secret(nonce, cookie):
+        return await login_form(request, error=FORGED, status=403)
+    given = form.get("token")
+    if not token_matches(given if isinstance(given, str) else None, state.token):
+        state.attempts.failed(address)
+        return await login_form(request, error="That is not the admin token.", status=401)
+    state.attempts.succeeded(address)
+    session, cookie_value = state.sessions.new()
+    await _audit(request, Actor(session.actor, address), "session.login")
+    response = web.HTTPSeeOther("/admin/")
+    _set_cookie(request, response, SESSION_COOKIE, cookie_value, state.sessions.max_age)
+    response.del_cookie(LOGIN_COOKIE, path=COOKIE_PATH)
+    raise response
+
+
+async def logout(request: web.Request) -> web.Response:
+    request.config_dict[ADMIN_STATE].sessions.end(request[SESSION])
+    await _audit(request, request[ACTOR], "session.logout")
+    response = web.HTTPSeeOther("/admin/login")
+    response.del_cookie(SESSION_COOKIE, path=COOKIE_PATH)
+    raise response
+
+
+async def _audit(request: web.Request, actor: Actor, action: str) -> None:
+    store = request.config_dict[SERVICES].store
+    await AdminService(store, actor).audit(action, "dashboard")

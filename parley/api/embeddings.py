@@ -1,0 +1,130 @@
+"""POST /v1/embeddings: vectors from ``kind: embedding`` models, through the runner.
+
+The request is OpenAI's: ``input`` is a string, an array of strings, an array of token
+ids, or an array of such arrays (at most ``MAX_INPUTS`` items, none empty);
+``encoding_format`` (``float`` or ``base64``), ``dimensions`` and ``user`` are passed
+through to the upstream. The call is metered by its input tokens: the upstream's
+``usage.prompt_tokens``, or Parley's estimate (marked estimated) when it gave none. The
+reply names the public model and carries the usage that was metered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from parley.api.body import optional_positive_int, read_json, required_string
+from parley.api.context import services
+from parley.domain.models import Resolved
+from parley.domain.tokens import estimate_prompt
+from parley.domain.usage import Usage
+from parley.errors import InvalidRequest
+from parley.pipeline import runner
+from parley.pipeline.authenticate import Caller
+from parley.pipeline.call import Call
+from parley.pipeline.job import Operation
+from parley.pipeline.route import Route
+from parley.providers.base import JSON
+from parley.providers.registry import ProviderRegistry
+
+EMBEDDING_KINDS = frozenset({"embedding"})
+EMBEDDINGS = Operation("embeddings", "/v1/embeddings", EMBEDDING_KINDS)
+MAX_INPUTS = 2048
+ENCODINGS = ("float", "base64")
+
+
+async def create_embeddings(request: web.Request) -> web.StreamResponse:
+    body = await read_json(request)
+    job = EmbeddingJob(parse_embeddings(body), services(request).providers)
+    return await runner.reply(request, job)
+
+
+def parse_embeddings(body: dict[str, Any]) -> dict[str, Any]:
+    """Check the request's fields; the body as the upstream will get it."""
+    required_string(body, "model")
+    _check_input(body.get("input"))
+    encoding = body.get("encoding_format")
+    if encoding is not None and encoding not in ENCODINGS:
+        raise InvalidRequest(
+            "'encoding_format' must be 'float' or 'base64'.", param="encoding_format"
+        )
+    optional_positive_int(body, "dimensions")
+    user = body.get("user")
+    if user is not None and not isinstance(user, str):
+        raise InvalidRequest("'user' must be a string.", param="user")
+    return body
+
+
+def _check_input(value: Any) -> None:
+    if value is None:
+        raise InvalidRequest("Missing required parameter: 'input'.", param="input")
+    if isinstance(value, str):
+        if not value:
+            raise InvalidRequest("'input' must not be empty.", param="input")
+        return
+    if not isinstance(value, list) or not value:
+        raise InvalidRequest(
+            "'input' must be a string, an array of strings, an array of token ids, or an "
+            "array of token id arrays, and not empty.",
+            param="input",
+        )
+    if len(value) > MAX_INPUTS:
+        raise InvalidRequest(f"'input' may hold at most {MAX_INPUTS} items.", param="input")
+    if not any(all(fits(item) for item in value) for fits in (_text, _token, _tokens)):
+        raise InvalidRequest(
+            "'input' must be all non-empty strings, all token ids, or all non-empty "
+            "arrays of token ids.",
+            param="input",
+        )
+
+
+def _text(item: Any) -> bool:
+    return isinstance(item, str) and bool(item)
+
+
+def _token(item: Any) -> bool:
+    return isinstance(item, int) and not isinstance(item, bool) and item >= 0
+
+
+def _tokens(item: Any) -> bool:
+    return isinstance(item, list) and bool(item) and all(_token(token) for token in item)
+
+
+class EmbeddingJob:
+    """One embeddings call: a ``ReplyJob`` for the runner."""
+
+    __slots__ = ("_body", "_estimate", "_providers")
+    operation = EMBEDDINGS
+
+    def __init__(self, body: dict[str, Any], providers: ProviderRegistry) -> None:
+        self._body = body
+        self._providers = providers
+        self._estimate = max(1, estimate_prompt(body["input"]))
+
+    @property
+    def model(self) -> str:
+        return str(self._body["model"])
+
+    def accept(self, model: Resolved) -> None:
+        self._body = {**self._body, "model": model.spec.name}
+
+    def reservation(self, model: Resolved, caller: Caller) -> int:
+        return self._estimate
+
+    def call(self, route: Route) -> Awaitable[JSON]:
+        return self._providers.embeddings(route.provider_type).embeddings(route.target, self._body)
+
+    def usage(self, reply: JSON) -> Usage:
+        usage = reply.get("usage")
+        prompt = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+        if isinstance(prompt, int) and not isinstance(prompt, bool) and prompt >= 0:
+            return Usage(prompt_tokens=prompt)
+        return Usage(prompt_tokens=self._estimate, estimated=True)
+
+    def render(self, reply: JSON, call: Call, usage: Usage) -> web.StreamResponse:
+        reply["model"] = call.model.spec.name
+        reply["usage"] = {"prompt_tokens": usage.prompt_tokens, "total_tokens": usage.total_tokens}
+        return web.Response(body=orjson.dumps(reply), content_type="application/json")

@@ -1,0 +1,107 @@
+"""Reading a ``multipart/form-data`` upload: text fields in memory, the file spooled.
+
+The file is read in pieces into a ``SpooledTemporaryFile`` (kept in memory up to
+``SPOOL_BYTES``, on disk past it) and counted as it arrives: past the configured cap the
+call is refused with 413 naming the limit, before the rest is read. It is later sent on
+from that spool, so an upload is never held twice in memory.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from typing import IO
+
+from aiohttp import BodyPartReader, MultipartReader, web
+from aiohttp.http_exceptions import HttpProcessingError
+from multidict import MultiDict
+
+from parley.errors import InvalidRequest, PayloadTooLarge, UnsupportedMediaType
+
+SPOOL_BYTES = 1024 * 1024
+PIECE_BYTES = 64 * 1024
+MAX_FIELD_BYTES = 64 * 1024
+MAX_FIELDS = 100
+
+
+@dataclass
+class Form:
+    """A form's text fields (under the names they were sent with) and its file, if any."""
+
+    fields: MultiDict[str] = field(default_factory=MultiDict)
+    file: IO[bytes] | None = None
+    size: int = 0
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+
+
+async def read_form(request: web.Request, max_file_bytes: int, file_field: str = "file") -> Form:
+    """The multipart form of ``request``; 415 for another content type, 413 for a file
+    over ``max_file_bytes``, 400 for a malformed body. The caller closes the form."""
+    if request.content_type != "multipart/form-data":
+        raise UnsupportedMediaType(
+            f"Unsupported Content-Type `{request.content_type}`; send multipart/form-data."
+        )
+    form = Form()
+    try:
+        await _read_parts(await request.multipart(), form, max_file_bytes, file_field)
+    except (ValueError, HttpProcessingError):  # aiohttp's words for a malformed body
+        form.close()
+        raise InvalidRequest("The multipart body could not be read.") from None
+    except BaseException:
+        form.close()
+        raise
+    return form
+
+
+async def _read_parts(
+    reader: MultipartReader, form: Form, max_file_bytes: int, file_field: str
+) -> None:
+    count = 0
+    while (part := await reader.next()) is not None:
+        count += 1
+        if count > MAX_FIELDS or not isinstance(part, BodyPartReader):
+            raise InvalidRequest("The form has too many or nested parts.")
+        name = part.name or ""
+        if name == file_field:
+            if form.file is not None:
+                raise InvalidRequest(f"Send one '{file_field}'.", param=file_field)
+            form.file = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)  # noqa: SIM115
+            form.size = await _spool(part, form.file, max_file_bytes)
+        elif part.filename is None:
+            form.fields.add(name, await _text(part, name))
+        else:
+            await part.release()  # another file: not ours to read
+
+
+async def _spool(part: BodyPartReader, file: IO[bytes], limit: int) -> int:
+    size = 0
+    while piece := await part.read_chunk(PIECE_BYTES):
+        size += len(piece)
+        if size > limit:
+            raise PayloadTooLarge(
+                f"The audio file is too large: the limit is {limit} bytes "
+                f"({limit / 1_048_576:.1f} MiB). Send a shorter or more compressed file.",
+                param="file",
+            )
+        file.write(piece)
+    file.seek(0)
+    return size
+
+
+async def _text(part: BodyPartReader, name: str) -> str:
+    pieces: list[bytes] = []
+    size = 0
+    while piece := await part.read_chunk(PIECE_BYTES):
+        size += len(piece)
+        if size > MAX_FIELD_BYTES:
+            raise InvalidRequest(
+                f"The form field '{name}' is longer than {MAX_FIELD_BYTES} bytes.", param=name
+            )
+        pieces.append(piece)
+    try:
+        return b"".join(pieces).decode(part.get_charset(default="utf-8"))
+    except (UnicodeDecodeError, LookupError):
+        raise InvalidRequest(f"The form field '{name}' is not valid text.", param=name) from None

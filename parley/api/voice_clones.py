@@ -1,0 +1,352 @@
+"""POST /v1/audio/voices (clone a voice) and DELETE /v1/audio/voices/{voice_id}.
+
+Cloning: the multipart form (``model`` in the query or the form, ``label``, ``file``,
+optional ``transcript`` and ``consent``) is read with the upload capped (413); the clip's
+container is sniffed and its duration measured by decoding (``audio.probe``), and must be
+3 to 60 seconds: all before any engine call. A clip longer than the engine takes
+(``engine_clip_seconds``) is cut to that length as WAV, and its transcript is then not
+sent (it would no longer match). The engine gets the name ``g<group id>__<label>``; the
+registry keeps the engine's spelling of it.
+
+Deleting: another group's id and a built-in voice are 403; an id of the caller's group
+that the registry does not have is 404. The engine's copy is deleted, then the registry
+entry, even when the engine had already lost the voice.
+
+Both go through the runner (admitted against the request rate, metered at no cost).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Any
+
+from aiohttp import BodyPartReader, web
+from aiohttp.http_exceptions import HttpProcessingError
+
+from parley.api.context import caller, services
+from parley.api.reply import json_reply
+from parley.api.voices import model_param, not_local_tts
+from parley.audio import AudioInfo, probe
+from parley.audio.convert import AudioError, trim_to_wav
+from parley.domain.models import Resolved
+from parley.domain.speech import MAX_CLIP_SECONDS, MIN_CLIP_SECONDS, SpeechProfile
+from parley.domain.usage import Usage
+from parley.domain.voices import LABEL_RULE, Clone, clone_id, clone_owner, valid_label
+from parley.errors import InvalidRequest, NotFound, ParleyError, PayloadTooLarge, PermissionDenied
+from parley.pipeline import runner
+from parley.pipeline.authenticate import Caller
+from parley.pipeline.call import Call
+from parley.pipeline.job import Operation
+from parley.pipeline.relay import relay
+from parley.pipeline.route import Route
+from parley.providers.base import UpstreamRefused, VoiceClip, VoicesUnsupported
+from parley.services import Services
+from parley.store.base import Conflict
+
+CLONE = Operation(name="voice cloning", path="/v1/audio/voices", kinds=frozenset({"speech"}))
+DELETE = Operation(name="voice deletion", path="/v1/audio/voices", kinds=frozenset({"speech"}))
+MEDIA_TYPES = {
+    "wav": "audio/wav",
+    "mp3": "audio/mpeg",
+    "mp4": "audio/mp4",
+    "ogg": "audio/ogg",
+    "webm": "audio/webm",
+    "flac": "audio/flac",
+}
+TEXT_FIELDS = frozenset({"model", "label", "transcript", "consent"})
+MAX_TEXT_FIELD = 10_000
+
+
+def _voices_model(model: Resolved) -> SpeechProfile:
+    profile = model.spec.speech
+    if profile is None or not profile.voice_listing:
+        raise not_local_tts(model.requested)
+    return profile
+
+
+def _moved_on(channel: str) -> UpstreamRefused:
+    return UpstreamRefused(
+        f"The upstream channel `{channel}` does not hold this voice.",
+        upstream_status=503,
+        retryable=True,
+    )
+
+
+# cloning
+
+
+async def create_voice(request: web.Request) -> web.StreamResponse:
+    svc = services(request)
+    fields, audio = await _read_form(request, _upload_cap(svc, request.query.get("model")))
+    model = model_param(request, fields.get("model"))
+    label = fields.get("label")
+    if not label:
+        raise InvalidRequest("Missing required parameter: 'label'.", param="label")
+    if audio is None:
+        raise InvalidRequest("Missing required parameter: 'file'.", param="file")
+    info = await asyncio.to_thread(probe, audio)
+    if not MIN_CLIP_SECONDS <= info.seconds <= MAX_CLIP_SECONDS:
+        raise InvalidRequest(
+            f"The clip lasts {info.seconds:.2f} seconds; a reference clip must last "
+            f"{MIN_CLIP_SECONDS:g} to {MAX_CLIP_SECONDS:g} seconds.",
+            param="file",
+            code="invalid_clip_duration",
+        )
+    job = CloneJob(
+        svc, caller(request), model=model, label=label, audio=audio, info=info, fields=fields
+    )
+    return await runner.reply(request, job)
+
+
+def _upload_cap(svc: Services, model: str | None) -> int:
+    """The largest clip the named model (or, before the form names one, any) accepts."""
+    resolved = svc.models.resolve(model) if model else None
+    if resolved is not None and resolved.spec.speech is not None:
+        return resolved.spec.speech.max_clip_bytes
+    caps = [spec.speech.max_clip_bytes for spec in svc.models.listed() if spec.speech]
+    return max(caps, default=10_485_760)
+
+
+async def _read_form(request: web.Request, cap: int) -> tuple[dict[str, str], bytes | None]:
+    if not request.content_type.startswith("multipart/"):
+        raise InvalidRequest("Send the clip as multipart/form-data.", code="unsupported_media_type")
+    try:
+        return await _read_parts(request, cap)
+    except (ValueError, HttpProcessingError):  # no boundary, a bad part header, a cut body
+        raise InvalidRequest("The multipart/form-data body is malformed.") from None
+
+
+async def _read_parts(request: web.Request, cap: int) -> tuple[dict[str, str], bytes | None]:
+    reader = await request.multipart()
+    fields: dict[str, str] = {}
+    audio: bytes | None = None
+    while (part := await reader.next()) is not None:
+        if not isinstance(part, BodyPartReader):
+            continue
+        if part.name == "file":
+            audio = await _read_capped(part, cap)
+        elif part.name in TEXT_FIELDS:
+            fields[part.name] = (await _read_capped(part, MAX_TEXT_FIELD)).decode(
+                "utf-8", "replace"
+            )
+    return fields, audio
+
+
+async def _read_capped(part: BodyPartReader, cap: int) -> bytes:
+    chunks, size = [], 0
+    while chunk := await part.read_chunk():
+        size += len(chunk)
+        if size > cap:
+            raise PayloadTooLarge(f"The upload is larger than {cap} bytes.", param=part.name)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+class CloneJob:
+    """One clone, as the runner's ``ReplyJob`` whose reply is the registered ``Clone``."""
+
+    def __init__(
+        self,
+        svc: Services,
+        who: Caller,
+        *,
+        model: str,
+        label: str,
+        audio: bytes,
+        info: AudioInfo,
+        fields: dict[str, str],
+    ) -> None:
+        self._svc, self._caller, self._model = svc, who, model
+        self._label, self._audio, self._info = label, audio, info
+        self._transcript = fields.get("transcript") or None
+        self._consent = fields.get("consent") or f"parley-g{who.group.id}"
+        self._profile = SpeechProfile()
+        self._spec_name = model
+
+    @property
+    def operation(self) -> Operation:
+        return CLONE
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    def accept(self, model: Resolved) -> None:
+        self._profile, self._spec_name = _voices_model(model), model.spec.name
+        if not self._profile.cloning:
+            raise InvalidRequest(
+                f"The model `{self._model}` cannot clone voices.",
+                param="model",
+                code="cloning_not_supported",
+            )
+        if not valid_label(self._label):
+            raise InvalidRequest(f"'label' must be {LABEL_RULE}.", param="label")
+        voice_id = clone_id(self._caller.group.id, self._label)
+        if self._svc.clones.get(self._spec_name, voice_id) is not None:
+            raise _taken(voice_id)
+
+    def reservation(self, model: Resolved, who: Caller) -> int:
+        return 0
+
+    async def call(self, route: Route) -> Clone:
+        voice_id = clone_id(self._caller.group.id, self._label)
+        if await self._svc.clones.find(self._spec_name, voice_id, self._caller.group.id):
+            raise _taken(voice_id)  # made on another instance since the last refresh
+        audio, media_type, transcript = await self._clip()
+        clip = VoiceClip(voice_id, audio, media_type, self._consent, transcript)
+        adapter = self._svc.providers.voices(route.provider_type)
+        try:
+            engine_name = await adapter.create_voice(route.target, clip)
+        except VoicesUnsupported:
+            raise InvalidRequest(
+                f"The model `{self._model}` cannot clone voices.", param="model"
+            ) from None
+        clone = Clone(
+            group_id=self._caller.group.id,
+            model=self._spec_name,
+            label=self._label,
+            voice_id=voice_id,
+            engine_name=engine_name,
+            channel=route.target.channel,
+            duration_ms=self._info.milliseconds,
+            created_at=datetime.now(UTC),
+            transcript=self._transcript,
+        )
+        try:
+            return await self._svc.clones.add(clone)
+        except Conflict:
+            raise _taken(voice_id) from None
+
+    async def _clip(self) -> tuple[bytes, str, str | None]:
+        """The clip, its media type and the transcript to send (where the model uses it)."""
+        transcript = self._transcript if self._profile.transcript_cloning else None
+        longest = self._profile.engine_clip_seconds
+        if longest is None or self._info.seconds <= longest:
+            return self._audio, MEDIA_TYPES[str(self._info.container)], transcript
+        try:
+            trimmed = await asyncio.to_thread(trim_to_wav, self._audio, longest)
+        except AudioError:
+            raise InvalidRequest("The clip cannot be decoded.", param="file") from None
+        return trimmed, "audio/wav", None
+
+    def usage(self, reply: Clone) -> Usage:
+        return Usage()
+
+    def render(self, reply: Clone, call: Call, usage: Usage) -> web.StreamResponse:
+        record: dict[str, Any] = reply.record(ready=self._profile.status_on_every_voice)
+        record.update(
+            object="audio.voice",
+            model=reply.model,
+            created_at=int(reply.created_at.timestamp()),
+            duration_seconds=round(reply.duration_ms / 1000, 3),
+        )
+        return json_reply(record)
+
+
+def _taken(voice_id: str) -> ParleyError:
+    error = ParleyError(
+        f"Your group already has a voice `{voice_id}` on this model (labels ignore case).",
+        param="label",
+        code="voice_exists",
+    )
+    error.status, error.type = 409, "invalid_request_error"
+    return error
+
+
+# deleting
+
+
+async def delete_voice(request: web.Request) -> web.StreamResponse:
+    job = DeleteJob(
+        services(request),
+        caller(request).group.id,
+        model_param(request),
+        request.match_info["voice_id"],
+    )
+    return await runner.reply(request, job)
+
+
+async def delete_registered(svc: Services, clone: Clone) -> Clone:
+    """Delete a registered clone for the operator: the same ``DeleteJob`` over the
+    model's routes (its engine, then the registry), without a caller to admit or meter."""
+    model = svc.models.resolve(clone.model)
+    if model is None:
+        raise NotFound(
+            f"The model `{clone.model}` is no longer configured, so its engine cannot be "
+            "reached to delete the voice.",
+            param="model",
+        )
+    job = DeleteJob(svc, clone.group_id, clone.model, clone.voice_id)
+    job.accept(model)
+    found, _ = await relay(svc.router.routes(model.spec.name), job.call, model.spec.name)
+    return found
+
+
+class DeleteJob:
+    """One deletion, as the runner's ``ReplyJob`` whose reply is the deleted ``Clone``."""
+
+    def __init__(self, svc: Services, group_id: int, model: str, voice_id: str) -> None:
+        self._svc, self._group_id, self._model, self._voice_id = svc, group_id, model, voice_id
+        self._profile = SpeechProfile()
+        self._spec_name = model
+
+    @property
+    def operation(self) -> Operation:
+        return DELETE
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    def accept(self, model: Resolved) -> None:
+        self._profile, self._spec_name = _voices_model(model), model.spec.name
+        owner = clone_owner(self._voice_id)
+        if owner is not None and owner != self._group_id:
+            raise _refused(self._voice_id)
+
+    def reservation(self, model: Resolved, who: Caller) -> int:
+        return 0
+
+    async def call(self, route: Route) -> Clone:
+        if clone_owner(self._voice_id) is None:
+            raise await self._not_a_clone()
+        clone = await self._svc.clones.find(self._spec_name, self._voice_id, self._group_id)
+        if clone is None:
+            raise NotFound(
+                f"The voice `{self._voice_id}` does not exist.",
+                param="voice_id",
+                code="voice_not_found",
+            )
+        if clone.channel != route.target.channel:
+            raise _moved_on(route.target.channel)
+        adapter = self._svc.providers.voices(route.provider_type)
+        await adapter.delete_voice(route.target, clone.engine_name)
+        await self._svc.clones.remove(clone)
+        return clone
+
+    async def _not_a_clone(self) -> ParleyError:
+        """403 for a built-in voice, 404 for an id nobody has."""
+        routes = self._svc.router.routes(self._spec_name)
+        known = await self._svc.rosters.builtin(self._spec_name, routes) or frozenset()
+        if self._voice_id in known or self._profile.catalogue.get(self._voice_id) is not None:
+            return _refused(self._voice_id)
+        return NotFound(
+            f"The voice `{self._voice_id}` does not exist.",
+            param="voice_id",
+            code="voice_not_found",
+        )
+
+    def usage(self, reply: Clone) -> Usage:
+        return Usage()
+
+    def render(self, reply: Clone, call: Call, usage: Usage) -> web.StreamResponse:
+        return json_reply({"id": reply.voice_id, "object": "audio.voice", "deleted": True})
+
+
+def _refused(voice_id: str) -> PermissionDenied:
+    return PermissionDenied(
+        f"The voice `{voice_id}` is not one your group created; only your group's clones "
+        "can be deleted.",
+        param="voice_id",
+    )

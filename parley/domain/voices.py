@@ -1,0 +1,136 @@
+"""Voices: clone identity, the curated catalogue, and the voice records callers see.
+
+The engine owns audio and clones; Parley owns identity and privacy. A clone's id is
+``g<group id>__<label>``; the label is 1 to 48 characters of ASCII letters, digits, ``_``
+and ``-``, starting with a letter or digit. Engines lower-case names (vLLM-Omni), so two
+labels differing only in case are the same voice: the second is a 409. Any id of the
+clone shape whose group is not the caller's is treated as a voice that does not exist.
+
+The voice list is the engine's built-in roster merged with the model's catalogue by id,
+plus the caller's group's clones. Coverage follows the spec: catalogued (curated) voices
+carry the metadata; an uncatalogued built-in has ``lang: null`` and no ``lang_key``;
+clones carry only ``id``, ``label``, ``builtin`` and possibly ``status``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,47}")
+CLONE_ID = re.compile(r"g([0-9]+)__(.+)", re.DOTALL)
+LABEL_RULE = (
+    "1 to 48 characters of ASCII letters, digits, '_' and '-', starting with a letter or digit"
+)
+READY = "ready"
+
+
+def valid_label(label: str) -> bool:
+    return LABEL.fullmatch(label) is not None
+
+
+def clone_id(group_id: int, label: str) -> str:
+    return f"g{group_id}__{label}"
+
+
+def clone_owner(voice_id: str) -> int | None:
+    """The group id a clone-shaped id names, or ``None`` for any other id."""
+    match = CLONE_ID.fullmatch(voice_id)
+    return int(match.group(1)) if match else None
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogueEntry:
+    """One curated voice: display data merged into the engine's roster by ``id``."""
+
+    id: str
+    label: str
+    lang: str | None = None
+    label_en: str | None = None
+    gender: str | None = None
+    age: str | None = None
+    category: str | None = None
+    tags: tuple[str, ...] = ()
+    description: str | None = None
+    description_en: str | None = None
+
+    def record(self, *, ready: bool) -> dict[str, Any]:
+        record: dict[str, Any] = {"id": self.id, "label": self.label, "builtin": True}
+        if ready:
+            record["status"] = READY
+        record["lang"] = self.lang
+        if self.lang is not None:
+            record["lang_key"] = self.lang
+        record["label_en"] = self.label_en or self.label
+        for name in ("gender", "age", "category"):
+            value = getattr(self, name)
+            if value is not None:
+                record[name] = value
+        if self.category is not None:
+            record["categories"] = [self.category]
+        if self.tags:
+            record["tags"] = list(self.tags)
+        for name in ("description", "description_en"):
+            value = getattr(self, name)
+            if value is not None:
+                record[name] = value
+        return record
+
+
+@dataclass(frozen=True, slots=True)
+class Catalogue:
+    entries: Mapping[str, CatalogueEntry] = field(default_factory=dict)
+
+    def get(self, voice_id: str) -> CatalogueEntry | None:
+        return self.entries.get(voice_id)
+
+    def lang(self, voice_id: str) -> str | None:
+        entry = self.entries.get(voice_id)
+        return entry.lang if entry is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class Clone:
+    """A voice a group cloned, as Parley's registry keeps it."""
+
+    group_id: int
+    model: str
+    label: str
+    voice_id: str
+    engine_name: str
+    channel: str
+    duration_ms: int
+    created_at: datetime
+    transcript: str | None = None
+
+    def record(self, *, ready: bool) -> dict[str, Any]:
+        record: dict[str, Any] = {"id": self.voice_id, "label": self.label, "builtin": False}
+        if ready:
+            record["status"] = READY
+        return record
+
+
+def voice_records(
+    builtin: Iterable[str],
+    clones: Iterable[Clone],
+    catalogue: Catalogue,
+    *,
+    status_on_every_voice: bool,
+) -> list[dict[str, Any]]:
+    """The voice list: built-in voices (catalogued or not) then the group's clones."""
+    records: list[dict[str, Any]] = []
+    for voice_id in builtin:
+        entry = catalogue.get(voice_id)
+        if entry is not None:
+            records.append(entry.record(ready=True))
+            continue
+        record: dict[str, Any] = {"id": voice_id, "label": voice_id, "builtin": True}
+        if status_on_every_voice:
+            record["status"] = READY
+        record["lang"] = None
+        records.append(record)
+    records.extend(clone.record(ready=status_on_every_voice) for clone in clones)
+    return records

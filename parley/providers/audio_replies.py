@@ -1,0 +1,86 @@
+"""What speech engines' replies share: media types, error bodies, reading audio as it arrives.
+
+Engines answer errors in three shapes: OpenAI's ``{"error": {...}}``, FastAPI's
+``{"detail": "..."}`` (older vLLM-Omni routes, Kokoro-FastAPI, where ``detail`` may also
+be an object with a ``message``) and FastAPI's validation ``{"detail": [{"loc", "msg"}]}``
+(Supertonic's 422). All become the one ``UpstreamRefused`` of ``openai.refusal``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from typing import Any
+
+import orjson
+
+from parley.http import Reply
+from parley.providers.base import UpstreamRefused, upstream_errors
+from parley.providers.openai.refusal import refusal
+
+FORMAT_OF_MEDIA_TYPE = {
+    "audio/wav": "wav",
+    "audio/x-wav": "wav",
+    "audio/wave": "wav",
+    "audio/pcm": "pcm",
+    "audio/l16": "pcm",
+    "audio/mpeg": "mp3",
+    "audio/mp3": "mp3",
+    "audio/flac": "flac",
+    "audio/x-flac": "flac",
+    "audio/ogg": "opus",
+    "audio/opus": "opus",
+    "audio/aac": "aac",
+}
+
+
+def reply_format(content_type: str, asked: str) -> str:
+    """The audio format a reply holds, by its Content-Type; what was asked when it is
+    generic (``application/octet-stream``, or none)."""
+    return FORMAT_OF_MEDIA_TYPE.get(content_type, asked)
+
+
+def engine_refusal(channel: str, status: int, raw: bytes, secret: str | None) -> UpstreamRefused:
+    """The error for an engine's error answer, whatever its body's shape; ``secret`` (the
+    channel's key) is never relayed."""
+    return refusal(channel, status, _as_envelope(raw), secret)
+
+
+def _as_envelope(raw: bytes) -> bytes:
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return raw
+    if not isinstance(body, dict) or "detail" not in body or "error" in body:
+        return raw
+    message = _detail_message(body["detail"])
+    return orjson.dumps({"error": {"message": message}}) if message else raw
+
+
+def _detail_message(detail: Any) -> str | None:
+    if isinstance(detail, str):
+        return detail
+    if isinstance(detail, dict) and isinstance(detail.get("message"), str):
+        return str(detail["message"])
+    if isinstance(detail, list):
+        parts = [_validation_problem(item) for item in detail if isinstance(item, dict)]
+        return "; ".join(part for part in parts if part) or None
+    return None
+
+
+def _validation_problem(item: dict[str, Any]) -> str:
+    location = item.get("loc")
+    where = location[-1] if isinstance(location, list) and location else None
+    message = item.get("msg")
+    if not isinstance(message, str):
+        return ""
+    return f"{where}: {message}" if where is not None else message
+
+
+async def raw_pieces(reply: Reply, channel: str) -> AsyncGenerator[bytes, None]:
+    """The reply's body as it arrives; the connection is released at the end."""
+    try:
+        with upstream_errors(channel):
+            async for piece in reply.pieces():
+                yield piece
+    finally:
+        reply.release()

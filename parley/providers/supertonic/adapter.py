@@ -1,0 +1,145 @@
+"""``Speech`` and ``Voices`` for Supertone's Supertonic server (channel type ``supertonic``).
+
+Its native ``POST /tts`` is used (not its OpenAI alias): it takes ``steps``, which is how
+Parley's ``quality`` reaches it. It makes wav, flac and ogg only, so anything else is asked
+for as wav and converted by Parley. Its speeds are 0.7 to 2.0: a speed outside is clamped
+to the nearest it can do (a caller's 0.25 to 4.0 stays valid, as the spec says). It does
+not stream; the file is relayed as it arrives. Voices are its styles: the ``builtin`` ones
+(M1 to M5, F1 to F5) are listed; ``custom`` styles were imported by the operator, not
+created through Parley, and are never shown. It cannot clone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import orjson
+
+from parley.errors import UpstreamError
+from parley.http import HttpClient, Prepared, Reply, prepare
+from parley.providers.audio_replies import engine_refusal, raw_pieces, reply_format
+from parley.providers.base import (
+    JSON,
+    EngineRoster,
+    ReplyBounds,
+    SpeechAudio,
+    SpeechRequest,
+    Target,
+    VoiceClip,
+    VoicesUnsupported,
+    upstream_errors,
+)
+
+TTS_PATH = "/tts"
+STYLES_PATH = "/styles"
+NATIVE_FORMATS = frozenset({"wav", "flac", "ogg"})
+SLOWEST, FASTEST = 0.7, 2.0
+SAMPLE_RATE = 44100
+
+
+def engine_speed(speed: float) -> float:
+    """The nearest speed Supertonic can do."""
+    return min(FASTEST, max(SLOWEST, speed))
+
+
+class SupertonicAdapter:
+    __slots__ = ("_bounds", "_http")
+
+    def __init__(self, http: HttpClient, bounds: ReplyBounds | None = None) -> None:
+        self._http = http
+        self._bounds = bounds or ReplyBounds()
+
+    @asynccontextmanager
+    async def speech(self, target: Target, request: SpeechRequest) -> AsyncIterator[SpeechAudio]:
+        asked = request.response_format if request.response_format in NATIVE_FORMATS else "wav"
+        with upstream_errors(target.channel):
+            reply = await self._send(
+                target, "POST", TTS_PATH, orjson.dumps(tts_body(request, asked))
+            )
+            if reply.status >= 300:
+                raise engine_refusal(
+                    target.channel,
+                    reply.status,
+                    await reply.read(self._bounds.max_reply_bytes),
+                    target.api_key,
+                )
+        fmt = reply_format(reply.content_type, asked)
+        audio = SpeechAudio(
+            "opus" if fmt == "ogg" else fmt,
+            raw_pieces(reply, target.channel),
+            sample_rate=_sample_rate(reply),
+        )
+        try:
+            yield audio
+        finally:
+            await audio.pieces.aclose()
+            reply.release()
+
+    async def list_voices(self, target: Target) -> EngineRoster:
+        with upstream_errors(target.channel):
+            reply = await self._send(target, "GET", STYLES_PATH, b"")
+            raw = await reply.read(self._bounds.max_reply_bytes)
+            if reply.status >= 300:
+                raise engine_refusal(target.channel, reply.status, raw, target.api_key)
+            listing = orjson.loads(raw)
+        styles = listing.get("styles") if isinstance(listing, dict) else None
+        if not isinstance(styles, list):
+            raise UpstreamError(
+                f"The upstream channel `{target.channel}` sent a style list Parley cannot read."
+            )
+        return EngineRoster(builtin=tuple(_builtin_names(styles)))
+
+    async def create_voice(self, target: Target, clip: VoiceClip) -> str:
+        raise VoicesUnsupported(f"The upstream channel `{target.channel}` cannot clone voices.")
+
+    async def delete_voice(self, target: Target, name: str) -> bool:
+        return False  # nothing is ever cloned on it, so nothing of Parley's is there
+
+    async def _send(self, target: Target, method: str, path: str, body: bytes) -> Reply:
+        return await self._http.send(
+            _request(method, target.base_url + path, target.api_key),
+            body,
+            connect_timeout=target.connect_timeout,
+            read_timeout=target.read_timeout,
+        )
+
+
+def tts_body(request: SpeechRequest, response_format: str) -> JSON:
+    body: JSON = {
+        "text": request.input,
+        "speed": engine_speed(request.speed),
+        "response_format": response_format,
+    }
+    if request.voice is not None:
+        body["voice"] = request.voice
+    if request.steps is not None:
+        body["steps"] = request.steps
+    if request.language is not None:
+        body["lang"] = request.language
+    return body
+
+
+def _builtin_names(styles: list[Any]) -> list[str]:
+    return [
+        str(style["name"])
+        for style in styles
+        if isinstance(style, dict)
+        and style.get("kind") == "builtin"
+        and isinstance(style.get("name"), str)
+    ]
+
+
+def _sample_rate(reply: Reply) -> int:
+    try:
+        return int(reply.headers.get(b"x-sample-rate", b""))
+    except ValueError:
+        return SAMPLE_RATE
+
+
+def _request(method: str, url: str, api_key: str | None) -> Prepared:
+    headers = {"Content-Type": "application/json", "Accept": "*/*"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return prepare(method, url, headers)

@@ -1,0 +1,121 @@
+"""What the admin surface reads and writes beyond groups and keys, as queries on one
+open connection: enabling and disabling groups, the operator's usage across groups,
+errors per day, keys' last use, and the audit log. ``SqlStore`` delegates here.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import date, datetime
+from typing import Any
+
+from sqlalchemy import Date, RowMapping, String, cast, func, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql.elements import ColumnElement
+
+from parley.domain.audit import AuditEntry
+from parley.domain.usage import GroupDailyUsage
+from parley.store.schema import (
+    ROLLUP_TOTALS,
+    api_keys,
+    as_utc,
+    audit_log,
+    groups,
+    usage_daily,
+    usage_records,
+)
+
+ERROR_STATUS = 500
+"""A call whose status is at least this counts as an error on the overview (the
+gateway's or an upstream's failure; 4xx are the caller's own mistakes)."""
+
+
+async def set_group_disabled(
+    conn: AsyncConnection, name: str, at: datetime | None, now: datetime
+) -> RowMapping | None:
+    """Disable (``at``) or enable (``None``) the named group; its row, or None."""
+    statement = (
+        groups.update()
+        .where(groups.c.name == name)
+        .values(disabled_at=at, updated_at=now)
+        .returning(*groups.c)
+    )
+    return (await conn.execute(statement)).mappings().one_or_none()
+
+
+async def usage_rollups(
+    conn: AsyncConnection,
+    start: date,
+    end: date,
+    *,
+    group_id: int | None = None,
+    model: str | None = None,
+) -> list[GroupDailyUsage]:
+    """Rollup rows of every group (or one) for ``start <= day < end``, by day, group, model."""
+    daily = usage_daily.c
+    query = select(daily.group_id, daily.day, daily.model, *(daily[n] for n in ROLLUP_TOTALS))
+    query = query.where(daily.day >= start, daily.day < end)
+    if group_id is not None:
+        query = query.where(daily.group_id == group_id)
+    if model is not None:
+        query = query.where(daily.model == model)
+    query = query.order_by(daily.day, daily.group_id, daily.model)
+    return [GroupDailyUsage(**row) for row in (await conn.execute(query)).mappings()]
+
+
+def _utc_day(conn: AsyncConnection, column: ColumnElement[datetime]) -> ColumnElement[Any]:
+    """The UTC calendar day of a timestamp column, in the dialect's own words (SQLite
+    keeps UTC text, whose ``date()`` is the day as 'YYYY-MM-DD')."""
+    if conn.dialect.name == "postgresql":
+        return cast(func.timezone("UTC", column), Date)
+    return func.date(column, type_=String)
+
+
+async def errors_by_day(conn: AsyncConnection, since: datetime) -> dict[date, int]:
+    """Calls that failed (status >= 500) per UTC day, from the raw records since ``since``."""
+    records = usage_records.c
+    day = _utc_day(conn, records.created_at).label("day")
+    query = (
+        select(day, func.count())
+        .where(records.created_at >= since, records.status >= ERROR_STATUS)
+        .group_by(day)
+    )
+    result = await conn.execute(query)
+    return {_as_date(found): int(count) for found, count in result}
+
+
+def _as_date(value: date | str) -> date:
+    return value if isinstance(value, date) else date.fromisoformat(value)
+
+
+async def keys_last_used(conn: AsyncConnection, group_id: int | None) -> dict[int, datetime]:
+    """Each used key's ``last_used_at`` (moved forward as the usage writer stores records)."""
+    keys = api_keys.c
+    query = select(keys.id, keys.last_used_at).where(keys.last_used_at.is_not(None))
+    if group_id is not None:
+        query = query.where(keys.group_id == group_id)
+    return {key_id: as_utc(at) for key_id, at in await conn.execute(query)}
+
+
+async def record_audit(conn: AsyncConnection, entry: AuditEntry) -> AuditEntry:
+    values = {
+        "created_at": entry.created_at,
+        "actor": entry.actor,
+        "address": entry.address,
+        "action": entry.action,
+        "target": entry.target,
+        "detail": json.dumps(entry.detail, sort_keys=True),
+    }
+    result = await conn.execute(audit_log.insert().values(values).returning(audit_log.c.id))
+    return AuditEntry(**{**values, "detail": entry.detail, "id": result.scalar_one()})
+
+
+async def list_audit(
+    conn: AsyncConnection, *, limit: int, before_id: int | None = None
+) -> list[AuditEntry]:
+    """The newest entries first; ``before_id`` pages back."""
+    query = select(audit_log).order_by(audit_log.c.id.desc()).limit(limit)
+    if before_id is not None:
+        query = query.where(audit_log.c.id < before_id)
+    rows = (await conn.execute(query)).mappings()
+    return [AuditEntry(**{**row, "detail": json.loads(row["detail"])}) for row in rows]

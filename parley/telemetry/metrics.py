@@ -1,0 +1,238 @@
+"""Prometheus metrics, served at ``GET /metrics`` (prometheus-client's text format).
+
+Every call is counted once, from the meter's finished record (``finished``): requests
+and latency per model and status, tokens and cost per group and model. The other
+series come from the one place each happens: time to the first byte of a stream, each
+failed upstream attempt per channel, each limiter decision, each usage-writer batch
+(its latency), and, at scrape time, the usage-writer queue depth and the age of the
+directory's last refresh from the store.
+
+The hot path pays a dict look-up and a few additions to plain numbers per call; they
+are folded into the series at every scrape and once a second (``fold``), so
+prometheus-client's locked increments cost once per label set per second, not per call.
+
+Workers: with ``serve --workers N`` every worker writes its values to files in one
+directory (prometheus-client's multiprocess mode, chosen by ``serve`` before the workers
+start) and a scrape, whichever worker takes it, adds up all of them; gauges are summed
+over live workers (queue depth) or take the stalest worker (refresh age). With one
+worker the registry is the process's own. Either way the registry belongs to the app,
+never to a module global.
+"""
+
+from __future__ import annotations
+
+import time
+from bisect import bisect_left
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.registry import Collector
+
+from parley.domain.usage import UsageRecord
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+LATENCY_BUCKETS = (0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+FIRST_BYTE_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+WRITE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0)
+NANOS_PER_USD = 1_000_000_000
+REFRESH_TIMESTAMP = "parley_directory_last_refresh_timestamp_seconds"
+
+
+class GatewayMetrics:
+    """The gateway's series on a registry of its own (or multiprocess files)."""
+
+    def __init__(self, *, multiprocess_dir: str | None = None) -> None:
+        self.multiprocess_dir = multiprocess_dir
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter(
+            "parley_requests",
+            "Calls metered, by model and status.",
+            ["model", "status"],
+            registry=r,
+        )
+        self.latency = Histogram(
+            "parley_request_duration_seconds",
+            "Time from admission to the end of the reply, by model and status.",
+            ["model", "status"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.first_byte = Histogram(
+            "parley_stream_first_byte_seconds",
+            "Time from admission to the first byte of a streamed reply, by model.",
+            ["model"],
+            buckets=FIRST_BYTE_BUCKETS,
+            registry=r,
+        )
+        self.tokens = Counter(
+            "parley_tokens",
+            "Tokens metered, by group, model and direction (prompt or completion).",
+            ["group", "model", "direction"],
+            registry=r,
+        )
+        self.cost = Counter(
+            "parley_cost_usd",
+            "Cost metered in USD, by group and model.",
+            ["group", "model"],
+            registry=r,
+        )
+        self.upstream_errors = Counter(
+            "parley_upstream_errors",
+            "Failed upstream attempts, by channel, status (0: no reply) and error class.",
+            ["channel", "status", "error"],
+            registry=r,
+        )
+        self.limiter = Counter(
+            "parley_limiter_decisions",
+            "Admission decisions: admitted, or refused by requests, tokens or budget.",
+            ["decision"],
+            registry=r,
+        )
+        self.write_latency = Histogram(
+            "parley_usage_write_seconds",
+            "Time to write one batch of usage records, by outcome.",
+            ["outcome"],
+            buckets=WRITE_BUCKETS,
+            registry=r,
+        )
+        self.queue_depth = Gauge(
+            "parley_usage_queue_depth",
+            "Usage records waiting for the writer.",
+            registry=r,
+            multiprocess_mode="livesum",
+        )
+        self.refreshed_at = Gauge(
+            REFRESH_TIMESTAMP,
+            "When the key and group directory was last read from the store (Unix time).",
+            registry=r,
+            multiprocess_mode="livemin",
+        )
+        self._first_bytes: dict[str, Histogram] = {}
+        self._admitted = self.limiter.labels("admitted")
+        self._tallies: dict[tuple[str, str, int], _Tally] = {}
+
+    def finished(self, group: str, record: UsageRecord) -> None:
+        """One metered call (the meter calls this once per record; every metered call was
+        admitted, so it also counts the limiter's admissions).
+
+        This is on every call's path, so it only adds to plain numbers (about a tenth of
+        the cost of prometheus-client's locked increments); ``fold`` moves them into the
+        series, at every scrape and once a second.
+        """
+        key = (group, record.model, record.status)
+        tally = self._tallies.get(key)
+        if tally is None:
+            tally = self._tallies[key] = _Tally()
+        seconds = record.latency_ms / 1000
+        tally.count += 1
+        tally.seconds += seconds
+        tally.buckets[bisect_left(LATENCY_BUCKETS, seconds)] += 1
+        tally.prompt += record.prompt_tokens
+        tally.completion += record.completion_tokens
+        tally.cost_nanos += record.cost_nanos
+
+    def fold(self) -> None:
+        """Move the calls counted since the last fold into the series."""
+        tallies, self._tallies = self._tallies, {}
+        for (group, model, status), tally in tallies.items():
+            self._admitted.inc(tally.count)
+            self.requests.labels(model, str(status)).inc(tally.count)
+            _add_to_histogram(self.latency.labels(model, str(status)), tally)
+            if tally.prompt or tally.completion or tally.cost_nanos:
+                self.tokens.labels(group, model, "prompt").inc(tally.prompt)
+                self.tokens.labels(group, model, "completion").inc(tally.completion)
+                self.cost.labels(group, model).inc(tally.cost_nanos / NANOS_PER_USD)
+
+    def refused(self, decision: str) -> None:
+        """``requests``, ``tokens`` (rate limits) or ``budget``."""
+        self.limiter.labels(f"refused_{decision}").inc()
+
+    def stream_started(self, model: str, seconds: float) -> None:
+        child = self._first_bytes.get(model)
+        if child is None:
+            child = self._first_bytes[model] = self.first_byte.labels(model)
+        child.observe(seconds)
+
+    def upstream_failed(self, channel: str, status: int, error: str) -> None:
+        self.upstream_errors.labels(channel, str(status), error).inc()
+
+    def batch_written(self, seconds: float, ok: bool) -> None:
+        self.write_latency.labels("ok" if ok else "failed").observe(seconds)
+
+    def sample(self, queue_depth: int, refreshed_at: float | None) -> None:
+        """The calls counted since the last sample, and the gauges from the state they
+        describe (at scrape time, and once a second for the other workers' sake)."""
+        self.fold()
+        self.queue_depth.set(queue_depth)
+        if refreshed_at is not None:
+            self.refreshed_at.set(refreshed_at)
+
+    def exposition(self) -> bytes:
+        """The text a scrape gets: this process's series, or every worker's added up."""
+        if self.multiprocess_dir is None:
+            return generate_latest(_WithRefreshAge(self.registry))
+        merged = CollectorRegistry()
+        MultiProcessCollector(merged, path=self.multiprocess_dir)  # type: ignore[no-untyped-call]
+        return generate_latest(_WithRefreshAge(merged))
+
+
+class _Tally:
+    """One (group, model, status)'s calls since the last fold, in plain numbers."""
+
+    __slots__ = ("buckets", "completion", "cost_nanos", "count", "prompt", "seconds")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.seconds = 0.0
+        self.buckets = [0] * (len(LATENCY_BUCKETS) + 1)
+        """Calls per latency bucket (``le`` each bound, the last one ``+Inf``)."""
+        self.prompt = 0
+        self.completion = 0
+        self.cost_nanos = 0
+
+
+def _add_to_histogram(histogram: Histogram, tally: _Tally) -> None:
+    """Add a tally's observations to a histogram child, bucket by bucket.
+
+    prometheus-client observes one value at a time; the child keeps one value per bucket
+    (not cumulative) and the sum, which this adds to directly, as ``observe`` would have
+    for each call. ``tests/api/test_operator_telemetry.py`` checks the exposition.
+    """
+    child: Any = histogram
+    child._sum.inc(tally.seconds)
+    for bucket, count in zip(child._buckets, tally.buckets, strict=True):
+        if count:
+            bucket.inc(count)
+
+
+class _WithRefreshAge(Collector):
+    """The registry's series plus the refresh age, derived from the stalest timestamp."""
+
+    def __init__(self, source: CollectorRegistry) -> None:
+        self._source = source
+
+    def collect(self) -> Iterable[Metric]:
+        families = list(self._source.collect())
+        yield from families
+        yield from _refresh_age(families)
+
+
+def _refresh_age(families: list[Metric]) -> Iterator[Metric]:
+    stamps = [
+        sample.value
+        for family in families
+        if family.name == REFRESH_TIMESTAMP
+        for sample in family.samples
+        if sample.value > 0
+    ]
+    if stamps:
+        age = GaugeMetricFamily(
+            "parley_directory_refresh_age_seconds",
+            "Seconds since the stalest worker last read keys and groups from the store.",
+        )
+        age.add_metric([], max(0.0, time.time() - min(stamps)))
+        yield age

@@ -1,0 +1,121 @@
+"""Attach telemetry to the app: request ids, CORS, ``/metrics`` and its sources.
+
+``create_app`` calls ``install`` once. The metrics object is built with the app and
+connected to the services when they start (the meter's records, the usage writer's
+batches); a small task samples the gauges once a second for the other workers' sake.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+from aiohttp import web
+
+from parley.api.context import SERVICES
+from parley.domain.keys import digest, same_digest
+from parley.domain.usage import UsageRecord
+from parley.errors import AuthenticationFailed, UpstreamError
+from parley.pipeline.authenticate import Caller
+from parley.pipeline.call import Call
+from parley.pipeline.watch import CallWatchers
+from parley.services import Services
+from parley.settings import MetricsSettings, Settings
+from parley.telemetry import cors, request_ids
+from parley.telemetry.access import ACCESS_RECORDS, AccessRecords
+from parley.telemetry.metrics import CONTENT_TYPE, GatewayMetrics
+from parley.telemetry.upstream import log_upstream_failure, upstream_status
+
+METRICS = web.AppKey("metrics", GatewayMetrics)
+SAMPLE_SECONDS = 1.0
+
+
+def install(app: web.Application, settings: Settings) -> None:
+    request_ids.install(app)
+    app.on_startup.append(_log_upstream_failures)
+    cors.install(app, settings.server.cors)
+    if settings.server.access_log:
+        _install_access_records(app)
+    if settings.metrics.enabled:
+        _install_metrics(app, settings.metrics)
+
+
+def _install_metrics(app: web.Application, settings: MetricsSettings) -> None:
+    metrics = GatewayMetrics(multiprocess_dir=settings.multiprocess_dir)
+    app[METRICS] = metrics
+    app.router.add_get("/metrics", _scrape_handler(settings.token))
+
+    async def connected(app: web.Application) -> AsyncIterator[None]:
+        svc = app[SERVICES]
+        svc.meter.observers.append(_metered(metrics))
+        svc.meter.writer.on_batch = metrics.batch_written
+        _watch(svc.watchers, metrics)
+        sampler = asyncio.create_task(_sample_forever(metrics, svc), name="parley-metrics")
+        yield
+        sampler.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await sampler
+
+    app.cleanup_ctx.append(connected)  # after the services' own context: they exist
+
+
+def _install_access_records(app: web.Application) -> None:
+    records = AccessRecords()
+    app[ACCESS_RECORDS] = records
+
+    async def connected(app: web.Application) -> None:
+        app[SERVICES].meter.observers.append(records.observe)
+
+    app.on_startup.append(connected)  # after the services' own context: they exist
+
+
+async def _log_upstream_failures(app: web.Application) -> None:
+    app[SERVICES].watchers.upstream_failed.append(log_upstream_failure)
+
+
+def _watch(watchers: CallWatchers, metrics: GatewayMetrics) -> None:
+    def refused(caller: Caller, decision: str) -> None:
+        metrics.refused(decision)
+
+    def upstream_failed(call: Call, channel: str, error: UpstreamError, seconds: float) -> None:
+        metrics.upstream_failed(channel, upstream_status(error), type(error).__name__)
+
+    def first_byte(call: Call, seconds: float) -> None:
+        metrics.stream_started(call.model.spec.name, seconds)
+
+    watchers.refused.append(refused)
+    watchers.upstream_failed.append(upstream_failed)
+    watchers.first_byte.append(first_byte)
+
+
+def _metered(metrics: GatewayMetrics) -> Callable[[Call, UsageRecord], None]:
+    def observe(call: Call, record: UsageRecord) -> None:
+        metrics.finished(call.caller.group.name, record)
+
+    return observe
+
+
+async def _sample_forever(metrics: GatewayMetrics, svc: Services) -> None:
+    while True:
+        _sample(metrics, svc)
+        await asyncio.sleep(SAMPLE_SECONDS)
+
+
+def _sample(metrics: GatewayMetrics, svc: Services) -> None:
+    metrics.sample(svc.meter.writer.backlog, svc.directory.loaded_at)
+
+
+def _scrape_handler(token: str | None) -> Callable[[web.Request], Awaitable[web.Response]]:
+    expected = digest(token) if token else None
+
+    async def scrape(request: web.Request) -> web.Response:
+        if expected is not None:
+            given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+            if not same_digest(digest(given), expected):
+                raise AuthenticationFailed("A valid metrics token is required for /metrics.")
+        metrics = request.app[METRICS]
+        _sample(metrics, request.app[SERVICES])
+        return web.Response(body=metrics.exposition(), headers={"Content-Type": CONTENT_TYPE})
+
+    return scrape

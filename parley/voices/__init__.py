@@ -1,0 +1,1 @@
+"""Voices: the catalogue files, the clone registry's in-memory book, engine rosters."""

@@ -1,0 +1,86 @@
+"""The clone registry in memory, so a speech call never waits on the database for a voice.
+
+Filled from the store at start-up and refreshed with the key directory; a clone this
+instance creates or deletes counts at once. A clone id of the caller's own group that the
+book does not know (created on another instance since the last refresh) is looked up in
+the store once; an id still unknown there is remembered as unknown until the next refresh.
+
+Clones are keyed by model and lower-cased voice id: engines lower-case names, so ``Anna``
+and ``anna`` are one voice.
+"""
+
+from __future__ import annotations
+
+from parley.domain.voices import Clone
+from parley.store.base import Store
+
+Key = tuple[str, str]
+
+
+def _key(model: str, voice_id: str) -> Key:
+    return model, voice_id.lower()
+
+
+class CloneBook:
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._clones: dict[Key, Clone] = {}
+        self._unknown: set[Key] = set()
+        self._changes = 0
+        self._local: dict[Key, tuple[int, Clone | None]] = {}
+        """What this instance changed, with its change number: kept over a load that
+        started before it."""
+
+    async def load(self) -> None:
+        seen = self._changes
+        clones = await self._store.list_clones()
+        fresh = {_key(c.model, c.voice_id): c for c in clones}
+        for key, (change, clone) in self._local.items():
+            if change > seen:
+                if clone is None:
+                    fresh.pop(key, None)
+                else:
+                    fresh[key] = clone
+        self._clones = fresh
+        self._unknown.clear()
+        self._local = {key: entry for key, entry in self._local.items() if entry[0] > seen}
+
+    def of_group(self, model: str, group_id: int) -> list[Clone]:
+        found = [c for c in self._clones.values() if c.model == model and c.group_id == group_id]
+        return sorted(found, key=lambda clone: clone.created_at)
+
+    def get(self, model: str, voice_id: str) -> Clone | None:
+        return self._clones.get(_key(model, voice_id))
+
+    async def find(self, model: str, voice_id: str, group_id: int) -> Clone | None:
+        """The group's clone with this id, from memory, else once from the store."""
+        key = _key(model, voice_id)
+        clone = self._clones.get(key)
+        if clone is not None or key in self._unknown:
+            return clone if clone is not None and clone.group_id == group_id else None
+        stored = await self._store.list_clones(model=model, group_id=group_id)
+        for candidate in stored:
+            self._clones.setdefault(_key(candidate.model, candidate.voice_id), candidate)
+        clone = self._clones.get(key)
+        if clone is None:
+            self._unknown.add(key)
+        return clone if clone is not None and clone.group_id == group_id else None
+
+    async def add(self, clone: Clone) -> Clone:
+        """Record a new clone; ``Conflict`` when its id is taken."""
+        await self._store.add_clone(clone)
+        self._remember(_key(clone.model, clone.voice_id), clone)
+        return clone
+
+    async def remove(self, clone: Clone) -> None:
+        await self._store.delete_clone(clone.model, clone.voice_id)
+        self._remember(_key(clone.model, clone.voice_id), None)
+
+    def _remember(self, key: Key, clone: Clone | None) -> None:
+        self._changes += 1
+        self._local[key] = (self._changes, clone)
+        self._unknown.discard(key)
+        if clone is None:
+            self._clones.pop(key, None)
+        else:
+            self._clones[key] = clone

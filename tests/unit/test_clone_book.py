@@ -1,0 +1,62 @@
+"""The clone book: memory first, the store once for an unknown id of the caller's group."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from parley.domain.voices import Clone
+from parley.store.base import Conflict
+from parley.store.sql import SqlStore, open_store
+from parley.voices.book import CloneBook
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SqlStore]:
+    opened = await open_store(f"sqlite:///{tmp_path / 'parley.db'}")
+    await opened.migrate()
+    yield opened
+    await opened.close()
+
+
+def clone(group_id: int, label: str) -> Clone:
+    voice_id = f"g{group_id}__{label}"
+    return Clone(
+        group_id, "tts", label, voice_id, voice_id.lower(), "omni", 4000, datetime.now(UTC)
+    )
+
+
+async def test_ids_are_matched_ignoring_case_and_only_for_their_group(store: SqlStore) -> None:
+    group = await store.create_group("a")
+    book = CloneBook(store)
+    anna = await book.add(clone(group.id, "Anna"))
+    assert book.get("tts", f"g{group.id}__ANNA") == anna
+    assert await book.find("tts", f"g{group.id}__anna", group.id) == anna
+    assert await book.find("tts", f"g{group.id}__anna", group.id + 1) is None
+    with pytest.raises(Conflict):
+        await book.add(clone(group.id, "Anna"))
+
+
+async def test_a_clone_made_elsewhere_is_found_in_the_store(store: SqlStore) -> None:
+    group = await store.create_group("a")
+    book, other = CloneBook(store), CloneBook(store)
+    await book.load()
+    assert await book.find("tts", f"g{group.id}__bob", group.id) is None
+    await other.add(clone(group.id, "bob"))
+    assert await book.find("tts", f"g{group.id}__bob", group.id) is None, "unknown until refresh"
+    await book.load()
+    found = await book.find("tts", f"g{group.id}__bob", group.id)
+    assert found is not None and found.label == "bob"
+
+
+async def test_a_removal_is_effective_at_once_and_survives_a_load(store: SqlStore) -> None:
+    group = await store.create_group("a")
+    book = CloneBook(store)
+    anna = await book.add(clone(group.id, "anna"))
+    await book.remove(anna)
+    await book.load()
+    assert book.of_group("tts", group.id) == []
+    assert await store.list_clones() == []
