@@ -8,13 +8,20 @@ byte for byte, each piece as it arrives from the upstream (``iter_any``), throug
 exactly the difference between the two.
 
     python -m bench.bare_relay --port 9002 --upstream http://127.0.0.1:9001/v1
+
+Its accept backlog is Parley's default (``server.backlog``, 4096), so a run with thousands
+of connections compares the relays and not their listen queues. ``--workers N`` runs N
+processes sharing the port under a supervisor, as ``parley serve --workers N`` does.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing
+import signal
 from collections.abc import AsyncIterator
+from types import FrameType
 
 import aiohttp
 import orjson
@@ -65,16 +72,53 @@ def make_app(upstream: str) -> web.Application:
     return app
 
 
+def serve(args: argparse.Namespace, reuse_port: bool) -> None:
+    """One relay process (spawned workers get ``args`` pickled)."""
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    web.run_app(
+        make_app(args.upstream),
+        host=args.host,
+        port=args.port,
+        access_log=None,
+        print=None,
+        backlog=args.backlog,
+        reuse_port=reuse_port,
+    )
+
+
+def serve_workers(args: argparse.Namespace) -> None:
+    """``--workers N``: N relay processes sharing the port (``SO_REUSEPORT``) under this
+    one, as ``parley serve --workers N`` runs them; SIGTERM here stops them all."""
+    spawn = multiprocessing.get_context("spawn")
+    workers = [spawn.Process(target=serve, args=(args, True)) for _ in range(args.workers)]
+    for worker in workers:
+        worker.start()
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        for worker in workers:
+            if worker.is_alive():
+                worker.terminate()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    for worker in workers:
+        worker.join()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=9002)
     parser.add_argument("--upstream", default="http://127.0.0.1:9001/v1")
-    args = parser.parse_args()
-    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-    web.run_app(
-        make_app(args.upstream), host=args.host, port=args.port, access_log=None, print=None
+    parser.add_argument(
+        "--backlog", type=int, default=4096, help="Accept backlog (Parley's default)."
     )
+    parser.add_argument("--workers", type=int, default=1, help="Processes sharing the port.")
+    args = parser.parse_args()
+    if args.workers > 1:
+        serve_workers(args)
+    else:
+        serve(args, reuse_port=False)
 
 
 if __name__ == "__main__":

@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import http.client
 import json
 import math
+import os
 import shutil
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -33,13 +32,21 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from bench import scale
+from bench.harness import (
+    create_key,
+    drive,
+    metered_records,
+    parley_location,
+    print_table,
+    smoke_test,
+    write_parley_config,
+)
 from bench.processes import (
     BenchError,
     Placement,
     Service,
     Services,
-    clean_environment,
-    cpu_list,
     free_ports,
     sigterm_as_interrupt,
     stop,
@@ -48,126 +55,7 @@ from bench.processes import (
 
 TARGETS = ("direct", "bare", "parley")
 MODES = ("plain", "stream")
-MODEL = "bench-model"
 GOAL = 0.7
-PATH = "/v1/chat/completions"
-CONFIG = """\
-server: {{host: 127.0.0.1, port: {port}, access_log: false}}
-database: {{url: "sqlite:///{workdir}/parley.db"}}
-limits: {{backend: memory}}
-usage: {{spill_dir: "{workdir}"}}
-channels:
-  - name: fake
-    type: openai
-    base_url: http://127.0.0.1:{upstream_port}/v1
-    api_key: upstream-key
-    models: [{{name: {model}, upstream: fake-model}}]
-models:
-  - name: {model}
-    kind: chat
-    context_window: 32768
-    prices: {{input_per_1k: 0.0005, output_per_1k: 0.0015}}
-"""
-
-
-def write_parley_config(workdir: Path, port: int, upstream_port: int) -> Path:
-    path = workdir / "parley.yaml"
-    text = CONFIG.format(port=port, workdir=workdir, upstream_port=upstream_port, model=MODEL)
-    path.write_text(text)
-    return path
-
-
-def parley_cli(config: Path, *args: str) -> str:
-    command = [sys.executable, "-m", "parley", "--config", str(config), *args]
-    done = subprocess.run(
-        command,
-        cwd=config.parent,
-        env=clean_environment(),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise BenchError(f"`parley {' '.join(args)}` failed: {done.stderr.strip()}")
-    return done.stdout.strip()
-
-
-def parley_location(workdir: Path) -> str:
-    """Where the ``parley`` package that will be served is imported from."""
-    done = subprocess.run(
-        [sys.executable, "-c", "import parley, os; print(os.path.dirname(parley.__file__))"],
-        cwd=workdir,
-        env=clean_environment(),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return done.stdout.strip() or f"unknown ({done.stderr.strip()[-200:]})"
-
-
-def create_key(config: Path) -> str:
-    parley_cli(config, "groups", "create", "bench", "--rpm", "100000000", "--tpm", "1000000000")
-    return parley_cli(config, "keys", "create", "--group", "bench", "--name", "load")
-
-
-def smoke_test(name: str, port: int, key: str) -> None:
-    """One whole and one streamed call must work before any load is sent."""
-    for stream in (False, True):
-        body: dict[str, Any] = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}
-        if stream:
-            body |= {"stream": True, "stream_options": {"include_usage": True}}
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-        try:
-            headers = {"Content-Type": "application/json", "Authorization": f"Bearer {key}"}
-            connection.request("POST", PATH, json.dumps(body), headers)
-            response = connection.getresponse()
-            data = response.read()
-        finally:
-            connection.close()
-        problem = _smoke_problem(response.status, data, stream)
-        if problem:
-            raise BenchError(f"{name}: {'streamed' if stream else 'whole'} reply {problem}")
-
-
-def _smoke_problem(status: int, data: bytes, stream: bool) -> str:
-    if status != 200:
-        return f"has status {status}: {data[:300]!r}"
-    if not stream:
-        return "" if json.loads(data).get("usage") else "has no usage"
-    events = [line for line in data.split(b"\n") if line.startswith(b"data: ")]
-    if len(events) != 22 or events[-1] != b"data: [DONE]" or b'"usage"' not in events[-2]:
-        return f"is not 20 chunks + usage + [DONE] ({len(events)} events)"
-    return ""
-
-
-def drive(
-    args: argparse.Namespace,
-    target: str,
-    mode: str,
-    *,
-    port: int,
-    key: str,
-    watch: dict[str, int],
-    cpus: frozenset[int] | None,
-) -> dict[str, Any]:
-    command = [
-        sys.executable, "-m", "bench.loadgen",
-        "--url", f"http://127.0.0.1:{port}{PATH}",
-        "--mode", mode,
-        "--key", key,
-        "--model", MODEL,
-        "--client", args.client,
-        "--concurrency", str(args.concurrency),
-        "--duration", str(args.duration),
-        "--warmup", str(args.warmup),
-    ]  # fmt: skip
-    command += [f"--watch={name}={pid}" for name, pid in watch.items()]
-    budget = args.warmup + args.duration + 60
-    command += cpu_list(cpus)
-    done = subprocess.run(command, capture_output=True, text=True, timeout=budget, check=False)
-    if done.returncode != 0:
-        raise BenchError(f"load generator failed on {target} {mode}:\n{done.stderr[-2000:]}")
-    return {"target": target, **json.loads(done.stdout.splitlines()[-1])}
 
 
 @contextlib.contextmanager
@@ -190,43 +78,6 @@ def profiling(directory: Path | None, pid: int, mode: str, seconds: float) -> It
         profiler.wait(30)
     finally:
         stop(profiler)
-
-
-def metered_records(workdir: Path) -> int:
-    with sqlite3.connect(workdir / "parley.db") as db:
-        return int(db.execute("SELECT count(*) FROM usage_records").fetchone()[0])
-
-
-def _number(value: float | None, digits: int = 0) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    return f"{value:,.{digits}f}"
-
-
-def _share(value: float | None) -> str:
-    return "-" if value is None else f"{value * 100:.0f}%"
-
-
-def print_table(results: list[dict[str, Any]]) -> None:
-    header = (
-        f"{'round':<6}{'target':<8}{'mode':<8}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}"
-        f"{'srv CPU':>9}{'µs CPU/req':>12}{'upstr CPU':>11}{'client CPU':>12}{'srv RSS MB':>12}"
-    )
-    print(header)
-    print("-" * len(header))
-    for row in results:
-        server = row["cpu"].get("server", {})
-        upstream = row["cpu"].get("upstream", {}) if row["target"] != "direct" else {}
-        print(
-            f"{row['round']:<6}{row['target']:<8}{row['mode']:<8}{_number(row['rps']):>9}"
-            f"{_number(row['p50_ms'], 1):>9}{_number(row['p99_ms'], 1):>9}{row['errors']:>8}"
-            f"{_share(server.get('share')):>9}{_number(server.get('us_per_request')):>12}"
-            f"{_share(upstream.get('share')):>11}{_share(row['client_cpu_share']):>12}"
-            f"{_number(row['rss_mb'].get('server'), 0):>12}"
-        )
-    for row in results:
-        if row["errors"]:
-            print(f"first error, {row['target']} {row['mode']}: {row['first_error']}")
 
 
 def ratios(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -345,6 +196,23 @@ def arguments() -> argparse.Namespace:
         help="Let the OS place every process (by default the relay under test gets a CPU "
         "of its own, and the upstream and load generator share the others).",
     )
+    parser.add_argument(
+        "--slow-streams",
+        type=int,
+        default=0,
+        metavar="N",
+        help="Instead: hold N slow streams at once through the bare relay and Parley.",
+    )
+    parser.add_argument(
+        "--slow-delay", type=float, default=0.1, help="Seconds between a slow stream's chunks."
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="Instead: each relay with 1 and with N workers (Parley on the Redis limiter).",
+    )
     parser.add_argument("--json", type=Path, help="Also write the results here.")
     parser.add_argument("--keep", action="store_true", help="Keep the temporary folder.")
     parser.add_argument(
@@ -356,6 +224,8 @@ def arguments() -> argparse.Namespace:
     args = parser.parse_args()
     args.scenarios = _choices(args.scenarios, MODES, parser)
     args.targets = _choices(args.targets, TARGETS, parser)
+    if args.slow_streams and args.workers:
+        parser.error("choose --slow-streams or --workers, not both")
     return args
 
 
@@ -371,15 +241,11 @@ def main() -> None:
     args = arguments()
     workdir = Path(tempfile.mkdtemp(prefix="parley-bench-"))
     began = time.monotonic()
-    place = Placement.split() if args.pin else Placement()
-    print(
-        f"load: {args.concurrency} connections, {args.warmup:g} s warm-up + {args.duration:g} s "
-        f"per run, {args.client} client, upstream stream writes {args.upstream_writes}, "
-        f"{place.describe()}"
-    )
+    place = Placement.split() if args.pin and not args.workers else Placement()
+    print(describe(args, place))
     try:
         with sigterm_as_interrupt():
-            report = run(args, workdir, place)
+            report = measure(args, workdir, place)
     except BenchError as error:
         sys.exit(f"bench: {error}")
     except KeyboardInterrupt:
@@ -390,15 +256,51 @@ def main() -> None:
         else:
             shutil.rmtree(workdir, ignore_errors=True)
     print()
-    print_table(report["results"])
-    print_ratios(report["ratios"])
-    if report["metering"]:
-        m = report["metering"]
-        print(f"\nmetering: {m['metered']} usage records for {m['succeeded']} successful calls")
-    print(f"\n(took {time.monotonic() - began:.0f} s)")
+    print_report(args, report)
+    print(f"\n(took {time.monotonic() - began:.0f} s; load average {load_average()})")
     if args.json:
         settings = {k: v for k, v in vars(args).items() if k not in ("json", "keep", "profile")}
-        args.json.write_text(json.dumps({"settings": settings, **report}, indent=2))
+        report["load_average"] = load_average()
+        args.json.write_text(json.dumps({"settings": settings, **report}, indent=2, default=str))
+
+
+def describe(args: argparse.Namespace, place: Placement) -> str:
+    if args.slow_streams:
+        return (
+            f"slow streams: {args.slow_streams} at once, 20 chunks {args.slow_delay:g} s apart, "
+            f"{args.rounds} round(s), {place.describe()}"
+        )
+    workers = f"1 and {args.workers} workers, " if args.workers else ""
+    return (
+        f"load: {workers}{args.concurrency} connections, {args.warmup:g} s warm-up + "
+        f"{args.duration:g} s per run, {args.client} client, upstream stream writes "
+        f"{args.upstream_writes}, {place.describe()}"
+    )
+
+
+def measure(args: argparse.Namespace, workdir: Path, place: Placement) -> dict[str, Any]:
+    if args.slow_streams:
+        return scale.slow_streams(args, workdir, place)
+    if args.workers:
+        return scale.workers(args, workdir)
+    return run(args, workdir, place)
+
+
+def print_report(args: argparse.Namespace, report: dict[str, Any]) -> None:
+    if args.slow_streams:
+        scale.print_slow_streams(report)
+    elif args.workers:
+        scale.print_scaling(report, args.workers)
+    else:
+        print_table(report["results"])
+        print_ratios(report["ratios"])
+    if report.get("metering"):
+        m = report["metering"]
+        print(f"\nmetering: {m['metered']} usage records for {m['succeeded']} successful calls")
+
+
+def load_average() -> str:
+    return " ".join(f"{value:.1f}" for value in os.getloadavg())
 
 
 if __name__ == "__main__":

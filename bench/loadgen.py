@@ -25,13 +25,13 @@ import asyncio
 import os
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 import orjson
 import uvloop
 
+from bench import kernel
 from bench.rawhttp import Connection, ProtocolError, Reply, request_bytes
 
 PROMPT = "Say hello to the benchmark in twenty words."
@@ -134,24 +134,16 @@ async def raw_connection_loop(
 
 
 def cpu_seconds(pid: int) -> float | None:
-    """User + system CPU time of a process (Linux /proc), or None if unknown."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat.rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU time of a process and its direct children (a supervisor and its
+    workers), or None if unknown."""
+    used = [kernel.cpu_seconds(each) for each in kernel.tree(pid)]
+    known = [value for value in used if value is not None]
+    return sum(known) if known else None
 
 
-def rss_mb(pid: int) -> float | None:
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return None
-    for line in status.splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return None
+def rss_each_mb(pid: int) -> list[float]:
+    """Resident memory of a process and of each of its direct children, in MB."""
+    return [mb for mb in (kernel.rss_mb(each) for each in kernel.tree(pid)) if mb is not None]
 
 
 def percentile(ordered: list[float], fraction: float) -> float:
@@ -236,7 +228,8 @@ def summary(
         "max_ms": (ordered[-1] if ordered else float("nan")) * 1000,
         "client_cpu_share": own_cpu / args.duration,
         "cpu": cpu,
-        "rss_mb": {name: rss_mb(pid) for name, pid in watched.items()},
+        "rss_mb": {name: sum(rss_each_mb(pid)) or None for name, pid in watched.items()},
+        "rss_each_mb": {name: rss_each_mb(pid) for name, pid in watched.items()},
     }
 
 

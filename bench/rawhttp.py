@@ -11,6 +11,7 @@ no redirects, no compression, no pipelining, no trailers.
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
 from typing import cast
 from urllib.parse import urlsplit
@@ -44,6 +45,8 @@ class ReplyReader(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.waiter: asyncio.Future[Reply] | None = None
         self.closed = False
+        self.first_byte = 0.0
+        """When the current reply's first byte arrived (``time.perf_counter``), or 0."""
         self._buffer = bytearray()
         self._reset()
 
@@ -67,10 +70,13 @@ class ReplyReader(asyncio.Protocol):
     def send(self, request: bytes) -> asyncio.Future[Reply]:
         assert self.transport is not None
         self.waiter = asyncio.get_running_loop().create_future()
+        self.first_byte = 0.0
         self.transport.write(request)
         return self.waiter
 
     def data_received(self, data: bytes) -> None:
+        if not self.first_byte:
+            self.first_byte = time.perf_counter()
         self._buffer += data
         try:
             done = self._parse()
@@ -159,6 +165,11 @@ class Connection:
         except BaseException:
             self.close()
             raise
+
+    @property
+    def first_byte(self) -> float:
+        """When the last reply's first byte arrived (``time.perf_counter``), or 0."""
+        return self._reader.first_byte if self._reader is not None else 0.0
 
     def close(self) -> None:
         if self._reader is not None and self._reader.transport is not None:

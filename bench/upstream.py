@@ -3,7 +3,10 @@
 ``POST /v1/chat/completions`` answers a fixed ``chat.completion`` (with ``usage``) at once;
 with ``"stream": true`` it sends ``CHUNKS`` content chunks (one write each, as an engine
 would), then a usage chunk when ``stream_options.include_usage`` is true, then
-``data: [DONE]``. Nothing is recorded, nothing is checked but the JSON body.
+``data: [DONE]``. A request whose model name contains ``slow`` is streamed slowly: its
+content chunks ``--slow-delay`` (0.1 s) apart, as a model producing tokens (the
+``--slow-streams`` mode of ``bench.load``). Nothing is recorded, nothing is checked but
+the JSON body.
 
 With ``--joined`` a stream is sent in one write (the same bytes): the upstream then costs a
 third of the CPU per stream, but the relay reads the whole stream at once, which a real
@@ -85,6 +88,7 @@ SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 WITH_USAGE = (*STREAM_CHUNKS, USAGE_CHUNK, DONE)
 WITHOUT_USAGE = (*STREAM_CHUNKS, DONE)
 JOINED = web.AppKey("joined", bool)
+SLOW_DELAY = web.AppKey("slow_delay", float)
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
@@ -96,7 +100,9 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     pieces = WITH_USAGE if include_usage else WITHOUT_USAGE
     response = web.StreamResponse(headers=SSE_HEADERS)
     await response.prepare(request)
-    if request.app[JOINED]:
+    if "slow" in str(body.get("model")):
+        await slow_stream(response, pieces, request.app[SLOW_DELAY])
+    elif request.app[JOINED]:
         await response.write(b"".join(pieces))
     else:
         for piece in pieces:
@@ -105,9 +111,20 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     return response
 
 
-def make_app(joined: bool = False) -> web.Application:
+async def slow_stream(
+    response: web.StreamResponse, pieces: tuple[bytes, ...], delay: float
+) -> None:
+    """Each content chunk ``delay`` seconds after the last, as a model producing tokens."""
+    for index, piece in enumerate(pieces):
+        if 0 < index < CHUNKS:
+            await asyncio.sleep(delay)
+        await response.write(piece)
+
+
+def make_app(joined: bool = False, slow_delay: float = 0.1) -> web.Application:
     app = web.Application()
     app[JOINED] = joined
+    app[SLOW_DELAY] = slow_delay
     app.router.add_post("/v1/chat/completions", chat_completions)
     return app
 
@@ -117,9 +134,19 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=9001)
     parser.add_argument("--joined", action="store_true", help="Send each stream in one write.")
+    parser.add_argument(
+        "--slow-delay", type=float, default=0.1, help="Seconds between a slow stream's chunks."
+    )
     args = parser.parse_args()
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-    web.run_app(make_app(args.joined), host=args.host, port=args.port, access_log=None, print=None)
+    web.run_app(
+        make_app(args.joined, args.slow_delay),
+        host=args.host,
+        port=args.port,
+        access_log=None,
+        print=None,
+        backlog=8192,
+    )
 
 
 if __name__ == "__main__":

@@ -109,6 +109,9 @@ class ServerSettings(Strict):
     keepalive_seconds: float = Field(
         75.0, gt=0, description="an idle connection, or a request head not yet whole, closes"
     )
+    backlog: int = Field(
+        4096, gt=0, description="connections the kernel queues before accept (capped by somaxconn)"
+    )
 
 
 class DatabaseSettings(Strict):

@@ -21,6 +21,7 @@ from parley.api.context import SERVICES
 from parley.app import create_app
 from parley.cli.context import fail
 from parley.edge.runner import EdgeRunner
+from parley.heap import give_back_freed_memory
 from parley.services import Services
 from parley.settings import Settings
 from parley.telemetry.access import AccessLogger, access_logger
@@ -42,6 +43,7 @@ def run_worker(raw_settings: dict[str, Any], reuse_port: bool) -> None:
     asyncio.set_event_loop(loop)
     app = create_app(settings)
     app.on_startup.append(settle_garbage_collector)  # runs after the services are built
+    app.cleanup_ctx.append(give_back_freed_memory)
     try:
         loop.run_until_complete(serve_app(app, settings, reuse_port=reuse_port))
     except OSError as error:  # the port was taken between the check and the bind
@@ -72,7 +74,9 @@ async def serve_app(app: web.Application, settings: Settings, *, reuse_port: boo
     await runner.setup()
     stopping = asyncio.Event()
     try:
-        site = web.TCPSite(runner, server.host, server.port, reuse_port=reuse_port)
+        site = web.TCPSite(
+            runner, server.host, server.port, reuse_port=reuse_port, backlog=server.backlog
+        )
         await site.start()
         _stop_once_on_signals(asyncio.get_running_loop(), stopping)
         await stopping.wait()

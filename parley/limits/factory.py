@@ -13,27 +13,23 @@ retry schedule:
 
 Close the client with the limiter's ``close``. A client passed in is shared with its
 owner, who closes it.
+
+The Redis parts (``parley.limits.shared``) are imported only when the settings ask for
+Redis: redis-py is about 6 MB of every worker's memory, which a memory-limited gateway
+does not need to carry.
 """
 
 from __future__ import annotations
 
 import logging
-
-from redis.asyncio import Redis
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
-from redis.exceptions import ConnectionError as RedisConnectionError
+from typing import TYPE_CHECKING
 
 from parley.limits.base import Limiter
-from parley.limits.failover import FailoverLimiter
 from parley.limits.memory import MemoryLimiter
-from parley.limits.redis import RedisLimiter
 from parley.settings import LimitSettings, RedisSettings
 
-REDIS_TIMEOUT_SECONDS = 1.0
-"""Connect and read timeout of the limiter's own Redis client: the most a call waits."""
-RETRIED_ERRORS = (RedisConnectionError,)
-"""Retried once, at once. Not ``TimeoutError``: a retry would double the wait."""
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
 
 
 def build_limiter(
@@ -47,22 +43,6 @@ def build_limiter(
         return MemoryLimiter()
     if redis_settings is None:
         raise ValueError("limits.backend is redis but no redis section is set")
-    owns_client = redis_client is None
-    client = redis_client if redis_client is not None else redis_client_for(redis_settings)
-    return FailoverLimiter(
-        RedisLimiter(client, redis_settings.prefix, owns_client=owns_client),
-        MemoryLimiter(),
-        on_failure=redis_settings.on_failure,
-        retry_seconds=redis_settings.retry_seconds,
-        logger=logger,
-    )
+    from parley.limits.shared import shared_limiter  # only with Redis: see the docstring
 
-
-def redis_client_for(settings: RedisSettings) -> Redis:
-    """A client for the limiter that gives up quickly when Redis is away."""
-    return Redis.from_url(
-        settings.url,
-        socket_connect_timeout=REDIS_TIMEOUT_SECONDS,
-        socket_timeout=REDIS_TIMEOUT_SECONDS,
-        retry=Retry(NoBackoff(), 1, supported_errors=RETRIED_ERRORS),
-    )
+    return shared_limiter(redis_settings, redis_client=redis_client, logger=logger)

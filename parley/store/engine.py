@@ -33,6 +33,13 @@ SQLITE_PRAGMAS = (
     "foreign_keys = ON",
 )
 """Set on every connection. WAL is set once, by ``upgrade_to_head``: it is kept in the file."""
+SQLITE_CACHED_STATEMENTS = 0
+"""``sqlite3``'s per-connection cache of prepared statements, off. The usage writer's
+``INSERT … VALUES (…), (…) … RETURNING`` has one text per batch size, so the default cache
+(128 per connection) filled with large statements that were never used again: about
+0.75 KB of native memory per call that ``tracemalloc`` could not see, 93 → 135 MB over
+52,000 calls (``mallinfo2`` in-use 22 → 61 MB). Uncached, it stays at 22 MB; the hot
+path never reads the database, so re-preparing costs nothing that matters."""
 POSTGRES_MIGRATION_LOCK = text(
     "SELECT pg_advisory_xact_lock(hashtext('parley.migrate.' || current_schema()))"
 )
@@ -74,7 +81,8 @@ def _sqlite_engine(url: URL, pool_size: int, timeout: float) -> AsyncEngine:
     in_memory = url.database in (None, "", ":memory:") or url.query.get("mode") == "memory"
     # a memory database lives in one connection, which SQLAlchemy then keeps (StaticPool)
     options: dict[str, Any] = {} if in_memory else {"pool_size": pool_size, "pool_timeout": timeout}
-    engine = create_async_engine(url, **options)
+    connect_args = {"cached_statements": SQLITE_CACHED_STATEMENTS}
+    engine = create_async_engine(url, connect_args=connect_args, **options)
     event.listen(engine.sync_engine, "connect", _set_sqlite_pragmas)
     return engine
 

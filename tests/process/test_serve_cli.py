@@ -7,6 +7,7 @@ an empty gateway on ``./parley.db``, ``--workers`` and the memory limiter, ``db 
 
 from __future__ import annotations
 
+import shutil
 import time
 from http.client import HTTPConnection
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 import openai
 import pytest
 
+from bench.kernel import listen_backlog, somaxconn
 from parley.domain.keys import display_prefix
 from tests.process.calls import MODEL, Chat, call, gateway_config, get
 from tests.process.procs import Processes, free_port, run_cli, run_ok, write_config
@@ -275,3 +277,15 @@ def _link(fd: Path) -> str:
         return str(fd.readlink())
     except OSError:
         return ""  # closed meanwhile
+
+
+def test_the_accept_backlog_is_the_configured_one(procs: Processes, tmp_path: Path) -> None:
+    """``server.backlog`` reaches ``listen()`` (``ss`` shows it as the socket's Send-Q)."""
+    if shutil.which("ss") is None:
+        pytest.skip("needs ss (iproute2) to read a listening socket's backlog")
+    engine_url = procs.engine()
+    configured = procs.serve(gateway_config(engine_url, tmp_path, server={"backlog": 77}))
+    default = procs.serve(gateway_config(engine_url, tmp_path), name="default")
+
+    assert listen_backlog(configured.port) == 77
+    assert listen_backlog(default.port) == min(4096, somaxconn() or 4096)

@@ -1,0 +1,51 @@
+"""The Redis limiter as ``build_limiter`` (``parley.limits.factory``) builds it: a
+``RedisLimiter`` on a fail-fast client, wrapped in a ``FailoverLimiter`` whose fallback is
+a ``MemoryLimiter``. See the factory's docstring for the client's retry rules.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from parley.limits.base import Limiter
+from parley.limits.failover import FailoverLimiter
+from parley.limits.memory import MemoryLimiter
+from parley.limits.redis import RedisLimiter
+from parley.settings import RedisSettings
+
+REDIS_TIMEOUT_SECONDS = 1.0
+"""Connect and read timeout of the limiter's own Redis client: the most a call waits."""
+RETRIED_ERRORS = (RedisConnectionError,)
+"""Retried once, at once. Not ``TimeoutError``: a retry would double the wait."""
+
+
+def shared_limiter(
+    settings: RedisSettings,
+    *,
+    redis_client: Redis | None = None,
+    logger: logging.Logger | None = None,
+) -> Limiter:
+    owns_client = redis_client is None
+    client = redis_client if redis_client is not None else redis_client_for(settings)
+    return FailoverLimiter(
+        RedisLimiter(client, settings.prefix, owns_client=owns_client),
+        MemoryLimiter(),
+        on_failure=settings.on_failure,
+        retry_seconds=settings.retry_seconds,
+        logger=logger,
+    )
+
+
+def redis_client_for(settings: RedisSettings) -> Redis:
+    """A client for the limiter that gives up quickly when Redis is away."""
+    return Redis.from_url(
+        settings.url,
+        socket_connect_timeout=REDIS_TIMEOUT_SECONDS,
+        socket_timeout=REDIS_TIMEOUT_SECONDS,
+        retry=Retry(NoBackoff(), 1, supported_errors=RETRIED_ERRORS),
+    )

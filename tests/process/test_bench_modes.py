@@ -1,0 +1,62 @@
+"""``bench.load``'s scale modes run end to end, tiny (a few streams, one short round): every
+process starts and stops, the figures are gathered, and Parley meters every stream. The
+figures themselves are not checked (they are measurements, not results)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from bench.kernel import somaxconn
+from tests.process.procs import REPO
+
+RUN_GUARD = 400.0
+"""Not a measurement: only stops a broken bench from hanging the suite."""
+
+
+def bench(tmp_path: Path, *args: str) -> dict[str, Any]:
+    output = tmp_path / "report.json"
+    command = [sys.executable, "-m", "bench.load", "--rounds", "1", "--json", str(output), *args]
+    done = subprocess.run(
+        command, cwd=REPO, capture_output=True, text=True, timeout=RUN_GUARD, check=False
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    report: dict[str, Any] = json.loads(output.read_text())
+    return report
+
+
+def test_slow_streams_all_complete_through_both_relays_and_parley_meters_each(
+    tmp_path: Path,
+) -> None:
+    report = bench(tmp_path, "--slow-streams", "6", "--slow-delay", "0.01")
+
+    rows = {row["target"]: row for row in report["slow_streams"]}
+    assert set(rows) == {"bare", "parley"}
+    for row in rows.values():
+        assert (row["completed"], row["errors"]) == (6, 0), row["first_error"]
+        assert 0 < row["ttfb_p50_ms"] <= row["ttfb_p99_ms"] <= row["total_p99_ms"]
+        assert row["rss_peak_mb"] >= row["rss_before_mb"] > 0
+        if shutil.which("ss") is not None:  # both relays listen with Parley's default
+            assert row["backlog"] == min(4096, somaxconn() or 4096)
+    assert report["metering"] == {"succeeded": 2 + 6, "metered": 2 + 6}
+
+
+def test_workers_mode_runs_each_relay_with_one_and_n_workers(tmp_path: Path) -> None:
+    report = bench(
+        tmp_path, "--workers", "2", "--scenarios", "plain", "--duration", "0.5", "--warmup", "0.2"
+    )
+
+    targets = [row["target"] for row in report["results"]]
+    assert targets == ["bare-1", "parley-1", "bare-2", "parley-2"]
+    for row in report["results"]:
+        assert row["requests"] > 0 and row["errors"] == 0, row["first_error"]
+    processes = {row["target"]: row["rss_each_mb"]["server"] for row in report["results"]}
+    assert len(processes["parley-1"]) == 1
+    assert len(processes["parley-2"]) >= 3  # the supervisor and its two workers
+    assert len(processes["bare-2"]) >= 3
+    assert set(report["scaling"]) == {"bare", "parley"}
+    assert set(report["scaling"]["parley"]) == {"plain"}
