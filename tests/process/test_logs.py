@@ -12,7 +12,6 @@ import orjson
 from tests.process.calls import MODEL, Chat, call, gateway_config, get
 from tests.process.procs import Processes, eventually
 
-
 WRONG_KEY = "pk-not-a-real-key-0123456789"
 
 
