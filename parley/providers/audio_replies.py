@@ -8,13 +8,14 @@ be an object with a ``message``) and FastAPI's validation ``{"detail": [{"loc", 
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import orjson
 
 from parley.http import Reply
-from parley.providers.base import UpstreamRefused, upstream_errors
+from parley.providers.base import SpeechAudio, Target, UpstreamRefused, upstream_errors
 from parley.providers.openai.refusal import refusal
 
 FORMAT_OF_MEDIA_TYPE = {
@@ -43,6 +44,26 @@ def engine_refusal(channel: str, status: int, raw: bytes, secret: str | None) ->
     """The error for an engine's error answer, whatever its body's shape; ``secret`` (the
     channel's key) is never relayed."""
     return refusal(channel, status, _as_envelope(raw), secret)
+
+
+async def read_answer(reply: Reply, target: Target, limit: int) -> Any:
+    """An engine's whole JSON answer (at most ``limit`` bytes); an error answer is raised
+    as the refusal it means."""
+    raw = await reply.read(limit)
+    if reply.status >= 300:
+        raise engine_refusal(target.channel, reply.status, raw, target.api_key)
+    return orjson.loads(raw)
+
+
+@asynccontextmanager
+async def handed_over(audio: SpeechAudio, reply: Reply) -> AsyncIterator[SpeechAudio]:
+    """Hand a synthesis to the caller; afterwards stop reading it and release the reply
+    (closed unless it was read to its end)."""
+    try:
+        yield audio
+    finally:
+        await audio.pieces.aclose()
+        reply.release()
 
 
 def _as_envelope(raw: bytes) -> bytes:

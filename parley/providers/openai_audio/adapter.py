@@ -31,7 +31,13 @@ import orjson
 
 from parley.errors import UpstreamError
 from parley.http import HttpClient, Prepared, Reply, prepare
-from parley.providers.audio_replies import engine_refusal, raw_pieces, reply_format
+from parley.providers.audio_replies import (
+    engine_refusal,
+    handed_over,
+    raw_pieces,
+    read_answer,
+    reply_format,
+)
 from parley.providers.base import (
     JSON,
     EngineRoster,
@@ -92,11 +98,8 @@ class OpenAIAudioAdapter:
                 reply_format(reply.content_type, request.response_format),
                 raw_pieces(reply, target.channel),
             )
-        try:
-            yield audio
-        finally:
-            await audio.pieces.aclose()
-            reply.release()
+        async with handed_over(audio, reply) as handed:
+            yield handed
 
     async def list_voices(self, target: Target) -> EngineRoster:
         with upstream_errors(target.channel):
@@ -116,10 +119,7 @@ class OpenAIAudioAdapter:
         content_type = f"multipart/form-data; boundary={boundary}"
         with upstream_errors(target.channel):
             reply = await self._send(target, "POST", VOICES_PATH, body, content_type)
-            raw = await reply.read(self._bounds.max_reply_bytes)
-            if reply.status >= 300:
-                raise engine_refusal(target.channel, reply.status, raw, target.api_key)
-            created = orjson.loads(raw)
+            created = await read_answer(reply, target, self._bounds.max_reply_bytes)
         voice = created.get("voice") if isinstance(created, dict) else None
         name = voice.get("name") if isinstance(voice, dict) else None
         if not isinstance(name, str) or not name:

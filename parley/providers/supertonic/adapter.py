@@ -19,7 +19,13 @@ import orjson
 
 from parley.errors import UpstreamError
 from parley.http import HttpClient, Prepared, Reply, prepare
-from parley.providers.audio_replies import engine_refusal, raw_pieces, reply_format
+from parley.providers.audio_replies import (
+    engine_refusal,
+    handed_over,
+    raw_pieces,
+    read_answer,
+    reply_format,
+)
 from parley.providers.base import (
     JSON,
     EngineRoster,
@@ -71,19 +77,13 @@ class SupertonicAdapter:
             raw_pieces(reply, target.channel),
             sample_rate=_sample_rate(reply),
         )
-        try:
-            yield audio
-        finally:
-            await audio.pieces.aclose()
-            reply.release()
+        async with handed_over(audio, reply) as handed:
+            yield handed
 
     async def list_voices(self, target: Target) -> EngineRoster:
         with upstream_errors(target.channel):
             reply = await self._send(target, "GET", STYLES_PATH, b"")
-            raw = await reply.read(self._bounds.max_reply_bytes)
-            if reply.status >= 300:
-                raise engine_refusal(target.channel, reply.status, raw, target.api_key)
-            listing = orjson.loads(raw)
+            listing = await read_answer(reply, target, self._bounds.max_reply_bytes)
         styles = listing.get("styles") if isinstance(listing, dict) else None
         if not isinstance(styles, list):
             raise UpstreamError(
