@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from datetime import date
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import orjson
 import pytest
 
-from tests.api.speech.conftest import Tenants
+from tests.api.harness import Gateway
+from tests.api.speech.conftest import Engines, Tenants, speech_config
 from tests.clips import FORMATS, clip
 from tests.upstreams.tones import sine, wav
 
@@ -116,6 +118,27 @@ async def test_a_clip_longer_than_the_engine_takes_is_cut_and_its_transcript_dro
     )
     uploaded = tenants.engines.omni.uploaded[f"g{tenants.group_a}__anna"]
     assert status == 200 and uploaded["mime_type"] == "audio/wav" and "ref_text" not in uploaded
+
+
+async def test_a_transcript_is_kept_from_an_engine_that_does_not_clone_with_one(
+    engines: Engines, tmp_path: Path
+) -> None:
+    config = speech_config(engines, "http://127.0.0.1:9/v1", tmp_path)
+    pro = next(model for model in config["models"] if model["name"] == "tts-pro")
+    pro["audio"]["transcript_cloning"] = False
+    gateway = await Gateway.start(config)
+    try:
+        group = await gateway.group("alpha")
+        key = await gateway.key(group)
+        tenants = Tenants(gateway, engines, key, key, group.id, group.id)
+        status, voice = await clone(
+            tenants, key, clip("wav", 4.0), extra={"transcript": "hello there"}
+        )
+        assert status == 200, voice
+        uploaded = engines.omni.uploaded[f"g{group.id}__anna"]
+        assert "ref_text" not in uploaded and uploaded["mime_type"] == "audio/wav"
+    finally:
+        await gateway.stop()
 
 
 async def test_labels_are_checked_and_unique_per_group_ignoring_case(tenants: Tenants) -> None:
