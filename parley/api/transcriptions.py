@@ -32,6 +32,7 @@ from parley.pipeline import runner
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.call import Call
 from parley.pipeline.job import Batches, Operation
+from parley.pipeline.precheck import refuse_before_upload
 from parley.pipeline.route import Route
 from parley.providers.base import Transcript
 from parley.providers.registry import ProviderRegistry
@@ -57,6 +58,7 @@ async def create_translation(request: web.Request) -> web.StreamResponse:
 
 async def _serve(request: web.Request, task: Task) -> web.StreamResponse:
     svc = services(request)
+    await refuse_before_upload(request)  # an over-limit caller's upload is never read
     form = await read_form(request, svc.settings.server.max_audio_bytes)
     try:
         asked = await speech_to_text(form, task)

@@ -38,6 +38,7 @@ from parley.pipeline import runner
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.call import Call
 from parley.pipeline.job import Operation
+from parley.pipeline.precheck import refuse_before_upload
 from parley.pipeline.relay import relay
 from parley.pipeline.route import Route
 from parley.providers.base import UpstreamRefused, VoiceClip, VoicesUnsupported
@@ -78,6 +79,7 @@ def _moved_on(channel: str) -> UpstreamRefused:
 
 async def create_voice(request: web.Request) -> web.StreamResponse:
     svc = services(request)
+    await refuse_before_upload(request)  # an over-limit caller's clip is never read
     fields, audio = await _read_form(request, _upload_cap(svc, request.query.get("model")))
     model = model_param(request, fields.get("model"))
     label = fields.get("label")

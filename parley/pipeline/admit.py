@@ -48,18 +48,30 @@ def scopes_for(caller: Caller) -> tuple[Scope, ...]:
 
 
 async def admit(limiter: Limiter, ledger: SpendLedger, caller: Caller, tokens: int) -> Admission:
-    budget = caller.group.budget_nanos
-    if budget is not None and ledger.spent(caller.group.id) >= budget:
-        raise QuotaExceeded(
-            "Your group has used its budget for this period. Ask your administrator to "
-            "raise the budget, or wait for the next period.",
-        )
+    _check_budget(ledger, caller)
     scopes = scopes_for(caller)
     decision = await limiter.acquire(scopes, tokens)
     headers = rate_limit_headers(decision)
     if not decision.allowed:
         raise _refusal(decision, tokens, headers)
     return Admission(scopes=scopes, reserved_tokens=tokens, headers=headers)
+
+
+async def check_room(limiter: Limiter, ledger: SpendLedger, caller: Caller) -> None:
+    """Refuse as ``admit`` would if the call came now, taking nothing (``limiter.peek``)."""
+    _check_budget(ledger, caller)
+    decision = await limiter.peek(scopes_for(caller))
+    if not decision.allowed:
+        raise _refusal(decision, 0, rate_limit_headers(decision))
+
+
+def _check_budget(ledger: SpendLedger, caller: Caller) -> None:
+    budget = caller.group.budget_nanos
+    if budget is not None and ledger.spent(caller.group.id) >= budget:
+        raise QuotaExceeded(
+            "Your group has used its budget for this period. Ask your administrator to "
+            "raise the budget, or wait for the next period.",
+        )
 
 
 def _refusal(decision: Decision, tokens: int, headers: dict[str, str]) -> RateLimited:

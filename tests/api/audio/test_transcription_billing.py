@@ -286,3 +286,34 @@ async def test_a_malformed_multipart_body_is_400(audio_gateway: Gateway, audio_k
         reply = await response.json()
     assert response.status == 400
     assert reply["error"]["message"] == "The multipart body could not be read."
+
+
+@pytest.mark.parametrize(
+    ("limit", "code"),
+    [({"rpm": 1}, "rate_limit_exceeded"), ({"budget_nanos": 1}, "insufficient_quota")],
+)
+async def test_a_caller_admission_would_refuse_is_refused_before_its_upload_is_read(
+    audio_gateway: Gateway,
+    engines: dict[str, FakeTranscriber],
+    limit: dict[str, int],
+    code: str,
+) -> None:
+    key = await audio_gateway.key(await audio_gateway.group("tight", **limit))
+    client = audio_gateway.client(key)
+    await client.audio.transcriptions.create(model="whisper", file=("a.wav", clip("wav", 1.0)))
+    # Read and decoded, this upload would be a 400 (it is not audio); refused first, a 429.
+    form = aiohttp.FormData()
+    form.add_field("model", "whisper")
+    form.add_field("file", b"not audio at all", filename="a.wav")
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            f"{audio_gateway.v1}/audio/transcriptions",
+            data=form,
+            headers={"Authorization": f"Bearer {key}"},
+        ) as reply,
+    ):
+        body = await reply.json()
+    assert reply.status == 429 and body["error"]["code"] == code
+    assert len(engines["openai"].uploads) == 1
+    assert [record.status for record in await records(audio_gateway)] == [200]
