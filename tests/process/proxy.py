@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from types import TracebackType
 
 from tests.process.procs import free_port
+from tests.upstreams.server import Running
 
 CHUNK = 65536
 
 
-class TcpProxy:
+class TcpProxy(Running):
     def __init__(self, target_port: int, target_host: str = "127.0.0.1") -> None:
         self.target = (target_host, target_port)
         self.port = free_port()
@@ -40,16 +40,10 @@ class TcpProxy:
         self._flowing = asyncio.Event()
         self._flowing.set()
 
-    async def __aenter__(self) -> TcpProxy:
+    async def start(self) -> None:
         await self.restore()
-        return self
 
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def stop(self) -> None:
         self.thaw()
         await self.cut()
 

@@ -44,14 +44,20 @@ import base64
 import io
 import time
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any, Literal
 
 import av
 import orjson
 from aiohttp import web
-from multidict import CIMultiDict
 
+from tests.upstreams.server import (
+    JSON,
+    FakeServer,
+    ReceivedRequest,
+    authorized,
+    openai_error,
+    received,
+)
 from tests.upstreams.tones import encoded, sine, wav, wav_header
 
 SECONDS_PER_CHARACTER = 0.02
@@ -66,7 +72,6 @@ MEDIA_TYPES = {
     "opus": "audio/ogg",
     "aac": "audio/aac",
 }
-JSON = dict[str, Any]
 SseStyle = Literal["events", "data", "none"]
 
 
@@ -77,16 +82,8 @@ class Refused(Exception):
         self.message = message
 
 
-@dataclass(frozen=True, slots=True)
-class ReceivedRequest:
-    method: str
-    path: str
-    headers: CIMultiDict[str]
-    body: Any
-
-
 @dataclass
-class FakeAudioEngine:
+class FakeAudioEngine(FakeServer):
     api_key: str | None = None
     models: tuple[str, ...] = ("qwen3-tts",)
     voices: tuple[str, ...] = BUILTIN_VOICES
@@ -108,8 +105,6 @@ class FakeAudioEngine:
     requests: list[ReceivedRequest] = field(default_factory=list)
     completed_streams: int = 0
     cancelled_streams: int = 0
-    base_url: str = ""
-    _runner: web.AppRunner | None = None
 
     @classmethod
     def plain(cls, **knobs: Any) -> FakeAudioEngine:
@@ -125,31 +120,14 @@ class FakeAudioEngine:
         }
         return cls(**{**settings, **knobs})
 
-    async def __aenter__(self) -> FakeAudioEngine:
+    def application(self) -> web.Application:
         app = web.Application(client_max_size=4 * MAX_SAMPLE_BYTES)
         app.router.add_post("/v1/audio/speech", self._speech)
         if self.voice_management:
             app.router.add_get("/v1/audio/voices", self._list)
             app.router.add_post("/v1/audio/voices", self._upload)
             app.router.add_delete("/v1/audio/voices/{name}", self._delete)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.2)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
-        self.base_url = f"http://127.0.0.1:{self._runner.addresses[0][1]}/v1"
-        return self
-
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        return app
 
     @property
     def last_request(self) -> ReceivedRequest:
@@ -162,7 +140,7 @@ class FakeAudioEngine:
             body = orjson.loads(await request.read())
         except orjson.JSONDecodeError:
             body = None
-        self.requests.append(_received(request, body))
+        self.requests.append(received(request, body))
         try:
             self._authorize(request)
             if not isinstance(body, dict):
@@ -299,7 +277,7 @@ class FakeAudioEngine:
     # voices
 
     async def _list(self, request: web.Request) -> web.StreamResponse:
-        self.requests.append(_received(request, None))
+        self.requests.append(received(request, None))
         try:
             self._authorize(request)
         except Refused as refused:
@@ -324,7 +302,7 @@ class FakeAudioEngine:
         try:
             self._authorize(request)
             form = await request.post()
-            self.requests.append(_received(request, {k: form[k] for k in form}))
+            self.requests.append(received(request, {k: form[k] for k in form}))
             voice = self._store_upload(form)
         except Refused as refused:
             return self._error(refused)
@@ -361,7 +339,7 @@ class FakeAudioEngine:
         return voice
 
     async def _delete(self, request: web.Request) -> web.Response:
-        self.requests.append(_received(request, None))
+        self.requests.append(received(request, None))
         name = request.match_info["name"].lower()
         try:
             self._authorize(request)
@@ -379,21 +357,15 @@ class FakeAudioEngine:
     # shared
 
     def _authorize(self, request: web.Request) -> None:
-        if self.api_key is not None and request.headers.get("Authorization") != (
-            f"Bearer {self.api_key}"
-        ):
+        if not authorized(request, self.api_key):
             raise Refused(401, "Incorrect API key provided.")
 
     def _error(self, refused: Refused) -> web.Response:
         if self.legacy_errors:
             return web.json_response({"detail": refused.message}, status=refused.status)
         kind = "BadRequestError" if refused.status == 400 else "NotFoundError"
-        error = {"message": refused.message, "type": kind, "param": None, "code": refused.status}
-        return web.json_response({"error": error}, status=refused.status)
-
-
-def _received(request: web.Request, body: Any) -> ReceivedRequest:
-    return ReceivedRequest(request.method, request.path, CIMultiDict(request.headers), body)
+        error = openai_error(refused.message, kind, code=refused.status)
+        return web.json_response(error, status=refused.status)
 
 
 def _decoded_seconds(data: bytes) -> float:

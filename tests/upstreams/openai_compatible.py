@@ -61,14 +61,22 @@ import asyncio
 import itertools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
-from types import TracebackType
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import orjson
 from aiohttp import web
-from multidict import CIMultiDict
 
 from tests.upstreams.embeddings import embedding_reply
+from tests.upstreams.server import (
+    JSON,
+    FakeServer,
+    ReceivedRequest,
+    authorized,
+    json_reply,
+    openai_error,
+    received,
+    sse_data,
+)
 
 MAX_HANG = 30.0
 CREATED = 1_700_000_000
@@ -87,24 +95,9 @@ CONTEXT_OVERFLOW = {
     }
 }
 
-MID_STREAM_ERROR = {
-    "error": {"message": "The engine failed.", "type": "server_error", "param": None, "code": None}
-}
+MID_STREAM_ERROR = openai_error("The engine failed.", "server_error")
 
-JSON = dict[str, Any]
 Kind = Literal["chat", "completion", "embedding"]
-
-
-@dataclass(frozen=True, slots=True)
-class ReceivedRequest:
-    method: str
-    path: str
-    headers: CIMultiDict[str]
-    body: Any
-
-    @property
-    def authorization(self) -> str | None:
-        return self.headers.get("Authorization")
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,52 +162,28 @@ class Behaviour:
 
 
 @dataclass
-class FakeEngine:
+class FakeEngine(FakeServer):
+    handler_cancellation: ClassVar[bool] = True
+
     api_key: str | None = None
     record_requests: bool = True
-    port: int = 0
     behaviour: Behaviour = field(default_factory=Behaviour)
     models: list[str] = field(default_factory=lambda: list(DEFAULT_MODELS))
     requests: list[ReceivedRequest] = field(default_factory=list)
     cancelled_streams: int = 0
     cancelled_requests: int = 0
     completed_streams: int = 0
-    base_url: str = ""
-    _runner: web.AppRunner | None = None
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _stream_cancelled: asyncio.Event = field(default_factory=asyncio.Event)
 
-    async def __aenter__(self) -> FakeEngine:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
-
-    async def start(self) -> None:
+    def application(self) -> web.Application:
         app = web.Application()
         app.on_response_prepare.append(_set_cookie)
         app.router.add_post("/v1/chat/completions", self._endpoint("chat"))
         app.router.add_post("/v1/completions", self._endpoint("completion"))
         app.router.add_post("/v1/embeddings", self._endpoint("embedding"))
         app.router.add_get("/v1/models", self._list_models)
-        self._runner = web.AppRunner(
-            app, access_log=None, handler_cancellation=True, shutdown_timeout=0.2
-        )
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
-        port = self._runner.addresses[0][1]
-        self.base_url = f"http://127.0.0.1:{port}/v1"
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        return app
 
     @property
     def last_request(self) -> ReceivedRequest:
@@ -238,7 +207,7 @@ class FakeEngine:
             {"id": m, "object": "model", "created": CREATED, "owned_by": "fake"}
             for m in self.models
         ]
-        return _json(200, {"object": "list", "data": data})
+        return json_reply(200, {"object": "list", "data": data})
 
     async def _answer(self, request: web.Request, kind: Kind) -> web.StreamResponse:
         try:
@@ -251,12 +220,12 @@ class FakeEngine:
             return refusal
         behaviour = self.behaviour.with_model(str(body.get("model", "")))
         if behaviour.overflow:
-            return _json(400, CONTEXT_OVERFLOW)
+            return json_reply(400, CONTEXT_OVERFLOW)
         if behaviour.fail is not None:
             kind_of_error = "invalid_request_error" if behaviour.fail < 500 else "server_error"
             message = f"Fake engine failure (status {behaviour.fail})."
             if behaviour.leak:
-                return _json(behaviour.fail, leaked(request, message, None))
+                return json_reply(behaviour.fail, leaked(request, message, None))
             return _error(behaviour.fail, message, kind_of_error, None)
         stream = bool(body.get("stream"))
         try:
@@ -266,10 +235,7 @@ class FakeEngine:
             raise
 
     def _refusal(self, request: web.Request, body: Any) -> web.Response | None:
-        if (
-            self.api_key is not None
-            and request.headers.get("Authorization") != f"Bearer {self.api_key}"
-        ):
+        if not authorized(request, self.api_key):
             return _error(
                 401, "Incorrect API key provided.", "invalid_request_error", "invalid_api_key"
             )
@@ -284,15 +250,15 @@ class FakeEngine:
             await asyncio.sleep(behaviour.hang)
         if kind == "embedding":
             reply = ["junk"] if behaviour.junk else embedding_reply(body, behaviour.usage)
-            return _json(200, reply)
+            return json_reply(200, reply)
         reply_id = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-fake{next(self._ids)}"
         script = script_for(kind, body, behaviour.words, reply_id)
         if behaviour.junk and not stream:
-            return _json(200, ["junk"])
+            return json_reply(200, ["junk"])
         if behaviour.huge_reply is not None and not stream:
             return await _huge_reply(request, script, behaviour.huge_reply)
         if not stream:
-            return _json(200, whole_reply(script))
+            return json_reply(200, whole_reply(script))
         return await self._stream(request, script, body, behaviour)
 
     async def _stream(
@@ -321,9 +287,7 @@ class FakeEngine:
 
     def _record(self, request: web.Request, body: Any) -> None:
         if self.record_requests:
-            self.requests.append(
-                ReceivedRequest(request.method, request.path, CIMultiDict(request.headers), body)
-            )
+            self.requests.append(received(request, body))
 
     def _count_cancelled(self, stream: bool) -> None:
         if stream:
@@ -355,11 +319,11 @@ async def _send(
             error = (
                 leaked(request, "The engine failed.", 400) if behaviour.leak else MID_STREAM_ERROR
             )
-            await send(b"data: " + orjson.dumps(error) + b"\n\n")
+            await send(sse_data(error))
             break
         if behaviour.delay:
             await asyncio.sleep(behaviour.delay)
-        await send(b"data: " + orjson.dumps(chunk) + b"\n\n")
+        await send(sse_data(chunk))
     await send(b"data: [DONE]\n\n")
     await response.write(b"".join(held))
     return "done"
@@ -370,15 +334,13 @@ def leaked(request: web.Request, message: str, code: int | None) -> JSON:
     authorization = request.headers.get("Authorization", "")
     key = authorization.removeprefix("Bearer ")
     quoted = f"{message} Request headers: Authorization: {authorization}; key={key}"
-    return {
-        "error": {"message": quoted, "type": "invalid_request_error", "param": key, "code": code}
-    }
+    return openai_error(quoted, "invalid_request_error", param=key, code=code)
 
 
 async def _huge_event(response: web.StreamResponse, chunks: list[Any], size: int) -> None:
     """The ``huge-event-N`` knob: a few chunks, then one ``data:`` line that never ends."""
     for chunk in chunks:
-        await response.write(b"data: " + orjson.dumps(chunk) + b"\n\n")
+        await response.write(sse_data(chunk))
     await response.write(b"data: ")
     for start in range(0, size, HUGE_WRITE):
         await response.write(b"x" * min(HUGE_WRITE, size - start))
@@ -408,12 +370,8 @@ async def _set_cookie(request: web.Request, response: web.StreamResponse) -> Non
     response.headers.add("Set-Cookie", "engine-session=s3cr3t; Path=/")
 
 
-def _json(status: int, payload: object) -> web.Response:
-    return web.Response(status=status, body=orjson.dumps(payload), content_type="application/json")
-
-
 def _error(status: int, message: str, kind: str, code: str | None) -> web.Response:
-    return _json(status, {"error": {"message": message, "type": kind, "param": None, "code": code}})
+    return json_reply(status, openai_error(message, kind, code=code))
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,12 +21,12 @@ cloning. The audio is a sine tone of ``SECONDS_PER_CHARACTER`` per character div
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 
 import orjson
 from aiohttp import web
 
+from tests.upstreams.server import FakeServer
 from tests.upstreams.tones import encoded, sine, wav
 
 RATE = 44100
@@ -37,35 +37,16 @@ MEDIA_TYPES = {"wav": "audio/wav", "flac": "audio/flac", "ogg": "audio/ogg"}
 
 
 @dataclass
-class FakeSupertonic:
+class FakeSupertonic(FakeServer):
     custom_styles: tuple[str, ...] = ("imported_narrator",)
     requests: list[Any] = field(default_factory=list)
-    base_url: str = ""
-    _runner: web.AppRunner | None = None
 
-    async def __aenter__(self) -> FakeSupertonic:
+    def application(self) -> web.Application:
         app = web.Application()
         app.router.add_post("/v1/tts", self._tts)
         app.router.add_get("/v1/styles", self._styles)
         app.router.add_get("/v1/health", self._health)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.2)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
-        self.base_url = f"http://127.0.0.1:{self._runner.addresses[0][1]}/v1"
-        return self
-
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        return app
 
     @property
     def last_body(self) -> Any:

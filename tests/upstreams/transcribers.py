@@ -35,13 +35,12 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any, Literal
 
-import orjson
 from aiohttp import web
 from multidict import CIMultiDict, MultiDict
 
+from tests.upstreams.server import FakeServer, authorized, json_reply, openai_error, sse_data
 from tests.upstreams.transcript_script import JSON, Script, Task, Undecodable, script_for, srt, vtt
 
 Flavour = Literal["openai", "speaches", "vllm"]
@@ -92,32 +91,17 @@ class Asked:
 
 
 @dataclass
-class FakeTranscriber:
+class FakeTranscriber(FakeServer):
     flavour: Flavour = "openai"
     api_key: str | None = None
     uploads: list[ReceivedUpload] = field(default_factory=list)
     completed_streams: int = 0
-    base_url: str = ""
-    _runner: web.AppRunner | None = None
 
-    async def __aenter__(self) -> FakeTranscriber:
+    def application(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/audio/transcriptions", self._endpoint("transcribe"))
         app.router.add_post("/v1/audio/translations", self._endpoint("translate"))
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.2)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
-        self.base_url = f"http://127.0.0.1:{self._runner.addresses[0][1]}/v1"
-        return self
-
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
+        return app
 
     @property
     def last(self) -> ReceivedUpload:
@@ -131,7 +115,7 @@ class FakeTranscriber:
 
     async def _answer(self, request: web.Request, task: Task) -> web.StreamResponse:
         style = STYLES[self.flavour]
-        if self.api_key and request.headers.get("Authorization") != f"Bearer {self.api_key}":
+        if not authorized(request, self.api_key):
             return style.error(401, "Incorrect API key provided.")
         upload = await self._receive(request)
         model = upload.fields.get("model", "")
@@ -173,10 +157,6 @@ class FakeTranscriber:
         return upload
 
 
-def _json(status: int, payload: object) -> web.Response:
-    return web.Response(status=status, body=orjson.dumps(payload), content_type="application/json")
-
-
 def _text(body: str, content_type: str = "text/plain") -> web.Response:
     return web.Response(text=body, content_type=content_type, charset="utf-8")
 
@@ -190,7 +170,7 @@ async def _events(
     for event in events:
         if delay:
             await asyncio.sleep(min(delay, MAX_HANG))
-        await response.write(b"data: " + orjson.dumps(event) + b"\n\n")
+        await response.write(sse_data(event))
     if done:
         await response.write(b"data: [DONE]\n\n")
     await response.write_eof()
@@ -205,9 +185,7 @@ def _fail_after(asked: Asked, events: list[object], error: object) -> list[objec
 class OpenAIStyle:
     def error(self, status: int, message: str, param: str | None = None) -> web.Response:
         kind = "invalid_request_error" if status < 500 else "server_error"
-        return _json(
-            status, {"error": {"message": message, "type": kind, "param": param, "code": None}}
-        )
+        return json_reply(status, openai_error(message, kind, param=param))
 
     def undecodable(self) -> web.Response:
         message = (
@@ -243,7 +221,7 @@ class OpenAIStyle:
                     {"token": w["word"], "logprob": -0.1, "bytes": list(w["word"].encode())}
                     for w in script.words
                 ]
-            return _json(200, body)
+            return json_reply(200, body)
         if fmt == "text":
             return _text(script.text + "\n")
         if fmt == "srt":
@@ -251,7 +229,7 @@ class OpenAIStyle:
         if fmt == "vtt":
             return _text(vtt(script))
         if fmt == "verbose_json":
-            return _json(200, self._verbose(asked, usage))
+            return json_reply(200, self._verbose(asked, usage))
         return self.error(400, f"Invalid response_format '{fmt}'.", "response_format")
 
     def _verbose(self, asked: Asked, usage: JSON) -> JSON:
@@ -292,20 +270,13 @@ class OpenAIStyle:
                 },
             }
         )
-        error = {
-            "error": {
-                "message": "The engine failed.",
-                "type": "server_error",
-                "param": None,
-                "code": None,
-            }
-        }
+        error = openai_error("The engine failed.", "server_error")
         return await _events(request, asked, _fail_after(asked, events, error), done=False)
 
 
 class SpeachesStyle:
     def error(self, status: int, message: str) -> web.Response:
-        return _json(status, {"detail": message})
+        return json_reply(status, {"detail": message})
 
     def undecodable(self) -> web.Response:
         return self.error(415, "Failed to decode audio. The provided file type is not supported.")
@@ -316,7 +287,7 @@ class SpeachesStyle:
     def reply(self, asked: Asked) -> web.Response:
         script, fmt = asked.script, asked.format
         if fmt == "json":
-            return _json(200, {"text": script.text})
+            return json_reply(200, {"text": script.text})
         if fmt == "text":
             return _text(script.text)
         if fmt == "srt":
@@ -325,7 +296,7 @@ class SpeachesStyle:
             return _text(vtt(script), "text/vtt")
         if fmt == "verbose_json":
             words = "word" in asked.granularities(bracketed_only=True)
-            return _json(
+            return json_reply(
                 200,
                 {
                     "language": script.language,
@@ -351,9 +322,7 @@ class SpeachesStyle:
 class VllmStyle:
     def error(self, status: int, message: str) -> web.Response:
         kind = "BadRequestError" if status < 500 else "InternalServerError"
-        return _json(
-            status, {"error": {"message": message, "type": kind, "param": None, "code": status}}
-        )
+        return json_reply(status, openai_error(message, kind, code=status))
 
     def undecodable(self) -> web.Response:
         return self.error(400, "Invalid or unsupported audio file.")
@@ -367,10 +336,10 @@ class VllmStyle:
             body: JSON = {"text": script.text}
             if asked.task == "transcribe":
                 body["usage"] = {"type": "duration", "seconds": script.whole_seconds}
-            return _json(200, body)
+            return json_reply(200, body)
         if fmt == "verbose_json":
             segments = [{**s, "no_speech_prob": None} for s in script.segments]
-            return _json(
+            return json_reply(
                 200,
                 {
                     "duration": str(script.duration),
@@ -424,14 +393,7 @@ class VllmStyle:
                     },
                 }
             )
-        error = {
-            "error": {
-                "message": "The engine failed.",
-                "type": "InternalServerError",
-                "param": None,
-                "code": 500,
-            }
-        }
+        error = openai_error("The engine failed.", "InternalServerError", code=500)
         return await _events(request, asked, _fail_after(asked, events, error), done=True)
 
 

@@ -1,0 +1,117 @@
+"""What every fake engine shares: a real aiohttp server on 127.0.0.1 and its plumbing.
+
+A fake subclasses ``FakeServer`` (a dataclass) and builds its routes in ``application()``::
+
+    @dataclass
+    class FakeThing(FakeServer):
+        def application(self) -> web.Application:
+            app = web.Application()
+            app.router.add_post("/v1/thing", self._thing)
+            return app
+
+    async with FakeThing() as engine:     # or await engine.start() / await engine.stop()
+        engine.base_url                    # "http://127.0.0.1:<free port>/v1"
+
+``FakeThing(port=N)`` listens on N instead of a free port. ``Running`` is the ``async with``
+part alone (``start()`` on entry, ``stop()`` on exit), for servers that are not aiohttp's.
+The helpers below are the wire pieces more than one fake writes: the record of a request,
+the Bearer-key check, a JSON reply, OpenAI's error envelope and an SSE ``data:`` event.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Self
+
+import orjson
+from aiohttp import web
+from multidict import CIMultiDict
+
+JSON = dict[str, Any]
+
+
+class Running:
+    """An async context manager over ``start()`` and ``stop()``."""
+
+    async def start(self) -> None:
+        raise NotImplementedError
+
+    async def stop(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+
+@dataclass
+class FakeServer(Running):
+    """An aiohttp application served on 127.0.0.1 while the fake runs."""
+
+    handler_cancellation: ClassVar[bool] = False
+    """Cancel a handler whose client went away (aiohttp's ``handler_cancellation``)."""
+
+    port: int = field(default=0, kw_only=True)
+    base_url: str = field(default="", init=False)
+    _runner: web.AppRunner | None = field(default=None, init=False, repr=False)
+
+    def application(self) -> web.Application:
+        raise NotImplementedError
+
+    async def start(self) -> None:
+        self._runner = web.AppRunner(
+            self.application(),
+            access_log=None,
+            handler_cancellation=self.handler_cancellation,
+            shutdown_timeout=0.2,
+        )
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
+        self.base_url = f"http://127.0.0.1:{self._runner.addresses[0][1]}/v1"
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReceivedRequest:
+    method: str
+    path: str
+    headers: CIMultiDict[str]
+    body: Any
+
+    @property
+    def authorization(self) -> str | None:
+        return self.headers.get("Authorization")
+
+
+def received(request: web.Request, body: Any) -> ReceivedRequest:
+    """The record of ``request``, with its body as the fake read it."""
+    return ReceivedRequest(request.method, request.path, CIMultiDict(request.headers), body)
+
+
+def authorized(request: web.Request, api_key: str | None) -> bool:
+    """Whether the request may pass: no key asked for, or ``Authorization: Bearer <key>``."""
+    return api_key is None or request.headers.get("Authorization") == f"Bearer {api_key}"
+
+
+def json_reply(status: int, payload: object) -> web.Response:
+    """``payload`` as compact JSON, ``Content-Type: application/json`` (no charset)."""
+    return web.Response(status=status, body=orjson.dumps(payload), content_type="application/json")
+
+
+def openai_error(
+    message: str, kind: str, *, param: str | None = None, code: str | int | None = None
+) -> JSON:
+    """OpenAI's error envelope: ``{"error": {"message", "type", "param", "code"}}``."""
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def sse_data(payload: object) -> bytes:
+    """One SSE event of a ``data:`` line holding ``payload`` as JSON."""
+    return b"data: " + orjson.dumps(payload) + b"\n\n"
