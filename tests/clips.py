@@ -1,17 +1,18 @@
 """Audio clips of a known length in every supported container, written with PyAV.
 
 The signal is a 440 Hz tone (so lossy encoders keep every frame); nothing binary is
-committed. ``clip("mp3", 3.0)`` is three seconds of MPEG audio, and so on.
+committed. ``clip("mp3", 3.0)`` is three seconds of MPEG audio, and so on;
+``written(pcm, kind)`` puts any 16-bit mono samples in a container the same way.
 """
 
 from __future__ import annotations
 
 import io
-import math
-import struct
 from fractions import Fraction
 
 import av
+
+from tests.upstreams.tones import riff_header, sine
 
 # container name → (FFmpeg muxer, encoder, sample rate)
 FORMATS: dict[str, tuple[str, str, int]] = {
@@ -25,20 +26,15 @@ FORMATS: dict[str, tuple[str, str, int]] = {
 FRAME = 1024
 
 
-def tone(seconds: float, rate: int) -> bytes:
-    """Signed 16-bit mono PCM of a 440 Hz tone."""
-    count = round(seconds * rate)
-    amplitude = 0.3 * 32767
-    return b"".join(
-        struct.pack("<h", int(amplitude * math.sin(2 * math.pi * 440 * i / rate)))
-        for i in range(count)
-    )
-
-
 def clip(kind: str, seconds: float) -> bytes:
     """``seconds`` of tone in the container ``kind`` (a key of ``FORMATS``)."""
+    return written(sine(seconds, FORMATS[kind][2]), kind)
+
+
+def written(pcm: bytes, kind: str) -> bytes:
+    """16-bit mono ``pcm`` at ``kind``'s sample rate, encoded in the container ``kind``
+    frame by frame (each with its timestamp, so the clip lasts exactly as long)."""
     muxer, encoder, rate = FORMATS[kind]
-    pcm = tone(seconds, rate)
     out = io.BytesIO()
     with av.open(out, "w", format=muxer) as container:
         stream = container.add_stream(encoder, rate=rate, layout="mono")
@@ -58,13 +54,4 @@ def clip(kind: str, seconds: float) -> bytes:
 
 def streamed_wav(seconds: float, size_field: int, rate: int = 24_000) -> bytes:
     """A WAV as streaming engines send it: RIFF and data sizes set to ``size_field``."""
-    pcm = tone(seconds, rate)
-    header = (
-        b"RIFF"
-        + struct.pack("<I", size_field)
-        + b"WAVEfmt "
-        + struct.pack("<IHHIIHH", 16, 1, 1, rate, rate * 2, 2, 16)
-        + b"data"
-        + struct.pack("<I", size_field)
-    )
-    return header + pcm
+    return riff_header(rate, size_field, size_field) + sine(seconds, rate)

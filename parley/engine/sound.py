@@ -12,13 +12,13 @@ PocketSphinx hears (``decode_for_recognition``).
 from __future__ import annotations
 
 import io
-import struct
 
 import av
 
+from parley.audio.wav import wav_header
+
 OUTPUT_RATE = 24000
 RECOGNITION_RATE = 16000
-STREAMED_SIZE = 0xFFFFFFFF
 MEDIA_TYPES = {
     "wav": "audio/wav",
     "pcm": "audio/pcm",
@@ -40,20 +40,6 @@ blurs speech enough to mislead a recogniser."""
 
 class UnreadableAudio(ValueError):
     """Bytes PyAV cannot read as audio."""
-
-
-def wav_header(rate: int, data_bytes: int | None) -> bytes:
-    """A 44-byte PCM WAV header (16-bit mono); ``None`` for a streamed one (0xFFFFFFFF)."""
-    data = STREAMED_SIZE if data_bytes is None else data_bytes
-    riff = STREAMED_SIZE if data_bytes is None else 36 + data_bytes
-    return (
-        b"RIFF"
-        + struct.pack("<I", riff)
-        + b"WAVEfmt "
-        + struct.pack("<IHHIIHH", 16, 1, 1, rate, rate * 2, 2, 16)
-        + b"data"
-        + struct.pack("<I", data)
-    )
 
 
 def _frame(pcm: bytes, rate: int) -> av.AudioFrame:
@@ -92,7 +78,7 @@ def encode(pcm: bytes, rate: int, response_format: str) -> bytes:
     if response_format == "pcm":
         return pcm
     if response_format == "wav":
-        return wav_header(rate, len(pcm)) + pcm
+        return wav_header(rate, data_size=len(pcm)) + pcm
     container, codec, bit_rate = _CONTAINERS[response_format]
     sink = io.BytesIO()
     with av.open(sink, mode="w", format=container) as output:

@@ -29,6 +29,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from parley.audio.wav import wav_header
 from parley.engine import sound
 from parley.engine.espeak import DEFAULT_VOICE, VOICES, Voice
 from parley.engine.workers import Workers
@@ -148,7 +149,7 @@ async def _pieces(
     """The reply's audio in ``fmt``: streamed formats as made, others whole at the end."""
     if fmt in sound.STREAMED_FORMATS:
         if fmt == "wav":
-            yield sound.wav_header(sound.OUTPUT_RATE, None)
+            yield wav_header(sound.OUTPUT_RATE)
         async for piece in audio:
             made.samples += len(piece) // 2
             yield piece

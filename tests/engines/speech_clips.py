@@ -3,21 +3,18 @@ written in each container ``tests.clips.FORMATS`` names, with PyAV."""
 
 from __future__ import annotations
 
-import io
 import urllib.request
-from fractions import Fraction
 
 import av
 import orjson
 
-from tests.clips import FORMATS
+from tests.clips import FORMATS, written
 
 ENGINE_RATE = 24_000
 PARAGRAPH = (
     "Parley puts many engines behind one interface. This sentence was spoken by eSpeak, "
     "a small synthesizer that runs anywhere, and it is long enough to be cut to any length."
 )
-FRAME = 1024
 
 
 def espeak_pcm(v1: str, text: str = PARAGRAPH, voice: str = "en-m3") -> bytes:
@@ -41,7 +38,7 @@ def cut(pcm: bytes, seconds: float) -> bytes:
 
 def speech_clip(pcm: bytes, seconds: float, kind: str) -> bytes:
     """``seconds`` of the speech in ``pcm`` in the container ``kind``."""
-    muxer, encoder, rate = FORMATS[kind]
+    rate = FORMATS[kind][2]
     source = cut(pcm, seconds)
     frame = av.AudioFrame(format="s16", layout="mono", samples=len(source) // 2)
     frame.planes[0].update(source)
@@ -51,18 +48,4 @@ def speech_clip(pcm: bytes, seconds: float, kind: str) -> bytes:
         bytes(f.planes[0])[: f.samples * 2]
         for f in [*resampler.resample(frame), *resampler.resample(None)]
     )
-    out = io.BytesIO()
-    with av.open(out, "w", format=muxer) as container:
-        stream = container.add_stream(encoder, rate=rate, layout="mono")
-        for start in range(0, len(samples), FRAME * 2):
-            chunk = samples[start : start + FRAME * 2]
-            piece = av.AudioFrame(format="s16", layout="mono", samples=len(chunk) // 2)
-            piece.planes[0].update(chunk)
-            piece.sample_rate = rate
-            piece.pts = start // 2
-            piece.time_base = Fraction(1, rate)
-            for packet in stream.encode(piece):
-                container.mux(packet)
-        for packet in stream.encode(None):
-            container.mux(packet)
-    return out.getvalue()
+    return written(samples, kind)

@@ -2,8 +2,9 @@
 
 ``sine(seconds, rate)`` is 16-bit little-endian mono PCM; ``wav(pcm, rate)`` wraps it in a
 44-byte RIFF header (``streamed=True`` writes 0xFFFFFFFF in both size fields, as
-vLLM-Omni and OpenAI do for a WAV whose length is not known yet); ``encoded(pcm, rate,
-container)`` encodes it with PyAV into any of the containers a clip may come in.
+vLLM-Omni and OpenAI do for a WAV whose length is not known yet; ``riff_header`` writes
+whatever sizes a test wants); ``encoded(pcm, rate, container)`` encodes it with PyAV into
+any of the containers a clip may come in.
 """
 
 from __future__ import annotations
@@ -37,15 +38,20 @@ def sine(seconds: float, rate: int, frequency: float = 440.0) -> bytes:
 
 def wav_header(data_size: int, rate: int, *, streamed: bool = False) -> bytes:
     """The canonical 44-byte header for s16le mono PCM."""
-    riff = STREAMED_SIZE if streamed else 36 + data_size
-    data = STREAMED_SIZE if streamed else data_size
+    if streamed:
+        return riff_header(rate, STREAMED_SIZE, STREAMED_SIZE)
+    return riff_header(rate, 36 + data_size, data_size)
+
+
+def riff_header(rate: int, riff_size: int, data_size: int) -> bytes:
+    """A 44-byte header for s16le mono PCM carrying these two size fields, right or not."""
     return (
         b"RIFF"
-        + struct.pack("<I", riff)
+        + struct.pack("<I", riff_size)
         + b"WAVEfmt "
         + struct.pack("<IHHIIHH", 16, 1, 1, rate, rate * 2, 2, 16)
         + b"data"
-        + struct.pack("<I", data)
+        + struct.pack("<I", data_size)
     )
 
 
