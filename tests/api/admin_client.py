@@ -8,6 +8,7 @@ from typing import Any
 import aiohttp
 
 from tests.api.harness import Gateway
+from tests.api.harness import call as call_as
 
 ADMIN = "admin-token-for-tests-0123456789"
 CHAT = {"model": "chat-large", "messages": [{"role": "user", "content": "hi"}]}
@@ -26,27 +27,12 @@ async def call(
     body: Any = None,
     headers: dict[str, str] | None = None,
 ) -> tuple[int, Any]:
-    sent = {"Authorization": f"Bearer {token}"} if token else {}
-    sent.update(headers or {})
-    async with (
-        aiohttp.ClientSession(headers=sent) as session,
-        session.request(method, f"{gateway.base_url}{path}", json=body) as response,
-    ):
-        if response.content_type == "application/json":
-            return response.status, await response.json()
-        return response.status, await response.text()
+    """The admin API's answer (status, JSON or text), with the admin token by default."""
+    return await call_as(gateway, method, path, token, json=body, headers=headers)
 
 
 async def chat_status(gateway: Gateway, key: str) -> tuple[int, Any]:
-    async with (
-        aiohttp.ClientSession() as session,
-        session.post(
-            f"{gateway.v1}/chat/completions",
-            json=CHAT,
-            headers={"Authorization": f"Bearer {key}"},
-        ) as response,
-    ):
-        return response.status, await response.json()
+    return await call_as(gateway, "POST", "/v1/chat/completions", key, json=CHAT)
 
 
 def browser_session() -> aiohttp.ClientSession:
@@ -58,6 +44,12 @@ def hidden(html: str, name: str) -> str:
     found = re.search(rf'name="{name}" value="([^"]+)"', html)
     assert found, f"no hidden field {name}"
     return found.group(1)
+
+
+async def form_token(session: aiohttp.ClientSession, base: str) -> str:
+    """The CSRF token the dashboard's forms carry, for a signed-in ``session``."""
+    async with session.get(f"{base}/admin/ui/groups") as page:
+        return hidden(await page.text(), "csrf")
 
 
 async def login(session: aiohttp.ClientSession, base: str, token: str) -> aiohttp.ClientResponse:

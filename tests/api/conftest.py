@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.api.harness import Gateway, default_config
+from tests.api.harness import Gateway, StartGateway, default_config, starting
 from tests.upstreams.openai_compatible import FakeEngine
-
-StartGateway = Callable[..., Awaitable[Gateway]]
 
 
 @pytest.fixture
@@ -23,19 +20,8 @@ async def engine() -> AsyncIterator[FakeEngine]:
 @pytest.fixture
 async def start_gateway(engine: FakeEngine, tmp_path: Path) -> AsyncIterator[StartGateway]:
     """Start a gateway; ``tweak(config)`` may change the default config first."""
-    started: list[Gateway] = []
-
-    async def start(tweak: Callable[[dict[str, Any]], None] | None = None) -> Gateway:
-        config = default_config(engine.base_url, tmp_path)
-        if tweak is not None:
-            tweak(config)
-        gateway = await Gateway.start(config)
-        started.append(gateway)
-        return gateway
-
-    yield start
-    for gateway in started:
-        await gateway.stop()
+    async with starting(lambda: default_config(engine.base_url, tmp_path)) as start:
+        yield start
 
 
 @pytest.fixture

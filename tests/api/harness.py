@@ -2,37 +2,54 @@
 
 ``Gateway`` builds settings from the arguments, starts the aiohttp app on a free port,
 and creates groups and keys through the same store the app uses. Tests then call it with
-the official ``openai`` SDK (``gateway.client(key)``) or plain aiohttp.
+the official ``openai`` SDK (``gateway.client(key)``) or plain aiohttp (``call``).
+``starting(config)`` is what a ``start_gateway`` fixture yields: start gateways from a
+config (changed first by a test's ``tweak``), all stopped at the end. ``records(gateway)``
+reads every usage record back.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import openai
 from aiohttp import web
+from sqlalchemy import select
 
 from parley.api.context import SERVICES
 from parley.app import create_app
 from parley.domain.groups import Group, Quota
 from parley.domain.keys import digest, display_prefix, new_key
+from parley.domain.usage import UsageRecord
 from parley.edge.runner import EdgeRunner
 from parley.services import Services
 from parley.settings import Settings
+from parley.store.schema import usage_records
 
 CHANNEL_KEY = "sk-channel-secret-0123456789"
+Config = dict[str, Any]
+StartGateway = Callable[..., Awaitable["Gateway"]]
 
 
-def default_config(engine_url: str, workdir: Path) -> dict[str, Any]:
-    """One channel serving a chat model (spec prices) and a vision model, on SQLite."""
+def local_state(workdir: Path) -> Config:
+    """A SQLite store in ``workdir``, usage written every 50 ms, keys refreshed often."""
     return {
         "database": {"url": f"sqlite:///{workdir / 'parley.db'}"},
         "usage": {"flush_seconds": 0.05, "spill_dir": str(workdir)},
         "limits": {"cache_refresh_seconds": 0.2},
+    }
+
+
+def default_config(engine_url: str, workdir: Path) -> Config:
+    """One channel serving a chat model (spec prices) and a vision model, on SQLite."""
+    return {
+        **local_state(workdir),
         "server": {"max_image_bytes": 1000},
         "channels": [
             {
@@ -153,3 +170,50 @@ class Gateway:
     async def usage_count(self) -> int:
         await self.flush_usage()
         return await self.services.store.count_usage()
+
+
+@asynccontextmanager
+async def starting(config: Callable[[], Config]) -> AsyncIterator[StartGateway]:
+    """``start(tweak=None)``: a gateway on ``config()`` (``tweak(config)`` may change it
+    first); every gateway started is stopped when the block ends."""
+    started: list[Gateway] = []
+
+    async def start(tweak: Callable[[Config], None] | None = None) -> Gateway:
+        settings = config()
+        if tweak is not None:
+            tweak(settings)
+        gateway = await Gateway.start(settings)
+        started.append(gateway)
+        return gateway
+
+    try:
+        yield start
+    finally:
+        for gateway in started:
+            await gateway.stop()
+
+
+async def call(
+    gateway: Gateway, method: str, path: str, key: str | None, **request: Any
+) -> tuple[int, Any]:
+    """``method path`` (from the root: ``/v1/...``, ``/admin/...``) with ``key`` as its
+    Bearer token (none when ``None``); the status and the JSON body (the text if not JSON).
+    ``request`` is aiohttp's: ``json=``, ``data=``, ``headers=`` (added to the token)."""
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    headers.update(request.pop("headers", None) or {})
+    async with (
+        aiohttp.ClientSession() as session,
+        session.request(method, f"{gateway.base_url}{path}", headers=headers, **request) as reply,
+    ):
+        if reply.content_type == "application/json":
+            return reply.status, await reply.json()
+        return reply.status, await reply.text()
+
+
+async def records(gateway: Gateway) -> list[UsageRecord]:
+    """Every usage record, read back through the store's raw table."""
+    await gateway.flush_usage()
+    store: Any = gateway.services.store
+    async with store.engine.connect() as connection:
+        rows = (await connection.execute(select(usage_records))).mappings().all()
+    return [UsageRecord(**dict(row)) for row in rows]

@@ -11,7 +11,7 @@ from tests.api.admin_client import (
     browser_session,
     call,
     chat_status,
-    hidden,
+    form_token,
     login,
 )
 
@@ -120,8 +120,7 @@ async def test_dashboard_forms_use_the_same_rules_and_clear_empty_fields(
     base = gateway.base_url
     async with browser_session() as session:
         await login(session, base, ADMIN)
-        async with session.get(f"{base}/admin/ui/groups") as page:
-            csrf = hidden(await page.text(), "csrf")
+        csrf = await form_token(session, base)
         form = {
             "csrf": csrf,
             "name": "team",

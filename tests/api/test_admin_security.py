@@ -16,6 +16,7 @@ from tests.api.admin_client import (
     browser_session,
     call,
     chat_status,
+    form_token,
     login,
 )
 from tests.api.harness import CHANNEL_KEY, Gateway
@@ -107,8 +108,7 @@ async def test_logout_ends_the_session_and_forms_need_the_csrf_token(
             assert forged.status == 403
             assert "did not come from this dashboard" in await forged.text()
         cookie = session.cookie_jar.filter_cookies(URL(f"{base}/admin/"))["parley_admin"].value
-        async with session.get(f"{base}/admin/ui/groups") as page:
-            csrf = (await page.text()).split('name="csrf" value="')[1].split('"')[0]
+        csrf = await form_token(session, base)
         async with session.post(f"{base}/admin/logout", data={"csrf": csrf}) as out:
             assert out.url.path == "/admin/login"
     jar = aiohttp.CookieJar(unsafe=True)

@@ -15,9 +15,7 @@ from parley.api.chat import CHAT
 from parley.api.completions import COMPLETIONS
 from parley.api.embeddings import EMBEDDINGS, MAX_INPUTS
 from parley.settings import ModelKind
-from tests.api.conftest import StartGateway
-from tests.api.harness import Gateway
-from tests.api.test_upstream_and_metering import records
+from tests.api.harness import Gateway, StartGateway, records
 from tests.upstreams.embeddings import vector
 from tests.upstreams.openai_compatible import Behaviour, FakeEngine
 

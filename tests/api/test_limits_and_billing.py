@@ -14,8 +14,7 @@ from parley.domain.usage import UsageRecord
 from parley.limits.memory import MemoryLimiter
 from parley.pipeline.admit import scopes_for
 from parley.pipeline.authenticate import authenticate
-from tests.api.conftest import StartGateway
-from tests.api.harness import Gateway
+from tests.api.harness import Gateway, StartGateway
 from tests.records import usage_record
 
 MESSAGES: Any = [{"role": "user", "content": "hello there friend"}]

@@ -11,8 +11,7 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.api.conftest import StartGateway
-from tests.api.harness import CHANNEL_KEY, Gateway
+from tests.api.harness import CHANNEL_KEY, Gateway, StartGateway
 from tests.upstreams.openai_compatible import Behaviour, FakeEngine
 
 MESSAGES: Any = [{"role": "user", "content": "hello there friend"}]

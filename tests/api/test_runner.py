@@ -31,8 +31,7 @@ from parley.pipeline.streams import SHUTDOWN_STATUS
 from parley.providers.base import JSON, Batches, Target
 from parley.providers.openai import OpenAIAdapter
 from parley.settings import Settings
-from tests.api.harness import Gateway, default_config
-from tests.api.test_upstream_and_metering import records
+from tests.api.harness import Gateway, default_config, records
 from tests.upstreams.openai_compatible import Behaviour, FakeEngine
 
 MESSAGES: Any = [{"role": "user", "content": "hello there friend"}]

@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.api.harness import Gateway
-from tests.api.test_upstream_and_metering import records
+from tests.api.harness import Gateway, records
 from tests.upstreams.openai_compatible import Behaviour, FakeEngine
 
 MESSAGES: Any = [{"role": "user", "content": "hello there friend"}]

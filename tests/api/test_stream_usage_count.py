@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.api.conftest import StartGateway
-from tests.api.test_upstream_and_metering import records
+from tests.api.harness import StartGateway, records
 
 MESSAGES: Any = [{"role": "user", "content": "one two three"}]
 

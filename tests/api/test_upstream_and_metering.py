@@ -9,24 +9,10 @@ import aiohttp
 import openai
 import pytest
 
-from parley.domain.usage import UsageRecord
-from tests.api.harness import Gateway
+from tests.api.harness import Gateway, records
 from tests.upstreams.openai_compatible import Behaviour, FakeEngine
 
 MESSAGES: Any = [{"role": "user", "content": "hello there friend"}]
-
-
-async def records(gateway: Gateway) -> list[UsageRecord]:
-    """Every usage record, read back through the store's raw table."""
-    await gateway.flush_usage()
-    store: Any = gateway.services.store
-    from sqlalchemy import select
-
-    from parley.store.schema import usage_records
-
-    async with store.engine.connect() as connection:
-        rows = (await connection.execute(select(usage_records))).mappings().all()
-    return [UsageRecord(**dict(row)) for row in rows]
 
 
 async def test_a_call_is_metered_with_exact_cost(gateway: Gateway, key: str) -> None:

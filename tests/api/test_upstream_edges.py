@@ -11,8 +11,8 @@ import openai
 import orjson
 import pytest
 
-from tests.api.harness import CHANNEL_KEY, Gateway
-from tests.api.test_upstream_and_metering import MESSAGES, records
+from tests.api.harness import CHANNEL_KEY, Gateway, records
+from tests.api.test_upstream_and_metering import MESSAGES
 from tests.http.rawserver import RawServer, keep_alive_reply
 from tests.upstreams.openai_compatible import Behaviour, FakeEngine, script_for, whole_reply
 

@@ -12,8 +12,7 @@ import orjson
 import pytest
 
 from parley.demo.config import CHAT_MODEL, SPEECH_MODEL, TRANSCRIPTION_MODEL
-from tests.api.harness import Gateway
-from tests.api.test_upstream_and_metering import records
+from tests.api.harness import Gateway, records
 
 pytestmark = pytest.mark.engines
 SENTENCE = "Please call me tomorrow morning. The weather is nice today."

@@ -15,22 +15,21 @@ Every model costs ``PER_MINUTE`` dollars a minute of audio.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.api.harness import Gateway
+from tests.api.harness import Gateway, StartGateway, local_state, starting
 from tests.upstreams.transcribers import FakeTranscriber
 
 PER_MINUTE = Decimal("0.006")
 NANOS_PER_SECOND = 100_000  # $0.006 a minute = $0.0001 a second = 100,000 nano-dollars
 ENGINE_MODELS = {"whisper": "openai", "speaches-stt": "speaches", "vllm-stt": "vllm"}
 """The models that do everything, and the engine behind each."""
-
-StartAudioGateway = Callable[..., Awaitable[Gateway]]
+TRANSCRIPTIONS = "/v1/audio/transcriptions"
 
 
 @pytest.fixture
@@ -61,9 +60,7 @@ def audio_config(engines: dict[str, FakeTranscriber], workdir: Path) -> dict[str
         return found
 
     return {
-        "database": {"url": f"sqlite:///{workdir / 'parley.db'}"},
-        "usage": {"flush_seconds": 0.05, "spill_dir": str(workdir)},
-        "limits": {"cache_refresh_seconds": 0.2},
+        **local_state(workdir),
         "server": {"max_audio_bytes": 2_000_000},
         "channels": [
             channel(
@@ -93,24 +90,13 @@ def audio_config(engines: dict[str, FakeTranscriber], workdir: Path) -> dict[str
 @pytest.fixture
 async def start_audio_gateway(
     engines: dict[str, FakeTranscriber], tmp_path: Path
-) -> AsyncIterator[StartAudioGateway]:
-    started: list[Gateway] = []
-
-    async def start(tweak: Callable[[dict[str, Any]], None] | None = None) -> Gateway:
-        config = audio_config(engines, tmp_path)
-        if tweak is not None:
-            tweak(config)
-        gateway = await Gateway.start(config)
-        started.append(gateway)
-        return gateway
-
-    yield start
-    for gateway in started:
-        await gateway.stop()
+) -> AsyncIterator[StartGateway]:
+    async with starting(lambda: audio_config(engines, tmp_path)) as start:
+        yield start
 
 
 @pytest.fixture
-async def audio_gateway(start_audio_gateway: StartAudioGateway) -> Gateway:
+async def audio_gateway(start_audio_gateway: StartGateway) -> Gateway:
     return await start_audio_gateway()
 
 

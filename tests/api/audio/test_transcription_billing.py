@@ -10,23 +10,10 @@ import aiohttp
 import openai
 import pytest
 
-from parley.domain.usage import UsageRecord
-from tests.api.audio.conftest import ENGINE_MODELS, NANOS_PER_SECOND, StartAudioGateway
-from tests.api.harness import Gateway
+from tests.api.audio.conftest import ENGINE_MODELS, NANOS_PER_SECOND, TRANSCRIPTIONS
+from tests.api.harness import Gateway, StartGateway, call, records
 from tests.clips import FORMATS, clip, streamed_wav
 from tests.upstreams.transcribers import FakeTranscriber
-
-
-async def records(gateway: Gateway) -> list[UsageRecord]:
-    await gateway.flush_usage()
-    store: Any = gateway.services.store
-    from sqlalchemy import select
-
-    from parley.store.schema import usage_records
-
-    async with store.engine.connect() as connection:
-        rows = (await connection.execute(select(usage_records))).mappings().all()
-    return [UsageRecord(**dict(row)) for row in rows]
 
 
 @pytest.mark.parametrize("kind", list(FORMATS))
@@ -93,7 +80,7 @@ async def test_a_transcription_that_fails_upstream_is_not_billed(
 
 
 async def test_a_stream_that_fails_upstream_midway_is_not_billed(
-    start_audio_gateway: StartAudioGateway,
+    start_audio_gateway: StartGateway,
 ) -> None:
     def failing(config: dict[str, Any]) -> None:
         config["channels"][2]["models"][0]["upstream"] = "whisper+error-after-2"
@@ -119,14 +106,7 @@ async def test_the_usage_endpoint_totals_audio_seconds(
     await client.audio.transcriptions.create(model="whisper", file=("a.mp3", clip("mp3", 3.0)))
     await client.audio.translations.create(model="vllm-stt", file=("b.wav", clip("wav", 1.2)))
     await audio_gateway.flush_usage()
-    async with (
-        aiohttp.ClientSession() as session,
-        session.get(
-            f"{audio_gateway.v1}/dashboard/billing/usage",
-            headers={"Authorization": f"Bearer {audio_key}"},
-        ) as response,
-    ):
-        usage = await response.json()
+    _, usage = await call(audio_gateway, "GET", "/v1/dashboard/billing/usage", audio_key)
     assert usage["totals"]["audio_seconds"] == 5.0
     assert usage["totals"]["cost_usd"] == 5 * 0.0001
     items = {item["name"]: item for day in usage["daily_costs"] for item in day["line_items"]}
@@ -195,21 +175,13 @@ async def test_an_oversize_file_is_413_stating_the_limit(
 async def test_a_missing_file_is_400(audio_gateway: Gateway, audio_key: str) -> None:
     form = aiohttp.FormData(default_to_multipart=True)
     form.add_field("model", "whisper")
-    async with (
-        aiohttp.ClientSession() as session,
-        session.post(
-            f"{audio_gateway.v1}/audio/transcriptions",
-            data=form,
-            headers={"Authorization": f"Bearer {audio_key}"},
-        ) as response,
-    ):
-        body = await response.json()
-    assert response.status == 400
+    status, body = await call(audio_gateway, "POST", TRANSCRIPTIONS, audio_key, data=form)
+    assert status == 400
     assert body["error"]["param"] == "file"
 
 
 async def test_a_failing_channel_falls_over_with_the_whole_file_and_bills_once(
-    start_audio_gateway: StartAudioGateway, engines: dict[str, FakeTranscriber]
+    start_audio_gateway: StartGateway, engines: dict[str, FakeTranscriber]
 ) -> None:
     def failing_first(config: dict[str, Any]) -> None:
         config["channels"].append(
@@ -241,7 +213,7 @@ async def test_a_failing_channel_falls_over_with_the_whole_file_and_bills_once(
 
 
 async def test_a_caller_who_hangs_up_midway_is_billed_for_the_clip(
-    start_audio_gateway: StartAudioGateway,
+    start_audio_gateway: StartGateway,
 ) -> None:
     def slow(config: dict[str, Any]) -> None:
         config["channels"][1]["models"][0]["upstream"] = "speaches+slow-0.3"
@@ -272,19 +244,11 @@ async def test_a_caller_who_hangs_up_midway_is_billed_for_the_clip(
 
 async def test_a_malformed_multipart_body_is_400(audio_gateway: Gateway, audio_key: str) -> None:
     body = b'--b\r\nContent-Disposition: form-data; name="\x06\tbad"\r\n\r\nx\r\n--b--\r\n'
-    async with (
-        aiohttp.ClientSession() as session,
-        session.post(
-            f"{audio_gateway.v1}/audio/transcriptions",
-            data=body,
-            headers={
-                "Authorization": f"Bearer {audio_key}",
-                "Content-Type": "multipart/form-data; boundary=b",
-            },
-        ) as response,
-    ):
-        reply = await response.json()
-    assert response.status == 400
+    multipart = {"Content-Type": "multipart/form-data; boundary=b"}
+    status, reply = await call(
+        audio_gateway, "POST", TRANSCRIPTIONS, audio_key, data=body, headers=multipart
+    )
+    assert status == 400
     assert reply["error"]["message"] == "The multipart body could not be read."
 
 
@@ -305,15 +269,7 @@ async def test_a_caller_admission_would_refuse_is_refused_before_its_upload_is_r
     form = aiohttp.FormData()
     form.add_field("model", "whisper")
     form.add_field("file", b"not audio at all", filename="a.wav")
-    async with (
-        aiohttp.ClientSession() as session,
-        session.post(
-            f"{audio_gateway.v1}/audio/transcriptions",
-            data=form,
-            headers={"Authorization": f"Bearer {key}"},
-        ) as reply,
-    ):
-        body = await reply.json()
-    assert reply.status == 429 and body["error"]["code"] == code
+    status, body = await call(audio_gateway, "POST", TRANSCRIPTIONS, key, data=form)
+    assert status == 429 and body["error"]["code"] == code
     assert len(engines["openai"].uploads) == 1
     assert [record.status for record in await records(audio_gateway)] == [200]

@@ -12,8 +12,8 @@ import aiohttp
 import openai
 import pytest
 
-from tests.api.audio.conftest import ENGINE_MODELS
-from tests.api.harness import Gateway
+from tests.api.audio.conftest import ENGINE_MODELS, TRANSCRIPTIONS
+from tests.api.harness import Gateway, call
 from tests.clips import clip
 from tests.upstreams.transcribers import FakeTranscriber
 from tests.upstreams.transcript_script import Script, srt, vtt
@@ -109,16 +109,8 @@ async def test_unbracketed_arrays_and_the_language_are_passed_on(
     form.add_field("known_speaker_names[]", "agent")
     form.add_field("unknown_field", "kept back")
     form.add_field("file", CLIP, filename="talk.wav", content_type="audio/wav")
-    async with (
-        aiohttp.ClientSession() as session,
-        session.post(
-            f"{audio_gateway.v1}/audio/transcriptions",
-            data=form,
-            headers={"Authorization": f"Bearer {audio_key}"},
-        ) as response,
-    ):
-        body = await response.json()
-    assert response.status == 200, body
+    status, body = await call(audio_gateway, "POST", TRANSCRIPTIONS, audio_key, data=form)
+    assert status == 200, body
     received = engines["speaches"].last
     assert received.fields["language"] == "de"
     assert received.fields["prompt"] == "Ein Gespräch"
@@ -142,16 +134,8 @@ async def test_a_translation_does_not_pass_on_a_language(
     form.add_field("model", "vllm-stt")
     form.add_field("language", "de")
     form.add_field("file", CLIP, filename="talk.mp3")
-    async with (
-        aiohttp.ClientSession() as session,
-        session.post(
-            f"{audio_gateway.v1}/audio/translations",
-            data=form,
-            headers={"Authorization": f"Bearer {audio_key}"},
-        ) as response,
-    ):
-        assert response.status == 200
-        assert (await response.json())["text"].startswith("In English")
+    status, body = await call(audio_gateway, "POST", "/v1/audio/translations", audio_key, data=form)
+    assert status == 200 and body["text"].startswith("In English")
     assert "language" not in engines["vllm"].last.fields
 
 
@@ -238,16 +222,8 @@ async def test_bad_fields_are_400_naming_them(
     for name, value in {"model": "whisper", **fields}.items():
         form.add_field(name, value)
     form.add_field("file", CLIP, filename="talk.mp3")
-    async with (
-        aiohttp.ClientSession() as session,
-        session.post(
-            f"{audio_gateway.v1}/audio/transcriptions",
-            data=form,
-            headers={"Authorization": f"Bearer {audio_key}"},
-        ) as response,
-    ):
-        body = await response.json()
-    assert response.status == 400
+    status, body = await call(audio_gateway, "POST", TRANSCRIPTIONS, audio_key, data=form)
+    assert status == 400
     assert body["error"]["param"] == param
 
 
@@ -267,16 +243,10 @@ async def test_an_unknown_model_is_404(audio_gateway: Gateway, audio_key: str) -
 
 
 async def test_json_instead_of_a_form_is_415(audio_gateway: Gateway, audio_key: str) -> None:
-    async with (
-        aiohttp.ClientSession() as session,
-        session.post(
-            f"{audio_gateway.v1}/audio/transcriptions",
-            json={"model": "whisper"},
-            headers={"Authorization": f"Bearer {audio_key}"},
-        ) as response,
-    ):
-        assert response.status == 415
-        assert (await response.json())["error"]["type"] == "invalid_request_error"
+    status, body = await call(
+        audio_gateway, "POST", TRANSCRIPTIONS, audio_key, json={"model": "whisper"}
+    )
+    assert status == 415 and body["error"]["type"] == "invalid_request_error"
 
 
 async def test_models_and_capabilities_show_what_transcription_models_can_do(
@@ -293,13 +263,7 @@ async def test_models_and_capabilities_show_what_transcription_models_can_do(
     assert records["whisper"]["transcription"]["translate"] is True
     assert records["whisper"]["endpoints"] == ["/v1/audio/transcriptions", "/v1/audio/translations"]
     assert records["whisper"]["pricing"]["per_minute"] == 0.006
-    async with (
-        aiohttp.ClientSession() as session,
-        session.get(
-            f"{audio_gateway.v1}/capabilities", headers={"Authorization": f"Bearer {audio_key}"}
-        ) as response,
-    ):
-        capabilities = await response.json()
+    _, capabilities = await call(audio_gateway, "GET", "/v1/capabilities", audio_key)
     entries = {entry["key"]: entry for entry in capabilities["data"]}
     assert entries["STT_STREAM"]["model"] == "gpt4o-stt"
     assert entries["STT_STREAM"]["transcription"]["stream"] is True
