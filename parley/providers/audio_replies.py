@@ -1,4 +1,10 @@
-"""What speech engines' replies share: media types, error bodies, reading audio as it arrives.
+"""What speech engines' adapters share: calling the engine (``EngineAdapter``), media
+types, error bodies, reading audio as it arrives.
+
+``EngineAdapter`` holds the HTTP client and the reply bounds, sends a request to the
+engine (``_send``: JSON unless told otherwise, the channel's key as a Bearer token, the
+channel's timeouts) and starts a synthesis (``_synthesis``: an error answer raised as the
+refusal it means, before any audio is handed over).
 
 Engines answer errors in three shapes: OpenAI's ``{"error": {...}}``, FastAPI's
 ``{"detail": "..."}`` (older vLLM-Omni routes, Kokoro-FastAPI, where ``detail`` may also
@@ -14,8 +20,14 @@ from typing import Any
 
 import orjson
 
-from parley.http import Reply
-from parley.providers.base import SpeechAudio, Target, UpstreamRefused, upstream_errors
+from parley.http import HttpClient, Prepared, Reply, prepare
+from parley.providers.base import (
+    ReplyBounds,
+    SpeechAudio,
+    Target,
+    UpstreamRefused,
+    upstream_errors,
+)
 from parley.providers.openai.refusal import refusal
 
 FORMAT_OF_MEDIA_TYPE = {
@@ -32,6 +44,49 @@ FORMAT_OF_MEDIA_TYPE = {
     "audio/opus": "opus",
     "audio/aac": "aac",
 }
+
+
+class EngineAdapter:
+    __slots__ = ("_bounds", "_http")
+
+    def __init__(self, http: HttpClient, bounds: ReplyBounds | None = None) -> None:
+        self._http = http
+        self._bounds = bounds or ReplyBounds()
+
+    async def _send(
+        self,
+        target: Target,
+        method: str,
+        path: str,
+        body: bytes,
+        content_type: str = "application/json",
+    ) -> Reply:
+        return await self._http.send(
+            engine_request(method, target.base_url + path, target.api_key, content_type),
+            body,
+            connect_timeout=target.connect_timeout,
+            read_timeout=target.read_timeout,
+        )
+
+    async def _synthesis(self, target: Target, path: str, body: bytes) -> Reply:
+        """The engine's reply to a synthesis ``POST``ed to ``path``, once it said yes."""
+        with upstream_errors(target.channel):
+            reply = await self._send(target, "POST", path, body)
+            if reply.status >= 300:
+                raise engine_refusal(
+                    target.channel,
+                    reply.status,
+                    await reply.read(self._bounds.max_reply_bytes),
+                    target.api_key,
+                )
+        return reply
+
+
+def engine_request(method: str, url: str, api_key: str | None, content_type: str) -> Prepared:
+    headers = {"Content-Type": content_type, "Accept": "*/*"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return prepare(method, url, headers)
 
 
 def reply_format(content_type: str, asked: str) -> str:

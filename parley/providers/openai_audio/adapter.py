@@ -30,8 +30,9 @@ from urllib.parse import quote
 import orjson
 
 from parley.errors import UpstreamError
-from parley.http import HttpClient, Prepared, Reply, prepare
+from parley.http import Reply
 from parley.providers.audio_replies import (
+    EngineAdapter,
     engine_refusal,
     handed_over,
     raw_pieces,
@@ -41,7 +42,6 @@ from parley.providers.audio_replies import (
 from parley.providers.base import (
     JSON,
     EngineRoster,
-    ReplyBounds,
     SpeechAudio,
     SpeechRequest,
     Target,
@@ -70,26 +70,13 @@ LANGUAGE_NAMES = {
 """vLLM-Omni's ``language`` takes full names; a language not listed is left to ``Auto``."""
 
 
-class OpenAIAudioAdapter:
-    __slots__ = ("_bounds", "_http")
-
-    def __init__(self, http: HttpClient, bounds: ReplyBounds | None = None) -> None:
-        self._http = http
-        self._bounds = bounds or ReplyBounds()
+class OpenAIAudioAdapter(EngineAdapter):
+    __slots__ = ()
 
     @asynccontextmanager
     async def speech(self, target: Target, request: SpeechRequest) -> AsyncIterator[SpeechAudio]:
-        with upstream_errors(target.channel):
-            reply = await self._send(
-                target, "POST", SPEECH_PATH, orjson.dumps(speech_body(target.model, request))
-            )
-            if reply.status >= 300:
-                raise engine_refusal(
-                    target.channel,
-                    reply.status,
-                    await reply.read(self._bounds.max_reply_bytes),
-                    target.api_key,
-                )
+        body = orjson.dumps(speech_body(target.model, request))
+        reply = await self._synthesis(target, SPEECH_PATH, body)
         if reply.content_type == "text/event-stream":
             audio = SpeechAudio(request.response_format, streamed_events=True)
             audio.pieces = _event_pieces(reply, target, audio, self._bounds.max_event_bytes)
@@ -136,21 +123,6 @@ class OpenAIAudioAdapter:
         if reply.status >= 300:
             raise engine_refusal(target.channel, reply.status, raw, target.api_key)
         return True
-
-    async def _send(
-        self,
-        target: Target,
-        method: str,
-        path: str,
-        body: bytes,
-        content_type: str = "application/json",
-    ) -> Reply:
-        return await self._http.send(
-            _request(method, target.base_url + path, target.api_key, content_type),
-            body,
-            connect_timeout=target.connect_timeout,
-            read_timeout=target.read_timeout,
-        )
 
 
 def speech_body(model: str, request: SpeechRequest) -> JSON:
@@ -212,13 +184,6 @@ def multipart_body(boundary: str, clip: VoiceClip) -> bytes:
     )
     parts.append(head.encode() + clip.audio + b"\r\n")
     return b"".join(parts) + f"--{boundary}--\r\n".encode()
-
-
-def _request(method: str, url: str, api_key: str | None, content_type: str) -> Prepared:
-    headers = {"Content-Type": content_type, "Accept": "*/*"}
-    if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
-    return prepare(method, url, headers)
 
 
 async def _event_pieces(

@@ -18,9 +18,9 @@ from typing import Any
 import orjson
 
 from parley.errors import UpstreamError
-from parley.http import HttpClient, Prepared, Reply, prepare
+from parley.http import Reply
 from parley.providers.audio_replies import (
-    engine_refusal,
+    EngineAdapter,
     handed_over,
     raw_pieces,
     read_answer,
@@ -29,7 +29,6 @@ from parley.providers.audio_replies import (
 from parley.providers.base import (
     JSON,
     EngineRoster,
-    ReplyBounds,
     SpeechAudio,
     SpeechRequest,
     Target,
@@ -50,27 +49,13 @@ def engine_speed(speed: float) -> float:
     return min(FASTEST, max(SLOWEST, speed))
 
 
-class SupertonicAdapter:
-    __slots__ = ("_bounds", "_http")
-
-    def __init__(self, http: HttpClient, bounds: ReplyBounds | None = None) -> None:
-        self._http = http
-        self._bounds = bounds or ReplyBounds()
+class SupertonicAdapter(EngineAdapter):
+    __slots__ = ()
 
     @asynccontextmanager
     async def speech(self, target: Target, request: SpeechRequest) -> AsyncIterator[SpeechAudio]:
         asked = request.response_format if request.response_format in NATIVE_FORMATS else "wav"
-        with upstream_errors(target.channel):
-            reply = await self._send(
-                target, "POST", TTS_PATH, orjson.dumps(tts_body(request, asked))
-            )
-            if reply.status >= 300:
-                raise engine_refusal(
-                    target.channel,
-                    reply.status,
-                    await reply.read(self._bounds.max_reply_bytes),
-                    target.api_key,
-                )
+        reply = await self._synthesis(target, TTS_PATH, orjson.dumps(tts_body(request, asked)))
         fmt = reply_format(reply.content_type, asked)
         audio = SpeechAudio(
             "opus" if fmt == "ogg" else fmt,
@@ -96,14 +81,6 @@ class SupertonicAdapter:
 
     async def delete_voice(self, target: Target, name: str) -> bool:
         return False  # nothing is ever cloned on it, so nothing of Parley's is there
-
-    async def _send(self, target: Target, method: str, path: str, body: bytes) -> Reply:
-        return await self._http.send(
-            _request(method, target.base_url + path, target.api_key),
-            body,
-            connect_timeout=target.connect_timeout,
-            read_timeout=target.read_timeout,
-        )
 
 
 def tts_body(request: SpeechRequest, response_format: str) -> JSON:
@@ -136,10 +113,3 @@ def _sample_rate(reply: Reply) -> int:
         return int(reply.headers.get(b"x-sample-rate", b""))
     except ValueError:
         return SAMPLE_RATE
-
-
-def _request(method: str, url: str, api_key: str | None) -> Prepared:
-    headers = {"Content-Type": "application/json", "Accept": "*/*"}
-    if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
-    return prepare(method, url, headers)
