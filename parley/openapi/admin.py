@@ -3,7 +3,16 @@ admin token. The dashboard's pages (``/admin/``, ``/admin/ui/…``) are HTML, no
 
 from __future__ import annotations
 
-from parley.openapi.components import ERROR_REPLY, JSON, json_body, json_reply, operation, ref
+from parley.openapi.components import (
+    ERROR_REPLY,
+    JSON,
+    json_body,
+    json_reply,
+    operation,
+    path_param,
+    query_param,
+    ref,
+)
 
 _LIMIT = {"type": ["integer", "null"], "minimum": 1}
 _GROUP_FIELDS: JSON = {
@@ -170,15 +179,17 @@ def _list_of(name: str) -> JSON:
     }
 
 
-_NAME: JSON = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
-
-
-def _query(name: str, description: str) -> JSON:
-    return {"name": name, "in": "query", "description": description, "schema": {"type": "string"}}
-
-
 def _admin(operation_id: str, summary: str, responses: JSON, **more: object) -> JSON:
     return operation(operation_id, summary, responses, security="adminToken", **more)
+
+
+def _on_group(operation_id: str, summary: str, schema: str = "Group", **more: object) -> JSON:
+    """An operation on the group named in the path, answering with that group."""
+    reply = json_reply("The group", ref(schema))
+    return _admin(operation_id, summary, reply, parameters=[path_param("name")], **more)
+
+
+_LIMIT_QUERY: JSON = {"type": "integer", "minimum": 1}
 
 
 PATHS: JSON = {
@@ -192,37 +203,22 @@ PATHS: JSON = {
         ),
     },
     "/admin/groups/{name}": {
-        "get": _admin(
-            "getGroup",
-            "One group, with its budget and spend this period",
-            json_reply("The group", ref("GroupDetail")),
-            parameters=[_NAME],
+        "get": _on_group(
+            "getGroup", "One group, with its budget and spend this period", "GroupDetail"
         ),
-        "patch": _admin(
+        "patch": _on_group(
             "updateGroup",
             "Change a group's limits, models or budget",
-            json_reply("The group", ref("Group")),
-            parameters=[
-                {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
-            ],
             requestBody=json_body(ref("GroupChanges")),
         ),
     },
     "/admin/groups/{name}/disable": {
-        "post": _admin(
-            "disableGroup",
-            "Refuse the group's keys (403 group_disabled) until it is enabled",
-            json_reply("The group", ref("Group")),
-            parameters=[_NAME],
+        "post": _on_group(
+            "disableGroup", "Refuse the group's keys (403 group_disabled) until it is enabled"
         )
     },
     "/admin/groups/{name}/enable": {
-        "post": _admin(
-            "enableGroup",
-            "Accept a disabled group's keys again",
-            json_reply("The group", ref("Group")),
-            parameters=[_NAME],
-        )
+        "post": _on_group("enableGroup", "Accept a disabled group's keys again")
     },
     "/admin/usage": {
         "get": _admin(
@@ -239,16 +235,16 @@ PATHS: JSON = {
                 "default": ERROR_REPLY,
             },
             parameters=[
-                _query("since", "First day, YYYY-MM-DD (default: the 1st of this month)"),
-                _query("until", "Last day, included (default: today)"),
-                _query("group", "One group's name"),
-                _query("model", "One public model name"),
-                _query("by", "Dimensions of the rows: day, group, model (comma-separated)"),
-                {
-                    "name": "format",
-                    "in": "query",
-                    "schema": {"enum": ["json", "csv"]},
-                },
+                query_param(
+                    "since", description="First day, YYYY-MM-DD (default: the 1st of this month)"
+                ),
+                query_param("until", description="Last day, included (default: today)"),
+                query_param("group", description="One group's name"),
+                query_param("model", description="One public model name"),
+                query_param(
+                    "by", description="Dimensions of the rows: day, group, model (comma-separated)"
+                ),
+                query_param("format", {"enum": ["json", "csv"]}),
             ],
         )
     },
@@ -270,8 +266,8 @@ PATHS: JSON = {
             "Admin changes, newest first",
             json_reply("The entries", _list_of("AuditEntry")),
             parameters=[
-                {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1}},
-                {"name": "before", "in": "query", "schema": {"type": "integer", "minimum": 1}},
+                query_param("limit", _LIMIT_QUERY),
+                query_param("before", _LIMIT_QUERY),
             ],
         )
     },
@@ -280,7 +276,7 @@ PATHS: JSON = {
             "listKeys",
             "Keys (never the secret), optionally of one group",
             json_reply("The keys", _list_of("Key")),
-            parameters=[{"name": "group", "in": "query", "schema": {"type": "string"}}],
+            parameters=[query_param("group")],
         ),
         "post": _admin(
             "createKey",
@@ -294,9 +290,7 @@ PATHS: JSON = {
             "revokeKey",
             "Revoke a key",
             json_reply("The revoked key", ref("Key")),
-            parameters=[
-                {"name": "key_id", "in": "path", "required": True, "schema": {"type": "integer"}}
-            ],
+            parameters=[path_param("key_id", "integer")],
         )
     },
     "/admin/voices": {
@@ -304,7 +298,10 @@ PATHS: JSON = {
             "listVoices",
             "Every group's cloned voices, oldest first",
             json_reply("The clones", _list_of("AdminVoice")),
-            parameters=[_query("group", "One group's name"), _query("model", "One model's name")],
+            parameters=[
+                query_param("group", description="One group's name"),
+                query_param("model", description="One model's name"),
+            ],
         )
     },
     "/admin/voices/{model}/{voice_id}": {
@@ -312,10 +309,7 @@ PATHS: JSON = {
             "deleteVoice",
             "Delete a clone on its engine, then in the registry",
             json_reply("The deleted clone", ref("AdminVoice")),
-            parameters=[
-                {"name": "model", "in": "path", "required": True, "schema": {"type": "string"}},
-                {"name": "voice_id", "in": "path", "required": True, "schema": {"type": "string"}},
-            ],
+            parameters=[path_param("model"), path_param("voice_id")],
         )
     },
 }

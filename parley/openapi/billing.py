@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from parley.openapi.components import JSON, json_reply, operation
+from parley.openapi.components import JSON, json_reply, operation, query_param, ref
 
 _DATE = {"type": "string", "format": "date", "description": "YYYY-MM-DD"}
 _DATE_OR_DEFAULT = {
@@ -55,17 +55,17 @@ PATHS: JSON = {
         "get": operation(
             "billingQuota",
             "The group's limits and what is left of them now",
-            json_reply("The quota", {"$ref": "#/components/schemas/Quota"}),
+            json_reply("The quota", ref("Quota")),
         )
     },
     "/v1/dashboard/billing/usage": {
         "get": operation(
             "billingUsage",
             "Spend and usage per day and model (end date exclusive, at most 366 days)",
-            json_reply("The usage", {"$ref": "#/components/schemas/UsageReport"}),
+            json_reply("The usage", ref("UsageReport")),
             parameters=[
-                {"name": "start_date", "in": "query", "schema": _DATE_OR_DEFAULT},
-                {"name": "end_date", "in": "query", "schema": _DATE_OR_DEFAULT},
+                query_param("start_date", _DATE_OR_DEFAULT),
+                query_param("end_date", _DATE_OR_DEFAULT),
             ],
         )
     },
@@ -73,7 +73,7 @@ PATHS: JSON = {
         "get": operation(
             "billingSubscription",
             "one-api's subscription shape, for the clients that read it",
-            json_reply("The subscription", {"$ref": "#/components/schemas/Subscription"}),
+            json_reply("The subscription", ref("Subscription")),
         )
     },
 }

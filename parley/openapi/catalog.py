@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from parley.openapi.components import JSON, json_reply, operation, ref
+from parley.openapi.components import JSON, json_reply, operation, path_param, ref
 
 SCHEMAS: JSON = {
     "Model": {
@@ -58,9 +58,7 @@ PATHS: JSON = {
             "retrieveModel",
             "One model (a retired alias answers with a `Deprecation` header)",
             json_reply("The model", ref("Model")),
-            parameters=[
-                {"name": "model", "in": "path", "required": True, "schema": {"type": "string"}}
-            ],
+            parameters=[path_param("model")],
         )
     },
     "/v1/capabilities": {

@@ -1,5 +1,5 @@
 """What every part of the description shares: the error envelope, the two credentials,
-and helpers that build a JSON reply and an operation."""
+and helpers that build a JSON reply, an operation and its parameters."""
 
 from __future__ import annotations
 
@@ -57,6 +57,23 @@ def json_reply(description: str, schema: JSON, status: str = "200") -> JSON:
         status: {"description": description, "content": {"application/json": {"schema": schema}}},
         "default": ERROR_REPLY,
     }
+
+
+def path_param(name: str, kind: str = "string") -> JSON:
+    return {"name": name, "in": "path", "required": True, "schema": {"type": kind}}
+
+
+def query_param(
+    name: str, schema: JSON | None = None, *, description: str = "", required: bool = False
+) -> JSON:
+    """A query parameter (a string unless ``schema`` says otherwise)."""
+    param: JSON = {"name": name, "in": "query"}
+    if required:
+        param["required"] = True
+    if description:
+        param["description"] = description
+    param["schema"] = {"type": "string"} if schema is None else schema
+    return param
 
 
 def json_body(schema: JSON) -> JSON:

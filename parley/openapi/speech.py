@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from parley.openapi.components import ERROR_REPLY, JSON, json_body, json_reply, operation, ref
+from parley.openapi.components import (
+    ERROR_REPLY,
+    JSON,
+    json_body,
+    json_reply,
+    operation,
+    path_param,
+    query_param,
+    ref,
+)
 
-_MODEL_QUERY: JSON = {
-    "name": "model",
-    "in": "query",
-    "required": True,
-    "description": "A text-to-speech model name or alias.",
-    "schema": {"type": "string"},
-}
+_MODEL_QUERY = query_param(
+    "model", description="A text-to-speech model name or alias.", required=True
+)
 
 SCHEMAS: JSON = {
     "SpeechRequest": {
@@ -141,10 +146,7 @@ PATHS: JSON = {
             "deleteVoice",
             "Delete one of the group's clones (403 for a built-in or another group's voice)",
             json_reply("The deleted voice", ref("VoiceDeleted")),
-            parameters=[
-                {"name": "voice_id", "in": "path", "required": True, "schema": {"type": "string"}},
-                _MODEL_QUERY,
-            ],
+            parameters=[path_param("voice_id"), _MODEL_QUERY],
         )
     },
 }
