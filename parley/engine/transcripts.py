@@ -15,6 +15,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
+from parley.domain.transcripts import timestamp
 from parley.engine.sphinx import Segment, Word, segments
 
 FORMATS = ("json", "text", "srt", "vtt", "verbose_json")
@@ -78,14 +79,6 @@ def verbose(heard: Heard, with_words: bool) -> dict[str, Any]:
     if heard.task == "transcribe":
         reply["usage"] = heard.usage()
     return reply
-
-
-def timestamp(seconds: float, separator: str) -> str:
-    millis = max(0, round(seconds * 1000))
-    hours, rest = divmod(millis, 3_600_000)
-    minutes, rest = divmod(rest, 60_000)
-    whole, millis = divmod(rest, 1000)
-    return f"{hours:02d}:{minutes:02d}:{whole:02d}{separator}{millis:03d}"
 
 
 def subtitles(heard: Heard, fmt: str) -> str:
