@@ -53,6 +53,14 @@ async def collect(audio: SpeechAudio) -> bytes:
     return b"".join(pieces)
 
 
+async def spoken(
+    registry: ProviderRegistry, kind: str, to: Target, request: SpeechRequest
+) -> tuple[SpeechAudio, bytes]:
+    """One synthesis through the ``kind`` adapter: what it said of the audio, and every byte."""
+    async with registry.speech(kind).speech(to, request) as audio:
+        return audio, await collect(audio)
+
+
 # openai-audio: speech
 
 
@@ -60,8 +68,7 @@ async def test_raw_audio_is_streamed_with_the_engines_streamed_wav_header(
     registry: ProviderRegistry,
 ) -> None:
     async with FakeAudioEngine() as engine:
-        async with registry.speech("openai-audio").speech(target(engine.base_url), HELLO) as audio:
-            body = await collect(audio)
+        audio, body = await spoken(registry, "openai-audio", target(engine.base_url), HELLO)
         sent = engine.last_request.body
     assert sent["stream_format"] == "audio" and "stream" not in sent
     assert audio.format == "wav" and not audio.streamed_events
@@ -72,10 +79,7 @@ async def test_raw_audio_is_streamed_with_the_engines_streamed_wav_header(
 async def test_sse_events_are_decoded_into_audio_and_usage(registry: ProviderRegistry) -> None:
     request = SpeechRequest(input="one two three", voice="Ryan", response_format="pcm", sse=True)
     async with FakeAudioEngine() as engine:
-        async with registry.speech("openai-audio").speech(
-            target(engine.base_url), request
-        ) as audio:
-            body = await collect(audio)
+        audio, body = await spoken(registry, "openai-audio", target(engine.base_url), request)
         sent = engine.last_request.body
     assert sent["stream_format"] == "sse" and sent["voice"] == "Ryan"
     assert audio.streamed_events and audio.format == "pcm"
@@ -87,11 +91,9 @@ async def test_an_engine_that_ignores_sse_is_read_as_audio_by_its_content_type(
     registry: ProviderRegistry,
 ) -> None:
     request = SpeechRequest(input="hi", voice=None, response_format="wav", sse=True)
-    async with (
-        FakeAudioEngine.plain() as engine,
-        registry.speech("openai-audio").speech(target(engine.base_url, "kokoro"), request) as audio,
-    ):
-        body = await collect(audio)
+    async with FakeAudioEngine.plain() as engine:
+        to = target(engine.base_url, "kokoro")
+        audio, body = await spoken(registry, "openai-audio", to, request)
     assert not audio.streamed_events and audio.format == "wav" and body[:4] == b"RIFF"
 
 
@@ -100,10 +102,7 @@ async def test_a_format_that_cannot_stream_is_asked_whole_without_stream_format(
 ) -> None:
     request = SpeechRequest(input="hi", voice=None, response_format="mp3", language="en")
     async with FakeAudioEngine() as engine:
-        async with registry.speech("openai-audio").speech(
-            target(engine.base_url), request
-        ) as audio:
-            body = await collect(audio)
+        audio, body = await spoken(registry, "openai-audio", target(engine.base_url), request)
         sent = engine.last_request.body
     assert "stream_format" not in sent and sent["language"] == "English"
     assert audio.format == "mp3" and len(body) > 100
@@ -207,8 +206,7 @@ async def test_supertonic_speaks_wav_with_steps_and_a_clamped_speed(
         input="merhaba", voice="F2", response_format="mp3", speed=4.0, steps=16, language="tr"
     )
     async with FakeSupertonic() as engine:
-        async with registry.speech("supertonic").speech(target(engine.base_url), request) as audio:
-            body = await collect(audio)
+        audio, body = await spoken(registry, "supertonic", target(engine.base_url), request)
         sent = engine.last_body
     assert sent == {
         "text": "merhaba",
