@@ -14,7 +14,8 @@ import pytest
 from tests.api.harness import CHANNEL_KEY, Gateway, records
 from tests.api.test_upstream_and_metering import MESSAGES
 from tests.http.rawserver import RawServer, keep_alive_reply
-from tests.upstreams.openai_compatible import Behaviour, FakeEngine, script_for, whole_reply
+from tests.upstreams.completion_script import script_for, whole_reply
+from tests.upstreams.openai_compatible import Behaviour, FakeEngine
 
 BOUNDED = {"max_reply_bytes": 256 * 1024, "max_event_bytes": 64 * 1024}
 

@@ -13,14 +13,9 @@ Endpoints: ``POST /v1/embeddings`` (``tests/upstreams/embeddings.py``), and
 carrying ``Authorization: Bearer k`` gets a 401 envelope. ``FakeEngine(record_requests=False)``
 keeps no record (for load runs).
 
-Replies are deterministic. The reply is ``"echo: " + <last user message>`` (for
-completions, the prompt), split into words; ``max_tokens`` (or ``max_completion_tokens``)
-keeps only that many words and makes ``finish_reason`` ``"length"`` (else ``"stop"``).
-Usage: ``prompt_tokens`` = whitespace-separated words in every message (or the prompt),
-``completion_tokens`` = words produced. A chat stream sends a role chunk, one chunk per
-word, a chunk with the ``finish_reason``; a completion stream one chunk per word and a
-finish chunk; then, only if ``stream_options.include_usage`` is true, a chunk with
-``"choices": []`` and the ``usage``. Ids count up per engine; ``created`` is ``CREATED``.
+Replies are deterministic (``tests/upstreams/completion_script.py`` writes them): an echo
+of the last user message (or the prompt), word by word, cut by ``max_tokens``, with usage
+counted in words. Ids count up per engine; ``created`` is ``CREATED``.
 
 Knobs: the upstream model name, as ``+``-separated parts (``"slow-0.05+no-usage"``); any
 other model name behaves normally and is echoed in replies. ``engine.behaviour`` (a
@@ -66,6 +61,14 @@ from typing import Any, ClassVar, Literal
 import orjson
 from aiohttp import web
 
+from tests.upstreams.completion_script import (
+    CREATED,
+    Kind,
+    Script,
+    chunks_for,
+    script_for,
+    whole_reply,
+)
 from tests.upstreams.embeddings import embedding_reply
 from tests.upstreams.server import (
     JSON,
@@ -79,9 +82,7 @@ from tests.upstreams.server import (
 )
 
 MAX_HANG = 30.0
-CREATED = 1_700_000_000
 DEFAULT_MODELS = ("fake-model",)
-SENTENCE = ("the", "quick", "brown", "fox", "jumps", "over", "the", "lazy", "dog")
 
 HUGE_AFTER = 3
 HUGE_WRITE = 64 * 1024
@@ -96,8 +97,6 @@ CONTEXT_OVERFLOW = {
 }
 
 MID_STREAM_ERROR = openai_error("The engine failed.", "server_error")
-
-Kind = Literal["chat", "completion", "embedding"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -372,105 +371,6 @@ async def _set_cookie(request: web.Request, response: web.StreamResponse) -> Non
 
 def _error(status: int, message: str, kind: str, code: str | None) -> web.Response:
     return json_reply(status, openai_error(message, kind, code=code))
-
-
-@dataclass(frozen=True, slots=True)
-class Script:
-    """What one request gets: the reply's word pieces, why it ends, what it counted."""
-
-    kind: Kind
-    reply_id: str
-    model: str
-    pieces: list[str]
-    finish_reason: str
-    prompt_tokens: int
-
-    @property
-    def usage(self) -> JSON:
-        produced = len(self.pieces)
-        total = self.prompt_tokens + produced
-        return {
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": produced,
-            "total_tokens": total,
-        }
-
-
-def script_for(kind: Kind, body: JSON, words: int | None, reply_id: str) -> Script:
-    texts, last = _chat_texts(body) if kind == "chat" else _prompt_texts(body)
-    if words is not None:
-        reply = [SENTENCE[i % len(SENTENCE)] for i in range(words)]
-    else:
-        reply = f"echo: {last}".split()
-    limit = body.get("max_tokens", body.get("max_completion_tokens"))
-    finish = "stop"
-    if isinstance(limit, int) and limit < len(reply):
-        reply, finish = reply[: max(limit, 0)], "length"
-    pieces = [word if i == 0 else f" {word}" for i, word in enumerate(reply)]
-    prompt_tokens = sum(len(text.split()) for text in texts)
-    return Script(kind, reply_id, str(body.get("model")), pieces, finish, prompt_tokens)
-
-
-def _chat_texts(body: JSON) -> tuple[list[str], str]:
-    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
-    texts = [_content_text(m.get("content")) for m in messages]
-    users = [_content_text(m.get("content")) for m in messages if m.get("role") == "user"]
-    return texts, users[-1] if users else ""
-
-
-def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return ""
-
-
-def _prompt_texts(body: JSON) -> tuple[list[str], str]:
-    prompt = body.get("prompt", "")
-    items = prompt if isinstance(prompt, list) else [prompt]
-    texts = [" ".join(map(str, i)) if isinstance(i, list) else str(i) for i in items]
-    return texts, texts[0] if texts else ""
-
-
-def whole_reply(script: Script) -> JSON:
-    text = "".join(script.pieces)
-    if script.kind == "chat":
-        message = {"role": "assistant", "content": text, "refusal": None}
-        choice: JSON = {"index": 0, "message": message, "logprobs": None}
-        head = _head(script, "chat.completion")
-        extra = {"system_fingerprint": "fp_fake"}
-    else:
-        choice = {"text": text, "index": 0, "logprobs": None}
-        head, extra = _head(script, "text_completion"), {}
-    choice["finish_reason"] = script.finish_reason
-    return {**head, "choices": [choice], "usage": script.usage, **extra}
-
-
-def chunks_for(script: Script, with_usage: bool) -> list[Any]:
-    kind = "chat.completion.chunk" if script.kind == "chat" else "text_completion"
-    head = _head(script, kind) | ({"usage": None} if with_usage else {})
-    if script.kind == "chat":
-        deltas: list[JSON] = [
-            {"role": "assistant", "content": ""},
-            *({"content": p} for p in script.pieces),
-            {},
-        ]
-        choices: list[JSON] = [
-            {"index": 0, "delta": d, "logprobs": None, "finish_reason": None} for d in deltas
-        ]
-    else:
-        texts = [*script.pieces, ""]
-        choices = [{"text": t, "index": 0, "logprobs": None, "finish_reason": None} for t in texts]
-    choices[-1]["finish_reason"] = script.finish_reason
-    chunks: list[Any] = [{**head, "choices": [choice]} for choice in choices]
-    if with_usage:
-        chunks.append({**head, "choices": [], "usage": script.usage})
-    return chunks
-
-
-def _head(script: Script, kind: str) -> JSON:
-    return {"id": script.reply_id, "object": kind, "created": CREATED, "model": script.model}
 
 
 async def serve_forever(port: int) -> None:
