@@ -99,12 +99,17 @@ class SqliteUsageWriter:
         self._timeout = timeout
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="parley-usage")
         self._conn: sqlite3.Connection | None = None
+        self._closed = False
 
     async def record_usage(self, records: Sequence[UsageRecord]) -> int:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._thread, self._write, records)
 
     async def close(self) -> None:
+        """Close the connection and end the thread (a second call does nothing)."""
+        if self._closed:
+            return
+        self._closed = True
         loop = asyncio.get_running_loop()
         try:
             await loop.run_in_executor(self._thread, self._close)
