@@ -95,3 +95,14 @@ def cpu_seconds(pid: int) -> float | None:
 def tree(pid: int) -> list[int]:
     """``pid`` and its direct children (a supervisor and its workers)."""
     return [pid, *children(pid)]
+
+
+def machine_busy_seconds() -> float | None:
+    """CPU seconds every core of the machine spent on anything but idling, so far."""
+    try:
+        first = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+    except OSError:
+        return None
+    ticks = [int(value) for value in first[1:]]
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
+    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")

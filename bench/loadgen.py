@@ -180,9 +180,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         loops = [asyncio.create_task(coroutine) for coroutine in coroutines]
         await asyncio.sleep(max(0.0, window.starts - time.perf_counter()))
         before = {name: cpu_seconds(pid) for name, pid in watched.items()}
+        before["machine"] = kernel.machine_busy_seconds()
         own_before = time.process_time()
         await asyncio.sleep(max(0.0, window.ends - time.perf_counter()))
         after = {name: cpu_seconds(pid) for name, pid in watched.items()}
+        after["machine"] = kernel.machine_busy_seconds()
         own_after = time.process_time()
         await asyncio.wait(loops, timeout=args.timeout)
         for loop in loops:
@@ -204,7 +206,7 @@ def summary(
     ordered = sorted(window.latencies)
     ok = len(ordered)
     cpu: dict[str, dict[str, float]] = {}
-    for name in watched:
+    for name in [*watched, "machine"]:
         start, end = before[name], after[name]
         if start is not None and end is not None:
             used = end - start

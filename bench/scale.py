@@ -10,6 +10,16 @@ and the listen-queue overflows. Then it checks every completed stream was metere
 with the Redis limiter, the real scale-out setting; N processes share the port under a
 supervisor), driven like ``bench.load``'s throughput runs, unpinned; reports each one's
 scaling ratio (N workers ÷ one worker) and the memory of every process.
+
+On a machine with few cores the workers share them with the upstream, the generator and
+Redis, so the throughput ratio says as much about who got the cores that second as about
+the relay. To make it as fair as the cores allow: the order of the four runs is reversed
+every other round (bare-1 parley-1 bare-N parley-N, then parley-N bare-N parley-1 bare-1),
+so a slow spell weighs on both relays and both worker counts alike; and beside each ratio
+the CPU each call cost is printed, per process (the relay's workers, Redis for Parley,
+the upstream, the generator), with how many of the machine's cores were busy. Workers
+"add up" when a call costs the same CPU with N workers as with one: that figure does not
+depend on who else used the machine.
 """
 
 from __future__ import annotations
@@ -39,6 +49,20 @@ SETTLE_SECONDS = 12.0
 """After the streams closed, before the server's memory is read again (Parley gives freed
 memory back every 10 s: parley/heap.py)."""
 REDIS_LIMITS = "{backend: redis}"
+REDIS_URL = "redis://127.0.0.1:6379/0"
+"""The Redis Parley's limiter uses in this mode (the configuration's default)."""
+
+
+def redis_pid() -> int | None:
+    """The Redis server's process, to count its CPU in Parley's cost per call."""
+    try:
+        import redis
+
+        info = redis.Redis.from_url(REDIS_URL, socket_timeout=2).info("server")
+    except Exception:  # any failure: only this figure is lost
+        return None
+    pid = info.get("process_id")
+    return int(pid) if pid else None
 
 
 def start_upstream(services: Services, args: argparse.Namespace, place: Placement) -> Service:
@@ -184,10 +208,16 @@ def workers(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         key_for_bare = next(key for key in keys.values() if key)
         for name, (service, key) in servers.items():
             harness.smoke_test(name, service.port, key or key_for_bare)
+        redis = redis_pid()
         for round_ in range(1, args.rounds + 1):
+            order = list(servers.items())
+            if round_ % 2 == 0:
+                order.reverse()  # ABBA: a drift in the machine's load weighs on all alike
             for mode in args.scenarios:
-                for name, (service, key) in servers.items():
+                for name, (service, key) in order:
                     watch = {"server": service.pid, "upstream": upstream.pid}
+                    if redis is not None and name.startswith("parley"):
+                        watch["redis"] = redis
                     row = harness.drive(
                         args, name, mode, port=service.port, key=key or key_for_bare,
                         watch=watch, cpus=None,
@@ -195,7 +225,11 @@ def workers(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                     row["round"] = round_
                     rows.append(row)
                     print(f"  round {round_}  {name:<10}{mode:<7}{row['rps']:>10,.0f} req/s")
-    return {"results": rows, "scaling": scaling(rows, args.workers)}
+    return {
+        "results": rows,
+        "scaling": scaling(rows, args.workers),
+        "cpu_per_call": cpu_per_call(rows),
+    }
 
 
 def scaling(rows: list[dict[str, Any]], count: int) -> dict[str, dict[str, float]]:
@@ -214,6 +248,62 @@ def scaling(rows: list[dict[str, Any]], count: int) -> dict[str, dict[str, float
     return found
 
 
+PROCESSES = ("server", "redis", "upstream")
+
+
+def cpu_per_call(rows: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
+    """Per target and mode: the median over rounds of each process's µs of CPU per
+    call (the generator's too), their total, and the machine's busy cores."""
+    found: dict[str, dict[str, dict[str, float]]] = {}
+    for target in dict.fromkeys(row["target"] for row in rows):
+        for mode in dict.fromkeys(row["mode"] for row in rows):
+            mine = [row for row in rows if row["target"] == target and row["mode"] == mode]
+            figures: dict[str, list[float]] = {}
+            for row in mine:
+                each = {
+                    name: row["cpu"][name]["us_per_request"]
+                    for name in PROCESSES
+                    if name in row["cpu"]
+                }
+                if row["rps"]:
+                    each["client"] = row["client_cpu_share"] * 1e6 / row["rps"]
+                each["total"] = sum(each.values())
+                each["busy cores"] = row["cpu"].get("machine", {}).get("share", float("nan"))
+                for name, value in each.items():
+                    figures.setdefault(name, []).append(value)
+            if figures:
+                found.setdefault(target, {})[mode] = {
+                    name: statistics.median(values) for name, values in figures.items()
+                }
+    return found
+
+
+def print_cpu_per_call(report: dict[str, Any], count: int) -> None:
+    found = report["cpu_per_call"]
+    print("\nµs of CPU per call, median of rounds (server = all its workers):")
+    print(
+        f"  {'target':<10}{'mode':<8}{'server':>8}{'redis':>8}{'upstr':>8}{'client':>8}"
+        f"{'total':>8}{'busy cores':>12}"
+    )
+    for target, modes in found.items():
+        for mode, each in modes.items():
+            cells = "".join(
+                f"{harness._number(each.get(name)):>8}"
+                for name in ("server", "redis", "upstream", "client", "total")
+            )
+            print(f"  {target:<10}{mode:<8}{cells}{each['busy cores']:>12.2f}")
+    print(f"\nCPU per call, 1 worker ÷ {count} workers (1.00: a call costs no more with more):")
+    for relay in ("bare", "parley"):
+        for mode in found.get(f"{relay}-1", {}):
+            one = found[f"{relay}-1"][mode]
+            many = found.get(f"{relay}-{count}", {}).get(mode)
+            if many:
+                print(
+                    f"  {relay:<7}{mode:<7} server {one['server'] / many['server']:.2f}"
+                    f"   all processes {one['total'] / many['total']:.2f}"
+                )
+
+
 def print_scaling(report: dict[str, Any], count: int) -> None:
     harness.print_table(report["results"])
     print("\nRSS per process, MB (supervisor first), at the end of each row's run:")
@@ -229,3 +319,14 @@ def print_scaling(report: dict[str, Any], count: int) -> None:
         if bare and parley:
             line += f"   parley's ÷ bare's {parley / bare:.2f} (goal ≥ 0.90)"
         print(line or f"  {mode:<7} incomplete")
+    rounds = sorted({row["round"] for row in report["results"]})
+    by = {(r["round"], r["target"], r["mode"]): r["rps"] for r in report["results"]}
+    for mode in sorted({row["mode"] for row in report["results"]}):
+        for relay in ("bare", "parley"):
+            each = [
+                by[(r, f"{relay}-{count}", mode)] / by[(r, f"{relay}-1", mode)]
+                for r in rounds
+                if by.get((r, f"{relay}-1", mode)) and (r, f"{relay}-{count}", mode) in by
+            ]
+            print(f"  {mode:<7} {relay:<7} rounds: " + " ".join(f"{x:.2f}" for x in each))
+    print_cpu_per_call(report, count)

@@ -1,7 +1,8 @@
-"""The serving processes behind ``parley serve``: one (``run_worker``), or ``--workers N``
-sharing a port (``run_workers``), each serving until a signal and shutting down within
-the grace. The command itself (options, checks) is ``parley/cli/serve_command.py``, which
-imports this module, and with it the web stack, only once the configuration is good."""
+"""The serving process behind ``parley serve`` (``run_worker``): alone, or one of
+``--workers N`` sharing a port (started by ``parley/cli/supervisor.py``), serving until a
+signal and shutting down within the grace. The command itself (options, checks) is
+``parley/cli/serve_command.py``, which imports this module, and with it the web stack,
+only once the configuration is good, and only in the process that serves."""
 
 from __future__ import annotations
 
@@ -9,10 +10,8 @@ import asyncio
 import errno
 import gc
 import logging
-import multiprocessing
 import signal
 import sys
-from types import FrameType
 from typing import Any
 
 from aiohttp import web
@@ -174,27 +173,3 @@ def _install_uvloop() -> None:
     import uvloop
 
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-
-
-def run_workers(settings: Settings, count: int) -> None:
-    """``count`` serving processes sharing the port (spawned: each imports afresh)."""
-    spawn = multiprocessing.get_context("spawn")
-    raw = settings.model_dump(mode="json")
-    workers = [
-        spawn.Process(target=run_worker, args=(raw, True), name=f"parley-{i}") for i in range(count)
-    ]
-    for worker in workers:
-        worker.start()
-
-    def stop(signum: int, frame: FrameType | None) -> None:
-        for worker in workers:
-            if worker.is_alive() and worker.pid is not None:
-                worker.terminate()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    for worker in workers:
-        worker.join()
-    failed = [w.name for w in workers if w.exitcode not in (0, -signal.SIGTERM)]
-    if failed:
-        fail(f"workers exited with errors: {', '.join(failed)}", 1)

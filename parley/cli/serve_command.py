@@ -65,11 +65,13 @@ def serve(
 
     with_store(settings, migrate, announce=False)
     _announce(settings, workers)
-    from parley.cli.serve import run_worker, run_workers  # the web stack, now it is needed
-
     if workers == 1:
+        from parley.cli.serve import run_worker  # the web stack, now it is needed
+
         run_worker(settings.model_dump(mode="json"), reuse_port=False)
     else:
+        from parley.cli.supervisor import run_workers  # the workers import the web stack
+
         with shared_metrics(settings) as shared:
             run_workers(shared, workers)
 

@@ -10,7 +10,8 @@ so idle keys simply vanish.
 One script checks a call against all its buckets and, when it fits everywhere, takes its
 cost from each (or only looks, for ``peek``); another applies ``settle``. The scripts return
 the levels and ``limits.memory.decide`` computes the ``Decision``, exactly as the memory
-limiter does.
+limiter does. The calls made within one turn of the event loop go to Redis as one
+pipeline (``redis_batch.py``), each script still atomic on its own.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from redis.asyncio import Redis
 
 from parley.limits.base import UNLIMITED, Decision, Scope
 from parley.limits.buckets import Bucket, buckets_for, decide
+from parley.limits.redis_batch import ScriptBatcher
 
 EXPIRY_MARGIN_MS = 1000
 """Kept past the moment a bucket is full again, so a key never expires while it matters."""
@@ -103,6 +105,7 @@ class RedisLimiter:
         self._owns_client = owns_client
         self._check = client.register_script(_CHECK)
         self._settle = client.register_script(_SETTLE)
+        self._batcher = ScriptBatcher(client)
 
     async def acquire(self, scopes: Sequence[Scope], tokens: int) -> Decision:
         return await self._run_check(buckets_for(scopes, tokens), take=True)
@@ -114,12 +117,13 @@ class RedisLimiter:
         args: list[str | int] = [EXPIRY_MARGIN_MS]
         for bucket in buckets:
             args += [bucket.limit, delta_tokens]
-        await self._settle(keys=[self._key(b) for b in buckets], args=args)
+        await self._batcher.run(self._settle, [self._key(b) for b in buckets], args)
 
     async def peek(self, scopes: Sequence[Scope]) -> Decision:
         return await self._run_check(buckets_for(scopes, 0), take=False)
 
     async def close(self) -> None:
+        await self._batcher.close()
         if self._owns_client:
             await self._client.aclose()
 
@@ -129,7 +133,7 @@ class RedisLimiter:
         args: list[str | int] = [EXPIRY_MARGIN_MS, 1 if take else 0]
         for bucket in buckets:
             args += [bucket.limit, repr(bucket.cost)]
-        reply = await self._check(keys=[self._key(b) for b in buckets], args=args)
+        reply = await self._batcher.run(self._check, [self._key(b) for b in buckets], args)
         allowed, levels = _parse_check(reply, len(buckets))
         return decide(buckets, levels, allowed=allowed, taken=take)
 

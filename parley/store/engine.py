@@ -56,6 +56,17 @@ def async_url(url: str) -> URL:
     raise ValueError(f"unsupported database URL scheme `{parsed.drivername}`")
 
 
+def sqlite_file(url: str) -> str | None:
+    """The path of a SQLite file URL without options; None for anything else (memory,
+    PostgreSQL, a URL with query options), which keeps SQLAlchemy's usage writer."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.query:
+        return None
+    if parsed.database in (None, "", ":memory:"):
+        return None
+    return parsed.database
+
+
 def create_store_engine(
     url: str, *, pool_size: int, schema: str | None, timeout: float
 ) -> AsyncEngine:

@@ -24,10 +24,16 @@ from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord
 from parley.domain.usage import DailyUsage, GroupDailyUsage, UsageRecord
 from parley.domain.voices import Clone
-from parley.store import admin_sql, usage_sql, voices_sql
+from parley.store import admin_sql, usage_sql, usage_sqlite, voices_sql
 from parley.store.base import Conflict, GroupChanges, Missing
 from parley.store.boundary import database_errors
-from parley.store.engine import create_store_engine, upgrade_to_head
+from parley.store.engine import (
+    SQLITE_BUSY_TIMEOUT_MS,
+    SQLITE_PRAGMAS,
+    create_store_engine,
+    sqlite_file,
+    upgrade_to_head,
+)
 from parley.store.schema import UtcDateTime, api_keys, groups
 
 DEFAULT_TIMEOUT_SECONDS = 10.0
@@ -39,8 +45,12 @@ DEFAULT_QUOTA = Quota()
 class SqlStore:
     """The store on one async engine; build it with ``open_store``."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(
+        self, engine: AsyncEngine, usage: usage_sqlite.SqliteUsageWriter | None = None
+    ) -> None:
         self._engine = engine
+        self._usage = usage
+        """A SQLite file's own usage writer (``store/usage_sqlite.py``); None: SQLAlchemy's."""
 
     @property
     def engine(self) -> AsyncEngine:
@@ -52,6 +62,8 @@ class SqlStore:
 
     async def close(self) -> None:
         with database_errors():
+            if self._usage is not None:
+                await self._usage.close()
             await self._engine.dispose()
 
     @asynccontextmanager
@@ -186,6 +198,9 @@ class SqlStore:
     # usage
 
     async def record_usage(self, records: Sequence[UsageRecord]) -> int:
+        if self._usage is not None:
+            with database_errors():
+                return await self._usage.record_usage(records)
         async with self._begin() as conn:
             return await usage_sql.record_usage(conn, records)
 
@@ -271,7 +286,11 @@ async def open_store(
     connect, a statement (PostgreSQL) and the wait for a pooled connection.
     """
     engine = create_store_engine(url, pool_size=pool_size, schema=schema, timeout=timeout_seconds)
-    return SqlStore(engine)
+    path = sqlite_file(url)
+    if path is None or not usage_sqlite.supported():
+        return SqlStore(engine)
+    timeout = SQLITE_BUSY_TIMEOUT_MS / 1000
+    return SqlStore(engine, usage_sqlite.SqliteUsageWriter(path, SQLITE_PRAGMAS, timeout))
 
 
 def _now() -> datetime:

@@ -1,0 +1,118 @@
+"""``parley serve --workers N``: the parent that starts N serving processes and stops them.
+
+The parent serves nothing, so it should hold nothing: by the time the command has checked
+the configuration, the channels and the database, it has imported pydantic, SQLAlchemy and
+the HTTP client (about 65 MB). So ``run_workers`` hands over to a fresh interpreter in the
+same process (``exec``: same pid, so a service manager sees no change) that runs only
+``supervise``, which imports nothing of Parley's, and gets the settings through a pipe.
+It starts each worker as a fresh interpreter too (``subprocess``), hands it the settings
+on its standard input (never on a command line, where any user could read the secrets),
+forwards SIGTERM and SIGINT, waits, and removes the metrics folder the workers shared.
+The workers share the port with ``SO_REUSEPORT`` (each binds its own socket; the kernel
+spreads the connections). ``multiprocessing`` did the same with more: its ``spawn`` also
+runs a resource-tracker process (about 15 MB) for the whole life of the server.
+
+When the settings do not fit in a pipe's buffer (they never should: a few KB), or on a
+system without ``exec`` of this kind, the same loop runs in the calling process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from types import FrameType
+from typing import Any
+
+METRICS_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
+"""Set by ``telemetry/workers.shared_metrics`` to the folder made for these workers."""
+WORKER_MAIN = (
+    "import json, sys\n"
+    "setup = json.loads(sys.stdin.readline())\n"
+    "sys.stdin.close()\n"
+    "sys.path[:] = setup['path']\n"
+    "from parley.cli.serve import run_worker\n"
+    "run_worker(setup['settings'], reuse_port=True)\n"
+)
+"""What each worker runs: read the settings, then serve (``parley/cli/serve.py``)."""
+SUPERVISOR_MAIN = (
+    "import json, os, sys\n"
+    "with os.fdopen(int(sys.argv[1]), 'rb') as pipe:\n"
+    "    setup = json.loads(pipe.read())\n"
+    "sys.path[:] = setup['path']\n"
+    "from parley.cli.supervisor import supervise\n"
+    "sys.exit(supervise(setup))\n"
+)
+"""What the parent becomes: read the setup from the pipe, then ``supervise``."""
+
+
+def run_workers(settings: Any, count: int) -> None:
+    """``count`` serving processes sharing the port, until a signal; exits with their
+    status. ``settings`` is ``parley.settings.Settings`` (not imported here)."""
+    raw = settings.model_dump(mode="json")
+    folder = raw.get("metrics", {}).get("multiprocess_dir")
+    setup = {
+        "path": sys.path,
+        "settings": raw,
+        "count": count,
+        "remove": folder if folder and os.environ.get(METRICS_VARIABLE) == folder else None,
+    }
+    data = json.dumps(setup).encode()
+    if sys.platform != "win32":
+        pipe = _filled_pipe(data)
+        if pipe is not None:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.execv(sys.executable, [sys.executable, "-c", SUPERVISOR_MAIN, str(pipe)])
+    sys.exit(supervise(setup))
+
+
+def _filled_pipe(data: bytes) -> int | None:
+    """The read end of a pipe already holding ``data`` (inherited across ``exec``), or
+    None when ``data`` does not fit in its buffer."""
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    try:
+        written = os.write(write, data)
+    except BlockingIOError:
+        written = 0
+    os.close(write)
+    if written != len(data):
+        os.close(read)
+        return None
+    os.set_inheritable(read, True)
+    return read
+
+
+def supervise(setup: dict[str, Any]) -> int:
+    """Start the workers, forward the stop signals, wait; the exit status."""
+    line = json.dumps({"path": setup["path"], "settings": setup["settings"]}) + "\n"
+    workers = [_start(line) for _ in range(setup["count"])]
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.send_signal(signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    codes = [worker.wait() for worker in workers]
+    if setup.get("remove"):
+        shutil.rmtree(setup["remove"], ignore_errors=True)
+    stopped = (0, -signal.SIGTERM)
+    failed = [f"parley-{index}" for index, code in enumerate(codes) if code not in stopped]
+    if failed:
+        print(f"parley: workers exited with errors: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _start(line: str) -> subprocess.Popen[bytes]:
+    worker = subprocess.Popen([sys.executable, "-c", WORKER_MAIN], stdin=subprocess.PIPE)
+    if worker.stdin is not None:  # always, with stdin=PIPE
+        worker.stdin.write(line.encode())
+        worker.stdin.close()
+    return worker

@@ -1,0 +1,116 @@
+"""The SQLite file's own usage writer (``store/usage_sqlite.py``) writes exactly what the
+SQLAlchemy path writes: the same rows, in the same text forms, the same rollups and
+``last_used_at`` stamps, so both read back alike and a file may switch between them."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from parley.domain.usage import UsageRecord
+from parley.store import usage_sql, usage_sqlite
+from parley.store.base import StoreUnavailable
+from parley.store.sql import SqlStore, open_store
+from tests.records import usage_record
+
+TABLES = (
+    "SELECT * FROM usage_records ORDER BY request_id",
+    "SELECT * FROM usage_daily ORDER BY group_id, day, model",
+    "SELECT id, last_used_at FROM api_keys ORDER BY id",
+)
+
+
+def batches() -> list[list[UsageRecord]]:
+    """Odd sizes (cut into several VALUES chunks), zones, a day boundary, an estimated
+    record, a duplicate inside a batch and one across batches, an older stamp later."""
+    east = timezone(timedelta(hours=5, minutes=30))
+    base = datetime(2024, 3, 9, 23, 59, 59, 999_999, tzinfo=UTC)
+    first = [
+        replace(
+            usage_record(
+                f"r{index:04d}",
+                created_at=base + timedelta(microseconds=index * 7),
+                group_id=1 + index % 2,
+                key_id=1 + index % 3,
+                model=("a", "b")[index % 2],
+                prompt=index,
+                completion=2 * index,
+                cost=1_000 + index,
+            ),
+            characters=index % 7,
+            audio_ms=3 * index,
+        )
+        for index in range(301)
+    ]
+    first.append(first[5])
+    zoned = usage_record("z1", created_at=datetime(2024, 3, 10, 1, 0, tzinfo=east), key_id=2)
+    naive = usage_record("n1", created_at=datetime(2024, 3, 11, 8, 0), key_id=3)
+    estimated = replace(usage_record("e1", key_id=1, created_at=base), estimated=True)
+    older = usage_record("o1", created_at=datetime(2024, 1, 1, tzinfo=UTC), key_id=1)
+    return [first, [zoned, naive, first[0], estimated], [older]]
+
+
+async def keyed_store(path: Path) -> SqlStore:
+    store = await open_store(f"sqlite:///{path}")
+    await store.migrate()
+    group = await store.create_group("g")
+    await store.create_group("h")
+    for index in range(3):
+        await store.create_key(group.id, name=f"k{index}", digest=f"{index:064d}", prefix="p")
+    return store
+
+
+def dump(path: Path) -> list[list[tuple[object, ...]]]:
+    with sqlite3.connect(path) as conn:
+        return [conn.execute(query).fetchall() for query in TABLES]
+
+
+async def test_the_file_writer_writes_what_sqlalchemy_writes(tmp_path: Path) -> None:
+    own, reference = tmp_path / "own.db", tmp_path / "reference.db"
+    counts: dict[str, list[int]] = {"own": [], "reference": []}
+    written = batches()
+    store = await keyed_store(own)
+    assert store._usage is not None, "a SQLite file should get its own usage writer"
+    for batch in written:
+        counts["own"].append(await store.record_usage(batch))
+    await store.close()
+    store = await keyed_store(reference)
+    for batch in written:
+        async with store.engine.begin() as conn:
+            counts["reference"].append(await usage_sql.record_usage(conn, batch))
+    await store.close()
+
+    assert counts["own"] == counts["reference"] == [301, 3, 1]
+    assert dump(own) == dump(reference)
+
+
+async def test_a_batch_failing_half_way_leaves_nothing_behind(tmp_path: Path) -> None:
+    path = tmp_path / "parley.db"
+    store = await keyed_store(path)
+    with sqlite3.connect(path) as conn:  # the rollup, written after the raw rows, fails
+        conn.execute(
+            "CREATE TRIGGER boom BEFORE INSERT ON usage_daily WHEN NEW.model = 'boom'"
+            " BEGIN SELECT RAISE(ABORT, 'boom'); END"
+        )
+    batch = [usage_record("good"), usage_record("bad", model="boom")]
+    with pytest.raises(StoreUnavailable):
+        await store.record_usage(batch)
+    assert await store.count_usage() == 0
+    assert await store.keys_last_used() == {}
+    assert await store.record_usage(batch[:1]) == 1
+    await store.close()
+    await store.close()  # twice: nothing left to close
+
+
+@pytest.mark.parametrize("url", ["sqlite://", "sqlite:///:memory:", "sqlite:///x.db?mode=ro"])
+def test_only_plain_files_get_the_writer(url: str) -> None:
+    from parley.store.engine import sqlite_file
+
+    assert sqlite_file(url) is None
+    assert sqlite_file("sqlite:///./parley.db") == "./parley.db"
+    assert sqlite_file("postgresql://u@h/db") is None
+    assert usage_sqlite.supported() == (sqlite3.sqlite_version_info >= (3, 33, 0))

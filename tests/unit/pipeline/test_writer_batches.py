@@ -1,0 +1,52 @@
+"""How the usage writer cuts its queue into writes: ``batch_size`` records a write, and up
+to ``CATCH_UP_BATCHES`` times as many while it is behind; every record written once."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import cast
+
+from parley.domain.usage import UsageRecord
+from parley.pipeline.budget import SpendLedger
+from parley.pipeline.writer import CATCH_UP_BATCHES, UsageWriter
+from parley.settings import UsageSettings
+from parley.store.base import Store
+from tests.records import usage_record
+
+
+class SizesStore:
+    """A store that keeps what it was asked to write."""
+
+    def __init__(self) -> None:
+        self.writes: list[list[str]] = []
+
+    async def record_usage(self, records: Sequence[UsageRecord]) -> int:
+        self.writes.append([record.request_id for record in records])
+        return len(records)
+
+
+async def flushed(count: int, tmp_path: Path) -> list[list[str]]:
+    store = SizesStore()
+    settings = UsageSettings(batch_size=10, spill_dir=str(tmp_path))
+    writer = UsageWriter(cast(Store, store), SpendLedger(cast(Store, store), "month"), settings)
+    for number in range(count):
+        writer.submit(usage_record(f"r{number:04d}"))
+    assert await writer.flush()
+    assert writer.backlog == 0
+    assert [rid for write in store.writes for rid in write] == [
+        f"r{number:04d}" for number in range(count)
+    ]
+    return store.writes
+
+
+async def test_a_short_queue_is_written_in_batches(tmp_path: Path) -> None:
+    writes = await flushed(20, tmp_path)  # two batches waiting: not behind
+    assert [len(write) for write in writes] == [10, 10]
+
+
+async def test_a_writer_behind_writes_larger_batches_until_it_caught_up(tmp_path: Path) -> None:
+    writes = await flushed(95, tmp_path)
+    big = 10 * CATCH_UP_BATCHES
+    assert big > 10
+    assert [len(write) for write in writes] == [big, big, 10, 5]
