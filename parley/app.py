@@ -1,14 +1,17 @@
 """create_app(settings) → the aiohttp application, its middleware and its lifecycle.
 
-Middleware, outermost first:
+One middleware, ``gateway``, does in order what every request needs:
 
-* ``errors``: every failure becomes the OpenAI envelope; nothing else reaches a caller.
-* ``v1_auth``: ``/v1`` calls are authenticated (stage 1 of the pipeline) and every reply
-  to an authenticated caller carries the rate-limit headers.
-* ``bodies``: a request body has a deadline, and a key a number of bodies that may be
+* every failure becomes the OpenAI envelope; nothing else reaches a caller;
+* ``/v1`` calls are authenticated (stage 1 of the pipeline) and every reply to an
+  authenticated caller carries the rate-limit headers;
+* a request body still arriving has a deadline, and a key a number of bodies that may be
   arriving at once (``parley.edge.bodies``).
 
-A failure after a reply has begun ends that reply instead (``parley.edge.started``).
+They were three middlewares; each layer cost every call a wrapper call and a coroutine,
+so they are one (``docs/performance.md``, CPU per call). A failure after a reply has
+begun ends that reply instead (``parley.edge.started``). One ``on_response_prepare``
+hook notes the reply that began and gives it its ``x-request-id``.
 """
 
 from __future__ import annotations
@@ -40,9 +43,11 @@ from parley.pipeline.authenticate import authenticate
 from parley.services import Services
 from parley.settings import Settings
 from parley.store.base import Store, StoreUnavailable
+from parley.telemetry.request_ids import stamp_request_id
 from parley.telemetry.wiring import install as install_telemetry
 
 log = logging.getLogger("parley")
+V1 = "/v1/"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 DATABASE_UNAVAILABLE = "The database is unavailable right now; try again shortly."
 BODY_TIMEOUT_MESSAGE = "The request body did not arrive in time; send it whole, faster."
@@ -52,16 +57,31 @@ BAD_BODY_MESSAGE = (
 
 
 @web.middleware
-async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+async def gateway(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Authentication and limit headers for ``/v1``, body bounds, and the envelope."""
     try:
-        return await handler(request)
+        v1 = request.path.startswith(V1)
+        if v1:
+            directory = request.app[SERVICES].directory
+            request[CALLER] = await authenticate(request.headers.get("Authorization"), directory)
+        if request.content.is_eof():  # nearly every call: the body came whole with the head
+            response = await handler(request)
+        else:
+            response = await _with_body_bounds(request, handler)
+        if v1 and not response.prepared:
+            if REPLY_HEADERS not in request:
+                await _peek_limit_headers(request)
+            response.headers.update(request[REPLY_HEADERS])
+        return response
     except ParleyError as error:
+        await _limit_headers_for_refusal(request)
         return await _error_reply(request, error)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
         return await _error_reply(request, http_exception_as_error(exc))
     except StoreUnavailable as error:  # billing, admin: the database is down or broken
+        await _limit_headers_for_refusal(request)
         log.warning("%s %s: %s", request.method, request.path, error)
         unavailable = ServiceUnavailable(DATABASE_UNAVAILABLE, headers={"retry-after": "1"})
         return await _error_reply(request, unavailable)
@@ -95,12 +115,9 @@ async def _error_reply(
     return response
 
 
-@web.middleware
-async def bodies(request: web.Request, handler: Handler) -> web.StreamResponse:
+async def _with_body_bounds(request: web.Request, handler: Handler) -> web.StreamResponse:
     """A deadline for the body, and a per-key slot while it arrives (``parley.edge.bodies``)."""
     body = request.content
-    if body.is_eof():  # nearly every call: the body came whole with the head
-        return await handler(request)
     start_body_clock(body, request.config_dict[BODY_SECONDS])
     caller = request.get(CALLER)
     if caller is None:
@@ -109,27 +126,15 @@ async def bodies(request: web.Request, handler: Handler) -> web.StreamResponse:
         return await handler(request)
 
 
-@web.middleware
-async def v1_auth(request: web.Request, handler: Handler) -> web.StreamResponse:
-    if not request.path.startswith("/v1/"):
-        return await handler(request)
-    svc = request.app[SERVICES]
-    request[CALLER] = await authenticate(request.headers.get("Authorization"), svc.directory)
-    try:
-        response = await handler(request)
-    except (ParleyError, StoreUnavailable):
-        await _ensure_limit_headers(request, svc)
-        raise
-    if not response.prepared:
-        await _ensure_limit_headers(request, svc)
-        response.headers.update(request[REPLY_HEADERS])
-    return response
+async def _limit_headers_for_refusal(request: web.Request) -> None:
+    """An authenticated call refused before admission reports the limits as they stand."""
+    if CALLER in request and REPLY_HEADERS not in request:
+        await _peek_limit_headers(request)
 
 
-async def _ensure_limit_headers(request: web.Request, svc: Services) -> None:
+async def _peek_limit_headers(request: web.Request) -> None:
     """Calls that did not pass admission report the limits as they stand."""
-    if REPLY_HEADERS in request:
-        return
+    svc = request.app[SERVICES]
     try:
         decision = await svc.limiter.peek(scopes_for(request[CALLER]))
     except ParleyError:  # limits unavailable (Redis down, `reject`): the reply goes without
@@ -138,14 +143,19 @@ async def _ensure_limit_headers(request: web.Request, svc: Services) -> None:
     request[REPLY_HEADERS] = rate_limit_headers(decision)
 
 
+async def _reply_begins(request: web.Request, response: web.StreamResponse) -> None:
+    """``on_response_prepare``: note the reply whose head is being sent, and give it its
+    ``x-request-id`` (one hook for both: each hook is a coroutine on every reply)."""
+    remember_started(request, response)
+    stamp_request_id(request, response)
+
+
 def create_app(settings: Settings, *, store: Store | None = None) -> web.Application:
-    app = web.Application(
-        middlewares=[errors, v1_auth, bodies], client_max_size=settings.server.max_body_bytes
-    )
+    app = web.Application(middlewares=[gateway], client_max_size=settings.server.max_body_bytes)
     edge_bodies.install(
         app, settings.server.body_timeout_seconds, settings.server.pending_bodies_per_key
     )
-    app.on_response_prepare.append(remember_started)
+    app.on_response_prepare.append(_reply_begins)
     add_routes(app)
     app.add_subapp("/admin", admin_app(settings))
     app.router.add_get("/health", health)
@@ -157,7 +167,7 @@ def create_app(settings: Settings, *, store: Store | None = None) -> web.Applica
         await app[SERVICES].close()
 
     app.cleanup_ctx.append(lifecycle)
-    install_telemetry(app, settings)  # request ids, CORS, /metrics (after the services)
+    install_telemetry(app, settings)  # CORS, /metrics (after the services)
     return app
 
 

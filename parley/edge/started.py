@@ -20,8 +20,9 @@ STARTED = web.RequestKey("started_reply", web.StreamResponse)
 DONE = b"data: [DONE]\n\n"
 
 
-async def remember_started(request: web.Request, response: web.StreamResponse) -> None:
-    """``on_response_prepare``: note the reply whose head is being sent."""
+def remember_started(request: web.Request, response: web.StreamResponse) -> None:
+    """Called by the app's ``on_response_prepare`` hook: note the reply whose head is
+    being sent."""
     request[STARTED] = response
 
 

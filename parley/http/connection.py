@@ -39,7 +39,8 @@ class Connection(asyncio.Protocol):
         self.expires = 0.0
         self.keep_alive_hint: float | None = None
         """The ``Keep-Alive: timeout=N`` the upstream last sent, in seconds."""
-        self._fd = -1
+        self._poller: select.poll | None = None
+        """Polls this socket for input while idle (made once: one system call per check)."""
         self._loop = asyncio.get_running_loop()
         self._writable: asyncio.Future[None] | None = None
         self._begin(bodiless=False)
@@ -65,7 +66,9 @@ class Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
         sock = transport.get_extra_info("socket")
-        self._fd = sock.fileno() if sock is not None else -1
+        if sock is not None:
+            self._poller = select.poll()
+            self._poller.register(sock.fileno(), select.POLLIN)
 
     def data_received(self, data: bytes) -> None:
         if not self.in_flight or self.complete:
@@ -109,6 +112,7 @@ class Connection(asyncio.Protocol):
         # connection is freed at once, not by a full garbage collection much later: with
         # thousands of streams closing, that garbage pinned tens of MB of the heap.
         self.transport = None
+        self._poller = None
         del self._parser
 
     # llhttp callbacks
@@ -268,7 +272,7 @@ class Connection(asyncio.Protocol):
         transport = self.transport
         if self.closed or now >= self.expires or transport is None or transport.is_closing():
             return False
-        return self._fd < 0 or not _readable(self._fd)
+        return self._poller is None or not self._poller.poll(0)
 
     def close(self) -> None:
         self.closed = True
@@ -311,12 +315,6 @@ def keep_alive_timeout(hint: bytes) -> float | None:
             except ValueError:
                 return None
     return None
-
-
-def _readable(fd: int) -> bool:
-    poller = select.poll()
-    poller.register(fd, select.POLLIN)
-    return bool(poller.poll(0))
 
 
 def _expire(waiter: asyncio.Future[None]) -> None:

@@ -40,9 +40,21 @@ def retry_headers(seconds: float) -> dict[str, str]:
     }
 
 
+_NAMES = {
+    dimension: (
+        f"x-ratelimit-limit-{dimension}",
+        f"x-ratelimit-remaining-{dimension}",
+        f"x-ratelimit-reset-{dimension}",
+    )
+    for dimension in ("requests", "tokens")
+}
+"""The three header names of each dimension, made once (every reply carries them)."""
+
+
 def _add(headers: dict[str, str], dimension: str, window: Window | None) -> None:
     if window is None:
         return
-    headers[f"x-ratelimit-limit-{dimension}"] = str(window.limit)
-    headers[f"x-ratelimit-remaining-{dimension}"] = str(window.remaining)
-    headers[f"x-ratelimit-reset-{dimension}"] = go_duration(window.reset_seconds)
+    limit, remaining, reset = _NAMES[dimension]
+    headers[limit] = str(window.limit)
+    headers[remaining] = str(window.remaining)
+    headers[reset] = go_duration(window.reset_seconds)

@@ -13,9 +13,10 @@ stream on one route); this module only decides which routes are tried, in what o
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from typing import TypeVar
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from types import TracebackType
+from typing import Generic, TypeVar
 
 from parley.errors import ServiceUnavailable, UpstreamError, UpstreamTimeout
 from parley.pipeline.job import Batches
@@ -74,29 +75,87 @@ async def _attempt(route: Route, call: Callable[[Route], Awaitable[R]]) -> R:
         raise
 
 
-@asynccontextmanager
-async def relay_stream(
+def relay_stream(
     routes: Sequence[Route],
     open_route: Callable[[Route], AbstractAsyncContextManager[Batches[B]]],
     model: str,
     failed: Failed = _ignore,
-) -> AsyncIterator[tuple[Route, Sequence[B], Batches[B]]]:
+) -> AbstractAsyncContextManager[tuple[Route, Sequence[B], Batches[B]]]:
     """The first route whose stream starts, its first batch (empty if the stream ended at
     once) and the batches after it. The first batch is awaited here, so that a route that
     fails before sending anything is fallen over."""
-    if not routes:
-        raise _no_route(model)
-    for index, route in enumerate(routes):
-        async with AsyncExitStack() as stack:
+    return _StreamRelay(routes, open_route, model, failed)
+
+
+class _StreamRelay(Generic[B]):
+    """``relay_stream``'s context: what ``@asynccontextmanager`` and an ``AsyncExitStack``
+    per route did, written out (they cost every stream two generators, a stack and its
+    exit callbacks). A route's stream that fails on its first batch is left as the stack
+    left it: with the error when it is raised, cleanly when the next route is tried."""
+
+    __slots__ = ("_failed", "_model", "_open", "_opened", "_routes")
+
+    def __init__(
+        self,
+        routes: Sequence[Route],
+        open_route: Callable[[Route], AbstractAsyncContextManager[Batches[B]]],
+        model: str,
+        failed: Failed,
+    ) -> None:
+        self._routes = routes
+        self._open = open_route
+        self._model = model
+        self._failed = failed
+        self._opened: AbstractAsyncContextManager[Batches[B]] | None = None
+
+    async def __aenter__(self) -> tuple[Route, Sequence[B], Batches[B]]:
+        routes = self._routes
+        if not routes:
+            raise _no_route(self._model)
+        last = len(routes) - 1
+        for index, route in enumerate(routes):
             started = time.monotonic()
+            opened = self._open(route)
             try:
-                batches = await stack.enter_async_context(open_route(route))
+                batches = await opened.__aenter__()
+            except UpstreamError as error:
+                self._attempt_failed(route, error, started, index == last)
+                continue
+            try:
                 first = await anext(batches, None)
             except UpstreamError as error:
-                error.channel = route.target.channel
-                failed(route, error, time.monotonic() - started)
-                if index == len(routes) - 1 or not _may_fall_over(error):
+                try:
+                    self._attempt_failed(route, error, started, index == last)
+                except UpstreamError:
+                    if not await opened.__aexit__(type(error), error, error.__traceback__):
+                        raise
+                    continue
+                await opened.__aexit__(None, None, None)
+                continue
+            except BaseException as error:
+                if not await opened.__aexit__(type(error), error, error.__traceback__):
                     raise
                 continue
-            yield route, first or (), batches
-            return
+            self._opened = opened
+            return route, first or (), batches
+        raise RuntimeError("no route's stream started")  # only if an adapter swallowed its error
+
+    def _attempt_failed(
+        self, route: Route, error: UpstreamError, started: float, last: bool
+    ) -> None:
+        """Tell the watchers; raise ``error`` unless another route may do better."""
+        error.channel = route.target.channel
+        self._failed(route, error, time.monotonic() - started)
+        if last or not _may_fall_over(error):
+            raise error
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool | None:
+        opened, self._opened = self._opened, None
+        if opened is None:
+            return None
+        return await opened.__aexit__(kind, error, traceback)

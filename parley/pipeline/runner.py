@@ -69,7 +69,7 @@ OVERLOADED = "The gateway is catching up on usage records; retry shortly."
 async def reply(request: web.Request, job: ReplyJob[R]) -> web.StreamResponse:
     """Admit, route, relay and meter a call answered with one whole reply."""
     svc, call = await _admitted(request, job)
-    task = _current_task()
+    task = svc.streams.current()
     svc.streams.add(task)  # shutdown ends a call still waiting at the end of its grace too
     with Metered(svc.meter, call) as metered:
         try:
@@ -92,12 +92,6 @@ async def reply(request: web.Request, job: ReplyJob[R]) -> web.StreamResponse:
         return response
 
 
-def _current_task() -> asyncio.Task[Any]:
-    task = asyncio.current_task()
-    assert task is not None  # a request handler always runs in a task
-    return task
-
-
 async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
     """Admit, route, relay and meter a call whose reply is relayed as it arrives."""
     svc, call = await _admitted(request, job)
@@ -110,7 +104,7 @@ async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
             **headers,
         }
     )
-    task = _current_task()
+    task = svc.streams.current()
     svc.streams.add(task)
     with Metered(svc.meter, call) as metered:
         try:

@@ -25,11 +25,26 @@ Task = asyncio.Task[Any]
 class OpenStreams:
     """A registry of the tasks relaying a stream; one per process, on ``Services``."""
 
-    __slots__ = ("_ending", "_open")
+    __slots__ = ("_ending", "_loop", "_open")
 
     def __init__(self) -> None:
         self._open: set[Task] = set()
         self._ending: set[Task] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def current(self) -> Task:
+        """The task running the caller (a request handler always runs in one).
+
+        ``asyncio.current_task()`` without a loop asks for the running loop, and CPython
+        checks that loop against ``getpid()``: one system call per request. The loop is
+        the same for the process's life, so it is asked for once.
+        """
+        task = asyncio.current_task(self._loop) if self._loop is not None else None
+        if task is None:  # the first call, or (in tests) another loop
+            self._loop = asyncio.get_running_loop()
+            task = asyncio.current_task(self._loop)
+        assert task is not None
+        return task
 
     def __len__(self) -> int:
         return len(self._open)

@@ -7,8 +7,9 @@ failed upstream attempt per channel, each limiter decision, each usage-writer ba
 (its latency), and, at scrape time, the usage-writer queue depth and the age of the
 directory's last refresh from the store.
 
-The hot path pays a dict look-up and a few additions to plain numbers per call; they
-are folded into the series at every scrape and once a second (``fold``), so
+The hot path pays a dict look-up and a few additions to plain numbers per call (and per
+stream's first byte); they are folded into the series at every scrape and once a
+second (``fold``), so
 prometheus-client's locked increments cost once per label set per second, not per call.
 
 Workers: with ``serve --workers N`` every worker writes its values to files in one
@@ -111,7 +112,7 @@ class GatewayMetrics:
             registry=r,
             multiprocess_mode="livemin",
         )
-        self._first_bytes: dict[str, Histogram] = {}
+        self._first_bytes: dict[str, _Tally] = {}
         self._admitted = self.limiter.labels("admitted")
         self._tallies: dict[tuple[str, str, int], _Tally] = {}
 
@@ -126,7 +127,7 @@ class GatewayMetrics:
         key = (group, record.model, record.status)
         tally = self._tallies.get(key)
         if tally is None:
-            tally = self._tallies[key] = _Tally()
+            tally = self._tallies[key] = _Tally(LATENCY_BUCKETS)
         seconds = record.latency_ms / 1000
         tally.count += 1
         tally.seconds += seconds
@@ -137,6 +138,9 @@ class GatewayMetrics:
 
     def fold(self) -> None:
         """Move the calls counted since the last fold into the series."""
+        first_bytes, self._first_bytes = self._first_bytes, {}
+        for model, timings in first_bytes.items():
+            _add_to_histogram(self.first_byte.labels(model), timings)
         tallies, self._tallies = self._tallies, {}
         for (group, model, status), tally in tallies.items():
             self._admitted.inc(tally.count)
@@ -152,10 +156,13 @@ class GatewayMetrics:
         self.limiter.labels(f"refused_{decision}").inc()
 
     def stream_started(self, model: str, seconds: float) -> None:
-        child = self._first_bytes.get(model)
-        if child is None:
-            child = self._first_bytes[model] = self.first_byte.labels(model)
-        child.observe(seconds)
+        """A stream's first byte: counted in plain numbers, folded like ``finished``."""
+        timings = self._first_bytes.get(model)
+        if timings is None:
+            timings = self._first_bytes[model] = _Tally(FIRST_BYTE_BUCKETS)
+        timings.count += 1
+        timings.seconds += seconds
+        timings.buckets[bisect_left(FIRST_BYTE_BUCKETS, seconds)] += 1
 
     def upstream_failed(self, channel: str, status: int, error: str) -> None:
         self.upstream_errors.labels(channel, str(status), error).inc()
@@ -181,14 +188,15 @@ class GatewayMetrics:
 
 
 class _Tally:
-    """One (group, model, status)'s calls since the last fold, in plain numbers."""
+    """One (group, model, status)'s calls since the last fold, in plain numbers (or one
+    model's streams' first bytes: then only the count, seconds and buckets)."""
 
     __slots__ = ("buckets", "completion", "cost_nanos", "count", "prompt", "seconds")
 
-    def __init__(self) -> None:
+    def __init__(self, bounds: tuple[float, ...]) -> None:
         self.count = 0
         self.seconds = 0.0
-        self.buckets = [0] * (len(LATENCY_BUCKETS) + 1)
+        self.buckets = [0] * (len(bounds) + 1)
         """Calls per latency bucket (``le`` each bound, the last one ``+Inf``)."""
         self.prompt = 0
         self.completion = 0

@@ -26,13 +26,10 @@ def request_id(request: web.Request) -> str:
     return known
 
 
-async def add_request_id(request: web.Request, response: web.StreamResponse) -> None:
-    """``on_response_prepare``: every reply leaves with an id (an admitted call's own)."""
+def stamp_request_id(request: web.Request, response: web.StreamResponse) -> None:
+    """Called by the app's ``on_response_prepare`` hook: every reply leaves with an id (an
+    admitted call's own)."""
     if HEADER not in response.headers:
         response.headers[HEADER] = request_id(request)
     elif REQUEST_ID not in request:
         request[REQUEST_ID] = response.headers[HEADER]
-
-
-def install(app: web.Application) -> None:
-    app.on_response_prepare.append(add_request_id)

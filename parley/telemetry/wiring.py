@@ -1,4 +1,5 @@
-"""Attach telemetry to the app: request ids, CORS, ``/metrics`` and its sources.
+"""Attach telemetry to the app: CORS, ``/metrics`` and its sources (the request id is
+stamped by the app's one ``on_response_prepare`` hook, ``parley/app.py``).
 
 ``create_app`` calls ``install`` once. The metrics object is built with the app and
 connected to the services when they start (the meter's records, the usage writer's
@@ -22,7 +23,7 @@ from parley.pipeline.call import Call
 from parley.pipeline.watch import CallWatchers
 from parley.services import Services
 from parley.settings import MetricsSettings, Settings
-from parley.telemetry import cors, request_ids
+from parley.telemetry import cors
 from parley.telemetry.access import ACCESS_RECORDS, AccessRecords
 from parley.telemetry.metrics import CONTENT_TYPE, GatewayMetrics
 from parley.telemetry.upstream import log_upstream_failure, upstream_status
@@ -32,7 +33,6 @@ SAMPLE_SECONDS = 1.0
 
 
 def install(app: web.Application, settings: Settings) -> None:
-    request_ids.install(app)
     app.on_startup.append(_log_upstream_failures)
     cors.install(app, settings.server.cors)
     if settings.server.access_log:

@@ -1,0 +1,210 @@
+"""What one Parley worker spends per call, counted the same on a busy machine as on a quiet one.
+
+    python -m bench.count_calls --repo . --out /tmp/cg.parley              # Parley, this checkout
+    python -m bench.count_calls --repo /path/to/other/checkout --out /tmp/cg.other
+    python -m bench.count_calls --repo bare --out /tmp/cg.bare              # the bare relay
+    python -m bench.count_calls --repo . --tool strace --out /tmp/strace.txt  # system calls
+
+Starts the fake upstream (``bench/upstream.py``) and the server under test, the server
+under ``valgrind --tool=callgrind`` with collection off; sends ``--warm`` calls, switches
+collection on, sends ``--n`` calls (``--conc`` at once, the load generator's raw client),
+dumps the counts and stops everything. ``callgrind_annotate OUT.1`` reads them; the
+``totals`` line divided by ``--n`` is the instructions per call, which (unlike CPU time)
+does not depend on what else the machine runs. Work done every so many seconds would
+count about fifty times too much (the server runs that much slower under valgrind), so
+the usage writer flushes by batch size only (``flush_seconds: 1000``: each batch holds
+500 records, as under ``bench.load``; ``--usage`` changes it) and the directory is
+refreshed hourly; the metrics sampler (once a second) and the heap trim (every 10 s)
+still run. Needs valgrind (and strace for ``--tool strace``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.loadgen import check_reply, request_body
+from bench.rawhttp import Connection, request_bytes
+
+HERE = Path(__file__).resolve().parent.parent
+
+CONFIG = """\
+server: {{host: 127.0.0.1, port: {port}, access_log: false}}
+database: {{url: "sqlite:///{workdir}/parley.db"}}
+limits: {{backend: memory, cache_refresh_seconds: 3600}}
+usage: {usage}
+channels:
+  - name: fake
+    type: openai
+    base_url: http://127.0.0.1:{upstream_port}/v1
+    api_key: upstream-key
+    models: [{{name: bench-model, upstream: fake-model}}]
+models:
+  - name: bench-model
+    kind: chat
+    context_window: 32768
+    prices: {{input_per_1k: 0.0005, output_per_1k: 0.0015}}
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, seconds: float) -> None:
+    end = time.time() + seconds
+    while time.time() < end:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.3)
+    raise SystemExit(f"port {port} never opened")
+
+
+async def send(port: int, key: str, mode: str, n: int, conc: int) -> int:
+    stream = mode == "stream"
+    body = request_body("bench-model", stream)
+    url = f"http://127.0.0.1:{port}/v1/chat/completions"
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {key}"}
+    host, p, request = request_bytes(url, body, headers)
+    left = [n]
+    bad = [0]
+
+    async def loop() -> None:
+        c = Connection(host, p)
+        try:
+            while left[0] > 0:
+                left[0] -= 1
+                problem = check_reply(await c.post(request), stream)
+                if problem:
+                    bad[0] += 1
+                    if bad[0] < 3:
+                        print("ERR", problem, file=sys.stderr)
+        finally:
+            c.close()
+
+    await asyncio.gather(*(loop() for _ in range(conc)))
+    return bad[0]
+
+
+def arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repo", required=True, help="A Parley checkout, or `bare`.")
+    parser.add_argument("--mode", choices=("plain", "stream"), default="plain")
+    parser.add_argument("--tool", default="callgrind", choices=("callgrind", "strace", "none"))
+    parser.add_argument("--n", type=int, default=1500, help="Calls counted.")
+    parser.add_argument("--warm", type=int, default=600, help="Calls before counting.")
+    parser.add_argument("--conc", type=int, default=32, help="Calls at once.")
+    parser.add_argument("--out", required=True, help="callgrind's (or strace's) output file.")
+    parser.add_argument("--usage", default='{{spill_dir: "{workdir}", flush_seconds: 1000}}')
+    parser.add_argument("--extra", default="", help="YAML appended to Parley's config.")
+    return parser.parse_args()
+
+
+def server_command(args: argparse.Namespace, config: Path, port: int, up_port: int) -> list[str]:
+    if args.repo == "bare":
+        relay = str(HERE / "bench/bare_relay.py")
+        upstream = f"http://127.0.0.1:{up_port}/v1"
+        serve = [sys.executable, relay, "--port", str(port), "--upstream", upstream]
+    else:
+        serve = [sys.executable, "-m", "parley", "serve", "--config", str(config)]
+        serve += ["--port", str(port)]
+    if args.tool != "callgrind":
+        return serve
+    return [
+        "valgrind",
+        "--tool=callgrind",
+        "--instr-atstart=no",
+        f"--callgrind-out-file={args.out}",
+        *serve,
+    ]
+
+
+def make_key(config: Path, env: dict[str, str]) -> str:
+    def cli(*words: str) -> str:
+        command = [sys.executable, "-m", "parley", "--config", str(config), *words]
+        done = subprocess.run(
+            command, cwd=config.parent, env=env, capture_output=True, text=True, check=True
+        )
+        return done.stdout.strip()
+
+    cli("groups", "create", "bench", "--rpm", "100000000", "--tpm", "1000000000")
+    return cli("keys", "create", "--group", "bench", "--name", "load")
+
+
+def count(args: argparse.Namespace, pid: int, port: int, key: str) -> None:
+    """The warm-up, then the counted calls with the tool collecting."""
+    asyncio.run(send(port, key, args.mode, args.warm, args.conc))
+    time.sleep(1)
+    tracer = None
+    if args.tool == "callgrind":
+        control("-i", "on", pid)
+    elif args.tool == "strace":
+        strace = ["strace", "-c", "-f", "-o", args.out, "-p", str(pid)]
+        tracer = subprocess.Popen(strace, stderr=subprocess.DEVNULL)
+        time.sleep(1.5)
+    began = time.time()
+    bad = asyncio.run(send(port, key, args.mode, args.n, args.conc))
+    wall = time.time() - began
+    if args.tool == "callgrind":
+        control("-d", None, pid)
+        control("-i", "off", pid)
+    if tracer is not None:
+        tracer.send_signal(signal.SIGINT)
+        tracer.wait()
+    print(f"sent {args.n} ({bad} failed) in {wall:.1f}s", file=sys.stderr)
+
+
+def control(option: str, value: str | None, pid: int) -> None:
+    words = [option] if value is None else [option, value]
+    subprocess.run(["callgrind_control", *words, str(pid)], check=True, capture_output=True)
+
+
+def main() -> None:
+    args = arguments()
+    workdir = Path(tempfile.mkdtemp(prefix="count-calls-"))
+    up_port, port = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PARLEY", "PYTHON"))}
+    env["PYTHONPATH"] = str(HERE if args.repo == "bare" else Path(args.repo).resolve())
+    upstream = subprocess.Popen(
+        [sys.executable, "-m", "bench.upstream", "--port", str(up_port)],
+        cwd=HERE,
+        env={**env, "PYTHONPATH": str(HERE)},
+    )
+    config = workdir / "parley.yaml"
+    usage = args.usage.format(workdir=workdir)
+    text = CONFIG.format(port=port, workdir=workdir, upstream_port=up_port, usage=usage)
+    config.write_text(text + args.extra)
+    key = "bare" if args.repo == "bare" else make_key(config, env)
+    command = server_command(args, config, port, up_port)
+    with (workdir / "server.log").open("w") as log:
+        server = subprocess.Popen(command, cwd=workdir, env=env, stderr=log)
+        try:
+            wait_port(up_port, 30)
+            wait_port(port, 600)
+            count(args, server.pid, port, key)
+        finally:
+            server.send_signal(signal.SIGTERM)
+            try:
+                server.wait(120)
+            except subprocess.TimeoutExpired:
+                server.kill()
+            upstream.terminate()
+            upstream.wait()
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
