@@ -1,4 +1,16 @@
-"""Giving freed memory back to the system, every ``TRIM_SECONDS``, on glibc.
+"""Which allocator a worker uses, and giving freed memory back to the system.
+
+**The allocator.** CPython's own small-object allocator (pymalloc) keeps 1 MB arenas and
+returns one to the system only when every object in it is gone: after a burst of
+thousands of streams, the few objects that outlive it (a cached connection, a key's
+bucket) pin most arenas, and RSS stays near its peak. With ``PYTHONMALLOC=malloc``
+every object is glibc's, and ``malloc_trim`` below returns whatever pages are free.
+``parley serve`` therefore runs with it unless told otherwise (``serve_allocator``,
+figures in docs/performance.md): the interpreter reads ``PYTHONMALLOC`` only at start,
+so ``serve`` executes itself once more with it set. A ``PYTHONMALLOC`` already in the
+environment (``pymalloc`` to keep CPython's) is left alone.
+
+**Trimming**, every ``TRIM_SECONDS``, on glibc.
 
 glibc keeps what the process freed in its heaps for reuse instead of returning it, so a
 burst (thousands of streams open at once) left a worker's resident memory at its peak
@@ -16,11 +28,30 @@ import contextlib
 import ctypes
 import ctypes.util
 import logging
-from collections.abc import AsyncIterator, Callable
+import sys
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Literal
 
 from aiohttp import web
 
 TRIM_SECONDS = 10.0
+Allocator = Literal["malloc", "pymalloc"]
+ALLOCATOR_VARIABLE = "PYTHONMALLOC"
+
+
+def serve_allocator(
+    wanted: Allocator, environ: Mapping[str, str], argv: Sequence[str]
+) -> tuple[str, list[str], dict[str, str]] | None:
+    """How to run ``serve`` again under the ``wanted`` allocator: (executable, argv,
+    environment) for ``os.execve``, or ``None`` to go on in this process: pymalloc is
+    what runs already, the environment chose (``PYTHONMALLOC`` set: also the case once
+    executed again), or there is no interpreter to run (embedded) or no exec (Windows)."""
+    if wanted == "pymalloc" or ALLOCATOR_VARIABLE in environ:
+        return None
+    if not sys.executable or not argv or sys.platform == "win32":
+        return None
+    return sys.executable, [sys.executable, *argv[1:]], {**environ, ALLOCATOR_VARIABLE: wanted}
+
 
 log = logging.getLogger("parley.heap")
 
