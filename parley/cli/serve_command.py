@@ -46,11 +46,12 @@ NO_CHANNELS_HINT = (
 )
 @click.option(
     "--allocator",
-    type=click.Choice(["malloc", "pymalloc"]),
-    default="malloc",
+    type=click.Choice(["pymalloc", "malloc"]),
+    default="pymalloc",
     show_default=True,
-    help="Memory allocator of the serving processes: glibc's malloc gives a burst's memory "
-    "back, CPython's pymalloc keeps its arenas. PYTHONMALLOC, if set, wins.",
+    help="Memory allocator of the serving processes: CPython's pymalloc (less CPU per "
+    "call) keeps a burst's arenas; glibc's malloc gives a burst's memory back. "
+    "PYTHONMALLOC, if set, wins.",
 )
 @click.pass_context
 def serve(

@@ -1,6 +1,7 @@
-"""``parley serve`` runs its serving process on glibc's malloc (``PYTHONMALLOC=malloc``,
-set by executing itself once more, in the same process), unless ``--allocator pymalloc``
-or a ``PYTHONMALLOC`` of the operator's says otherwise (parley/heap.py)."""
+"""``parley serve --allocator malloc`` runs its serving process on glibc's malloc
+(``PYTHONMALLOC=malloc``, set by executing itself once more, in the same process); by
+default, or when the operator's ``PYTHONMALLOC`` says otherwise, it does not
+(parley/heap.py)."""
 
 from __future__ import annotations
 
@@ -23,16 +24,16 @@ def _allocator_of(pid: int) -> str | None:
     return values[0] if values else None
 
 
-def test_serve_runs_on_malloc_unless_told_otherwise(procs: Processes, tmp_path: Path) -> None:
+def test_serve_runs_on_malloc_when_asked(procs: Processes, tmp_path: Path) -> None:
     if not Path("/proc/self/environ").exists():
         pytest.skip("reads /proc (Linux)")
     engine_url = procs.engine()
     default = procs.serve(gateway_config(engine_url, tmp_path))
-    kept = procs.serve(
-        gateway_config(engine_url, tmp_path), args=("--allocator", "pymalloc"), name="pymalloc"
+    malloc = procs.serve(
+        gateway_config(engine_url, tmp_path), args=("--allocator", "malloc"), name="malloc"
     )
-    assert _allocator_of(default.pid) == "malloc"  # the same process, executed once more
-    assert _allocator_of(kept.pid) is None
+    assert _allocator_of(default.pid) is None
+    assert _allocator_of(malloc.pid) == "malloc"  # the same process, executed once more
 
 
 def test_malloc_is_chosen_by_executing_serve_again_with_the_same_arguments() -> None:
