@@ -32,9 +32,10 @@ import ctypes.util
 import logging
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from aiohttp import web
+if TYPE_CHECKING:  # `parley serve` imports this module before it decides to load aiohttp
+    from aiohttp import web
 
 TRIM_SECONDS = 10.0
 Allocator = Literal["malloc", "pymalloc"]
