@@ -5,7 +5,7 @@ returns one to the system only when every object in it is gone: after a burst of
 thousands of streams, the few objects that outlive it (a cached connection, a key's
 bucket) pin most arenas, and RSS stays near its peak. With ``PYTHONMALLOC=malloc``
 every object is glibc's, and ``malloc_trim`` below returns whatever pages are free.
-It costs CPU on every call, though (about 10 to 20 % per whole reply and 15 to 35 % per stream,
+It costs CPU on every call, though (about 6 to 20 % per whole reply and 15 to 35 % per stream,
 figures in docs/performance.md), so ``parley serve`` keeps pymalloc unless asked:
 ``--allocator malloc`` is for deployments that see bursts of thousands of streams. The
 interpreter reads ``PYTHONMALLOC`` only at start, so ``serve`` then executes itself once
