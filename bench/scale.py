@@ -48,6 +48,9 @@ from bench.processes import (
 SETTLE_SECONDS = 12.0
 """After the streams closed, before the server's memory is read again (Parley gives freed
 memory back every 10 s: parley/heap.py)."""
+IDLE_SECONDS = 30.0
+"""When it is read a last time: past the upstream client's 15 s keep-alive, after which
+Parley has closed the burst's idle upstream connections (parley/http/pool.py)."""
 REDIS_LIMITS = "{backend: redis}"
 REDIS_URL = "redis://127.0.0.1:6379/0"
 """The Redis Parley's limiter uses in this mode (the configuration's default)."""
@@ -149,6 +152,8 @@ def hold_streams(
     row: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
     time.sleep(SETTLE_SECONDS)
     row["rss_settled_mb"] = sum(rss_mb(pid) or 0.0 for pid in tree(server.pid))
+    time.sleep(IDLE_SECONDS - SETTLE_SECONDS)
+    row["rss_idle_mb"] = sum(rss_mb(pid) or 0.0 for pid in tree(server.pid))
     row["backlog"] = listen_backlog(server.port)
     return row
 
@@ -157,7 +162,7 @@ def print_slow_streams(report: dict[str, Any]) -> None:
     header = (
         f"{'round':<6}{'target':<8}{'streams':>8}{'done':>7}{'errors':>7}{'ttfb p50':>10}"
         f"{'ttfb p99':>10}{'ttfb max':>10}{'last p99':>10}{'srv CPU':>9}{'RSS before':>11}"
-        f"{'peak':>7}{'after':>7}{'overflows':>10}{'backlog':>8}"
+        f"{'peak':>7}{'after':>7}{'later':>7}{'overflows':>10}{'backlog':>8}"
     )
     print(header)
     print("-" * len(header))
@@ -168,7 +173,8 @@ def print_slow_streams(report: dict[str, Any]) -> None:
             f"{harness._number(row['ttfb_p99_ms']):>10}{harness._number(row['ttfb_max_ms']):>10}"
             f"{harness._number(row['total_p99_ms']):>10}{harness._share(row['srv_cpu_share']):>9}"
             f"{harness._number(row['rss_before_mb']):>11}{harness._number(row['rss_peak_mb']):>7}"
-            f"{harness._number(row['rss_settled_mb']):>7}{_maybe(row['listen_overflows']):>10}"
+            f"{harness._number(row['rss_settled_mb']):>7}{harness._number(row['rss_idle_mb']):>7}"
+            f"{_maybe(row['listen_overflows']):>10}"
             f"{_maybe(row['backlog']):>8}"
         )
     for row in report["slow_streams"]:
@@ -176,8 +182,9 @@ def print_slow_streams(report: dict[str, Any]) -> None:
             print(f"first error, {row['target']}: {row['first_error']}")
     print(
         "(ms; ttfb: request sent → first byte; last: → the stream's end; srv CPU: share of "
-        "one core over the run; RSS in MB: before, peak, and "
-        f"{SETTLE_SECONDS:g} s after the streams closed; overflows: machine-wide)"
+        "one core over the run; RSS in MB: before, peak, "
+        f"{SETTLE_SECONDS:g} s (after) and {IDLE_SECONDS:g} s (later) after the streams closed; "
+        "overflows: machine-wide)"
     )
 
 

@@ -22,13 +22,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
 
-from parley import openapi
 from parley.admin.site import admin_app
 from parley.api.context import CALLER, REPLY_HEADERS, SERVICES
 from parley.api.reply import error_response, http_exception_as_error
 from parley.api.routes import add_routes
 from parley.edge import bodies as edge_bodies
 from parley.edge.bodies import BODY_SECONDS, PENDING_BODIES, BodyTimeout, start_body_clock
+from parley.edge.deferred import deferred
 from parley.edge.started import end_started_reply, remember_started, started_reply
 from parley.errors import (
     INTERNAL_ERROR_MESSAGE,
@@ -159,7 +159,7 @@ def create_app(settings: Settings, *, store: Store | None = None) -> web.Applica
     add_routes(app)
     app.add_subapp("/admin", admin_app(settings))
     app.router.add_get("/health", health)
-    openapi.install(app)
+    app.router.add_get("/openapi.json", deferred("parley.openapi:openapi_json"))
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         app[SERVICES] = await Services.start(settings, store=store)

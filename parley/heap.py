@@ -1,4 +1,18 @@
-"""Giving freed memory back to the system, every ``TRIM_SECONDS``, on glibc.
+"""Which allocator a worker uses, and giving freed memory back to the system.
+
+**The allocator.** CPython's own small-object allocator (pymalloc) keeps 1 MB arenas and
+returns one to the system only when every object in it is gone: after a burst of
+thousands of streams, the few objects that outlive it (a cached connection, a key's
+bucket) pin most arenas, and RSS stays near its peak. With ``PYTHONMALLOC=malloc``
+every object is glibc's, and ``malloc_trim`` below returns whatever pages are free.
+It costs CPU on every call, though (about 6 to 20 % per whole reply and 15 to 35 % per stream,
+figures in docs/performance.md), so ``parley serve`` keeps pymalloc unless asked:
+``--allocator malloc`` is for deployments that see bursts of thousands of streams. The
+interpreter reads ``PYTHONMALLOC`` only at start, so ``serve`` then executes itself once
+more with it set (``serve_allocator``). A ``PYTHONMALLOC`` already in the environment is
+left alone.
+
+**Trimming**, every ``TRIM_SECONDS``, on glibc.
 
 glibc keeps what the process freed in its heaps for reuse instead of returning it, so a
 burst (thousands of streams open at once) left a worker's resident memory at its peak
@@ -16,11 +30,31 @@ import contextlib
 import ctypes
 import ctypes.util
 import logging
-from collections.abc import AsyncIterator, Callable
+import sys
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Literal
 
-from aiohttp import web
+if TYPE_CHECKING:  # `parley serve` imports this module before it decides to load aiohttp
+    from aiohttp import web
 
 TRIM_SECONDS = 10.0
+Allocator = Literal["malloc", "pymalloc"]
+ALLOCATOR_VARIABLE = "PYTHONMALLOC"
+
+
+def serve_allocator(
+    wanted: Allocator, environ: Mapping[str, str], argv: Sequence[str]
+) -> tuple[str, list[str], dict[str, str]] | None:
+    """How to run ``serve`` again under the ``wanted`` allocator: (executable, argv,
+    environment) for ``os.execve``, or ``None`` to go on in this process: pymalloc is
+    what runs already, the environment chose (``PYTHONMALLOC`` set: also the case once
+    executed again), or there is no interpreter to run (embedded) or no exec (Windows)."""
+    if wanted == "pymalloc" or ALLOCATOR_VARIABLE in environ:
+        return None
+    if not sys.executable or not argv or sys.platform == "win32":
+        return None
+    return sys.executable, [sys.executable, *argv[1:]], {**environ, ALLOCATOR_VARIABLE: wanted}
+
 
 log = logging.getLogger("parley.heap")
 

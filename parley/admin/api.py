@@ -224,22 +224,3 @@ def _query_int(request: web.Request, name: str, default: int | None) -> int | No
     if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
         raise InvalidRequest(f"'{name}' must be a positive integer.", param=name)
     return int(raw)
-
-
-API_ROUTES = [
-    web.get("/groups", list_groups),
-    web.post("/groups", create_group),
-    web.get("/groups/{name}", get_group),
-    web.patch("/groups/{name}", update_group),
-    web.post("/groups/{name}/disable", disable_group),
-    web.post("/groups/{name}/enable", enable_group),
-    web.get("/keys", list_keys),
-    web.post("/keys", create_key),
-    web.delete("/keys/{key_id}", revoke_key),
-    web.get("/usage", usage),
-    web.get("/overview", get_overview),
-    web.get("/channels", list_channels),
-    web.get("/audit", audit),
-    web.get("/voices", list_voices),
-    web.delete("/voices/{model}/{voice_id}", delete_voice),
-]

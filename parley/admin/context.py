@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -13,6 +15,9 @@ from parley.api.context import SERVICES
 from parley.api.voice_clones import delete_registered
 from parley.domain.audit import Actor
 
+if TYPE_CHECKING:
+    from jinja2 import Environment
+
 
 @dataclass
 class AdminState:
@@ -21,7 +26,23 @@ class AdminState:
     attempts: FailedAttempts = field(default_factory=FailedAttempts)
 
 
+class Templates:
+    """The dashboard's Jinja2 environment, built by the first page rendered: a gateway
+    whose dashboard is never opened never loads Jinja2."""
+
+    __slots__ = ("_environment",)
+
+    def __init__(self) -> None:
+        self._environment: Environment | None = None
+
+    def environment(self, build: Callable[[], Environment]) -> Environment:
+        if self._environment is None:
+            self._environment = build()
+        return self._environment
+
+
 ADMIN_STATE = web.AppKey("admin_state", AdminState)
+TEMPLATES = web.AppKey("admin_templates", Templates)
 SESSION = web.RequestKey("admin_session", Session)
 ACTOR = web.RequestKey("admin_actor", Actor)
 

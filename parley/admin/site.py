@@ -15,13 +15,17 @@ from pathlib import Path
 
 from aiohttp import web
 
-from parley.admin.api import API_ROUTES
 from parley.admin.auth import Sessions, bearer_token, token_matches
-from parley.admin.context import ACTOR, ADMIN_STATE, AdminState, client_address
-from parley.admin.ui import forms, pages, session, voices
-from parley.admin.ui.render import SECURITY_HEADERS, TEMPLATES, environment, page
-from parley.admin.ui.voices import VOICES
+from parley.admin.context import (
+    ACTOR,
+    ADMIN_STATE,
+    TEMPLATES,
+    AdminState,
+    Templates,
+    client_address,
+)
 from parley.domain.audit import Actor
+from parley.edge.deferred import deferred
 from parley.errors import AuthenticationFailed, NotFound, ParleyError
 from parley.settings import Settings
 
@@ -29,6 +33,54 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 STATIC = Path(__file__).parent / "static"
 DASHBOARD_PREFIXES = ("/admin/ui/", "/admin/login", "/admin/logout", "/admin/static/")
 ADMIN_OFF = "The admin API is off: set admin.token in the config."
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "X-Content-Type-Options": "nosniff",
+    "Cross-Origin-Opener-Policy": "same-origin",
+}
+HANDLERS = (
+    ("GET", "/groups", "api:list_groups"),
+    ("POST", "/groups", "api:create_group"),
+    ("GET", "/groups/{name}", "api:get_group"),
+    ("PATCH", "/groups/{name}", "api:update_group"),
+    ("POST", "/groups/{name}/disable", "api:disable_group"),
+    ("POST", "/groups/{name}/enable", "api:enable_group"),
+    ("GET", "/keys", "api:list_keys"),
+    ("POST", "/keys", "api:create_key"),
+    ("DELETE", "/keys/{key_id}", "api:revoke_key"),
+    ("GET", "/usage", "api:usage"),
+    ("GET", "/overview", "api:get_overview"),
+    ("GET", "/channels", "api:list_channels"),
+    ("GET", "/audit", "api:audit"),
+    ("GET", "/voices", "api:list_voices"),
+    ("DELETE", "/voices/{model}/{voice_id}", "api:delete_voice"),
+    ("GET", "/", "ui.pages:overview_page"),
+    ("GET", "/login", "ui.session:login_page"),
+    ("POST", "/login", "ui.session:login"),
+    ("POST", "/logout", "ui.session:logout"),
+    ("GET", "/ui/groups", "ui.forms:groups_page"),
+    ("POST", "/ui/groups", "ui.forms:create_group"),
+    ("GET", "/ui/groups/{name}", "ui.forms:group_page"),
+    ("POST", "/ui/groups/{name}", "ui.forms:update_group"),
+    ("POST", "/ui/groups/{name}/disable", "ui.forms:disable_group"),
+    ("POST", "/ui/groups/{name}/enable", "ui.forms:enable_group"),
+    ("POST", "/ui/groups/{name}/keys", "ui.forms:create_key"),
+    ("POST", "/ui/keys/{key_id}/revoke", "ui.forms:revoke_key"),
+    ("GET", "/ui/usage", "ui.pages:usage_page"),
+    ("GET", "/ui/usage.csv", "ui.pages:usage_csv"),
+    ("GET", "/ui/channels", "ui.pages:channels_page"),
+    ("GET", "/ui/audit", "ui.pages:audit_page"),
+    ("GET", "/ui/voices", "ui.voices:voices_page"),
+    ("POST", "/ui/voices/{model}/{voice_id}/delete", "ui.voices:delete_voice"),
+)
+"""Method, path and handler (``parley.admin.<module>:<function>``): the JSON API
+(``api.py``) and the dashboard's pages (``ui/``, with Jinja2). Each module is imported by
+the first request that reaches it (``parley.edge.deferred``), not by every worker."""
 
 
 def is_dashboard(path: str) -> bool:
@@ -55,7 +107,9 @@ async def gate(request: web.Request, handler: Handler) -> web.StreamResponse:
     if state is None:
         raise NotFound(ADMIN_OFF)
     if is_dashboard(request.path):
-        return await _dashboard(request, handler)
+        from parley.admin.ui.door import through  # the dashboard and Jinja2, on first use
+
+        return await through(request, handler)
     address = client_address(request)
     state.attempts.check(address)
     if not token_matches(bearer_token(request.headers.get("Authorization")), state.token):
@@ -65,33 +119,6 @@ async def gate(request: web.Request, handler: Handler) -> web.StreamResponse:
         )
     request[ACTOR] = Actor("token", address)
     return await handler(request)
-
-
-async def _dashboard(request: web.Request, handler: Handler) -> web.StreamResponse:
-    try:
-        await session.enter(request)
-        return await handler(request)
-    except ParleyError as error:
-        return _error_page(request, error.message, error.status)
-    except web.HTTPNotFound:
-        return _error_page(request, "There is no such page in the dashboard.", 404)
-
-
-def _error_page(request: web.Request, message: str, status: int) -> web.Response:
-    context = {"message": message, "back": _back(request), "status": status}
-    return page(request, "error.html", context, status=status)
-
-
-def _back(request: web.Request) -> str:
-    """The page to return to from a failed form or a missing page."""
-    if request.path.startswith(VOICES):
-        return VOICES
-    if request.method == "POST":
-        parent, _, last = request.path.rpartition("/")
-        if last in ("disable", "enable", "keys", "revoke"):
-            return parent if "/keys/" not in request.path else "/admin/ui/groups"
-        return request.path
-    return "/admin/ui/groups" if request.path.startswith("/admin/ui/groups/") else "/admin/"
 
 
 async def to_dashboard(request: web.Request) -> web.Response:
@@ -106,30 +133,10 @@ def admin_app(settings: Settings) -> web.Application:
     token = settings.admin.token
     if token:
         admin[ADMIN_STATE] = AdminState(token, Sessions(token))
-        admin[TEMPLATES] = environment()
-    admin.router.add_routes(API_ROUTES)
-    admin.router.add_routes(
-        [
-            web.get("", to_dashboard),
-            web.get("/", pages.overview_page),
-            web.get("/login", session.login_page),
-            web.post("/login", session.login),
-            web.post("/logout", session.logout),
-            web.get("/ui/groups", forms.groups_page),
-            web.post("/ui/groups", forms.create_group),
-            web.get("/ui/groups/{name}", forms.group_page),
-            web.post("/ui/groups/{name}", forms.update_group),
-            web.post("/ui/groups/{name}/disable", forms.disable_group),
-            web.post("/ui/groups/{name}/enable", forms.enable_group),
-            web.post("/ui/groups/{name}/keys", forms.create_key),
-            web.post("/ui/keys/{key_id}/revoke", forms.revoke_key),
-            web.get("/ui/usage", pages.usage_page),
-            web.get("/ui/usage.csv", pages.usage_csv),
-            web.get("/ui/channels", pages.channels_page),
-            web.get("/ui/audit", pages.audit_page),
-            web.get("/ui/voices", voices.voices_page),
-            web.post("/ui/voices/{model}/{voice_id}/delete", voices.delete_voice),
-            web.static("/static", STATIC),
-        ]
-    )
+        admin[TEMPLATES] = Templates()  # Jinja2's environment, built by the first page
+    routes = [
+        web.route(method, path, deferred(f"parley.admin.{name}")) for method, path, name in HANDLERS
+    ]
+    admin.router.add_routes(routes)
+    admin.router.add_routes([web.get("", to_dashboard), web.static("/static", STATIC)])
     return admin

@@ -15,14 +15,14 @@ from __future__ import annotations
 import base64
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from aiohttp import web
 
 from parley.api.body import optional_bool, optional_number, read_json, required_string
 from parley.api.context import caller, services
-from parley.audio.convert import AudioConverter, AudioError
+from parley.audio.errors import AudioError
 from parley.domain.models import Resolved
 from parley.domain.speech import (
     FALLBACK_FORMATS,
@@ -41,9 +41,19 @@ from parley.pipeline.route import Route
 from parley.providers.base import JSON, SpeechAudio, SpeechRequest, UpstreamRefused
 from parley.services import Services
 
+if TYPE_CHECKING:
+    from parley.audio.convert import AudioConverter
+
 SPEECH = Operation(name="speech", path="/v1/audio/speech", kinds=frozenset({"speech"}))
 QUALITIES = ("standard", "high", "max")
 Batches = AsyncIterator[Sequence[bytes]]
+
+
+def _converter(source: str, target: str, rate: int) -> AudioConverter:
+    """The converter; PyAV (about 16 MB of every worker) is loaded on the first speech call."""
+    from parley.audio.convert import AudioConverter  # PyAV, on first use
+
+    return AudioConverter(source, target, sample_rate=rate)
 
 
 def _voice(body: JSON) -> str | None:
@@ -171,7 +181,7 @@ class SpeechJob:
         adapter = self._svc.providers.speech(route.provider_type)
         async with adapter.speech(route.target, request) as audio:
             rate = audio.sample_rate or self._profile.sample_rate
-            converter = AudioConverter(audio.format, self._format, sample_rate=rate)
+            converter = _converter(audio.format, self._format, rate)
             batches = self._batches(audio, converter, route.target.channel)
             try:
                 yield batches

@@ -28,7 +28,7 @@ from parley.api.context import caller, services
 from parley.api.reply import json_reply
 from parley.api.voices import model_param, not_local_tts
 from parley.audio import AudioInfo, probe
-from parley.audio.convert import AudioError, trim_to_wav
+from parley.audio.errors import AudioError
 from parley.domain.models import Resolved
 from parley.domain.speech import MAX_CLIP_SECONDS, MIN_CLIP_SECONDS, SpeechProfile
 from parley.domain.usage import Usage
@@ -227,7 +227,7 @@ class CloneJob:
         if longest is None or self._info.seconds <= longest:
             return self._audio, MEDIA_TYPES[str(self._info.container)], transcript
         try:
-            trimmed = await asyncio.to_thread(trim_to_wav, self._audio, longest)
+            trimmed = await asyncio.to_thread(_trimmed, self._audio, longest)
         except AudioError:
             raise InvalidRequest("The clip cannot be decoded.", param="file") from None
         return trimmed, "audio/wav", None
@@ -244,6 +244,13 @@ class CloneJob:
             duration_seconds=round(reply.duration_ms / 1000, 3),
         )
         return json_reply(record)
+
+
+def _trimmed(data: bytes, seconds: float) -> bytes:
+    """``trim_to_wav``; PyAV (about 16 MB of every worker) is loaded on the first long clip."""
+    from parley.audio.convert import trim_to_wav  # PyAV, on first use
+
+    return trim_to_wav(data, seconds)
 
 
 def _taken(voice_id: str) -> ParleyError:

@@ -16,13 +16,10 @@ from collections.abc import Iterator
 
 import av
 
+from parley.audio.errors import AudioError
 from parley.audio.wav import NotWav, WavReader, wav_header
 
 MAX_BUFFERED = 64 << 20
-
-
-class AudioError(ValueError):
-    """Audio that cannot be read or converted."""
 
 
 class _Sink(io.RawIOBase):

@@ -1,4 +1,8 @@
-"""The two ways audio is refused; both are the caller's fault (400, ``param: file``)."""
+"""The two ways audio is refused, both the caller's fault (400, ``param: file``), and
+``AudioError``, audio an engine sent that cannot be converted.
+
+Nothing here imports PyAV: the modules that do (``convert``, ``decode``) are loaded on
+the first call that needs them, and callers catch these errors without loading them."""
 
 from __future__ import annotations
 
@@ -24,3 +28,7 @@ class EmptyAudio(NotAudio):
     """The file is empty, or its audio lasts zero seconds."""
 
     code = "empty_audio"
+
+
+class AudioError(ValueError):
+    """Audio that cannot be read or converted (``parley.audio.convert``)."""

@@ -8,6 +8,8 @@ imported (``parley/cli/serve.py``), so the failure is quick on a loaded machine 
 from __future__ import annotations
 
 import logging
+import os
+import sys
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -15,6 +17,7 @@ import click
 from parley.cli.context import database_shown, fail, settings_from, with_store
 from parley.cli.listen import CannotListen, check_listen
 from parley.cli.startup_checks import unserved_capabilities
+from parley.heap import Allocator, serve_allocator
 from parley.settings import ConfigError, Settings
 from parley.telemetry.logs import configure_logging
 from parley.telemetry.workers import shared_metrics
@@ -41,6 +44,15 @@ NO_CHANNELS_HINT = (
     help="Offline demo: start local engines (chat, speech, transcription) and serve them; "
     "needs pip install 'parley[local]'.",
 )
+@click.option(
+    "--allocator",
+    type=click.Choice(["pymalloc", "malloc"]),
+    default="pymalloc",
+    show_default=True,
+    help="Memory allocator of the serving processes: CPython's pymalloc (less CPU per "
+    "call) keeps a burst's arenas; glibc's malloc gives a burst's memory back. "
+    "PYTHONMALLOC, if set, wins.",
+)
 @click.pass_context
 def serve(
     ctx: click.Context,
@@ -49,8 +61,14 @@ def serve(
     port: int | None,
     workers: int,
     demo: bool,
+    allocator: Allocator,
 ) -> None:
     """Serve the /v1 API."""
+    again = serve_allocator(allocator, os.environ, sys.orig_argv)
+    if again is not None:  # the interpreter reads PYTHONMALLOC only at start (parley/heap.py)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execve(*again)
     if demo:
         from parley.cli.demo import serve_demo  # the engines' launcher, only when asked
 

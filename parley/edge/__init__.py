@@ -8,6 +8,8 @@
 * ``bodies``: the time a request body may take, and how many bodies one key may have
   arriving at once.
 * ``started``: what happens when something fails after a reply has begun.
+* ``deferred``: route handlers whose module is imported by their first request (the
+  admin API, the dashboard, ``/openapi.json``), so a worker holds only what ``/v1`` needs.
 
 The bounds are listed in ``docs/operations.md`` (Bounds).
 """

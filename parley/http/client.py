@@ -261,7 +261,7 @@ class HttpClient:
             raise ConnectFailed("the upstream client is closed")
         pool = self._pools.get(origin)
         if pool is None:
-            pool = self._pools[origin] = Pool()
+            pool = self._pools[origin] = Pool(self._clock)
         connection = pool.take_idle(self._clock()) if pool.idle else None
         if connection is not None:
             return connection

@@ -31,6 +31,33 @@ class _AfterTheReply(Exception):
 class Connection(asyncio.Protocol):
     """The protocol of one upstream socket; serves one request at a time."""
 
+    __slots__ = (
+        "__weakref__",
+        "_bodiless",
+        "_body",
+        "_buffered",
+        "_decoder",
+        "_failure",
+        "_fd",
+        "_framed",
+        "_keep_alive",
+        "_loop",
+        "_parser",
+        "_paused",
+        "_waiter",
+        "_writable",
+        "closed",
+        "complete",
+        "expires",
+        "headers",
+        "headers_done",
+        "in_flight",
+        "keep_alive_hint",
+        "reused",
+        "status",
+        "transport",
+    )
+
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.closed = False

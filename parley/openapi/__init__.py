@@ -37,7 +37,6 @@ PARTS: tuple[ModuleType, ...] = (
     transcription,
     admin,
 )
-OPENAPI_JSON = web.AppKey("openapi_json", bytes)
 
 
 def document(parts: Sequence[ModuleType] = PARTS) -> dict[str, Any]:
@@ -66,11 +65,8 @@ def _merge(into: dict[str, Any], more: dict[str, Any], what: str) -> None:
         into[name] = value
 
 
-def install(app: web.Application, parts: Sequence[ModuleType] = PARTS) -> None:
-    """Serve the description at ``GET /openapi.json`` (rendered once)."""
-    app[OPENAPI_JSON] = orjson.dumps(document(parts))
-    app.router.add_get("/openapi.json", openapi_json)
-
-
 async def openapi_json(request: web.Request) -> web.Response:
-    return web.Response(body=request.app[OPENAPI_JSON], content_type="application/json")
+    """``GET /openapi.json``, rendered for each request (a few milliseconds; it is asked
+    for rarely). ``create_app`` registers it deferred: this package is imported by the
+    first request, not by every worker."""
+    return web.Response(body=orjson.dumps(document()), content_type="application/json")

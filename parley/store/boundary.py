@@ -7,6 +7,9 @@ which is what a refused or reset connection and a connect timeout look like) bec
 ``StoreUnavailable``. The store's own ``StoreError`` and everything else (a bug, a
 cancellation) pass through untouched.
 
+asyncpg's exceptions are caught once asyncpg is loaded, which only a PostgreSQL database
+does: a worker on SQLite never imports it (about 3 MB), and cannot meet its exceptions.
+
 The reason kept is the driver's first line, never SQLAlchemy's rendering, which appends
 the statement and its parameters (key digests, usage rows).
 """
@@ -14,15 +17,23 @@ the statement and its parameters (key digests, usage rows).
 from __future__ import annotations
 
 import sqlite3
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import asyncpg
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 
 from parley.store.base import Conflict, StoreUnavailable
 
-DRIVER_ERRORS = (SQLAlchemyError, asyncpg.PostgresError, asyncpg.InterfaceError, sqlite3.Error)
+DRIVER_ERRORS: tuple[type[BaseException], ...] = (SQLAlchemyError, sqlite3.Error, OSError)
+
+
+def driver_errors() -> tuple[type[BaseException], ...]:
+    """What becomes ``StoreUnavailable``: asyncpg's errors too once it is loaded (PostgreSQL)."""
+    asyncpg = sys.modules.get("asyncpg")
+    if asyncpg is None:
+        return DRIVER_ERRORS
+    return (*DRIVER_ERRORS, asyncpg.PostgresError, asyncpg.InterfaceError)
 
 
 @contextmanager
@@ -32,7 +43,7 @@ def database_errors() -> Iterator[None]:
         yield
     except IntegrityError as error:
         raise Conflict(reason(error)) from error
-    except (*DRIVER_ERRORS, OSError) as error:
+    except driver_errors() as error:
         raise StoreUnavailable(reason(error)) from error
 
 

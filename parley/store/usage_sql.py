@@ -12,14 +12,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import date, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Table, bindparam, delete, func, or_, select, update
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from parley.domain.usage import DailyUsage, UsageRecord
 from parley.store.schema import ROLLUP_TOTALS, api_keys, as_utc, usage_daily, usage_records
+
+if TYPE_CHECKING:
+    from sqlalchemy.dialects import postgresql
 
 RollupKey = tuple[int, date, str]
 
@@ -172,7 +175,10 @@ def _raw_row(record: UsageRecord) -> dict[str, Any]:
 
 
 def _insert(conn: AsyncConnection, table: Table) -> postgresql.Insert | sqlite.Insert:
-    """The dialect's own INSERT, which knows ``ON CONFLICT``."""
+    """The dialect's own INSERT, which knows ``ON CONFLICT`` (PostgreSQL's is loaded only
+    for a PostgreSQL database: about 2 MB a SQLite worker does not need)."""
     if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects import postgresql  # on first use
+
         return postgresql.insert(table)
     return sqlite.insert(table)

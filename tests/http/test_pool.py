@@ -142,3 +142,40 @@ async def test_idle_connections_retire_before_the_upstreams_keep_alive_timeout(
         assert await call(client, server) == b"ok"
     await client.close()
     assert server.connections == connections
+
+
+HANG_GUARD = 30.0
+"""Not a measurement: only stops a broken reaper from hanging the suite."""
+
+
+async def test_an_idle_connection_is_closed_when_its_keep_alive_runs_out() -> None:
+    """With no later call to find it expired, the pool's own timer closes it, and its
+    slot is free again."""
+    closed = asyncio.Event()
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(keep_alive_reply(b"ok"))
+        await writer.drain()
+        if server.connections == 1:
+            await reader.read()  # b"" once the client closed its end
+            closed.set()
+
+    client = HttpClient(max_per_origin=1, keepalive_seconds=0.05)
+    async with RawServer(handler) as server:
+        assert await call(client, server) == b"ok"
+        await asyncio.wait_for(closed.wait(), HANG_GUARD)
+        assert await call(client, server) == b"ok", "the reaped connection's slot was lost"
+    await client.close()
+    assert server.connections == 2
+
+
+async def test_a_connection_reused_in_time_is_not_reaped() -> None:
+    clock = Clock()
+    client = HttpClient(clock=clock, keepalive_seconds=15.0)
+    async with RawServer.keeping_alive(keep_alive_reply(b"ok")) as server:
+        for _ in range(3):
+            assert await call(client, server) == b"ok"
+            clock.now += 10.0  # each call finds the connection 10 s idle: within 15
+    await client.close()
+    assert server.connections == 1

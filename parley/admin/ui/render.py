@@ -1,5 +1,5 @@
 """Rendering pages: the Jinja2 environment (templates shipped in the package, every
-value escaped) and the headers every admin reply carries."""
+value escaped), built when the first page is rendered."""
 
 from __future__ import annotations
 
@@ -10,18 +10,7 @@ from typing import Any
 from aiohttp import web
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
-from parley.admin.context import SESSION
-
-SECURITY_HEADERS = {
-    "Content-Security-Policy": (
-        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-        "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
-    ),
-    "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
-    "X-Content-Type-Options": "nosniff",
-    "Cross-Origin-Opener-Policy": "same-origin",
-}
+from parley.admin.context import SESSION, TEMPLATES
 
 
 def environment() -> Environment:
@@ -63,7 +52,7 @@ def page(
     *,
     status: int = 200,
 ) -> web.Response:
-    env: Environment = request.config_dict[TEMPLATES]
+    env = request.config_dict[TEMPLATES].environment(environment)
     session = request.get(SESSION)
     html = env.get_template(template).render(
         {
@@ -76,6 +65,3 @@ def page(
     return web.Response(
         text=html, content_type="text/html", status=status, headers={"Cache-Control": "no-store"}
     )
-
-
-TEMPLATES = web.AppKey("admin_templates", Environment)

@@ -8,7 +8,8 @@ import struct
 import av
 import pytest
 
-from parley.audio.convert import AudioConverter, AudioError, decode_pcm, trim_to_wav
+from parley.audio.convert import AudioConverter, decode_pcm, trim_to_wav
+from parley.audio.errors import AudioError
 from parley.audio.wav import WavReader, wav_header
 from tests.upstreams.tones import encoded, sine, wav
 

@@ -1,0 +1,46 @@
+"""How a dashboard request goes through ``site.gate``: the session (or the login page)
+and the CSRF check first, and every failure shown as a page, not the JSON envelope.
+
+Imported by the first dashboard request (with the pages and Jinja2), never by a gateway
+whose dashboard nobody opens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from parley.admin.ui import session
+from parley.admin.ui.render import page
+from parley.admin.ui.voices import VOICES
+from parley.errors import ParleyError
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+async def through(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        await session.enter(request)
+        return await handler(request)
+    except ParleyError as error:
+        return _error_page(request, error.message, error.status)
+    except web.HTTPNotFound:
+        return _error_page(request, "There is no such page in the dashboard.", 404)
+
+
+def _error_page(request: web.Request, message: str, status: int) -> web.Response:
+    context = {"message": message, "back": _back(request), "status": status}
+    return page(request, "error.html", context, status=status)
+
+
+def _back(request: web.Request) -> str:
+    """The page to return to from a failed form or a missing page."""
+    if request.path.startswith(VOICES):
+        return VOICES
+    if request.method == "POST":
+        parent, _, last = request.path.rpartition("/")
+        if last in ("disable", "enable", "keys", "revoke"):
+            return parent if "/keys/" not in request.path else "/admin/ui/groups"
+        return request.path
+    return "/admin/ui/groups" if request.path.startswith("/admin/ui/groups/") else "/admin/"

@@ -1,0 +1,127 @@
+"""A worker imports what serving /v1 needs and nothing else: PyAV, asyncpg, SQLAlchemy's
+PostgreSQL dialect, Jinja2, the admin API, the dashboard and the OpenAPI description
+(about 24 MB together) wait for the first request that uses them. Their routes are
+registered all the same, and every deferred handler resolves."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+
+from parley.app import create_app
+from parley.edge.deferred import Deferred, deferred, deferred_of
+from parley.settings import Settings
+from parley.store.sql import open_store
+
+REPO = Path(__file__).resolve().parents[2]
+NOT_AT_START = (
+    "av",
+    "asyncpg",
+    "jinja2",
+    "sqlalchemy.dialects.postgresql",
+    "parley.admin.api",
+    "parley.admin.ui",
+    "parley.audio.convert",
+    "parley.openapi",
+)
+SERVE_A_LITTLE = """
+import asyncio, sys
+import aiohttp
+from aiohttp import web
+import parley.cli.serve
+from parley.app import create_app
+from parley.settings import Settings
+from parley.store.sql import open_store
+
+async def main(database, admin_path):
+    settings = Settings.model_validate(
+        {"database": {"url": database}, "admin": {"token": "admin-token-0123456789abcdef"}}
+    )
+    runner = web.AppRunner(create_app(settings))
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    async with aiohttp.ClientSession() as http:
+        for path in ("/health", "/v1/models", admin_path):
+            if path:
+                async with http.get(f"http://127.0.0.1:{port}{path}") as reply:
+                    await reply.read()
+    await runner.cleanup()
+
+asyncio.run(main(sys.argv[1], sys.argv[2]))
+print(" ".join(name for name in sys.argv[3:] if name in sys.modules))
+"""
+
+
+async def _migrate(database: str) -> None:
+    store = await open_store(database)
+    try:
+        await store.migrate()
+    finally:
+        await store.close()
+
+
+def loaded_after_serving(tmp_path: Path, admin_path: str = "") -> set[str]:
+    """Which of ``NOT_AT_START`` a worker had loaded after starting and a few calls, on a
+    database already migrated (as ``parley serve`` finds it: Alembic, which loads every
+    dialect, runs only when the database is behind)."""
+    database = f"sqlite:///{tmp_path / 'parley.db'}"
+    asyncio.run(_migrate(database))
+    done = subprocess.run(
+        [sys.executable, "-c", SERVE_A_LITTLE, database, admin_path, *NOT_AT_START],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return set(done.stdout.split())
+
+
+def test_a_worker_serving_v1_loads_none_of_the_rarely_used_parts(tmp_path: Path) -> None:
+    assert loaded_after_serving(tmp_path) == set()
+
+
+def test_the_first_dashboard_page_loads_the_dashboard(tmp_path: Path) -> None:
+    """The check above can fail: the same run loads Jinja2 once a page is asked for."""
+    loaded = loaded_after_serving(tmp_path, "/admin/login")
+    assert {"jinja2", "parley.admin.ui"} <= loaded
+    assert "parley.openapi" not in loaded
+
+
+def _deferred_routes(app: web.Application) -> list[Deferred]:
+    found = []
+    for resource in app.router.resources():
+        info = resource.get_info()
+        if "app" in info:
+            found += _deferred_routes(info["app"])
+            continue
+        found += [d for route in resource if (d := deferred_of(route.handler)) is not None]
+    return found
+
+
+def test_every_deferred_handler_resolves_to_a_coroutine_function() -> None:
+    settings = Settings.model_validate({"admin": {"token": "admin-token-0123456789abcdef"}})
+    handlers = _deferred_routes(create_app(settings))
+    assert len(handlers) >= 30  # the admin API, the dashboard's pages, /openapi.json
+    for handler in handlers:
+        assert inspect.iscoroutinefunction(handler.resolve()), handler.target
+
+
+def test_a_deferred_handler_is_imported_once() -> None:
+    handler = deferred("parley.openapi:openapi_json")
+    owner = deferred_of(handler)
+    assert owner is not None
+    assert owner.resolve() is owner.resolve()
+    assert inspect.iscoroutinefunction(handler)
+
+
+def test_a_target_without_a_function_is_refused_at_once() -> None:
+    with pytest.raises(ValueError, match="module:function"):
+        deferred("parley.openapi.openapi_json")
