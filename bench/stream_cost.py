@@ -1,0 +1,199 @@
+"""What one streamed call costs a relay, counted in instructions: load-robust where
+``bench.load``'s CPU figures are not (a shared machine changes the time an instruction
+takes, not how many run).
+
+It starts the fake upstream (``bench/upstream.py``) and one relay (Parley, one worker, the
+``bench.load`` configuration; or the bare relay) under ``valgrind --tool=callgrind``, warms
+the relay up, zeroes the counters, sends ``--streams`` streamed chat calls
+(``--concurrency`` at a time) and dumps the counters: instructions per stream are the
+total over the streams. By default the upstream writes each chunk ``--delay`` seconds
+after the last, so every chunk reaches the relay in a read of its own, the worst case and
+what an engine producing tokens does (``--delay 0``: the upstream writes them back to back,
+and reads may carry several). Each stream is 20 content chunks, a usage chunk (the calls
+ask ``include_usage``) and ``[DONE]``.
+
+    python -m bench.stream_cost                       # Parley and the bare relay (~3 min)
+    python -m bench.stream_cost --targets parley --streams 400
+    python -m bench.stream_cost --no-valgrind         # CPU time instead (noisy, quick)
+
+Instructions of the relay process only (valgrind does not follow children); the upstream
+and the calls' client run natively in other processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import uvloop
+
+from bench.harness import MODEL, PATH, SLOW_MODEL, create_key, write_parley_config
+from bench.kernel import cpu_seconds
+from bench.loadgen import check_reply, request_body
+from bench.processes import (
+    REPO,
+    BenchError,
+    Service,
+    clean_environment,
+    free_ports,
+    stop,
+    wait_until_ready,
+)
+from bench.rawhttp import Connection, request_bytes
+
+
+def start(command: list[str], log: Path, cwd: Path) -> subprocess.Popen[bytes]:
+    with log.open("wb") as output:
+        return subprocess.Popen(
+            command,
+            cwd=cwd,
+            env=clean_environment(),
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+async def send(url: str, key: str, model: str, count: int, concurrency: int) -> int:
+    """``count`` streams, ``concurrency`` at a time; the number that failed."""
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {key}"}
+    host, port, request = request_bytes(url, request_body(model, stream=True), headers)
+    failures = 0
+    left = count
+
+    async def worker() -> None:
+        nonlocal left, failures
+        connection = Connection(host, port)
+        try:
+            while left > 0:
+                left -= 1
+                reply = await connection.post(request)
+                if check_reply(reply, stream=True) or reply.body.count(b"data: ") != 22:
+                    failures += 1
+        finally:
+            connection.close()
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return failures
+
+
+def callgrind_control(*args: str) -> None:
+    subprocess.run(["callgrind_control", *args], capture_output=True, check=True, timeout=120)
+
+
+def total_instructions(directory: Path, pid: int) -> int:
+    """The instructions of the last dump of ``pid``'s callgrind output."""
+    dumps = sorted(directory.glob(f"callgrind.out.{pid}*"), key=lambda path: path.stat().st_mtime)
+    for line in dumps[-1].read_text().splitlines():
+        if line.startswith(("summary:", "totals:")):
+            return int(line.split()[1])
+    raise BenchError(f"no totals in {dumps[-1]}")
+
+
+def measure(args: argparse.Namespace, target: str, workdir: Path) -> dict[str, Any]:
+    upstream_port, relay_port = free_ports(2)
+    model = SLOW_MODEL if args.delay > 0 else MODEL
+    upstream_args = ["-m", "bench.upstream", "--port", str(upstream_port)]
+    upstream_args += ["--slow-delay", str(args.delay)]
+    upstream_log = workdir / f"upstream-{target}.log"
+    upstream = start([sys.executable, *upstream_args], upstream_log, REPO)
+    relay: subprocess.Popen[bytes] | None = None
+    try:
+        wait_until_ready(Service("upstream", upstream, upstream_port, upstream_log))
+        if target == "parley":
+            config = write_parley_config(workdir / target, relay_port, upstream_port)
+            key, cwd = create_key(config), config.parent
+            relay_args = ["-m", "parley", "serve", "--config", str(config)]
+            relay_args += ["--port", str(relay_port)]
+        else:
+            key, cwd = "bare", REPO
+            relay_args = ["-m", "bench.bare_relay", "--port", str(relay_port)]
+            relay_args += ["--upstream", f"http://127.0.0.1:{upstream_port}/v1"]
+        command = [sys.executable, *relay_args]
+        if args.valgrind:
+            out = workdir / "callgrind.out.%p"
+            command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *command]
+        relay_log = workdir / f"{target}.log"
+        relay = start(command, relay_log, cwd)
+        health = "/health" if target == "parley" else None  # a GET, not a mere connect: a
+        # slow start leaves the port free long enough to connect to one's own socket
+        wait_until_ready(Service(target, relay, relay_port, relay_log), health, 900)
+        url = f"http://127.0.0.1:{relay_port}{PATH}"
+        failed = asyncio.run(send(url, key, model, args.warmup, args.concurrency))
+        if args.valgrind:
+            callgrind_control("--zero", str(relay.pid))
+        cpu_before = cpu_seconds(relay.pid) or 0.0
+        began = time.perf_counter()
+        failed += asyncio.run(send(url, key, model, args.streams, args.concurrency))
+        seconds = time.perf_counter() - began
+        cpu = (cpu_seconds(relay.pid) or 0.0) - cpu_before
+        result: dict[str, Any] = {
+            "target": target,
+            "streams": args.streams,
+            "failed": failed,
+            "seconds": seconds,
+            "us_cpu_per_stream": cpu / args.streams * 1e6,
+        }
+        if args.valgrind:
+            callgrind_control("--dump", str(relay.pid))
+            instructions = total_instructions(workdir, relay.pid)
+            result["instructions_per_stream"] = instructions / args.streams
+        return result
+    finally:
+        if relay is not None:
+            stop(relay)
+        stop(upstream)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--targets", default="bare,parley")
+    parser.add_argument("--streams", type=int, default=300)
+    parser.add_argument("--warmup", type=int, default=60)
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument(
+        "--delay", type=float, default=0.02, help="Seconds between the upstream's chunks."
+    )
+    parser.add_argument("--no-valgrind", dest="valgrind", action="store_false")
+    parser.add_argument("--keep", action="store_true", help="Keep the folder (callgrind dumps).")
+    args = parser.parse_args()
+    if args.valgrind and shutil.which("callgrind_control") is None:
+        raise SystemExit("valgrind is not installed (apt-get install valgrind)")
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    workdir = Path(tempfile.mkdtemp(prefix="parley-stream-cost-"))
+    print(f"load average {os.getloadavg()[0]:.2f}; folder {workdir}", file=sys.stderr)
+    results = []
+    try:
+        for target in args.targets.split(","):
+            result = measure(args, target, workdir)
+            results.append(result)
+            instructions = result.get("instructions_per_stream")
+            print(
+                f"{target:<8} {result['streams']} streams, {result['failed']} failed, "
+                f"{result['us_cpu_per_stream']:,.0f} µs CPU/stream"
+                + (f", {instructions:,.0f} instructions/stream" if instructions else ""),
+                flush=True,
+            )
+    finally:
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    by_target = {row["target"]: row for row in results}
+    if {"bare", "parley"} <= by_target.keys() and args.valgrind:
+        ratio = (
+            by_target["bare"]["instructions_per_stream"]
+            / by_target["parley"]["instructions_per_stream"]
+        )
+        print(f"instructions per stream, bare / parley: {ratio:.2f}")
+
+
+if __name__ == "__main__":
+    main()
