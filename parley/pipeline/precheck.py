@@ -24,9 +24,6 @@ async def refuse_before_upload(request: web.Request) -> None:
     caller = request[CALLER]
     try:
         await check_room(svc.limiter, svc.meter.ledger, caller)
-    except RateLimited as refusal:
-        svc.watchers.tell_refused(caller, refusal.type)
-        raise
-    except QuotaExceeded:
-        svc.watchers.tell_refused(caller, "budget")
+    except (RateLimited, QuotaExceeded) as refusal:
+        svc.watchers.tell_refusal(caller, refusal)
         raise

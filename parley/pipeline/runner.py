@@ -150,11 +150,8 @@ async def _admitted(request: web.Request, job: Job) -> tuple[Services, Call]:
         admission = await admit(
             svc.limiter, svc.meter.ledger, caller, job.reservation(model, caller)
         )
-    except RateLimited as refusal:
-        svc.watchers.tell_refused(caller, refusal.type)
-        raise
-    except QuotaExceeded:
-        svc.watchers.tell_refused(caller, "budget")
+    except (RateLimited, QuotaExceeded) as refusal:
+        svc.watchers.tell_refusal(caller, refusal)
         raise
     call = Call(svc.request_ids.new(), operation.path, caller, model, admission)
     # The v1 middleware adds these to any reply that is not a started stream.

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from parley.errors import UpstreamError
+from parley.errors import QuotaExceeded, RateLimited, UpstreamError
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.call import Call
 
@@ -34,6 +34,10 @@ class CallWatchers:
     def tell_refused(self, caller: Caller, decision: str) -> None:
         for watcher in self.refused:
             watcher(caller, decision)
+
+    def tell_refusal(self, caller: Caller, refusal: RateLimited | QuotaExceeded) -> None:
+        """``tell_refused`` for admission's error: its rate's kind, or ``budget``."""
+        self.tell_refused(caller, refusal.type if isinstance(refusal, RateLimited) else "budget")
 
     def tell_upstream_failed(
         self, call: Call, channel: str, error: UpstreamError, seconds: float
