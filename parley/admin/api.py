@@ -14,7 +14,7 @@ from aiohttp import web
 
 from parley.admin.context import admin_service
 from parley.admin.monitor import channels, overview
-from parley.admin.reports import parse_query
+from parley.admin.reports import query_from_params
 from parley.admin.views import audit_view, clone_view, group_view, key_view
 from parley.api.body import read_json
 from parley.api.context import SERVICES
@@ -161,17 +161,8 @@ async def revoke_key(request: web.Request) -> web.Response:
 
 
 async def usage(request: web.Request) -> web.StreamResponse:
-    query = request.query
-    report = await admin_service(request).usage(
-        parse_query(
-            since=query.get("since"),
-            until=query.get("until"),
-            group=query.get("group"),
-            model=query.get("model"),
-            by=query.get("by"),
-        )
-    )
-    output = query.get("format", "json")
+    report = await admin_service(request).usage(query_from_params(request.query))
+    output = request.query.get("format", "json")
     if output == "csv":
         name = f"parley-usage-{report.query.since}-{report.query.until}.csv"
         return web.Response(

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+from multidict import MultiMapping
+
 from parley.domain.pricing import nanos_to_usd
 from parley.domain.usage import GroupDailyUsage
 from parley.errors import InvalidRequest
@@ -45,6 +47,18 @@ class UsageQuery:
     def end(self) -> date:
         """The first day after the range (the store's ranges end exclusively)."""
         return self.until + timedelta(days=1)
+
+
+def query_from_params(params: MultiMapping[str]) -> UsageQuery:
+    """``parse_query`` for a query string (the admin API's, the dashboard's form): ``by``
+    may be one comma-separated value, repeated (the form's checkboxes), or both."""
+    return parse_query(
+        since=params.get("since"),
+        until=params.get("until"),
+        group=params.get("group"),
+        model=params.get("model"),
+        by=",".join(params.getall("by", [])) or None,
+    )
 
 
 def parse_query(

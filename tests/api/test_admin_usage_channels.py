@@ -32,6 +32,10 @@ async def test_usage_across_groups_by_group_model_and_day(start_gateway: Any) ->
     assert report["total"]["requests"] == 3 and report["total"]["cost_usd"] > 0
     _, one = await call(gateway, "GET", f"/admin/usage?group=beta&by=day,model&since={today}")
     assert one["data"] == [{**one["data"][0], "day": today, "model": "chat-large", "requests": 1}]
+    _, repeated = await call(
+        gateway, "GET", f"/admin/usage?group=beta&by=day&by=model&since={today}"
+    )
+    assert repeated["data"] == one["data"]
     _, none = await call(gateway, "GET", "/admin/usage?model=vision-small")
     assert none["data"] == [] and none["total"]["requests"] == 0
     status, csv = await call(gateway, "GET", "/admin/usage?by=group,model&format=csv")

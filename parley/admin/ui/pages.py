@@ -6,7 +6,7 @@ from aiohttp import web
 
 from parley.admin.context import admin_service
 from parley.admin.monitor import DayTotals, channels, health_state, overview
-from parley.admin.reports import DIMENSIONS, parse_query
+from parley.admin.reports import DIMENSIONS, query_from_params
 from parley.admin.ui.charts import Bar, bar_chart
 from parley.admin.ui.render import page, usd
 from parley.api.context import SERVICES
@@ -50,18 +50,9 @@ async def overview_page(request: web.Request) -> web.Response:
 
 async def usage_page(request: web.Request) -> web.Response:
     service = admin_service(request)
-    query = request.query
-    by = ",".join(query.getall("by", [])) or None
     error, report = "", None
     try:
-        parsed = parse_query(
-            since=query.get("since"),
-            until=query.get("until"),
-            group=query.get("group"),
-            model=query.get("model"),
-            by=by,
-        )
-        report = await service.usage(parsed)
+        report = await service.usage(query_from_params(request.query))
     except InvalidRequest as problem:
         error = problem.message
     svc = request.config_dict[SERVICES]
@@ -80,16 +71,7 @@ async def usage_page(request: web.Request) -> web.Response:
 
 
 async def usage_csv(request: web.Request) -> web.Response:
-    query = request.query
-    report = await admin_service(request).usage(
-        parse_query(
-            since=query.get("since"),
-            until=query.get("until"),
-            group=query.get("group"),
-            model=query.get("model"),
-            by=",".join(query.getall("by", [])) or None,
-        )
-    )
+    report = await admin_service(request).usage(query_from_params(request.query))
     name = f"parley-usage-{report.query.since}-{report.query.until}.csv"
     return web.Response(
         text=report.csv(),
