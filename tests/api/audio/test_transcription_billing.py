@@ -266,10 +266,14 @@ async def test_a_caller_admission_would_refuse_is_refused_before_its_upload_is_r
     client = audio_gateway.client(key)
     await client.audio.transcriptions.create(model="whisper", file=("a.wav", clip("wav", 1.0)))
     # Read and decoded, this upload would be a 400 (it is not audio); refused first, a 429.
-    form = aiohttp.FormData()
-    form.add_field("model", "whisper")
-    form.add_field("file", b"not audio at all", filename="a.wav")
-    status, body = await call(audio_gateway, "POST", TRANSCRIPTIONS, key, data=form)
-    assert status == 429 and body["error"]["code"] == code
+    with pytest.raises(openai.RateLimitError) as refused:
+        await client.audio.transcriptions.create(
+            model="whisper", file=("a.wav", b"not audio at all")
+        )
+    assert refused.value.status_code == 429 and refused.value.code == code
+    if code == "rate_limit_exceeded":  # the spec: a 429 carries X-RateLimit-Reset-*
+        headers = refused.value.response.headers
+        assert headers["x-ratelimit-remaining-requests"] == "0"
+        assert "x-ratelimit-reset-requests" in headers and "retry-after" in headers
     assert len(engines["openai"].uploads) == 1
     assert [record.status for record in await records(audio_gateway)] == [200]

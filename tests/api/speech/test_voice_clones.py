@@ -141,6 +141,18 @@ async def test_a_transcript_is_kept_from_an_engine_that_does_not_clone_with_one(
         await gateway.stop()
 
 
+async def test_a_caller_out_of_requests_is_refused_before_its_clip_is_read(
+    tenants: Tenants,
+) -> None:
+    key = await tenants.gateway.key(await tenants.gateway.group("tight", rpm=1))
+    status, _ = await clone(tenants, key, clip("wav", 4.0))
+    assert status == 200
+    # Read and probed, this clip would be a 400 (it is not audio); refused first, a 429.
+    status, body = await clone(tenants, key, b"not audio at all", label="Other")
+    assert status == 429 and body["error"]["code"] == "rate_limit_exceeded"
+    assert uploads(tenants) == 1
+
+
 async def test_labels_are_checked_and_unique_per_group_ignoring_case(tenants: Tenants) -> None:
     status, body = await clone(tenants, tenants.key_a, clip("wav", 4.0), label="no spaces!")
     assert status == 400 and body["error"]["param"] == "label"
