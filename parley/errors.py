@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import orjson
+from parley.sse import json_event
 
 
 class ParleyError(Exception):
@@ -174,4 +174,4 @@ INTERNAL_ERROR_MESSAGE = "The server had an error while processing your request.
 
 def encode_error_event(error: ParleyError) -> bytes:
     """The envelope as a Server-Sent Event, for errors that happen mid-stream."""
-    return b"data: " + orjson.dumps(error.body()) + b"\n\n"
+    return json_event(error.body())

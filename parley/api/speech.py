@@ -17,7 +17,6 @@ from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-import orjson
 from aiohttp import web
 
 from parley.api.body import optional_bool, optional_number, read_json, required_string
@@ -40,6 +39,7 @@ from parley.pipeline.job import Operation
 from parley.pipeline.route import Route
 from parley.providers.base import JSON, SpeechAudio, SpeechRequest, UpstreamRefused
 from parley.services import Services
+from parley.sse import json_event
 
 if TYPE_CHECKING:
     from parley.audio.convert import AudioConverter
@@ -281,8 +281,7 @@ class SpeechJob:
 
 
 def _event(kind: str, payload: dict[str, Any]) -> bytes:
-    data = orjson.dumps({"type": kind, **payload})
-    return b"event: " + kind.encode() + b"\ndata: " + data + b"\n\n"
+    return json_event({"type": kind, **payload}, kind)
 
 
 def _b64(piece: bytes) -> str:

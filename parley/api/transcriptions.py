@@ -36,6 +36,7 @@ from parley.pipeline.precheck import refuse_before_upload
 from parley.pipeline.route import Route
 from parley.providers.base import Transcript
 from parley.providers.registry import ProviderRegistry
+from parley.sse import json_event
 
 log = logging.getLogger("parley.audio")
 
@@ -199,7 +200,7 @@ class StreamedTranscription(TranscriptionJob):
         for event in batch:
             if event.get("type") == "transcript.text.done":
                 event["usage"] = self.stated_usage()  # the adapter's own fresh dict
-            events.append(b"data: " + orjson.dumps(event) + b"\n\n")
+            events.append(json_event(event))
         return b"".join(events)
 
     def end(self) -> bytes:

@@ -10,7 +10,6 @@ attributes (``_messages``, ``_current_request``): the seam is aiohttp 3.x's.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from aiohttp.web_protocol import RequestHandler, RequestPayloadError, _ErrInfo
@@ -98,7 +97,3 @@ class EdgeServer(Server):
 
     def __call__(self) -> RequestHandler:
         return EdgeProtocol(self, refusals=self.refusals, loop=self._loop, **self._kwargs)
-
-
-def refusal_log() -> RefusalLog:
-    return RefusalLog(logging.getLogger("parley.edge"))

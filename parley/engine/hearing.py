@@ -22,6 +22,7 @@ from parley.engine.sound import UnreadableAudio
 from parley.engine.speech import WORKERS
 from parley.engine.transcripts import CONTENT_TYPES, FORMATS, Heard, render, stream_events
 from parley.errors import InvalidRequest, UnsupportedMediaType
+from parley.sse import json_event
 
 MAX_UPLOAD_BYTES = 25 << 20
 ENGLISH = frozenset({"en", "en-us", "en-gb", "eng", "english"})
@@ -107,4 +108,4 @@ async def _stream(request: web.Request, heard: Heard) -> web.StreamResponse:
 
 
 def _data(event: dict[str, Any]) -> bytes:
-    return b"data: " + orjson.dumps(event) + b"\n\n"
+    return json_event(event)

@@ -34,6 +34,7 @@ from parley.engine import sound
 from parley.engine.espeak import DEFAULT_VOICE, VOICES, Voice
 from parley.engine.workers import Workers
 from parley.errors import InvalidRequest, UnsupportedMediaType
+from parley.sse import json_event
 
 WORKERS: web.AppKey[Workers] = web.AppKey("workers", Workers)
 MAX_INPUT_CHARS = 4096
@@ -175,8 +176,7 @@ async def _relay_raw(
 
 
 def _event(kind: str, payload: dict[str, Any]) -> bytes:
-    data = orjson.dumps({"type": kind, **payload})
-    return b"event: " + kind.encode() + b"\ndata: " + data + b"\n\n"
+    return json_event({"type": kind, **payload}, kind)
 
 
 async def _relay_events(
