@@ -90,7 +90,7 @@ def _probe_worker(argv: list[str]) -> None:
         label, *actions = (folder / "command").read_text().split()
         record: dict[str, Any] = {"steps": [stats(label)]}
         for action in actions:
-            if action == "mark":
+            if action == "mark" and arenas.supported():
                 marked.update(address for address, _ in arenas.arenas())
             elif action == "sweep":
                 from parley.heap import malloc_trim, sweep
