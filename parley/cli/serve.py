@@ -42,7 +42,6 @@ def run_worker(raw_settings: dict[str, Any], reuse_port: bool) -> None:
     asyncio.set_event_loop(loop)
     app = create_app(settings)
     app.on_startup.append(settle_garbage_collector)  # runs after the services are built
-    app.cleanup_ctx.append(give_back_freed_memory)
     try:
         loop.run_until_complete(serve_app(app, settings, reuse_port=reuse_port))
     except OSError as error:  # the port was taken between the check and the bind
@@ -70,6 +69,7 @@ async def serve_app(app: web.Application, settings: Settings, *, reuse_port: boo
         # aiohttp's own bound, a backstop only: ``shut_down`` ends the calls at the grace.
         shutdown_timeout=server.shutdown_grace_seconds + SHUTDOWN_BACKSTOP_SECONDS,
     )
+    app.cleanup_ctx.append(give_back_freed_memory(runner.connections_fell_by))
     await runner.setup()
     stopping = asyncio.Event()
     try:

@@ -10,6 +10,7 @@ attributes (``_messages``, ``_current_request``): the seam is aiohttp 3.x's.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from aiohttp.web_protocol import RequestHandler, RequestPayloadError, _ErrInfo
@@ -89,11 +90,25 @@ def _peer(protocol: RequestHandler) -> str | None:
 
 
 class EdgeServer(Server):
-    """aiohttp's protocol factory, building ``EdgeProtocol`` connections."""
+    """aiohttp's protocol factory, building ``EdgeProtocol`` connections; it keeps the
+    most connections open at once, so the worker knows when a burst ended (``fell_by``)."""
 
     def __init__(self, *args: Any, refusals: RefusalLog, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.refusals = refusals
+        self._high_water = 0
 
     def __call__(self) -> RequestHandler:
         return EdgeProtocol(self, refusals=self.refusals, loop=self._loop, **self._kwargs)
+
+    def connection_made(self, handler: RequestHandler, transport: asyncio.Transport) -> None:
+        super().connection_made(handler, transport)
+        opened = len(self._connections)
+        self._high_water = max(self._high_water, opened)
+
+    def fell_by(self) -> int:
+        """How many fewer connections are open now than at the most since the last call
+        (0 while they only grew); the count starts again from now."""
+        now = len(self._connections)
+        fell, self._high_water = max(self._high_water - now, 0), now
+        return fell

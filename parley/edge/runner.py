@@ -42,6 +42,11 @@ class EdgeRunner(web.AppRunner):
         super().__init__(app, **connection_options(server), **kwargs)
         self.refusals = RefusalLog(log)
 
+    def connections_fell_by(self) -> int:
+        """``EdgeServer.fell_by`` (0 before the server is made)."""
+        server = self.server
+        return server.fell_by() if isinstance(server, EdgeServer) else 0
+
     async def _make_server(self) -> Server:
         base = await super()._make_server()  # starts the app, as AppRunner does
         return EdgeServer(

@@ -2,14 +2,18 @@
 
 ``ChannelHealth.observe`` runs in ``Meter.finish`` on every call, so it is O(1) and
 allocates nothing after a channel's first call: a fixed ring of the last ``WINDOW``
-outcomes per channel with running sums of errors and latency. The admin surface reads
-a ``HealthSnapshot`` per channel. Health is per process: each worker and instance
+outcomes per channel with running sums of errors and latency. The latencies and the
+last success's time are kept as machine numbers (``array``), not as the int and float
+objects of the last calls: after a burst of streams those sat in the burst's memory and
+kept pymalloc from giving it back (docs/performance.md). The admin surface reads a
+``HealthSnapshot`` per channel. Health is per process: each worker and instance
 reports what it saw.
 """
 
 from __future__ import annotations
 
 import time
+from array import array
 from dataclasses import dataclass
 
 from parley.domain.usage import UsageRecord
@@ -18,6 +22,8 @@ WINDOW = 200
 """How many recent calls per channel the error rate and latency are taken over."""
 ERROR_STATUS = 500
 CLIENT_CLOSED = 499
+NOT_YET = -1.0
+"""``last_ok`` before a first success."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,13 +44,13 @@ class _Ring:
     __slots__ = ("count", "errors", "failed", "index", "last_error", "last_ok", "latencies")
 
     def __init__(self) -> None:
-        self.latencies = [0] * WINDOW
+        self.latencies = array("q", bytes(8 * WINDOW))
         self.failed = [False] * WINDOW
         self.index = 0
         self.count = 0
         self.errors = 0
         self.last_error: tuple[int, float] | None = None
-        self.last_ok: float | None = None
+        self.last_ok = array("d", [NOT_YET])
 
     def add(self, latency_ms: int, failed: bool, status: int) -> None:
         at = self.index
@@ -59,7 +65,7 @@ class _Ring:
         if failed:
             self.last_error = (status, time.time())
         else:
-            self.last_ok = time.time()
+            self.last_ok[0] = time.time()
 
     def snapshot(self) -> HealthSnapshot:
         seen = sorted(self.latencies[: self.count])
@@ -72,7 +78,7 @@ class _Ring:
             p95_latency_ms=seen[min(len(seen) - 1, len(seen) * 95 // 100)] if seen else 0,
             last_error_status=last[0] if last else None,
             last_error_at=last[1] if last else None,
-            last_ok_at=self.last_ok,
+            last_ok_at=None if self.last_ok[0] == NOT_YET else self.last_ok[0],
         )
 
 

@@ -99,6 +99,7 @@ class SqliteUsageWriter:
         self._timeout = timeout
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="parley-usage")
         self._conn: sqlite3.Connection | None = None
+        self._cursor: sqlite3.Cursor | None = None
         self._closed = False
 
     async def record_usage(self, records: Sequence[UsageRecord]) -> int:
@@ -116,8 +117,12 @@ class SqliteUsageWriter:
         finally:
             self._thread.shutdown(wait=False)
 
-    def _connection(self) -> sqlite3.Connection:
-        if self._conn is None:
+    def _open(self) -> sqlite3.Cursor:
+        """The one cursor every statement runs on. ``Connection.execute`` makes a cursor
+        per statement, and the connection keeps a weak reference to each until its 200th:
+        made during a burst, those sat in the burst's memory and kept it from being given
+        back (docs/performance.md)."""
+        if self._cursor is None:
             # autocommit mode: the transaction is this module's own BEGIN IMMEDIATE / COMMIT
             statements = len(CHUNKS) + 8  # every text this module runs, kept prepared
             conn = sqlite3.connect(
@@ -126,15 +131,16 @@ class SqliteUsageWriter:
                 isolation_level=None,
                 cached_statements=statements,
             )
+            cursor = conn.cursor()
             for pragma in self._pragmas:
-                conn.execute(f"PRAGMA {pragma}")
-            self._conn = conn
-        return self._conn
+                cursor.execute(f"PRAGMA {pragma}")
+            self._conn, self._cursor = conn, cursor
+        return self._cursor
 
     def _close(self) -> None:
         if self._conn is not None:
             self._conn.close()
-            self._conn = None
+            self._conn = self._cursor = None
 
     def _write(self, records: Sequence[UsageRecord]) -> int:
         unique: dict[str, UsageRecord] = {}
@@ -142,10 +148,10 @@ class SqliteUsageWriter:
             unique.setdefault(record.request_id, record)
         if not unique:
             return 0
-        conn = self._connection()
-        conn.execute("BEGIN IMMEDIATE")
+        cursor = self._open()
+        cursor.execute("BEGIN IMMEDIATE")
         try:
-            for (stored,) in conn.execute(FIND_STORED, (orjson.dumps(list(unique)),)):
+            for (stored,) in cursor.execute(FIND_STORED, (orjson.dumps(list(unique)),)).fetchall():
                 del unique[stored]
             if unique:
                 rows, rollups, last_use = _rows(unique.values())
@@ -153,14 +159,14 @@ class SqliteUsageWriter:
                 for size in CHUNKS:
                     while len(rows) - start >= size:
                         chunk = rows[start : start + size]
-                        conn.execute(INSERT_RAW[size], [value for row in chunk for value in row])
+                        cursor.execute(INSERT_RAW[size], [value for row in chunk for value in row])
                         start += size
-                conn.execute(ADD_TO_ROLLUPS, (orjson.dumps(rollups),))
-                conn.execute(STAMP_LAST_USE, (orjson.dumps(last_use),))
-            conn.execute("COMMIT")
+                cursor.execute(ADD_TO_ROLLUPS, (orjson.dumps(rollups),))
+                cursor.execute(STAMP_LAST_USE, (orjson.dumps(last_use),))
+            cursor.execute("COMMIT")
         except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+            if cursor.connection.in_transaction:
+                cursor.execute("ROLLBACK")
             raise
         return len(unique)
 

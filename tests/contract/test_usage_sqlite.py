@@ -8,6 +8,7 @@ import sqlite3
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -114,3 +115,32 @@ def test_only_plain_files_get_the_writer(url: str) -> None:
     assert sqlite_file("sqlite:///./parley.db") == "./parley.db"
     assert sqlite_file("postgresql://u@h/db") is None
     assert usage_sqlite.supported() == (sqlite3.sqlite_version_info >= (3, 33, 0))
+
+
+async def test_every_statement_runs_on_one_cursor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``Connection.execute`` makes a cursor per statement, and the connection keeps a weak
+    reference to each until its 200th: made during a burst of calls, those kept the
+    burst's memory from being given back. The writer makes one cursor and keeps it."""
+    path = tmp_path / "parley.db"
+    await (await keyed_store(path)).close()
+    made: list[str] = []
+
+    class Counted(sqlite3.Connection):
+        def cursor(self, *args: Any, **kwargs: Any) -> Any:
+            made.append("cursor")
+            return super().cursor(*args, **kwargs)
+
+        def execute(self, *args: Any, **kwargs: Any) -> Any:
+            made.append("execute")
+            return super().execute(*args, **kwargs)
+
+    connect = sqlite3.connect
+    monkeypatch.setattr(sqlite3, "connect", lambda *a, **k: connect(*a, factory=Counted, **k))
+    writer = usage_sqlite.SqliteUsageWriter(str(path), ["busy_timeout = 1000"], timeout=5.0)
+    try:
+        assert [await writer.record_usage(batch) for batch in batches()] == [301, 3, 1]
+    finally:
+        await writer.close()
+    assert made == ["cursor"]

@@ -1,16 +1,30 @@
 """The worker's periodic ``malloc_trim``: found on glibc, called again and again off the
-event loop, stopped with the app."""
+event loop, stopped with the app; after a burst of connections, a sweep first (the edge
+server counts how far open connections fell)."""
 
 from __future__ import annotations
 
 import asyncio
+import gc
+import logging
 import platform
+import sys
 import threading
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from aiohttp import web
 
-from parley.heap import give_back_freed_memory, malloc_trim, trim_periodically
+from parley.edge.protocol import EdgeServer
+from parley.edge.refusals import RefusalLog
+from parley.heap import (
+    BURST_CONNECTIONS,
+    give_back_freed_memory,
+    malloc_trim,
+    sweep,
+    trim_periodically,
+)
 
 HANG_GUARD = 30.0
 """Not a measurement: only stops a broken loop from hanging the suite."""
@@ -44,11 +58,76 @@ async def test_trims_run_repeatedly_in_another_thread() -> None:
 
 async def test_the_hook_starts_and_stops_with_the_app() -> None:
     app = web.Application()
-    hook = give_back_freed_memory(app)
+    hook = give_back_freed_memory()(app)
     before = len(asyncio.all_tasks())
     await anext(hook)
     started = len(asyncio.all_tasks()) - before
     with pytest.raises(StopAsyncIteration):
         await anext(hook)
-    assert started == (1 if malloc_trim() is not None else 0)
+    assert started == 1  # trims (glibc) and sweeps after bursts (everywhere)
     assert len(asyncio.all_tasks()) == before
+
+
+async def test_a_sweep_follows_each_burst_and_only_bursts() -> None:
+    falls: Iterator[int] = iter([0, BURST_CONNECTIONS + 44, 10, BURST_CONNECTIONS - 1, 9_000])
+    ticks: list[str] = []
+    done = asyncio.Event()
+
+    def fell_by() -> int:
+        fall = next(falls, None)
+        if fall is None:
+            done.set()
+            return 0
+        ticks.append("tick")
+        return fall
+
+    task = asyncio.create_task(
+        trim_periodically(
+            None, seconds=0.001, fell_by=fell_by, after_burst=lambda: ticks.append("sweep")
+        )
+    )
+    await asyncio.wait_for(done.wait(), HANG_GUARD)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert ticks == ["tick", "tick", "sweep", "tick", "tick", "tick", "sweep"]
+
+
+def test_the_sweep_frees_garbage_and_the_method_cache() -> None:
+    class Cycle:
+        def __init__(self) -> None:
+            self.me = self
+
+    gc.collect()
+    Cycle()  # unreachable, but alive until a collection finds its cycle
+    assert any(type(o) is Cycle for o in gc.get_objects())
+    name = "".join(["utc", "offset"])  # a name of its own, as datetime's lookups make
+    getattr(Cycle, name, None)  # the method cache keeps a reference to the name
+    held = sys.getrefcount(name)
+    sweep()
+    assert not any(type(o) is Cycle for o in gc.get_objects())
+    assert sys.getrefcount(name) < held
+
+
+class _Transport:
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return default
+
+
+async def test_the_edge_server_counts_how_far_connections_fell() -> None:
+    async def handler(request: web.BaseRequest) -> web.StreamResponse:
+        return web.Response()
+
+    server = EdgeServer(handler, refusals=RefusalLog(logging.getLogger("test")))
+    assert server.fell_by() == 0
+    opened = [server() for _ in range(5)]
+    for protocol in opened:
+        server.connection_made(protocol, _Transport())  # type: ignore[arg-type]
+    for protocol in opened[:3]:
+        server.connection_lost(protocol)
+    assert server.fell_by() == 3  # from 5 at once down to 2
+    assert server.fell_by() == 0  # counted from the 2 open now
+    more = [server() for _ in range(2)]
+    for protocol in more:
+        server.connection_made(protocol, _Transport())  # type: ignore[arg-type]
+    assert server.fell_by() == 0  # grew only

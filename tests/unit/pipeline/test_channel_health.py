@@ -3,6 +3,7 @@ out as the window turns, calls without a channel or abandoned by the client igno
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
 
 from parley.domain.usage import UsageRecord
@@ -47,3 +48,18 @@ def test_unrouted_and_abandoned_calls_say_nothing_about_a_channel() -> None:
     snap = health.snapshot("a")
     assert health.snapshot("") is None
     assert snap is not None and (snap.calls, snap.errors) == (1, 0)
+
+
+def test_the_ring_keeps_no_object_of_the_calls() -> None:
+    """A ring holding the last calls' int and float objects kept a burst's memory pinned
+    (pymalloc frees an arena only when nothing in it is alive): it keeps their values."""
+    health = ChannelHealth()
+    health.observe(record(200, 1))  # the channel's ring is made
+    latency = int("123456789")  # an int of its own (not a cached small one)
+    held = sys.getrefcount(latency)
+    last = record(200, latency)
+    held_by_record = sys.getrefcount(latency) - held
+    health.observe(last)
+    assert sys.getrefcount(latency) == held + held_by_record
+    snap = health.snapshot("a")
+    assert snap is not None and snap.p95_latency_ms == 123456789 and snap.last_ok_at
