@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from parley.domain.groups import Group
 from parley.domain.models import ModelRegistry, Resolved
 from parley.errors import InvalidRequest, ModelNotFound, QuotaExceeded, RateLimited
 from parley.limits.base import Decision, Limiter, Scope
-from parley.limits.headers import rate_limit_headers, retry_headers
+from parley.limits.headers import go_duration, rate_limit_headers, retry_headers
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.budget import SpendLedger
 
@@ -68,9 +69,13 @@ async def check_room(limiter: Limiter, ledger: SpendLedger, caller: Caller) -> N
 def _check_budget(ledger: SpendLedger, caller: Caller) -> None:
     budget = caller.group.budget_nanos
     if budget is not None and ledger.spent(caller.group.id) >= budget:
+        # Like every 429, it says when to come back: the period's end. No retry-after:
+        # ``x-should-retry: false`` tells clients not to wait it out in a retry loop.
+        reset = go_duration(ledger.seconds_to_reset(datetime.now(UTC)))
         raise QuotaExceeded(
             "Your group has used its budget for this period. Ask your administrator to "
             "raise the budget, or wait for the next period.",
+            headers={"x-ratelimit-reset-budget": reset},
         )
 
 

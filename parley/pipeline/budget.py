@@ -39,6 +39,11 @@ class SpendLedger:
         self._pending: dict[int, int] = {}
         self._writes = 0
 
+    def seconds_to_reset(self, now: datetime) -> float:
+        """How long until the current period ends (midnight UTC of its next first day)."""
+        end = next_period_start(self.period, now)
+        return (datetime(end.year, end.month, end.day, tzinfo=UTC) - now).total_seconds()
+
     def spent(self, group_id: int) -> int:
         return self._committed.get(group_id, 0) + self._pending.get(group_id, 0)
 

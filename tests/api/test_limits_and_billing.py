@@ -135,7 +135,11 @@ async def test_budget_spent_is_429_insufficient_quota(gateway: Gateway) -> None:
             model="chat-large", messages=MESSAGES
         )
     assert refused.value.code == "insufficient_quota"
-    assert refused.value.response.headers["x-should-retry"] == "false"
+    headers = refused.value.response.headers
+    assert headers["x-should-retry"] == "false"
+    # every 429 carries X-RateLimit-Reset-* (the spec): a budget's is its period's end
+    hours = int(headers["x-ratelimit-reset-budget"].split("h")[0])
+    assert 0 <= hours <= 31 * 24 and "retry-after" not in headers
 
 
 async def test_quota_reports_limits_left_and_budget(gateway: Gateway) -> None:

@@ -275,5 +275,7 @@ async def test_a_caller_admission_would_refuse_is_refused_before_its_upload_is_r
         headers = refused.value.response.headers
         assert headers["x-ratelimit-remaining-requests"] == "0"
         assert "x-ratelimit-reset-requests" in headers and "retry-after" in headers
+    else:  # a budget resets when its period ends
+        assert refused.value.response.headers["x-ratelimit-reset-budget"].endswith("s")
     assert len(engines["openai"].uploads) == 1
     assert [record.status for record in await records(audio_gateway)] == [200]
