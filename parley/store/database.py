@@ -1,7 +1,7 @@
 """Where ``SqlStore``'s queries run: one contract, two ways to keep the event loop free.
 
 The store's queries are plain synchronous functions on a SQLAlchemy Core ``Connection``
-(``sql.py``, ``usage_sql.py``, ``admin_sql.py``, ``voices_sql.py``). A ``Database`` runs
+(``keys_sql.py``, ``usage_sql.py``, ``admin_sql.py``, ``voices_sql.py``). A ``Database`` runs
 one of them as a unit of work: ``transaction`` in a transaction committed when the
 function returns (rolled back when it raises), ``read`` on a connection that commits
 nothing. Both return what the function returns and raise what it raises, unchanged
@@ -11,15 +11,16 @@ nothing. Both return what the function returns and raise what it raises, unchang
   driver whose work runs on a small pool of threads of its own, one thread per pooled
   connection, never on the event loop's. This is what aiosqlite does underneath, without
   SQLAlchemy's asyncio layer, its ORM (which that layer imports) and greenlet: about
-  7.5 MB a worker on SQLite does not load.
+  6.4 MB a worker on SQLite does not load (docs/performance.md, Memory).
 - **PostgreSQL** (``database_async.AsyncDatabase``): SQLAlchemy's async engine on asyncpg,
   which runs the same functions with ``AsyncConnection.run_sync`` (its greenlet bridge).
 
 A caller cancelled while its unit of work runs does not cut it short: the thread (or, on
 PostgreSQL, a task of its own) finishes it, commits or rolls back, and gives the
-connection back to the pool; the caller only stops waiting. A unit not started yet when
-its caller is cancelled never starts. ``close`` waits for the units in flight, then
-closes every connection; a closed database refuses new work with ``StoreUnavailable``.
+connection back to the pool; the caller only stops waiting (on SQLite, a unit still
+queued for a thread when its caller is cancelled never starts). ``close`` waits for the
+units in flight, then closes every connection; a closed database refuses new work with
+``StoreUnavailable``.
 """
 
 from __future__ import annotations

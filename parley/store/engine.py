@@ -95,8 +95,7 @@ def open_database(url: str, *, pool_size: int, schema: str | None, timeout: floa
     return AsyncDatabase(engine)
 
 
-def _sqlite_database(url: str | URL, pool_size: int, timeout: float) -> ThreadedDatabase:
-    url = make_url(url)
+def _sqlite_database(url: URL, pool_size: int, timeout: float) -> ThreadedDatabase:
     in_memory = url.database in (None, "", ":memory:") or url.query.get("mode") == "memory"
     connect_args: dict[str, Any] = {
         "cached_statements": SQLITE_CACHED_STATEMENTS,

@@ -2,7 +2,7 @@
 PostgreSQL dialect, Jinja2, the admin API, the dashboard and the OpenAPI description
 (about 24 MB together) wait for the first request that uses them. Their routes are
 registered all the same, and every deferred handler resolves. On SQLite a worker never
-loads SQLAlchemy's ORM and asyncio layer, aiosqlite or greenlet (about 7.5 MB): those
+loads SQLAlchemy's ORM and asyncio layer, aiosqlite or greenlet (about 6.4 MB): those
 serve PostgreSQL only (``store/database.py``)."""
 
 from __future__ import annotations
