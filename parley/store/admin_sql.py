@@ -9,12 +9,13 @@ import json
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import Date, RowMapping, String, cast, func, select
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import Connection, Date, String, cast, func, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from parley.domain.audit import AuditEntry
+from parley.domain.groups import Group
 from parley.domain.usage import GroupDailyUsage
+from parley.store.keys_sql import group
 from parley.store.schema import (
     ROLLUP_TOTALS,
     api_keys,
@@ -30,21 +31,22 @@ ERROR_STATUS = 500
 gateway's or an upstream's failure; 4xx are the caller's own mistakes)."""
 
 
-async def set_group_disabled(
-    conn: AsyncConnection, name: str, at: datetime | None, now: datetime
-) -> RowMapping | None:
-    """Disable (``at``) or enable (``None``) the named group; its row, or None."""
+def set_group_disabled(
+    conn: Connection, name: str, at: datetime | None, now: datetime
+) -> Group | None:
+    """Disable (``at``) or enable (``None``) the named group; the group, or None."""
     statement = (
         groups.update()
         .where(groups.c.name == name)
         .values(disabled_at=at, updated_at=now)
         .returning(*groups.c)
     )
-    return (await conn.execute(statement)).mappings().one_or_none()
+    row = conn.execute(statement).mappings().one_or_none()
+    return None if row is None else group(row)
 
 
-async def usage_rollups(
-    conn: AsyncConnection,
+def usage_rollups(
+    conn: Connection,
     start: date,
     end: date,
     *,
@@ -60,10 +62,10 @@ async def usage_rollups(
     if model is not None:
         query = query.where(daily.model == model)
     query = query.order_by(daily.day, daily.group_id, daily.model)
-    return [GroupDailyUsage(**row) for row in (await conn.execute(query)).mappings()]
+    return [GroupDailyUsage(**row) for row in conn.execute(query).mappings()]
 
 
-def _utc_day(conn: AsyncConnection, column: ColumnElement[datetime]) -> ColumnElement[Any]:
+def _utc_day(conn: Connection, column: ColumnElement[datetime]) -> ColumnElement[Any]:
     """The UTC calendar day of a timestamp column, in the dialect's own words (SQLite
     keeps UTC text, whose ``date()`` is the day as 'YYYY-MM-DD')."""
     if conn.dialect.name == "postgresql":
@@ -71,7 +73,7 @@ def _utc_day(conn: AsyncConnection, column: ColumnElement[datetime]) -> ColumnEl
     return func.date(column, type_=String)
 
 
-async def errors_by_day(conn: AsyncConnection, since: datetime) -> dict[date, int]:
+def errors_by_day(conn: Connection, since: datetime) -> dict[date, int]:
     """Calls that failed (status >= 500) per UTC day, from the raw records since ``since``."""
     records = usage_records.c
     day = _utc_day(conn, records.created_at).label("day")
@@ -80,7 +82,7 @@ async def errors_by_day(conn: AsyncConnection, since: datetime) -> dict[date, in
         .where(records.created_at >= since, records.status >= ERROR_STATUS)
         .group_by(day)
     )
-    result = await conn.execute(query)
+    result = conn.execute(query)
     return {_as_date(found): int(count) for found, count in result}
 
 
@@ -88,16 +90,16 @@ def _as_date(value: date | str) -> date:
     return value if isinstance(value, date) else date.fromisoformat(value)
 
 
-async def keys_last_used(conn: AsyncConnection, group_id: int | None) -> dict[int, datetime]:
+def keys_last_used(conn: Connection, group_id: int | None) -> dict[int, datetime]:
     """Each used key's ``last_used_at`` (moved forward as the usage writer stores records)."""
     keys = api_keys.c
     query = select(keys.id, keys.last_used_at).where(keys.last_used_at.is_not(None))
     if group_id is not None:
         query = query.where(keys.group_id == group_id)
-    return {key_id: as_utc(at) for key_id, at in await conn.execute(query)}
+    return {key_id: as_utc(at) for key_id, at in conn.execute(query)}
 
 
-async def record_audit(conn: AsyncConnection, entry: AuditEntry) -> AuditEntry:
+def record_audit(conn: Connection, entry: AuditEntry) -> AuditEntry:
     values = {
         "created_at": entry.created_at,
         "actor": entry.actor,
@@ -106,16 +108,14 @@ async def record_audit(conn: AsyncConnection, entry: AuditEntry) -> AuditEntry:
         "target": entry.target,
         "detail": json.dumps(entry.detail, sort_keys=True),
     }
-    result = await conn.execute(audit_log.insert().values(values).returning(audit_log.c.id))
+    result = conn.execute(audit_log.insert().values(values).returning(audit_log.c.id))
     return AuditEntry(**{**values, "detail": entry.detail, "id": result.scalar_one()})
 
 
-async def list_audit(
-    conn: AsyncConnection, *, limit: int, before_id: int | None = None
-) -> list[AuditEntry]:
+def list_audit(conn: Connection, *, limit: int, before_id: int | None = None) -> list[AuditEntry]:
     """The newest entries first; ``before_id`` pages back."""
     query = select(audit_log).order_by(audit_log.c.id.desc()).limit(limit)
     if before_id is not None:
         query = query.where(audit_log.c.id < before_id)
-    rows = (await conn.execute(query)).mappings()
+    rows = conn.execute(query).mappings()
     return [AuditEntry(**{**row, "detail": json.loads(row["detail"])}) for row in rows]

@@ -1,29 +1,31 @@
-"""The async engine behind ``SqlStore``, and running its migrations.
+"""The ``Database`` behind ``SqlStore`` (``database.py``), and running its migrations.
 
 Operators write plain URLs (``sqlite:///./parley.db``, ``postgresql://...``,
-``postgres://...``); the async driver is chosen here. SQLite connections get WAL mode, a
+``postgres://...``); the driver is chosen here: the standard ``sqlite3`` on the store's
+own threads for SQLite, asyncpg for PostgreSQL. SQLite connections get WAL mode, a
 busy timeout (so writers from several processes wait for each other instead of failing)
 and foreign keys. On PostgreSQL every connect and every statement is bounded by
 ``timeout`` seconds, so a hung server (connections accepted, nothing answered) fails a
 call with ``StoreUnavailable`` instead of holding it, the usage writer and shutdown for
 ever; waiting for a pooled connection is bounded the same way on both.
 
-Migrations run Alembic on a connection of the async engine, under a
+Migrations run Alembic on a connection of the database, as one unit of work, under a
 lock (``BEGIN IMMEDIATE`` on SQLite, a transaction-scoped advisory lock per schema on
 PostgreSQL), so several workers starting at once migrate once.
 """
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import URL, Connection, event, make_url, text
+from sqlalchemy import URL, Connection, Row, create_engine, event, make_url, text
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import StaticPool
+
+from parley.store.database import Database, ThreadedDatabase
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 SQLITE_BUSY_TIMEOUT_MS = 5000
@@ -45,12 +47,13 @@ POSTGRES_MIGRATION_LOCK = text(
 )
 
 
-def async_url(url: str) -> URL:
-    """The URL with its async driver: ``sqlite+aiosqlite`` or ``postgresql+asyncpg``."""
+def driver_url(url: str) -> URL:
+    """The URL with its driver: ``sqlite+pysqlite`` (the standard ``sqlite3``, run on the
+    store's own threads) or ``postgresql+asyncpg``."""
     parsed = make_url(url)
     backend = parsed.get_backend_name()
     if backend == "sqlite":
-        return parsed.set(drivername="sqlite+aiosqlite")
+        return parsed.set(drivername="sqlite+pysqlite")
     if backend in ("postgresql", "postgres"):
         return parsed.set(drivername="postgresql+asyncpg")
     raise ValueError(f"unsupported database URL scheme `{parsed.drivername}`")
@@ -67,35 +70,48 @@ def sqlite_file(url: str) -> str | None:
     return parsed.database
 
 
-def create_store_engine(
-    url: str, *, pool_size: int, schema: str | None, timeout: float
-) -> AsyncEngine:
-    target = async_url(url)
+def open_database(url: str, *, pool_size: int, schema: str | None, timeout: float) -> Database:
+    target = driver_url(url)
     if target.get_backend_name() == "sqlite":
         if schema is not None:
             raise ValueError("a schema can only be chosen on PostgreSQL")
-        return _sqlite_engine(target, pool_size, timeout)
+        return _sqlite_database(target, pool_size, timeout)
+    # SQLAlchemy's asyncio layer (with its ORM) and greenlet: for PostgreSQL only
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from parley.store.database_async import AsyncDatabase
+
     # asyncpg's own bounds: ``timeout`` for connecting, ``command_timeout`` per statement
     connect_args: dict[str, Any] = {"timeout": timeout, "command_timeout": timeout}
     if schema is not None:
         connect_args["server_settings"] = {"search_path": schema}
-    return create_async_engine(
+    engine = create_async_engine(
         target,
         pool_size=pool_size,
         pool_timeout=timeout,
         pool_pre_ping=True,
         connect_args=connect_args,
     )
+    return AsyncDatabase(engine)
 
 
-def _sqlite_engine(url: URL, pool_size: int, timeout: float) -> AsyncEngine:
+def _sqlite_database(url: URL, pool_size: int, timeout: float) -> ThreadedDatabase:
     in_memory = url.database in (None, "", ":memory:") or url.query.get("mode") == "memory"
-    # a memory database lives in one connection, which SQLAlchemy then keeps (StaticPool)
-    options: dict[str, Any] = {} if in_memory else {"pool_size": pool_size, "pool_timeout": timeout}
-    connect_args = {"cached_statements": SQLITE_CACHED_STATEMENTS}
-    engine = create_async_engine(url, connect_args=connect_args, **options)
-    event.listen(engine.sync_engine, "connect", _set_sqlite_pragmas)
-    return engine
+    connect_args: dict[str, Any] = {
+        "cached_statements": SQLITE_CACHED_STATEMENTS,
+        "check_same_thread": False,  # opened on one of the store's threads, used on another
+    }
+    if in_memory:
+        # a memory database lives in one connection, kept (StaticPool) and used by one thread
+        engine = create_engine(url, connect_args=connect_args, poolclass=StaticPool)
+        threads = 1
+    else:
+        engine = create_engine(
+            url, connect_args=connect_args, pool_size=pool_size, pool_timeout=timeout
+        )
+        threads = pool_size  # one per connection: a unit of work never waits for the pool
+    event.listen(engine, "connect", _set_sqlite_pragmas)
+    return ThreadedDatabase(engine, threads)
 
 
 def _set_sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -107,20 +123,18 @@ def _set_sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
         cursor.close()
 
 
-async def upgrade_to_head(engine: AsyncEngine) -> None:
-    """``alembic upgrade head`` on one connection of ``engine``, in one locked transaction.
+async def upgrade_to_head(database: Database) -> None:
+    """``alembic upgrade head`` on one connection of ``database``, in one locked transaction.
 
     A database already at the head revision is left alone without loading Alembic (one
     ``SELECT``), which keeps the admin commands and start-up quick.
     """
     head = head_revision()
-    if head is not None and await _current_revision(engine) == head:
+    if head is not None and await _current_revision(database) == head:
         return
-    if engine.dialect.name == "sqlite":
-        await _use_wal(engine)
-    async with engine.begin() as conn:
-        await _lock_for_migration(conn)
-        await conn.run_sync(_upgrade)
+    if database.dialect == "sqlite":
+        await database.read(_use_wal)
+    await database.transaction(_upgrade)
 
 
 _REVISION_LINE = re.compile(r"^(down_revision|revision)\b[^=]*=\s*(None|['\"]([^'\"]+)['\"])", re.M)
@@ -142,44 +156,49 @@ def head_revision(versions: Path = MIGRATIONS / "versions") -> str | None:
     return heads.pop() if len(heads) == 1 else None
 
 
-async def _current_revision(engine: AsyncEngine) -> str | None:
+async def _current_revision(database: Database) -> str | None:
     """The revision the database is at; ``None`` if it has none yet (or cannot say)."""
     try:
-        async with engine.connect() as conn:
-            rows = (await conn.exec_driver_sql("SELECT version_num FROM alembic_version")).all()
+        rows = await database.read(_revisions)
     except SQLAlchemyError:
         return None
     return str(rows[0][0]) if len(rows) == 1 else None
 
 
-async def _use_wal(engine: AsyncEngine) -> None:
+def _revisions(conn: Connection) -> list[Row[Any]]:
+    return list(conn.exec_driver_sql("SELECT version_num FROM alembic_version").all())
+
+
+def _use_wal(conn: Connection) -> None:
     """Switch a SQLite file to write-ahead logging (a no-op once it is).
 
     Switching needs the file to itself, and SQLite refuses at once, without its busy
     wait, while another connection holds it: several workers starting on a new file
-    would fail at random. So the switch is retried for up to the busy timeout.
+    would fail at random. So the switch is retried for up to the busy timeout (this runs
+    on one of the store's threads, never the event loop's).
     """
     deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
     while True:
         try:
-            async with engine.connect() as conn:
-                await conn.exec_driver_sql("PRAGMA journal_mode = WAL")
+            conn.exec_driver_sql("PRAGMA journal_mode = WAL")
             return
         except OperationalError as error:
             if "locked" not in str(error) or time.monotonic() > deadline:
                 raise
-        await asyncio.sleep(0.05)
+        conn.rollback()
+        time.sleep(0.05)
 
 
-async def _lock_for_migration(conn: AsyncConnection) -> None:
+def _lock_for_migration(conn: Connection) -> None:
     if conn.dialect.name == "sqlite":
         # take the write lock now (waiting up to busy_timeout) so the DDL is transactional
-        await conn.exec_driver_sql("BEGIN IMMEDIATE")
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
     else:
-        await conn.execute(POSTGRES_MIGRATION_LOCK)
+        conn.execute(POSTGRES_MIGRATION_LOCK)
 
 
 def _upgrade(connection: Connection) -> None:
+    _lock_for_migration(connection)
     # Alembic (and Mako under it) load only when a migration runs: the CLI starts faster.
     from alembic import command
     from alembic.config import Config

@@ -14,9 +14,8 @@ from collections.abc import Iterable, Sequence
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Table, bindparam, delete, func, or_, select, update
+from sqlalchemy import Connection, Table, bindparam, delete, func, or_, select, update
 from sqlalchemy.dialects import sqlite
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from parley.domain.usage import DailyUsage, UsageRecord
 from parley.store.schema import ROLLUP_TOTALS, api_keys, as_utc, usage_daily, usage_records
@@ -27,52 +26,50 @@ if TYPE_CHECKING:
 RollupKey = tuple[int, date, str]
 
 
-async def record_usage(conn: AsyncConnection, records: Sequence[UsageRecord]) -> int:
+def record_usage(conn: Connection, records: Sequence[UsageRecord]) -> int:
     """Insert the records not stored yet and add them to the rollups; returns how many."""
     unique = _first_of_each(records)
     if not unique:
         return 0
-    new_ids = await _insert_new(conn, unique.values())
+    new_ids = _insert_new(conn, unique.values())
     fresh = [record for request_id, record in unique.items() if request_id in new_ids]
     if fresh:
-        await _add_to_rollups(conn, fresh)
-        await _stamp_last_use(conn, fresh)
+        _add_to_rollups(conn, fresh)
+        _stamp_last_use(conn, fresh)
     return len(fresh)
 
 
-async def daily_usage(
-    conn: AsyncConnection, group_id: int, start: date, end: date
-) -> list[DailyUsage]:
+def daily_usage(conn: Connection, group_id: int, start: date, end: date) -> list[DailyUsage]:
     daily = usage_daily.c
     query = (
         select(daily.day, daily.model, *(daily[name] for name in ROLLUP_TOTALS))
         .where(daily.group_id == group_id, daily.day >= start, daily.day < end)
         .order_by(daily.day, daily.model)
     )
-    rows = (await conn.execute(query)).mappings()
+    rows = conn.execute(query).mappings()
     return [DailyUsage(**row) for row in rows]
 
 
-async def spend_since(conn: AsyncConnection, day: date) -> dict[int, int]:
+def spend_since(conn: Connection, day: date) -> dict[int, int]:
     daily = usage_daily.c
     query = (
         select(daily.group_id, func.sum(daily.cost_nanos))
         .where(daily.day >= day)
         .group_by(daily.group_id)
     )
-    rows = await conn.execute(query)
+    rows = conn.execute(query)
     return {group_id: int(total) for group_id, total in rows}
 
 
-async def count_usage(conn: AsyncConnection, group_id: int | None) -> int:
+def count_usage(conn: Connection, group_id: int | None) -> int:
     query = select(func.count()).select_from(usage_records)
     if group_id is not None:
         query = query.where(usage_records.c.group_id == group_id)
-    return int((await conn.execute(query)).scalar_one())
+    return int(conn.execute(query).scalar_one())
 
 
-async def prune_usage(conn: AsyncConnection, before: datetime) -> int:
-    result = await conn.execute(delete(usage_records).where(usage_records.c.created_at < before))
+def prune_usage(conn: Connection, before: datetime) -> int:
+    result = conn.execute(delete(usage_records).where(usage_records.c.created_at < before))
     return int(result.rowcount)
 
 
@@ -84,27 +81,27 @@ def _first_of_each(records: Sequence[UsageRecord]) -> dict[str, UsageRecord]:
     return dict(sorted(unique.items()))
 
 
-async def _insert_new(conn: AsyncConnection, records: Iterable[UsageRecord]) -> set[str]:
+def _insert_new(conn: Connection, records: Iterable[UsageRecord]) -> set[str]:
     statement = (
         _insert(conn, usage_records)
         .on_conflict_do_nothing(index_elements=[usage_records.c.request_id])
         .returning(usage_records.c.request_id)
     )
-    result = await conn.execute(statement, [_raw_row(record) for record in records])
+    result = conn.execute(statement, [_raw_row(record) for record in records])
     return set(result.scalars())
 
 
-async def _add_to_rollups(conn: AsyncConnection, records: Sequence[UsageRecord]) -> None:
+def _add_to_rollups(conn: Connection, records: Sequence[UsageRecord]) -> None:
     insert = _insert(conn, usage_daily)
     daily = usage_daily.c
     statement = insert.on_conflict_do_update(
         index_elements=[daily.group_id, daily.day, daily.model],
         set_={name: daily[name] + insert.excluded[name] for name in ROLLUP_TOTALS},
     )
-    await conn.execute(statement, _rollup_rows(records))
+    conn.execute(statement, _rollup_rows(records))
 
 
-async def _stamp_last_use(conn: AsyncConnection, records: Sequence[UsageRecord]) -> None:
+def _stamp_last_use(conn: Connection, records: Sequence[UsageRecord]) -> None:
     """Move each key's ``last_used_at`` forward to its newest record (never back), in key
     order so that concurrent writers lock the rows in the same order."""
     newest: dict[int, datetime] = {}
@@ -120,7 +117,7 @@ async def _stamp_last_use(conn: AsyncConnection, records: Sequence[UsageRecord])
         .values(last_used_at=bindparam("at"))
     )
     rows = [{"key": key_id, "at": at} for key_id, at in sorted(newest.items())]
-    await conn.execute(statement, rows)
+    conn.execute(statement, rows)
 
 
 def _rollup_rows(records: Sequence[UsageRecord]) -> list[dict[str, Any]]:
@@ -174,7 +171,7 @@ def _raw_row(record: UsageRecord) -> dict[str, Any]:
     }
 
 
-def _insert(conn: AsyncConnection, table: Table) -> postgresql.Insert | sqlite.Insert:
+def _insert(conn: Connection, table: Table) -> postgresql.Insert | sqlite.Insert:
     """The dialect's own INSERT, which knows ``ON CONFLICT`` (PostgreSQL's is loaded only
     for a PostgreSQL database: about 2 MB a SQLite worker does not need)."""
     if conn.dialect.name == "postgresql":

@@ -6,16 +6,15 @@ one twice is a ``Conflict``.
 
 from __future__ import annotations
 
-from sqlalchemy import RowMapping, delete, select
+from sqlalchemy import Connection, RowMapping, delete, select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from parley.domain.voices import Clone
 from parley.store.base import Conflict
 from parley.store.schema import voice_clones
 
 
-async def add_clone(conn: AsyncConnection, clone: Clone) -> Clone:
+def add_clone(conn: Connection, clone: Clone) -> Clone:
     values = {
         "group_id": clone.group_id,
         "model": clone.model,
@@ -28,29 +27,27 @@ async def add_clone(conn: AsyncConnection, clone: Clone) -> Clone:
         "created_at": clone.created_at,
     }
     try:
-        async with conn.begin_nested():
-            await conn.execute(voice_clones.insert().values(values))
+        with conn.begin_nested():
+            conn.execute(voice_clones.insert().values(values))
     except IntegrityError as error:
         raise Conflict(f"the voice `{clone.voice_id}` already exists") from error
     return clone
 
 
-async def list_clones(
-    conn: AsyncConnection, model: str | None, group_id: int | None
-) -> list[Clone]:
+def list_clones(conn: Connection, model: str | None, group_id: int | None) -> list[Clone]:
     query = select(voice_clones).order_by(voice_clones.c.id)
     if model is not None:
         query = query.where(voice_clones.c.model == model)
     if group_id is not None:
         query = query.where(voice_clones.c.group_id == group_id)
-    return [_clone(row) for row in (await conn.execute(query)).mappings()]
+    return [_clone(row) for row in conn.execute(query).mappings()]
 
 
-async def delete_clone(conn: AsyncConnection, model: str, voice_id: str) -> bool:
+def delete_clone(conn: Connection, model: str, voice_id: str) -> bool:
     statement = delete(voice_clones).where(
         voice_clones.c.model == model, voice_clones.c.voice_id == voice_id
     )
-    return int((await conn.execute(statement)).rowcount) > 0
+    return int(conn.execute(statement).rowcount) > 0
 
 
 def _clone(row: RowMapping) -> Clone:

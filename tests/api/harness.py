@@ -214,6 +214,5 @@ async def records(gateway: Gateway) -> list[UsageRecord]:
     """Every usage record, read back through the store's raw table."""
     await gateway.flush_usage()
     store: Any = gateway.services.store
-    async with store.engine.connect() as connection:
-        rows = (await connection.execute(select(usage_records))).mappings().all()
-    return [UsageRecord(**dict(row)) for row in rows]
+    rows = await store.database.read(lambda conn: conn.execute(select(usage_records)).all())
+    return [UsageRecord(**row._asdict()) for row in rows]

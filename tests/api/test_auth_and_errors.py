@@ -10,6 +10,7 @@ import aiohttp
 import openai
 import pytest
 
+from parley.store.engine import sqlite_file
 from tests.api.harness import Gateway
 
 CHAT = {"model": "chat-large", "messages": [{"role": "user", "content": "hi"}]}
@@ -181,8 +182,8 @@ async def test_uncached_key_with_the_database_down_is_503_not_a_crash(
 ) -> None:
     assert (await post(gateway, key, CHAT))[0] == 200
     store: Any = gateway.services.store
-    await store.engine.dispose()
-    database = Path(store.engine.url.database)
+    await store.database.dispose()
+    database = Path(str(sqlite_file(gateway.settings.database.url)))
     for path in database.parent.glob(database.name + "*"):
         path.unlink()  # the next connection finds an empty database: every query fails
     assert (await post(gateway, key, CHAT))[0] == 200  # cached: no database needed

@@ -25,7 +25,7 @@ from parley.domain.groups import Quota
 from parley.domain.usage import DailyUsage, UsageRecord
 from parley.domain.voices import Clone
 from parley.store.base import Conflict, GroupChanges, Missing, StoreUnavailable
-from parley.store.engine import async_url
+from parley.store.engine import driver_url
 from parley.store.sql import SqlStore, open_store
 from tests.records import usage_record
 
@@ -447,14 +447,14 @@ async def test_concurrent_writers_count_each_record_once(store_target: StoreTarg
 # opening
 
 
-def test_urls_get_async_drivers() -> None:
-    assert async_url("sqlite:///./parley.db").drivername == "sqlite+aiosqlite"
-    assert async_url("sqlite:///./parley.db").database == "./parley.db"
-    assert async_url("postgres://u@db:5433/p").drivername == "postgresql+asyncpg"
-    pg = async_url("postgresql://u:secret@db:5433/p")
+def test_urls_get_their_drivers() -> None:
+    assert driver_url("sqlite:///./parley.db").drivername == "sqlite+pysqlite"
+    assert driver_url("sqlite:///./parley.db").database == "./parley.db"
+    assert driver_url("postgres://u@db:5433/p").drivername == "postgresql+asyncpg"
+    pg = driver_url("postgresql://u:secret@db:5433/p")
     assert (pg.drivername, pg.host, pg.port, pg.database) == ("postgresql+asyncpg", "db", 5433, "p")
     with pytest.raises(ValueError, match="unsupported"):
-        async_url("mysql://u@db/p")
+        driver_url("mysql://u@db/p")
 
 
 async def test_schema_is_refused_on_sqlite(tmp_path: Path) -> None:
@@ -477,11 +477,11 @@ async def test_sqlite_file_uses_wal_busy_timeout_and_foreign_keys(tmp_path: Path
     store = await open_store(f"sqlite:///{tmp_path / 'parley.db'}")
     try:
         await store.migrate()  # switches the file to WAL, which the file then keeps
-        async with store.engine.connect() as conn:
-            journal = (await conn.execute(text("PRAGMA journal_mode"))).scalar_one()
-            timeout = (await conn.execute(text("PRAGMA busy_timeout"))).scalar_one()
-            foreign_keys = (await conn.execute(text("PRAGMA foreign_keys"))).scalar_one()
-        assert (journal, timeout, foreign_keys) == ("wal", 5000, 1)
+        pragmas = ("journal_mode", "busy_timeout", "foreign_keys")
+        found = await store.database.read(
+            lambda conn: tuple(conn.execute(text(f"PRAGMA {p}")).scalar_one() for p in pragmas)
+        )
+        assert found == ("wal", 5000, 1)
     finally:
         await store.close()
 
@@ -536,7 +536,7 @@ def _unreachable_urls(tmp_path: Path) -> list[str]:
     with socket.socket() as probe:  # a port nothing listens on: connections are refused
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    # A file that is not a database (aiosqlite's failed connects leave threads behind).
+    # A file that is not a database.
     broken = tmp_path / "parley.db"
     broken.write_bytes(b"not a database at all " * 100)
     return [f"postgresql://postgres@127.0.0.1:{port}/test", f"sqlite:///{broken}"]

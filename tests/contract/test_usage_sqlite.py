@@ -81,8 +81,7 @@ async def test_the_file_writer_writes_what_sqlalchemy_writes(tmp_path: Path) -> 
     await store.close()
     store = await keyed_store(reference)
     for batch in written:
-        async with store.engine.begin() as conn:
-            counts["reference"].append(await usage_sql.record_usage(conn, batch))
+        counts["reference"].append(await store.database.transaction(usage_sql.record_usage, batch))
     await store.close()
 
     assert counts["own"] == counts["reference"] == [301, 3, 1]

@@ -1,7 +1,9 @@
 """A worker imports what serving /v1 needs and nothing else: PyAV, asyncpg, SQLAlchemy's
 PostgreSQL dialect, Jinja2, the admin API, the dashboard and the OpenAPI description
 (about 24 MB together) wait for the first request that uses them. Their routes are
-registered all the same, and every deferred handler resolves."""
+registered all the same, and every deferred handler resolves. On SQLite a worker never
+loads SQLAlchemy's ORM and asyncio layer, aiosqlite or greenlet (about 6.4 MB): those
+serve PostgreSQL only (``store/database.py``)."""
 
 from __future__ import annotations
 
@@ -29,6 +31,10 @@ NOT_AT_START = (
     "parley.admin.ui",
     "parley.audio.convert",
     "parley.openapi",
+    "sqlalchemy.orm",
+    "sqlalchemy.ext.asyncio",
+    "aiosqlite",
+    "greenlet",
 )
 SERVE_A_LITTLE = """
 import asyncio, sys

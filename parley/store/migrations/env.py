@@ -1,6 +1,6 @@
 """Alembic's environment for Parley's store.
 
-``SqlStore.migrate`` runs Alembic on a connection of its own async engine and hands it
+``SqlStore.migrate`` runs Alembic on a connection of its own database and hands it
 over in ``config.attributes["connection"]``. Without one (Alembic's own command line),
 the ``sqlalchemy.url`` option is used: offline it renders SQL, online it connects with a
 synchronous driver.
