@@ -114,9 +114,19 @@ class SseParser:
             raise EventTooLarge(self._limit, events)
 
     def _simple_events(self, chunk: bytes) -> list[SseEvent] | None:
+        """``whole_data``'s events as ``SseEvent``s; ``None`` when it has none."""
+        blocks = self.whole_data(chunk)
+        if blocks is None:
+            return None
+        last_id = self._last_id
+        return [SseEvent(block.decode("utf-8", "replace"), None, last_id) for block in blocks]
+
+    def whole_data(self, chunk: bytes) -> list[bytes] | None:
         """The fast path for what nearly every engine sends: whole ``data: ...`` events,
-        one line each, ending with the chunk. ``None`` for anything else (a partial line,
-        a comment, other fields, multi-line data, CR line ends), left to the full parser.
+        one line each, ending with the chunk. Their data, as bytes (such events have no
+        name, and the id is the last one seen). ``None`` for anything else (a partial
+        line, a comment, other fields, multi-line data, CR line ends): the chunk was not
+        taken, and goes to ``feed``, which parses it in full.
         """
         if (
             self._partial
@@ -129,16 +139,15 @@ class SseParser:
             or b"\r" in chunk
         ):
             return None
-        blocks = chunk[:-2].split(b"\n\n")
-        # Each block starts with "data: " and holds no other line end (counted in C, not
-        # checked block by block: "data: " inside a value only sends us the slow way).
-        count = len(blocks)
-        if chunk.count(b"\n\ndata: ") != count - 1 or chunk.count(b"\n") != 2 * count:
+        # Each event is "data: " and a line: the chunk holds no line end but the two after
+        # each event (counted in C: "data: " inside a value only sends us the slow way).
+        separators = chunk.count(b"\n\ndata: ")
+        if chunk.count(b"\n") != 2 * separators + 2:
             return None
         self._started = True  # the chunk starts with "data: ", so with no BOM
         self._event_bytes = 0
-        last_id = self._last_id
-        return [SseEvent(block[6:].decode("utf-8", "replace"), None, last_id) for block in blocks]
+        body = chunk[6:-2]
+        return body.split(b"\n\ndata: ") if separators else [body]
 
     def _normalise(self, chunk: bytes) -> bytes:
         """Strip a leading BOM and turn CRLF and lone CR into LF, across chunk boundaries."""

@@ -246,7 +246,20 @@ class Connection(asyncio.Protocol):
         if self._decoder is not None:
             return await self._next_decoded(self._decoder, read_timeout)
         while not self._body and not self.complete:
-            await self._wait(read_timeout)
+            # ``_wait``, written out: a stream comes here once per upstream read, and one
+            # coroutine less on the way is one less for each of its wake-ups.
+            if self._failure is not None:
+                raise self._failure
+            if self.closed:
+                raise Disconnected("the upstream closed the connection")
+            loop = self._loop
+            waiter = self._waiter = loop.create_future()
+            timer = loop.call_later(read_timeout, _expire, waiter)
+            try:
+                await waiter
+            finally:
+                timer.cancel()
+                self._waiter = None
         if not self._body and self._failure is not None:
             raise self._failure
         return self.take_body()
