@@ -17,7 +17,9 @@ ask ``include_usage``) and ``[DONE]``.
     python -m bench.stream_cost --no-valgrind         # CPU time instead (noisy, quick)
 
 Instructions of the relay process only (valgrind does not follow children); the upstream
-and the calls' client run natively in other processes.
+and the calls' client run natively in other processes. Parley writes its usage records by
+batch size only (500, more than a run's calls), so the count does not depend on how long
+the run took.
 """
 
 from __future__ import annotations
@@ -86,6 +88,15 @@ async def send(url: str, key: str, model: str, count: int, concurrency: int) -> 
     return failures
 
 
+def by_batch(config: Path) -> None:
+    """Usage records written by batch size only, as ``bench.count_calls`` does: a flush
+    every second would count as often as valgrind slows the run down (several hundred
+    thousand instructions a stream), so the figure would follow the machine's load."""
+    text = config.read_text()
+    line = next(line for line in text.splitlines() if line.startswith("usage: {"))
+    config.write_text(text.replace(line, line.replace("usage: {", "usage: {flush_seconds: 1000, ")))
+
+
 def callgrind_control(*args: str) -> None:
     subprocess.run(["callgrind_control", *args], capture_output=True, check=True, timeout=120)
 
@@ -111,6 +122,7 @@ def measure(args: argparse.Namespace, target: str, workdir: Path) -> dict[str, A
         wait_until_ready(Service("upstream", upstream, upstream_port, upstream_log))
         if target == "parley":
             config = write_parley_config(workdir / target, relay_port, upstream_port)
+            by_batch(config)
             key, cwd = create_key(config), config.parent
             relay_args = ["-m", "parley", "serve", "--config", str(config)]
             relay_args += ["--port", str(relay_port)]
