@@ -8,6 +8,7 @@ are returned as the upstream sent them; the caller rewrites ``model`` for its ow
 from __future__ import annotations
 
 import functools
+from collections.abc import Awaitable
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any
@@ -61,7 +62,7 @@ class OpenAIAdapter:
 
     async def _reply(self, target: Target, path: str, body: JSON) -> JSON:
         with upstream_errors(target.channel):
-            response = await self._post(target, path, plain_body(body, target.model))
+            response = await _post(self._http, target, path, plain_body(body, target.model))
             raw = await response.read(self._bounds.max_reply_bytes)
             if response.status >= 300:
                 raise refusal(target.channel, response.status, raw, target.api_key)
@@ -75,12 +76,11 @@ class OpenAIAdapter:
     ) -> AbstractAsyncContextManager[Batches]:
         return _Stream(self._http, self._bounds, target, path, body)
 
-    async def _post(self, target: Target, path: str, payload: JSON) -> Reply:
-        return await _post(self._http, target, path, payload)
 
-
-async def _post(http: HttpClient, target: Target, path: str, payload: JSON) -> Reply:
-    return await http.send(
+def _post(http: HttpClient, target: Target, path: str, payload: JSON) -> Awaitable[Reply]:
+    """The client's coroutine that sends the request: returned for the caller to await,
+    with no coroutine of this function's on the way."""
+    return http.send(
         _request(target.base_url, path, target.api_key),
         orjson.dumps(payload),
         connect_timeout=target.connect_timeout,
