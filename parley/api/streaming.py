@@ -32,9 +32,8 @@ class StreamTally:
 
     def observe(self, chunk: dict[str, Any]) -> None:
         """Count what the chunk produced (this runs once per token: keep it lean)."""
-        usage = chunk.get("usage")
-        if usage:
-            self._report(usage)
+        if "usage" in chunk:
+            self._report(chunk["usage"])
         choices = chunk.get("choices")
         if choices and type(choices) is list:
             for choice in choices:
@@ -44,7 +43,7 @@ class StreamTally:
                     self.pieces += 1
 
     def _report(self, usage: Any) -> None:
-        if isinstance(usage, dict):
+        if usage and isinstance(usage, dict):
             prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
             if isinstance(prompt, int) and isinstance(completion, int):
                 self.reported = Usage(prompt_tokens=prompt, completion_tokens=completion)
@@ -70,15 +69,17 @@ def _choice_text(choice: dict[str, Any]) -> int:
         return len(text) if type(text) is str else 0
     content = delta.get("content")
     size = len(content) if type(content) is str else 0
-    reasoning = delta.get("reasoning_content")
-    if type(reasoning) is str:
-        size += len(reasoning)
-    calls = delta.get("tool_calls")
-    if calls and type(calls) is list:
-        for call in calls:
-            function = call.get("function") if type(call) is dict else None
-            if type(function) is dict:
-                size += len(function.get("arguments") or "") + len(function.get("name") or "")
+    if "reasoning_content" in delta:
+        reasoning = delta["reasoning_content"]
+        if type(reasoning) is str:
+            size += len(reasoning)
+    if "tool_calls" in delta:
+        calls = delta["tool_calls"]
+        if calls and type(calls) is list:
+            for call in calls:
+                function = call.get("function") if type(call) is dict else None
+                if type(function) is dict:
+                    size += len(function.get("arguments") or "") + len(function.get("name") or "")
     return size
 
 
@@ -98,22 +99,24 @@ class ChunkShaper:
     def events(self, batch: Sequence[dict[str, Any]], tally: StreamTally) -> bytes:
         """The batch, counted by ``tally``, as SSE bytes (empty when nothing is owed)."""
         shaped: list[bytes] = []
+        observe, dumps, model = tally.observe, orjson.dumps, self._model
         for chunk in batch:
-            tally.observe(chunk)
+            observe(chunk)
             if "usage" in chunk and not self._include_usage:
                 if not chunk.get("choices"):
                     continue
                 del chunk["usage"]
-            chunk["model"] = self._model
+            chunk["model"] = model
             upstream = chunk.get("id")
             if upstream != self._upstream_id or not self._id:
                 self._upstream_id, self._id = upstream, self._caller_id(upstream)
             chunk["id"] = self._id
-            shaped.append(orjson.dumps(chunk))
+            shaped.append(dumps(chunk))
         if not shaped:
             return b""
         self._last = chunk
-        return b"data: " + b"\n\ndata: ".join(shaped) + b"\n\n"
+        events = shaped[0] if len(shaped) == 1 else b"\n\ndata: ".join(shaped)
+        return b"".join((b"data: ", events, b"\n\n"))
 
     def usage_event(self, usage: Usage, chunk_object: str) -> bytes:
         """The usage chunk the caller asked for, when the upstream sent none (llama.cpp):

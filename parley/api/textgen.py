@@ -90,20 +90,22 @@ class Endpoint:
     """A stream from the adapter behind a route."""
 
 
-async def generate(
+def generate(
     request: web.Request,
     endpoint: Endpoint,
     text: TextRequest,
     check_model: Callable[[Resolved], None] | None = None,
-) -> web.StreamResponse:
-    """Hand the parsed request to the runner, whole or streamed."""
+) -> Awaitable[web.StreamResponse]:
+    """Hand the parsed request to the runner, whole or streamed: the runner's coroutine,
+    for the handler to await (not a coroutine of its own, which the call's task would go
+    through at each of a stream's wake-ups)."""
     svc = services(request)
     default_max_tokens = svc.settings.limits.default_max_tokens
     if text.stream:
         job = TextStream(endpoint, text, svc.providers, default_max_tokens, check_model)
-        return await runner.stream(request, job)
+        return runner.stream(request, job)
     whole = TextReply(endpoint, text, svc.providers, default_max_tokens, check_model)
-    return await runner.reply(request, whole)
+    return runner.reply(request, whole)
 
 
 class _TextJob:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -169,6 +169,11 @@ class Reply:
             if not piece:
                 return
             yield piece
+
+    def next_piece(self) -> Awaitable[bytes]:
+        """What arrived since the last piece, waiting for some; empty at the body's end.
+        ``pieces`` without its generator, for a reader that runs once per upstream read."""
+        return self._connection.next_piece(self._read_timeout)
 
     def release(self) -> None:
         """Done with the reply: a connection whose reply was read to its end goes back to

@@ -44,7 +44,9 @@ class Connection(asyncio.Protocol):
         "_parser",
         "_paused",
         "_poller",
+        "_silent_since",
         "_waiter",
+        "_watch",
         "_writable",
         "closed",
         "complete",
@@ -70,6 +72,9 @@ class Connection(asyncio.Protocol):
         """Polls this socket for input while idle (made once: one system call per check)."""
         self._loop = asyncio.get_running_loop()
         self._writable: asyncio.Future[None] | None = None
+        self._watch: asyncio.TimerHandle | None = None
+        """The body's silence watch (``next_piece``), while one is armed."""
+        self._silent_since = 0.0
         self._begin(bodiless=False)
 
     def _begin(self, bodiless: bool) -> None:
@@ -135,6 +140,7 @@ class Connection(asyncio.Protocol):
             self._fail(Disconnected("the upstream closed the connection"))
         self.resume_writing()
         self._wake()
+        self._unwatch()
         # Break the cycles (transport ↔ protocol, parser ↔ its bound callbacks) so a closed
         # connection is freed at once, not by a full garbage collection much later: with
         # thousands of streams closing, that garbage pinned tens of MB of the heap.
@@ -246,7 +252,22 @@ class Connection(asyncio.Protocol):
         if self._decoder is not None:
             return await self._next_decoded(self._decoder, read_timeout)
         while not self._body and not self.complete:
-            await self._wait(read_timeout)
+            # ``_wait``, written out (a stream comes here once per upstream read, and one
+            # coroutine less on the way is one less for each of its wake-ups), with one
+            # timer watching the body's silences rather than one timer per read.
+            if self._failure is not None:
+                raise self._failure
+            if self.closed:
+                raise Disconnected("the upstream closed the connection")
+            loop = self._loop
+            self._waiter = waiter = loop.create_future()
+            self._silent_since = since = loop.time()
+            if self._watch is None:
+                self._watch = loop.call_at(since + read_timeout, self._silence, read_timeout)
+            try:
+                await waiter
+            finally:
+                self._waiter = None
         if not self._body and self._failure is not None:
             raise self._failure
         return self.take_body()
@@ -265,6 +286,25 @@ class Connection(asyncio.Protocol):
                 if not decoder.finished:
                     decoder.finish()
                 return b""
+
+    def _silence(self, read_timeout: float) -> None:
+        """The silence watch's timer: expire the body's wait once it has lasted
+        ``read_timeout``, or watch on until it would; a wait that began since the timer
+        was armed is measured from its own start."""
+        self._watch = None
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            return  # not waiting: the next wait arms the watch again
+        due = self._silent_since + read_timeout
+        if self._loop.time() >= due - _TIMER_SLACK:
+            _expire(waiter)
+        else:
+            self._watch = self._loop.call_at(due, self._silence, read_timeout)
+
+    def _unwatch(self) -> None:
+        watch, self._watch = self._watch, None
+        if watch is not None:
+            watch.cancel()
 
     @property
     def buffered(self) -> int:
@@ -287,6 +327,7 @@ class Connection(asyncio.Protocol):
 
     def park(self, expires: float) -> None:
         """Idle until ``expires`` (on the client's clock)."""
+        self._unwatch()
         self.in_flight = False
         self.reused = True
         self.expires = expires
@@ -303,6 +344,7 @@ class Connection(asyncio.Protocol):
 
     def close(self) -> None:
         self.closed = True
+        self._unwatch()
         if self.transport is not None:
             self.transport.close()
 
@@ -342,6 +384,10 @@ def keep_alive_timeout(hint: bytes) -> float | None:
             except ValueError:
                 return None
     return None
+
+
+_TIMER_SLACK = 0.001
+"""A timer may fire this early (the event loop's clock is in milliseconds)."""
 
 
 def _expire(waiter: asyncio.Future[None]) -> None:

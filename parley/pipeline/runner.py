@@ -95,26 +95,35 @@ async def reply(request: web.Request, job: ReplyJob[R]) -> web.StreamResponse:
 async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
     """Admit, route, relay and meter a call whose reply is relayed as it arrives."""
     svc, call = await _admitted(request, job)
-    headers: dict[str, str] = request[REPLY_HEADERS]
-    response = web.StreamResponse(
-        headers={
-            "Content-Type": job.content_type,
-            "Cache-Control": "no-cache",
-            "X-Accel-Buffering": "no",
-            **headers,
-        }
-    )
+    response = _stream_response(job.content_type, request[REPLY_HEADERS])
     task = svc.streams.current()
     svc.streams.add(task)
     with Metered(svc.meter, call) as metered:
         try:
-            await _pump(request, response, job, svc, metered)
+            # Stages 3 to 5 (written here, not in a helper: a stream's task wakes up once
+            # per upstream read, through every coroutine it is in): the first route that
+            # starts, each batch in one write (what arrived together leaves together),
+            # then the end.
+            model = call.model.spec.name
+            routes = svc.router.routes(model)
+            async with relay_stream(routes, job.open, model, _failed(svc, call)) as opened:
+                route, first, batches = opened
+                metered.channel = route.target.channel
+                await response.prepare(request)
+                svc.watchers.tell_first_byte(call, call.age())
+                render, write = job.render, response.write
+                data = render(first)
+                if data:
+                    await write(data)
+                async for batch in batches:
+                    data = render(batch)
+                    if data:
+                        await write(data)
+            metered.closing = True
+            await response.write_eof(job.end())
+            metered.succeed()
         except ParleyError as error:
-            metered.channel = metered.channel or error.channel
-            if isinstance(error, UpstreamError) and response.prepared:  # cut mid-stream
-                svc.watchers.tell_upstream_failed(call, metered.channel, error, call.age())
-            if metered.failed(error.status):
-                await _tell(request, response, job, error)
+            await _stream_failed(request, response, job, metered, error)
         except CLIENT_GONE:
             metered.failed(CLIENT_CLOSED)
         except asyncio.CancelledError:
@@ -159,29 +168,33 @@ async def _admitted(request: web.Request, job: Job) -> tuple[Services, Call]:
     return svc, call
 
 
-async def _pump(
+def _stream_response(content_type: str, headers: dict[str, str]) -> web.StreamResponse:
+    return web.StreamResponse(
+        headers={
+            "Content-Type": content_type,
+            "Cache-Control": "no-cache",
+            "X-Accel-Buffering": "no",
+            **headers,
+        }
+    )
+
+
+async def _stream_failed(
     request: web.Request,
     response: web.StreamResponse,
     job: StreamJob[B],
-    svc: Services,
     metered: Metered,
+    error: ParleyError,
 ) -> None:
-    """Stages 3 to 5 of a stream: the first route that starts, each batch in one write
-    (what arrived together leaves together), then the end."""
+    """A stream ended by a ``ParleyError``: an upstream's failure (told to the watchers
+    when it cut a started reply), or a refusal."""
     call = metered.call
-    model = call.model.spec.name
-    routes = svc.router.routes(model)
-    async with relay_stream(routes, job.open, model, _failed(svc, call)) as opened:
-        route, first, batches = opened
-        metered.channel = route.target.channel
-        await response.prepare(request)
-        svc.watchers.tell_first_byte(call, call.age())
-        await _write(response, job.render(first))
-        async for batch in batches:
-            await _write(response, job.render(batch))
-    metered.closing = True
-    await response.write_eof(job.end())
-    metered.succeed()
+    metered.channel = metered.channel or error.channel
+    if isinstance(error, UpstreamError) and response.prepared:  # cut mid-stream
+        watchers = request.app[SERVICES].watchers
+        watchers.tell_upstream_failed(call, metered.channel, error, call.age())
+    if metered.failed(error.status):
+        await _tell(request, response, job, error)
 
 
 def _failed(svc: Services, call: Call) -> Failed:
@@ -191,11 +204,6 @@ def _failed(svc: Services, call: Call) -> Failed:
         svc.watchers.tell_upstream_failed(call, route.target.channel, error, seconds)
 
     return failed
-
-
-async def _write(response: web.StreamResponse, data: bytes) -> None:
-    if data:
-        await response.write(data)
 
 
 async def _tell(

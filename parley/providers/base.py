@@ -255,41 +255,54 @@ class Voices(Protocol):
 
 @contextmanager
 def upstream_errors(channel: str) -> Iterator[None]:
-    """Map the HTTP client's exceptions to the error tree, naming no URL or secret.
+    """Map the HTTP client's exceptions to the error tree (``upstream_failure``)."""
+    try:
+        yield
+    except ParleyError:
+        raise
+    except Exception as error:
+        failure = upstream_failure(channel, error)
+        if failure is None:
+            raise
+        raise failure from None
+
+
+def upstream_failure(channel: str, error: Exception) -> UpstreamError | None:
+    """The error tree's name for an HTTP client's exception, naming no URL or secret;
+    ``None`` for an exception that is not the upstream's doing.
 
     Only a timeout waiting for the reply is an ``UpstreamTimeout`` (504, not fallen
     over: the upstream may be working on it). Running out of time for a connection, or
     of free connections, means the request never left: a 502, and the next channel.
     """
-    try:
-        yield
-    except ParleyError:
-        raise
-    except PoolTimeout:
-        raise UpstreamError(
+    if isinstance(error, ParleyError):
+        return None
+    if isinstance(error, PoolTimeout):
+        return UpstreamError(
             f"The upstream channel `{channel}` has no free connection (all are busy)."
-        ) from None
-    except ConnectTimeout:
-        raise UpstreamError(
+        )
+    if isinstance(error, ConnectTimeout):
+        return UpstreamError(
             f"The upstream channel `{channel}` is unreachable (no connection in time)."
-        ) from None
-    except TimeoutError:
-        raise UpstreamTimeout(f"The upstream channel `{channel}` did not answer in time.") from None
-    except ConnectFailed:
-        raise UpstreamError(f"The upstream channel `{channel}` is unreachable.") from None
-    except ReplyTooLarge:
-        raise UpstreamError(
+        )
+    if isinstance(error, TimeoutError):
+        return UpstreamTimeout(f"The upstream channel `{channel}` did not answer in time.")
+    if isinstance(error, ConnectFailed):
+        return UpstreamError(f"The upstream channel `{channel}` is unreachable.")
+    if isinstance(error, ReplyTooLarge):
+        return UpstreamError(
             f"The upstream channel `{channel}` sent a reply larger than Parley accepts."
-        ) from None
-    except EventTooLarge:
-        raise UpstreamError(
+        )
+    if isinstance(error, EventTooLarge):
+        return UpstreamError(
             f"The upstream channel `{channel}` sent a streamed event larger than Parley accepts."
-        ) from None
-    except (BrokenReply, Disconnected):
-        raise UpstreamError(f"The upstream channel `{channel}` sent a broken reply.") from None
-    except HttpError:
-        raise UpstreamError(f"The upstream channel `{channel}` failed.") from None
-    except ValueError:
-        raise UpstreamError(
+        )
+    if isinstance(error, BrokenReply | Disconnected):
+        return UpstreamError(f"The upstream channel `{channel}` sent a broken reply.")
+    if isinstance(error, HttpError):
+        return UpstreamError(f"The upstream channel `{channel}` failed.")
+    if isinstance(error, ValueError):
+        return UpstreamError(
             f"The upstream channel `{channel}` sent a reply that is not valid JSON."
-        ) from None
+        )
+    return None

@@ -340,6 +340,31 @@ async def test_a_trickle_that_stops_is_a_read_timeout(client: HttpClient) -> Non
             await fetch(client, server, read_timeout=0.1)
 
 
+async def test_the_read_timeout_is_each_silence_not_the_whole_body(client: HttpClient) -> None:
+    """Pieces that each come within the read timeout make a body that lasts longer than
+    it, and the silence after the last of them still times out: one timer watches a
+    body's silences, and each wait counts from its own start."""
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(OK_HEAD + b"Content-Length: 10\r\n\r\n")
+        for _ in range(6):
+            writer.write(b"a")
+            await writer.drain()
+            await asyncio.sleep(0.25)
+        await asyncio.sleep(5)
+
+    async with RawServer(handler) as server:
+        request = prepare("POST", server.url, {})
+        reply = await client.send(request, b"{}", connect_timeout=2.0, read_timeout=1.0)
+        received = b""
+        with pytest.raises(ReadTimeout):
+            async for piece in reply.pieces():
+                received += piece
+        reply.close()
+    assert received == b"aaaaaa"
+
+
 # Invalid heads
 
 

@@ -119,7 +119,18 @@ ENGINE_LIKE = [
     b"data: x\ndata: y\n\ndata: z\n\n",  # two-line data
     b"data: x\n\n: comment\n\ndata: z\n\n",
     b"data: x\n\nid: 9\ndata: z\n\n",
+    b"data: x\r\n\n",  # a CRLF line end, then an LF one
+    b"data: a\r\rdata: [DONE]\n\n",  # lone CRs end a line and an event too
+    b"data: a\rdata: b\n\n",  # one event of two lines, the first ended by a CR
+    b"data:  two spaces\n\ndata:\n\n",
 ]
+
+
+@pytest.mark.parametrize("chunk", ENGINE_LIKE)
+def test_the_fast_paths_data_is_the_full_parsers(chunk: bytes) -> None:
+    fast = SseParser().whole_data(chunk)
+    if fast is not None:
+        assert fast == [event.data.encode() for event in slow_parse(chunk)]
 
 
 def slow_parse(*chunks: bytes) -> list[SseEvent]:

@@ -8,21 +8,31 @@ are returned as the upstream sent them; the caller rewrites ``model`` for its ow
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Awaitable
+from contextlib import AbstractAsyncContextManager
+from types import TracebackType
+from typing import Any
 
 import orjson
 
 from parley.errors import UpstreamError
 from parley.http import HttpClient, Prepared, Reply, prepare
-from parley.providers.base import JSON, Batches, ReplyBounds, Target, upstream_errors
+from parley.providers.base import (
+    JSON,
+    Batches,
+    ReplyBounds,
+    Target,
+    upstream_errors,
+    upstream_failure,
+)
 from parley.providers.openai.refusal import refusal, stream_failure
-from parley.sse import EventTooLarge, SseEvent, SseParser
+from parley.sse import EventTooLarge, SseParser
 
 CHAT_PATH = "/chat/completions"
 COMPLETION_PATH = "/completions"
 EMBEDDINGS_PATH = "/embeddings"
 _DONE = "[DONE]"
+_DONE_BYTES = b"[DONE]"
 
 
 class OpenAIAdapter:
@@ -52,7 +62,7 @@ class OpenAIAdapter:
 
     async def _reply(self, target: Target, path: str, body: JSON) -> JSON:
         with upstream_errors(target.channel):
-            response = await self._post(target, path, plain_body(body, target.model))
+            response = await _post(self._http, target, path, plain_body(body, target.model))
             raw = await response.read(self._bounds.max_reply_bytes)
             if response.status >= 300:
                 raise refusal(target.channel, response.status, raw, target.api_key)
@@ -61,26 +71,21 @@ class OpenAIAdapter:
             raise _malformed(target.channel)
         return reply
 
-    @asynccontextmanager
-    async def _stream(self, target: Target, path: str, body: JSON) -> AsyncIterator[Batches]:
-        with upstream_errors(target.channel):
-            response = await self._post(target, path, stream_body(body, target.model))
-        batches = _batches(response, target, self._bounds.max_event_bytes)
-        try:
-            with upstream_errors(target.channel):
-                await _check_stream_start(response, target, self._bounds.max_reply_bytes)
-            yield batches
-        finally:
-            await batches.aclose()
-            response.release()
+    def _stream(
+        self, target: Target, path: str, body: JSON
+    ) -> AbstractAsyncContextManager[Batches]:
+        return _Stream(self._http, self._bounds, target, path, body)
 
-    async def _post(self, target: Target, path: str, payload: JSON) -> Reply:
-        return await self._http.send(
-            _request(target.base_url, path, target.api_key),
-            orjson.dumps(payload),
-            connect_timeout=target.connect_timeout,
-            read_timeout=target.read_timeout,
-        )
+
+def _post(http: HttpClient, target: Target, path: str, payload: JSON) -> Awaitable[Reply]:
+    """The client's coroutine that sends the request: returned for the caller to await,
+    with no coroutine of this function's on the way."""
+    return http.send(
+        _request(target.base_url, path, target.api_key),
+        orjson.dumps(payload),
+        connect_timeout=target.connect_timeout,
+        read_timeout=target.read_timeout,
+    )
 
 
 def plain_body(body: JSON, model: str) -> JSON:
@@ -123,55 +128,158 @@ async def _check_stream_start(response: Reply, target: Target, limit: int) -> No
     raise UpstreamError(f"The upstream channel `{channel}` did not stream its reply.")
 
 
-async def _batches(
-    response: Reply, target: Target, max_event_bytes: int
-) -> AsyncGenerator[list[JSON], None]:
-    """The ``data:`` events of each read from the upstream, as dicts, until ``[DONE]``.
+class _Stream:
+    """One stream on one route (``AbstractAsyncContextManager[Batches]``): entering sends
+    the request and checks that the upstream streams; leaving releases the connection.
+    What ``@asynccontextmanager`` did, written out (it cost every stream a generator and
+    its context object)."""
 
-    What arrived before an error event, an oversized event or ``[DONE]`` in the same
-    read is yielded first.
-    """
-    parser = SseParser(max_event_bytes)
-    with upstream_errors(target.channel):
-        async for data in response.pieces():
-            try:
-                events, too_large = parser.feed(data), None
-            except EventTooLarge as error:
-                events, too_large = error.events, error
-            batch, end = _decode(events, target)
-            if batch:
-                yield batch
-            if isinstance(end, UpstreamError):
-                raise end
-            if end is not None:
-                return
-            if too_large is not None:
-                raise too_large
+    __slots__ = ("_body", "_bounds", "_http", "_path", "_reply", "_target")
 
+    def __init__(
+        self, http: HttpClient, bounds: ReplyBounds, target: Target, path: str, body: JSON
+    ) -> None:
+        self._http = http
+        self._bounds = bounds
+        self._target = target
+        self._path = path
+        self._body = body
+        self._reply: Reply | None = None
 
-def _decode(
-    events: Iterable[SseEvent], target: Target
-) -> tuple[list[JSON], UpstreamError | str | None]:
-    """The chunks of some events, and what ended the stream among them, if anything:
-    ``_DONE``, or the ``UpstreamError`` an error event or a malformed event means."""
-    batch: list[JSON] = []
-    channel = target.channel
-    for event in events:
-        data = event.data
-        if data == _DONE:
-            return batch, _DONE
-        if not data or data.isspace():
-            continue
+    async def __aenter__(self) -> Batches:
+        target, bounds = self._target, self._bounds
+        with upstream_errors(target.channel):
+            payload = stream_body(self._body, target.model)
+            reply = self._reply = await _post(self._http, target, self._path, payload)
         try:
-            chunk = orjson.loads(data)
+            with upstream_errors(target.channel):
+                await _check_stream_start(reply, target, bounds.max_reply_bytes)
+        except BaseException:
+            self._reply = None
+            reply.release()
+            raise
+        return _Chunks(reply, target, bounds.max_event_bytes)
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        reply, self._reply = self._reply, None
+        if reply is not None:
+            reply.release()
+
+
+class _Chunks:
+    """``Batches``: the ``data:`` events of each read from the upstream, as dicts, until
+    ``[DONE]``. What arrived before an error event, an oversized event or ``[DONE]`` in
+    the same read is returned first; the end comes at the next call.
+
+    It runs once per upstream read, so it is lean: an async iterator written out (one
+    coroutine a read, where an async generator over ``Reply.pieces`` took two generators'
+    steps), and whole ``data:`` events (``SseParser.whole_data``) go to ``orjson`` as
+    bytes, with the rules for anything unusual in ``_chunk``.
+    """
+
+    __slots__ = ("_channel", "_end", "_parser", "_reply", "_secret")
+
+    def __init__(self, reply: Reply, target: Target, max_event_bytes: int) -> None:
+        self._reply = reply
+        self._channel = target.channel
+        self._secret = target.api_key
+        self._parser = SseParser(max_event_bytes)
+        self._end: UpstreamError | str | None = None
+        """What ended the stream: ``_DONE`` (or the body's end), or the error to raise."""
+
+    def __aiter__(self) -> _Chunks:
+        return self
+
+    async def __anext__(self) -> list[JSON]:
+        while self._end is None:
+            try:
+                data = await self._reply.next_piece()
+            except Exception as error:
+                failure = upstream_failure(self._channel, error)
+                if failure is None:
+                    raise
+                raise failure from None
+            if not data:
+                self._end = _DONE
+                break
+            batch = self._batch(data)
+            if batch:
+                return batch
+        end = self._end
+        if isinstance(end, UpstreamError):
+            self._end = _DONE
+            raise end
+        raise StopAsyncIteration
+
+    def _batch(self, data: bytes) -> list[JSON]:
+        """The chunks one read completed; what ended the stream among them goes to
+        ``_end``."""
+        parser = self._parser
+        payloads = parser.whole_data(data)
+        batch: list[JSON] = []
+        if payloads is None:
+            return self._parsed(data, parser, batch)
+        loads = orjson.loads
+        for payload in payloads:
+            if payload == _DONE_BYTES:
+                self._end = _DONE
+                return batch
+            try:
+                chunk: Any = loads(payload)
+            except orjson.JSONDecodeError:
+                chunk = None
+            if type(chunk) is not dict or "error" in chunk:
+                chunk = self._chunk(payload, named_error=False)
+                if chunk is None:
+                    if self._end is not None:
+                        return batch
+                    continue
+            batch.append(chunk)
+        return batch
+
+    def _parsed(self, data: bytes, parser: SseParser, batch: list[JSON]) -> list[JSON]:
+        """``_batch`` for a read ``whole_data`` did not take (partial lines, CR line ends,
+        comments, named events), through the full parser."""
+        try:
+            events, too_large = parser.feed(data), None
+        except EventTooLarge as error:
+            events, too_large = error.events, error
+        for event in events:
+            chunk = self._chunk(event.data, named_error=event.event == "error")
+            if chunk is not None:
+                batch.append(chunk)
+            elif self._end is not None:
+                return batch
+        if too_large is not None:
+            self._end = upstream_failure(self._channel, too_large)
+        return batch
+
+    def _chunk(self, data: bytes | str, *, named_error: bool) -> JSON | None:
+        """One event's chunk, by every rule: ``None`` for an event to skip (blank data), or
+        when it ended the stream (``[DONE]``; an error event, or a malformed one: the
+        ``UpstreamError`` it means), which is then in ``_end``."""
+        text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+        if text == _DONE:
+            self._end = _DONE
+            return None
+        if not text or text.isspace():
+            return None
+        try:
+            chunk = orjson.loads(text)
         except orjson.JSONDecodeError:
-            return batch, _malformed(channel)
+            chunk = None
         if not isinstance(chunk, dict):
-            return batch, _malformed(channel)
-        if "error" in chunk or event.event == "error":
-            return batch, stream_failure(channel, chunk, target.api_key)
-        batch.append(chunk)
-    return batch, None
+            self._end = _malformed(self._channel)
+            return None
+        if "error" in chunk or named_error:
+            self._end = stream_failure(self._channel, chunk, self._secret)
+            return None
+        return chunk
 
 
 def _malformed(channel: str) -> UpstreamError:
