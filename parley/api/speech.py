@@ -46,6 +46,8 @@ if TYPE_CHECKING:
 
 SPEECH = Operation(name="speech", path="/v1/audio/speech", kinds=frozenset({"speech"}))
 QUALITIES = ("standard", "high", "max")
+RATE_FORMATS = frozenset({"pcm", "wav"})
+"""The formats whose samples a reply's ``x-sample-rate`` describes (16-bit mono PCM)."""
 Batches = AsyncIterator[Sequence[bytes]]
 
 
@@ -109,6 +111,8 @@ class SpeechJob:
         self._resolved: Resolved | None = None
         self._delivered = False
         self._engine_usage: JSON | None = None
+        self.reply_headers: dict[str, str] = {}
+        """``x-sample-rate`` once the engine answered, for ``pcm`` and ``wav``."""
 
     # what the runner asks first
 
@@ -181,6 +185,8 @@ class SpeechJob:
         adapter = self._svc.providers.speech(route.provider_type)
         async with adapter.speech(route.target, request) as audio:
             rate = audio.sample_rate or self._profile.sample_rate
+            if self._format in RATE_FORMATS:  # raw pcm has no header to say it
+                self.reply_headers = {"x-sample-rate": str(rate)}
             converter = _converter(audio.format, self._format, rate)
             batches = self._batches(audio, converter, route.target.channel)
             try:

@@ -28,7 +28,7 @@ from parley.pipeline import runner
 from parley.pipeline.admit import scopes_for
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.call import Call
-from parley.pipeline.job import Operation
+from parley.pipeline.job import NO_HEADERS, Operation
 from parley.pipeline.route import Route
 from parley.providers.base import JSON, Batches
 from parley.providers.registry import ProviderRegistry
@@ -172,6 +172,7 @@ class TextStream(_TextJob):
 
     __slots__ = ("_shaper", "_tally")
     content_type = "text/event-stream"
+    reply_headers = NO_HEADERS
     _shaper: ChunkShaper
 
     def __init__(

@@ -31,7 +31,7 @@ from parley.errors import InvalidRequest, ParleyError, UpstreamError, encode_err
 from parley.pipeline import runner
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.call import Call
-from parley.pipeline.job import Batches, Operation
+from parley.pipeline.job import NO_HEADERS, Batches, Operation
 from parley.pipeline.precheck import refuse_before_upload
 from parley.pipeline.route import Route
 from parley.providers.base import Transcript
@@ -182,6 +182,7 @@ class StreamedTranscription(TranscriptionJob):
     """OpenAI's transcript events; the done event states Parley's usage."""
 
     content_type = "text/event-stream"
+    reply_headers = NO_HEADERS
 
     def __init__(self, asked: SpeechToText, providers: ProviderRegistry) -> None:
         super().__init__(asked, providers)

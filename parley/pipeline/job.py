@@ -24,9 +24,10 @@ Jobs translate and render; they never meter, admit or fall over. Those are the r
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Collection, Sequence
+from collections.abc import AsyncIterator, Awaitable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Protocol, TypeVar
 
 from aiohttp import web
@@ -37,6 +38,9 @@ from parley.errors import ParleyError
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.call import Call
 from parley.pipeline.route import Route
+
+NO_HEADERS: Mapping[str, str] = MappingProxyType({})
+"""``StreamJob.reply_headers`` of a job that adds none."""
 
 R = TypeVar("R")
 """A whole upstream reply, as the adapter returns it (a JSON dict, audio bytes...)."""
@@ -95,6 +99,11 @@ class StreamJob(Job, Protocol[B]):
     @property
     def content_type(self) -> str:
         """The reply's content type: ``text/event-stream``, ``audio/wav``..."""
+
+    @property
+    def reply_headers(self) -> Mapping[str, str]:
+        """Headers known once the upstream answered (a speech reply's sample rate), added
+        to the reply before it starts; usually none."""
 
     def open(self, route: Route) -> AbstractAsyncContextManager[Batches[B]]:
         """Open the upstream's stream behind ``route`` (through its adapter)."""

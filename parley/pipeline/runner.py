@@ -109,6 +109,7 @@ async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
             async with relay_stream(routes, job.open, model, _failed(svc, call)) as opened:
                 route, first, batches = opened
                 metered.channel = route.target.channel
+                response.headers.update(job.reply_headers)
                 await response.prepare(request)
                 svc.watchers.tell_first_byte(call, call.age())
                 render, write = job.render, response.write

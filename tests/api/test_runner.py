@@ -25,7 +25,7 @@ from parley.domain.usage import Usage, UsageRecord
 from parley.errors import ParleyError
 from parley.pipeline import runner
 from parley.pipeline.authenticate import Caller
-from parley.pipeline.job import Operation
+from parley.pipeline.job import NO_HEADERS, Operation
 from parley.pipeline.route import Route
 from parley.pipeline.streams import SHUTDOWN_STATUS
 from parley.providers.base import JSON, Batches, Target
@@ -224,6 +224,7 @@ class RawTextJob:
     speech relayed as raw audio): the reply's text, with no framing to tell a failure."""
 
     content_type = "text/plain"
+    reply_headers = NO_HEADERS
     operation = Operation("raw text", "/v1/test/raw-text", frozenset({"chat"}))
 
     def __init__(self, providers: Any, body: JSON) -> None:

@@ -30,11 +30,19 @@ def seconds_of(data: bytes) -> float:
 
 async def post_speech(tenants: Tenants, body: dict[str, Any], key: str | None = None) -> Any:
     """(status, content type, body bytes) of a raw HTTP speech call."""
+    status, kind, audio, _ = await post_speech_with_headers(tenants, body, key)
+    return status, kind, audio
+
+
+async def post_speech_with_headers(
+    tenants: Tenants, body: dict[str, Any], key: str | None = None
+) -> Any:
+    """(status, content type, body bytes, headers) of a raw HTTP speech call."""
     headers = {"Authorization": f"Bearer {key or tenants.key_a}"}
     async with aiohttp.ClientSession() as session:
         url = f"{tenants.gateway.v1}/audio/speech"
         async with session.post(url, json=body, headers=headers) as reply:
-            return reply.status, reply.content_type, await reply.read()
+            return reply.status, reply.content_type, await reply.read(), reply.headers
 
 
 def sse_events(raw: bytes) -> list[dict[str, Any]]:
@@ -74,12 +82,21 @@ async def test_mp3_and_pcm_have_their_content_types_and_lengths(
     )
     assert (status, kind) == (200, "audio/mpeg")
     assert seconds_of(mp3) == pytest.approx(0.6, abs=0.08)
-    status, kind, pcm = await post_speech(
+    status, kind, pcm, headers = await post_speech_with_headers(
         tenants, {"model": model, "input": TEXT, "response_format": "pcm"}
     )
-    rate = 24000 if model == "tts-pro" else 44100
+    rate = 24000 if model == "tts-pro" else 44100  # the profile's; Supertonic's own header
     assert (status, kind) == (200, "audio/pcm")
     assert len(pcm) == round(0.6 * rate) * 2 and pcm[:4] != b"RIFF"
+    assert headers["x-sample-rate"] == str(rate)  # raw samples say nothing of their rate
+    assert (
+        "x-sample-rate"
+        not in (
+            await post_speech_with_headers(
+                tenants, {"model": model, "input": TEXT, "response_format": "mp3"}
+            )
+        )[3]
+    )
 
 
 async def test_unsupported_formats_fall_back_to_wav_on_fast_and_are_refused_on_pro(
@@ -198,10 +215,10 @@ async def test_sse_through_the_sdk_carries_deltas_and_usage(tenants: Tenants) ->
 async def test_stream_true_gives_sse_synthesized_by_parley_for_an_engine_without_it(
     tenants: Tenants,
 ) -> None:
-    status, kind, raw = await post_speech(
+    status, kind, raw, headers = await post_speech_with_headers(
         tenants, {"model": "tts-fast", "input": TEXT, "stream": True, "response_format": "pcm"}
     )
-    assert (status, kind) == (200, "text/event-stream")
+    assert (status, kind, headers["x-sample-rate"]) == (200, "text/event-stream", "44100")
     events = sse_events(raw)
     audio = b"".join(base64.b64decode(e["audio"]) for e in events[:-1])
     assert len(audio) == round(0.6 * 44100) * 2
