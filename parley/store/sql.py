@@ -21,7 +21,6 @@ from parley.domain.keys import KeyRecord
 from parley.domain.usage import DailyUsage, GroupDailyUsage, UsageRecord
 from parley.domain.voices import Clone
 from parley.store import admin_sql, keys_sql, usage_sql, usage_sqlite, voices_sql
-from parley.store.migrate_apart import Target, shareable, upgrade_apart
 from parley.store.base import Conflict, GroupChanges, Missing
 from parley.store.boundary import database_errors
 from parley.store.database import Database, P, T, Work
@@ -32,6 +31,7 @@ from parley.store.engine import (
     sqlite_file,
     upgrade_to_head,
 )
+from parley.store.migrate_apart import Target, shareable, upgrade_apart
 
 DEFAULT_TIMEOUT_SECONDS = 10.0
 """The longest a connect or a statement may take before the database counts as away."""
