@@ -21,15 +21,25 @@ from parley.store.sql import open_store
 from tests.contract.test_store import POSTGRES_URL, new_postgres_schema, postgres_execute
 
 
+class Started(list[tuple[Any, ...]]):
+    """Each process started: its command line, then the ``Process``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.one = asyncio.Event()
+
+
 @pytest.fixture
-def children(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[Any, ...]]]:
+def children(monkeypatch: pytest.MonkeyPatch) -> Iterator[Started]:
     """The command line of every process started, recorded."""
-    started: list[tuple[Any, ...]] = []
+    started = Started()
     real = asyncio.create_subprocess_exec
 
     async def recording(*args: Any, **kwargs: Any) -> asyncio.subprocess.Process:
-        started.append(args)
-        return await real(*args, **kwargs)
+        process = await real(*args, **kwargs)
+        started.append((*args, process))
+        started.one.set()
+        return process
 
     monkeypatch.setattr(asyncio, "create_subprocess_exec", recording)
     yield started
@@ -52,7 +62,7 @@ async def test_a_fresh_sqlite_file_is_migrated_by_a_child(
     finally:
         await store.close()
     assert len(children) == 1
-    assert not any(url in str(arg) or "parley.db" in str(arg) for arg in children[0])
+    assert not any(url in str(arg) or "parley.db" in str(arg) for arg in children[0][:-1])
     assert _version(tmp_path / "parley.db") == [(head_revision(),)]
 
 
@@ -65,6 +75,28 @@ async def test_workers_starting_together_migrate_once(tmp_path: Path) -> None:
         for store in stores:
             await store.close()
     assert _version(tmp_path / "parley.db") == [(head_revision(),)]
+
+
+async def test_a_cancelled_caller_kills_the_child(tmp_path: Path, children: Started) -> None:
+    """The child waits for the write lock another connection holds; the caller gives up:
+    the child is killed (its transaction never began), the file is left as it was."""
+    path = tmp_path / "parley.db"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    store = await open_store(f"sqlite:///{path}")
+    try:
+        migrating = asyncio.ensure_future(store.migrate(apart=True))
+        await children.one.wait()
+        migrating.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await migrating
+        assert children[0][-1].returncode is not None
+    finally:
+        holder.rollback()
+        holder.close()
+        await store.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT name FROM sqlite_master").fetchall() == []
 
 
 async def test_a_memory_database_is_migrated_in_this_process(
@@ -152,7 +184,7 @@ async def test_postgresql_is_migrated_by_a_child_in_its_schema(
         finally:
             await store.close()
         assert len(children) == 1
-        assert not any("postgres" in str(arg) for arg in children[0][1:])
+        assert not any("postgres" in str(arg) for arg in children[0][1:-1])
         connection = await asyncpg.connect(POSTGRES_URL)
         try:
             table = f'"{schema}".alembic_version'
