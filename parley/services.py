@@ -131,12 +131,13 @@ class Services:
         providers = ProviderRegistry.default(http, bounds)
         check_channel_types(settings.channels, providers.types())
         if store is None:
-            store = await open_store(
+            opened = await open_store(
                 settings.database.url,
                 pool_size=settings.database.pool_size,
                 timeout_seconds=settings.database.timeout_seconds,
             )
-            await store.migrate()
+            await opened.migrate(apart=True)  # Alembic never loads in a serving process
+            store = opened
         limiter = build_limiter(settings.limits, settings.redis)
         directory = Directory(
             store,

@@ -77,11 +77,17 @@ def database_shown(url: str) -> str:
 
 
 def with_store(
-    settings: Settings, work: Callable[[Store], Awaitable[T]], *, announce: bool = True
+    settings: Settings,
+    work: Callable[[Store], Awaitable[T]],
+    *,
+    announce: bool = True,
+    migrate_apart: bool = False,
 ) -> T:
     """Open the store, migrate it, run ``work``, close it; a database failure is one line.
 
-    ``announce`` says on stderr which database the command used.
+    ``announce`` says on stderr which database the command used. ``migrate_apart`` (``parley
+    serve``, whose process goes on to serve) has a database that is behind upgraded by a
+    short-lived child process, so Alembic never loads here (``store/migrate_apart.py``).
     """
     from parley.store.base import StoreError, StoreUnavailable
     from parley.store.sql import open_store
@@ -99,7 +105,7 @@ def with_store(
             timeout_seconds=settings.database.timeout_seconds,
         )
         try:
-            await store.migrate()
+            await store.migrate(apart=migrate_apart)
             return await work(store)
         finally:
             await store.close()

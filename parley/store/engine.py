@@ -129,12 +129,18 @@ async def upgrade_to_head(database: Database) -> None:
     A database already at the head revision is left alone without loading Alembic (one
     ``SELECT``), which keeps the admin commands and start-up quick.
     """
-    head = head_revision()
-    if head is not None and await _current_revision(database) == head:
+    if await at_head(database):
         return
     if database.dialect == "sqlite":
         await database.read(_use_wal)
     await database.transaction(_upgrade)
+
+
+async def at_head(database: Database) -> bool:
+    """Whether ``database`` is at the head revision, read without Alembic (one ``SELECT``);
+    False when it is behind, has no revision yet or the scripts have no single head."""
+    head = head_revision()
+    return head is not None and await _current_revision(database) == head
 
 
 _REVISION_LINE = re.compile(r"^(down_revision|revision)\b[^=]*=\s*(None|['\"]([^'\"]+)['\"])", re.M)

@@ -31,6 +31,7 @@ from parley.store.engine import (
     sqlite_file,
     upgrade_to_head,
 )
+from parley.store.migrate_apart import Target, shareable, upgrade_apart
 
 DEFAULT_TIMEOUT_SECONDS = 10.0
 """The longest a connect or a statement may take before the database counts as away."""
@@ -42,19 +43,32 @@ class SqlStore:
     """The store on one ``Database``; build it with ``open_store``."""
 
     def __init__(
-        self, database: Database, usage: usage_sqlite.SqliteUsageWriter | None = None
+        self,
+        database: Database,
+        usage: usage_sqlite.SqliteUsageWriter | None = None,
+        *,
+        shared: Target | None = None,
     ) -> None:
         self._database = database
         self._usage = usage
         """A SQLite file's own usage writer (``store/usage_sqlite.py``); None: SQLAlchemy's."""
+        self._shared = shared
+        """How another process opens this database; None for a memory database."""
 
     @property
     def database(self) -> Database:
         return self._database
 
-    async def migrate(self) -> None:
+    async def migrate(self, *, apart: bool = False) -> None:
+        """Bring the schema to the newest migration. ``apart``: a database behind it that
+        another process can open is upgraded by a short-lived child process, so this one
+        (a server's) never loads Alembic (``store/migrate_apart.py``); a memory database
+        is always upgraded here."""
         with database_errors():
-            await upgrade_to_head(self._database)
+            if apart and self._shared is not None:
+                await upgrade_apart(self._database, self._shared)
+            else:
+                await upgrade_to_head(self._database)
 
     async def close(self) -> None:
         with database_errors():
@@ -221,11 +235,13 @@ async def open_store(
     connect, a statement (PostgreSQL) and the wait for a pooled connection.
     """
     database = open_database(url, pool_size=pool_size, schema=schema, timeout=timeout_seconds)
+    shared = Target(url, schema, timeout_seconds) if shareable(url) else None
     path = sqlite_file(url)
     if path is None or not usage_sqlite.supported():
-        return SqlStore(database)
+        return SqlStore(database, shared=shared)
     timeout = SQLITE_BUSY_TIMEOUT_MS / 1000
-    return SqlStore(database, usage_sqlite.SqliteUsageWriter(path, SQLITE_PRAGMAS, timeout))
+    writer = usage_sqlite.SqliteUsageWriter(path, SQLITE_PRAGMAS, timeout)
+    return SqlStore(database, writer, shared=shared)
 
 
 def _now() -> datetime:

@@ -3,12 +3,15 @@ PostgreSQL dialect, Jinja2, the admin API, the dashboard and the OpenAPI descrip
 (about 24 MB together) wait for the first request that uses them. Their routes are
 registered all the same, and every deferred handler resolves. On SQLite a worker never
 loads SQLAlchemy's ORM and asyncio layer, aiosqlite or greenlet (about 6.4 MB): those
-serve PostgreSQL only (``store/database.py``)."""
+serve PostgreSQL only (``store/database.py``). Nor does it load Alembic and Mako (about
+8 MB), even on a fresh database: a child process migrates it (``store/migrate_apart.py``)."""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +22,7 @@ from aiohttp import web
 from parley.app import create_app
 from parley.edge.deferred import Deferred, deferred, deferred_of
 from parley.settings import Settings
+from parley.store.engine import head_revision
 from parley.store.sql import open_store
 
 REPO = Path(__file__).resolve().parents[2]
@@ -35,6 +39,8 @@ NOT_AT_START = (
     "sqlalchemy.ext.asyncio",
     "aiosqlite",
     "greenlet",
+    "alembic",
+    "mako",
 )
 SERVE_A_LITTLE = """
 import asyncio, sys
@@ -43,6 +49,7 @@ from aiohttp import web
 import parley.cli.serve
 from parley.app import create_app
 from parley.settings import Settings
+from parley.store.engine import head_revision
 from parley.store.sql import open_store
 
 async def main(database, admin_path):
@@ -74,12 +81,14 @@ async def _migrate(database: str) -> None:
         await store.close()
 
 
-def loaded_after_serving(tmp_path: Path, admin_path: str = "") -> set[str]:
+def loaded_after_serving(
+    tmp_path: Path, admin_path: str = "", *, migrated: bool = True
+) -> set[str]:
     """Which of ``NOT_AT_START`` a worker had loaded after starting and a few calls, on a
-    database already migrated (as ``parley serve`` finds it: Alembic, which loads every
-    dialect, runs only when the database is behind)."""
+    database already migrated (as ``parley serve`` finds it), or a fresh one."""
     database = f"sqlite:///{tmp_path / 'parley.db'}"
-    asyncio.run(_migrate(database))
+    if migrated:
+        asyncio.run(_migrate(database))
     done = subprocess.run(
         [sys.executable, "-c", SERVE_A_LITTLE, database, admin_path, *NOT_AT_START],
         cwd=REPO,
@@ -92,6 +101,48 @@ def loaded_after_serving(tmp_path: Path, admin_path: str = "") -> set[str]:
 
 def test_a_worker_serving_v1_loads_none_of_the_rarely_used_parts(tmp_path: Path) -> None:
     assert loaded_after_serving(tmp_path) == set()
+
+
+def test_a_worker_started_on_a_fresh_database_migrates_it_without_alembic(
+    tmp_path: Path,
+) -> None:
+    assert loaded_after_serving(tmp_path, migrated=False) == set()
+    with sqlite3.connect(tmp_path / "parley.db") as db:
+        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [
+            (head_revision(),)
+        ]
+        assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+SERVE_COMMAND = """
+import sys
+import parley.cli.serve
+from parley.cli import main
+
+def run_worker(raw_settings, reuse_port):
+    print(" ".join(name for name in ("alembic", "mako") if name in sys.modules))
+
+parley.cli.serve.run_worker = run_worker  # serve_command imports it once checks are done
+sys.argv = ["parley", "serve", "--port", "0"]
+main()
+"""
+
+
+def test_parley_serve_on_a_fresh_database_serves_without_alembic(tmp_path: Path) -> None:
+    """The quick start: ``parley serve`` migrates the new ./parley.db, then the same
+    process serves (one worker): the upgrade ran in a child, so Alembic is not loaded."""
+    done = subprocess.run(
+        [sys.executable, "-c", SERVE_COMMAND],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.split() == []
+    with sqlite3.connect(tmp_path / "parley.db") as db:
+        version = db.execute("SELECT version_num FROM alembic_version").fetchall()
+    assert version == [(head_revision(),)]
 
 
 def test_the_first_dashboard_page_loads_the_dashboard(tmp_path: Path) -> None:

@@ -1,0 +1,140 @@
+"""Migrating in a short-lived child process, so the serving process never loads Alembic.
+
+Alembic, with Mako and every SQLAlchemy dialect it imports, is about 11 MB of RSS that a
+process keeps for the rest of its life once it has loaded them (``parley serve`` on a fresh
+SQLite file, ``python -m bench.serve_rss``: 80.7 MB, 69.5 MB migrating apart). A worker
+started on a database already at the newest revision never loads them
+(``engine.upgrade_to_head`` reads the revision with one ``SELECT``); one started on a
+database that is behind (every fresh install) would keep them for nothing. So ``parley
+serve`` and ``Services.start`` have the upgrade run by a child, ``python -m
+parley.store.migrate_apart``, and wait for it (``asyncio``'s subprocess API, so the event
+loop stays free). The child runs exactly the in-process upgrade
+(``engine.upgrade_to_head``: the WAL switch, ``BEGIN IMMEDIATE`` on SQLite, the advisory
+lock on PostgreSQL, the schema as ``search_path``, the same timeouts), so several workers
+starting together still migrate once.
+
+Only a database another process can open is migrated apart: a SQLite file or PostgreSQL.
+A memory database exists only in this process, so it is migrated here.
+
+The database URL (a PostgreSQL one carries its password) goes to the child on its
+standard input, never on its command line, which any user can read in ``ps``. The child
+answers with one JSON line on its standard output: nothing when it succeeds, else
+``{"reason": ...}``, the one line ``StoreUnavailable`` would carry (the driver's first
+line: no URL, no SQL, no parameters). A failure becomes ``StoreUnavailable`` here, as
+the in-process upgrade's does. A caller cancelled while the child runs kills it: the
+upgrade is one transaction, so the database is left as it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass
+
+from sqlalchemy import make_url
+
+from parley.store.base import StoreError, StoreUnavailable
+from parley.store.database import Database
+from parley.store.engine import at_head
+
+CHILD_MODULE = "parley.store.migrate_apart"
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the child needs to open the database as ``open_store`` did."""
+
+    url: str
+    schema: str | None
+    timeout: float
+
+
+def shareable(url: str) -> bool:
+    """Whether another process can open this database: not a SQLite memory database."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return True
+    return parsed.database not in (None, "", ":memory:") and parsed.query.get("mode") != "memory"
+
+
+async def upgrade_apart(database: Database, target: Target) -> None:
+    """Bring ``database`` to the newest revision, by a child process if it is behind."""
+    if await at_head(database):
+        return
+    await run_child(target)
+
+
+async def run_child(target: Target) -> None:
+    """Run the upgrade in a child process and wait for it; ``StoreUnavailable`` if it fails."""
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        CHILD_MODULE,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+        env=_child_environment(),
+    )
+    setup = json.dumps(asdict(target)).encode() + b"\n"
+    try:
+        answer, _ = await child.communicate(setup)
+    except BaseException:  # cancelled: the child's transaction rolls back when it dies
+        if child.returncode is None:
+            child.kill()
+            await child.wait()
+        raise
+    if child.returncode != 0:
+        raise StoreUnavailable(_reason(answer, child.returncode))
+
+
+def _child_environment() -> dict[str, str]:
+    """This process's environment, with its import path, so the child imports the same
+    Parley (a checkout on ``sys.path``, not only an installed one)."""
+    environment = dict(os.environ)
+    environment["PYTHONPATH"] = os.pathsep.join(entry or os.getcwd() for entry in sys.path)
+    return environment
+
+
+def _reason(answer: bytes, code: int | None) -> str:
+    try:
+        reason = json.loads(answer.decode().strip().splitlines()[-1])["reason"]
+    except (ValueError, IndexError, KeyError, TypeError):
+        return f"the migration process failed (exit status {code})"
+    return str(reason) if reason else f"the migration process failed (exit status {code})"
+
+
+async def _upgrade(target: Target) -> None:
+    from parley.store.sql import open_store
+
+    store = await open_store(
+        target.url, pool_size=1, schema=target.schema, timeout_seconds=target.timeout
+    )
+    try:
+        await store.migrate()
+    finally:
+        await store.close()
+
+
+def main() -> int:
+    """The child: read the target from stdin, upgrade, answer on stdout; the exit status."""
+    try:
+        target = Target(**json.loads(sys.stdin.readline()))
+        asyncio.run(_upgrade(target))
+    except StoreUnavailable as error:
+        reason = error.reason
+    except StoreError as error:
+        reason = str(error)
+    except Exception as error:  # an Alembic error (an unknown revision): its first line
+        from parley.store.boundary import reason as first_line
+
+        reason = f"migration failed: {first_line(error)}"
+    else:
+        return 0
+    print(json.dumps({"reason": reason}), flush=True)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
