@@ -98,11 +98,17 @@ def _child_environment() -> dict[str, str]:
 
 
 def _reason(answer: bytes, code: int | None) -> str:
+    # A child that could not say why (it crashed): its stderr is not relayed, as a
+    # traceback may quote SQL, so the operator is pointed at the in-process upgrade.
+    crashed = (
+        f"the migration process failed (exit status {code}); "
+        "`parley db upgrade` runs the same upgrade in the foreground and shows why"
+    )
     try:
         reason = json.loads(answer.decode().strip().splitlines()[-1])["reason"]
     except (ValueError, IndexError, KeyError, TypeError):
-        return f"the migration process failed (exit status {code})"
-    return str(reason) if reason else f"the migration process failed (exit status {code})"
+        return crashed
+    return str(reason) if reason else crashed
 
 
 async def _upgrade(target: Target) -> None:
