@@ -182,3 +182,39 @@ def test_a_deferred_handler_is_imported_once() -> None:
 def test_a_target_without_a_function_is_refused_at_once() -> None:
     with pytest.raises(ValueError, match="module:function"):
         deferred("parley.openapi.openapi_json")
+
+
+DEMO_COMMAND = """
+import sys
+import parley.cli.demo
+from parley.settings import Settings
+
+def run_demo(workdir, address, serve, with_store, load):
+    settings = Settings.model_validate({"database": {"url": "sqlite:///./demo.db"}})
+
+    async def nothing(store):
+        return None
+
+    with_store(settings, nothing)  # the demo's first store work: a fresh database
+    print(" ".join(name for name in ("alembic", "mako") if name in sys.modules))
+
+parley.cli.demo.run_demo = run_demo
+parley.cli.demo.serve_demo(None, None)
+"""
+
+
+def test_the_demo_migrates_its_fresh_database_without_loading_alembic(tmp_path: Path) -> None:
+    """The README's first command, ``parley serve --demo``, creates its key on a new
+    database and then serves in the same process: the upgrade runs in a child too."""
+    done = subprocess.run(
+        [sys.executable, "-c", DEMO_COMMAND],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.split() == []
+    with sqlite3.connect(tmp_path / "demo.db") as db:
+        version = db.execute("SELECT version_num FROM alembic_version").fetchall()
+    assert version == [(head_revision(),)]
