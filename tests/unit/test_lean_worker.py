@@ -15,6 +15,7 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiohttp import web
@@ -131,18 +132,7 @@ main()
 def test_parley_serve_on_a_fresh_database_serves_without_alembic(tmp_path: Path) -> None:
     """The quick start: ``parley serve`` migrates the new ./parley.db, then the same
     process serves (one worker): the upgrade ran in a child, so Alembic is not loaded."""
-    done = subprocess.run(
-        [sys.executable, "-c", SERVE_COMMAND],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert done.stdout.split() == []
-    with sqlite3.connect(tmp_path / "parley.db") as db:
-        version = db.execute("SELECT version_num FROM alembic_version").fetchall()
-    assert version == [(head_revision(),)]
+    assert after_start(tmp_path, SERVE_COMMAND, "parley.db") == ([], [(head_revision(),)])
 
 
 def test_the_first_dashboard_page_loads_the_dashboard(tmp_path: Path) -> None:
@@ -206,15 +196,20 @@ parley.cli.demo.serve_demo(None, None)
 def test_the_demo_migrates_its_fresh_database_without_loading_alembic(tmp_path: Path) -> None:
     """The README's first command, ``parley serve --demo``, creates its key on a new
     database and then serves in the same process: the upgrade runs in a child too."""
+    assert after_start(tmp_path, DEMO_COMMAND, "demo.db") == ([], [(head_revision(),)])
+
+
+def after_start(folder: Path, command: str, database: str) -> tuple[list[str], list[Any]]:
+    """Run ``command`` in ``folder``: the Alembic modules it printed as loaded, and the
+    revision rows ``database`` was left with."""
     done = subprocess.run(
-        [sys.executable, "-c", DEMO_COMMAND],
-        cwd=tmp_path,
+        [sys.executable, "-c", command],
+        cwd=folder,
         env={**os.environ, "PYTHONPATH": str(REPO)},
         capture_output=True,
         text=True,
         check=True,
     )
-    assert done.stdout.split() == []
-    with sqlite3.connect(tmp_path / "demo.db") as db:
+    with sqlite3.connect(folder / database) as db:
         version = db.execute("SELECT version_num FROM alembic_version").fetchall()
-    assert version == [(head_revision(),)]
+    return done.stdout.split(), version
