@@ -81,13 +81,15 @@ def with_store(
     work: Callable[[Store], Awaitable[T]],
     *,
     announce: bool = True,
-    migrate_apart: bool = False,
+    migrate_apart: bool = True,
 ) -> T:
     """Open the store, migrate it, run ``work``, close it; a database failure is one line.
 
-    ``announce`` says on stderr which database the command used. ``migrate_apart`` (``parley
-    serve``, whose process goes on to serve) has a database that is behind upgraded by a
-    short-lived child process, so Alembic never loads here (``store/migrate_apart.py``).
+    ``announce`` says on stderr which database the command used. A database that is behind
+    is upgraded by a short-lived child process (``store/migrate_apart.py``), so Alembic
+    never loads in this one: a command's process may go on to serve (``parley serve``, the
+    demo), and it costs one child once per database. ``migrate_apart=False`` upgrades in
+    the foreground (``parley db upgrade``, which shows what went wrong).
     """
     from parley.store.base import StoreError, StoreUnavailable
     from parley.store.sql import open_store
@@ -135,5 +137,5 @@ def upgrade(ctx: click.Context) -> None:
     async def nothing(store: Store) -> None:
         return None
 
-    with_store(settings, nothing)
+    with_store(settings, nothing, migrate_apart=False)
     click.echo(f"database at {database_shown(settings.database.url)} is up to date")

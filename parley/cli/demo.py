@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from functools import partial
 from pathlib import Path
 
 from parley.cli.context import with_store
@@ -30,6 +29,6 @@ def serve_demo(host: str | None, port: int | None) -> None:
         DEMO_DIR.resolve(),
         (host, port),
         lambda raw: run_worker(raw, reuse_port=False),
-        partial(with_store, migrate_apart=True),  # Alembic stays out of the serving process
+        with_store,
         _load,
     )

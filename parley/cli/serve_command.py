@@ -81,7 +81,7 @@ def serve(
     async def migrate(store: Store) -> None:
         return None
 
-    with_store(settings, migrate, announce=False, migrate_apart=True)  # Alembic stays out
+    with_store(settings, migrate, announce=False)  # migrated apart: Alembic stays out
     _announce(settings, workers)
     if workers == 1:
         from parley.cli.serve import run_worker  # the web stack, now it is needed
