@@ -100,6 +100,8 @@ async def test_max_tokens_beyond_the_tpm_is_refused_as_too_large_without_retry(
         )
     assert refused.value.response.headers["x-should-retry"] == "false"
     assert "too large" in refused.value.message
+    # every 429 carries X-RateLimit-Reset-* (the spec), this one too: its bucket's reset
+    assert refused.value.response.headers["x-ratelimit-reset-tokens"].endswith("s")
 
 
 async def test_no_max_tokens_still_fits_a_small_tpm_and_settles_real_usage(
