@@ -17,7 +17,7 @@ import secrets
 import statistics
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -142,14 +142,21 @@ def arguments() -> argparse.Namespace:
     return parser.parse_args()
 
 
-async def main() -> None:
-    args = arguments()
+async def on_each_backend(
+    args: argparse.Namespace, run: Callable[[str, SqlStore, argparse.Namespace], Awaitable[None]]
+) -> None:
+    """``run`` on SQLite and/or PostgreSQL, as ``--backend`` says (this bench and
+    ``bench.usage_writer``)."""
     if args.backend in ("sqlite", "both"):
         async with sqlite_store() as store:
             await run("sqlite", store, args)
     if args.backend in ("postgres", "both"):
         async with postgres_store(args.postgres) as store:
             await run("postgres", store, args)
+
+
+async def main() -> None:
+    await on_each_backend(arguments(), run)
 
 
 if __name__ == "__main__":

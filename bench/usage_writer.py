@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, date, datetime
 
-from bench.usage_endpoint import POSTGRES_URL, postgres_store, sqlite_store
+from bench.usage_endpoint import POSTGRES_URL, on_each_backend
 from parley.domain.usage import UsageRecord
 from parley.store.sql import SqlStore
 
@@ -141,12 +141,7 @@ def arguments() -> argparse.Namespace:
 
 
 async def main(args: argparse.Namespace) -> None:
-    if args.backend in ("sqlite", "both"):
-        async with sqlite_store() as store:
-            await run("sqlite", store, args)
-    if args.backend in ("postgres", "both"):
-        async with postgres_store(args.postgres) as store:
-            await run("postgres", store, args)
+    await on_each_backend(args, run)
 
 
 if __name__ == "__main__":
