@@ -22,6 +22,8 @@ never to a module global.
 
 from __future__ import annotations
 
+import glob
+import os
 import time
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
@@ -40,6 +42,8 @@ FIRST_BYTE_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30
 WRITE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0)
 NANOS_PER_USD = 1_000_000_000
 REFRESH_TIMESTAMP = "parley_directory_last_refresh_timestamp_seconds"
+_FILE_HEADER_BYTES = 8
+"""A multiprocess file's header: the bytes used (4) and padding (4)."""
 
 
 class GatewayMetrics:
@@ -183,7 +187,7 @@ class GatewayMetrics:
         if self.multiprocess_dir is None:
             return generate_latest(_WithRefreshAge(self.registry))
         merged = CollectorRegistry()
-        MultiProcessCollector(merged, path=self.multiprocess_dir)  # type: ignore[no-untyped-call]
+        merged.register(_WorkerFiles(self.multiprocess_dir))
         return generate_latest(_WithRefreshAge(merged))
 
 
@@ -215,6 +219,31 @@ def _add_to_histogram(histogram: Histogram, tally: _Tally) -> None:
     for bucket, count in zip(child._buckets, tally.buckets, strict=True):
         if count:
             bucket.inc(count)
+
+
+class _WorkerFiles(Collector):
+    """Every worker's series, read from the shared folder: what ``MultiProcessCollector``
+    does, less the files a worker has created but not yet sized.
+
+    prometheus-client opens a worker's file empty and sizes it a moment later; a scrape
+    reading it in between failed with ``struct.error`` (a 500 for ``/metrics``), so a file
+    shorter than its 8-byte header is left for the next scrape: it holds no value yet.
+    """
+
+    def __init__(self, folder: str) -> None:
+        self._folder = folder
+
+    def collect(self) -> Iterable[Metric]:
+        files = [path for path in glob.glob(os.path.join(self._folder, "*.db")) if _sized(path)]
+        merged: Iterable[Metric] = MultiProcessCollector.merge(files, accumulate=True)  # type: ignore[no-untyped-call]
+        return merged
+
+
+def _sized(path: str) -> bool:
+    try:
+        return os.stat(path).st_size >= _FILE_HEADER_BYTES
+    except FileNotFoundError:  # a dead worker's live gauges, removed since the listing
+        return False
 
 
 class _WithRefreshAge(Collector):
