@@ -42,8 +42,10 @@ import ctypes
 import ctypes.util
 import gc
 import logging
+import os
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:  # `parley serve` imports this module before it decides to load aiohttp
@@ -53,22 +55,99 @@ TRIM_SECONDS = 10.0
 BURST_CONNECTIONS = 256
 """A burst ended when this many fewer connections are open than at the most since the
 trim before (a steady load's open connections move by far less)."""
-Allocator = Literal["malloc", "pymalloc"]
+Allocator = Literal["pymalloc", "malloc", "jemalloc", "mimalloc"]
+ALLOCATORS: tuple[Allocator, ...] = ("pymalloc", "malloc", "jemalloc", "mimalloc")
 ALLOCATOR_VARIABLE = "PYTHONMALLOC"
+PRELOAD_VARIABLE = "LD_PRELOAD"
+
+
+@dataclass(frozen=True)
+class Library:
+    """A ``malloc`` to preload: its file's name (soname), its name for
+    ``ctypes.util.find_library``, and the Debian package that installs it."""
+
+    soname: str
+    name: str
+    package: str
+
+
+LIBRARIES: dict[str, Library] = {
+    "jemalloc": Library("libjemalloc.so.2", "jemalloc", "libjemalloc2"),
+    "mimalloc": Library("libmimalloc.so.2", "mimalloc", "libmimalloc2.0"),
+}
+
+
+class AllocatorMissing(Exception):
+    """The allocator asked for cannot be used here (its library is not installed)."""
+
+
+def library_folders() -> list[str]:
+    """Where Debian and most other distributions install shared libraries."""
+    multiarch = getattr(sys.implementation, "_multiarch", None)  # "x86_64-linux-gnu"
+    folders = [f"/usr/lib/{multiarch}"] if multiarch else []
+    return [*folders, "/usr/lib64", "/usr/lib", "/usr/local/lib"]
+
+
+def library_path(
+    wanted: str,
+    folders: Sequence[str] | None = None,
+    search: Callable[[str], str | None] = ctypes.util.find_library,
+) -> str:
+    """The file to preload for ``wanted`` (a key of ``LIBRARIES``): found in the usual
+    folders, else by the dynamic linker's cache (``search``); ``AllocatorMissing`` says
+    which package to install."""
+    library = LIBRARIES[wanted]
+    if not sys.platform.startswith("linux"):
+        raise AllocatorMissing(f"--allocator {wanted} needs Linux (it preloads {library.soname})")
+    for folder in library_folders() if folders is None else folders:
+        path = os.path.join(folder, library.soname)
+        if os.path.isfile(path):
+            return path
+    found = search(library.name)
+    if found:
+        return found
+    raise AllocatorMissing(
+        f"--allocator {wanted}: {library.soname} is not installed "
+        f"(Debian, Ubuntu: apt-get install {library.package})"
+    )
+
+
+def allocator_environment(
+    wanted: Allocator, environ: Mapping[str, str], find: Callable[[str], str] = library_path
+) -> dict[str, str]:
+    """``environ`` with what makes a new interpreter allocate with ``wanted``: every
+    object from ``malloc`` (``PYTHONMALLOC=malloc``), and for jemalloc and mimalloc
+    their library first in ``LD_PRELOAD`` (whatever was preloaded already stays, after
+    it; a library already there is not added twice)."""
+    changed = dict(environ)
+    if wanted == "pymalloc":
+        return changed
+    changed[ALLOCATOR_VARIABLE] = "malloc"
+    if wanted in LIBRARIES:
+        path = find(wanted)
+        preloaded = environ.get(PRELOAD_VARIABLE, "").replace(":", " ").split()
+        if path not in preloaded:
+            changed[PRELOAD_VARIABLE] = " ".join([path, *preloaded])
+    return changed
 
 
 def serve_allocator(
-    wanted: Allocator, environ: Mapping[str, str], argv: Sequence[str]
+    wanted: Allocator,
+    environ: Mapping[str, str],
+    argv: Sequence[str],
+    find: Callable[[str], str] = library_path,
 ) -> tuple[str, list[str], dict[str, str]] | None:
     """How to run ``serve`` again under the ``wanted`` allocator: (executable, argv,
     environment) for ``os.execve``, or ``None`` to go on in this process: pymalloc is
     what runs already, the environment chose (``PYTHONMALLOC`` set: also the case once
-    executed again), or there is no interpreter to run (embedded) or no exec (Windows)."""
+    executed again), or there is no interpreter to run (embedded) or no exec (Windows).
+    ``AllocatorMissing`` if the library of jemalloc or mimalloc cannot be found."""
     if wanted == "pymalloc" or ALLOCATOR_VARIABLE in environ:
         return None
     if not sys.executable or not argv or sys.platform == "win32":
         return None
-    return sys.executable, [sys.executable, *argv[1:]], {**environ, ALLOCATOR_VARIABLE: wanted}
+    environment = allocator_environment(wanted, environ, find)
+    return sys.executable, [sys.executable, *argv[1:]], environment
 
 
 log = logging.getLogger("parley.heap")
