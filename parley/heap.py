@@ -46,7 +46,7 @@ import os
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:  # `parley serve` imports this module before it decides to load aiohttp
     from aiohttp import web
@@ -167,6 +167,48 @@ def malloc_trim() -> Callable[[], object] | None:
     return lambda: function(0)
 
 
+JEMALLOC_PURGE_ALL = b"arena.4096.purge"
+"""``mallctl`` name that purges every arena's unused dirty pages (4096 is
+``MALLCTL_ARENAS_ALL``)."""
+
+
+def jemalloc_purge() -> Callable[[], object] | None:
+    """A purge of every jemalloc arena when jemalloc is this process's ``malloc``
+    (preloaded: ``--allocator jemalloc``), else ``None``."""
+    mallctl = _exported("mallctl")
+    if mallctl is None:
+        return None
+    mallctl.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p]
+    mallctl.argtypes += [ctypes.c_void_p, ctypes.c_size_t]
+    mallctl.restype = ctypes.c_int
+    return lambda: mallctl(JEMALLOC_PURGE_ALL, None, None, None, 0)
+
+
+def _exported(symbol: str) -> Any:
+    """A C function this process has loaded (ctypes' wrapper), or ``None``."""
+    try:
+        return getattr(ctypes.CDLL(None), symbol)
+    except (OSError, AttributeError):
+        return None
+
+
+def on_mimalloc() -> bool:
+    """Whether mimalloc is this process's ``malloc`` (``--allocator mimalloc``)."""
+    return _exported("mi_version") is not None
+
+
+def freed_memory_release() -> Callable[[], object] | None:
+    """What gives freed pages back for the allocator this process runs on: jemalloc's
+    purge, nothing for mimalloc (it decommits freed pages itself), else glibc's
+    ``malloc_trim`` (see the module's docstring)."""
+    purge = jemalloc_purge()
+    if purge is not None:
+        return purge
+    if on_mimalloc():
+        return None
+    return malloc_trim()
+
+
 def sweep() -> None:
     """Free what a burst left behind that only a full collection frees, and the method
     cache's references (see the module's docstring)."""
@@ -204,9 +246,9 @@ def give_back_freed_memory(
     the last call, e.g. ``EdgeRunner.connections_fell_by``)."""
 
     async def hook(app: web.Application) -> AsyncIterator[None]:
-        trim = malloc_trim()
+        trim = freed_memory_release()
         if trim is None:
-            log.debug("no malloc_trim here (not glibc): freed memory is kept by the allocator")
+            log.debug("nothing to trim on this allocator (mimalloc, or not glibc)")
         task = asyncio.create_task(trim_periodically(trim, fell_by=fell_by))
         yield
         task.cancel()

@@ -76,6 +76,7 @@ def test_serve_and_its_workers_run_on_the_preloaded_allocator(
     for pid in (server.pid, *workers):  # the supervisor, executed again, and its workers
         assert path in Path(f"/proc/{pid}/maps").read_text()
         assert _variable_of(pid, "PYTHONMALLOC") == "malloc"
+    assert server.terminate() == 0  # and stops as it does on pymalloc
 
 
 def test_a_missing_library_is_one_line_naming_the_package(
