@@ -8,9 +8,9 @@ extensions' free lists) pin most arenas, and RSS stays near its peak. With
 glibc's (``--allocator malloc``), or jemalloc or mimalloc preloaded into the process
 (``--allocator jemalloc|mimalloc``: ``LD_PRELOAD`` names the library, found in the usual
 folders or by the dynamic linker; Debian's packages are ``libjemalloc2`` and
-``libmimalloc2.0``). 30 s after 9,900 closed streams a worker held 153 MB on pymalloc,
-85 on glibc's malloc, 92-101 on jemalloc and 97-100 on mimalloc. Against that, per call,
-glibc's malloc costs 8-9 % more instructions, jemalloc 1.5-3.6 % more, mimalloc 1-2 %
+``libmimalloc2.0``). 30 s after 9,900 closed streams a worker held 153-213 MB on
+pymalloc, 85 on glibc's malloc, 92-101 on jemalloc and 97-102 on mimalloc. Against that, per call,
+glibc's malloc costs 8-9 % more instructions, jemalloc 1.4-3.4 % more, mimalloc 1-2 %
 fewer; at steady load a worker holds 76 MB on pymalloc, 78-79 on glibc's malloc and
 jemalloc, 82 on mimalloc (figures in docs/performance.md). No choice is better on all
 three, so ``parley serve`` keeps pymalloc unless asked: the others are for deployments
