@@ -16,6 +16,12 @@ the usage writer flushes by batch size only (``flush_seconds: 1000``: each batch
 500 records, as under ``bench.load``; ``--usage`` changes it) and the directory is
 refreshed hourly; the metrics sampler (once a second) and the heap trim (every 10 s)
 still run. Needs valgrind (and strace for ``--tool strace``).
+
+``--allocator malloc|jemalloc|mimalloc`` runs the server (Parley or the bare relay) on
+that allocator, through the environment ``parley serve --allocator`` would set
+(``parley.heap.allocator_environment``): callgrind does not replace ``malloc``, so the
+preloaded library's instructions are counted too. Its tunings (``MALLOC_CONF``,
+``MIMALLOC_*``) pass through from this command's environment.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from pathlib import Path
 
 from bench.loadgen import check_reply, request_body
 from bench.rawhttp import Connection, request_bytes
+from parley.heap import ALLOCATORS, allocator_environment
 
 HERE = Path(__file__).resolve().parent.parent
 
@@ -110,6 +117,13 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--out", required=True, help="callgrind's (or strace's) output file.")
     parser.add_argument("--usage", default='{{spill_dir: "{workdir}", flush_seconds: 1000}}')
     parser.add_argument("--extra", default="", help="YAML appended to Parley's config.")
+    parser.add_argument(
+        "--allocator",
+        choices=ALLOCATORS,
+        default="pymalloc",
+        help="The server's allocator, set in its environment as `parley serve --allocator` "
+        "would (re-executing would leave valgrind); MALLOC_CONF, MIMALLOC_* pass through.",
+    )
     return parser.parse_args()
 
 
@@ -190,7 +204,8 @@ def main() -> None:
     key = "bare" if args.repo == "bare" else make_key(config, env)
     command = server_command(args, config, port, up_port)
     with (workdir / "server.log").open("w") as log:
-        server = subprocess.Popen(command, cwd=workdir, env=env, stderr=log)
+        server_env = allocator_environment(args.allocator, env)
+        server = subprocess.Popen(command, cwd=workdir, env=server_env, stderr=log)
         try:
             wait_port(up_port, 30)
             wait_port(port, 600)

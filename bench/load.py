@@ -52,6 +52,7 @@ from bench.processes import (
     stop,
     wait_until_ready,
 )
+from parley.heap import ALLOCATORS
 
 TARGETS = ("direct", "bare", "parley")
 MODES = ("plain", "stream")
@@ -134,6 +135,7 @@ def run(args: argparse.Namespace, workdir: Path, place: Placement) -> dict[str, 
         print(f"parley package: {parley_location(workdir)}", flush=True)
         key = create_key(config)
         serve_args = ["-m", "parley", "serve", "--config", str(config), "--port", str(parley_port)]
+        serve_args += ["--allocator", args.allocator]
         parley = services.start("parley", parley_port, serve_args, cwd=workdir, cpus=place.servers)
         wait_until_ready(upstream)
         wait_until_ready(bare)
@@ -212,6 +214,12 @@ def arguments() -> argparse.Namespace:
         default=0,
         metavar="N",
         help="Instead: each relay with 1 and with N workers (Parley on the Redis limiter).",
+    )
+    parser.add_argument(
+        "--allocator",
+        choices=ALLOCATORS,
+        default="pymalloc",
+        help="Parley's allocator (`parley serve --allocator`); the bare relay keeps pymalloc.",
     )
     parser.add_argument("--json", type=Path, help="Also write the results here.")
     parser.add_argument("--keep", action="store_true", help="Keep the temporary folder.")

@@ -92,6 +92,7 @@ def start_parley(
     workers: int,
     limits: str,
     place: Placement,
+    allocator: str,
     name: str = "parley",
 ) -> tuple[Service, str]:
     """Parley in its own folder (config, database), and a key to call it with."""
@@ -99,6 +100,7 @@ def start_parley(
     config = harness.write_parley_config(workdir, port, upstream.port, limits)
     key = harness.create_key(config)
     command = ["-m", "parley", "serve", "--config", str(config), "--workers", str(workers)]
+    command += ["--allocator", allocator]
     return services.start(name, port, command, cwd=workdir, cpus=place.servers), key
 
 
@@ -109,7 +111,7 @@ def slow_streams(args: argparse.Namespace, workdir: Path, place: Placement) -> d
         bare = start_bare(services, upstream, 1, place)
         parley, key = start_parley(
             services, workdir / "parley", upstream, workers=1, limits="{backend: memory}",
-            place=place,
+            place=place, allocator=args.allocator,
         )  # fmt: skip
         for service, path in ((upstream, None), (bare, None), (parley, "/health")):
             wait_until_ready(service, path)
@@ -206,7 +208,8 @@ def workers(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             )
             servers[f"parley-{count}"] = start_parley(
                 services, workdir / f"parley-{count}", upstream, workers=count,
-                limits=REDIS_LIMITS, place=place, name=f"parley-{count}",
+                limits=REDIS_LIMITS, place=place, allocator=args.allocator,
+                name=f"parley-{count}",
             )  # fmt: skip
         wait_until_ready(upstream)
         for service, _ in servers.values():

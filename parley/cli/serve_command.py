@@ -17,7 +17,7 @@ import click
 from parley.cli.context import database_shown, fail, settings_from, with_store
 from parley.cli.listen import CannotListen, check_listen
 from parley.cli.startup_checks import unserved_capabilities
-from parley.heap import Allocator, serve_allocator
+from parley.heap import ALLOCATORS, Allocator, AllocatorMissing, serve_allocator
 from parley.settings import ConfigError, Settings
 from parley.telemetry.logs import configure_logging
 from parley.telemetry.workers import shared_metrics
@@ -46,11 +46,12 @@ NO_CHANNELS_HINT = (
 )
 @click.option(
     "--allocator",
-    type=click.Choice(["pymalloc", "malloc"]),
+    type=click.Choice(ALLOCATORS),
     default="pymalloc",
     show_default=True,
     help="Memory allocator of the serving processes: CPython's pymalloc (less CPU per "
-    "call) keeps a burst's arenas; glibc's malloc gives a burst's memory back. "
+    "call) keeps a burst's arenas; glibc's malloc, jemalloc and mimalloc (preloaded; "
+    "Debian's libjemalloc2, libmimalloc2.0) give a burst's memory back. "
     "PYTHONMALLOC, if set, wins.",
 )
 @click.pass_context
@@ -64,7 +65,10 @@ def serve(
     allocator: Allocator,
 ) -> None:
     """Serve the /v1 API."""
-    again = serve_allocator(allocator, os.environ, sys.orig_argv)
+    try:
+        again = serve_allocator(allocator, os.environ, sys.orig_argv)
+    except AllocatorMissing as error:
+        fail(str(error))
     if again is not None:  # the interpreter reads PYTHONMALLOC only at start (parley/heap.py)
         sys.stdout.flush()
         sys.stderr.flush()

@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import os
 import platform
+import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -20,8 +22,13 @@ from parley.edge.protocol import EdgeServer
 from parley.edge.refusals import RefusalLog
 from parley.heap import (
     BURST_CONNECTIONS,
+    AllocatorMissing,
+    allocator_environment,
+    freed_memory_release,
     give_back_freed_memory,
+    jemalloc_purge,
     malloc_trim,
+    on_mimalloc,
     sweep,
     trim_periodically,
 )
@@ -36,6 +43,44 @@ def test_glibc_has_malloc_trim() -> None:
     trim = malloc_trim()
     assert trim is not None
     assert trim() in (0, 1)  # 1: memory was released, 0: there was none to release
+
+
+def test_pymalloc_and_malloc_on_glibc_are_trimmed() -> None:
+    if platform.libc_ver()[0] != "glibc" or os.environ.get("LD_PRELOAD"):
+        pytest.skip("malloc_trim is glibc's")
+    assert jemalloc_purge() is None
+    assert not on_mimalloc()
+    release = freed_memory_release()
+    assert release is not None
+    assert release.__qualname__ == "malloc_trim.<locals>.<lambda>"
+
+
+PROBE = """
+from parley.heap import freed_memory_release, jemalloc_purge, on_mimalloc
+purge, release = jemalloc_purge(), freed_memory_release()
+print(purge is not None, on_mimalloc(), release and release.__qualname__)
+print(purge and purge())
+"""
+
+
+@pytest.mark.parametrize(
+    ("allocator", "found"),
+    [
+        # jemalloc: a purge of every arena instead of malloc_trim, which does nothing there
+        ("jemalloc", ["True False jemalloc_purge.<locals>.<lambda>", "0"]),
+        # mimalloc: nothing to call (it decommits freed pages by itself)
+        ("mimalloc", ["False True None", "None"]),
+    ],
+)
+def test_a_preloaded_allocator_is_released_its_own_way(allocator: str, found: list[str]) -> None:
+    try:
+        environ = allocator_environment(allocator, os.environ)  # type: ignore[arg-type]
+    except AllocatorMissing as error:
+        pytest.skip(str(error))
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE], env=environ, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.splitlines() == found
 
 
 async def test_trims_run_repeatedly_in_another_thread() -> None:
