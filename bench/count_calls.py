@@ -205,6 +205,8 @@ def main() -> None:
     command = server_command(args, config, port, up_port)
     with (workdir / "server.log").open("w") as log:
         server_env = allocator_environment(args.allocator, env)
+        # Chosen here, never by serve: its re-execution would leave valgrind.
+        server_env.setdefault("PYTHONMALLOC", "pymalloc")
         server = subprocess.Popen(command, cwd=workdir, env=server_env, stderr=log)
         try:
             wait_port(up_port, 30)

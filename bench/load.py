@@ -218,8 +218,9 @@ def arguments() -> argparse.Namespace:
     parser.add_argument(
         "--allocator",
         choices=ALLOCATORS,
-        default="pymalloc",
-        help="Parley's allocator (`parley serve --allocator`); the bare relay keeps pymalloc.",
+        default="auto",
+        help="Parley's allocator (`parley serve --allocator`; auto, serve's default, is "
+        "jemalloc where installed); the bare relay keeps pymalloc.",
     )
     parser.add_argument("--json", type=Path, help="Also write the results here.")
     parser.add_argument("--keep", action="store_true", help="Keep the temporary folder.")

@@ -136,6 +136,9 @@ def measure(args: argparse.Namespace, target: str, workdir: Path) -> dict[str, A
             key, cwd = create_key(config), config.parent
             relay_args = ["-m", "parley", "serve", "--config", str(config)]
             relay_args += ["--port", str(relay_port)]
+            # the interpreter's own allocator, as the bare relay's: serve's default may
+            # execute it again on jemalloc, which would leave valgrind
+            relay_args += ["--allocator", "pymalloc"]
         else:
             key, cwd = "bare", REPO
             relay_args = ["-m", "bench.bare_relay", "--port", str(relay_port)]

@@ -66,8 +66,8 @@ TRIM_SECONDS = 10.0
 BURST_CONNECTIONS = 256
 """A burst ended when this many fewer connections are open than at the most since the
 trim before (a steady load's open connections move by far less)."""
-Allocator = Literal["pymalloc", "malloc", "jemalloc", "mimalloc"]
-ALLOCATORS: tuple[Allocator, ...] = ("pymalloc", "malloc", "jemalloc", "mimalloc")
+Allocator = Literal["auto", "pymalloc", "malloc", "jemalloc", "mimalloc"]
+ALLOCATORS: tuple[Allocator, ...] = ("auto", "pymalloc", "malloc", "jemalloc", "mimalloc")
 ALLOCATOR_VARIABLE = "PYTHONMALLOC"
 PRELOAD_VARIABLE = "LD_PRELOAD"
 
@@ -131,6 +131,7 @@ def allocator_environment(
     their library first in ``LD_PRELOAD`` (whatever was preloaded already stays, after
     it; a library already there is not added twice)."""
     changed = dict(environ)
+    wanted = resolved(wanted, find)
     if wanted == "pymalloc":
         return changed
     changed[ALLOCATOR_VARIABLE] = "malloc"
@@ -140,6 +141,18 @@ def allocator_environment(
         if path not in preloaded:
             changed[PRELOAD_VARIABLE] = " ".join([path, *preloaded])
     return changed
+
+
+def resolved(wanted: Allocator, find: Callable[[str], str] = library_path) -> Allocator:
+    """``auto`` (the default) is jemalloc where its library is installed, else pymalloc;
+    any other choice is itself."""
+    if wanted != "auto":
+        return wanted
+    try:
+        find("jemalloc")
+    except AllocatorMissing:
+        return "pymalloc"
+    return "jemalloc"
 
 
 def serve_allocator(
@@ -152,13 +165,30 @@ def serve_allocator(
     environment) for ``os.execve``, or ``None`` to go on in this process: pymalloc is
     what runs already, the environment chose (``PYTHONMALLOC`` set: also the case once
     executed again), or there is no interpreter to run (embedded) or no exec (Windows).
-    ``AllocatorMissing`` if the library of jemalloc or mimalloc cannot be found."""
-    if wanted == "pymalloc" or ALLOCATOR_VARIABLE in environ:
+    ``AllocatorMissing`` if the library of jemalloc or mimalloc, asked for by name,
+    cannot be found."""
+    if ALLOCATOR_VARIABLE in environ:
+        return None
+    wanted = resolved(wanted, find)
+    if wanted == "pymalloc":
         return None
     if not sys.executable or not argv or sys.platform == "win32":
         return None
     environment = allocator_environment(wanted, environ, find)
     return sys.executable, [sys.executable, *argv[1:]], environment
+
+
+def running_allocator(environ: Mapping[str, str]) -> str:
+    """The allocator this process was started on, as ``--allocator`` names it (read from
+    the environment ``serve_allocator`` set, or the operator's own ``PYTHONMALLOC``)."""
+    chosen = environ.get(ALLOCATOR_VARIABLE, "pymalloc")
+    if chosen != "malloc":
+        return chosen
+    preloaded = environ.get(PRELOAD_VARIABLE, "")
+    for name, library in LIBRARIES.items():
+        if library.soname in preloaded:
+            return name
+    return "malloc"
 
 
 log = logging.getLogger("parley.heap")

@@ -17,7 +17,13 @@ import click
 from parley.cli.context import database_shown, fail, settings_from, with_store
 from parley.cli.listen import CannotListen, check_listen
 from parley.cli.startup_checks import unserved_capabilities
-from parley.heap import ALLOCATORS, Allocator, AllocatorMissing, serve_allocator
+from parley.heap import (
+    ALLOCATORS,
+    Allocator,
+    AllocatorMissing,
+    running_allocator,
+    serve_allocator,
+)
 from parley.settings import ConfigError, Settings
 from parley.telemetry.logs import configure_logging
 from parley.telemetry.workers import shared_metrics
@@ -47,12 +53,12 @@ NO_CHANNELS_HINT = (
 @click.option(
     "--allocator",
     type=click.Choice(ALLOCATORS),
-    default="pymalloc",
+    default="auto",
     show_default=True,
-    help="Memory allocator of the serving processes: CPython's pymalloc (less CPU per "
-    "call) keeps a burst's arenas; glibc's malloc, jemalloc and mimalloc (preloaded; "
-    "Debian's libjemalloc2, libmimalloc2.0) give a burst's memory back. "
-    "PYTHONMALLOC, if set, wins.",
+    help="Memory allocator of the serving processes. auto: jemalloc (preloaded; Debian's "
+    "libjemalloc2) where installed, which gives a burst's memory back, else CPython's "
+    "pymalloc, which keeps a burst's arenas. malloc (glibc) and mimalloc (libmimalloc2.0) "
+    "also give it back. PYTHONMALLOC, if set, wins.",
 )
 @click.pass_context
 def serve(
@@ -125,13 +131,14 @@ def _announce(settings: Settings, workers: int) -> None:
     for warning in unserved_capabilities(settings):
         log.warning(warning)
     log.info(
-        "parley serving on http://%s:%d/v1 (database %s, limiter %s, %d worker%s)",
+        "parley serving on http://%s:%d/v1 (database %s, limiter %s, %d worker%s, allocator %s)",
         settings.server.host,
         settings.server.port,
         database_shown(settings.database.url),
         settings.limits.backend,
         workers,
         "s" if workers > 1 else "",
+        running_allocator(os.environ),
     )
 
 

@@ -1,7 +1,9 @@
 """``parley serve --allocator malloc|jemalloc|mimalloc`` runs its serving processes on that
 allocator (``PYTHONMALLOC=malloc``, and for jemalloc and mimalloc their library in
-``LD_PRELOAD``, set by executing itself once more, in the same process); by default, or
-when the operator's ``PYTHONMALLOC`` says otherwise, it does not (parley/heap.py)."""
+``LD_PRELOAD``, set by executing itself once more, in the same process); by default
+(``auto``) on jemalloc where its library is installed, else on pymalloc; with
+``--allocator pymalloc``, or when the operator's ``PYTHONMALLOC`` says otherwise, it does
+not execute itself again (parley/heap.py)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ from parley.heap import (
     Library,
     allocator_environment,
     library_path,
+    resolved,
+    running_allocator,
     serve_allocator,
 )
 from tests.process.calls import Chat, call, gateway_config
@@ -53,12 +57,26 @@ def test_serve_runs_on_malloc_when_asked(procs: Processes, tmp_path: Path) -> No
     if not Path("/proc/self/environ").exists():
         pytest.skip("reads /proc (Linux)")
     engine_url = procs.engine()
-    default = procs.serve(gateway_config(engine_url, tmp_path))
+    pymalloc = procs.serve(
+        gateway_config(engine_url, tmp_path), args=("--allocator", "pymalloc"), name="pymalloc"
+    )
     malloc = procs.serve(
         gateway_config(engine_url, tmp_path), args=("--allocator", "malloc"), name="malloc"
     )
-    assert _variable_of(default.pid, "PYTHONMALLOC") is None
+    assert _variable_of(pymalloc.pid, "PYTHONMALLOC") is None
     assert _variable_of(malloc.pid, "PYTHONMALLOC") == "malloc"  # the same process, again
+    assert "allocator malloc)" in malloc.output()  # the start-up line says which
+
+
+def test_by_default_serve_runs_on_jemalloc_where_it_is_installed(
+    procs: Processes, tmp_path: Path
+) -> None:
+    path = _installed("jemalloc")  # skips where the library is not installed
+    server = procs.serve(gateway_config(procs.engine(), tmp_path))
+    assert call(Chat(server.v1, server.create_key())).status == 200
+    assert path in Path(f"/proc/{server.pid}/maps").read_text()
+    assert _variable_of(server.pid, "PYTHONMALLOC") == "malloc"
+    assert "allocator jemalloc)" in server.output()
 
 
 @pytest.mark.parametrize("allocator", ["jemalloc", "mimalloc"])
@@ -137,6 +155,34 @@ def test_jemalloc_and_mimalloc_are_preloaded_under_malloc(allocator: str) -> Non
 def test_a_preload_already_set_is_kept_after_the_allocator(preloaded: str, then: str) -> None:
     environ = allocator_environment("jemalloc", {"LD_PRELOAD": preloaded}, _found)
     assert environ["LD_PRELOAD"] == then
+
+
+def test_auto_is_jemalloc_where_installed_else_pymalloc() -> None:
+    def nowhere(wanted: str) -> str:
+        raise AllocatorMissing(wanted)
+
+    assert resolved("auto", _found) == "jemalloc"
+    assert resolved("auto", nowhere) == "pymalloc"
+    assert resolved("mimalloc", nowhere) == "mimalloc"  # asked by name: its own error later
+    again = serve_allocator("auto", {}, ARGV, _found)
+    assert again is not None and again[2]["LD_PRELOAD"] == "/opt/lib/libjemalloc.so.2"
+    assert serve_allocator("auto", {}, ARGV, nowhere) is None
+
+
+@pytest.mark.parametrize(
+    ("environ", "named"),
+    [
+        ({}, "pymalloc"),
+        ({"PYTHONMALLOC": "malloc"}, "malloc"),
+        ({"PYTHONMALLOC": "malloc", "LD_PRELOAD": "/a.so /usr/lib/libjemalloc.so.2"}, "jemalloc"),
+        ({"PYTHONMALLOC": "malloc", "LD_PRELOAD": "/usr/lib/libmimalloc.so.2"}, "mimalloc"),
+        ({"PYTHONMALLOC": "debug"}, "debug"),  # the operator's own choice, as it is
+    ],
+)
+def test_the_running_allocator_is_read_from_the_environment(
+    environ: dict[str, str], named: str
+) -> None:
+    assert running_allocator(environ) == named
 
 
 def test_pymalloc_changes_nothing() -> None:
