@@ -2,8 +2,9 @@
 
 **The allocator.** CPython's own small-object allocator (pymalloc) keeps 1 MB arenas and
 returns one to the system only when every object in it is gone: after a burst of
-thousands of streams, the few objects that outlive it (mostly dead objects on C
-extensions' free lists) pin most arenas, and RSS stays near its peak. With
+thousands of streams, the few hundred objects that outlive it (spares on C extensions'
+free lists, metric values, timers: each arena held by one to six) pin most arenas, and
+RSS stays near its peak. With
 ``PYTHONMALLOC=malloc`` every object comes from ``malloc``, which gives freed pages back:
 glibc's (``--allocator malloc``), or jemalloc or mimalloc preloaded into the process
 (``--allocator jemalloc|mimalloc``: ``LD_PRELOAD`` names the library, found in the usual
@@ -12,12 +13,14 @@ folders or by the dynamic linker; Debian's packages are ``libjemalloc2`` and
 pymalloc, 85 on glibc's malloc, 92-101 on jemalloc and 97-102 on mimalloc. Against that, per call,
 glibc's malloc costs 8-9 % more instructions, jemalloc 1.4-3.4 % more, mimalloc 1-2 %
 fewer; at steady load a worker holds 76 MB on pymalloc, 78-79 on glibc's malloc and
-jemalloc, 82 on mimalloc (figures in docs/performance.md). No choice is better on all
-three, so ``parley serve`` keeps pymalloc unless asked: the others are for deployments
-that see bursts of thousands of streams. The interpreter reads ``PYTHONMALLOC`` (and the
-dynamic linker ``LD_PRELOAD``) only at start, so ``serve`` then executes itself once
-more with them set (``serve_allocator``); workers and children inherit them. A
-``PYTHONMALLOC`` already in the environment is left alone.
+jemalloc, 82 on mimalloc (figures in docs/performance.md). jemalloc is the one choice
+under 80 MB at steady load and 100 MB after a burst, and its instructions did not show in
+CPU time, so ``parley serve`` runs on it by default (``auto``) where its library is
+installed, and on pymalloc where it is not; ``--allocator`` chooses any of them. The
+interpreter reads ``PYTHONMALLOC`` (and the dynamic linker ``LD_PRELOAD``) only at
+start, so ``serve`` then executes itself once more with them set (``serve_allocator``);
+workers and children inherit them. A ``PYTHONMALLOC`` already in the environment is left
+alone.
 
 **Trimming**, every ``TRIM_SECONDS``; after a burst, a sweep first.
 
