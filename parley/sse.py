@@ -140,13 +140,14 @@ class SseParser:
         # each event ("data: " inside a value only sends us the slow way). Checked with
         # partition, slices, find and count: a bytes method that takes arguments costs
         # about a thousand instructions a call here, and `in` about two, and this runs once
-        # per read. One event (how an engine sends each token) is one partition: the line,
-        # then nothing but the blank line's LF.
+        # per read. One event (how an engine sends each token) is two partitions: the line,
+        # then nothing but the blank line's LF; "data: ", with nothing before it, and the data.
         line, _, rest = chunk.partition(b"\n")
         if rest == b"\n":
-            if line[:6] != b"data: " or line.find(b"\r") >= 0:
+            before, field, value = line.partition(b"data: ")
+            if before or not field or value.find(b"\r") >= 0:
                 return None
-            data = [line[6:]]
+            data = [value]
         elif chunk[-2:] == b"\n\n" and chunk[:6] == b"data: " and chunk.find(b"\r") < 0:
             separators = chunk.count(b"\n\ndata: ")
             if chunk.count(b"\n") != 2 * separators + 2:
