@@ -34,6 +34,23 @@ class StreamTally:
         """Count what the chunk produced (this runs once per token: keep it lean)."""
         if "usage" in chunk:
             self._report(chunk["usage"])
+        # Nearly every chunk is one choice whose delta holds only its text: read it by
+        # subscripts (a ``get`` is a method call, several times the cost here), any other
+        # shape raising its way to ``_count``, which reads every choice by the rules.
+        try:
+            (choice,) = chunk["choices"]
+            delta = choice["delta"]
+            text = delta["content"]
+        except (KeyError, TypeError, ValueError):
+            self._count(chunk)
+            return
+        if type(text) is not str or len(delta) != 1:
+            self._count(chunk)
+        elif text:
+            self.characters += len(text)
+            self.pieces += 1
+
+    def _count(self, chunk: dict[str, Any]) -> None:
         choices = chunk.get("choices")
         if choices and type(choices) is list:
             for choice in choices:

@@ -118,7 +118,9 @@ class Connection(asyncio.Protocol):
         if self._buffered > HIGH_WATER and not self._paused and self.transport is not None:
             self._paused = True
             self.transport.pause_reading()
-        self._wake()
+        waiter = self._waiter  # ``_wake``, written out: this runs once per upstream read
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     def pause_writing(self) -> None:
         if self._writable is None:
@@ -268,9 +270,17 @@ class Connection(asyncio.Protocol):
                 await waiter
             finally:
                 self._waiter = None
-        if not self._body and self._failure is not None:
-            raise self._failure
-        return self.take_body()
+        pieces = self._body
+        if not pieces:
+            if self._failure is not None:
+                raise self._failure
+            return b""
+        # ``take_body``, written out (once per upstream read, one call less each time).
+        self._body, self._buffered = [], 0
+        if self._paused and self.transport is not None:
+            self._paused = False
+            self.transport.resume_reading()
+        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
     async def _next_decoded(self, decoder: BodyDecoder, read_timeout: float) -> bytes:
         while True:

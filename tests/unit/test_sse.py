@@ -133,6 +133,21 @@ def test_the_fast_paths_data_is_the_full_parsers(chunk: bytes) -> None:
         assert fast == [event.data.encode() for event in slow_parse(chunk)]
 
 
+ONE_EVENT = [b"data: x\n\n", b'data: {"a": "data: b"}\n\n', b"data: \n\n", b"data: data: x\n\n"]
+
+
+@pytest.mark.parametrize("chunk", ONE_EVENT)
+def test_a_read_of_one_whole_event_takes_the_fast_path(chunk: bytes) -> None:
+    assert SseParser().whole_data(chunk) == [e.data.encode() for e in slow_parse(chunk)]
+
+
+@pytest.mark.parametrize(
+    "chunk", [b"data: x\n", b"data: x\n\n\n", b"data:x\n\n", b"data: a\rb\n\n", b"\n\n"]
+)
+def test_a_read_of_one_line_that_is_not_a_whole_event_goes_the_slow_way(chunk: bytes) -> None:
+    assert SseParser().whole_data(chunk) is None
+
+
 def slow_parse(*chunks: bytes) -> list[SseEvent]:
     """The full parser only: every chunk fed one byte at a time."""
     return parse(*(chunk[i : i + 1] for chunk in chunks for i in range(len(chunk))))

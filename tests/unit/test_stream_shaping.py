@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+import pytest
 
 from parley.api.streaming import ChunkShaper, StreamTally
 from parley.domain.usage import Usage
@@ -84,3 +85,42 @@ def test_nothing_produced_is_not_billable() -> None:
     tally = StreamTally(5)
     tally.observe(chunk(None))
     assert not tally.produced
+
+
+@pytest.mark.parametrize(
+    ("chunk", "counted"),
+    [
+        ({"choices": [{"index": 0, "delta": {"content": "abc"}}]}, (3, 1)),
+        ({"choices": [{"delta": {"content": ""}}]}, (0, 0)),
+        ({"choices": [{"delta": {"content": None}}]}, (0, 0)),
+        ({"choices": [{"delta": {"content": 7}}]}, (0, 0)),
+        ({"choices": [{"delta": {"role": "assistant", "content": "ab"}}]}, (2, 1)),
+        ({"choices": [{"delta": {"content": "ab", "reasoning_content": "cd"}}]}, (4, 1)),
+        ({"choices": [{"delta": {"content": "a"}}, {"delta": {"content": "bc"}}]}, (3, 2)),
+        ({"choices": [{"delta": {}}]}, (0, 0)),
+        ({"choices": [{"text": "classic"}]}, (7, 1)),
+        ({"choices": []}, (0, 0)),
+        ({"choices": None}, (0, 0)),
+        ({"choices": {"delta": {"content": "x"}}}, (0, 0)),
+        ({"choices": "x"}, (0, 0)),
+        ({"choices": ["x"]}, (0, 0)),
+        ({"choices": [{"delta": "text"}]}, (0, 0)),
+        ({}, (0, 0)),
+    ],
+)
+def test_every_shape_of_chunk_is_counted_by_the_same_rules(
+    chunk: dict[str, Any], counted: tuple[int, int]
+) -> None:
+    # The common shape (one choice, a delta of text only) is read on a short path; the
+    # others by the general rules: both give the same counts.
+    tally = StreamTally(0)
+    tally.observe(chunk)
+    assert (tally.characters, tally.pieces) == counted
+
+
+def test_usage_is_read_from_a_chunk_whatever_its_choices() -> None:
+    usage = {"prompt_tokens": 4, "completion_tokens": 2, "total_tokens": 6}
+    tally = StreamTally(0)
+    tally.observe({"choices": [{"delta": {"content": "hi"}}], "usage": usage})
+    assert tally.usage() == Usage(prompt_tokens=4, completion_tokens=2)
+    assert (tally.characters, tally.pieces) == (2, 1)
