@@ -9,7 +9,7 @@ exactly the difference between the two.
 
     python -m bench.bare_relay --port 9002 --upstream http://127.0.0.1:9001/v1
 
-Its accept backlog is Parley's default (``server.backlog``, 4096), so a run with thousands
+Its accept backlog is Parley's default (``server.backlog``, 16384), so a run with thousands
 of connections compares the relays and not their listen queues. ``--workers N`` runs N
 processes sharing the port under a supervisor, as ``parley serve --workers N`` does.
 """
@@ -111,7 +111,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=9002)
     parser.add_argument("--upstream", default="http://127.0.0.1:9001/v1")
     parser.add_argument(
-        "--backlog", type=int, default=4096, help="Accept backlog (Parley's default)."
+        "--backlog", type=int, default=16384, help="Accept backlog (Parley's default)."
     )
     parser.add_argument("--workers", type=int, default=1, help="Processes sharing the port.")
     args = parser.parse_args()

@@ -145,7 +145,7 @@ def main() -> None:
         port=args.port,
         access_log=None,
         print=None,
-        backlog=8192,
+        backlog=16384,
     )
 
 

@@ -110,7 +110,7 @@ class ServerSettings(Strict):
         75.0, gt=0, description="an idle connection, or a request head not yet whole, closes"
     )
     backlog: int = Field(
-        4096, gt=0, description="connections the kernel queues before accept (capped by somaxconn)"
+        16384, gt=0, description="connections the kernel queues before accept (capped by somaxconn)"
     )
 
 

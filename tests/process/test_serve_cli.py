@@ -288,4 +288,4 @@ def test_the_accept_backlog_is_the_configured_one(procs: Processes, tmp_path: Pa
     default = procs.serve(gateway_config(engine_url, tmp_path), name="default")
 
     assert listen_backlog(configured.port) == 77
-    assert listen_backlog(default.port) == min(4096, somaxconn() or 4096)
+    assert listen_backlog(default.port) == min(16384, somaxconn() or 16384)
