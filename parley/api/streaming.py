@@ -10,7 +10,7 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -132,13 +132,15 @@ class ChunkShaper:
 
     def events(self, batch: Sequence[Item], tally: StreamTally) -> bytes:
         """The batch, counted by ``tally``, as SSE bytes (empty when nothing is owed)."""
+        if batch and isinstance(batch[0], SameShape):
+            return self._same(batch[0], tally)
+        # A SameShape is always a batch of its own (the adapter's rule): checked once a
+        # batch, not once a chunk, so a read of many chunks costs what it did.
+        chunks = cast("Sequence[dict[str, Any]]", batch)
+        self._shape = None  # a chunk the dict way may change the id the next one gets
         shaped: list[bytes] = []
         observe, dumps, model = tally.observe, orjson.dumps, self._model
-        for chunk in batch:
-            if isinstance(chunk, SameShape):
-                return self._same(chunk, tally)  # always a batch of its own
-            self._shape = None  # the id the next chunk gets may have changed
-            last = chunk
+        for chunk in chunks:
             observe(chunk)
             if "usage" in chunk and not self._include_usage:
                 if not chunk.get("choices"):
@@ -152,7 +154,7 @@ class ChunkShaper:
             shaped.append(dumps(chunk))
         if not shaped:
             return b""
-        self._last = last
+        self._last = chunk
         events = shaped[0] if len(shaped) == 1 else b"\n\ndata: ".join(shaped)
         return b"".join((b"data: ", events, b"\n\n"))
 
