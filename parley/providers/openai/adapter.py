@@ -187,7 +187,9 @@ class _Stream:
 class _Chunks:
     """``Batches``: the ``data:`` events of each read from the upstream, as dicts, until
     ``[DONE]``. What arrived before an error event, an oversized event or ``[DONE]`` in
-    the same read is returned first; the end comes at the next call.
+    the same read is returned first; the end comes at the next call. Asked for shapes, a
+    one-event read of the stream's learned shape comes as a ``SameShape`` instead, in a
+    batch of its own (``providers/shapes.py``).
 
     It runs once per upstream read, so it is lean: an async iterator written out (one
     coroutine a read, where an async generator over ``Reply.pieces`` took two generators'
@@ -260,10 +262,15 @@ class _Chunks:
                 return [SameShape(shape, literal, text)]
         parser = self._parser
         payloads = parser.whole_data(data)
-        batch: list[Item] = []
         if payloads is None:
             self._shape = None
-            return self._parsed(data, parser, batch)
+            return self._parsed(data, parser, [])
+        return self._whole(payloads)
+
+    def _whole(self, payloads: list[bytes]) -> list[Item]:
+        """``_batch`` for a read of whole ``data:`` events, each parsed; a one-event read's
+        chunk may teach the stream its shape."""
+        batch: list[Item] = []
         loads = orjson.loads
         for payload in payloads:
             if payload == _DONE_BYTES:
