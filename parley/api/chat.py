@@ -19,8 +19,9 @@ from parley.domain.tokens import estimate_messages
 from parley.errors import InvalidRequest, PayloadTooLarge
 from parley.pipeline.job import Operation
 from parley.pipeline.route import Route
-from parley.providers.base import JSON, Batches
+from parley.providers.base import JSON
 from parley.providers.registry import ProviderRegistry
+from parley.providers.shapes import ShapedBatches
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 
@@ -40,8 +41,8 @@ def _call(providers: ProviderRegistry, route: Route, body: JSON) -> Awaitable[JS
 
 def _open(
     providers: ProviderRegistry, route: Route, body: JSON
-) -> AbstractAsyncContextManager[Batches]:
-    return providers.chat(route.provider_type).chat_stream(route.target, body)
+) -> AbstractAsyncContextManager[ShapedBatches]:
+    return providers.chat(route.provider_type).chat_stream(route.target, body, shapes=True)
 
 
 CHAT = Endpoint(

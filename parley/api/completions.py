@@ -18,8 +18,9 @@ from parley.domain.tokens import estimate_prompt
 from parley.errors import InvalidRequest
 from parley.pipeline.job import Operation
 from parley.pipeline.route import Route
-from parley.providers.base import JSON, Batches
+from parley.providers.base import JSON
 from parley.providers.registry import ProviderRegistry
+from parley.providers.shapes import ShapedBatches
 
 
 def _choice_text(reply: dict[str, Any]) -> str:
@@ -36,7 +37,9 @@ def _call(providers: ProviderRegistry, route: Route, body: JSON) -> Awaitable[JS
 
 def _open(
     providers: ProviderRegistry, route: Route, body: JSON
-) -> AbstractAsyncContextManager[Batches]:
+) -> AbstractAsyncContextManager[ShapedBatches]:
+    # No shapes: a completion's text is in ``choices[0].text``, which ``shapes.learn``
+    # does not learn, so asking would only cost each read a try.
     return providers.completion(route.provider_type).completion_stream(route.target, body)
 
 

@@ -10,13 +10,16 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
 from parley.domain.usage import Usage
+from parley.providers.shapes import Item, SameShape, Shape
 
 DONE = b"data: [DONE]\n\n"
+_MARK_LITERAL = orjson.dumps("\x00parley-shape-text\x00")
+"""A text no chunk holds, as ``orjson`` writes it: marks where a shape's text goes."""
 
 
 class StreamTally:
@@ -103,7 +106,17 @@ def _choice_text(choice: dict[str, Any]) -> int:
 class ChunkShaper:
     """Rewrites upstream chunks into the events the caller is owed."""
 
-    __slots__ = ("_id", "_include_usage", "_last", "_model", "_prefix", "_upstream_id")
+    __slots__ = (
+        "_head",
+        "_id",
+        "_include_usage",
+        "_last",
+        "_model",
+        "_prefix",
+        "_shape",
+        "_tail",
+        "_upstream_id",
+    )
 
     def __init__(self, model: str, id_prefix: str, include_usage: bool) -> None:
         self._model = model
@@ -112,12 +125,22 @@ class ChunkShaper:
         self._upstream_id: object = None
         self._id = ""
         self._last: dict[str, Any] = {}
+        self._shape: Shape | None = None
+        """The shape ``_head`` and ``_tail`` are rendered for; dropped by any chunk that
+        goes the dict way (it may change the id the next one gets)."""
+        self._head = self._tail = b""
 
-    def events(self, batch: Sequence[dict[str, Any]], tally: StreamTally) -> bytes:
+    def events(self, batch: Sequence[Item], tally: StreamTally) -> bytes:
         """The batch, counted by ``tally``, as SSE bytes (empty when nothing is owed)."""
+        if batch and isinstance(batch[0], SameShape):
+            return self._same(batch[0], tally)
+        # A SameShape is always a batch of its own (the adapter's rule): checked once a
+        # batch, not once a chunk, so a read of many chunks costs what it did.
+        chunks = cast("Sequence[dict[str, Any]]", batch)
+        self._shape = None  # a chunk the dict way may change the id the next one gets
         shaped: list[bytes] = []
         observe, dumps, model = tally.observe, orjson.dumps, self._model
-        for chunk in batch:
+        for chunk in chunks:
             observe(chunk)
             if "usage" in chunk and not self._include_usage:
                 if not chunk.get("choices"):
@@ -134,6 +157,30 @@ class ChunkShaper:
         self._last = chunk
         events = shaped[0] if len(shaped) == 1 else b"\n\ndata: ".join(shaped)
         return b"".join((b"data: ", events, b"\n\n"))
+
+    def _same(self, same: SameShape, tally: StreamTally) -> bytes:
+        """A read relayed by its shape: counted as ``observe`` counts its chunk (one
+        choice, a delta holding only its text), written as the caller's head, the
+        upstream's literal and the caller's tail: what the dict way would write, byte for
+        byte when the upstream escapes as ``orjson`` does."""
+        shape = same.shape
+        if shape is not self._shape and not self._learn(shape):
+            return self.events([shape.chunk(same.literal)], tally)  # the dict way
+        text = same.text
+        if text:
+            tally.characters += len(text)
+            tally.pieces += 1
+        return self._head + same.literal + self._tail
+
+    def _learn(self, shape: Shape) -> bool:
+        """Render ``shape``'s chunk the dict way (its id and model, for the stream's state
+        now), with a marker for its text, and split the event there."""
+        rendered = self.events([shape.chunk(_MARK_LITERAL)], StreamTally(0))
+        if rendered.count(_MARK_LITERAL) != 1:
+            return False
+        self._head, _, self._tail = rendered.partition(_MARK_LITERAL)
+        self._shape = shape
+        return True
 
     def usage_event(self, usage: Usage, chunk_object: str) -> bytes:
         """The usage chunk the caller asked for, when the upstream sent none (llama.cpp):

@@ -30,8 +30,9 @@ from parley.pipeline.authenticate import Caller
 from parley.pipeline.call import Call
 from parley.pipeline.job import NO_HEADERS, Operation
 from parley.pipeline.route import Route
-from parley.providers.base import JSON, Batches
+from parley.providers.base import JSON
 from parley.providers.registry import ProviderRegistry
+from parley.providers.shapes import Item, ShapedBatches
 
 DEFAULT_SHARE_OF_TPM = 10
 
@@ -86,8 +87,8 @@ class Endpoint:
     """The text a reply produced, for estimating usage an upstream did not report."""
     call: Callable[[ProviderRegistry, Route, JSON], Awaitable[JSON]]
     """One whole reply from the adapter behind a route."""
-    open: Callable[[ProviderRegistry, Route, JSON], AbstractAsyncContextManager[Batches]]
-    """A stream from the adapter behind a route."""
+    open: Callable[[ProviderRegistry, Route, JSON], AbstractAsyncContextManager[ShapedBatches]]
+    """A stream from the adapter behind a route (asking it for shapes, or not)."""
 
 
 def generate(
@@ -192,10 +193,10 @@ class TextStream(_TextJob):
             model.spec.name, self._endpoint.id_prefix, self._text.include_usage
         )
 
-    def open(self, route: Route) -> AbstractAsyncContextManager[Batches]:
+    def open(self, route: Route) -> AbstractAsyncContextManager[ShapedBatches]:
         return self._endpoint.open(self._providers, route, self._text.body)
 
-    def render(self, batch: Sequence[JSON]) -> bytes:
+    def render(self, batch: Sequence[Item]) -> bytes:
         return self._shaper.events(batch, self._tally)
 
     def end(self) -> bytes:

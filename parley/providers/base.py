@@ -24,6 +24,7 @@ from parley.http import (
     PoolTimeout,
     ReplyTooLarge,
 )
+from parley.providers.shapes import ShapedBatches
 from parley.sse import EventTooLarge
 
 JSON = dict[str, Any]
@@ -103,16 +104,23 @@ class Chat(Protocol):
     async def chat(self, target: Target, body: JSON) -> JSON:
         """A whole chat completion, as OpenAI's ``chat.completion`` object."""
 
-    def chat_stream(self, target: Target, body: JSON) -> AbstractAsyncContextManager[Batches]:
-        """Streamed chat: ``chat.completion.chunk`` objects, in batches as they arrive."""
+    def chat_stream(
+        self, target: Target, body: JSON, *, shapes: bool = False
+    ) -> AbstractAsyncContextManager[ShapedBatches]:
+        """Streamed chat: ``chat.completion.chunk`` objects, in batches as they arrive.
+        With ``shapes``, a read may come as a ``SameShape`` instead of its chunk
+        (``providers/shapes.py``); without, every item is a chunk (``Batches``)."""
 
 
 class Completion(Protocol):
     async def completion(self, target: Target, body: JSON) -> JSON:
         """A whole classic completion, as OpenAI's ``text_completion`` object."""
 
-    def completion_stream(self, target: Target, body: JSON) -> AbstractAsyncContextManager[Batches]:
-        """Streamed classic completion: ``text_completion`` chunks, in batches as they arrive."""
+    def completion_stream(
+        self, target: Target, body: JSON, *, shapes: bool = False
+    ) -> AbstractAsyncContextManager[ShapedBatches]:
+        """Streamed classic completion: ``text_completion`` chunks, in batches as they
+        arrive (``shapes``: as ``chat_stream``)."""
 
 
 class Embeddings(Protocol):

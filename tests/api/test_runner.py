@@ -30,6 +30,7 @@ from parley.pipeline.route import Route
 from parley.pipeline.streams import SHUTDOWN_STATUS
 from parley.providers.base import JSON, Batches, Target
 from parley.providers.openai import OpenAIAdapter
+from parley.providers.shapes import Item, ShapedBatches
 from parley.settings import Settings
 from tests.api.harness import Gateway, default_config, records
 from tests.upstreams.openai_compatible import Behaviour, FakeEngine
@@ -49,15 +50,19 @@ class BuggyAdapter:
         reply = await self._real.chat(target, body)
         return {"choices": reply["no such field"]}
 
-    def chat_stream(self, target: Target, body: JSON) -> AbstractAsyncContextManager[Batches]:
-        return self._stream(target, body)
+    def chat_stream(
+        self, target: Target, body: JSON, *, shapes: bool = False
+    ) -> AbstractAsyncContextManager[ShapedBatches]:
+        return self._stream(target, body, shapes)
 
     @asynccontextmanager
-    async def _stream(self, target: Target, body: JSON) -> AsyncIterator[Batches]:
-        async with self._real.chat_stream(target, body) as batches:
+    async def _stream(
+        self, target: Target, body: JSON, shapes: bool
+    ) -> AsyncIterator[ShapedBatches]:
+        async with self._real.chat_stream(target, body, shapes=shapes) as batches:
             yield self._translate(batches)
 
-    async def _translate(self, batches: Batches) -> AsyncIterator[Sequence[JSON]]:
+    async def _translate(self, batches: ShapedBatches) -> AsyncIterator[Sequence[Item]]:
         relayed = 0
         async for batch in batches:
             if relayed == self._fail_after:

@@ -19,13 +19,13 @@ from parley.errors import UpstreamError
 from parley.http import HttpClient, Prepared, Reply, prepare
 from parley.providers.base import (
     JSON,
-    Batches,
     ReplyBounds,
     Target,
     upstream_errors,
     upstream_failure,
 )
 from parley.providers.openai.refusal import refusal, stream_failure
+from parley.providers.shapes import Item, SameShape, Shape, ShapedBatches, learn
 from parley.sse import EventTooLarge, SseParser
 
 CHAT_PATH = "/chat/completions"
@@ -33,6 +33,12 @@ COMPLETION_PATH = "/completions"
 EMBEDDINGS_PATH = "/embeddings"
 _DONE = "[DONE]"
 _DONE_BYTES = b"[DONE]"
+TRIES = 4
+"""One-event reads in a row the shape did not take that a stream may learn from (the
+role chunk and the first text chunk take two), before it stops trying: an upstream whose
+every chunk differs (OpenAI's ``obfuscation``) or that sends no text stops paying for it.
+Each read the shape takes sets it back, so a shape that changes now and then (a new id,
+llama.cpp's ``created`` each second) is learned again."""
 
 
 class OpenAIAdapter:
@@ -48,14 +54,18 @@ class OpenAIAdapter:
     async def chat(self, target: Target, body: JSON) -> JSON:
         return await self._reply(target, CHAT_PATH, body)
 
-    def chat_stream(self, target: Target, body: JSON) -> AbstractAsyncContextManager[Batches]:
-        return self._stream(target, CHAT_PATH, body)
+    def chat_stream(
+        self, target: Target, body: JSON, *, shapes: bool = False
+    ) -> AbstractAsyncContextManager[ShapedBatches]:
+        return _Stream(self._http, self._bounds, target, CHAT_PATH, body, shapes=shapes)
 
     async def completion(self, target: Target, body: JSON) -> JSON:
         return await self._reply(target, COMPLETION_PATH, body)
 
-    def completion_stream(self, target: Target, body: JSON) -> AbstractAsyncContextManager[Batches]:
-        return self._stream(target, COMPLETION_PATH, body)
+    def completion_stream(
+        self, target: Target, body: JSON, *, shapes: bool = False
+    ) -> AbstractAsyncContextManager[ShapedBatches]:
+        return _Stream(self._http, self._bounds, target, COMPLETION_PATH, body, shapes=shapes)
 
     async def embeddings(self, target: Target, body: JSON) -> JSON:
         return await self._reply(target, EMBEDDINGS_PATH, body)
@@ -70,11 +80,6 @@ class OpenAIAdapter:
         if not isinstance(reply, dict):
             raise _malformed(target.channel)
         return reply
-
-    def _stream(
-        self, target: Target, path: str, body: JSON
-    ) -> AbstractAsyncContextManager[Batches]:
-        return _Stream(self._http, self._bounds, target, path, body)
 
 
 def _post(http: HttpClient, target: Target, path: str, payload: JSON) -> Awaitable[Reply]:
@@ -134,19 +139,27 @@ class _Stream:
     What ``@asynccontextmanager`` did, written out (it cost every stream a generator and
     its context object)."""
 
-    __slots__ = ("_body", "_bounds", "_http", "_path", "_reply", "_target")
+    __slots__ = ("_body", "_bounds", "_http", "_path", "_reply", "_shapes", "_target")
 
     def __init__(
-        self, http: HttpClient, bounds: ReplyBounds, target: Target, path: str, body: JSON
+        self,
+        http: HttpClient,
+        bounds: ReplyBounds,
+        target: Target,
+        path: str,
+        body: JSON,
+        *,
+        shapes: bool,
     ) -> None:
         self._http = http
         self._bounds = bounds
         self._target = target
         self._path = path
         self._body = body
+        self._shapes = shapes
         self._reply: Reply | None = None
 
-    async def __aenter__(self) -> Batches:
+    async def __aenter__(self) -> ShapedBatches:
         target, bounds = self._target, self._bounds
         with upstream_errors(target.channel):
             payload = stream_body(self._body, target.model)
@@ -158,7 +171,7 @@ class _Stream:
             self._reply = None
             reply.release()
             raise
-        return _Chunks(reply, target, bounds.max_event_bytes)
+        return _Chunks(reply, target, bounds.max_event_bytes, self._shapes)
 
     async def __aexit__(
         self,
@@ -174,7 +187,9 @@ class _Stream:
 class _Chunks:
     """``Batches``: the ``data:`` events of each read from the upstream, as dicts, until
     ``[DONE]``. What arrived before an error event, an oversized event or ``[DONE]`` in
-    the same read is returned first; the end comes at the next call.
+    the same read is returned first; the end comes at the next call. Asked for shapes, a
+    one-event read of the stream's learned shape comes as a ``SameShape`` instead, in a
+    batch of its own (``providers/shapes.py``).
 
     It runs once per upstream read, so it is lean: an async iterator written out (one
     coroutine a read, where an async generator over ``Reply.pieces`` took two generators'
@@ -182,20 +197,26 @@ class _Chunks:
     bytes, with the rules for anything unusual in ``_chunk``.
     """
 
-    __slots__ = ("_channel", "_end", "_parser", "_reply", "_secret")
+    __slots__ = ("_channel", "_end", "_limit", "_parser", "_reply", "_secret", "_shape", "_tries")
 
-    def __init__(self, reply: Reply, target: Target, max_event_bytes: int) -> None:
+    def __init__(self, reply: Reply, target: Target, max_event_bytes: int, shapes: bool) -> None:
         self._reply = reply
         self._channel = target.channel
         self._secret = target.api_key
         self._parser = SseParser(max_event_bytes)
+        self._limit = max_event_bytes
         self._end: UpstreamError | str | None = None
         """What ended the stream: ``_DONE`` (or the body's end), or the error to raise."""
+        self._shape: Shape | None = None
+        """The content chunks' learned shape (``providers/shapes.py``), while it holds."""
+        self._tries = TRIES if shapes else 0
+        """One-event reads the stream may still try to learn a shape from (none unless the
+        caller asked for shapes); set back whenever the shape takes a read."""
 
     def __aiter__(self) -> _Chunks:
         return self
 
-    async def __anext__(self) -> list[JSON]:
+    async def __anext__(self) -> list[Item]:
         while self._end is None:
             try:
                 data = await self._reply.next_piece()
@@ -216,14 +237,40 @@ class _Chunks:
             raise end
         raise StopAsyncIteration
 
-    def _batch(self, data: bytes) -> list[JSON]:
+    def _batch(self, data: bytes) -> list[Item]:
         """The chunks one read completed; what ended the stream among them goes to
         ``_end``."""
+        shape = self._shape
+        # The learned shape's read: ``data: H"...."T`` and the blank line, nothing else.
+        # Only the literal between the quotes is parsed; if it is not exactly one JSON
+        # string, the read goes the way below and is judged by its rules. The parser is
+        # left as ``whole_data`` would leave it (a shape is kept only while every read is
+        # whole events), so it is not called.
+        if (
+            shape is not None
+            and data.startswith(shape.head)
+            and data.endswith(shape.tail)
+            and len(data) <= self._limit
+        ):
+            literal = data[shape.start : len(data) - shape.end]
+            try:
+                text = orjson.loads(literal)
+            except orjson.JSONDecodeError:
+                text = None
+            if type(text) is str:
+                self._tries = TRIES
+                return [SameShape(shape, literal, text)]
         parser = self._parser
         payloads = parser.whole_data(data)
-        batch: list[JSON] = []
         if payloads is None:
-            return self._parsed(data, parser, batch)
+            self._shape = None
+            return self._parsed(data, parser, [])
+        return self._whole(payloads)
+
+    def _whole(self, payloads: list[bytes]) -> list[Item]:
+        """``_batch`` for a read of whole ``data:`` events, each parsed; a one-event read's
+        chunk may teach the stream its shape."""
+        batch: list[Item] = []
         loads = orjson.loads
         for payload in payloads:
             if payload == _DONE_BYTES:
@@ -240,9 +287,20 @@ class _Chunks:
                         return batch
                     continue
             batch.append(chunk)
+        if self._tries and len(payloads) == 1 and batch:
+            self._learn(payloads[0], batch[0])
         return batch
 
-    def _parsed(self, data: bytes, parser: SseParser, batch: list[JSON]) -> list[JSON]:
+    def _learn(self, payload: bytes, chunk: Item) -> None:
+        """Learn the shape of a one-event read's chunk, which the learned shape (if any)
+        did not take: the first text chunk, or one whose head or tail changed (a new id, a
+        per-second ``created``). Not from reads of several events, which the shape would
+        not take anyway."""
+        self._tries -= 1
+        if type(chunk) is dict:
+            self._shape = learn(payload, chunk) or self._shape
+
+    def _parsed(self, data: bytes, parser: SseParser, batch: list[Item]) -> list[Item]:
         """``_batch`` for a read ``whole_data`` did not take (partial lines, CR line ends,
         comments, named events), through the full parser."""
         try:

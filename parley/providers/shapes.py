@@ -1,0 +1,111 @@
+"""A stream's content chunks relayed by their learned shape, without parsing them.
+
+The chunks of a chat stream differ only in their text: ``H + "<text>" + T``, where ``H``
+and ``T`` (the id, the model, ``created``, the rest of the choice) repeat from one chunk
+to the next. The OpenAI adapter learns them (``learn``) from a chunk it parsed the usual
+way whose one choice's delta holds only a non-empty string ``content`` (or
+``reasoning_content``), and for a later
+read that is one event ``data: H"..."T`` it hands on a ``SameShape``: the read's string
+literal and its text, parsed alone (``orjson`` checks its escapes and UTF-8, and that it
+is exactly one JSON string: nothing can hide structure in it). The job's shaper
+(``api/streaming.py``) renders the same shape once for its caller and writes each such
+read as its own head, the upstream's literal and its own tail.
+
+A shape is what parsing ``H + '""' + T`` gives back: the chunk with an empty text. It is
+learned only when that parse, with the text put back, equals the chunk, so a literal
+found in the wrong place (another field holding the same text) is never learned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import orjson
+
+JSON = dict[str, Any]
+
+
+class Shape:
+    """A learned chunk shape: the upstream's bytes around its text, as a whole read.
+
+    ``head`` is ``data: H"`` and ``tail`` is ``"T`` and the blank line: a read that starts
+    with one and ends with the other holds its text's literal at ``[start:len - end]``
+    (the quotes included)."""
+
+    __slots__ = ("_after", "_before", "end", "head", "start", "tail")
+
+    def __init__(self, before: bytes, after: bytes) -> None:
+        self._before = before
+        self._after = after
+        self.head = b"data: " + before + b'"'
+        self.tail = b'"' + after + b"\n\n"
+        self.start = len(self.head) - 1
+        self.end = len(self.tail) - 1
+
+    def chunk(self, literal: bytes) -> JSON:
+        """The chunk with the text whose JSON string ``literal`` is, as a new dict."""
+        chunk: JSON = orjson.loads(self._before + literal + self._after)
+        return chunk
+
+
+class SameShape:
+    """A read relayed by its shape: what the chunk ``shape.chunk(literal)`` would say,
+    without the chunk. ``text`` is the literal's string: its content."""
+
+    __slots__ = ("literal", "shape", "text")
+
+    def __init__(self, shape: Shape, literal: bytes, text: str) -> None:
+        self.shape = shape
+        self.literal = literal
+        self.text = text
+
+
+Item = JSON | SameShape
+ShapedBatches = AsyncIterator[Sequence[Item]]
+"""``Batches`` whose items may be ``SameShape`` (only when the stream was opened asking for
+them): each one the whole of one upstream read."""
+
+
+TEXT_FIELDS = ("content", "reasoning_content")
+"""The delta fields a learnable chunk may hold its text in: those ``StreamTally`` counts,
+one string, a piece if not empty."""
+
+
+def text_of(chunk: JSON) -> tuple[str, str] | None:
+    """The field and text of a chunk of the learnable shape (one choice whose delta holds
+    only a non-empty string in one of ``TEXT_FIELDS``; no ``usage``, no ``error``)."""
+    if "usage" in chunk or "error" in chunk:
+        return None
+    choices = chunk.get("choices")
+    if type(choices) is not list or len(choices) != 1 or type(choices[0]) is not dict:
+        return None
+    delta = choices[0].get("delta")
+    if type(delta) is not dict or len(delta) != 1:
+        return None
+    ((field, text),) = delta.items()
+    if field not in TEXT_FIELDS or type(text) is not str or not text:
+        return None
+    return field, text
+
+
+def learn(payload: bytes, chunk: JSON) -> Shape | None:
+    """The shape of ``chunk``, parsed from ``payload`` (one event's data, no line end in
+    it), when it has the learnable shape (``text_of``) and its text's literal is found in
+    the payload and checked."""
+    found = text_of(chunk)
+    if found is None:
+        return None
+    field, text = found
+    literal = orjson.dumps(text)  # found only where the upstream escapes as orjson does
+    at = payload.rfind(literal)
+    if at < 0:
+        return None
+    shape = Shape(payload[:at], payload[at + len(literal) :])
+    try:
+        empty = shape.chunk(b'""')
+        empty["choices"][0]["delta"][field] = text  # what is left must be the chunk
+        same = empty == chunk
+    except (orjson.JSONDecodeError, KeyError, TypeError, IndexError):
+        return None
+    return shape if same else None
