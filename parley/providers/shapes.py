@@ -74,8 +74,10 @@ one string, a piece if not empty."""
 
 def text_of(chunk: JSON) -> tuple[str, str] | None:
     """The field and text of a chunk of the learnable shape (one choice whose delta holds
-    only a non-empty string in one of ``TEXT_FIELDS``; no ``usage``, no ``error``)."""
-    if "usage" in chunk or "error" in chunk:
+    only a non-empty string in one of ``TEXT_FIELDS``; no ``error``, and ``usage`` absent
+    or null: OpenAI and others send ``"usage": null`` on every chunk of a stream that asked
+    for usage, as Parley's streams do)."""
+    if chunk.get("usage") is not None or "error" in chunk:
         return None
     choices = chunk.get("choices")
     if type(choices) is not list or len(choices) != 1 or type(choices[0]) is not dict:

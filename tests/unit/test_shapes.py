@@ -141,6 +141,20 @@ async def test_a_stream_relayed_by_its_shape_is_what_the_dict_way_writes(
     assert any("usage" in event for event in events) is include_usage
 
 
+@pytest.mark.parametrize("include_usage", [True, False])
+async def test_chunks_with_a_null_usage_are_relayed_by_their_shape(include_usage: bool) -> None:
+    # OpenAI (and this fake's engines) send "usage": null on every chunk of a stream that
+    # asked for usage, which Parley's streams always do; the caller who did not ask gets
+    # no usage key, the dict way's rule
+    reads = [read(chunk("", role=True, usage=None))]
+    reads += [read(chunk(text, usage=None)) for text in TEXTS]
+    reads += [b"data: [DONE]\n\n"]
+    fast, dicts = await both(reads, include_usage)
+    assert fast.same == len(TEXTS) - 1
+    assert fast.events == dicts.events
+    assert all(("usage" in event) is include_usage for event in parsed(fast.events))
+
+
 async def test_escaped_texts_pass_as_the_upstream_wrote_them() -> None:
     fast, _ = await both(stream(["plain", *ESCAPES]))
     assert fast.same == len(ESCAPES)
@@ -243,7 +257,7 @@ def test_a_literal_found_elsewhere_is_not_learned() -> None:
 @pytest.mark.parametrize(
     "odd",
     [
-        chunk("a", usage=None),
+        chunk("a", usage={"prompt_tokens": 1, "completion_tokens": 1}),
         chunk("a", error=None),
         {**chunk("a"), "choices": [chunk("a")["choices"][0]] * 2},
         chunk("a", role=True),
