@@ -126,6 +126,18 @@ def library_path(
     )
 
 
+def resolved(wanted: Allocator, find: Callable[[str], str] = library_path) -> Allocator:
+    """``auto`` (the default) is jemalloc where its library is installed, else pymalloc;
+    any other choice is itself."""
+    if wanted != "auto":
+        return wanted
+    try:
+        find("jemalloc")
+    except AllocatorMissing:
+        return "pymalloc"
+    return "jemalloc"
+
+
 def allocator_environment(
     wanted: Allocator, environ: Mapping[str, str], find: Callable[[str], str] = library_path
 ) -> dict[str, str]:
@@ -146,18 +158,6 @@ def allocator_environment(
     return changed
 
 
-def resolved(wanted: Allocator, find: Callable[[str], str] = library_path) -> Allocator:
-    """``auto`` (the default) is jemalloc where its library is installed, else pymalloc;
-    any other choice is itself."""
-    if wanted != "auto":
-        return wanted
-    try:
-        find("jemalloc")
-    except AllocatorMissing:
-        return "pymalloc"
-    return "jemalloc"
-
-
 def serve_allocator(
     wanted: Allocator,
     environ: Mapping[str, str],
@@ -170,14 +170,13 @@ def serve_allocator(
     executed again), or there is no interpreter to run (embedded) or no exec (Windows).
     ``AllocatorMissing`` if the library of jemalloc or mimalloc, asked for by name,
     cannot be found."""
-    if ALLOCATOR_VARIABLE in environ:
+    if ALLOCATOR_VARIABLE in environ or not sys.executable or not argv:
         return None
-    wanted = resolved(wanted, find)
-    if wanted == "pymalloc":
-        return None
-    if not sys.executable or not argv or sys.platform == "win32":
+    if sys.platform == "win32":
         return None
     environment = allocator_environment(wanted, environ, find)
+    if ALLOCATOR_VARIABLE not in environment:
+        return None  # pymalloc, what runs already
     return sys.executable, [sys.executable, *argv[1:]], environment
 
 

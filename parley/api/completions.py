@@ -38,8 +38,6 @@ def _call(providers: ProviderRegistry, route: Route, body: JSON) -> Awaitable[JS
 def _open(
     providers: ProviderRegistry, route: Route, body: JSON
 ) -> AbstractAsyncContextManager[ShapedBatches]:
-    # No shapes: a completion's text is in ``choices[0].text``, which ``shapes.learn``
-    # does not learn, so asking would only cost each read a try.
     return providers.completion(route.provider_type).completion_stream(route.target, body)
 
 

@@ -116,11 +116,9 @@ class Completion(Protocol):
     async def completion(self, target: Target, body: JSON) -> JSON:
         """A whole classic completion, as OpenAI's ``text_completion`` object."""
 
-    def completion_stream(
-        self, target: Target, body: JSON, *, shapes: bool = False
-    ) -> AbstractAsyncContextManager[ShapedBatches]:
-        """Streamed classic completion: ``text_completion`` chunks, in batches as they
-        arrive (``shapes``: as ``chat_stream``)."""
+    def completion_stream(self, target: Target, body: JSON) -> AbstractAsyncContextManager[Batches]:
+        """Streamed classic completion: ``text_completion`` chunks, in batches as they arrive
+        (never by shape: ``shapes.learn`` knows a chat delta's text, not ``choices[].text``)."""
 
 
 class Embeddings(Protocol):

@@ -11,7 +11,7 @@ import functools
 from collections.abc import Awaitable
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -19,6 +19,7 @@ from parley.errors import UpstreamError
 from parley.http import HttpClient, Prepared, Reply, prepare
 from parley.providers.base import (
     JSON,
+    Batches,
     ReplyBounds,
     Target,
     upstream_errors,
@@ -62,10 +63,9 @@ class OpenAIAdapter:
     async def completion(self, target: Target, body: JSON) -> JSON:
         return await self._reply(target, COMPLETION_PATH, body)
 
-    def completion_stream(
-        self, target: Target, body: JSON, *, shapes: bool = False
-    ) -> AbstractAsyncContextManager[ShapedBatches]:
-        return _Stream(self._http, self._bounds, target, COMPLETION_PATH, body, shapes=shapes)
+    def completion_stream(self, target: Target, body: JSON) -> AbstractAsyncContextManager[Batches]:
+        stream = _Stream(self._http, self._bounds, target, COMPLETION_PATH, body, shapes=False)
+        return cast("AbstractAsyncContextManager[Batches]", stream)  # no shapes: chunks only
 
     async def embeddings(self, target: Target, body: JSON) -> JSON:
         return await self._reply(target, EMBEDDINGS_PATH, body)
