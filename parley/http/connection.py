@@ -270,17 +270,9 @@ class Connection(asyncio.Protocol):
                 await waiter
             finally:
                 self._waiter = None
-        pieces = self._body
-        if not pieces:
-            if self._failure is not None:
-                raise self._failure
-            return b""
-        # ``take_body``, written out (once per upstream read, one call less each time).
-        self._body, self._buffered = [], 0
-        if self._paused and self.transport is not None:
-            self._paused = False
-            self.transport.resume_reading()
-        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+        if not self._body and self._failure is not None:
+            raise self._failure
+        return self.take_body()
 
     async def _next_decoded(self, decoder: BodyDecoder, read_timeout: float) -> bytes:
         while True:
