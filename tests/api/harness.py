@@ -216,3 +216,15 @@ async def records(gateway: Gateway) -> list[UsageRecord]:
     store: Any = gateway.services.store
     rows = await store.database.read(lambda conn: conn.execute(select(usage_records)).all())
     return [UsageRecord(**row._asdict()) for row in rows]
+
+
+async def usage_stream(gateway: Gateway, key: str, messages: Any) -> list[Any]:
+    """The chunks of a streamed ``chat-large`` call that asks for usage, as the official
+    SDK gives them."""
+    stream = await gateway.client(key).chat.completions.create(
+        model="chat-large",
+        messages=messages,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    return [chunk async for chunk in stream]

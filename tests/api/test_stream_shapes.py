@@ -11,7 +11,7 @@ import pytest
 
 from parley.providers.openai import adapter
 from parley.providers.shapes import SameShape
-from tests.api.harness import Gateway, records
+from tests.api.harness import Gateway, records, usage_stream
 from tests.upstreams.openai_compatible import Behaviour, FakeEngine
 
 MESSAGES: Any = [{"role": "user", "content": "hello there friend"}]
@@ -19,13 +19,7 @@ WORDS = 12
 
 
 async def streamed(gateway: Gateway, key: str) -> tuple[list[Any], Any]:
-    stream = await gateway.client(key).chat.completions.create(
-        model="chat-large",
-        messages=MESSAGES,
-        stream=True,
-        stream_options={"include_usage": True},
-    )
-    chunks = [chunk async for chunk in stream]
+    chunks = await usage_stream(gateway, key, MESSAGES)
     return chunks, chunks[-1].usage
 
 

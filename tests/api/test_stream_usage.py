@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.api.harness import Gateway, records
+from tests.api.harness import Gateway, records, usage_stream
 from tests.upstreams.openai_compatible import Behaviour, FakeEngine
 
 MESSAGES: Any = [{"role": "user", "content": "hello there friend"}]
@@ -18,13 +18,7 @@ async def test_parley_sends_the_usage_chunk_an_upstream_did_not(
     gateway: Gateway, key: str, engine: FakeEngine
 ) -> None:
     engine.behaviour = Behaviour(usage=False, words=8)
-    stream = await gateway.client(key).chat.completions.create(
-        model="chat-large",
-        messages=MESSAGES,
-        stream=True,
-        stream_options={"include_usage": True},
-    )
-    chunks = [chunk async for chunk in stream]
+    chunks = await usage_stream(gateway, key, MESSAGES)
     *content, last = chunks
     assert last.choices == []
     assert last.usage is not None
@@ -77,13 +71,7 @@ async def test_without_include_usage_no_usage_chunk_is_sent(
 
 
 async def test_an_upstream_usage_chunk_is_relayed_not_doubled(gateway: Gateway, key: str) -> None:
-    stream = await gateway.client(key).chat.completions.create(
-        model="chat-large",
-        messages=MESSAGES,
-        stream=True,
-        stream_options={"include_usage": True},
-    )
-    chunks = [chunk async for chunk in stream]
+    chunks = await usage_stream(gateway, key, MESSAGES)
     assert [chunk for chunk in chunks if chunk.usage is not None] == [chunks[-1]]
     (record,) = await records(gateway)
     assert not record.estimated

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.api.harness import StartGateway, records
+from tests.api.harness import StartGateway, records, usage_stream
 
 MESSAGES: Any = [{"role": "user", "content": "one two three"}]
 
@@ -17,13 +17,7 @@ def without_usage(config: dict[str, Any]) -> None:
 async def test_a_caller_who_asked_gets_parleys_count(start_gateway: StartGateway) -> None:
     gateway = await start_gateway(without_usage)
     key = await gateway.key(await gateway.group("team"))
-    stream = await gateway.client(key).chat.completions.create(
-        model="chat-large",
-        messages=MESSAGES,
-        stream=True,
-        stream_options={"include_usage": True},
-    )
-    chunks = [chunk async for chunk in stream]
+    chunks = await usage_stream(gateway, key, MESSAGES)
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     last = chunks[-1]
     assert last.choices == [] and last.usage is not None
