@@ -1,51 +1,38 @@
 """Which allocator a worker uses, and giving freed memory back to the system.
 
-**The allocator.** CPython's own small-object allocator (pymalloc) keeps 1 MB arenas and
-returns one to the system only when every object in it is gone: after a burst of
-thousands of streams, the few hundred objects that outlive it (spares on C extensions'
-free lists, metric values, timers: each arena held by one to six) pin most arenas, and
-RSS stays near its peak. With
+**The allocator.** CPython's own small-object allocator (pymalloc) returns a 1 MB arena to
+the system only when every object in it is gone, so after a burst of thousands of
+streams the few objects that outlive it (spares on C extensions' free lists, metric
+values, timers) pin most arenas and the worker stays near its peak. With
 ``PYTHONMALLOC=malloc`` every object comes from ``malloc``, which gives freed pages back:
 glibc's (``--allocator malloc``), or jemalloc or mimalloc preloaded into the process
 (``--allocator jemalloc|mimalloc``: ``LD_PRELOAD`` names the library, found in the usual
 folders or by the dynamic linker; Debian's packages are ``libjemalloc2`` and
-``libmimalloc2.0``). 30 s after 9,900 closed streams a worker held 153-213 MB on
-pymalloc, 85 on glibc's malloc, 92-101 on jemalloc and 97-102 on mimalloc. Against that, per call,
-glibc's malloc costs 8-9 % more instructions, jemalloc 1.4-3.4 % more, mimalloc 1-2 %
-fewer; at steady load a worker holds 76 MB on pymalloc, 78-79 on glibc's malloc and
-jemalloc, 82 on mimalloc (figures in docs/performance.md). jemalloc is the one choice
-under 80 MB at steady load and 100 MB after a burst, and its instructions did not show in
-CPU time, so ``parley serve`` runs on it by default (``auto``) where its library is
-installed, and on pymalloc where it is not; ``--allocator`` chooses any of them. The
-interpreter reads ``PYTHONMALLOC`` (and the dynamic linker ``LD_PRELOAD``) only at
-start, so ``serve`` then executes itself once more with them set (``serve_allocator``);
-workers and children inherit them. A ``PYTHONMALLOC`` already in the environment is left
-alone.
+``libmimalloc2.0``). jemalloc is the one choice that keeps a worker small both at steady
+load and after a burst at no cost in CPU time that shows, so ``parley serve`` runs on it
+by default (``auto``) where its library is installed, and on pymalloc where it is not;
+``--allocator`` chooses any of them (docs/performance.md compares them). The interpreter
+reads ``PYTHONMALLOC`` (and the dynamic linker ``LD_PRELOAD``) only at start, so
+``serve`` executes itself once more with them set (``serve_allocator``); workers and
+children inherit them. A ``PYTHONMALLOC`` already in the environment is left alone.
 
-**Trimming**, every ``TRIM_SECONDS``; after a burst, a sweep first.
-
-glibc keeps what the process freed in its heaps for reuse instead of returning it, so a
-burst (thousands of streams open at once) left a worker's resident memory at its peak
-for good. ``malloc_trim(0)`` returns every whole free page. It runs in a thread (ctypes
-releases the GIL for the call), so the event loop never waits for it; it takes a few
-milliseconds. Measured with ``bench.load --slow-streams 3000``: 186 → 160 MB once the
-streams had closed. On jemalloc (``malloc_trim`` does nothing there) the trim is a purge
-of every arena's dirty pages, which jemalloc otherwise returns over ``dirty_decay_ms``
-(10 s) as the process allocates: 12 s after 9,900 streams 97 MB with it, 101-115
-without. mimalloc decommits freed pages by itself: nothing is called (a ``mi_collect``
-after bursts changed nothing measurable). Elsewhere (musl, macOS, Windows) there is
-nothing to call and this does nothing.
+**Trimming**, every ``TRIM_SECONDS``; after a burst, a sweep first. glibc keeps what the
+process freed in its heaps for reuse, so ``malloc_trim(0)`` returns every whole free
+page. It runs in a thread (ctypes releases the GIL for the call), so the event loop never
+waits for it. On jemalloc (where ``malloc_trim`` does nothing) the trim purges every
+arena's dirty pages, which jemalloc would otherwise return only slowly as the process
+allocates. mimalloc decommits freed pages by itself, so nothing is called. Elsewhere
+(musl, macOS, Windows) there is nothing to call and this does nothing.
 
 **After a burst** (``BURST_CONNECTIONS`` fewer connections open than at the most since
 the last look), the trim is preceded by a sweep on the event loop (``sweep``): a full
-garbage collection, which also empties the interpreter's free lists (up to 2,000 spare
-tuples of each small size, floats, lists...), and the interpreter's method cache, which
-keeps a reference to the name of each of its 4,096 last lookups (``datetime`` looks up
-``"utcoffset"`` with a new string every time). Those objects are few and small, but a
-burst's last ones sit in the burst's own 1 MB arenas, and pymalloc gives an arena back
-only when nothing in it is alive: 30 s after 6,000 slow streams it took a worker's arenas
-from 142 to 105 (35 before the burst; docs/performance.md). It takes a few milliseconds: everything
-made at start-up is frozen out of the collector's reach (``cli/serve.py``).
+garbage collection, which also empties the interpreter's free lists (spare tuples of each
+small size, floats, lists...), and the interpreter's method cache, which keeps a
+reference to the name of each of its last lookups (``datetime`` looks up ``"utcoffset"``
+with a new string every time). Those objects are few and small, but a burst's last ones
+sit in the burst's own arenas, and pymalloc gives an arena back only when nothing in it
+is alive. The sweep is short: everything made at start-up is frozen out of the
+collector's reach (``cli/serve.py``).
 """
 
 from __future__ import annotations

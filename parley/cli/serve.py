@@ -156,11 +156,10 @@ GC_THRESHOLDS = (10_000, 50, 100)
 async def settle_garbage_collector(app: web.Application) -> None:
     """Move everything built at start-up out of the collector's reach, and collect less often.
 
-    About 120,000 objects exist once the imports and services are up; every full
-    collection walked all of them (about 70 ms, once a second under load), which cost
-    about 16% of CPU and most of the p99 latency in ``bench.load``. They live as long as
-    the process, so freezing them loses nothing; the higher first threshold trades a
-    little memory for far fewer young collections.
+    Over a hundred thousand objects exist once the imports and services are up, and every
+    full collection would walk all of them, a large share of CPU and of the tail latency
+    under load. They live as long as the process, so freezing them loses nothing; the
+    higher first threshold trades a little memory for far fewer young collections.
     """
     gc.collect()
     gc.freeze()

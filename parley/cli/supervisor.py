@@ -2,7 +2,7 @@
 
 The parent serves nothing, so it should hold nothing: by the time the command has checked
 the configuration, the channels and the database, it has imported pydantic, SQLAlchemy and
-the HTTP client (about 65 MB). So ``run_workers`` hands over to a fresh interpreter in the
+the HTTP client. So ``run_workers`` hands over to a fresh interpreter in the
 same process (``exec``: same pid, so a service manager sees no change) that runs only
 ``supervise``, which imports nothing of Parley's, and gets the settings through a pipe.
 It starts each worker as a fresh interpreter too (``subprocess``), hands it the settings
@@ -10,7 +10,7 @@ on its standard input (never on a command line, where any user could read the se
 forwards SIGTERM and SIGINT, waits, and removes the metrics folder the workers shared.
 The workers share the port with ``SO_REUSEPORT`` (each binds its own socket; the kernel
 spreads the connections). ``multiprocessing`` did the same with more: its ``spawn`` also
-runs a resource-tracker process (about 15 MB) for the whole life of the server.
+runs a resource-tracker process for the whole life of the server.
 
 When the settings do not fit in a pipe's buffer (they never should: a few KB), or on a
 system without ``exec`` of this kind, the same loop runs in the calling process.

@@ -4,8 +4,8 @@ A worker imports only what serving ``/v1`` needs. The admin API, the dashboard (
 Jinja2) and the OpenAPI description are registered like every route, so routing,
 ``405`` and the route list are the same, but with ``deferred("module:function")`` as
 the handler: the module is imported when the first request reaches it, and that
-function handles it and every later one. Measured with ``parley serve`` idle: these
-three kept about 2.5 MB of every worker that never served them.
+function handles it and every later one, so a worker that never serves them never
+carries their modules.
 
 ``tests/unit/test_lean_worker.py`` resolves every deferred handler of the app, so a
 misspelled target fails the suite, not a first request.

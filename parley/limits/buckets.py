@@ -109,8 +109,7 @@ def _tightest(
     """The window of the bucket with the least remaining (then the longest reset).
 
     On every call's path, so written as one loop that builds only the ``Window`` it
-    returns: a list of windows and ``min`` with a key made ``decide`` about four times
-    as costly (``docs/performance.md``, CPU per call).
+    returns, rather than a list of windows and ``min`` with a key.
     """
     found: Bucket | None = None
     found_key = (0, 0.0)

@@ -15,8 +15,8 @@ Close the client with the limiter's ``close``. A client passed in is shared with
 owner, who closes it.
 
 The Redis parts (``parley.limits.shared``) are imported only when the settings ask for
-Redis: redis-py is about 6 MB of every worker's memory, which a memory-limited gateway
-does not need to carry.
+Redis: redis-py is several megabytes of every worker's memory, which a gateway without
+Redis need not carry.
 """
 
 from __future__ import annotations

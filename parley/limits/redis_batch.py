@@ -2,9 +2,9 @@
 as one pipeline: one write, one connection taken from the pool, the replies read in
 order.
 
-redis-py spends about 100 µs of CPU on each command it sends alone (connection pool,
-retry and observability wrappers, one socket write and one read each), and the limiter
-sends one or two a call: on a worker at full rate that was more than the rest of the call.
+redis-py spends much CPU on each command it sends alone (connection pool, retry and
+observability wrappers, one socket write and one read each), and the limiter sends one or
+two a call: on a worker at full rate that would cost more than the rest of the call.
 A pipeline here is not a transaction: each ``EVALSHA`` still runs atomically on its own,
 exactly as when it was sent alone, so each call is still checked against its buckets
 as one step; only the round trips are shared.

@@ -5,7 +5,7 @@ allocates nothing after a channel's first call: a fixed ring of the last ``WINDO
 outcomes per channel with running sums of errors and latency. The latencies and the
 last success's time are kept as machine numbers (``array``), not as the int and float
 objects of the last calls: after a burst of streams those sat in the burst's memory and
-kept pymalloc from giving it back (docs/performance.md). The admin surface reads a
+would keep pymalloc from giving it back. The admin surface reads a
 ``HealthSnapshot`` per channel. Health is per process: each worker and instance
 reports what it saw.
 """

@@ -8,7 +8,7 @@ which is what a refused or reset connection and a connect timeout look like) bec
 cancellation) pass through untouched.
 
 asyncpg's exceptions are caught once asyncpg is loaded, which only a PostgreSQL database
-does: a worker on SQLite never imports it (about 3 MB), and cannot meet its exceptions.
+does: a worker on SQLite never imports it, and cannot meet its exceptions.
 
 The reason kept is the driver's first line, never SQLAlchemy's rendering, which appends
 the statement and its parameters (key digests, usage rows).

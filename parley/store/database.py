@@ -10,8 +10,8 @@ nothing. Both return what the function returns and raise what it raises, unchang
 - **SQLite** (``ThreadedDatabase``): a synchronous engine on the standard ``sqlite3``
   driver whose work runs on a small pool of threads of its own, one thread per pooled
   connection, never on the event loop's. This is what aiosqlite does underneath, without
-  SQLAlchemy's asyncio layer, its ORM (which that layer imports) and greenlet: about
-  6.4 MB a worker on SQLite does not load (docs/performance.md, Memory).
+  SQLAlchemy's asyncio layer, its ORM (which that layer imports) and greenlet, which a
+  worker on SQLite then never loads.
 - **PostgreSQL** (``database_async.AsyncDatabase``): SQLAlchemy's async engine on asyncpg,
   which runs the same functions with ``AsyncConnection.run_sync`` (its greenlet bridge).
 

@@ -1,8 +1,7 @@
 """Migrating in a short-lived child process, so the serving process never loads Alembic.
 
-Alembic, with Mako and every SQLAlchemy dialect it imports, is about 11 MB of RSS that a
-process keeps for the rest of its life once it has loaded them (``parley serve`` on a fresh
-SQLite file, ``python -m bench.serve_rss``: 80.7 MB, 69.5 MB migrating apart). A worker
+Alembic, with Mako and every SQLAlchemy dialect it imports, is memory that a process
+keeps for the rest of its life once it has loaded them. A worker
 started on a database already at the newest revision never loads them
 (``engine.upgrade_to_head`` reads the revision with one ``SELECT``); one started on a
 database that is behind (every fresh install) would keep them for nothing. So ``parley

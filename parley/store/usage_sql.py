@@ -173,7 +173,7 @@ def _raw_row(record: UsageRecord) -> dict[str, Any]:
 
 def _insert(conn: Connection, table: Table) -> postgresql.Insert | sqlite.Insert:
     """The dialect's own INSERT, which knows ``ON CONFLICT`` (PostgreSQL's is loaded only
-    for a PostgreSQL database: about 2 MB a SQLite worker does not need)."""
+    for a PostgreSQL database, which a SQLite worker does not need)."""
     if conn.dialect.name == "postgresql":
         from sqlalchemy.dialects import postgresql  # on first use
 

@@ -1,11 +1,10 @@
 """``record_usage`` on a SQLite file: a whole batch in one thread hop and five statements.
 
-Through SQLAlchemy and aiosqlite a batch of 500 records cost about 40 µs of CPU per
-record (statement compilation and per-row bind processing on the event loop) and tens of
-round trips between the loop and aiosqlite's thread (each ``RETURNING`` row a step). On a
-worker serving calls at full rate every round trip waits for a turn of the busy loop and
-for the GIL, so the writer fell behind at about 5,000 calls a second and admission
-refused calls (``usage.queue_size``). Here the batch is one call into a thread of its own
+Through SQLAlchemy and aiosqlite a batch costs statement compilation and per-row bind
+processing on the event loop, and a round trip between the loop and a thread for each
+``RETURNING`` row. On a worker serving calls at full rate every round trip waits for a
+turn of the busy loop and for the GIL, so such a writer falls behind and admission refuses
+calls (``usage.queue_size``). Here the batch is one call into a thread of its own
 with its own connection, and every statement carries its rows as one JSON parameter read
 with ``json_each``: five statements, each one step, whatever the batch size, and fixed
 statement texts (so they stay prepared: no growing cache of one text per batch size).
