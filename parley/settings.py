@@ -99,6 +99,11 @@ class ServerSettings(Strict):
     max_image_bytes: int = Field(5_242_880, gt=0, description="largest data-URL image accepted")
     max_audio_bytes: int = Field(26_214_400, gt=0, description="largest audio upload accepted")
     shutdown_grace_seconds: float = Field(10.0, ge=0)
+    shutdown_close_seconds: float = Field(
+        5.0,
+        gt=0,
+        description="after the calls, time to write usage records and close before spilling",
+    )
     access_log: bool = False
     log_format: Literal["text", "json"] = "text"
     cors: CorsSettings = CorsSettings()
