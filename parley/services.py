@@ -45,7 +45,8 @@ from parley.voices.rosters import Rosters
 
 log = logging.getLogger("parley")
 SETTLEMENT_SECONDS = 5.0
-"""The longest ``close`` waits for the limiter settlements still running."""
+"""The longest ``close`` waits for the limiter settlements still running (at most a
+quarter of the closing time: the usage records come first)."""
 CLOSING_SECONDS = 1.0
 """Of the closing time, what the usage writer leaves for closing connections (at most a
 quarter of it)."""
@@ -195,8 +196,8 @@ class Services:
         def left() -> float:
             return max(0.0, deadline - clock())
 
-        await self._stop_loops(left())
-        await self.tasks.drain(seconds=min(SETTLEMENT_SECONDS, left()))
+        await self._stop_loops(left() / 2)
+        await self.tasks.drain(seconds=min(SETTLEMENT_SECONDS, left() / 4))
         await self.meter.writer.close(left() - min(CLOSING_SECONDS, left() / 4))
         await self.http.close()
         await _within(self.limiter.close(), left(), "the limiter")

@@ -81,8 +81,6 @@ class Directory:
         self._unknown: OrderedDict[str, float] = OrderedDict()
         self._looking: dict[str, asyncio.Task[Found]] = {}
         """The store look-ups running, by digest: later calls with the digest wait for them."""
-        self.lookups = 0
-        """Store look-ups of digests not in the directory (one per distinct digest)."""
         self._since = datetime.fromtimestamp(0, UTC)
         self._changes = 0
         self._pinned: dict[str | int, int] = {}
@@ -159,7 +157,6 @@ class Directory:
         return found
 
     async def _look_up(self, digest: str) -> Found:
-        self.lookups += 1
         try:
             record = await self._store.find_key(digest)
         except StoreUnavailable:
