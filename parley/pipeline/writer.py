@@ -96,7 +96,7 @@ class UsageWriter:
                 with contextlib.suppress(asyncio.CancelledError):
                     await self._task
                 self._task = None
-            log.error("the database did not answer within the shutdown's %gs", seconds)
+            log.error("the database did not answer within the shutdown's %.1fs", seconds)
             self._spill()
         elif not finishing.result():
             self._spill()
