@@ -3,7 +3,9 @@
 The HTTP app, the CLI and the tests all build the same ``Services`` from ``Settings``;
 nothing lives in module globals. ``Services.close`` stops the background work in order:
 stop refreshing, finish background settlements, write every queued usage record, close
-the upstream HTTP client, the limiter and the store.
+the upstream HTTP client, the limiter and the store; all of it within
+``server.shutdown_close_seconds``, whatever the database does (the records it has not
+taken by then are spilled, and a connection that does not close is left to the exit).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import contextlib
 import logging
 import random
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -41,6 +44,12 @@ from parley.voices.catalogue import load_catalogue
 from parley.voices.rosters import Rosters
 
 log = logging.getLogger("parley")
+SETTLEMENT_SECONDS = 5.0
+"""The longest ``close`` waits for the limiter settlements still running (at most a
+quarter of the closing time: the usage records come first)."""
+CLOSING_SECONDS = 1.0
+"""Of the closing time, what the usage writer leaves for closing connections (at most a
+quarter of it)."""
 
 
 def model_specs(settings: Settings, created: int) -> list[ModelSpec]:
@@ -117,6 +126,9 @@ class Services:
     watchers: CallWatchers = field(default_factory=CallWatchers)
     streams: OpenStreams = field(default_factory=OpenStreams)
     """The streams being relayed; shutdown ends them with ``streams.end_all()``."""
+    close_by: float | None = None
+    """When ``close`` must be done, on the event loop's clock: set by ``serve`` when the
+    shutdown grace ends; otherwise ``server.shutdown_close_seconds`` from its start."""
     _loops: list[asyncio.Task[None]] = field(default_factory=list)
     _pruning: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -175,17 +187,37 @@ class Services:
         return services
 
     async def close(self) -> None:
-        async with self._pruning:  # never cancel a DELETE midway: SQLite would stay locked
-            for loop in self._loops:
-                loop.cancel()
+        """Stop, write the usage records (or spill them) and close, by ``close_by``."""
+        clock = asyncio.get_running_loop().time
+        deadline = self.close_by
+        if deadline is None:
+            deadline = clock() + self.settings.server.shutdown_close_seconds
+
+        def left() -> float:
+            return max(0.0, deadline - clock())
+
+        await self._stop_loops(left() / 2)
+        await self.tasks.drain(seconds=min(SETTLEMENT_SECONDS, left() / 4))
+        await self.meter.writer.close(left() - min(CLOSING_SECONDS, left() / 4))
+        await self.http.close()
+        await _within(self.limiter.close(), left(), "the limiter")
+        await _within(self.store.close(), left(), "the database")
+
+    async def _stop_loops(self, seconds: float) -> None:
+        """Cancel the refresh and prune loops, waiting (up to ``seconds``) for a prune in
+        progress: a DELETE cut midway keeps SQLite locked for the usage records."""
+        held = False
+        try:
+            held = await asyncio.wait_for(self._pruning.acquire(), max(seconds, 0.001))
+        except TimeoutError:
+            log.warning("usage pruning did not finish within the shutdown's time; cancelled")
+        for loop in self._loops:
+            loop.cancel()
+        if held:
+            self._pruning.release()
         for loop in self._loops:
             with contextlib.suppress(asyncio.CancelledError):
                 await loop
-        await self.tasks.drain(seconds=5.0)
-        await self.meter.writer.close()
-        await self.http.close()
-        await self.limiter.close()
-        await self.store.close()
 
     async def refresh(self) -> None:
         """Reload groups, changed keys and period spend from the store."""
@@ -213,3 +245,15 @@ class Services:
                 if pruned:
                     log.info("pruned %d usage records older than %s", pruned, retention)
             await asyncio.sleep(self.settings.usage.prune_every_seconds)
+
+
+async def _within(closing: Awaitable[None], seconds: float, what: str) -> None:
+    """Wait up to ``seconds`` for ``closing``; past that, leave it (the exit closes the
+    sockets) rather than hold the shutdown on a server that does not answer."""
+    task = asyncio.ensure_future(closing)
+    done, _ = await asyncio.wait({task}, timeout=seconds)
+    if done:
+        task.result()
+        return
+    task.cancel()
+    log.warning("closing %s did not finish within the shutdown's time; leaving it", what)

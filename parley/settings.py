@@ -8,6 +8,7 @@ line that names the field and the problem.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -85,7 +86,8 @@ class MetricsSettings(Strict):
 
     enabled: bool = True
     token: str | None = None
-    """When set, a scrape must carry ``Authorization: Bearer <token>``."""
+    """When set, a scrape must carry ``Authorization: Bearer <token>``. Without one the
+    series are open, and their labels name groups (tenants), models and channels."""
     multiprocess_dir: str | None = None
     """Set by ``serve --workers N`` (not in the file): where the workers' values meet."""
 
@@ -97,6 +99,11 @@ class ServerSettings(Strict):
     max_image_bytes: int = Field(5_242_880, gt=0, description="largest data-URL image accepted")
     max_audio_bytes: int = Field(26_214_400, gt=0, description="largest audio upload accepted")
     shutdown_grace_seconds: float = Field(10.0, ge=0)
+    shutdown_close_seconds: float = Field(
+        5.0,
+        gt=0,
+        description="after the calls, time to write usage records and close before spilling",
+    )
     access_log: bool = False
     log_format: Literal["text", "json"] = "text"
     cors: CorsSettings = CorsSettings()
@@ -157,6 +164,23 @@ class UsageSettings(Strict):
 
 class AdminSettings(Strict):
     token: str | None = None
+    secure_cookies: Literal["auto", "always"] = "auto"
+    """``auto``: the dashboard's cookies are ``Secure`` when the request came over HTTPS,
+    directly or through a trusted proxy that says so; ``always``: whatever the request."""
+    trusted_proxies: tuple[str, ...] = ()
+    """Addresses or networks (``10.0.0.0/8``) whose ``X-Forwarded-Proto`` is believed."""
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, proxies: tuple[str, ...]) -> tuple[str, ...]:
+        for proxy in proxies:
+            try:
+                ipaddress.ip_network(proxy, strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"`{proxy}` is not an address or network like 10.0.0.5 or 10.0.0.0/8"
+                ) from None
+        return proxies
 
 
 class UpstreamSettings(Strict):

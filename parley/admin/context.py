@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import ipaddress
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING
@@ -19,11 +20,47 @@ if TYPE_CHECKING:
     from jinja2 import Environment
 
 
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+class CookiePolicy:
+    """Whether the dashboard's cookies get ``Secure``: always, or when the request came
+    over HTTPS, directly or through a trusted proxy whose ``X-Forwarded-Proto`` says
+    ``https`` (a TLS-terminating proxy talks plain HTTP to Parley). The header is
+    believed from the configured proxies only: anyone else could send it."""
+
+    __slots__ = ("_always", "_proxies")
+
+    def __init__(self, *, always: bool = False, trusted_proxies: Sequence[str] = ()) -> None:
+        self._always = always
+        self._proxies: tuple[Network, ...] = tuple(
+            ipaddress.ip_network(proxy, strict=False) for proxy in trusted_proxies
+        )
+
+    def secure(self, request: web.Request) -> bool:
+        if self._always or request.secure:
+            return True
+        forwarded = request.headers.get("X-Forwarded-Proto")
+        if forwarded is None or not self._trusted(request.remote):
+            return False
+        return forwarded.split(",")[0].strip().lower() == "https"
+
+    def _trusted(self, remote: str | None) -> bool:
+        if remote is None or not self._proxies:
+            return False
+        try:
+            address = ipaddress.ip_address(remote)
+        except ValueError:  # a Unix socket's peer
+            return False
+        return any(address in network for network in self._proxies)
+
+
 @dataclass
 class AdminState:
     token: str
     sessions: Sessions
     attempts: FailedAttempts = field(default_factory=FailedAttempts)
+    cookies: CookiePolicy = field(default_factory=CookiePolicy)
 
 
 class Templates:

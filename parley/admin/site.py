@@ -21,6 +21,7 @@ from parley.admin.context import (
     ADMIN_STATE,
     TEMPLATES,
     AdminState,
+    CookiePolicy,
     Templates,
     client_address,
 )
@@ -132,7 +133,11 @@ def admin_app(settings: Settings) -> web.Application:
     )
     token = settings.admin.token
     if token:
-        admin[ADMIN_STATE] = AdminState(token, Sessions(token))
+        cookies = CookiePolicy(
+            always=settings.admin.secure_cookies == "always",
+            trusted_proxies=settings.admin.trusted_proxies,
+        )
+        admin[ADMIN_STATE] = AdminState(token, Sessions(token), cookies=cookies)
         admin[TEMPLATES] = Templates()  # Jinja2's environment, built by the first page
     routes = [
         web.route(method, path, deferred(f"parley.admin.{name}")) for method, path, name in HANDLERS

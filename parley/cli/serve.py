@@ -30,7 +30,8 @@ log = logging.getLogger("parley")
 SHUTDOWN_BACKSTOP_SECONDS = 5.0
 """Added to the grace for aiohttp's own shutdown timeout, which ``shut_down`` pre-empts."""
 STREAM_END_SECONDS = 2.0
-"""At the end of the grace, how long the ended streams get to write their last event."""
+"""At the end of the grace, how long the ended streams get to write their last event (at
+most half of ``server.shutdown_close_seconds``, which this time is part of)."""
 
 
 def run_worker(raw_settings: dict[str, Any], reuse_port: bool) -> None:
@@ -91,18 +92,29 @@ async def shut_down(runner: web.AppRunner, grace_seconds: float) -> None:
     over, every call in flight is ended by the runner (a stream with an error event and
     ``[DONE]``, billed for what was delivered; a whole reply still waiting for its
     upstream with a 503 envelope; both recorded with ``SHUTDOWN_STATUS``), then every
-    connection still open is closed. Then the app's cleanup writes the usage records.
+    connection still open is closed. Then the app's cleanup writes the usage records,
+    within ``server.shutdown_close_seconds`` of the calls' end (of the grace's end, when
+    calls had to be ended): ``Services.close``.
     """
     web_server = runner.server
     cleanup = asyncio.ensure_future(runner.cleanup())  # stops the sites, then waits
     done, _ = await asyncio.wait({cleanup}, timeout=grace_seconds)
     if not done:
-        await _end_calls_in_flight(runner.app.get(SERVICES), web_server, grace_seconds)
+        services = runner.app.get(SERVICES)
+        stream_end = STREAM_END_SECONDS
+        if services is not None:  # the closing time starts now, the streams' end part of it
+            closing = services.settings.server.shutdown_close_seconds
+            services.close_by = asyncio.get_running_loop().time() + closing
+            stream_end = min(STREAM_END_SECONDS, closing / 2)
+        await _end_calls_in_flight(services, web_server, grace_seconds, stream_end)
     await cleanup
 
 
 async def _end_calls_in_flight(
-    services: Services | None, web_server: web.Server | None, grace_seconds: float
+    services: Services | None,
+    web_server: web.Server | None,
+    grace_seconds: float,
+    stream_end_seconds: float,
 ) -> None:
     streams = len(services.streams) if services is not None else 0
     connections = web_server.connections if web_server is not None else []
@@ -115,7 +127,7 @@ async def _end_calls_in_flight(
         len(connections),
     )
     if services is not None and streams:
-        await services.streams.end_all(wait_seconds=STREAM_END_SECONDS)
+        await services.streams.end_all(wait_seconds=stream_end_seconds)
     for connection in connections:
         connection.force_close()
 

@@ -3,20 +3,25 @@
 It is filled from the store at start-up and refreshed by a background task every few
 seconds (keys by ``updated_at``, groups whole), so a known key never waits on the
 database. A digest it does not know is looked up once in the store (a key created on
-another instance a moment ago) and remembered as unknown for one refresh interval. Those
-look-ups share one budget per process (``unknown_lookups_per_second``, a token bucket
-holding one second's worth): a flood of distinct wrong keys, which the negative cache
-cannot stop, costs the database at most that many queries a second. Past the budget an
-unknown digest is refused without a look-up; a genuinely new key then works as soon as
-the next refresh brings it in (``limits.cache_refresh_seconds``).
+another instance a moment ago) and remembered as unknown for one refresh interval. The
+look-up is shared: every call that arrives with the same digest while it runs waits for
+that one look-up (a burst with a brand-new key is one query, not one per call). Look-ups
+share one budget per process (``unknown_lookups_per_second``, a token bucket holding one
+second's worth), spent once per distinct digest looked up: a flood of distinct wrong
+keys, which the negative cache cannot stop, costs the database at most that many queries
+a second. Past the budget an unknown digest is refused without a look-up; a genuinely
+new key then works as soon as the next refresh brings it in
+(``limits.cache_refresh_seconds``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import TypeAlias
 
 from parley.domain.groups import Group
 from parley.domain.keys import KeyRecord
@@ -26,6 +31,15 @@ from parley.store.base import Store, StoreUnavailable
 NEGATIVE_CACHE_SIZE = 10_000
 DEFAULT_UNKNOWN_LOOKUPS_PER_SECOND = 20.0
 CLOCK_SKEW = timedelta(seconds=5)
+UNAVAILABLE = "The key cannot be verified right now; try again shortly."
+
+
+class _Unavailable:
+    """What a shared look-up gives back when the store could not answer: each waiting
+    call raises an error of its own."""
+
+
+Found: TypeAlias = KeyRecord | _Unavailable | None
 
 
 class LookupBudget:
@@ -65,6 +79,8 @@ class Directory:
         self._keys: dict[str, KeyRecord] = {}
         self._groups: dict[int, Group] = {}
         self._unknown: OrderedDict[str, float] = OrderedDict()
+        self._looking: dict[str, asyncio.Task[Found]] = {}
+        """The store look-ups running, by digest: later calls with the digest wait for them."""
         self._since = datetime.fromtimestamp(0, UTC)
         self._changes = 0
         self._pinned: dict[str | int, int] = {}
@@ -117,31 +133,44 @@ class Directory:
         return self._keys.get(digest)
 
     async def find_key(self, digest: str) -> KeyRecord | None:
-        """The cached record, else one store look-up unless recently found unknown or
-        the look-up budget is spent."""
+        """The cached record, else the store's answer: one look-up per digest at a time,
+        none if the digest was recently found unknown or the look-up budget is spent."""
         record = self._keys.get(digest)
         if record is not None:
             return record
-        now = self._clock()
-        until = self._unknown.get(digest)
-        if until is not None and until > now:
-            return None
-        if not self._budget.take(now):
-            self.lookups_refused += 1
-            return None
+        looking = self._looking.get(digest)
+        if looking is None:
+            now = self._clock()
+            until = self._unknown.get(digest)
+            if until is not None and until > now:
+                return None
+            if not self._budget.take(now):
+                self.lookups_refused += 1
+                return None
+            looking = asyncio.ensure_future(self._look_up(digest))
+            self._looking[digest] = looking
+            looking.add_done_callback(lambda _: self._looking.pop(digest, None))
+        # shielded: a caller that goes away does not cancel the look-up the others wait for
+        found = await asyncio.shield(looking)
+        if isinstance(found, _Unavailable):
+            raise ServiceUnavailable(UNAVAILABLE)
+        return found
+
+    async def _look_up(self, digest: str) -> Found:
         try:
             record = await self._store.find_key(digest)
         except StoreUnavailable:
-            raise ServiceUnavailable(
-                "The key cannot be verified right now; try again shortly."
-            ) from None
+            return _Unavailable()
         if record is None:
-            self._unknown[digest] = now + self._refresh_seconds
+            self._unknown[digest] = self._clock() + self._refresh_seconds
             self._unknown.move_to_end(digest)
             while len(self._unknown) > NEGATIVE_CACHE_SIZE:
                 self._unknown.popitem(last=False)
             return None
         self.remember_key(record)
         if record.group_id not in self._groups:
-            await self.load()
+            try:
+                await self.load()
+            except StoreUnavailable:
+                return _Unavailable()
         return record

@@ -6,9 +6,11 @@ and is tried again every ``RETRY_SECONDS`` (or ``flush_seconds`` if shorter), no
 growing back-off: a database that returns is written to again within about a second, so
 the queue (and the ``overloaded`` refusal it drives) drains at once. While writes fail,
 new records do not wake the loop early, so a busy gateway does not hammer a database
-that is down. At shutdown the queue is written out; if the database still refuses,
-the records are spilled to a JSON-lines file in ``spill_dir`` and written at the next
-start (the store ignores a record it already has, so a replay never counts twice).
+that is down. At shutdown the queue is written out; if the database still refuses, or
+has not answered when the shutdown's time is up (a hung server holds a write until its
+timeout), the records are spilled to a JSON-lines file in ``spill_dir`` and written at
+the next start. A record whose write was still in doubt is spilled too: the store ignores
+a record it already has, so a replay never counts twice.
 """
 
 from __future__ import annotations
@@ -76,8 +78,31 @@ class UsageWriter:
         await self.replay_spills()
         self._task = asyncio.create_task(self._run(), name="parley-usage-writer")
 
-    async def close(self) -> None:
-        """Stop the loop, write what is queued, spill what cannot be written."""
+    async def close(self, seconds: float | None = None) -> None:
+        """Stop the loop, write what is queued, spill what cannot be written.
+
+        With ``seconds``, waiting on the database stops after that long whatever it does
+        (a write in progress is left to its fate, not awaited), and every record not
+        known to be written is spilled.
+        """
+        finishing = asyncio.ensure_future(self._finish())
+        done, _ = await asyncio.wait({finishing}, timeout=seconds)
+        if not done:
+            finishing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await finishing
+            if self._task is not None:  # still writing: stop waiting for it
+                self._task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._task
+                self._task = None
+            log.error("the database did not answer within the shutdown's %.1fs", seconds)
+            self._spill()
+        elif not finishing.result():
+            self._spill()
+
+    async def _finish(self) -> bool:
+        """Stop the loop and write the queue; False when the store refused (records kept)."""
         if self._task is not None:
             # Never cancel a write in progress: a SQLite transaction cut off mid-way keeps
             # the database locked, so the final flush would fail and spill the records.
@@ -88,11 +113,12 @@ class UsageWriter:
             self._task = None
         # Three tries for a blip; one when writes were already failing, so a database that
         # is down or hung (each try may wait its timeout) does not hold the shutdown long.
-        for _ in range(1 if self._failing else 3):
+        for attempt in range(1 if self._failing else 3):
+            if attempt:
+                await asyncio.sleep(0.2)
             if await self.flush():
-                return
-            await asyncio.sleep(0.2)
-        self._spill()
+                return True
+        return False
 
     async def flush(self) -> bool:
         """Write every queued record; False when the store refused (records kept).

@@ -4,12 +4,15 @@ and sends its security headers on every reply."""
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 import aiohttp
 import pytest
+from pydantic import ValidationError
 from yarl import URL
 
+from parley.settings import Settings
 from tests.api.admin_client import (
     ADMIN,
     admin_gateway,
@@ -159,3 +162,65 @@ async def test_no_reply_or_log_line_shows_a_secret(
     for forbidden in (secret, CHANNEL_KEY, ADMIN):
         assert forbidden not in text
     assert created["prefix"] in repr(replies)  # keys are shown by prefix
+
+
+async def session_cookie(gateway: Gateway, headers: dict[str, str]) -> Any:
+    """Sign in through the form with ``headers`` on every request: the session cookie.
+    The login cookie is sent back by hand: a client keeps no ``Secure`` cookie over HTTP,
+    where a browser behind the TLS proxy would."""
+    base = gateway.base_url
+    async with aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar()) as session:
+        async with session.get(f"{base}/admin/login", headers=headers) as page:
+            nonce = re.search(r'name="nonce" value="([^"]+)"', await page.text())
+            assert nonce is not None
+            login_cookie = page.cookies["parley_login"]
+        form = {"nonce": nonce.group(1), "token": ADMIN}
+        async with session.post(
+            f"{base}/admin/login",
+            data=form,
+            headers={**headers, "Cookie": f"parley_login={login_cookie.value}"},
+            allow_redirects=False,
+        ) as signed_in:
+            assert signed_in.status == 303
+            cookie = signed_in.cookies["parley_admin"]
+    assert bool(login_cookie["secure"]) == bool(cookie["secure"])
+    return cookie
+
+
+HTTPS = {"X-Forwarded-Proto": "https"}
+
+
+@pytest.mark.parametrize(
+    ("admin", "headers", "secure"),
+    [
+        ({}, {}, False),
+        ({}, HTTPS, False),  # anyone may send the header: believed from trusted proxies only
+        ({"trusted_proxies": ["10.0.0.0/8"]}, HTTPS, False),  # 127.0.0.1 is not one
+        ({"trusted_proxies": ["127.0.0.1"]}, HTTPS, True),
+        ({"trusted_proxies": ["127.0.0.0/8"]}, {"X-Forwarded-Proto": "HTTPS, http"}, True),
+        ({"trusted_proxies": ["127.0.0.1"]}, {"X-Forwarded-Proto": "http"}, False),
+        ({"trusted_proxies": ["127.0.0.1"]}, {}, False),
+        ({"secure_cookies": "always"}, {}, True),
+    ],
+    ids=[
+        "plain",
+        "untrusted-header",
+        "other-proxy",
+        "trusted-proxy",
+        "trusted-network",
+        "trusted-http",
+        "trusted-no-header",
+        "always",
+    ],
+)
+async def test_the_session_cookie_is_secure_behind_a_trusted_tls_proxy(
+    start_gateway: Any, admin: dict[str, Any], headers: dict[str, str], secure: bool
+) -> None:
+    gateway = await start_gateway(lambda c: c.update(admin={"token": ADMIN, **admin}))
+    cookie = await session_cookie(gateway, headers)
+    assert bool(cookie["secure"]) is secure
+
+
+def test_a_trusted_proxy_must_be_an_address_or_a_network() -> None:
+    with pytest.raises(ValidationError, match="not an address or network"):
+        Settings.model_validate({"admin": {"trusted_proxies": ["proxy.example.com"]}})

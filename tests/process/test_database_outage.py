@@ -21,6 +21,7 @@ import aiohttp
 import pytest
 
 from parley.pipeline.writer import RETRY_SECONDS
+from tests.api.admin_client import browser_session, form_token, login
 from tests.api.harness import Gateway, default_config
 from tests.process.conftest import PostgresDatabase
 from tests.process.proxy import TcpProxy
@@ -123,6 +124,33 @@ async def test_billing_and_admin_answer_503_while_the_database_is_down(
     await proxy.restore()
     assert (await request(gateway, "GET", "/admin/groups", ADMIN))[0] == 200
     await eventually(lambda: _written(gateway, 2), "the usage queued during the outage")
+
+
+async def test_the_dashboard_shows_a_page_while_the_database_is_down(
+    gateway: Gateway, proxy: TcpProxy
+) -> None:
+    """A browser gets an HTML page saying what is wrong (the admin API, the envelope)."""
+    base = gateway.base_url
+    async with browser_session() as session:
+        assert (await login(session, base, ADMIN)).status == 303
+        csrf = await form_token(session, base)
+
+        await proxy.cut()
+
+        for method, path, form in (
+            ("GET", "/admin/", None),
+            ("GET", "/admin/ui/groups", None),
+            ("POST", "/admin/ui/groups", {"csrf": csrf, "name": "other"}),
+        ):
+            async with session.request(method, f"{base}{path}", data=form) as page:
+                assert page.status == 503, (method, path)
+                assert page.content_type == "text/html", (method, path)
+                assert page.headers["retry-after"] == "1"
+                text = await page.text()
+                assert "<h1>Unavailable</h1>" in text and "database is unavailable" in text
+                assert page.headers["X-Frame-Options"] == "DENY"
+    status, reply, _ = await request(gateway, "GET", "/admin/groups", ADMIN)
+    assert (status, reply) == (503, UNAVAILABLE)
 
 
 async def _written(gateway: Gateway, count: int) -> bool:

@@ -166,3 +166,28 @@ async def test_closing_the_writer_lets_a_write_in_progress_finish(tmp_path: Path
         assert not spill_files(tmp_path)
     finally:
         await store.close()
+
+
+async def test_closing_the_writer_with_a_bound_spills_a_write_that_does_not_end(
+    tmp_path: Path,
+) -> None:
+    """A hung database holds a write until its timeout; a bounded close stops waiting for
+    it and spills every record not known to be written, the batch in flight included."""
+    store = await open_store(f"sqlite:///{tmp_path / 'parley.db'}")
+    await store.migrate()
+    slow = SlowWrites(store)
+    writer = writer_for(cast(Store, slow), tmp_path, flush_seconds=0.01)
+    try:
+        await writer.start()
+        for number in range(RECORDS):
+            writer.submit(record(number))
+        await asyncio.wait_for(slow.writing.wait(), timeout=5)  # the loop is writing
+
+        await asyncio.wait_for(writer.close(0.2), timeout=5)  # never released
+
+        assert writer.backlog == 0
+        (spill,) = spill_files(tmp_path)
+        assert len(spill.read_bytes().splitlines()) == RECORDS
+        assert await store.count_usage() == 0
+    finally:
+        await store.close()

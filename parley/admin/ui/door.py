@@ -1,5 +1,6 @@
 """How a dashboard request goes through ``site.gate``: the session (or the login page)
-and the CSRF check first, and every failure shown as a page, not the JSON envelope.
+and the CSRF check first, and every failure shown as a page, not the JSON envelope (a
+database that is down too: a 503 page, where the admin API answers the envelope).
 
 Imported by the first dashboard request (with the pages and Jinja2), never by a gateway
 whose dashboard nobody opens.
@@ -7,6 +8,7 @@ whose dashboard nobody opens.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
@@ -15,8 +17,13 @@ from parley.admin.ui import session
 from parley.admin.ui.render import page
 from parley.admin.ui.voices import VOICES
 from parley.errors import ParleyError
+from parley.store.base import StoreUnavailable
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+DATABASE_DOWN = (
+    "The database is unavailable right now, so this page cannot be shown. Try again shortly."
+)
+log = logging.getLogger("parley.admin")
 
 
 async def through(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -27,6 +34,11 @@ async def through(request: web.Request, handler: Handler) -> web.StreamResponse:
         return _error_page(request, error.message, error.status)
     except web.HTTPNotFound:
         return _error_page(request, "There is no such page in the dashboard.", 404)
+    except StoreUnavailable as error:
+        log.warning("%s %s: %s", request.method, request.path, error)
+        response = _error_page(request, DATABASE_DOWN, 503)
+        response.headers["Retry-After"] = "1"
+        return response
 
 
 def _error_page(request: web.Request, message: str, status: int) -> web.Response:

@@ -38,7 +38,7 @@ def _set_cookie(
         path=COOKIE_PATH,
         httponly=True,
         samesite="Strict",
-        secure=request.secure,
+        secure=request.config_dict[ADMIN_STATE].cookies.secure(request),
     )
 
 

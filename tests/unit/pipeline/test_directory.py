@@ -7,7 +7,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from parley.domain.keys import digest
+from parley.errors import ServiceUnavailable
 from parley.pipeline.directory import Directory
+from parley.store.base import StoreUnavailable
 from parley.store.sql import SqlStore, open_store
 
 
@@ -151,4 +153,71 @@ async def test_past_the_budget_a_new_key_works_from_the_next_refresh(tmp_path: P
     await directory.load()  # the refresh loop's next pass
     assert await directory.find_key(record.digest) == record
     assert counting.find_key_calls == 1
+    await store.close()
+
+
+class HeldLookups(CountingStore):
+    """Key look-ups that wait for ``release`` (a slow database), or fail when ``down``."""
+
+    def __init__(self, store: SqlStore) -> None:
+        super().__init__(store)
+        self.release = asyncio.Event()
+        self.down = False
+
+    async def find_key(self, wanted: str) -> object:
+        self.find_key_calls += 1
+        await self.release.wait()
+        if self.down:
+            raise StoreUnavailable("refused")
+        return await self.store.find_key(wanted)
+
+
+async def test_concurrent_calls_with_one_new_key_share_one_lookup_and_one_budget_token(
+    tmp_path: Path,
+) -> None:
+    store = await open_store(f"sqlite:///{tmp_path / 'p.db'}")
+    await store.migrate()
+    held, clock = HeldLookups(store), Clock()
+    directory = Directory(
+        held,  # type: ignore[arg-type]
+        refresh_seconds=2,
+        unknown_lookups_per_second=1,
+        clock=clock,
+    )
+    await directory.load()
+    group = await store.create_group("team")
+    record = await store.create_key(group.id, name="k", digest=digest("pk-new"), prefix="pk-n")
+
+    callers = [asyncio.create_task(directory.find_key(record.digest)) for _ in range(50)]
+    await asyncio.sleep(0.01)
+    callers[0].cancel()  # the caller that started the look-up leaves: the others still get it
+    held.release.set()
+    found = await asyncio.gather(*callers[1:])
+
+    assert found == [record] * 49
+    assert held.find_key_calls == 1
+    assert directory.lookups_refused == 0
+    assert directory.group(group.id) is not None
+    await store.close()
+
+
+async def test_callers_sharing_a_lookup_the_store_refused_each_get_a_503(tmp_path: Path) -> None:
+    store = await open_store(f"sqlite:///{tmp_path / 'p.db'}")
+    await store.migrate()
+    held = HeldLookups(store)
+    held.down = True
+    directory = Directory(held, refresh_seconds=2)  # type: ignore[arg-type]
+    await directory.load()
+
+    callers = [asyncio.create_task(directory.find_key(digest("pk-any"))) for _ in range(5)]
+    await asyncio.sleep(0.01)
+    held.release.set()
+    outcomes = await asyncio.gather(*callers, return_exceptions=True)
+
+    assert all(isinstance(outcome, ServiceUnavailable) for outcome in outcomes)
+    assert len({id(outcome) for outcome in outcomes}) == 5  # one error each, never shared
+    assert held.find_key_calls == 1
+    held.down = False
+    assert await directory.find_key(digest("pk-any")) is None  # not remembered as unknown
+    assert held.find_key_calls == 2
     await store.close()
