@@ -162,13 +162,31 @@ class UsageSettings(Strict):
     """Where records are kept if the database is unreachable at shutdown (replayed at start)."""
 
 
+MIN_ADMIN_TOKEN_CHARS = 16
+"""The admin token opens every group, key and budget: a short one is refused at start."""
+
+
 class AdminSettings(Strict):
     token: str | None = None
+    """The bearer token of ``/admin`` and the dashboard's password; unset or empty: off."""
+
     secure_cookies: Literal["auto", "always"] = "auto"
     """``auto``: the dashboard's cookies are ``Secure`` when the request came over HTTPS,
     directly or through a trusted proxy that says so; ``always``: whatever the request."""
     trusted_proxies: tuple[str, ...] = ()
     """Addresses or networks (``10.0.0.0/8``) whose ``X-Forwarded-Proto`` is believed."""
+
+    @field_validator("token")
+    @classmethod
+    def _long_enough(cls, token: str | None) -> str | None:
+        # A ``${NAME}`` left as written (admin commands, which never use the token) passes.
+        if token and len(token) < MIN_ADMIN_TOKEN_CHARS and not _ENV_REF.fullmatch(token):
+            raise ValueError(
+                f"must be at least {MIN_ADMIN_TOKEN_CHARS} characters long (it opens the "
+                "whole admin API); make one with: "
+                "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+            )
+        return token
 
     @field_validator("trusted_proxies")
     @classmethod

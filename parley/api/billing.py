@@ -1,7 +1,10 @@
 """The legacy billing endpoints: quota, usage (OpenAI's shape) and subscription (one-api's).
 
 Only the caller's group is ever visible. Usage is read from the daily rollups, so it is
-fast however many raw records are kept.
+fast however many raw records are kept. Before reading, the answering instance writes
+the usage records it has queued, so a call is in the usage read right after it, as it is
+in the quota's budget (read your writes); a call another instance answered is in it once
+that instance's writer has written it (``usage.flush_seconds``).
 """
 
 from __future__ import annotations
@@ -117,6 +120,9 @@ def date_range(request: web.Request) -> tuple[date, date]:
 async def usage(request: web.Request) -> web.Response:
     svc, who = services(request), caller(request)
     start, end = date_range(request)
+    writer = svc.meter.writer
+    if writer.backlog and not writer.failing:  # a database refusing writes is not waited on
+        await writer.flush()
     rows = await svc.store.daily_usage(who.group.id, start, end)
     return json_reply(usage_report(rows, start, end))
 

@@ -2,15 +2,17 @@
 
 The request is OpenAI's: ``input`` is a string, an array of strings, an array of token
 ids, or an array of such arrays (at most ``MAX_INPUTS`` items, none empty);
-``encoding_format`` (``float`` or ``base64``), ``dimensions`` and ``user`` are passed
-through to the upstream. The call is metered by its input tokens: the upstream's
+``encoding_format`` (``float``, the default, or ``base64``), ``dimensions`` and ``user``
+are passed through to the upstream. The caller gets the encoding it asked for even from
+an upstream that ignores the field (``parley.domain.vectors``): openai-node and the
+openai Python SDK ask for base64 unless told otherwise, and read numbers sent instead
+as an empty vector or not at all. The call is metered by its input tokens: the upstream's
 ``usage.prompt_tokens``, or Parley's estimate (marked estimated) when it gave none. The
 reply names the public model and carries the usage that was metered.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
 from typing import Any
 
 import orjson
@@ -21,7 +23,8 @@ from parley.api.context import services
 from parley.domain.models import Resolved
 from parley.domain.tokens import estimate_prompt
 from parley.domain.usage import Usage
-from parley.errors import InvalidRequest
+from parley.domain.vectors import Encoding, NotAVector, encoded
+from parley.errors import InvalidRequest, UpstreamError
 from parley.pipeline import runner
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.call import Call
@@ -114,8 +117,21 @@ class EmbeddingJob:
     def reservation(self, model: Resolved, caller: Caller) -> int:
         return self._estimate
 
-    def call(self, route: Route) -> Awaitable[JSON]:
-        return self._providers.embeddings(route.provider_type).embeddings(route.target, self._body)
+    async def call(self, route: Route) -> JSON:
+        adapter = self._providers.embeddings(route.provider_type)
+        reply = await adapter.embeddings(route.target, self._body)
+        encoding: Encoding = "base64" if self._body.get("encoding_format") == "base64" else "float"
+        data = reply.get("data")
+        for item in data if isinstance(data, list) else ():
+            if isinstance(item, dict) and "embedding" in item:
+                try:
+                    item["embedding"] = encoded(item["embedding"], encoding)
+                except NotAVector as error:
+                    raise UpstreamError(
+                        f"The upstream channel `{route.target.channel}` sent a reply whose "
+                        f"embedding could not be read: {error}."
+                    ) from None
+        return reply
 
     def usage(self, reply: JSON) -> Usage:
         usage = reply.get("usage")

@@ -5,6 +5,10 @@ the file sniffed and measured (``transcription_form``), all before any engine is
 The call then takes the runner's path like every other (``pipeline/runner.py``); the
 jobs below only check the model's abilities, call the adapter and render OpenAI's shapes.
 
+``stream=true`` on a model that does not stream (``models[].transcription.stream``) is
+ignored, as OpenAI ignores it for whisper-1: the reply is whole and carries
+``x-parley-stream: ignored``. Translations are never streamed (400).
+
 Billing is Parley's own: every started second of the measured clip, at the model's
 ``per_minute`` price. The engine's own ``usage.seconds`` (or ``duration``) is written to
 the ``parley.audio`` log beside Parley's measure, never billed. A call that fails upstream
@@ -14,6 +18,7 @@ not fail.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
@@ -47,6 +52,8 @@ OPERATIONS: dict[Task, Operation] = {
 }
 SECONDS_HEADER = "x-parley-audio-seconds"
 """Parley's measure of the clip, in seconds (three decimals), on every reply."""
+STREAM_HEADER = "x-parley-stream"
+"""``ignored`` on a whole reply to ``stream=true`` for a model that does not stream."""
 
 
 async def create_transcription(request: web.Request) -> web.StreamResponse:
@@ -63,11 +70,23 @@ async def _serve(request: web.Request, task: Task) -> web.StreamResponse:
     form = await read_form(request, svc.settings.server.max_audio_bytes)
     try:
         asked = await speech_to_text(form, task)
-        if asked.stream:
+        if asked.stream and _streams(svc.models.resolve(asked.model)):
             return await runner.stream(request, StreamedTranscription(asked, svc.providers))
+        if asked.stream:  # OpenAI answers whisper-1 whole too
+            ignored = dataclasses.replace(asked, stream=False)
+            whole = WholeTranscription(ignored, svc.providers, stream_ignored=True)
+            return await runner.reply(request, whole)
         return await runner.reply(request, WholeTranscription(asked, svc.providers))
     finally:
         form.close()
+
+
+def _streams(model: Resolved | None) -> bool:
+    """False only for a transcription model that says it does not stream; any other name
+    takes the stream's path, where the runner refuses it as it refuses every call."""
+    if model is None or model.spec.transcription is None:
+        return True
+    return model.spec.transcription.stream
 
 
 class TranscriptionJob:
@@ -116,12 +135,6 @@ def check_abilities(model: Resolved, asked: SpeechToText) -> None:
             param="model",
             code="translation_not_supported",
         )
-    if asked.stream and not abilities.stream:
-        raise InvalidRequest(
-            f"The model `{name}` does not stream transcriptions; send stream=false.",
-            param="stream",
-            code="stream_not_supported",
-        )
     if asked.response_format not in abilities.formats:
         raise InvalidRequest(
             f"The model `{name}` does not answer in '{asked.response_format}'; "
@@ -131,7 +144,16 @@ def check_abilities(model: Resolved, asked: SpeechToText) -> None:
 
 
 class WholeTranscription(TranscriptionJob):
-    """One reply: the adapter's OpenAI-shaped body, with Parley's usage stated."""
+    """One reply: the adapter's OpenAI-shaped body, with Parley's usage stated; it says
+    so in ``STREAM_HEADER`` when it answers a stream the model cannot give."""
+
+    def __init__(
+        self, asked: SpeechToText, providers: ProviderRegistry, *, stream_ignored: bool = False
+    ) -> None:
+        super().__init__(asked, providers)
+        self._headers = self.seconds_header
+        if stream_ignored:
+            self._headers[STREAM_HEADER] = "ignored"
 
     async def call(self, route: Route) -> Transcript:
         adapter = self.providers.transcription(route.provider_type)
@@ -146,7 +168,7 @@ class WholeTranscription(TranscriptionJob):
         if isinstance(body, str):
             kind = "text/vtt" if fmt == "vtt" else "text/plain"
             return web.Response(
-                text=body, content_type=kind, charset="utf-8", headers=self.seconds_header
+                text=body, content_type=kind, charset="utf-8", headers=self._headers
             )
         payload = dict(body)
         if fmt == "verbose_json" and payload.get("duration") is None:
@@ -156,7 +178,7 @@ class WholeTranscription(TranscriptionJob):
         return web.Response(
             body=orjson.dumps(payload),
             content_type="application/json",
-            headers=self.seconds_header,
+            headers=self._headers,
         )
 
     def _log(self, call: Call, engine: float | None) -> None:

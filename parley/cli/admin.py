@@ -193,21 +193,32 @@ def create_key(
     click.echo(f"created key {record.id} ({record.prefix}…) for group {group_name!r}", err=True)
 
 
-def _key_line(state: KeyState) -> str:
+def _key_line(state: KeyState, names: dict[int, str]) -> str:
     record: KeyRecord = state.record
     expires = record.expires_at.isoformat(timespec="seconds") if record.expires_at else "-"
     used = state.last_used_at.isoformat(timespec="seconds") if state.last_used_at else "-"
-    fields = [str(record.id), f"{record.prefix}…", f"group={record.group_id}", state.status]
+    group = names.get(record.group_id, f"#{record.group_id}")
+    fields = [str(record.id), f"{record.prefix}…", f"group={group}", state.status]
     return "\t".join([*fields, f"expires={expires}", f"last_used={used}", record.name])
+
+
+async def _group_names(admin: AdminService) -> dict[int, str]:
+    return {group.id: group.name for group in await admin.groups()}
 
 
 @keys.command("list")
 @click.option("--group", "group_name", help="Only this group's keys.")
 @click.pass_context
 def list_keys(ctx: click.Context, group_name: str | None) -> None:
-    """List keys (never the secrets: only their prefixes)."""
-    for state in as_admin(ctx, lambda admin: admin.keys(group_name)):
-        click.echo(_key_line(state))
+    """List keys (never the secrets: only their prefixes), with their group's name."""
+
+    async def work(admin: AdminService) -> list[str]:
+        states = await admin.keys(group_name)
+        names = await _group_names(admin)
+        return [_key_line(state, names) for state in states]
+
+    for line in as_admin(ctx, work):
+        click.echo(line)
 
 
 @keys.command("revoke")
@@ -215,7 +226,12 @@ def list_keys(ctx: click.Context, group_name: str | None) -> None:
 @click.pass_context
 def revoke_key(ctx: click.Context, key_id: int) -> None:
     """Revoke a key by its id (see `parley keys list`)."""
-    click.echo(_key_line(as_admin(ctx, lambda admin: admin.revoke_key(key_id))))
+
+    async def work(admin: AdminService) -> str:
+        state = await admin.revoke_key(key_id)
+        return _key_line(state, await _group_names(admin))
+
+    click.echo(as_admin(ctx, work))
 
 
 @click.group()

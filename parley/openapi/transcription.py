@@ -26,7 +26,12 @@ def _form(translation: bool) -> JSON:
             "language": {"type": "string", "description": "ISO-639-1"},
             "timestamp_granularities[]": {**_ARRAY, "description": "word, segment"},
             "include[]": {**_ARRAY, "description": "logprobs"},
-            "stream": {"type": "boolean", "default": False},
+            "stream": {
+                "type": "boolean",
+                "default": False,
+                "description": "ignored by a model that does not stream: the reply is "
+                "whole and carries x-parley-stream: ignored",
+            },
         }
     return {
         "required": True,

@@ -39,6 +39,7 @@ EXPOSED_HEADERS = ", ".join(
         "x-should-retry",
         "deprecation",
         "x-parley-model",
+        "x-parley-stream",
     )
 )
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

@@ -50,6 +50,17 @@ def test_a_zero_budget_is_the_same_in_create_and_update(run: Invoke) -> None:
     assert "must be zero or more" in run("groups", "update", "b", "--budget-usd", "-1", code=2)
 
 
+def test_keys_are_listed_and_revoked_with_their_groups_name(run: Invoke) -> None:
+    run("groups", "create", "alpha")
+    run("groups", "create", "beta")
+    run("keys", "create", "--group", "beta", "--name", "laptop")
+    (line,) = run("keys", "list").splitlines()
+    key_id, _, group, state, *_, name = line.split("\t")
+    assert (group, state, name) == ("group=beta", "active", "laptop")
+    revoked = run("keys", "revoke", key_id).split("\t")
+    assert (revoked[2], revoked[3]) == ("group=beta", "revoked")
+
+
 def test_disable_enable_and_an_unknown_group_for_a_key(run: Invoke) -> None:
     run("groups", "create", "team")
     assert run("groups", "disable", "team").rstrip().endswith("\tdisabled")

@@ -161,3 +161,54 @@ async def test_auth_and_limits_apply(gateway: Gateway) -> None:
 def test_every_model_kind_the_config_accepts_has_an_endpoint() -> None:
     served = set(CHAT.operation.kinds) | set(COMPLETIONS.operation.kinds) | set(EMBEDDINGS.kinds)
     assert set(get_args(ModelKind)) == served | AUDIO_KINDS
+
+
+@pytest.mark.parametrize("given", ["float", "base64"])
+async def test_the_sdk_gets_its_encoding_from_an_upstream_that_ignores_it(
+    gateway: Gateway, key: str, engine: FakeEngine, given: str
+) -> None:
+    engine.behaviour = Behaviour(embedding_encoding=given)
+    client = gateway.client(key)
+    # the SDK asks for base64 when the caller names no format, and decodes it itself
+    raw = await client.embeddings.with_raw_response.create(model="embed-small", input="hi you")
+    assert engine.last_request.body["encoding_format"] == "base64"
+    assert isinstance(raw.http_response.json()["data"][0]["embedding"], str)
+    assert raw.parse().data[0].embedding == pytest.approx(vector("hi you", 8), abs=1e-6)
+    # asked for numbers, it gets numbers
+    floats = await client.embeddings.create(
+        model="embed-small", input="hi you", encoding_format="float"
+    )
+    assert floats.data[0].embedding == pytest.approx(vector("hi you", 8), abs=1e-6)
+
+
+@pytest.mark.parametrize("given", ["float", "base64"])
+@pytest.mark.parametrize("asked", [None, "float", "base64"])
+async def test_raw_http_gets_the_encoding_it_asked_for_whatever_the_upstream_sent(
+    gateway: Gateway, key: str, engine: FakeEngine, given: str, asked: str | None
+) -> None:
+    engine.behaviour = Behaviour(embedding_encoding=given)
+    body: dict[str, Any] = {"model": "embed-small", "input": ["one", "two words"]}
+    if asked is not None:
+        body["encoding_format"] = asked
+    status, _, reply = await post(gateway, key, body)
+    assert status == 200, reply
+    for item, text in zip(reply["data"], ["one", "two words"], strict=True):
+        if asked == "base64":  # little-endian float32, as OpenAI sends it
+            packed = base64.b64decode(item["embedding"])
+            numbers = list(struct.unpack("<8f", packed))
+        else:  # OpenAI's default is an array of numbers
+            numbers = item["embedding"]
+            assert isinstance(numbers, list)
+        assert numbers == pytest.approx(vector(text, 8), abs=1e-6)
+
+
+async def test_an_embedding_that_cannot_be_read_is_a_502_that_costs_nothing(
+    gateway: Gateway, key: str, engine: FakeEngine
+) -> None:
+    engine.behaviour = Behaviour(embedding_encoding="broken")
+    status, _, reply = await post(gateway, key, {"model": "embed-small", "input": "a"})
+    assert status == 502
+    assert reply["error"]["code"] == "bad_gateway"
+    assert "could not be read" in reply["error"]["message"]
+    (record,) = await records(gateway)
+    assert (record.status, record.cost_nanos) == (502, 0)

@@ -245,3 +245,23 @@ async def test_raw_records_past_retention_are_pruned_in_the_background_rollups_k
             await asyncio.sleep(0.05)
     rollups = await gateway.services.store.daily_usage(group.id, old, old + timedelta(days=1))
     assert [row.cost_nanos for row in rollups] == [10**7]
+
+
+async def test_a_call_is_in_the_usage_read_right_after_it(start_gateway: StartGateway) -> None:
+    def slow_writer(config: dict[str, Any]) -> None:
+        config["usage"]["flush_seconds"] = 600  # the writer's own pace never writes it
+
+    gateway = await start_gateway(slow_writer)
+    key = await gateway.key(await gateway.group("team"))
+    reply = await gateway.client(key).chat.completions.create(model="chat-large", messages=MESSAGES)
+    assert gateway.services.meter.writer.backlog == 1
+    _, _, quota = await get(gateway, key, "/dashboard/billing/quota")
+    status, _, usage = await get(gateway, key, "/dashboard/billing/usage")
+    assert status == 200
+    assert usage["totals"]["requests"] == 1
+    assert reply.usage is not None
+    assert usage["totals"]["total_tokens"] == reply.usage.total_tokens
+    assert usage["totals"]["cost_usd"] == quota["budget"]["spent_usd"] > 0
+    (item,) = [item for day in usage["daily_costs"] for item in day["line_items"]]
+    assert (item["name"], item["requests"]) == ("chat-large", 1)
+    assert gateway.services.meter.writer.backlog == 0

@@ -1,12 +1,14 @@
 """``parley serve --demo`` as a newcomer runs it: the engines start as children, the key
 it prints works with the official SDK for chat, speech and transcription, and a SIGTERM
-stops the gateway and both engines."""
+stops the gateway and both engines. On a port already taken it stops at once, as
+``parley serve`` does, having started nothing and made no key."""
 
 from __future__ import annotations
 
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -117,3 +119,27 @@ def test_the_demo_serves_chat_speech_and_transcription_then_stops_its_engines(
         status = demo.wait(timeout=60)
     assert status == 0
     assert not [pid for pid in engines if alive(pid)]
+
+
+def test_a_busy_port_stops_the_demo_before_any_engine_or_key(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "parley", "serve", "--demo", "--port", str(port)],
+            cwd=tmp_path,
+            env=environment({"PYTHONPATH": str(REPO)}),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    output = done.stdout + done.stderr
+    assert done.returncode != 0, output
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
+    assert "already in use" in done.stderr
+    assert "Traceback" not in output
+    assert "starting the local engines" not in output
+    assert "serving" not in output and not KEY.search(output)
+    assert not (tmp_path / "parley-demo" / "parley.db").exists(), "no key, no database"

@@ -45,7 +45,7 @@ def test_cli_key_serves_the_sdk_and_its_revocation_reaches_the_server(
     assert display_prefix(key) in listing
     assert key[: len(display_prefix(key)) + 1] not in listing
     key_id, shown_prefix, group, state, *_ = listing.splitlines()[0].split("\t")
-    assert (shown_prefix, group, state) == (f"{display_prefix(key)}…", "group=1", "active")
+    assert (shown_prefix, group, state) == (f"{display_prefix(key)}…", "group=team", "active")
     server.wait_ready()
 
     with openai.OpenAI(base_url=server.v1, api_key=key, max_retries=0, timeout=10) as client:

@@ -78,6 +78,22 @@ def test_config_errors_are_one_line_naming_the_field(
     assert "\n" not in message
 
 
+def test_a_short_admin_token_is_refused_without_being_shown(tmp_path: Path) -> None:
+    path = write(tmp_path, "admin: {token: 'hunter2x'}")
+    with pytest.raises(ConfigError) as problem:
+        load_settings(path, {})
+    message = str(problem.value)
+    assert "admin.token: must be at least 16 characters" in message
+    assert "hunter2x" not in message
+    with pytest.raises(ConfigError, match=r"admin\.token"):
+        load_settings(None, {"PARLEY_ADMIN_TOKEN": "x" * 15})
+    assert load_settings(None, {"PARLEY_ADMIN_TOKEN": "x" * 16}).admin.token == "x" * 16
+    assert load_settings(None, {"PARLEY_ADMIN_TOKEN": ""}).admin.token == ""  # off
+    # an admin command leaves an unset reference as written, and never uses it
+    unset = write(tmp_path, "admin: {token: '${ADM}'}")
+    assert load_settings(unset, {}, secrets=False).admin.token == "${ADM}"
+
+
 def test_environment_references_and_overrides(tmp_path: Path) -> None:
     path = write(tmp_path, "server: {host: '${HOST}'}\ndatabase: {url: 'sqlite:///a.db'}")
     settings = load_settings(path, {"HOST": "0.0.0.0", "PARLEY_DATABASE_URL": "sqlite:///b.db"})
@@ -98,7 +114,8 @@ def test_no_file_is_an_empty_gateway_on_sqlite(
 def test_the_example_config_is_valid() -> None:
     example = Path(__file__).parents[2] / "parley.example.yaml"
     settings = load_settings(
-        example, {"PARLEY_ADMIN_TOKEN": "t", "VLLM_API_KEY": "k", "OPENAI_API_KEY": "k"}
+        example,
+        {"PARLEY_ADMIN_TOKEN": "t" * 16, "VLLM_API_KEY": "k", "OPENAI_API_KEY": "k"},
     )
     assert {"chat-large", "vision-small", "tts-pro", "stt-large"} <= {
         model.name for model in settings.models

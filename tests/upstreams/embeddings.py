@@ -3,7 +3,9 @@
 Each input (a string, a token array) gets ``dimensions`` numbers (default
 ``DEFAULT_DIMENSIONS``) drawn from the SHA-256 of the input, so the same input always
 gets the same vector and different inputs differ. ``encoding_format: base64`` returns
-each vector as little-endian float32 bytes in base64, as OpenAI does. Usage: one prompt
+each vector as little-endian float32 bytes in base64, as OpenAI does; ``encoding``, when
+given, is used whatever the request asked (an engine that ignores the field);
+``"broken"`` sends a string that is not base64. Usage: one prompt
 token per whitespace-separated word of a string, or per token of a token array;
 omitted with the ``no-usage`` knob.
 """
@@ -41,16 +43,18 @@ def tokens(item: Any) -> int:
     return len(item.split()) if isinstance(item, str) else len(item)
 
 
-def embedding_reply(body: JSON, with_usage: bool) -> JSON:
+def embedding_reply(body: JSON, with_usage: bool, encoding: str | None = None) -> JSON:
     dimensions = body.get("dimensions") or DEFAULT_DIMENSIONS
     items = inputs_of(body.get("input"))
     data = []
     for index, item in enumerate(items):
         numbers = vector(item, dimensions)
         encoded: Any = numbers
-        if body.get("encoding_format") == "base64":
+        if (encoding or body.get("encoding_format")) == "base64":
             packed = struct.pack(f"<{len(numbers)}f", *numbers)
             encoded = base64.b64encode(packed).decode("ascii")
+        if encoding == "broken":
+            encoded = "%%% not base64 %%%"
         data.append({"object": "embedding", "index": index, "embedding": encoded})
     reply: JSON = {"object": "list", "data": data, "model": body.get("model")}
     if with_usage:

@@ -42,6 +42,8 @@ other model name behaves normally and is echoed in replies. ``engine.behaviour``
 - ``huge-event-N``: stream ``HUGE_AFTER`` chunks, then a ``data:`` line of N bytes that
   never ends, written in ``HUGE_WRITE`` pieces (then the connection ends).
 - ``huge-reply-N``: a whole reply whose content is N bytes, sent chunked (no length).
+- ``floats-only``, ``base64-only``: embeddings in that encoding whatever was asked (an
+  engine that ignores ``encoding_format``).
 
 Every reply sets a cookie (``engine-session``), as providers behind a CDN do.
 
@@ -117,6 +119,7 @@ class Behaviour:
     leak: bool = False
     huge_event: int | None = None
     huge_reply: int | None = None
+    embedding_encoding: str | None = None
 
     def with_model(self, model: str) -> Behaviour:
         behaviour = self
@@ -131,6 +134,8 @@ class Behaviour:
             "joined": {"joined": True},
             "overflow": {"overflow": True},
             "leak": {"leak": True},
+            "floats-only": {"embedding_encoding": "float"},
+            "base64-only": {"embedding_encoding": "base64"},
         }
         if part in flags:
             return replace(self, **flags[part])
@@ -248,7 +253,11 @@ class FakeEngine(FakeServer):
         if behaviour.hang:
             await asyncio.sleep(behaviour.hang)
         if kind == "embedding":
-            reply = ["junk"] if behaviour.junk else embedding_reply(body, behaviour.usage)
+            reply = (
+                ["junk"]
+                if behaviour.junk
+                else embedding_reply(body, behaviour.usage, behaviour.embedding_encoding)
+            )
             return json_reply(200, reply)
         reply_id = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-fake{next(self._ids)}"
         script = script_for(kind, body, behaviour.words, reply_id)

@@ -12,8 +12,8 @@ import aiohttp
 import openai
 import pytest
 
-from tests.api.audio.conftest import ENGINE_MODELS, TRANSCRIPTIONS
-from tests.api.harness import Gateway, call
+from tests.api.audio.conftest import ENGINE_MODELS, NANOS_PER_SECOND, TRANSCRIPTIONS
+from tests.api.harness import Gateway, call, records
 from tests.clips import clip
 from tests.upstreams.transcribers import FakeTranscriber
 from tests.upstreams.transcript_script import Script, srt, vtt
@@ -169,16 +169,68 @@ async def test_a_streamed_transcription_is_openais_events(
     assert done.usage.seconds == 3
 
 
-async def test_stream_on_a_model_that_does_not_stream_is_400_saying_so(
+async def post_form(gateway: Gateway, key: str, fields: dict[str, str]) -> aiohttp.ClientResponse:
+    """The form with ``CLIP`` as its file, posted raw; the reply, its body already read."""
+    form = aiohttp.FormData()
+    for name, value in fields.items():
+        form.add_field(name, value)
+    form.add_field("file", CLIP, filename="talk.mp3")
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            f"{gateway.v1}/audio/transcriptions",
+            data=form,
+            headers={"Authorization": f"Bearer {key}"},
+        ) as reply,
+    ):
+        await reply.read()
+        return reply
+
+
+async def test_stream_on_a_model_that_does_not_stream_is_answered_whole_as_openai_does(
     audio_gateway: Gateway, audio_key: str, engines: dict[str, FakeTranscriber]
 ) -> None:
-    with pytest.raises(openai.BadRequestError) as refused:
-        await audio_gateway.client(audio_key).audio.transcriptions.create(
-            model="whisper", file=("talk.mp3", CLIP), stream=True
-        )
-    assert refused.value.param == "stream"
-    assert "does not stream" in refused.value.message
-    assert engines["openai"].uploads == []
+    reply = await post_form(audio_gateway, audio_key, {"model": "whisper", "stream": "true"})
+    assert reply.status == 200
+    assert reply.headers["x-parley-stream"] == "ignored"
+    assert reply.content_type == "application/json"
+    body = await reply.json()
+    assert body["text"] == SPOKEN.text
+    assert body["usage"] == {"type": "duration", "seconds": 3}
+    assert engines["openai"].last.fields["model"] == "whisper-1"
+    assert "stream" not in engines["openai"].last.fields
+    (record,) = await records(audio_gateway)
+    assert (record.status, record.audio_ms) == (200, 3000)
+    assert record.cost_nanos == 3 * NANOS_PER_SECOND
+
+    text = await post_form(
+        audio_gateway, audio_key, {"model": "whisper", "stream": "true", "response_format": "srt"}
+    )
+    assert text.status == 200
+    assert text.headers["x-parley-stream"] == "ignored"
+    assert (await text.text()) == srt(SPOKEN)
+
+
+async def test_the_sdk_told_to_stream_from_whisper_gets_the_header_saying_it_did_not(
+    audio_gateway: Gateway, audio_key: str
+) -> None:
+    raw = await audio_gateway.client(audio_key).audio.transcriptions.with_raw_response.create(
+        model="whisper", file=("talk.mp3", CLIP), stream=True
+    )
+    assert raw.headers["x-parley-stream"] == "ignored"
+    # as with OpenAI's own whole answer, the SDK finds no events in it
+    assert [event async for event in raw.parse()] == []
+
+
+@pytest.mark.parametrize(("model", "stream"), [("gpt4o-stt", "true"), ("whisper", "false")])
+async def test_only_an_ignored_stream_is_marked(
+    audio_gateway: Gateway, audio_key: str, model: str, stream: str
+) -> None:
+    reply = await post_form(audio_gateway, audio_key, {"model": model, "stream": stream})
+    assert reply.status == 200
+    assert "x-parley-stream" not in reply.headers
+    expected = "text/event-stream" if stream == "true" else "application/json"
+    assert reply.content_type == expected
 
 
 async def test_translation_on_a_model_that_cannot_translate_is_400_saying_so(
