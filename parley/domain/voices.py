@@ -134,6 +134,8 @@ class Clone:
     duration_ms: int
     created_at: datetime
     transcript: str | None = None
+    consent: str | None = None
+    """What the caller sent as the speaker's consent (OpenAI's consent recording id)."""
 
     def record(self, *, ready: bool) -> dict[str, Any]:
         record: dict[str, Any] = {"id": self.voice_id, "label": self.label, "builtin": False}
