@@ -1,18 +1,21 @@
 """POST /v1/audio/voices (clone a voice) and DELETE /v1/audio/voices/{voice_id}.
 
-Cloning: the multipart form (``model`` in the query or the form, ``label``, ``file``,
-optional ``transcript`` and ``consent``) is read by ``uploads.read_form`` (the one reader
-of every upload, with its caps; 415 for another content type) with the clip capped
-(413); the clip's container is sniffed and its duration measured by decoding
+Cloning: the multipart form is read by ``uploads.read_form`` (the one reader of every
+upload, with its caps; 415 for another content type) with the clip capped (413). It
+takes the spec's field names or OpenAI's (``client.audio.voices.create``): ``model`` in
+the query or the form; ``label`` or ``name``; ``file`` or ``audio_sample``; optional
+``transcript``, ``consent`` (recorded with the clone) and ``type`` (``audio_sample``
+only). The clip's container is sniffed and its duration measured by decoding
 (``audio.probe``), and must be 3 to 60 seconds: all before any engine call. A clip longer
 than the engine takes (``engine_clip_seconds``) is cut to that length as WAV, and its
 transcript is then not sent (it would no longer match). The engine gets the name
-``g<group id>__<label>``; the registry keeps the engine's spelling of it.
+``g<group id>__<label>``; the registry keeps the engine's spelling of it. The reply
+speaks both vocabularies: ``label`` and ``name``, ``builtin`` and ``type``.
 
 Deleting: a clone-shaped id of another group (in any spelling, ``domain.voices``) and a
 built-in voice are 403; an id of the caller's group that the registry does not have is
 404. The engine's copy is deleted, then the registry entry, even when the engine had
-already lost the voice.
+already lost the voice. The reply is OpenAI's ``audio.voice.deleted``.
 
 Both go through the runner (admitted against the request rate, metered at no cost).
 """
@@ -25,6 +28,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
+from multidict import MultiDict
 
 from parley.api.context import caller, services
 from parley.api.reply import json_reply
@@ -58,6 +62,9 @@ MEDIA_TYPES = {
     "webm": "audio/webm",
     "flac": "audio/flac",
 }
+FILE_FIELDS = ("file", "audio_sample")
+"""The clip's part, under the spec's name or OpenAI's."""
+MAX_CONSENT_CHARS = 300
 
 
 def _voices_model(model: Resolved) -> SpeechProfile:
@@ -94,7 +101,7 @@ async def create_voice(request: web.Request) -> web.StreamResponse:
     svc = services(request)
     await refuse_before_upload(request)  # an over-limit caller's clip is never read
     cap = _upload_cap(svc, request.query.get("model"))
-    form = await read_form(request, cap)
+    form = await read_form(request, cap, FILE_FIELDS)
     try:
         asked = await _clone_form(request, form)
     finally:
@@ -105,12 +112,24 @@ async def create_voice(request: web.Request) -> web.StreamResponse:
 async def _clone_form(request: web.Request, form: Form) -> CloneForm:
     fields = form.fields
     model = model_param(request, fields.get("model"))
-    label = fields.get("label")
+    label = _either(fields, "label", "name")
     if not label:
-        raise InvalidRequest("Missing required parameter: 'label'.", param="label")
+        raise InvalidRequest("Missing required parameter: 'label' (or 'name').", param="label")
+    if fields.get("type", "audio_sample") != "audio_sample":
+        raise InvalidRequest(
+            "Voices are cloned from an audio sample only: 'type' must be 'audio_sample'.",
+            param="type",
+            code="unsupported_voice_type",
+        )
     consent = fields.get("consent") or None
+    if consent is not None and len(consent) > MAX_CONSENT_CHARS:
+        raise InvalidRequest(
+            f"'consent' is longer than {MAX_CONSENT_CHARS} characters.", param="consent"
+        )
     if form.file is None:
-        raise InvalidRequest("Missing required parameter: 'file'.", param="file")
+        raise InvalidRequest(
+            "Missing required parameter: 'file' (or 'audio_sample').", param="file"
+        )
     audio = form.file.read()
     info = await asyncio.to_thread(probe, audio)
     if not MIN_CLIP_SECONDS <= info.seconds <= MAX_CLIP_SECONDS:
@@ -122,6 +141,17 @@ async def _clone_form(request: web.Request, form: Form) -> CloneForm:
         )
     transcript = fields.get("transcript") or None
     return CloneForm(model, label, audio, info, transcript, consent)
+
+
+def _either(fields: MultiDict[str], ours: str, openais: str) -> str | None:
+    """A field sent under the spec's name or OpenAI's; a 400 when the two disagree."""
+    mine, theirs = fields.get(ours), fields.get(openais)
+    if mine is not None and theirs is not None and mine != theirs:
+        raise InvalidRequest(
+            f"'{ours}' and '{openais}' are one field under two names, and they differ; send one.",
+            param=openais,
+        )
+    return mine if mine is not None else theirs
 
 
 def _upload_cap(svc: Services, model: str | None) -> int:
@@ -192,6 +222,7 @@ class CloneJob:
             duration_ms=self._info.milliseconds,
             created_at=datetime.now(UTC),
             transcript=self._transcript,
+            consent=self._consent,
         )
         try:
             return await self._svc.clones.add(clone)
@@ -216,7 +247,9 @@ class CloneJob:
     def render(self, reply: Clone, call: Call, usage: Usage) -> web.StreamResponse:
         record: dict[str, Any] = reply.record(ready=self._profile.status_on_every_voice)
         record.update(
+            name=reply.label,
             object="audio.voice",
+            type="audio_sample",
             model=reply.model,
             created_at=int(reply.created_at.timestamp()),
             duration_seconds=round(reply.duration_ms / 1000, 3),
@@ -328,7 +361,7 @@ class DeleteJob:
         return Usage()
 
     def render(self, reply: Clone, call: Call, usage: Usage) -> web.StreamResponse:
-        return json_reply({"id": reply.voice_id, "object": "audio.voice", "deleted": True})
+        return json_reply({"id": reply.voice_id, "object": "audio.voice.deleted", "deleted": True})
 
 
 def _refused(voice_id: str) -> PermissionDenied:

@@ -191,7 +191,7 @@ async def test_deleting_refuses_builtins_and_other_groups_and_404s_the_unknown(
     assert tenants.engines.omni.uploaded, "nothing was deleted"
     status, body = await delete(tenants, tenants.key_a, voice["id"])
     assert status == 200
-    assert body == {"id": voice["id"], "object": "audio.voice", "deleted": True}
+    assert body == {"id": voice["id"], "object": "audio.voice.deleted", "deleted": True}
     assert tenants.engines.omni.uploaded == {} and await listed(tenants, tenants.key_a) == []
 
 
