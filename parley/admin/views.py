@@ -69,5 +69,6 @@ def clone_view(clone: Clone, group_names: Mapping[int, str]) -> dict[str, Any]:
         "engine_name": clone.engine_name,
         "channel": clone.channel,
         "duration_seconds": round(clone.duration_ms / 1000, 3),
+        "consent": clone.consent,
         "created_at": _iso(clone.created_at),
     }

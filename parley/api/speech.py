@@ -1,11 +1,14 @@
 """POST /v1/audio/speech: text to audio, relayed as the engine makes it (raw or SSE).
 
 The handler checks the body, then hands a ``SpeechJob`` to the runner, which admits,
-routes, relays and meters it. The job chooses the engine's voice for each route (a clone
-of another group, or a voice the engine does not have, becomes the model's default
-voice and is never sent), calls the adapter, converts the audio to the caller's format
-as it arrives (``audio.convert``), and frames it: raw bytes, or ``speech.audio.delta``
-events closed by ``speech.audio.done`` with usage. It is billed per input character
+routes, relays and meters it. The job chooses the engine's voice for each route: a
+clone-shaped id (in any spelling an engine may fold to one, ``domain.voices``) is only
+ever the caller's own registered clone, sent under the engine's name for it; any other
+clone-shaped id, or a voice the engine does not have, becomes the model's default voice
+and is never sent, whether or not the engine's roster can be read. It calls the
+adapter, converts the audio to the caller's format as it arrives (``audio.convert``),
+and frames it: raw bytes, or ``speech.audio.delta`` events closed by
+``speech.audio.done`` with usage. It is billed per input character
 (``per_1k_characters``) once any audio reached the caller; rate limits count the input
 at ``domain.speech.CHARACTERS_PER_TOKEN`` characters a token.
 """
@@ -236,7 +239,8 @@ class SpeechJob:
     # choices made per route
 
     async def _engine_voice(self, route: Route) -> str | None:
-        """The voice's engine name, or the default for any voice this caller may not use."""
+        """The voice's engine name, or the default for any voice this caller may not use.
+        A voice the roster cannot vouch for is passed through only when not clone-shaped."""
         default, requested = self._profile.default_voice, self._voice
         if requested is None:
             return default

@@ -1,8 +1,11 @@
 """Reading a ``multipart/form-data`` upload: text fields in memory, the file spooled.
 
-The file is read in pieces into a ``SpooledTemporaryFile`` (kept in memory up to
-``SPOOL_BYTES``, on disk past it) and counted as it arrives: past the configured cap the
-call is refused with 413 naming the limit, before the rest is read. It is later sent on
+Every upload (transcriptions, translations, voice clones) is read here, with the same
+caps: at most ``MAX_FIELDS`` parts, ``MAX_FIELD_BYTES`` a text field, the file under
+the caller's cap; another content type is a 415. The file is read in pieces into a
+``SpooledTemporaryFile`` (kept in memory up to ``SPOOL_BYTES``, on disk past it) and
+counted as it arrives: past the configured cap the call is refused with 413 naming the
+limit, before the rest is read. It is later sent on
 from that spool, so an upload is never held twice in memory.
 """
 
@@ -26,10 +29,12 @@ MAX_FIELDS = 100
 
 @dataclass
 class Form:
-    """A form's text fields (under the names they were sent with) and its file, if any."""
+    """A form's text fields (under the names they were sent with) and its file, if any,
+    with the name it was sent under."""
 
     fields: MultiDict[str] = field(default_factory=MultiDict)
     file: IO[bytes] | None = None
+    file_field: str | None = None
     size: int = 0
 
     def close(self) -> None:
@@ -37,16 +42,19 @@ class Form:
             self.file.close()
 
 
-async def read_form(request: web.Request, max_file_bytes: int, file_field: str = "file") -> Form:
-    """The multipart form of ``request``; 415 for another content type, 413 for a file
-    over ``max_file_bytes``, 400 for a malformed body. The caller closes the form."""
+async def read_form(
+    request: web.Request, max_file_bytes: int, file_fields: tuple[str, ...] = ("file",)
+) -> Form:
+    """The multipart form of ``request``, its file sent under one of ``file_fields``; 415
+    for another content type, 413 for a file over ``max_file_bytes``, 400 for a malformed
+    body, too many parts or two files. The caller closes the form."""
     if request.content_type != "multipart/form-data":
         raise UnsupportedMediaType(
             f"Unsupported Content-Type `{request.content_type}`; send multipart/form-data."
         )
     form = Form()
     try:
-        await _read_parts(await request.multipart(), form, max_file_bytes, file_field)
+        await _read_parts(await request.multipart(), form, max_file_bytes, file_fields)
     except (ValueError, HttpProcessingError):  # aiohttp's words for a malformed body
         form.close()
         raise InvalidRequest("The multipart body could not be read.") from None
@@ -57,7 +65,7 @@ async def read_form(request: web.Request, max_file_bytes: int, file_field: str =
 
 
 async def _read_parts(
-    reader: MultipartReader, form: Form, max_file_bytes: int, file_field: str
+    reader: MultipartReader, form: Form, max_file_bytes: int, file_fields: tuple[str, ...]
 ) -> None:
     count = 0
     while (part := await reader.next()) is not None:
@@ -65,18 +73,19 @@ async def _read_parts(
         if count > MAX_FIELDS or not isinstance(part, BodyPartReader):
             raise InvalidRequest("The form has too many or nested parts.")
         name = part.name or ""
-        if name == file_field:
+        if name in file_fields:
             if form.file is not None:
-                raise InvalidRequest(f"Send one '{file_field}'.", param=file_field)
+                raise InvalidRequest("The form carries more than one file.", param=name)
             form.file = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)  # noqa: SIM115
-            form.size = await _spool(part, form.file, max_file_bytes)
+            form.file_field = name
+            form.size = await _spool(part, form.file, max_file_bytes, name)
         elif part.filename is None:
             form.fields.add(name, await _text(part, name))
         else:
             await part.release()  # another file: not ours to read
 
 
-async def _spool(part: BodyPartReader, file: IO[bytes], limit: int) -> int:
+async def _spool(part: BodyPartReader, file: IO[bytes], limit: int, name: str) -> int:
     size = 0
     while piece := await part.read_chunk(PIECE_BYTES):
         size += len(piece)
@@ -84,7 +93,7 @@ async def _spool(part: BodyPartReader, file: IO[bytes], limit: int) -> int:
             raise PayloadTooLarge(
                 f"The audio file is too large: the limit is {limit} bytes "
                 f"({limit / 1_048_576:.1f} MiB). Send a shorter or more compressed file.",
-                param="file",
+                param=name,
             )
         file.write(piece)
     file.seek(0)

@@ -1,16 +1,21 @@
 """POST /v1/audio/voices (clone a voice) and DELETE /v1/audio/voices/{voice_id}.
 
-Cloning: the multipart form (``model`` in the query or the form, ``label``, ``file``,
-optional ``transcript`` and ``consent``) is read with the upload capped (413); the clip's
-container is sniffed and its duration measured by decoding (``audio.probe``), and must be
-3 to 60 seconds: all before any engine call. A clip longer than the engine takes
-(``engine_clip_seconds``) is cut to that length as WAV, and its transcript is then not
-sent (it would no longer match). The engine gets the name ``g<group id>__<label>``; the
-registry keeps the engine's spelling of it.
+Cloning: the multipart form is read by ``uploads.read_form`` (the one reader of every
+upload, with its caps; 415 for another content type) with the clip capped (413). It
+takes the spec's field names or OpenAI's (``client.audio.voices.create``): ``model`` in
+the query or the form; ``label`` or ``name``; ``file`` or ``audio_sample``; optional
+``transcript``, ``consent`` (recorded with the clone) and ``type`` (``audio_sample``
+only). The clip's container is sniffed and its duration measured by decoding
+(``audio.probe``), and must be 3 to 60 seconds: all before any engine call. A clip longer
+than the engine takes (``engine_clip_seconds``) is cut to that length as WAV, and its
+transcript is then not sent (it would no longer match). The engine gets the name
+``g<group id>__<label>``; the registry keeps the engine's spelling of it. The reply
+speaks both vocabularies: ``label`` and ``name``, ``builtin`` and ``type``.
 
-Deleting: another group's id and a built-in voice are 403; an id of the caller's group
-that the registry does not have is 404. The engine's copy is deleted, then the registry
-entry, even when the engine had already lost the voice.
+Deleting: a clone-shaped id of another group (in any spelling, ``domain.voices``) and a
+built-in voice are 403; an id of the caller's group that the registry does not have is
+404. The engine's copy is deleted, then the registry entry, even when the engine had
+already lost the voice. The reply is OpenAI's ``audio.voice.deleted``.
 
 Both go through the runner (admitted against the request rate, metered at no cost).
 """
@@ -18,14 +23,16 @@ Both go through the runner (admitted against the request rate, metered at no cos
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from aiohttp import BodyPartReader, web
-from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp import web
+from multidict import MultiDict
 
 from parley.api.context import caller, services
 from parley.api.reply import json_reply
+from parley.api.uploads import Form, read_form
 from parley.api.voices import model_param, not_local_tts
 from parley.audio import AudioInfo, probe
 from parley.audio.errors import AudioError
@@ -33,7 +40,7 @@ from parley.domain.models import Resolved
 from parley.domain.speech import MAX_CLIP_SECONDS, MIN_CLIP_SECONDS, SpeechProfile
 from parley.domain.usage import Usage
 from parley.domain.voices import LABEL_RULE, Clone, clone_id, clone_owner, valid_label
-from parley.errors import InvalidRequest, NotFound, ParleyError, PayloadTooLarge, PermissionDenied
+from parley.errors import InvalidRequest, NotFound, ParleyError, PermissionDenied
 from parley.pipeline import runner
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.call import Call
@@ -55,8 +62,9 @@ MEDIA_TYPES = {
     "webm": "audio/webm",
     "flac": "audio/flac",
 }
-TEXT_FIELDS = frozenset({"model", "label", "transcript", "consent"})
-MAX_TEXT_FIELD = 10_000
+FILE_FIELDS = ("file", "audio_sample")
+"""The clip's part, under the spec's name or OpenAI's."""
+MAX_CONSENT_CHARS = 300
 
 
 def _voices_model(model: Resolved) -> SpeechProfile:
@@ -77,28 +85,73 @@ def _moved_on(channel: str) -> UpstreamRefused:
 # cloning
 
 
+@dataclass(frozen=True, slots=True)
+class CloneForm:
+    """A checked clone form: the clip measured, every 400 of the form already raised."""
+
+    model: str
+    label: str
+    audio: bytes
+    info: AudioInfo
+    transcript: str | None
+    consent: str | None
+
+
 async def create_voice(request: web.Request) -> web.StreamResponse:
     svc = services(request)
     await refuse_before_upload(request)  # an over-limit caller's clip is never read
-    fields, audio = await _read_form(request, _upload_cap(svc, request.query.get("model")))
+    cap = _upload_cap(svc, request.query.get("model"))
+    form = await read_form(request, cap, FILE_FIELDS)
+    try:
+        asked = await _clone_form(request, form)
+    finally:
+        form.close()
+    return await runner.reply(request, CloneJob(svc, caller(request), asked))
+
+
+async def _clone_form(request: web.Request, form: Form) -> CloneForm:
+    fields = form.fields
     model = model_param(request, fields.get("model"))
-    label = fields.get("label")
+    label = _either(fields, "label", "name")
     if not label:
-        raise InvalidRequest("Missing required parameter: 'label'.", param="label")
-    if audio is None:
-        raise InvalidRequest("Missing required parameter: 'file'.", param="file")
+        raise InvalidRequest("Missing required parameter: 'label' (or 'name').", param="label")
+    if fields.get("type", "audio_sample") != "audio_sample":
+        raise InvalidRequest(
+            "Voices are cloned from an audio sample only: 'type' must be 'audio_sample'.",
+            param="type",
+            code="unsupported_voice_type",
+        )
+    consent = fields.get("consent") or None
+    if consent is not None and len(consent) > MAX_CONSENT_CHARS:
+        raise InvalidRequest(
+            f"'consent' is longer than {MAX_CONSENT_CHARS} characters.", param="consent"
+        )
+    if form.file is None:
+        raise InvalidRequest(
+            "Missing required parameter: 'file' (or 'audio_sample').", param="file"
+        )
+    audio = form.file.read()
     info = await asyncio.to_thread(probe, audio)
     if not MIN_CLIP_SECONDS <= info.seconds <= MAX_CLIP_SECONDS:
         raise InvalidRequest(
             f"The clip lasts {info.seconds:.2f} seconds; a reference clip must last "
             f"{MIN_CLIP_SECONDS:g} to {MAX_CLIP_SECONDS:g} seconds.",
-            param="file",
+            param=form.file_field,
             code="invalid_clip_duration",
         )
-    job = CloneJob(
-        svc, caller(request), model=model, label=label, audio=audio, info=info, fields=fields
-    )
-    return await runner.reply(request, job)
+    transcript = fields.get("transcript") or None
+    return CloneForm(model, label, audio, info, transcript, consent)
+
+
+def _either(fields: MultiDict[str], ours: str, openais: str) -> str | None:
+    """A field sent under the spec's name or OpenAI's; a 400 when the two disagree."""
+    mine, theirs = fields.get(ours), fields.get(openais)
+    if mine is not None and theirs is not None and mine != theirs:
+        raise InvalidRequest(
+            f"'{ours}' and '{openais}' are one field under two names, and they differ; send one.",
+            param=openais,
+        )
+    return mine if mine is not None else theirs
 
 
 def _upload_cap(svc: Services, model: str | None) -> int:
@@ -110,61 +163,15 @@ def _upload_cap(svc: Services, model: str | None) -> int:
     return max(caps, default=10_485_760)
 
 
-async def _read_form(request: web.Request, cap: int) -> tuple[dict[str, str], bytes | None]:
-    if not request.content_type.startswith("multipart/"):
-        raise InvalidRequest("Send the clip as multipart/form-data.", code="unsupported_media_type")
-    try:
-        return await _read_parts(request, cap)
-    except (ValueError, HttpProcessingError):  # no boundary, a bad part header, a cut body
-        raise InvalidRequest("The multipart/form-data body is malformed.") from None
-
-
-async def _read_parts(request: web.Request, cap: int) -> tuple[dict[str, str], bytes | None]:
-    reader = await request.multipart()
-    fields: dict[str, str] = {}
-    audio: bytes | None = None
-    while (part := await reader.next()) is not None:
-        if not isinstance(part, BodyPartReader):
-            continue
-        if part.name == "file":
-            audio = await _read_capped(part, cap)
-        elif part.name in TEXT_FIELDS:
-            fields[part.name] = (await _read_capped(part, MAX_TEXT_FIELD)).decode(
-                "utf-8", "replace"
-            )
-    return fields, audio
-
-
-async def _read_capped(part: BodyPartReader, cap: int) -> bytes:
-    chunks, size = [], 0
-    while chunk := await part.read_chunk():
-        size += len(chunk)
-        if size > cap:
-            raise PayloadTooLarge(f"The upload is larger than {cap} bytes.", param=part.name)
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
 class CloneJob:
     """One clone, as the runner's ``ReplyJob`` whose reply is the registered ``Clone``."""
 
-    def __init__(
-        self,
-        svc: Services,
-        who: Caller,
-        *,
-        model: str,
-        label: str,
-        audio: bytes,
-        info: AudioInfo,
-        fields: dict[str, str],
-    ) -> None:
-        self._svc, self._caller, self._model = svc, who, model
-        self._label, self._audio, self._info = label, audio, info
-        self._transcript = fields.get("transcript") or None
-        self._consent = fields.get("consent") or f"parley-g{who.group.id}"
+    def __init__(self, svc: Services, who: Caller, asked: CloneForm) -> None:
+        self._svc, self._caller, self._model = svc, who, asked.model
+        self._label, self._audio, self._info = asked.label, asked.audio, asked.info
+        self._transcript, self._consent = asked.transcript, asked.consent
         self._profile = SpeechProfile()
-        self._spec_name = model
+        self._spec_name = asked.model
 
     @property
     def operation(self) -> Operation:
@@ -196,7 +203,8 @@ class CloneJob:
         if await self._svc.clones.find(self._spec_name, voice_id, self._caller.group.id):
             raise _taken(voice_id)  # made on another instance since the last refresh
         audio, media_type, transcript = await self._clip()
-        clip = VoiceClip(voice_id, audio, media_type, self._consent, transcript)
+        consent = self._consent or f"parley-g{self._caller.group.id}"  # engines require one
+        clip = VoiceClip(voice_id, audio, media_type, consent, transcript)
         adapter = self._svc.providers.voices(route.provider_type)
         try:
             engine_name = await adapter.create_voice(route.target, clip)
@@ -214,6 +222,7 @@ class CloneJob:
             duration_ms=self._info.milliseconds,
             created_at=datetime.now(UTC),
             transcript=self._transcript,
+            consent=self._consent,
         )
         try:
             return await self._svc.clones.add(clone)
@@ -238,7 +247,9 @@ class CloneJob:
     def render(self, reply: Clone, call: Call, usage: Usage) -> web.StreamResponse:
         record: dict[str, Any] = reply.record(ready=self._profile.status_on_every_voice)
         record.update(
+            name=reply.label,
             object="audio.voice",
+            type="audio_sample",
             model=reply.model,
             created_at=int(reply.created_at.timestamp()),
             duration_seconds=round(reply.duration_ms / 1000, 3),
@@ -350,7 +361,7 @@ class DeleteJob:
         return Usage()
 
     def render(self, reply: Clone, call: Call, usage: Usage) -> web.StreamResponse:
-        return json_reply({"id": reply.voice_id, "object": "audio.voice", "deleted": True})
+        return json_reply({"id": reply.voice_id, "object": "audio.voice.deleted", "deleted": True})
 
 
 def _refused(voice_id: str) -> PermissionDenied:

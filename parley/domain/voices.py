@@ -3,8 +3,14 @@
 The engine owns audio and clones; Parley owns identity and privacy. A clone's id is
 ``g<group id>__<label>``; the label is 1 to 48 characters of ASCII letters, digits, ``_``
 and ``-``, starting with a letter or digit. Engines lower-case names (vLLM-Omni), so two
-labels differing only in case are the same voice: the second is a 409. Any id of the
-clone shape whose group is not the caller's is treated as a voice that does not exist.
+labels differing only in case are the same voice: the second is a 409.
+
+An id is clone-shaped when its ``folded`` form starts with ``g<digits>__``: the shape is
+judged on what an engine that folds case or Unicode compatibility forms could make of
+the id, never on its spelling, so ``G1__X``, ``g1__x`` in fullwidth letters and ``g1__x``
+are all group 1's. A clone-shaped id is only ever the caller's own registered clone; any
+other is treated as a voice that does not exist, whether or not the engine's roster can
+be read.
 
 The voice list is the engine's built-in roster merged with the model's catalogue by id,
 plus the caller's group's clones. Coverage follows the spec: catalogued (curated) voices
@@ -15,13 +21,19 @@ clones carry only ``id``, ``label``, ``builtin`` and possibly ``status``.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,47}")
-CLONE_ID = re.compile(r"g([0-9]+)__(.+)", re.DOTALL)
+CLONE_SHAPE = re.compile(r"g(\d+)__")
+DROPPED_CATEGORIES = frozenset({"Mn", "Me", "Cf", "Cc", "Zs", "Zl", "Zp"})
+"""Combining marks, format and control characters and spaces: what folding drops."""
+MAX_GROUP_DIGITS = 18
+MAX_VOICE_ID_CHARS = 256
+"""Longer than any voice id: such an id is not folded (its cost grows with its length)."""
 LABEL_RULE = (
     "1 to 48 characters of ASCII letters, digits, '_' and '-', starting with a letter or digit"
 )
@@ -36,10 +48,27 @@ def clone_id(group_id: int, label: str) -> str:
     return f"g{group_id}__{label}"
 
 
+def folded(voice_id: str) -> str:
+    """The id as engines may read it: NFKC, case-folded, decomposed with its marks, format
+    characters and spaces dropped, NFKC again. It covers lower-casing, ``casefold`` and
+    compatibility forms (fullwidth letters, the long s, the Kelvin sign, dotted capital I), so
+    ids an engine may take for one voice fold alike; a clone id folds to its lower case."""
+    wide = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", voice_id).casefold())
+    kept = "".join(ch for ch in wide if unicodedata.category(ch) not in DROPPED_CATEGORIES)
+    return unicodedata.normalize("NFKC", kept).casefold()
+
+
 def clone_owner(voice_id: str) -> int | None:
-    """The group id a clone-shaped id names, or ``None`` for any other id."""
-    match = CLONE_ID.fullmatch(voice_id)
-    return int(match.group(1)) if match else None
+    """The group a clone-shaped id names, or ``None`` for an id no folding makes one.
+    A group number longer than any group's is 0, which names no group; so is any id
+    longer than ``MAX_VOICE_ID_CHARS``, so that it never reaches an engine."""
+    if len(voice_id) > MAX_VOICE_ID_CHARS:
+        return 0
+    match = CLONE_SHAPE.match(folded(voice_id))
+    if match is None:
+        return None
+    digits = match.group(1)
+    return int(digits) if len(digits) <= MAX_GROUP_DIGITS else 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +134,8 @@ class Clone:
     duration_ms: int
     created_at: datetime
     transcript: str | None = None
+    consent: str | None = None
+    """What the caller sent as the speaker's consent (OpenAI's consent recording id)."""
 
     def record(self, *, ready: bool) -> dict[str, Any]:
         record: dict[str, Any] = {"id": self.voice_id, "label": self.label, "builtin": False}
@@ -120,9 +151,12 @@ def voice_records(
     *,
     status_on_every_voice: bool,
 ) -> list[dict[str, Any]]:
-    """The voice list: built-in voices (catalogued or not) then the group's clones."""
+    """The voice list: built-in voices (catalogued or not) then the group's clones. A
+    clone-shaped id in the engine's roster is some group's clone, never a built-in."""
     records: list[dict[str, Any]] = []
     for voice_id in builtin:
+        if clone_owner(voice_id) is not None:
+            continue
         entry = catalogue.get(voice_id)
         if entry is not None:
             records.append(entry.record(ready=True))

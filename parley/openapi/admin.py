@@ -124,6 +124,7 @@ SCHEMAS: JSON = {
             "engine_name": {"type": "string"},
             "channel": {"type": "string"},
             "duration_seconds": {"type": "number"},
+            "consent": {"type": ["string", "null"]},
             "created_at": {"type": ["string", "null"]},
             "deleted": {"type": "boolean", "description": "Only in a deletion's reply."},
         },

@@ -81,7 +81,7 @@ SCHEMAS: JSON = {
         "required": ["id", "object", "deleted"],
         "properties": {
             "id": {"type": "string"},
-            "object": {"const": "audio.voice"},
+            "object": {"const": "audio.voice.deleted"},
             "deleted": {"const": True},
         },
     },
@@ -119,7 +119,8 @@ PATHS: JSON = {
         ),
         "post": operation(
             "createVoice",
-            "Clone a voice from a 3 to 60 second clip (the id is g<group>__<label>)",
+            "Clone a voice from a 3 to 60 second clip (the id is g<group>__<label>); "
+            "OpenAI's field names (name, audio_sample) are taken beside label and file",
             json_reply("The new voice", ref("Voice")),
             requestBody={
                 "required": True,
@@ -127,13 +128,15 @@ PATHS: JSON = {
                     "multipart/form-data": {
                         "schema": {
                             "type": "object",
-                            "required": ["model", "label", "file"],
                             "properties": {
                                 "model": {"type": "string"},
                                 "label": {"type": "string"},
+                                "name": {"type": "string"},
                                 "file": {"type": "string", "format": "binary"},
+                                "audio_sample": {"type": "string", "format": "binary"},
                                 "transcript": {"type": "string"},
                                 "consent": {"type": "string"},
+                                "type": {"const": "audio_sample"},
                             },
                         }
                     }

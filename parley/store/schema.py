@@ -143,6 +143,7 @@ voice_clones = Table(
     Column("engine_name", String(300), nullable=False),  # the engine's spelling of the name
     Column("channel", String(200), nullable=False),  # the channel that holds the clone
     Column("transcript", Text),
+    Column("consent", String(300)),  # as the caller sent it (OpenAI: a consent recording id)
     Column("duration_ms", Integer, nullable=False),
     Column("created_at", UtcDateTime, nullable=False),
     ForeignKeyConstraint(["group_id"], ["groups.id"], name="fk_voice_clones_group_id"),

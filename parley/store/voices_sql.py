@@ -23,6 +23,7 @@ def add_clone(conn: Connection, clone: Clone) -> Clone:
         "engine_name": clone.engine_name,
         "channel": clone.channel,
         "transcript": clone.transcript,
+        "consent": clone.consent,
         "duration_ms": clone.duration_ms,
         "created_at": clone.created_at,
     }
@@ -61,4 +62,5 @@ def _clone(row: RowMapping) -> Clone:
         duration_ms=row["duration_ms"],
         created_at=row["created_at"],
         transcript=row["transcript"],
+        consent=row["consent"],
     )

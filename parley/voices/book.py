@@ -5,20 +5,20 @@ instance creates or deletes counts at once. A clone id of the caller's own group
 book does not know (created on another instance since the last refresh) is looked up in
 the store once; an id still unknown there is remembered as unknown until the next refresh.
 
-Clones are keyed by model and lower-cased voice id: engines lower-case names, so ``Anna``
-and ``anna`` are one voice.
+Clones are keyed by model and folded voice id (``domain.voices.folded``): engines fold
+names, so ``Anna``, ``anna`` and ``ANNA`` in fullwidth letters are one voice.
 """
 
 from __future__ import annotations
 
-from parley.domain.voices import Clone
+from parley.domain.voices import Clone, folded
 from parley.store.base import Store
 
 Key = tuple[str, str]
 
 
 def _key(model: str, voice_id: str) -> Key:
-    return model, voice_id.lower()
+    return model, folded(voice_id)
 
 
 class CloneBook:

@@ -500,6 +500,7 @@ def clone(group_id: int, label: str, *, model: str = "tts-pro", channel: str = "
         duration_ms=4250,
         created_at=at(3, micro=5),
         transcript="hello there" if label == "Anna" else None,
+        consent="cons_1234" if label == "Anna" else None,
     )
 
 

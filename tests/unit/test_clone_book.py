@@ -36,6 +36,9 @@ async def test_ids_are_matched_ignoring_case_and_only_for_their_group(store: Sql
     assert book.get("tts", f"g{group.id}__ANNA") == anna
     assert await book.find("tts", f"g{group.id}__anna", group.id) == anna
     assert await book.find("tts", f"g{group.id}__anna", group.id + 1) is None
+    wide = f"\uff27{group.id}\uff3f\uff3f\uff21\uff2e\uff2e\uff21"  # fullwidth G, _ and ANNA
+    assert await book.find("tts", wide, group.id) == anna
+    assert await book.find("tts", wide, group.id + 1) is None
     with pytest.raises(Conflict):
         await book.add(clone(group.id, "Anna"))
 

@@ -8,8 +8,10 @@
 
 Speech (``POST /v1/audio/speech``, JSON), as ``docs/serving/speech_api.md`` describes it:
 ``input`` (empty → 400 "Input text cannot be empty"), ``model`` (if given it must be one of
-``engine.models``, else 404), ``voice`` (a string or ``{"id": ...}``, lower-cased; a voice
-the engine does not have is a 400), ``instructions``, ``response_format`` (wav default,
+``engine.models``, else 404), ``voice`` (a string or ``{"id": ...}``, folded as
+``voice_folding`` says; a voice the engine does not have is a 400; the voice each call
+spoke with, the default when none was named, is kept in ``engine.spoken``),
+``instructions``, ``response_format`` (wav default,
 pcm, flac, mp3, opus; mp3 default and aac too for ``plain``), ``speed`` (0.25 to 4),
 ``stream_format`` (``sse``|``audio``), ``stream``. With ``stream_format: "audio"`` the audio
 leaves in ``chunks`` raw pieces (a WAV starts with a 44-byte header whose sizes are
@@ -25,15 +27,21 @@ The audio is a sine tone: ``SECONDS_PER_CHARACTER`` of it per input character (a
 
 Voices (unless ``plain``): ``GET /v1/audio/voices`` → ``{"voices", "uploaded_voices"}``;
 ``POST /v1/audio/voices`` multipart ``audio_sample`` (≤10 MB, 1 to 30 s, decoded by PyAV),
-``name`` (trimmed, lower-cased; no ``/ \\ NUL``, not ``.``/``..``), ``consent``, optional
+``name`` (trimmed, folded; no ``/ \\ NUL``, not ``.``/``..``), ``consent``, optional
 ``ref_text``; an existing name is overwritten silently. ``DELETE /v1/audio/voices/{name}``
 → ``{"success": true, ...}``, 404 ``{"success": false, "error": ...}`` when unknown.
 Errors are ``{"error": {...}}``, or ``{"detail": "..."}`` with ``legacy_errors=True``.
 
-Knobs for failures: ``delay`` (seconds before each streamed piece), ``gate`` (an event the
-engine waits for after the first piece), ``error_after`` (after N pieces: an
-``speech.audio.error`` event, or a dropped connection for raw audio), ``drop_after`` (after
-N pieces, drop the connection), ``drop_voice_list`` (send half the voice list, then drop).
+Voice names are folded the way ``voice_folding`` says: ``lower`` (vLLM-Omni's
+``str.lower``, the default), ``casefold`` (``str.casefold``) or ``unicode`` (NFKC, then
+``casefold``, as an engine matching names caselessly by Unicode's rules would).
+
+Knobs for failures: ``roster_status`` (the voice list answers with that status and an
+error, e.g. 503, while speech and uploads still work), ``delay`` (seconds before each
+streamed piece), ``gate`` (an event the engine waits for after the first piece),
+``error_after`` (after N pieces: an ``speech.audio.error`` event, or a dropped connection
+for raw audio), ``drop_after`` (after N pieces, drop the connection), ``drop_voice_list``
+(send half the voice list, then drop).
 Counters: ``completed_streams``, ``cancelled_streams``.
 """
 
@@ -43,6 +51,7 @@ import asyncio
 import base64
 import io
 import time
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -73,6 +82,7 @@ MEDIA_TYPES = {
     "aac": "audio/aac",
 }
 SseStyle = Literal["events", "data", "none"]
+Folding = Literal["lower", "casefold", "unicode"]
 
 
 class Refused(Exception):
@@ -100,6 +110,9 @@ class FakeAudioEngine(FakeServer):
     error_after: int | None = None
     drop_after: int | None = None
     drop_voice_list: bool = False
+    voice_folding: Folding = "lower"
+    roster_status: int | None = None
+    spoken: list[str] = field(default_factory=list)
     uploaded: dict[str, JSON] = field(default_factory=dict)
     samples: dict[str, bytes] = field(default_factory=dict)
     requests: list[ReceivedRequest] = field(default_factory=list)
@@ -156,7 +169,7 @@ class FakeAudioEngine(FakeServer):
         model = body.get("model")
         if model is not None and model not in self.models:
             raise Refused(404, f"The model `{model}` does not exist.")
-        self._voice(body.get("voice"))
+        voice = self._voice(body.get("voice"))
         fmt = body.get("response_format") or self.default_format
         if fmt not in self.formats:
             raise Refused(400, f"Unsupported response_format '{fmt}'.")
@@ -175,6 +188,7 @@ class FakeAudioEngine(FakeServer):
             )
         seconds = max(MIN_SECONDS, len(text) * SECONDS_PER_CHARACTER)
         pcm = sine(seconds, self.rate)
+        self.spoken.append(voice)
         usage = {
             "input_tokens": len(text.split()),
             "output_tokens": round(seconds * 10),
@@ -194,16 +208,26 @@ class FakeAudioEngine(FakeServer):
             },
         )
 
-    def _voice(self, voice: Any) -> None:
+    def _voice(self, voice: Any) -> str:
+        """The name of the voice the engine speaks with."""
         if isinstance(voice, dict):
             voice = voice.get("id")
         if voice is None:
-            return
+            return self.default_voice
         if not isinstance(voice, str):
             raise Refused(400, "voice must be a string or an object with an id")
-        name = voice.lower()
+        name = self.fold(voice)
         if name not in self.voices and name not in self.uploaded:
             raise Refused(400, f"Invalid voice '{voice}'.")
+        return name
+
+    def fold(self, name: str) -> str:
+        """A voice name as this engine matches it."""
+        if self.voice_folding == "unicode":
+            return unicodedata.normalize("NFKC", name).casefold()
+        if self.voice_folding == "casefold":
+            return name.casefold()
+        return name.lower()
 
     def _whole(self, fmt: str, pcm: bytes) -> bytes:
         if fmt == "wav":
@@ -280,6 +304,8 @@ class FakeAudioEngine(FakeServer):
         self.requests.append(received(request, None))
         try:
             self._authorize(request)
+            if self.roster_status is not None:
+                raise Refused(self.roster_status, "The voice list is unavailable.")
         except Refused as refused:
             return self._error(refused)
         body = orjson.dumps(
@@ -314,7 +340,7 @@ class FakeAudioEngine(FakeServer):
             raise Refused(400, "Either audio_sample or speaker_embedding is required")
         if not isinstance(name, str) or not isinstance(consent, str) or not consent:
             raise Refused(400, "name and consent are required")
-        name = name.strip().lower()
+        name = self.fold(name.strip())
         if not name or name in (".", "..") or any(mark in name for mark in "/\\\0"):
             raise Refused(400, f"Invalid voice name '{name}'")
         data = sample.file.read()
@@ -340,7 +366,7 @@ class FakeAudioEngine(FakeServer):
 
     async def _delete(self, request: web.Request) -> web.Response:
         self.requests.append(received(request, None))
-        name = request.match_info["name"].lower()
+        name = self.fold(request.match_info["name"])
         try:
             self._authorize(request)
         except Refused as refused:
@@ -364,6 +390,8 @@ class FakeAudioEngine(FakeServer):
         if self.legacy_errors:
             return web.json_response({"detail": refused.message}, status=refused.status)
         kind = "BadRequestError" if refused.status == 400 else "NotFoundError"
+        if refused.status >= 500:
+            kind = "ServiceUnavailableError"
         error = openai_error(refused.message, kind, code=refused.status)
         return web.json_response(error, status=refused.status)
 

@@ -29,7 +29,9 @@ async def admin_tenants(engines: Engines, tmp_path: Path) -> AsyncIterator[Tenan
 
 
 async def _two_clones(tenants: Tenants) -> tuple[str, str]:
-    status_a, voice_a = await clone(tenants, tenants.key_a, clip("wav", 4.0), label="Anna")
+    status_a, voice_a = await clone(
+        tenants, tenants.key_a, clip("wav", 4.0), label="Anna", extra={"consent": "cons_1"}
+    )
     status_b, voice_b = await clone(tenants, tenants.key_b, clip("wav", 5.0), label="Bert")
     assert (status_a, status_b) == (200, 200), (voice_a, voice_b)
     return voice_a["id"], voice_b["id"]
@@ -44,6 +46,8 @@ async def test_the_admin_lists_every_groups_clones_and_filters_them(
     assert status == 200, body
     rows = {(row["group"], row["model"], row["id"], row["label"]) for row in body["data"]}
     assert rows == {("alpha", "tts-pro", id_a, "Anna"), ("beta", "tts-pro", id_b, "Bert")}
+    consents = {row["id"]: row["consent"] for row in body["data"]}
+    assert consents == {id_a: "cons_1", id_b: None}
     durations = sorted(row["duration_seconds"] for row in body["data"])
     assert durations == [pytest.approx(4.0, abs=0.1), pytest.approx(5.0, abs=0.1)]
     _, only_b = await call(tenants.gateway, "GET", "/admin/voices?group=beta")

@@ -190,7 +190,8 @@ async def test_deleting_refuses_builtins_and_other_groups_and_404s_the_unknown(
     assert (await delete(tenants, tenants.key_a, "nobody"))[0] == 404
     assert tenants.engines.omni.uploaded, "nothing was deleted"
     status, body = await delete(tenants, tenants.key_a, voice["id"])
-    assert status == 200 and body == {"id": voice["id"], "object": "audio.voice", "deleted": True}
+    assert status == 200
+    assert body == {"id": voice["id"], "object": "audio.voice.deleted", "deleted": True}
     assert tenants.engines.omni.uploaded == {} and await listed(tenants, tenants.key_a) == []
 
 
@@ -237,19 +238,85 @@ async def test_cloning_and_deleting_without_a_model_are_400s(tenants: Tenants) -
         assert status == 400 and "query param model is required" in body["error"]["message"]
 
 
+async def post_raw(tenants: Tenants, path: str, content_type: str, body: bytes) -> Any:
+    headers = {**_auth(tenants.key_a), "Content-Type": content_type}
+    async with aiohttp.ClientSession() as session:
+        url = f"{tenants.gateway.v1}{path}"
+        async with session.post(url, data=body, headers=headers) as reply:
+            return reply.status, await reply.json()
+
+
+def form_body(parts: list[tuple[str, bytes]], boundary: str = "parley-test") -> bytes:
+    """A ``multipart/form-data`` body; a part named ``file`` is sent as a file."""
+    pieces = []
+    for name, value in parts:
+        filename = '; filename="clip.wav"' if name == "file" else ""
+        head = f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"{filename}\r\n\r\n'
+        pieces.append(head.encode() + value + b"\r\n")
+    return b"".join(pieces) + f"--{boundary}--\r\n".encode()
+
+
+FORM = "multipart/form-data; boundary=parley-test"
+A_CLONE = [("model", b"tts-pro"), ("label", b"Anna"), ("file", clip("wav", 4.0))]
+
+
 @pytest.mark.parametrize(
     ("content_type", "body"),
     [
         ("multipart/form-data", b"no boundary"),
         ("multipart/form-data; boundary=x", b"never starts"),
         ("multipart/form-data; boundary=x", b"--x\r\nBad Header\r\n\r\nv\r\n--x--\r\n"),
-        ("application/json", b"{}"),
     ],
 )
 async def test_a_malformed_form_is_a_400(tenants: Tenants, content_type: str, body: bytes) -> None:
-    headers = {**_auth(tenants.key_a), "Content-Type": content_type}
-    async with aiohttp.ClientSession() as session:
-        url = f"{tenants.gateway.v1}/audio/voices?model=tts-pro"
-        async with session.post(url, data=body, headers=headers) as reply:
-            assert reply.status == 400
-            assert set((await reply.json())["error"]) == {"message", "type", "param", "code"}
+    status, error = await post_raw(tenants, "/audio/voices?model=tts-pro", content_type, body)
+    assert status == 400
+    assert set(error["error"]) == {"message", "type", "param", "code"}
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body"),
+    [
+        ("application/json", b"{}"),
+        ("multipart/mixed; boundary=parley-test", form_body(A_CLONE)),
+        ("application/x-www-form-urlencoded", b"model=tts-pro&label=Anna"),
+    ],
+    ids=["json", "multipart-mixed", "urlencoded"],
+)
+async def test_a_body_that_is_not_multipart_form_data_is_a_415(
+    tenants: Tenants, content_type: str, body: bytes
+) -> None:
+    status, error = await post_raw(tenants, "/audio/voices", content_type, body)
+    assert status == 415 and error["error"]["code"] == "unsupported_media_type"
+    assert uploads(tenants) == 0
+
+
+async def test_a_clone_form_of_too_many_parts_is_refused_before_the_engine(
+    tenants: Tenants,
+) -> None:
+    assert (await post_raw(tenants, "/audio/voices", FORM, form_body(A_CLONE)))[0] == 200
+    flooded = form_body([*A_CLONE[:2], *[("x", b"")] * 200, A_CLONE[2]])
+    status, error = await post_raw(tenants, "/audio/voices", FORM, flooded)
+    assert status == 400 and "too many" in error["error"]["message"]
+    assert uploads(tenants) == 1
+
+
+@pytest.mark.parametrize(
+    "parts",
+    [
+        [*A_CLONE, *[("x", b"")] * 100],  # 103 parts
+        [*A_CLONE, ("transcript", b"t" * (64 * 1024 + 1))],
+        [*A_CLONE, ("file", b"RIFF")],  # two files
+        [("model", b"tts-pro"), ("label", b"\xff\xfe")],  # not UTF-8
+    ],
+)
+async def test_clones_and_transcriptions_read_their_forms_alike(
+    tenants: Tenants, parts: list[tuple[str, bytes]]
+) -> None:
+    """One reader for every upload: the same caps, the same answers, before any model
+    is resolved (the transcription endpoint needs no transcription model to say so)."""
+    body = form_body(parts)
+    cloned = await post_raw(tenants, "/audio/voices", FORM, body)
+    transcribed = await post_raw(tenants, "/audio/transcriptions", FORM, body)
+    assert cloned[0] == 400 and cloned == transcribed
+    assert uploads(tenants) == 0

@@ -7,7 +7,15 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from parley.domain.voices import Catalogue, CatalogueEntry, clone_id, clone_owner, valid_label
+from parley.domain.voices import (
+    Catalogue,
+    CatalogueEntry,
+    clone_id,
+    clone_owner,
+    folded,
+    valid_label,
+    voice_records,
+)
 from parley.settings import ConfigError, ModelSettings, SpeechOptions
 from parley.voices.catalogue import load_catalogue
 
@@ -18,8 +26,47 @@ def test_a_clone_id_names_its_group_and_label() -> None:
     assert clone_id(12, "Anna_2") == "g12__Anna_2"
     assert clone_owner("g12__Anna_2") == 12
     assert clone_owner("g12__with__more") == 12
-    for not_a_clone in ("vivian", "g__x", "gx__y", "g12_x", "G12__x", "g12__"):
+    for not_a_clone in ("vivian", "g__x", "gx__y", "g12_x", "xg12__y", "M1", "af_heart"):
         assert clone_owner(not_a_clone) is None, not_a_clone
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        "G12__ANNA",  # upper case
+        "\uff47\uff11\uff12\uff3f\uff3fanna",  # fullwidth g, digits and low lines
+        "\U0001d420\u2081\u2082__anna",  # mathematical bold g, subscript digits
+        "g12__\u212aate",  # Kelvin sign
+        "g12__\u017fam",  # long s
+        "g12__\u0130van",  # capital I with a dot
+        "g\u200b12__x",  # a zero-width space
+        "\u01e712__x",  # g with caron: a mark on a g
+        " g12 __x",  # spaces
+        "g12__",  # no label: no engine name, still the shape
+    ],
+)
+def test_a_clone_shape_is_judged_on_every_folding_an_engine_may_apply(spelling: str) -> None:
+    assert clone_owner(spelling) == 12
+
+
+def test_folding_gives_a_clone_id_its_lower_case_and_each_spelling_the_engines() -> None:
+    assert folded("g12__Anna-2_x") == "g12__anna-2_x"
+    assert folded("G12__\u212aATE") == "g12__kate"
+    assert folded("g12__\u0130van") == "g12__ivan"
+    assert folded("\uff27\uff11\uff12__\u017fAM") == "g12__sam"
+
+
+def test_a_group_number_longer_than_any_group_s_names_no_group() -> None:
+    assert clone_owner("g" + "9" * 200 + "__x") == 0
+    assert clone_owner("g" + "0" * 30 + "12__x") == 0
+    assert clone_owner("g" + "\u200b" * 300 + "1__x") == 0, "too long to fold: no group's"
+
+
+def test_a_clone_shaped_name_in_an_engines_roster_is_never_a_builtin() -> None:
+    records = voice_records(
+        ["vivian", "g3__bert", "G4__Eve"], [], Catalogue(), status_on_every_voice=False
+    )
+    assert [record["id"] for record in records] == ["vivian"]
 
 
 @pytest.mark.parametrize("label", ["a", "Anna", "anna-2", "x_y", "9lives", "a" * 48])
