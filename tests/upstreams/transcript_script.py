@@ -26,20 +26,27 @@ class Undecodable(Exception):
 
 
 def measure(data: bytes) -> float:
-    """Seconds of audio in ``data``, by decoding every frame."""
+    """Seconds of audio in ``data``, by decoding every frame (each at its own rate; a
+    packet that does not decode is skipped, as FFmpeg's command line does)."""
     try:
         with av.open(io.BytesIO(data), metadata_errors="ignore") as container:
             if not container.streams.audio:
                 raise Undecodable("no audio stream")
-            samples, rate = 0, 0
-            for frame in container.decode(audio=0):
-                samples += frame.samples
-                rate = frame.sample_rate
+            stream = container.streams.audio[0]
+            seconds, frames = 0.0, 0
+            for packet in container.demux(stream):
+                try:
+                    decoded = packet.decode()
+                except av.error.InvalidDataError:
+                    continue
+                for frame in decoded:
+                    seconds += frame.samples / frame.sample_rate
+                    frames += 1
     except av.error.FFmpegError as exc:
         raise Undecodable(str(exc)) from None
-    if not rate:
+    if not frames:
         raise Undecodable("no audio frames")
-    return samples / rate
+    return seconds
 
 
 @dataclass(frozen=True, slots=True)
