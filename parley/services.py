@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from parley.audio.budget import DecodeBudget
+from parley.audio.pool import ProbePool
 from parley.domain.models import ModelRegistry, ModelSpec
 from parley.domain.pricing import Price, usd_to_nanos
 from parley.domain.speech import SpeechProfile
@@ -89,6 +91,14 @@ def speech_profile(options: SpeechOptions) -> SpeechProfile:
     )
 
 
+def probe_pool(settings: Settings) -> ProbePool:
+    audio = settings.audio
+    budget = DecodeBudget(
+        audio.max_seconds, audio.decode_cpu_seconds, audio.decode_cpu_seconds_per_hour
+    )
+    return ProbePool(audio.threads, audio.threads_per_group, budget)
+
+
 def _abilities(model: ModelSettings) -> TranscriptionAbilities | None:
     if model.kind != "transcription":
         return None
@@ -112,6 +122,8 @@ class Services:
     tasks: BackgroundTasks
     clones: CloneBook
     rosters: Rosters
+    probes: ProbePool
+    """The threads that measure uploaded audio, shared fairly between groups."""
     started_at: int = field(default_factory=lambda: int(time.time()))
     request_ids: RequestIds = field(default_factory=RequestIds)
     watchers: CallWatchers = field(default_factory=CallWatchers)
@@ -166,6 +178,7 @@ class Services:
             tasks=tasks,
             clones=clones,
             rosters=Rosters(providers),
+            probes=probe_pool(settings),
             started_at=started_at,
         )
         services._loops = [
@@ -183,6 +196,7 @@ class Services:
                 await loop
         await self.tasks.drain(seconds=5.0)
         await self.meter.writer.close()
+        self.probes.close()
         await self.http.close()
         await self.limiter.close()
         await self.store.close()

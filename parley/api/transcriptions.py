@@ -21,7 +21,7 @@ from contextlib import AbstractAsyncContextManager
 import orjson
 from aiohttp import web
 
-from parley.api.context import services
+from parley.api.context import caller, services
 from parley.api.transcription_form import SpeechToText, speech_to_text
 from parley.api.uploads import read_form
 from parley.domain.models import Resolved
@@ -62,7 +62,7 @@ async def _serve(request: web.Request, task: Task) -> web.StreamResponse:
     await refuse_before_upload(request)  # an over-limit caller's upload is never read
     form = await read_form(request, svc.settings.server.max_audio_bytes)
     try:
-        asked = await speech_to_text(form, task)
+        asked = await speech_to_text(form, task, svc.probes, caller(request).group.id)
         if asked.stream:
             return await runner.stream(request, StreamedTranscription(asked, svc.providers))
         return await runner.reply(request, WholeTranscription(asked, svc.providers))
