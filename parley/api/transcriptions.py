@@ -1,12 +1,13 @@
 """POST /v1/audio/transcriptions and POST /v1/audio/translations.
 
 The form is read (the file spooled, 413 past ``server.max_audio_bytes``), checked, and
-the file sniffed and measured (``transcription_form``), all before any engine is called.
+the file sniffed and measured on the audio threads in the caller's group's turn
+(``transcription_form``, ``Services.probes``), all before any engine is called.
 The call then takes the runner's path like every other (``pipeline/runner.py``); the
 jobs below only check the model's abilities, call the adapter and render OpenAI's shapes.
 
-Billing is Parley's own: every started second of the measured clip, at the model's
-``per_minute`` price. The engine's own ``usage.seconds`` (or ``duration``) is written to
+Billing is Parley's own: every started second of the measured clip (at least one), at
+the model's ``per_minute`` price. The engine's own ``usage.seconds`` (or ``duration``) is written to
 the ``parley.audio`` log beside Parley's measure, never billed. A call that fails upstream
 costs nothing; a stream costs its clip once something was relayed and the upstream did
 not fail.
