@@ -23,8 +23,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import IO
 
 from parley.audio.budget import DecodeBudget
+from parley.audio.errors import ProbeStopped
 from parley.audio.info import AudioInfo
 from parley.audio.probe import probe
+from parley.errors import ServiceUnavailable
+
+STOPPING = "The server is shutting down; send the audio again."
 
 
 class ProbePool:
@@ -42,7 +46,8 @@ class ProbePool:
         self._closed = False
 
     async def measure(self, group: int, file: IO[bytes]) -> AudioInfo:
-        """The clip's ``AudioInfo``; raises what ``probe`` raises."""
+        """The clip's ``AudioInfo``; raises what ``probe`` raises, or
+        ``ServiceUnavailable`` once the pool is closed."""
         await self._turn(group)
         loop = asyncio.get_running_loop()
         stop = threading.Event()
@@ -52,11 +57,13 @@ class ProbePool:
         except RuntimeError:  # closed meanwhile
             self._stops.discard(stop)
             self._release(group)
-            raise
+            raise ServiceUnavailable(STOPPING) from None
         work.add_done_callback(self._on_done(loop, group, stop))
         waiting = asyncio.wrap_future(work, loop=loop)
         try:
             return await asyncio.shield(waiting)
+        except ProbeStopped:  # only the pool's closing stops a measurement someone awaits
+            raise ServiceUnavailable(STOPPING) from None
         except asyncio.CancelledError:
             stop.set()  # the file is the caller's: let the thread stop reading it first
             with contextlib.suppress(BaseException):
@@ -70,7 +77,8 @@ class ProbePool:
             stop.set()
         for turns in self._waiting.values():
             for turn in turns:
-                turn.cancel()
+                if not turn.done():
+                    turn.set_exception(ServiceUnavailable(STOPPING))
         self._waiting.clear()
         self._executor.shutdown(wait=False, cancel_futures=True)
 
@@ -81,14 +89,15 @@ class ProbePool:
 
     async def _turn(self, group: int) -> None:
         if self._closed:
-            raise RuntimeError("the audio pool is closed")
+            raise ServiceUnavailable(STOPPING)
         turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiting.setdefault(group, deque()).append(turn)
         self._start_turns()
         try:
             await turn
         except asyncio.CancelledError:
-            if turn.done() and not turn.cancelled():  # granted as the caller left
+            granted = turn.done() and not turn.cancelled() and turn.exception() is None
+            if granted:  # the thread was the caller's as it left
                 self._release(group)
             else:
                 self._forget(group, turn)

@@ -12,6 +12,7 @@ from parley.audio import AudioInfo
 from parley.audio.budget import DecodeBudget
 from parley.audio.errors import AudioTooCostly
 from parley.audio.pool import ProbePool
+from parley.errors import ServiceUnavailable
 from tests.clips import clip
 from tests.hostile_clips import silent_flac
 
@@ -104,3 +105,16 @@ async def test_a_caller_who_leaves_stops_its_decoding_and_frees_the_thread() -> 
         assert info.milliseconds == 1000, "the thread and the group's turn are free again"
     finally:
         pool.close()
+
+
+async def test_a_closed_pool_answers_503_and_stops_what_it_measures() -> None:
+    pool = ProbePool(1, 1, DecodeBudget(cpu_seconds=60.0))
+    decoding = asyncio.create_task(pool.measure(1, io.BytesIO(BOMB)))
+    waiting = asyncio.create_task(pool.measure(2, io.BytesIO(BOMB)))
+    await asyncio.sleep(0.1)
+    pool.close()
+    for task in (decoding, waiting):
+        with pytest.raises(ServiceUnavailable):
+            await task
+    with pytest.raises(ServiceUnavailable):
+        await pool.measure(3, io.BytesIO(clip("wav", 1.0)))
