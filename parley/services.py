@@ -92,6 +92,7 @@ def speech_profile(options: SpeechOptions) -> SpeechProfile:
 
 
 def probe_pool(settings: Settings) -> ProbePool:
+    """The audio threads, with the decode budget of the ``audio`` settings."""
     audio = settings.audio
     budget = DecodeBudget(
         audio.max_seconds, audio.decode_cpu_seconds, audio.decode_cpu_seconds_per_hour

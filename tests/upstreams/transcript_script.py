@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, Literal
 
 import av
@@ -33,20 +34,19 @@ def measure(data: bytes) -> float:
             if not container.streams.audio:
                 raise Undecodable("no audio stream")
             stream = container.streams.audio[0]
-            seconds, frames = 0.0, 0
+            samples: dict[int, int] = {}
             for packet in container.demux(stream):
                 try:
                     decoded = packet.decode()
                 except av.error.InvalidDataError:
                     continue
                 for frame in decoded:
-                    seconds += frame.samples / frame.sample_rate
-                    frames += 1
+                    samples[frame.sample_rate] = samples.get(frame.sample_rate, 0) + frame.samples
     except av.error.FFmpegError as exc:
         raise Undecodable(str(exc)) from None
-    if not frames:
+    if not samples:
         raise Undecodable("no audio frames")
-    return seconds
+    return float(sum(Fraction(count, rate) for rate, count in samples.items()))
 
 
 @dataclass(frozen=True, slots=True)
