@@ -19,6 +19,8 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from parley.audio.budget import DecodeBudget
+from parley.audio.pool import ProbePool
 from parley.domain.models import ModelRegistry, ModelSpec
 from parley.domain.pricing import Price, usd_to_nanos
 from parley.domain.speech import SpeechProfile
@@ -98,6 +100,15 @@ def speech_profile(options: SpeechOptions) -> SpeechProfile:
     )
 
 
+def probe_pool(settings: Settings) -> ProbePool:
+    """The audio threads, with the decode budget of the ``audio`` settings."""
+    audio = settings.audio
+    budget = DecodeBudget(
+        audio.max_seconds, audio.decode_cpu_seconds, audio.decode_cpu_seconds_per_hour
+    )
+    return ProbePool(audio.threads, audio.threads_per_group, budget)
+
+
 def _abilities(model: ModelSettings) -> TranscriptionAbilities | None:
     if model.kind != "transcription":
         return None
@@ -121,6 +132,8 @@ class Services:
     tasks: BackgroundTasks
     clones: CloneBook
     rosters: Rosters
+    probes: ProbePool
+    """The threads that measure uploaded audio, shared fairly between groups."""
     started_at: int = field(default_factory=lambda: int(time.time()))
     request_ids: RequestIds = field(default_factory=RequestIds)
     watchers: CallWatchers = field(default_factory=CallWatchers)
@@ -178,6 +191,7 @@ class Services:
             tasks=tasks,
             clones=clones,
             rosters=Rosters(providers),
+            probes=probe_pool(settings),
             started_at=started_at,
         )
         services._loops = [
@@ -199,6 +213,7 @@ class Services:
         await self._stop_loops(left() / 2)
         await self.tasks.drain(seconds=min(SETTLEMENT_SECONDS, left() / 4))
         await self.meter.writer.close(left() - min(CLOSING_SECONDS, left() / 4))
+        self.probes.close()
         await self.http.close()
         await _within(self.limiter.close(), left(), "the limiter")
         await _within(self.store.close(), left(), "the database")

@@ -33,6 +33,7 @@ from parley.catalog_settings import (
 
 __all__ = [
     "AdminSettings",
+    "AudioSettings",
     "ChannelModel",
     "ChannelSettings",
     "ConfigError",
@@ -209,6 +210,19 @@ class UpstreamSettings(Strict):
     max_connections_per_origin: int = Field(1000, gt=0)
 
 
+class AudioSettings(Strict):
+    """Measuring uploaded audio: how long a clip may last, what decoding it may cost, and
+    the threads it runs on (``parley.audio.pool``)."""
+
+    max_seconds: float = Field(7200.0, gt=0, description="the longest clip accepted (else 400)")
+    decode_cpu_seconds: float = Field(2.0, gt=0, description="CPU time any clip may take to decode")
+    decode_cpu_seconds_per_hour: float = Field(
+        20.0, ge=0, description="more CPU time for each hour of audio decoded"
+    )
+    threads: int = Field(4, gt=0, description="clips measured at once")
+    threads_per_group: int = Field(1, gt=0, description="clips of one group measured at once")
+
+
 class Settings(Strict):
     server: ServerSettings = ServerSettings()
     database: DatabaseSettings = DatabaseSettings()
@@ -218,6 +232,7 @@ class Settings(Strict):
     admin: AdminSettings = AdminSettings()
     metrics: MetricsSettings = MetricsSettings()
     upstream: UpstreamSettings = UpstreamSettings()
+    audio: AudioSettings = AudioSettings()
     channels: tuple[ChannelSettings, ...] = ()
     models: tuple[ModelSettings, ...] = ()
     capabilities: dict[str, str] = Field(default_factory=dict)

@@ -7,14 +7,14 @@ brackets; booleans as ``true``/``false``. A translation takes the same form: its
 
 from __future__ import annotations
 
-import asyncio
 import math
 from dataclasses import dataclass
 
 from multidict import MultiDict
 
 from parley.api.uploads import Form
-from parley.audio import AudioInfo, probe
+from parley.audio import AudioInfo
+from parley.audio.pool import ProbePool
 from parley.domain.transcripts import FORMATS, ResponseFormat, Task
 from parley.errors import InvalidRequest
 from parley.providers.base import AudioUpload, TranscriptionRequest
@@ -52,9 +52,9 @@ class SpeechToText:
         return self.request.response_format
 
 
-async def speech_to_text(form: Form, task: Task) -> SpeechToText:
-    """Check the fields, then sniff and measure the file (in a thread): every 400 here
-    comes before any engine is called."""
+async def speech_to_text(form: Form, task: Task, probes: ProbePool, group: int) -> SpeechToText:
+    """Check the fields, then sniff and measure the file (on ``probes``' threads, in
+    ``group``'s turn): every 400 here comes before any engine is called."""
     fields = form.fields
     model = _required(fields, "model")
     fmt = _response_format(fields)
@@ -71,7 +71,7 @@ async def speech_to_text(form: Form, task: Task) -> SpeechToText:
     _temperature(fields)
     if form.file is None:
         raise InvalidRequest("Missing required parameter: 'file'.", param="file")
-    audio = await asyncio.to_thread(probe, form.file)
+    audio = await probes.measure(group, form.file)
     upload = AudioUpload(
         form.file, f"audio.{audio.container.extension}", audio.container.media_type
     )

@@ -1,7 +1,8 @@
 """POST /v1/audio/transcriptions and POST /v1/audio/translations.
 
 The form is read (the file spooled, 413 past ``server.max_audio_bytes``), checked, and
-the file sniffed and measured (``transcription_form``), all before any engine is called.
+the file sniffed and measured on the audio threads in the caller's group's turn
+(``transcription_form``, ``Services.probes``), all before any engine is called.
 The call then takes the runner's path like every other (``pipeline/runner.py``); the
 jobs below only check the model's abilities, call the adapter and render OpenAI's shapes.
 
@@ -9,8 +10,9 @@ jobs below only check the model's abilities, call the adapter and render OpenAI'
 ignored, as OpenAI ignores it for whisper-1: the reply is whole and carries
 ``x-parley-stream: ignored``. Translations are never streamed (400).
 
-Billing is Parley's own: every started second of the measured clip, at the model's
-``per_minute`` price. The engine's own ``usage.seconds`` (or ``duration``) is written to
+Billing is Parley's own: every started second of the measured clip (at least one), at
+the model's ``per_minute`` price. The engine's own ``usage.seconds`` (or ``duration``) is
+written to
 the ``parley.audio`` log beside Parley's measure, never billed. A call that fails upstream
 costs nothing; a stream costs its clip once something was relayed and the upstream did
 not fail.
@@ -26,7 +28,7 @@ from contextlib import AbstractAsyncContextManager
 import orjson
 from aiohttp import web
 
-from parley.api.context import services
+from parley.api.context import caller, services
 from parley.api.transcription_form import SpeechToText, speech_to_text
 from parley.api.uploads import read_form
 from parley.domain.models import Resolved
@@ -69,7 +71,7 @@ async def _serve(request: web.Request, task: Task) -> web.StreamResponse:
     await refuse_before_upload(request)  # an over-limit caller's upload is never read
     form = await read_form(request, svc.settings.server.max_audio_bytes)
     try:
-        asked = await speech_to_text(form, task)
+        asked = await speech_to_text(form, task, svc.probes, caller(request).group.id)
         if asked.stream and _streams(svc.models.resolve(asked.model)):
             return await runner.stream(request, StreamedTranscription(asked, svc.providers))
         if asked.stream:  # OpenAI answers whisper-1 whole too

@@ -34,7 +34,7 @@ from parley.api.context import caller, services
 from parley.api.reply import json_reply
 from parley.api.uploads import Form, read_form
 from parley.api.voices import model_param, not_local_tts
-from parley.audio import AudioInfo, probe
+from parley.audio import AudioInfo
 from parley.audio.errors import AudioError
 from parley.domain.models import Resolved
 from parley.domain.speech import MAX_CLIP_SECONDS, MIN_CLIP_SECONDS, SpeechProfile
@@ -131,7 +131,7 @@ async def _clone_form(request: web.Request, form: Form) -> CloneForm:
             "Missing required parameter: 'file' (or 'audio_sample').", param="file"
         )
     audio = form.file.read()
-    info = await asyncio.to_thread(probe, audio)
+    info = await services(request).probes.measure(caller(request).group.id, audio)
     if not MIN_CLIP_SECONDS <= info.seconds <= MAX_CLIP_SECONDS:
         raise InvalidRequest(
             f"The clip lasts {info.seconds:.2f} seconds; a reference clip must last "

@@ -1,4 +1,4 @@
-"""The two ways audio is refused, both the caller's fault (400, ``param: file``), and
+"""How audio is refused, always the caller's fault (400, ``param: file``), and
 ``AudioError``, audio an engine sent that cannot be converted.
 
 Nothing here imports PyAV: the modules that do (``convert``, ``decode``) are loaded on
@@ -28,6 +28,38 @@ class EmptyAudio(NotAudio):
     """The file is empty, or its audio lasts zero seconds."""
 
     code = "empty_audio"
+
+
+class AudioTooLong(InvalidRequest):
+    """The clip lasts longer than Parley accepts (``audio.max_seconds``)."""
+
+    code = "audio_too_long"
+
+    def __init__(self, limit: float) -> None:
+        super().__init__(
+            f"The audio lasts more than {limit:g} seconds, the longest Parley accepts. "
+            "Send a shorter clip.",
+            param="file",
+        )
+
+
+class AudioTooCostly(InvalidRequest):
+    """Measuring the clip takes more CPU time than one upload may
+    (``audio.decode_cpu_seconds``): far more or far smaller frames than real audio has."""
+
+    code = "audio_too_costly"
+
+    def __init__(self, limit: float) -> None:
+        super().__init__(
+            f"The audio takes more than {limit:.1f} seconds of CPU to decode. "
+            "Re-encode it with a common encoder, or send a shorter clip.",
+            param="file",
+        )
+
+
+class ProbeStopped(Exception):
+    """Measuring stopped because nobody waits for it any more (the caller left,
+    or the server is shutting down); never seen by a caller."""
 
 
 class AudioError(ValueError):

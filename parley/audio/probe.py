@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import io
 import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO
 
+from parley.audio.budget import DEFAULT_BUDGET, DecodeBudget
 from parley.audio.info import AudioInfo
 from parley.audio.sniff import sniff
 
@@ -20,19 +22,27 @@ AudioSource = bytes | bytearray | memoryview | str | os.PathLike[str] | IO[bytes
 """Bytes in memory, a file path, or a seekable binary file (read from its position)."""
 
 
-def probe(source: AudioSource) -> AudioInfo:
-    """Sniff and measure ``source``; raises ``NotAudio`` or ``EmptyAudio``.
+def probe(
+    source: AudioSource,
+    budget: DecodeBudget = DEFAULT_BUDGET,
+    stop: threading.Event | None = None,
+) -> AudioInfo:
+    """Sniff and measure ``source``; raises ``NotAudio`` or ``EmptyAudio``, or
+    ``AudioTooLong`` / ``AudioTooCostly`` past ``budget`` (``ProbeStopped`` once ``stop``
+    is set).
 
-    CPU-bound (it decodes the whole clip: about 0.1 s of CPU for ten minutes of MP3), so
-    async callers run it in a thread. A file object is left where it was.
+    CPU-bound (it decodes the whole clip), so async callers run it in a thread: uploads
+    go through a ``ProbePool``. A file object is left where it was.
     """
     from parley.audio import decode  # PyAV, on first use (module docstring)
 
     with _binary(source) as file:
         start = file.tell()
+        size = file.seek(0, io.SEEK_END) - start
+        file.seek(start)
         container = sniff(file)
         try:
-            return decode.measure(file, container)
+            return decode.measure(file, container, size, budget, stop)
         finally:
             file.seek(start)
 

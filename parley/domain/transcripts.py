@@ -131,7 +131,12 @@ def subtitles(segments: list[JSON], fmt: str) -> str:
     return body if fmt == "srt" else "WEBVTT\n\n" + body
 
 
+MIN_BILLED_SECONDS = 1
+"""What the shortest clip is billed: any audio at all is a started second."""
+
+
 def billed_seconds(measured: float) -> int:
     """Whole seconds billed for a clip: every started second (a 2.5 s clip is 3),
-    measured to the millisecond first, so 3.0004 s is 3."""
-    return math.ceil(round(measured, 3))
+    measured to the millisecond first, so 3.0004 s is 3; never less than
+    ``MIN_BILLED_SECONDS`` (a clip of one sample is billed a second, not nothing)."""
+    return max(MIN_BILLED_SECONDS, math.ceil(round(measured, 3)))

@@ -14,7 +14,7 @@ def _form(translation: bool) -> JSON:
             "type": "string",
             "format": "binary",
             "description": "wav, mp3, m4a/mp4, ogg/opus, webm or flac (recognised from the "
-            "bytes); at most `server.max_audio_bytes`",
+            "bytes); at most `server.max_audio_bytes` and `audio.max_seconds`",
         },
         "model": {"type": "string"},
         "prompt": {"type": "string"},

@@ -1,4 +1,4 @@
-"""The settings of speech-to-text: model abilities and the upload cap."""
+"""The settings of speech-to-text: model abilities, the upload cap, the decode budget."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 import yaml
 
+from parley.audio.budget import DecodeBudget
 from parley.domain.transcripts import TranscriptionAbilities
-from parley.services import model_specs
+from parley.services import model_specs, probe_pool
 from parley.settings import ConfigError, Settings, load_settings
 
 
@@ -65,4 +66,19 @@ def test_the_upload_cap_is_configurable_and_positive(tmp_path: Path) -> None:
     assert Settings().server.max_audio_bytes == 26_214_400
     path = write(tmp_path, {"server": {"max_audio_bytes": 0}})
     with pytest.raises(ConfigError, match=r"server\.max_audio_bytes"):
+        load_settings(path, {})
+
+
+def test_the_decode_budget_and_the_probe_pool_come_from_the_audio_section(
+    tmp_path: Path,
+) -> None:
+    pool = probe_pool(Settings())
+    assert pool.budget == DecodeBudget(7200.0, 2.0, 20.0)
+    assert pool.budget.most_cpu == 42.0
+    pool.close()
+    config = {"audio": {"max_seconds": 600, "decode_cpu_seconds": 1, "threads_per_group": 2}}
+    settings = load_settings(write(tmp_path, config), {})
+    assert (settings.audio.max_seconds, settings.audio.threads_per_group) == (600, 2)
+    path = write(tmp_path, {"audio": {"threads": 0}})
+    with pytest.raises(ConfigError, match=r"audio\.threads"):
         load_settings(path, {})

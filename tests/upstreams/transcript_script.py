@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, Literal
 
 import av
@@ -26,20 +27,26 @@ class Undecodable(Exception):
 
 
 def measure(data: bytes) -> float:
-    """Seconds of audio in ``data``, by decoding every frame."""
+    """Seconds of audio in ``data``, by decoding every frame (each at its own rate; a
+    packet that does not decode is skipped, as FFmpeg's command line does)."""
     try:
         with av.open(io.BytesIO(data), metadata_errors="ignore") as container:
             if not container.streams.audio:
                 raise Undecodable("no audio stream")
-            samples, rate = 0, 0
-            for frame in container.decode(audio=0):
-                samples += frame.samples
-                rate = frame.sample_rate
+            stream = container.streams.audio[0]
+            samples: dict[int, int] = {}
+            for packet in container.demux(stream):
+                try:
+                    decoded = packet.decode()
+                except av.error.InvalidDataError:
+                    continue
+                for frame in decoded:
+                    samples[frame.sample_rate] = samples.get(frame.sample_rate, 0) + frame.samples
     except av.error.FFmpegError as exc:
         raise Undecodable(str(exc)) from None
-    if not rate:
+    if not samples:
         raise Undecodable("no audio frames")
-    return samples / rate
+    return float(sum(Fraction(count, rate) for rate, count in samples.items()))
 
 
 @dataclass(frozen=True, slots=True)
