@@ -20,6 +20,14 @@ admitted by Redis but settled during an outage corrects the local buckets instea
 is capped at the limit, so it gives nothing away; extra usage becomes local debt), and a call
 admitted locally but settled after Redis is back corrects Redis. Under ``reject``, a settle
 during an outage is dropped rather than raised: the reply it belongs to has already gone out.
+
+Budget holds follow the same rules: ``hold_spend`` is answered by Redis while it answers,
+and during an outage by each worker's local count (which starts from the spend the worker
+knows: the store's totals plus its own unwritten records) or by a 503. ``release_spend``
+goes to whichever limiter is current: a hold taken in Redis and released during an outage
+stays in Redis until it lapses (``limits.redis.HOLD_SECONDS``), and one taken locally and
+released after Redis is back gives nothing back there; either way the cost is counted, and
+the store's totals catch up whatever a count missed.
 """
 
 from __future__ import annotations
@@ -34,7 +42,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from parley.errors import ServiceUnavailable
-from parley.limits.base import Decision, Limiter, Scope
+from parley.limits.base import Budget, Decision, Limiter, Scope
 from parley.limits.buckets import buckets_for
 
 UNAVAILABLE_MESSAGE = "Rate limiting is unavailable; try again shortly."
@@ -92,6 +100,20 @@ class FailoverLimiter:
         return await self._route(
             lambda limiter: limiter.peek(scopes), reaches_primary=bool(buckets_for(scopes, 0))
         )
+
+    async def hold_spend(self, budget: Budget, hold: str, nanos: int) -> bool:
+        return await self._route(
+            lambda limiter: limiter.hold_spend(budget, hold, nanos), reaches_primary=True
+        )
+
+    async def release_spend(self, budget: Budget, hold: str, nanos: int, cost: int) -> None:
+        try:
+            await self._route(
+                lambda limiter: limiter.release_spend(budget, hold, nanos, cost),
+                reaches_primary=True,
+            )
+        except ServiceUnavailable:
+            self._log.debug("dropped a budget release: Redis is unreachable")
 
     async def close(self) -> None:
         try:

@@ -9,7 +9,7 @@ from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord
 from parley.domain.models import ModelSpec, Resolved
 from parley.domain.pricing import Price
-from parley.domain.usage import Usage
+from parley.domain.usage import Allowance, Usage
 from parley.limits.base import Decision, Scope
 from parley.pipeline.admit import Admission
 from parley.pipeline.authenticate import Caller
@@ -51,7 +51,7 @@ def call(scopes: tuple[Scope, ...], reserved: int, number: int) -> Call:
         "/v1/chat/completions",
         Caller(key, Group(1, "g")),
         Resolved(model, "m", deprecated=False),
-        Admission(scopes=scopes, reserved_tokens=reserved),
+        Admission(scopes=scopes, reserved_tokens=reserved, allowance=Allowance(10, 10)),
     )
 
 
