@@ -74,16 +74,7 @@ class Meter:
         """Record the call once. A failed call (status >= 400) costs nothing unless
         ``billable`` says otherwise (a stream cut after it delivered content)."""
         admission = call.admission
-        capped = admission.allowance.cap(usage)
-        if capped is not usage:
-            log.warning(
-                "capped the usage of %s on %s at what the call allowed: %s → %s",
-                call.request_id,
-                channel or "no channel",
-                _counts(usage),
-                _counts(capped),
-            )
-            usage = capped
+        usage = self.capped(call, usage, channel)
         cost = 0
         if billable if billable is not None else status < 400:
             cost = call.model.spec.price.cost(
@@ -120,6 +111,20 @@ class Meter:
         if delta and admission.scopes:
             self._settle_soon(admission.scopes, delta)
         return record
+
+    def capped(self, call: Call, usage: Usage, channel: str) -> Usage:
+        """``usage`` within what the call allowed (``Admission.allowance``); a cut is
+        logged, since it means an upstream reported (or sent) more than it may have."""
+        capped = call.admission.allowance.cap(usage)
+        if capped is not usage:
+            log.warning(
+                "capped the usage of %s on %s at what the call allowed: %s → %s",
+                call.request_id,
+                channel or "no channel",
+                _counts(usage),
+                _counts(capped),
+            )
+        return capped
 
     def release(self, budget: Budget, hold: str, held: int, cost: int) -> None:
         """End a budget hold, counting ``cost`` as spent; the releases made in one loop

@@ -87,7 +87,7 @@ async def reply(request: web.Request, job: ReplyJob[R]) -> web.StreamResponse:
         finally:
             svc.streams.discard(task)
         metered.channel = route.target.channel
-        usage = call.admission.allowance.cap(job.usage(found))  # the reply says what is billed
+        usage = svc.meter.capped(call, job.usage(found), metered.channel)  # as billed
         response = job.render(found, call, usage)
         metered.succeed(usage)
         return response

@@ -42,6 +42,11 @@ other model name behaves normally and is echoed in replies. ``engine.behaviour``
 - ``huge-event-N``: stream ``HUGE_AFTER`` chunks, then a ``data:`` line of N bytes that
   never ends, written in ``HUGE_WRITE`` pieces (then the connection ends).
 - ``huge-reply-N``: a whole reply whose content is N bytes, sent chunked (no length).
+- ``usage-negative``, ``usage-inflated``, ``usage-absent``: report ``NEGATIVE_USAGE`` or
+  ``INFLATED_USAGE`` instead of the count (whole replies and the stream's usage chunk), or
+  no usage at all (whole replies too, unlike ``no-usage``); ``Behaviour.reported`` sets
+  any other usage object.
+- ``overlong``: ignore ``max_tokens`` (the whole echo, or ``words-N``, is sent).
 
 Every reply sets a cookie (``engine-session``), as providers behind a CDN do.
 
@@ -97,6 +102,12 @@ CONTEXT_OVERFLOW = {
 }
 
 MID_STREAM_ERROR = openai_error("The engine failed.", "server_error")
+NEGATIVE_USAGE = {"prompt_tokens": -1_000_000, "completion_tokens": 1, "total_tokens": -999_999}
+INFLATED_USAGE = {
+    "prompt_tokens": 1_000_000_000,
+    "completion_tokens": 1_000_000_000,
+    "total_tokens": 2_000_000_000,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +128,8 @@ class Behaviour:
     leak: bool = False
     huge_event: int | None = None
     huge_reply: int | None = None
+    reported: JSON | None = None
+    overlong: bool = False
 
     def with_model(self, model: str) -> Behaviour:
         behaviour = self
@@ -131,6 +144,10 @@ class Behaviour:
             "joined": {"joined": True},
             "overflow": {"overflow": True},
             "leak": {"leak": True},
+            "usage-negative": {"reported": NEGATIVE_USAGE},
+            "usage-inflated": {"reported": INFLATED_USAGE},
+            "usage-absent": {"reported": {}},
+            "overlong": {"overlong": True},
         }
         if part in flags:
             return replace(self, **flags[part])
@@ -251,7 +268,14 @@ class FakeEngine(FakeServer):
             reply = ["junk"] if behaviour.junk else embedding_reply(body, behaviour.usage)
             return json_reply(200, reply)
         reply_id = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-fake{next(self._ids)}"
-        script = script_for(kind, body, behaviour.words, reply_id)
+        script = script_for(
+            kind,
+            body,
+            behaviour.words,
+            reply_id,
+            reported=behaviour.reported,
+            overlong=behaviour.overlong,
+        )
         if behaviour.junk and not stream:
             return json_reply(200, ["junk"])
         if behaviour.huge_reply is not None and not stream:
