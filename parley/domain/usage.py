@@ -51,17 +51,23 @@ class Allowance:
 
     def cap(self, usage: Usage) -> Usage:
         """``usage`` within the allowance (the same object when it already is)."""
+        if (
+            usage.prompt_tokens <= self.prompt_tokens
+            and (self.open_ended or usage.completion_tokens <= self.completion_tokens)
+            and usage.characters <= self.characters
+            and usage.audio_ms <= self.audio_ms
+        ):
+            return usage
         completion = usage.completion_tokens
         if not self.open_ended:
             completion = min(completion, self.completion_tokens)
-        capped = Usage(
+        return Usage(
             prompt_tokens=min(usage.prompt_tokens, self.prompt_tokens),
             completion_tokens=completion,
             characters=min(usage.characters, self.characters),
             audio_ms=min(usage.audio_ms, self.audio_ms),
             estimated=usage.estimated,
         )
-        return usage if capped == usage else capped
 
 
 NOTHING = Allowance()

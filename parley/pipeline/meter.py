@@ -83,6 +83,7 @@ class Meter:
                 characters=usage.characters,
                 audio_ms=usage.audio_ms,
             )
+            cost = max(0, cost)  # never a credit, whatever a price says
         record = UsageRecord(
             request_id=call.request_id,
             created_at=datetime.now(UTC),
