@@ -265,11 +265,10 @@ def allowance(text: TextRequest, model: Resolved, default_max_tokens: int) -> Al
     prompt = text.prompt_ceiling if window is None else min(text.prompt_ceiling, window)
     output = text.max_tokens if text.max_tokens is not None else window
     if output is None:
-        held = default_max_tokens * text.choices
-        return Allowance(prompt_tokens=prompt, completion_tokens=held, open_ended=True)
-    if window is not None:
-        output = min(output, window)
-    return Allowance(prompt_tokens=prompt, completion_tokens=output * text.choices)
+        return Allowance(prompt, default_max_tokens * text.choices, 0, 0, True)
+    if window is not None and output > window:
+        output = window
+    return Allowance(prompt, output * text.choices)
 
 
 def reply_usage(reply: dict[str, Any], prompt_estimate: int, produced: str) -> Usage:

@@ -10,10 +10,9 @@ the call allowed.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any, TypeGuard
+from typing import Any
 
 from parley.domain.value import value
 
@@ -88,12 +87,17 @@ def reported_usage(
     A count is valid when it is a non-negative integer; a report with an invalid count is
     ignored whole and logged (``source`` says whose it was), and the caller estimates.
     """
-    if not isinstance(reported, Mapping):
+    if not isinstance(reported, dict):  # a JSON object, as parsed
         return None
     prompt_count = reported.get(prompt)
     completion_count = reported.get(completion) if completion is not None else 0
-    if _count(prompt_count) and _count(completion_count):
-        return Usage(prompt_tokens=prompt_count, completion_tokens=completion_count)
+    if (
+        type(prompt_count) is int
+        and prompt_count >= 0
+        and type(completion_count) is int
+        and completion_count >= 0
+    ):
+        return Usage(prompt_count, completion_count)
     if prompt_count is None and completion_count is None:
         return None
     log.warning(
@@ -106,10 +110,6 @@ def reported_usage(
         completion_count,
     )
     return None
-
-
-def _count(value: Any) -> TypeGuard[int]:
-    return type(value) is int and value >= 0
 
 
 @value
