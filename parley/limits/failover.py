@@ -24,10 +24,11 @@ during an outage is dropped rather than raised: the reply it belongs to has alre
 Budget holds follow the same rules: ``hold_spend`` is answered by Redis while it answers,
 and during an outage by each worker's local count (which starts from the spend the worker
 knows: the store's totals plus its own unwritten records) or by a 503. ``release_spend``
-goes to whichever limiter is current: a hold taken in Redis and released during an outage
-stays in Redis until it lapses (``limits.redis.HOLD_SECONDS``), and one taken locally and
-released after Redis is back gives nothing back there; either way the cost is counted, and
-the store's totals catch up whatever a count missed.
+ends a hold where it may have been taken: always in the local count (a hold taken there
+during an outage ends there, even once Redis is back, so it cannot linger into the next
+outage), and in Redis unless Redis is away, in which case a hold taken in Redis stays
+there until it lapses (``limits.redis.HOLD_SECONDS``). The store's totals catch up
+whatever cost a count missed.
 """
 
 from __future__ import annotations
@@ -107,13 +108,15 @@ class FailoverLimiter:
         )
 
     async def release_spend(self, budget: Budget, hold: str, nanos: int, cost: int) -> None:
+        await self._fallback.release_spend(budget, hold, nanos, cost)
+        if self._degraded and self._clock() < self._retry_at:
+            return  # Redis is away: its holds lapse there
         try:
-            await self._route(
-                lambda limiter: limiter.release_spend(budget, hold, nanos, cost),
-                reaches_primary=True,
-            )
-        except ServiceUnavailable:
-            self._log.debug("dropped a budget release: Redis is unreachable")
+            await self._primary.release_spend(budget, hold, nanos, cost)
+        except _UNREACHABLE as exc:
+            self._went_down(exc)
+        else:
+            self._came_back()
 
     async def close(self) -> None:
         try:

@@ -193,6 +193,21 @@ async def test_budget_holds_fall_back_to_each_workers_count_during_an_outage(
     assert local_failover.degraded
 
 
+async def test_a_hold_taken_during_an_outage_ends_locally_once_redis_is_back(
+    local_failover: FailoverLimiter, private_redis: PrivateRedis
+) -> None:
+    private_redis.stop()
+    assert await local_failover.hold_spend(BUDGET, "local", 100)
+    private_redis.start()
+    await asyncio.sleep(RETRY_SECONDS * 1.5)
+    await local_failover.release_spend(BUDGET, "local", 100, 0)  # reaches Redis: back
+    assert not is_degraded(local_failover)
+    private_redis.stop()
+    # the next outage's local count holds nothing from the last one
+    assert await local_failover.hold_spend(BUDGET, "next-outage", 1)
+    assert is_degraded(local_failover)
+
+
 async def test_budget_holds_are_a_503_under_the_reject_policy(
     reject_failover: FailoverLimiter, private_redis: PrivateRedis
 ) -> None:
