@@ -15,7 +15,7 @@ from parley.api.body import (
 from parley.api.context import services
 from parley.api.textgen import Endpoint, TextRequest, generate, text_request
 from parley.domain.models import CHAT_KINDS, Resolved
-from parley.domain.tokens import estimate_messages
+from parley.domain.tokens import count_images, estimate_messages
 from parley.errors import InvalidRequest, PayloadTooLarge
 from parley.pipeline.job import Operation
 from parley.pipeline.route import Route
@@ -56,12 +56,12 @@ CHAT = Endpoint(
 
 async def create_chat_completion(request: web.Request) -> web.StreamResponse:
     body = await read_json(request)
-    text = parse_chat(body)
+    text = parse_chat(body, len(await request.read()))  # the body read once, kept by aiohttp
     max_image = services(request).settings.server.max_image_bytes
     return await generate(request, CHAT, text, lambda model: check_images(body, model, max_image))
 
 
-def parse_chat(body: dict[str, Any]) -> TextRequest:
+def parse_chat(body: dict[str, Any], body_bytes: int) -> TextRequest:
     model = required_string(body, "model")
     messages = body.get("messages")
     if messages is None:
@@ -74,6 +74,8 @@ def parse_chat(body: dict[str, Any]) -> TextRequest:
         body,
         model=model,
         prompt_estimate=estimate_messages(messages),
+        body_bytes=body_bytes,
+        images=count_images(messages),
         length_fields=("max_tokens", "max_completion_tokens"),
     )
 

@@ -51,10 +51,12 @@ COMPLETIONS = Endpoint(
 
 
 async def create_completion(request: web.Request) -> web.StreamResponse:
-    return await generate(request, COMPLETIONS, parse_completion(await read_json(request)))
+    body = await read_json(request)
+    text = parse_completion(body, len(await request.read()))  # the body read once, kept
+    return await generate(request, COMPLETIONS, text)
 
 
-def parse_completion(body: dict[str, Any]) -> TextRequest:
+def parse_completion(body: dict[str, Any], body_bytes: int) -> TextRequest:
     model = required_string(body, "model")
     prompt = body.get("prompt")
     if prompt is None:
@@ -64,7 +66,9 @@ def parse_completion(body: dict[str, Any]) -> TextRequest:
             "'prompt' must be a string, an array of strings, or an array of token arrays.",
             param="prompt",
         )
-    return text_request(body, model=model, prompt_estimate=estimate_prompt(prompt))
+    return text_request(
+        body, model=model, prompt_estimate=estimate_prompt(prompt), body_bytes=body_bytes
+    )
 
 
 def _valid_prompt(prompt: Any) -> bool:

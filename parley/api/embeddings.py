@@ -21,8 +21,8 @@ from aiohttp import web
 from parley.api.body import optional_positive_int, read_json, required_string
 from parley.api.context import services
 from parley.domain.models import Resolved
-from parley.domain.tokens import estimate_prompt
-from parley.domain.usage import Usage
+from parley.domain.tokens import estimate_prompt, prompt_ceiling
+from parley.domain.usage import Allowance, Usage, reported_usage
 from parley.domain.vectors import Encoding, NotAVector, encoded
 from parley.errors import InvalidRequest, UpstreamError
 from parley.pipeline import runner
@@ -41,7 +41,8 @@ ENCODINGS = ("float", "base64")
 
 async def create_embeddings(request: web.Request) -> web.StreamResponse:
     body = await read_json(request)
-    job = EmbeddingJob(parse_embeddings(body), services(request).providers)
+    size = len(await request.read())  # the body read once, kept by aiohttp
+    job = EmbeddingJob(parse_embeddings(body), services(request).providers, size)
     return await runner.reply(request, job)
 
 
@@ -99,13 +100,14 @@ def _tokens(item: Any) -> bool:
 class EmbeddingJob:
     """One embeddings call: a ``ReplyJob`` for the runner."""
 
-    __slots__ = ("_body", "_estimate", "_providers")
+    __slots__ = ("_body", "_ceiling", "_estimate", "_providers")
     operation = EMBEDDINGS
 
-    def __init__(self, body: dict[str, Any], providers: ProviderRegistry) -> None:
+    def __init__(self, body: dict[str, Any], providers: ProviderRegistry, body_bytes: int) -> None:
         self._body = body
         self._providers = providers
         self._estimate = max(1, estimate_prompt(body["input"]))
+        self._ceiling = max(self._estimate, prompt_ceiling(body_bytes))
 
     @property
     def model(self) -> str:
@@ -116,6 +118,9 @@ class EmbeddingJob:
 
     def reservation(self, model: Resolved, caller: Caller) -> int:
         return self._estimate
+
+    def allowance(self, model: Resolved) -> Allowance:
+        return Allowance(prompt_tokens=self._ceiling)
 
     async def call(self, route: Route) -> JSON:
         adapter = self._providers.embeddings(route.provider_type)
@@ -134,10 +139,9 @@ class EmbeddingJob:
         return reply
 
     def usage(self, reply: JSON) -> Usage:
-        usage = reply.get("usage")
-        prompt = usage.get("prompt_tokens") if isinstance(usage, dict) else None
-        if isinstance(prompt, int) and not isinstance(prompt, bool) and prompt >= 0:
-            return Usage(prompt_tokens=prompt)
+        reported = reported_usage(reply.get("usage"), source="the upstream", completion=None)
+        if reported is not None:
+            return reported
         return Usage(prompt_tokens=self._estimate, estimated=True)
 
     def render(self, reply: JSON, call: Call, usage: Usage) -> web.StreamResponse:

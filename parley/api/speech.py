@@ -33,7 +33,7 @@ from parley.domain.speech import (
     SpeechProfile,
     character_tokens,
 )
-from parley.domain.usage import Usage
+from parley.domain.usage import Allowance, Usage
 from parley.domain.voices import clone_owner
 from parley.errors import InvalidRequest, ParleyError, UpstreamError
 from parley.pipeline import runner
@@ -166,6 +166,10 @@ class SpeechJob:
 
     def reservation(self, model: Resolved, who: Caller) -> int:
         return character_tokens(len(self._input))
+
+    def allowance(self, model: Resolved) -> Allowance:
+        characters = len(self._input)  # billed exactly: known from the request
+        return Allowance(prompt_tokens=character_tokens(characters), characters=characters)
 
     # the stream
 

@@ -14,7 +14,7 @@ from typing import Any, cast
 
 import orjson
 
-from parley.domain.usage import Usage
+from parley.domain.usage import Usage, reported_usage
 from parley.providers.shapes import Item, SameShape, Shape
 
 DONE = b"data: [DONE]\n\n"
@@ -63,10 +63,10 @@ class StreamTally:
                     self.pieces += 1
 
     def _report(self, usage: Any) -> None:
-        if usage and isinstance(usage, dict):
-            prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-            if isinstance(prompt, int) and isinstance(completion, int):
-                self.reported = Usage(prompt_tokens=prompt, completion_tokens=completion)
+        if usage:  # streams that asked for usage carry ``"usage": null`` on every chunk
+            reported = reported_usage(usage, source="the upstream's stream")
+            if reported is not None:
+                self.reported = reported
 
     def usage(self) -> Usage:
         if self.reported is not None:

@@ -21,7 +21,8 @@ from parley.api.body import optional_bool, optional_number, optional_positive_in
 from parley.api.context import services
 from parley.api.streaming import DONE, ChunkShaper, StreamTally
 from parley.domain.models import Resolved
-from parley.domain.usage import Usage
+from parley.domain.tokens import prompt_ceiling
+from parley.domain.usage import Allowance, Usage, reported_usage
 from parley.domain.value import value
 from parley.errors import ParleyError, encode_error_event
 from parley.pipeline import runner
@@ -47,6 +48,10 @@ class TextRequest:
     include_usage: bool
     max_tokens: int | None
     prompt_estimate: int
+    prompt_ceiling: int
+    """The most prompt tokens the request can cost (``domain.tokens.prompt_ceiling``)."""
+    choices: int
+    """How many replies the upstream writes and bills (``n``, or ``best_of``)."""
 
 
 def text_request(
@@ -54,9 +59,12 @@ def text_request(
     *,
     model: str,
     prompt_estimate: int,
+    body_bytes: int,
+    images: int = 0,
     length_fields: tuple[str, ...] = ("max_tokens",),
 ) -> TextRequest:
-    """Check the fields chat and classic completions share."""
+    """Check the fields chat and classic completions share; ``body_bytes`` is the size of
+    the request's JSON body, ``images`` the images it holds (for the prompt's ceiling)."""
     stream = optional_bool(body, "stream")
     include_usage = stream_options(body, stream)
     lengths = [optional_positive_int(body, name) for name in length_fields]
@@ -69,7 +77,14 @@ def text_request(
         include_usage=include_usage,
         max_tokens=next((length for length in lengths if length is not None), None),
         prompt_estimate=prompt_estimate,
+        prompt_ceiling=max(prompt_estimate, prompt_ceiling(body_bytes, images)),
+        choices=max(_choices(body.get("n")), _choices(body.get("best_of"))),
     )
+
+
+def _choices(value: Any) -> int:
+    """A count of replies as the upstream will read it; 1 when it is not one."""
+    return value if type(value) is int and value > 1 else 1
 
 
 CHUNK_OBJECTS = {"chatcmpl-": "chat.completion.chunk"}
@@ -142,6 +157,9 @@ class _TextJob:
 
     def reservation(self, model: Resolved, caller: Caller) -> int:
         return reservation(self._text, model, caller, self._default_max_tokens)
+
+    def allowance(self, model: Resolved) -> Allowance:
+        return allowance(self._text, model, self._default_max_tokens)
 
 
 class TextReply(_TextJob):
@@ -236,13 +254,28 @@ def reservation(text: TextRequest, model: Resolved, who: Caller, default_max_tok
     return text.prompt_estimate + share
 
 
+def allowance(text: TextRequest, model: Resolved, default_max_tokens: int) -> Allowance:
+    """The most the call may consume: its prompt's ceiling, and for each reply
+    ``max_tokens``, else the model's context window, both within the context window.
+
+    With neither, nothing bounds the output: ``default_max_tokens`` a reply is held
+    against the budget and the allowance is open-ended (the bill is not capped there).
+    """
+    window = model.spec.context_window
+    prompt = text.prompt_ceiling if window is None else min(text.prompt_ceiling, window)
+    output = text.max_tokens if text.max_tokens is not None else window
+    if output is None:
+        return Allowance(prompt, default_max_tokens * text.choices, 0, 0, True)
+    if window is not None and output > window:
+        output = window
+    return Allowance(prompt, output * text.choices)
+
+
 def reply_usage(reply: dict[str, Any], prompt_estimate: int, produced: str) -> Usage:
-    """The upstream's own counts when it gave them, else Parley's estimate."""
-    usage = reply.get("usage")
-    if isinstance(usage, dict):
-        prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-        if isinstance(prompt, int) and isinstance(completion, int):
-            return Usage(prompt_tokens=prompt, completion_tokens=completion)
+    """The upstream's own counts when it gave valid ones, else Parley's estimate."""
+    reported = reported_usage(reply.get("usage"), source="the upstream")
+    if reported is not None:
+        return reported
     completion_estimate = (len(produced) + 3) // 4
     return Usage(
         prompt_tokens=prompt_estimate, completion_tokens=completion_estimate, estimated=True

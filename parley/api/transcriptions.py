@@ -33,7 +33,7 @@ from parley.api.transcription_form import SpeechToText, speech_to_text
 from parley.api.uploads import read_form
 from parley.domain.models import Resolved
 from parley.domain.transcripts import JSON, Task, billed_seconds
-from parley.domain.usage import Usage
+from parley.domain.usage import Allowance, Usage
 from parley.errors import InvalidRequest, ParleyError, UpstreamError, encode_error_event
 from parley.pipeline import runner
 from parley.pipeline.authenticate import Caller
@@ -112,6 +112,9 @@ class TranscriptionJob:
 
     def reservation(self, model: Resolved, caller: Caller) -> int:
         return 0
+
+    def allowance(self, model: Resolved) -> Allowance:
+        return Allowance(audio_ms=self.billed * 1000)  # the clip, measured before admission
 
     def usage_for_clip(self) -> Usage:
         return Usage(audio_ms=self.billed * 1000)

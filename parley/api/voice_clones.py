@@ -38,7 +38,7 @@ from parley.audio import AudioInfo
 from parley.audio.errors import AudioError
 from parley.domain.models import Resolved
 from parley.domain.speech import MAX_CLIP_SECONDS, MIN_CLIP_SECONDS, SpeechProfile
-from parley.domain.usage import Usage
+from parley.domain.usage import NOTHING, Allowance, Usage
 from parley.domain.voices import LABEL_RULE, Clone, clone_id, clone_owner, valid_label
 from parley.errors import InvalidRequest, NotFound, ParleyError, PermissionDenied
 from parley.pipeline import runner
@@ -198,6 +198,9 @@ class CloneJob:
     def reservation(self, model: Resolved, who: Caller) -> int:
         return 0
 
+    def allowance(self, model: Resolved) -> Allowance:
+        return NOTHING
+
     async def call(self, route: Route) -> Clone:
         voice_id = clone_id(self._caller.group.id, self._label)
         if await self._svc.clones.find(self._spec_name, voice_id, self._caller.group.id):
@@ -327,6 +330,9 @@ class DeleteJob:
 
     def reservation(self, model: Resolved, who: Caller) -> int:
         return 0
+
+    def allowance(self, model: Resolved) -> Allowance:
+        return NOTHING
 
     async def call(self, route: Route) -> Clone:
         if clone_owner(self._voice_id) is None:

@@ -1,8 +1,15 @@
-"""Token estimates, for reserving rate-limit tokens before the upstream counts for real.
+"""Token estimates, for reserving rate-limit tokens before the upstream counts for real,
+and ceilings, for what a prompt can cost at most.
 
 Parley ships no tokenizer (they download vocabularies at run time); an estimate of one
 token per four characters, plus a few tokens of framing per message, is close enough for a
 reservation that is settled with the upstream's own count afterwards.
+
+A ceiling must hold whatever the text is (a hostile caller picks text that tokenizes
+badly), so it counts bytes: every token a tokenizer makes covers at least one byte of
+text, and everything an upstream reads of a request (messages, tool definitions, schemas)
+is in its JSON body, whose punctuation around each message outweighs the few tokens a chat
+template adds. An image is the exception, counted at ``IMAGE_TOKENS_CEILING``.
 """
 
 from __future__ import annotations
@@ -12,6 +19,9 @@ from typing import Any
 CHARS_PER_TOKEN = 4
 TOKENS_PER_MESSAGE = 4
 TOKENS_PER_IMAGE = 768
+IMAGE_TOKENS_CEILING = 16_384
+"""The most one image is taken to cost: the largest count engines give an image (Qwen2.5-VL
+at its default pixel limit); OpenAI and Anthropic stay under 2,000."""
 
 
 def estimate_text(text: str) -> int:
@@ -25,6 +35,24 @@ def estimate_messages(messages: list[Any]) -> int:
         if isinstance(message, dict):
             total += _estimate_content(message.get("content"))
     return total
+
+
+def prompt_ceiling(body_bytes: int, images: int = 0) -> int:
+    """The most prompt tokens a request body of ``body_bytes`` bytes with ``images`` images
+    can cost (see the module docstring)."""
+    return body_bytes + images * IMAGE_TOKENS_CEILING
+
+
+def count_images(messages: list[Any]) -> int:
+    """The image parts in chat messages."""
+    images = 0
+    for message in messages:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            for part in content:
+                if isinstance(part, dict) and part.get("type") == "image_url":
+                    images += 1
+    return images
 
 
 def estimate_prompt(prompt: Any) -> int:

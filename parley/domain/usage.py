@@ -1,11 +1,22 @@
-"""What one call consumed, and the record the meter writes for it."""
+"""What one call consumed, the most it may consume, and the record the meter writes.
+
+An upstream's own count becomes a ``Usage`` only through ``reported_usage``, which refuses
+what cannot be a count (negative, fractional, not a number): such a report is ignored,
+logged, and the call falls back to Parley's estimate. What a call is billed is then capped
+by its ``Allowance``, so neither an upstream's report nor Parley's estimate can exceed what
+the call allowed.
+"""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import date, datetime
+from typing import Any
 
 from parley.domain.value import value
+
+log = logging.getLogger("parley.usage")
 
 
 @value
@@ -20,6 +31,85 @@ class Usage:
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+
+@value
+class Allowance:
+    """The most a call may consume, known at admission: what its budget hold is priced
+    from, and the cap on what it is billed.
+
+    ``open_ended`` marks a call whose output nothing bounds (no ``max_tokens`` and a model
+    without a context window): ``completion_tokens`` is then only what is held, not a cap.
+    """
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    characters: int = 0
+    audio_ms: int = 0
+    open_ended: bool = False
+
+    def cap(self, usage: Usage) -> Usage:
+        """``usage`` within the allowance (the same object when it already is)."""
+        if (
+            usage.prompt_tokens <= self.prompt_tokens
+            and (self.open_ended or usage.completion_tokens <= self.completion_tokens)
+            and usage.characters <= self.characters
+            and usage.audio_ms <= self.audio_ms
+        ):
+            return usage
+        completion = usage.completion_tokens
+        if not self.open_ended:
+            completion = min(completion, self.completion_tokens)
+        return Usage(
+            prompt_tokens=min(usage.prompt_tokens, self.prompt_tokens),
+            completion_tokens=completion,
+            characters=min(usage.characters, self.characters),
+            audio_ms=min(usage.audio_ms, self.audio_ms),
+            estimated=usage.estimated,
+        )
+
+
+NOTHING = Allowance()
+"""The allowance of a call that consumes nothing billable (voice clones and deletes)."""
+
+
+def reported_usage(
+    reported: Any,
+    *,
+    source: str,
+    prompt: str = "prompt_tokens",
+    completion: str | None = "completion_tokens",
+) -> Usage | None:
+    """The usage an upstream reported, or ``None`` when it reported none or nothing valid.
+
+    ``reported`` is the upstream's usage object; ``prompt`` and ``completion`` name its
+    counts (``completion=None`` when the operation has no output count, as embeddings).
+    A count is valid when it is a non-negative integer; a report with an invalid count is
+    ignored whole and logged (``source`` says whose it was), and the caller estimates.
+    """
+    if not isinstance(reported, dict):  # a JSON object, as parsed
+        return None
+    prompt_count = reported.get(prompt)
+    completion_count = reported.get(completion) if completion is not None else 0
+    if (
+        type(prompt_count) is int
+        and prompt_count >= 0
+        and type(completion_count) is int
+        and completion_count >= 0
+    ):
+        return Usage(prompt_count, completion_count)
+    if prompt_count is None and completion_count is None:
+        return None
+    log.warning(
+        "ignored the usage %s reported (%s=%.40r, %s=%.40r): not a count; Parley's estimate "
+        "is billed instead",
+        source,
+        prompt,
+        prompt_count,
+        completion,
+        completion_count,
+    )
+    return None
 
 
 @value

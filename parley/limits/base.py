@@ -8,6 +8,14 @@ nothing is taken. ``settle`` later corrects the tokens by the real usage (a buck
 below zero: the debt delays the next call). "Reset" is the time until a bucket is full
 again, which is what OpenAI's ``x-ratelimit-reset-*`` headers report.
 
+Budgets are held the same way: ``hold_spend`` takes a call's worst-case cost from a
+group's budget for the period, unless what is spent and held already reaches the limit,
+and ``release_spend`` gives the hold back and counts what the call really cost. Concurrent
+calls therefore see each other's holds, and a budget is overshot by at most the worst
+case of the last call it admitted. The spent count starts from the caller's own view
+(``Budget.spent_nanos``: the store's total plus what it has not written yet), and is
+never taken below it.
+
 Implementations: ``limits.memory.MemoryLimiter`` (one process) and
 ``limits.redis.RedisLimiter`` (shared, atomic Lua), wrapped by
 ``limits.failover.FailoverLimiter`` when Redis may go away. One contract suite
@@ -56,6 +64,19 @@ class Decision:
 UNLIMITED = Decision(allowed=True)
 
 
+@value
+class Budget:
+    """A group's spend limit for one budget period, as one call's admission sees it."""
+
+    name: str
+    """The group and the period's first day: ``g:12:2026-11-01``."""
+    limit_nanos: int
+    spent_nanos: int
+    """What the caller knows was spent this period: a floor under the shared count."""
+    seconds_left: float
+    """Until the period ends: how long the count is worth keeping."""
+
+
 class Limiter(Protocol):
     async def acquire(self, scopes: Sequence[Scope], tokens: int) -> Decision:
         """Take one request and ``tokens`` tokens from every scope, or nothing."""
@@ -65,5 +86,13 @@ class Limiter(Protocol):
 
     async def peek(self, scopes: Sequence[Scope]) -> Decision:
         """The state now, taking nothing."""
+
+    async def hold_spend(self, budget: Budget, hold: str, nanos: int) -> bool:
+        """Hold ``nanos`` of ``budget`` for the call ``hold`` (an id unique to it) unless
+        what is spent and held already reaches the limit; whether the call may go."""
+
+    async def release_spend(self, budget: Budget, hold: str, nanos: int, cost: int) -> None:
+        """End the call's hold of ``nanos`` and count ``cost`` as spent. A hold this
+        limiter does not have (made elsewhere, or expired) gives nothing back."""
 
     async def close(self) -> None: ...

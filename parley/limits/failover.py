@@ -20,6 +20,15 @@ admitted by Redis but settled during an outage corrects the local buckets instea
 is capped at the limit, so it gives nothing away; extra usage becomes local debt), and a call
 admitted locally but settled after Redis is back corrects Redis. Under ``reject``, a settle
 during an outage is dropped rather than raised: the reply it belongs to has already gone out.
+
+Budget holds follow the same rules: ``hold_spend`` is answered by Redis while it answers,
+and during an outage by each worker's local count (which starts from the spend the worker
+knows: the store's totals plus its own unwritten records) or by a 503. ``release_spend``
+ends a hold where it may have been taken: always in the local count (a hold taken there
+during an outage ends there, even once Redis is back, so it cannot linger into the next
+outage), and in Redis unless Redis is away, in which case a hold taken in Redis stays
+there until it lapses (``limits.redis.HOLD_SECONDS``). The store's totals catch up
+whatever cost a count missed.
 """
 
 from __future__ import annotations
@@ -34,7 +43,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from parley.errors import ServiceUnavailable
-from parley.limits.base import Decision, Limiter, Scope
+from parley.limits.base import Budget, Decision, Limiter, Scope
 from parley.limits.buckets import buckets_for
 
 UNAVAILABLE_MESSAGE = "Rate limiting is unavailable; try again shortly."
@@ -92,6 +101,22 @@ class FailoverLimiter:
         return await self._route(
             lambda limiter: limiter.peek(scopes), reaches_primary=bool(buckets_for(scopes, 0))
         )
+
+    async def hold_spend(self, budget: Budget, hold: str, nanos: int) -> bool:
+        return await self._route(
+            lambda limiter: limiter.hold_spend(budget, hold, nanos), reaches_primary=True
+        )
+
+    async def release_spend(self, budget: Budget, hold: str, nanos: int, cost: int) -> None:
+        await self._fallback.release_spend(budget, hold, nanos, cost)
+        if self._degraded and self._clock() < self._retry_at:
+            return  # Redis is away: its holds lapse there
+        try:
+            await self._primary.release_spend(budget, hold, nanos, cost)
+        except _UNREACHABLE as exc:
+            self._went_down(exc)
+        else:
+            self._came_back()
 
     async def close(self) -> None:
         try:

@@ -2,7 +2,11 @@
 
 Memory stays bounded: a bucket that has refilled completely holds nothing a fresh bucket
 would not, so at most once every ``sweep_seconds`` the limiter forgets the full ones. The
-sweep walks every bucket, but only once per interval, never on each call.
+sweep walks every bucket, but only once per interval, never on each call; it also forgets
+the spend of budget periods that have ended and hold nothing.
+
+A budget's holds live here until released: the runner releases every hold it takes
+(``runner.Metered``), and a process that dies takes its holds with it.
 """
 
 from __future__ import annotations
@@ -10,8 +14,20 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from parley.limits.base import Decision, Dimension, Scope
+from parley.limits.base import Budget, Decision, Dimension, Scope
 from parley.limits.buckets import Bucket, BucketState, buckets_for, decide, fits, refill
+
+
+class _Spend:
+    """One budget period's spend as this process counts it: spent, and held by calls."""
+
+    __slots__ = ("ends", "held", "holds", "spent")
+
+    def __init__(self, spent: int, ends: float) -> None:
+        self.spent = spent
+        self.held = 0
+        self.holds: dict[str, int] = {}
+        self.ends = ends
 
 
 class MemoryLimiter:
@@ -24,6 +40,7 @@ class MemoryLimiter:
         self._sweep_seconds = sweep_seconds
         self._next_sweep = clock() + sweep_seconds
         self._buckets: dict[tuple[str, Dimension], tuple[BucketState, int]] = {}
+        self._spend: dict[str, _Spend] = {}
 
     def __len__(self) -> int:
         """How many buckets are held in memory (full ones may not be forgotten yet)."""
@@ -54,8 +71,32 @@ class MemoryLimiter:
         levels = [self._level(bucket, now) for bucket in buckets]
         return decide(buckets, levels, allowed=fits(buckets, levels), taken=False)
 
+    async def hold_spend(self, budget: Budget, hold: str, nanos: int) -> bool:
+        now = self._now()
+        spend = self._spend.get(budget.name)
+        if spend is None:
+            spend = _Spend(budget.spent_nanos, now + budget.seconds_left)
+            self._spend[budget.name] = spend
+        spend.spent = max(spend.spent, budget.spent_nanos)
+        if spend.spent + spend.held >= budget.limit_nanos:
+            return False
+        if nanos > 0:
+            spend.holds[hold] = spend.holds.get(hold, 0) + nanos
+            spend.held += nanos
+        return True
+
+    async def release_spend(self, budget: Budget, hold: str, nanos: int, cost: int) -> None:
+        spend = self._spend.get(budget.name)
+        if spend is None:
+            return
+        held = spend.holds.pop(hold, None)
+        if held is not None:
+            spend.held -= held
+        spend.spent += cost
+
     async def close(self) -> None:
         self._buckets.clear()
+        self._spend.clear()
 
     def _level(self, bucket: Bucket, now: float) -> float:
         held = self._buckets.get((bucket.scope, bucket.dimension))
@@ -81,3 +122,8 @@ class MemoryLimiter:
         ]
         for key in full:
             del self._buckets[key]
+        ended = [
+            name for name, spend in self._spend.items() if spend.ends <= now and not spend.holds
+        ]
+        for name in ended:
+            del self._spend[name]

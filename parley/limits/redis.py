@@ -12,6 +12,15 @@ cost from each (or only looks, for ``peek``); another applies ``settle``. The sc
 the levels and ``limits.memory.decide`` computes the ``Decision``, exactly as the memory
 limiter does. The calls made within one turn of the event loop go to Redis as one
 pipeline (``redis_batch.py``), each script still atomic on its own.
+
+A budget period is a hash ``{prefix}:budget:{name}`` (``spent`` and ``held``, integer
+nano-dollars) and a sorted set ``…:holds`` of the calls holding part of it (member
+``{hold id}:{nanos}``, scored by when the hold lapses). One script checks and takes a hold,
+another releases it and counts the cost, so calls on every instance see each other's
+holds. A hold lapses after ``HOLD_SECONDS``, so holds of an instance that died free
+themselves; the check script drops lapsed holds first. The count starts from the first
+caller's own view of the spend and never falls below any caller's, so a Redis that lost
+its keys is caught up by the store's totals. The keys expire an hour after their period.
 """
 
 from __future__ import annotations
@@ -20,12 +29,68 @@ from collections.abc import Sequence
 
 from redis.asyncio import Redis
 
-from parley.limits.base import UNLIMITED, Decision, Scope
+from parley.limits.base import UNLIMITED, Budget, Decision, Scope
 from parley.limits.buckets import Bucket, buckets_for, decide
 from parley.limits.redis_batch import ScriptBatcher
 
 EXPIRY_MARGIN_MS = 1000
 """Kept past the moment a bucket is full again, so a key never expires while it matters."""
+
+HOLD_SECONDS = 3600
+"""How long a budget hold lasts in Redis without its release: a call running longer than
+this stops holding its worst case, and the holds of an instance that died lapse."""
+BUDGET_MARGIN_SECONDS = 3600
+"""How long a budget period's keys outlive the period."""
+
+_HOLD = """
+-- KEYS: the period's hash, its holds. ARGV: limit, floor, nanos, member, hold ms, keep ms.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local lapsed = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)
+if #lapsed > 0 then
+  local gone = 0
+  for _, member in ipairs(lapsed) do
+    gone = gone + tonumber(string.match(member, ':(%d+)$'))
+  end
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+  redis.call('HINCRBY', KEYS[1], 'held', string.format('%d', -gone))
+end
+local saved = redis.call('HMGET', KEYS[1], 'spent', 'held')
+local spent = tonumber(saved[1])
+if not spent or spent < tonumber(ARGV[2]) then
+  spent = tonumber(ARGV[2])
+  redis.call('HSET', KEYS[1], 'spent', ARGV[2])
+end
+local held = tonumber(saved[2]) or 0
+if held < 0 then
+  held = 0
+  redis.call('HSET', KEYS[1], 'held', 0)
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[6])
+if spent + held >= tonumber(ARGV[1]) then
+  return 0
+end
+if tonumber(ARGV[3]) > 0 then
+  redis.call('ZADD', KEYS[2], string.format('%d', now + tonumber(ARGV[5])), ARGV[4])
+  redis.call('HINCRBY', KEYS[1], 'held', ARGV[3])
+  redis.call('PEXPIRE', KEYS[2], ARGV[6])
+end
+return 1
+"""
+
+_RELEASE = """
+-- KEYS: the period's hash, its holds. ARGV: member, minus the nanos held, cost, keep ms.
+if redis.call('ZREM', KEYS[2], ARGV[1]) == 1 then
+  if redis.call('HINCRBY', KEYS[1], 'held', ARGV[2]) < 0 then
+    redis.call('HSET', KEYS[1], 'held', 0)
+  end
+end
+if ARGV[3] ~= '0' and redis.call('HEXISTS', KEYS[1], 'spent') == 1 then
+  redis.call('HINCRBY', KEYS[1], 'spent', ARGV[3])
+  redis.call('PEXPIRE', KEYS[1], ARGV[4])
+end
+return 1
+"""
 
 _BUCKET_FUNCTIONS = """
 local function now()
@@ -105,6 +170,8 @@ class RedisLimiter:
         self._owns_client = owns_client
         self._check = client.register_script(_CHECK)
         self._settle = client.register_script(_SETTLE)
+        self._hold = client.register_script(_HOLD)
+        self._release = client.register_script(_RELEASE)
         self._batcher = ScriptBatcher(client)
 
     async def acquire(self, scopes: Sequence[Scope], tokens: int) -> Decision:
@@ -122,6 +189,22 @@ class RedisLimiter:
     async def peek(self, scopes: Sequence[Scope]) -> Decision:
         return await self._run_check(buckets_for(scopes, 0), take=False)
 
+    async def hold_spend(self, budget: Budget, hold: str, nanos: int) -> bool:
+        args: list[str | int] = [
+            budget.limit_nanos,
+            budget.spent_nanos,
+            nanos,
+            f"{hold}:{nanos}",
+            HOLD_SECONDS * 1000,
+            _keep_ms(budget),
+        ]
+        reply = await self._batcher.run(self._hold, self._budget_keys(budget), args)
+        return bool(reply == 1)
+
+    async def release_spend(self, budget: Budget, hold: str, nanos: int, cost: int) -> None:
+        args: list[str | int] = [f"{hold}:{nanos}", -nanos, cost, _keep_ms(budget)]
+        await self._batcher.run(self._release, self._budget_keys(budget), args)
+
     async def close(self) -> None:
         await self._batcher.close()
         if self._owns_client:
@@ -137,9 +220,19 @@ class RedisLimiter:
         allowed, levels = _parse_check(reply, len(buckets))
         return decide(buckets, levels, allowed=allowed, taken=take)
 
+    def _budget_keys(self, budget: Budget) -> list[str]:
+        key = f"{self._prefix}:budget:{budget.name}"
+        return [key, f"{key}:holds"]
+
     def _key(self, bucket: Bucket) -> str:
         suffix = "r" if bucket.dimension == "requests" else "t"
         return f"{self._prefix}:rl:{bucket.scope}:{suffix}"
+
+
+def _keep_ms(budget: Budget) -> int:
+    """How long a budget period's keys are kept: past its end, and past any hold."""
+    keep = max(budget.seconds_left + BUDGET_MARGIN_SECONDS, HOLD_SECONDS)
+    return int(keep * 1000)
 
 
 def _parse_check(reply: object, count: int) -> tuple[bool, list[float]]:

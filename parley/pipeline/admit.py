@@ -1,15 +1,23 @@
-"""Stage 2: may this caller make this call now? Model access, budget, rates."""
+"""Stage 2: may this caller make this call now? Model access, budget, rates.
+
+A group with a budget has the call's worst case (its ``Allowance`` at the model's prices)
+held against it before anything else (``Limiter.hold_spend``); the hold is released, and
+the real cost counted, when the call is metered (``Meter.finish``), or at once when the
+rates refuse the call.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from parley.domain.groups import Group
 from parley.domain.models import ModelRegistry, Resolved
+from parley.domain.pricing import Price
+from parley.domain.usage import Allowance
 from parley.errors import InvalidRequest, ModelNotFound, QuotaExceeded, RateLimited
-from parley.limits.base import Decision, Limiter, Scope
+from parley.limits.base import Budget, Decision, Limiter, Scope
 from parley.limits.headers import go_duration, rate_limit_headers, retry_headers
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.budget import SpendLedger
@@ -21,7 +29,26 @@ class Admission:
 
     scopes: tuple[Scope, ...]
     reserved_tokens: int
+    allowance: Allowance
+    """The most the call may consume: its usage is capped there."""
     headers: dict[str, str] = field(default_factory=dict)
+    budget: Budget | None = None
+    """The group's budget the call holds ``held_nanos`` of (``None``: no budget)."""
+    held_nanos: int = 0
+
+
+Release = Callable[[Budget, str, int, int], None]
+"""Ends a budget hold: the budget, the hold's id, the nanos held, the cost to count."""
+
+
+def worst_cost(price: Price, allowance: Allowance) -> int:
+    """What the call costs at most, in nano-dollars: the allowance at the model's prices."""
+    return price.cost(
+        prompt_tokens=allowance.prompt_tokens,
+        completion_tokens=allowance.completion_tokens,
+        characters=allowance.characters,
+        audio_ms=allowance.audio_ms,
+    )
 
 
 def resolve_model(
@@ -48,14 +75,36 @@ def scopes_for(caller: Caller) -> tuple[Scope, ...]:
     return group_scope, Scope(f"k:{caller.key.id}", quota)
 
 
-async def admit(limiter: Limiter, ledger: SpendLedger, caller: Caller, tokens: int) -> Admission:
-    _check_budget(ledger, caller)
+async def admit(
+    limiter: Limiter,
+    ledger: SpendLedger,
+    caller: Caller,
+    tokens: int,
+    *,
+    hold: str,
+    allowance: Allowance,
+    price: Price,
+    release: Release,
+) -> Admission:
+    """Hold the call's worst cost against the budget, then take its rates; ``hold`` is
+    the call's unique id, ``release`` ends the hold if the rates refuse it."""
+    budget = ledger.budget(caller.group)
+    held = 0
+    if budget is not None:
+        held = worst_cost(price, allowance)
+        if not await limiter.hold_spend(budget, hold, held):
+            raise _quota_exceeded(ledger)
     scopes = scopes_for(caller)
-    decision = await limiter.acquire(scopes, tokens)
-    headers = rate_limit_headers(decision)
-    if not decision.allowed:
-        raise _refusal(decision, tokens, headers)
-    return Admission(scopes=scopes, reserved_tokens=tokens, headers=headers)
+    try:
+        decision = await limiter.acquire(scopes, tokens)
+        headers = rate_limit_headers(decision)
+        if not decision.allowed:
+            raise _refusal(decision, tokens, headers)
+    except BaseException:  # refused, cancelled or failed: the call never runs
+        if budget is not None:
+            release(budget, hold, held, 0)
+        raise
+    return Admission(scopes, tokens, allowance, headers, budget, held)
 
 
 async def check_room(limiter: Limiter, ledger: SpendLedger, caller: Caller) -> None:
@@ -67,16 +116,21 @@ async def check_room(limiter: Limiter, ledger: SpendLedger, caller: Caller) -> N
 
 
 def _check_budget(ledger: SpendLedger, caller: Caller) -> None:
+    """Refuse a group whose spend this instance knows of has reached its budget."""
     budget = caller.group.budget_nanos
     if budget is not None and ledger.spent(caller.group.id) >= budget:
-        # Like every 429, it says when to come back: the period's end. No retry-after:
-        # ``x-should-retry: false`` tells clients not to wait it out in a retry loop.
-        reset = go_duration(ledger.seconds_to_reset(datetime.now(UTC)))
-        raise QuotaExceeded(
-            "Your group has used its budget for this period. Ask your administrator to "
-            "raise the budget, or wait for the next period.",
-            headers={"x-ratelimit-reset-budget": reset},
-        )
+        raise _quota_exceeded(ledger)
+
+
+def _quota_exceeded(ledger: SpendLedger) -> QuotaExceeded:
+    # Like every 429, it says when to come back: the period's end. No retry-after:
+    # ``x-should-retry: false`` tells clients not to wait it out in a retry loop.
+    reset = go_duration(ledger.seconds_to_reset(datetime.now(UTC)))
+    return QuotaExceeded(
+        "Your group has used its budget for this period. Ask your administrator to "
+        "raise the budget, or wait for the next period.",
+        headers={"x-ratelimit-reset-budget": reset},
+    )
 
 
 def _refusal(decision: Decision, tokens: int, headers: dict[str, str]) -> RateLimited:

@@ -1,9 +1,10 @@
 """Spend per group in the current budget period, kept in memory for admission.
 
 What the store has (summed from the daily rollups, refreshed in the background with the
-directory) plus what this instance has metered but not yet written. Another instance's
-spend arrives with the next refresh, so a budget shared by several instances may be
-overshot by at most one refresh interval's spend; the ledger itself stays exact.
+directory) plus what this instance has metered but not yet written. It is the floor of
+the count admission holds calls against (``budget``, and ``Limiter.hold_spend``): that
+count adds the calls in flight, and with Redis every instance's, so concurrent calls see
+each other before the store does.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from collections.abc import Iterable
 from datetime import UTC, date, datetime
 from typing import Literal
 
+from parley.domain.groups import Group
 from parley.domain.usage import UsageRecord
+from parley.limits.base import Budget
 from parley.store.base import Store
 
 Period = Literal["month", "day"]
@@ -38,6 +41,17 @@ class SpendLedger:
         self._committed: dict[int, int] = {}
         self._pending: dict[int, int] = {}
         self._writes = 0
+
+    def budget(self, group: Group) -> Budget | None:
+        """The group's budget for admission (``None`` when it has no limit)."""
+        if group.budget_nanos is None:
+            return None
+        return Budget(
+            name=f"g:{group.id}:{self._start.isoformat()}",
+            limit_nanos=group.budget_nanos,
+            spent_nanos=self.spent(group.id),
+            seconds_left=self.seconds_to_reset(datetime.now(UTC)),
+        )
 
     def seconds_to_reset(self, now: datetime) -> float:
         """How long until the current period ends (midnight UTC of its next first day)."""

@@ -8,7 +8,9 @@ this order:
 1. ``accept(model)``: the model the caller named, resolved and allowed; refuse it by
    raising a ``ParleyError``, or keep what the call or the reply will need.
 2. ``reservation(model, caller)``: the tokens to reserve against the rate limits
-   (0 for operations not counted in tokens: speech, transcription, voices).
+   (0 for operations not counted in tokens: speech, transcription, voices), and
+   ``allowance(model)``: the most the call may consume, held against the group's budget
+   until the call ends and the cap on what it is billed.
 3. Then, for a ``ReplyJob`` (one reply, rendered whole):
    ``call(route)`` on each route until one answers, ``usage(reply)``, and
    ``render(reply, call, usage)`` → the HTTP response.
@@ -33,7 +35,7 @@ from typing import Protocol, TypeVar
 from aiohttp import web
 
 from parley.domain.models import Resolved
-from parley.domain.usage import Usage
+from parley.domain.usage import Allowance, Usage
 from parley.errors import ParleyError
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.call import Call
@@ -78,6 +80,11 @@ class Job(Protocol):
 
     def reservation(self, model: Resolved, caller: Caller) -> int:
         """Tokens to reserve before the call; the meter settles the difference after."""
+
+    def allowance(self, model: Resolved) -> Allowance:
+        """The most the call may consume, from what the request allows (its input, its
+        ``max_tokens`` or the model's context window): its worst case is held against
+        the group's budget from admission to the end, and its usage is capped there."""
 
 
 class ReplyJob(Job, Protocol[R]):

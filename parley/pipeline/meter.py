@@ -1,9 +1,11 @@
 """Stage 5: what the call consumed → cost → usage record → settled limits.
 
 ``Meter.finish`` is synchronous and cheap so it can run in a ``finally`` block, even when
-the caller disconnected and the handler is being cancelled: it queues the record for the
-background writer, adds the cost to the budget ledger, and hands the limiter settlement
-(real tokens minus the reservation) to a background task.
+the caller disconnected and the handler is being cancelled: it caps the usage at the
+call's allowance (so no report or estimate bills more than the call allowed), queues the
+record for the background writer, adds the cost to the budget ledger, and hands the
+limiter settlement (real tokens minus the reservation) and the budget hold's release
+(the real cost for the worst case held) to background tasks.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from parley.domain.usage import Usage, UsageRecord
-from parley.limits.base import Limiter, Scope
+from parley.limits.base import Budget, Limiter, Scope
 from parley.pipeline.budget import SpendLedger
 from parley.pipeline.call import Call
 from parley.pipeline.health import ChannelHealth
@@ -55,6 +57,7 @@ class Meter:
         self._limiter = limiter
         self._tasks = tasks
         self._settlements: dict[tuple[Scope, ...], int] = {}
+        self._releases: list[tuple[Budget, str, int, int]] = []
         self.observers: list[Callable[[Call, UsageRecord], None]] = []
         """Told of every record (metrics, the access log): cheap, synchronous, no I/O."""
         self.health = ChannelHealth()
@@ -70,6 +73,8 @@ class Meter:
     ) -> UsageRecord:
         """Record the call once. A failed call (status >= 400) costs nothing unless
         ``billable`` says otherwise (a stream cut after it delivered content)."""
+        admission = call.admission
+        usage = self.capped(call, usage, channel)
         cost = 0
         if billable if billable is not None else status < 400:
             cost = call.model.spec.price.cost(
@@ -78,6 +83,7 @@ class Meter:
                 characters=usage.characters,
                 audio_ms=usage.audio_ms,
             )
+            cost = max(0, cost)  # never a credit, whatever a price says
         record = UsageRecord(
             request_id=call.request_id,
             created_at=datetime.now(UTC),
@@ -98,12 +104,45 @@ class Meter:
         self.writer.submit(record)
         self.health.observe(record)
         self.ledger.add(record.group_id, cost)
+        if admission.budget is not None:
+            self.release(admission.budget, call.request_id, admission.held_nanos, cost)
         for observe in self.observers:
             observe(call, record)
-        delta = usage.total_tokens - call.admission.reserved_tokens
-        if delta and call.admission.scopes:
-            self._settle_soon(call.admission.scopes, delta)
+        delta = usage.total_tokens - admission.reserved_tokens
+        if delta and admission.scopes:
+            self._settle_soon(admission.scopes, delta)
         return record
+
+    def capped(self, call: Call, usage: Usage, channel: str) -> Usage:
+        """``usage`` within what the call allowed (``Admission.allowance``); a cut is
+        logged, since it means an upstream reported (or sent) more than it may have."""
+        capped = call.admission.allowance.cap(usage)
+        if capped is not usage:
+            log.warning(
+                "capped the usage of %s on %s at what the call allowed: %s → %s",
+                call.request_id,
+                channel or "no channel",
+                _counts(usage),
+                _counts(capped),
+            )
+        return capped
+
+    def release(self, budget: Budget, hold: str, held: int, cost: int) -> None:
+        """End a budget hold, counting ``cost`` as spent; the releases made in one loop
+        tick go to the limiter together (one Redis round trip)."""
+        first = not self._releases
+        self._releases.append((budget, hold, held, cost))
+        if first:
+            self._tasks.spawn(self._release_all())
+
+    async def _release_all(self) -> None:
+        await asyncio.sleep(0)  # let the calls finishing in this tick join the batch
+        pending, self._releases = self._releases, []
+        release = self._limiter.release_spend
+        done = await asyncio.gather(*(release(*args) for args in pending), return_exceptions=True)
+        for outcome in done:
+            if isinstance(outcome, Exception):
+                log.error("a budget hold was not released", exc_info=outcome)
 
     def _settle_soon(self, scopes: tuple[Scope, ...], delta: int) -> None:
         """Add up corrections per scope set; one task per loop tick applies them all
@@ -119,3 +158,11 @@ class Meter:
         for scopes, delta in pending.items():
             if delta:
                 await self._limiter.settle(scopes, delta)
+
+
+def _counts(usage: Usage) -> str:
+    """A usage's counts for a log line."""
+    return (
+        f"{usage.prompt_tokens}+{usage.completion_tokens} tokens, "
+        f"{usage.characters} characters, {usage.audio_ms} ms"
+    )

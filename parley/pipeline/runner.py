@@ -5,7 +5,8 @@ An ``api/`` module parses the request into a job (``pipeline/job.py``) and hands
 the call through the stages in order:
 
 1. resolve the model the caller named, and let the job refuse it (``job.accept``);
-2. admit the call: budget, request and token rates (``pipeline/admit.py``);
+2. admit the call: its worst case held against the budget, request and token rates
+   (``pipeline/admit.py``);
 3. route it: the channels that serve the model, best first (``pipeline/route.py``);
 4. relay it: call (or open a stream on) one route after another until one answers,
    falling over only before the caller got a byte (``pipeline/relay.py``);
@@ -86,7 +87,7 @@ async def reply(request: web.Request, job: ReplyJob[R]) -> web.StreamResponse:
         finally:
             svc.streams.discard(task)
         metered.channel = route.target.channel
-        usage = job.usage(found)
+        usage = svc.meter.capped(call, job.usage(found), metered.channel)  # as billed
         response = job.render(found, call, usage)
         metered.succeed(usage)
         return response
@@ -156,14 +157,24 @@ async def _admitted(request: web.Request, job: Job) -> tuple[Services, Call]:
     job.accept(model)
     if svc.meter.writer.overloaded:
         raise ServiceUnavailable(OVERLOADED)
+    request_id = svc.request_ids.new()
+    meter = svc.meter
     try:
         admission = await admit(
-            svc.limiter, svc.meter.ledger, caller, job.reservation(model, caller)
+            svc.limiter,
+            meter.ledger,
+            caller,
+            job.reservation(model, caller),
+            hold=request_id,
+            allowance=job.allowance(model),
+            price=model.spec.price,
+            release=meter.release,
         )
     except (RateLimited, QuotaExceeded) as refusal:
         svc.watchers.tell_refusal(caller, refusal)
         raise
-    call = Call(svc.request_ids.new(), operation.path, caller, model, admission)
+    # The caller enters ``Metered`` next, with no await between: it ends the budget hold.
+    call = Call(request_id, operation.path, caller, model, admission)
     # The v1 middleware adds these to any reply that is not a started stream.
     request[REPLY_HEADERS] = call.reply_headers()
     return svc, call

@@ -21,7 +21,7 @@ from aiohttp import web
 from parley.api.context import services
 from parley.app import create_app
 from parley.domain.models import Resolved
-from parley.domain.usage import Usage, UsageRecord
+from parley.domain.usage import Allowance, Usage, UsageRecord
 from parley.errors import ParleyError
 from parley.pipeline import runner
 from parley.pipeline.authenticate import Caller
@@ -246,6 +246,9 @@ class RawTextJob:
 
     def reservation(self, model: Resolved, caller: Caller) -> int:
         return 0
+
+    def allowance(self, model: Resolved) -> Allowance:
+        return Allowance(characters=1_000_000)  # far above the fake engine's short echoes
 
     def open(self, route: Route) -> AbstractAsyncContextManager[Batches]:
         return self._providers.chat(route.provider_type).chat_stream(route.target, self._body)

@@ -20,7 +20,8 @@ from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from parley.domain.groups import Quota
-from parley.limits.base import UNLIMITED, Limiter, Scope
+from parley.limits import redis as redis_limits
+from parley.limits.base import UNLIMITED, Budget, Limiter, Scope
 from parley.limits.memory import MemoryLimiter
 from parley.limits.redis import RedisLimiter
 
@@ -377,6 +378,99 @@ async def test_redis_keys_expire_once_the_bucket_would_be_full(prefix: str) -> N
         tokens_ttl = await client.pttl(f"{prefix}:rl:g:1:t")
         assert 20_000 < requests_ttl <= 21_000
         assert 30_000 < tokens_ttl <= 31_000
+    finally:
+        await delete_prefix(client, prefix)
+        await client.aclose()
+
+
+# Budget holds
+
+
+def budget(limit: int, spent: int = 0, name: str = "g:1:2026-11-01") -> Budget:
+    return Budget(name, limit_nanos=limit, spent_nanos=spent, seconds_left=3600.0)
+
+
+async def test_holds_are_taken_until_spent_and_held_reach_the_limit(limiter: Limiter) -> None:
+    taken = [await limiter.hold_spend(budget(100), f"call-{i}", 40) for i in range(4)]
+    # 0, 40 and 80 were below 100 when asked; 120 is not
+    assert taken == [True, True, True, False]
+
+
+async def test_a_release_gives_the_hold_back_and_counts_the_cost(limiter: Limiter) -> None:
+    assert await limiter.hold_spend(budget(100), "a", 60)
+    assert await limiter.hold_spend(budget(100), "b", 60)
+    assert not await limiter.hold_spend(budget(100), "c", 1)  # 120 held
+    await limiter.release_spend(budget(100), "a", 60, 25)
+    assert await limiter.hold_spend(budget(100), "d", 20)  # 25 spent + 60 held < 100
+    assert not await limiter.hold_spend(budget(100), "e", 1)  # 25 + 80
+    await limiter.release_spend(budget(100), "b", 60, 0)
+    await limiter.release_spend(budget(100), "d", 20, 0)
+    assert await limiter.hold_spend(budget(100), "f", 1)  # 25 spent, nothing held
+
+
+async def test_the_callers_spend_is_a_floor_the_count_never_falls_below(
+    limiter: Limiter,
+) -> None:
+    assert not await limiter.hold_spend(budget(100, spent=100, name="g:9:2026-11-01"), "a", 1)
+    assert await limiter.hold_spend(budget(100, spent=50), "b", 10)
+    await limiter.release_spend(budget(100, spent=50), "b", 10, 50)  # the count is 100 now
+    # a caller whose own view lags (0) is still refused: the count kept 100
+    assert not await limiter.hold_spend(budget(100, spent=0), "c", 1)
+
+
+async def test_releasing_an_unknown_hold_gives_nothing_back(limiter: Limiter) -> None:
+    assert await limiter.hold_spend(budget(100), "a", 100)
+    await limiter.release_spend(budget(100), "elsewhere", 100, 0)
+    assert not await limiter.hold_spend(budget(100), "b", 1)  # "a" still holds 100
+
+
+async def test_budgets_of_other_groups_and_periods_are_apart(limiter: Limiter) -> None:
+    assert await limiter.hold_spend(budget(100), "a", 100)
+    assert not await limiter.hold_spend(budget(100), "b", 1)
+    assert await limiter.hold_spend(budget(100, name="g:2:2026-11-01"), "c", 1)
+    assert await limiter.hold_spend(budget(100, name="g:1:2026-12-01"), "d", 1)
+
+
+async def test_concurrent_holds_see_each_other(limiter: Limiter) -> None:
+    holds = [limiter.hold_spend(budget(1000), f"call-{i}", 10) for i in range(200)]
+    assert sum(await asyncio.gather(*holds)) == 100
+
+
+@pytest.mark.redis
+async def test_two_instances_share_one_budget_under_concurrency(prefix: str) -> None:
+    clients = [await redis_or_skip(), await redis_or_skip()]
+    try:
+        limiters = [RedisLimiter(client, prefix) for client in clients]
+        holds = [limiters[i % 2].hold_spend(budget(1000), f"call-{i}", 10) for i in range(200)]
+        taken = await asyncio.gather(*holds)
+        assert sum(taken) == 100
+        first, second = [f"call-{i}" for i, held in enumerate(taken) if held][:2]
+        await limiters[0].release_spend(budget(1000), first, 10, 10)
+        await limiters[1].release_spend(budget(1000), second, 10, 0)
+        # each instance's releases are seen by the other: 10 spent + 980 held
+        assert await limiters[1].hold_spend(budget(1000), "late", 10)
+        assert not await limiters[0].hold_spend(budget(1000), "later", 10)
+    finally:
+        await delete_prefix(clients[0], prefix)
+        for client in clients:
+            await client.aclose()
+
+
+@pytest.mark.redis
+async def test_redis_holds_lapse_so_a_dead_instance_frees_its_holds(
+    prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client = await redis_or_skip()
+    monkeypatch.setattr(redis_limits, "HOLD_SECONDS", 1)
+    try:
+        limiter = RedisLimiter(client, prefix)
+        assert await limiter.hold_spend(budget(100), "died", 100)
+        assert not await limiter.hold_spend(budget(100), "waits", 1)
+        await asyncio.sleep(1.2)
+        assert await limiter.hold_spend(budget(100), "after", 1)
+        # a release after the hold lapsed gives nothing back twice, but counts the cost
+        await limiter.release_spend(budget(100), "died", 100, 99)
+        assert not await limiter.hold_spend(budget(100), "full", 1)  # 99 + 1 held
     finally:
         await delete_prefix(client, prefix)
         await client.aclose()

@@ -71,6 +71,7 @@ class Chat:
     stream: bool = False
     text: str = "hello there"
     model: str = MODEL
+    max_tokens: int | None = None
 
 
 async def send(session: aiohttp.ClientSession, chat: Chat) -> Reply:
@@ -79,6 +80,8 @@ async def send(session: aiohttp.ClientSession, chat: Chat) -> Reply:
         "messages": [{"role": "user", "content": chat.text}],
         "stream": chat.stream,
     }
+    if chat.max_tokens is not None:
+        body["max_tokens"] = chat.max_tokens
     async with session.post(
         f"{chat.v1}/chat/completions",
         json=body,

@@ -32,9 +32,13 @@ class Script:
     pieces: list[str]
     finish_reason: str
     prompt_tokens: int
+    reported: JSON | None = None
+    """The usage the engine reports instead of its count (``{}``: none at all)."""
 
     @property
     def usage(self) -> JSON:
+        if self.reported is not None:
+            return self.reported
         produced = len(self.pieces)
         total = self.prompt_tokens + produced
         return {
@@ -44,7 +48,15 @@ class Script:
         }
 
 
-def script_for(kind: Kind, body: JSON, words: int | None, reply_id: str) -> Script:
+def script_for(
+    kind: Kind,
+    body: JSON,
+    words: int | None,
+    reply_id: str,
+    *,
+    reported: JSON | None = None,
+    overlong: bool = False,
+) -> Script:
     texts, last = _chat_texts(body) if kind == "chat" else _prompt_texts(body)
     if words is not None:
         reply = [SENTENCE[i % len(SENTENCE)] for i in range(words)]
@@ -52,11 +64,11 @@ def script_for(kind: Kind, body: JSON, words: int | None, reply_id: str) -> Scri
         reply = f"echo: {last}".split()
     limit = body.get("max_tokens", body.get("max_completion_tokens"))
     finish = "stop"
-    if isinstance(limit, int) and limit < len(reply):
+    if isinstance(limit, int) and limit < len(reply) and not overlong:
         reply, finish = reply[: max(limit, 0)], "length"
     pieces = [word if i == 0 else f" {word}" for i, word in enumerate(reply)]
     prompt_tokens = sum(len(text.split()) for text in texts)
-    return Script(kind, reply_id, str(body.get("model")), pieces, finish, prompt_tokens)
+    return Script(kind, reply_id, str(body.get("model")), pieces, finish, prompt_tokens, reported)
 
 
 def _chat_texts(body: JSON) -> tuple[list[str], str]:
@@ -92,7 +104,8 @@ def whole_reply(script: Script) -> JSON:
         choice = {"text": text, "index": 0, "logprobs": None}
         head, extra = _head(script, "text_completion"), {}
     choice["finish_reason"] = script.finish_reason
-    return {**head, "choices": [choice], "usage": script.usage, **extra}
+    usage = {"usage": script.usage} if script.usage else {}
+    return {**head, "choices": [choice], **usage, **extra}
 
 
 def chunks_for(script: Script, with_usage: bool) -> list[Any]:

@@ -44,6 +44,11 @@ other model name behaves normally and is echoed in replies. ``engine.behaviour``
 - ``huge-reply-N``: a whole reply whose content is N bytes, sent chunked (no length).
 - ``floats-only``, ``base64-only``: embeddings in that encoding whatever was asked (an
   engine that ignores ``encoding_format``).
+- ``usage-negative``, ``usage-inflated``, ``usage-absent``: report ``NEGATIVE_USAGE`` or
+  ``INFLATED_USAGE`` instead of the count (whole replies and the stream's usage chunk), or
+  no usage at all (whole replies too, unlike ``no-usage``); ``Behaviour.reported`` sets
+  any other usage object.
+- ``overlong``: ignore ``max_tokens`` (the whole echo, or ``words-N``, is sent).
 
 Every reply sets a cookie (``engine-session``), as providers behind a CDN do.
 
@@ -99,6 +104,12 @@ CONTEXT_OVERFLOW = {
 }
 
 MID_STREAM_ERROR = openai_error("The engine failed.", "server_error")
+NEGATIVE_USAGE = {"prompt_tokens": -1_000_000, "completion_tokens": 1, "total_tokens": -999_999}
+INFLATED_USAGE = {
+    "prompt_tokens": 1_000_000_000,
+    "completion_tokens": 1_000_000_000,
+    "total_tokens": 2_000_000_000,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +131,8 @@ class Behaviour:
     huge_event: int | None = None
     huge_reply: int | None = None
     embedding_encoding: str | None = None
+    reported: JSON | None = None
+    overlong: bool = False
 
     def with_model(self, model: str) -> Behaviour:
         behaviour = self
@@ -136,6 +149,10 @@ class Behaviour:
             "leak": {"leak": True},
             "floats-only": {"embedding_encoding": "float"},
             "base64-only": {"embedding_encoding": "base64"},
+            "usage-negative": {"reported": NEGATIVE_USAGE},
+            "usage-inflated": {"reported": INFLATED_USAGE},
+            "usage-absent": {"reported": {}},
+            "overlong": {"overlong": True},
         }
         if part in flags:
             return replace(self, **flags[part])
@@ -260,7 +277,14 @@ class FakeEngine(FakeServer):
             )
             return json_reply(200, reply)
         reply_id = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-fake{next(self._ids)}"
-        script = script_for(kind, body, behaviour.words, reply_id)
+        script = script_for(
+            kind,
+            body,
+            behaviour.words,
+            reply_id,
+            reported=behaviour.reported,
+            overlong=behaviour.overlong,
+        )
         if behaviour.junk and not stream:
             return json_reply(200, ["junk"])
         if behaviour.huge_reply is not None and not stream:

@@ -19,7 +19,7 @@ from redis.exceptions import ResponseError
 
 from parley.domain.groups import Quota
 from parley.errors import ServiceUnavailable
-from parley.limits.base import Decision, Scope
+from parley.limits.base import Budget, Decision, Scope
 from parley.limits.factory import build_limiter
 from parley.limits.failover import FailoverLimiter
 from parley.limits.memory import MemoryLimiter
@@ -172,6 +172,50 @@ async def test_an_outage_is_a_503_under_the_reject_policy(
     with pytest.raises(ServiceUnavailable):
         await reject_failover.peek([GROUP])
     await reject_failover.settle([GROUP], 100)
+    assert reject_failover.degraded
+
+
+BUDGET = Budget("g:1:2026-11-01", limit_nanos=100, spent_nanos=0, seconds_left=3600.0)
+
+
+async def test_budget_holds_fall_back_to_each_workers_count_during_an_outage(
+    local_failover: FailoverLimiter, private_redis: PrivateRedis
+) -> None:
+    assert await local_failover.hold_spend(BUDGET, "in-redis", 60)
+    private_redis.stop()
+    # the local count starts from the worker's own view of the spend, not Redis's holds
+    assert await local_failover.hold_spend(BUDGET, "local", 100)
+    assert not await local_failover.hold_spend(BUDGET, "refused", 1)
+    await local_failover.release_spend(BUDGET, "in-redis", 60, 0)  # nothing of it here
+    assert not await local_failover.hold_spend(BUDGET, "still-refused", 1)
+    await local_failover.release_spend(BUDGET, "local", 100, 0)
+    assert await local_failover.hold_spend(BUDGET, "room-again", 1)
+    assert local_failover.degraded
+
+
+async def test_a_hold_taken_during_an_outage_ends_locally_once_redis_is_back(
+    local_failover: FailoverLimiter, private_redis: PrivateRedis
+) -> None:
+    private_redis.stop()
+    assert await local_failover.hold_spend(BUDGET, "local", 100)
+    private_redis.start()
+    await asyncio.sleep(RETRY_SECONDS * 1.5)
+    await local_failover.release_spend(BUDGET, "local", 100, 0)  # reaches Redis: back
+    assert not is_degraded(local_failover)
+    private_redis.stop()
+    # the next outage's local count holds nothing from the last one
+    assert await local_failover.hold_spend(BUDGET, "next-outage", 1)
+    assert is_degraded(local_failover)
+
+
+async def test_budget_holds_are_a_503_under_the_reject_policy(
+    reject_failover: FailoverLimiter, private_redis: PrivateRedis
+) -> None:
+    assert await reject_failover.hold_spend(BUDGET, "a", 10)
+    private_redis.stop()
+    with pytest.raises(ServiceUnavailable):
+        await reject_failover.hold_spend(BUDGET, "b", 10)
+    await reject_failover.release_spend(BUDGET, "a", 10, 10)  # dropped, never raised
     assert reject_failover.degraded
 
 

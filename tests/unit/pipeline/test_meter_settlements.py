@@ -9,7 +9,7 @@ from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord
 from parley.domain.models import ModelSpec, Resolved
 from parley.domain.pricing import Price
-from parley.domain.usage import Usage
+from parley.domain.usage import Allowance, Usage
 from parley.limits.base import Decision, Scope
 from parley.pipeline.admit import Admission
 from parley.pipeline.authenticate import Caller
@@ -41,17 +41,17 @@ class RecordingLimiter:
         return None
 
 
-def call(scopes: tuple[Scope, ...], reserved: int, number: int) -> Call:
+def call(scopes: tuple[Scope, ...], reserved: int, number: int, price: Price | None = None) -> Call:
     from datetime import UTC, datetime
 
     key = KeyRecord(1, 1, "k", "d" * 64, "pk-", datetime.now(UTC))
-    model = ModelSpec("m", "chat", Price())
+    model = ModelSpec("m", "chat", price or Price())
     return Call(
         f"req_{number}",
         "/v1/chat/completions",
         Caller(key, Group(1, "g")),
         Resolved(model, "m", deprecated=False),
-        Admission(scopes=scopes, reserved_tokens=reserved),
+        Admission(scopes=scopes, reserved_tokens=reserved, allowance=Allowance(10, 10)),
     )
 
 
@@ -71,4 +71,23 @@ async def test_one_tick_of_corrections_is_one_settle_per_scope_set(tmp_path: Pat
     meter.finish(call((GROUP,), 0, 5), usage=used, status=200, channel="c")
     await tasks.drain(seconds=5)
     assert limiter.settled[-1] == (("g:1",), 10)
+    await store.close()
+
+
+async def test_a_cost_is_never_negative(tmp_path: Path) -> None:
+    store = await open_store(f"sqlite:///{tmp_path / 'p.db'}")
+    await store.migrate()
+    ledger = SpendLedger(store, "month")
+    meter = Meter(
+        UsageWriter(store, ledger, UsageSettings()), ledger, RecordingLimiter(), BackgroundTasks()
+    )
+    misconfigured = Price(input_per_1k=-1_000_000)
+    record = meter.finish(
+        call((GROUP,), 10, 1, misconfigured),
+        usage=Usage(prompt_tokens=5, completion_tokens=5),
+        status=200,
+        channel="c",
+    )
+    assert record.cost_nanos == 0
+    assert ledger.spent(1) == 0
     await store.close()
