@@ -10,12 +10,20 @@ from parley.domain.value import value
 
 @value
 class Usage:
+    """What one call consumed. ``prompt_tokens`` counts every input token, cached or not
+    (OpenAI's convention): ``cached_tokens`` of them were read from the upstream's prompt
+    cache and ``cache_write_tokens`` written to it, each priced on its own. Reasoning
+    tokens are output: counted in ``completion_tokens``, and told apart for reports."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
     characters: int = 0
     audio_ms: int = 0
     estimated: bool = False
     """True when the upstream reported nothing and Parley counted for itself."""
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
