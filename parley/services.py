@@ -128,7 +128,7 @@ class Services:
         upstream = settings.upstream
         http = HttpClient(max_per_origin=upstream.max_connections_per_origin)
         bounds = ReplyBounds(upstream.max_reply_bytes, upstream.max_event_bytes)
-        providers = ProviderRegistry.default(http, bounds)
+        providers = ProviderRegistry.default(http, bounds, settings.limits.default_max_tokens)
         check_channel_types(settings.channels, providers.types())
         if store is None:
             opened = await open_store(

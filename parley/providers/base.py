@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import dataclass
-from typing import IO, Any, Protocol
+from typing import IO, Any, Protocol, TypeVar
 
+from parley.dialects.translator import Translator
 from parley.domain.transcripts import ResponseFormat, Task
 from parley.errors import ParleyError, UpstreamError, UpstreamTimeout
 from parley.http import (
@@ -31,6 +32,10 @@ JSON = dict[str, Any]
 Batches = AsyncIterator[Sequence[JSON]]
 """A stream's chunks, grouped as they arrived: each item holds what one read from the
 upstream delivered (never empty), so the caller can relay them in one write."""
+T = TypeVar("T")
+Translations = AbstractAsyncContextManager[AsyncIterator[Sequence[T]]]
+"""A stream fed to a sans-IO translator (``providers/translated.py``): what it made of
+each read, never empty."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +115,29 @@ class Chat(Protocol):
         """Streamed chat: ``chat.completion.chunk`` objects, in batches as they arrive.
         With ``shapes``, a read may come as a ``SameShape`` instead of its chunk
         (``providers/shapes.py``); without, every item is a chunk (``Batches``)."""
+
+
+class ChatTranslation(Protocol):
+    def chat_translated(
+        self, target: Target, body: JSON, translator: Translator[T]
+    ) -> Translations[T]:
+        """A streamed chat completion's bytes, fed to ``translator`` for a caller of another
+        dialect (``parley/dialects/``)."""
+
+
+class Messages(Protocol):
+    """Anthropic's Messages API, relayed to a caller that speaks it (pass-through)."""
+
+    async def messages(self, target: Target, body: JSON, beta: str | None) -> JSON:
+        """A whole ``message``: ``body`` sent as it came but for the upstream's model."""
+
+    def messages_stream(
+        self, target: Target, body: JSON, beta: str | None, translator: Translator[T]
+    ) -> Translations[T]:
+        """A streamed ``message``: the events' bytes fed to ``translator``."""
+
+    async def count_tokens(self, target: Target, body: JSON, beta: str | None) -> int:
+        """The upstream's count of the request's input tokens."""
 
 
 class Completion(Protocol):

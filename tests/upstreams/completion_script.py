@@ -8,12 +8,19 @@ every message (or the prompt), ``completion_tokens`` = words produced. A chat st
 a role chunk, one chunk per word, a chunk with the ``finish_reason``; a completion stream
 one chunk per word and a finish chunk; then, only if ``stream_options.include_usage`` is
 true, a chunk with ``"choices": []`` and the ``usage``. ``created`` is ``CREATED``.
+
+With ``tools`` asked for (the engine's ``tools`` knob), a chat request that offers tools
+and whose last message is not a tool result is answered with a call of the first tool,
+``{"query": <the echo>}`` (``finish_reason: tool_calls``; streamed as the call's name,
+then its arguments in two pieces).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Literal
+
+import orjson
 
 from tests.upstreams.server import JSON
 
@@ -32,6 +39,7 @@ class Script:
     pieces: list[str]
     finish_reason: str
     prompt_tokens: int
+    tool_call: JSON | None = None
 
     @property
     def usage(self) -> JSON:
@@ -44,7 +52,9 @@ class Script:
         }
 
 
-def script_for(kind: Kind, body: JSON, words: int | None, reply_id: str) -> Script:
+def script_for(
+    kind: Kind, body: JSON, words: int | None, reply_id: str, tools: bool = False
+) -> Script:
     texts, last = _chat_texts(body) if kind == "chat" else _prompt_texts(body)
     if words is not None:
         reply = [SENTENCE[i % len(SENTENCE)] for i in range(words)]
@@ -56,7 +66,21 @@ def script_for(kind: Kind, body: JSON, words: int | None, reply_id: str) -> Scri
         reply, finish = reply[: max(limit, 0)], "length"
     pieces = [word if i == 0 else f" {word}" for i, word in enumerate(reply)]
     prompt_tokens = sum(len(text.split()) for text in texts)
-    return Script(kind, reply_id, str(body.get("model")), pieces, finish, prompt_tokens)
+    call = _tool_call(body, "".join(pieces), reply_id) if tools and kind == "chat" else None
+    if call is not None:
+        finish = "tool_calls"
+    return Script(kind, reply_id, str(body.get("model")), pieces, finish, prompt_tokens, call)
+
+
+def _tool_call(body: JSON, echo: str, reply_id: str) -> JSON | None:
+    offered = body.get("tools")
+    messages = body.get("messages") or [{}]
+    if not offered or messages[-1].get("role") == "tool":
+        return None
+    name = offered[0]["function"]["name"]
+    arguments = orjson.dumps({"query": echo}).decode()
+    function = {"name": name, "arguments": arguments}
+    return {"id": f"call_{reply_id}", "type": "function", "function": function}
 
 
 def _chat_texts(body: JSON) -> tuple[list[str], str]:
@@ -84,7 +108,9 @@ def _prompt_texts(body: JSON) -> tuple[list[str], str]:
 def whole_reply(script: Script) -> JSON:
     text = "".join(script.pieces)
     if script.kind == "chat":
-        message = {"role": "assistant", "content": text, "refusal": None}
+        message: JSON = {"role": "assistant", "content": text, "refusal": None}
+        if script.tool_call is not None:
+            message["tool_calls"] = [script.tool_call]
         choice: JSON = {"index": 0, "message": message, "logprobs": None}
         head = _head(script, "chat.completion")
         extra = {"system_fingerprint": "fp_fake"}
@@ -102,6 +128,7 @@ def chunks_for(script: Script, with_usage: bool) -> list[Any]:
         deltas: list[JSON] = [
             {"role": "assistant", "content": ""},
             *({"content": p} for p in script.pieces),
+            *_tool_deltas(script.tool_call),
             {},
         ]
         choices: list[JSON] = [
@@ -115,6 +142,19 @@ def chunks_for(script: Script, with_usage: bool) -> list[Any]:
     if with_usage:
         chunks.append({**head, "choices": [], "usage": script.usage})
     return chunks
+
+
+def _tool_deltas(call: JSON | None) -> list[JSON]:
+    if call is None:
+        return []
+    arguments = call["function"]["arguments"]
+    middle = len(arguments) // 2
+    named = {**call, "function": {"name": call["function"]["name"], "arguments": ""}}
+    return [
+        {"tool_calls": [{"index": 0, **named}]},
+        *({"tool_calls": [{"index": 0, "function": {"arguments": part}}]}
+          for part in (arguments[:middle], arguments[middle:])),
+    ]  # fmt: skip
 
 
 def _head(script: Script, kind: str) -> JSON:

@@ -42,6 +42,8 @@ other model name behaves normally and is echoed in replies. ``engine.behaviour``
 - ``huge-event-N``: stream ``HUGE_AFTER`` chunks, then a ``data:`` line of N bytes that
   never ends, written in ``HUGE_WRITE`` pieces (then the connection ends).
 - ``huge-reply-N``: a whole reply whose content is N bytes, sent chunked (no length).
+- ``tools``: a chat request that offers tools gets a call of the first one
+  (``completion_script.py``).
 
 Every reply sets a cookie (``engine-session``), as providers behind a CDN do.
 
@@ -117,6 +119,7 @@ class Behaviour:
     leak: bool = False
     huge_event: int | None = None
     huge_reply: int | None = None
+    tools: bool = False
 
     def with_model(self, model: str) -> Behaviour:
         behaviour = self
@@ -131,6 +134,7 @@ class Behaviour:
             "joined": {"joined": True},
             "overflow": {"overflow": True},
             "leak": {"leak": True},
+            "tools": {"tools": True},
         }
         if part in flags:
             return replace(self, **flags[part])
@@ -251,7 +255,7 @@ class FakeEngine(FakeServer):
             reply = ["junk"] if behaviour.junk else embedding_reply(body, behaviour.usage)
             return json_reply(200, reply)
         reply_id = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-fake{next(self._ids)}"
-        script = script_for(kind, body, behaviour.words, reply_id)
+        script = script_for(kind, body, behaviour.words, reply_id, behaviour.tools)
         if behaviour.junk and not stream:
             return json_reply(200, ["junk"])
         if behaviour.huge_reply is not None and not stream:
