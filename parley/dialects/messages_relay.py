@@ -63,7 +63,11 @@ class MessagesRelay:
         for event in events:
             self._observe(event.event, event.data)
             if self.failure is not None:
-                return []  # the job tells the caller in its own words
+                # What came before the error event goes on; the job tells the error in its
+                # own words.
+                at = passed.find(b"event: error")
+                passed = passed[:at] if at >= 0 else b""
+                break
         return [passed] if passed else []
 
     def end(self) -> list[bytes]:

@@ -12,6 +12,7 @@ from collections.abc import Collection, Sequence
 from typing import TypeVar
 
 from parley.http import HttpClient
+from parley.providers.anthropic import AnthropicAdapter
 from parley.providers.base import (
     Chat,
     ChatTranslation,
@@ -97,6 +98,8 @@ class ProviderRegistry:
         for type_name in OPENAI_COMPATIBLE_TYPES:
             registry.register(type_name, chat=openai, completion=openai)
             registry.register(type_name, embeddings=openai, chat_translation=openai)
+        anthropic = AnthropicAdapter(http, bounds, default_max_tokens)
+        registry.register("anthropic", chat=anthropic, messages=anthropic)
         for type_name in TRANSCRIPTION_TYPES:
             adapter = TranscriptionAdapter(http, bounds, writes_subtitles=type_name != "vllm")
             registry.register(type_name, transcription=adapter)

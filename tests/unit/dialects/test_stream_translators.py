@@ -315,3 +315,12 @@ def test_a_relayed_error_event_is_the_failure() -> None:
     translator.feed(anthropic_sse([("message_start", MESSAGE_START)]))
     assert translator.feed(anthropic_sse([("error", error)])) == []
     assert translator.failure is not None and translator.failure.payload == error
+
+
+def test_what_came_before_an_error_event_in_the_same_read_is_relayed() -> None:
+    error = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    ping = anthropic_sse([("ping", {"type": "ping"})])
+    translator = relay()
+    translator.feed(anthropic_sse([("message_start", MESSAGE_START)]))
+    assert translator.feed(ping + anthropic_sse([("error", error)])) == [ping]
+    assert translator.failure is not None
