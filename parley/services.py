@@ -15,6 +15,7 @@ import random
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 
 from parley.domain.models import ModelRegistry, ModelSpec
 from parley.domain.pricing import Price, usd_to_nanos
@@ -33,7 +34,7 @@ from parley.pipeline.watch import CallWatchers
 from parley.pipeline.writer import UsageWriter
 from parley.providers.base import ReplyBounds
 from parley.providers.registry import ProviderRegistry, check_channel_types
-from parley.settings import ModelSettings, Settings, SpeechOptions
+from parley.settings import ModelSettings, Prices, Settings, SpeechOptions
 from parley.store.base import Store, StoreUnavailable
 from parley.store.sql import open_store
 from parley.voices.book import CloneBook
@@ -57,6 +58,8 @@ def _spec(model: ModelSettings, created: int) -> ModelSpec:
             output_per_1k=usd_to_nanos(prices.output_per_1k),
             per_1k_characters=usd_to_nanos(prices.per_1k_characters),
             per_minute=usd_to_nanos(prices.per_minute),
+            cached_input_per_1k=usd_to_nanos(_or_input(prices.cached_input_per_1k, prices)),
+            cache_write_per_1k=usd_to_nanos(_or_input(prices.cache_write_per_1k, prices)),
         ),
         context_window=model.context_window,
         vision=model.vision,
@@ -67,6 +70,11 @@ def _spec(model: ModelSettings, created: int) -> ModelSpec:
         transcription=_abilities(model),
         speech=speech_profile(model.audio or SpeechOptions()) if model.kind == "speech" else None,
     )
+
+
+def _or_input(price: Decimal | None, prices: Prices) -> Decimal:
+    """A cache price, or the input price when the model sets none."""
+    return prices.input_per_1k if price is None else price
 
 
 def speech_profile(options: SpeechOptions) -> SpeechProfile:

@@ -14,6 +14,7 @@ from typing import Any, cast
 
 import orjson
 
+from parley.dialects.openai_chat import read_usage, usage_fields
 from parley.domain.usage import Usage
 from parley.providers.shapes import Item, SameShape, Shape
 
@@ -63,10 +64,8 @@ class StreamTally:
                     self.pieces += 1
 
     def _report(self, usage: Any) -> None:
-        if usage and isinstance(usage, dict):
-            prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-            if isinstance(prompt, int) and isinstance(completion, int):
-                self.reported = Usage(prompt_tokens=prompt, completion_tokens=completion)
+        if usage:
+            self.reported = read_usage(usage) or self.reported
 
     def usage(self) -> Usage:
         if self.reported is not None:
@@ -191,11 +190,7 @@ class ChunkShaper:
             "created": self._last.get("created", int(time.time())),
             "model": self._model,
             "choices": [],
-            "usage": {
-                "prompt_tokens": usage.prompt_tokens,
-                "completion_tokens": usage.completion_tokens,
-                "total_tokens": usage.total_tokens,
-            },
+            "usage": usage_fields(usage),
         }
         return b"data: " + orjson.dumps(chunk) + b"\n\n"
 

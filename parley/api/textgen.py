@@ -20,6 +20,7 @@ from aiohttp import web
 from parley.api.body import optional_bool, optional_number, optional_positive_int, stream_options
 from parley.api.context import services
 from parley.api.streaming import DONE, ChunkShaper, StreamTally
+from parley.dialects.openai_chat import read_usage, usage_fields
 from parley.domain.models import Resolved
 from parley.domain.usage import Usage
 from parley.domain.value import value
@@ -237,24 +238,15 @@ def reservation(text: TextRequest, model: Resolved, who: Caller, default_max_tok
 
 
 def reply_usage(reply: dict[str, Any], prompt_estimate: int, produced: str) -> Usage:
-    """The upstream's own counts when it gave them, else Parley's estimate."""
-    usage = reply.get("usage")
-    if isinstance(usage, dict):
-        prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-        if isinstance(prompt, int) and isinstance(completion, int):
-            return Usage(prompt_tokens=prompt, completion_tokens=completion)
+    """The upstream's own counts when it gave them (cached tokens included), else
+    Parley's estimate."""
+    reported = read_usage(reply.get("usage"))
+    if reported is not None:
+        return reported
     completion_estimate = (len(produced) + 3) // 4
     return Usage(
         prompt_tokens=prompt_estimate, completion_tokens=completion_estimate, estimated=True
     )
-
-
-def usage_fields(usage: Usage) -> dict[str, int]:
-    return {
-        "prompt_tokens": usage.prompt_tokens,
-        "completion_tokens": usage.completion_tokens,
-        "total_tokens": usage.total_tokens,
-    }
 
 
 def _as_dict(value: Any) -> dict[str, Any]:

@@ -48,6 +48,10 @@ class UsageRecord:
     audio_ms: int = 0
     cost_nanos: int = 0
     estimated: bool = False
+    cached_tokens: int = 0
+    """Of ``prompt_tokens``, those read from the upstream's prompt cache."""
+    cache_write_tokens: int = 0
+    """Of ``prompt_tokens``, those written to it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +66,8 @@ class DailyUsage:
     characters: int
     audio_ms: int
     cost_nanos: int
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,3 +83,5 @@ class GroupDailyUsage:
     characters: int
     audio_ms: int
     cost_nanos: int
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0

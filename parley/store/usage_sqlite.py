@@ -50,6 +50,8 @@ _RAW_COLUMNS = (
     "audio_ms",
     "cost_nanos",
     "estimated",
+    "cached_tokens",
+    "cache_write_tokens",
 )
 _ROLLUP_COLUMNS = ("group_id", "day", "model", *ROLLUP_TOTALS)
 
@@ -206,18 +208,22 @@ def _rows(records: Iterable[UsageRecord]) -> tuple[list[Row], list[list[object]]
                 record.audio_ms,
                 record.cost_nanos,
                 1 if record.estimated else 0,
+                record.cached_tokens,
+                record.cache_write_tokens,
             )
         )
         key = (record.group_id, at[:10], record.model)
         sums = totals.get(key)
         if sums is None:
-            sums = totals[key] = [0, 0, 0, 0, 0, 0]  # ROLLUP_TOTALS, in order
+            sums = totals[key] = [0, 0, 0, 0, 0, 0, 0, 0]  # ROLLUP_TOTALS, in order
         sums[0] += 1
         sums[1] += record.prompt_tokens
         sums[2] += record.completion_tokens
         sums[3] += record.characters
         sums[4] += record.audio_ms
         sums[5] += record.cost_nanos
+        sums[6] += record.cached_tokens
+        sums[7] += record.cache_write_tokens
         if newest.get(record.key_id, "") < at:
             newest[record.key_id] = at
     return rows, [[*key, *sums] for key, sums in totals.items()], list(newest.items())

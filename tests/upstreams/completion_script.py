@@ -40,16 +40,23 @@ class Script:
     finish_reason: str
     prompt_tokens: int
     tool_call: JSON | None = None
+    cached_tokens: int = 0
+    """Of the prompt's tokens, those reported read from a prompt cache (never more than
+    the prompt's)."""
 
     @property
     def usage(self) -> JSON:
         produced = len(self.pieces)
         total = self.prompt_tokens + produced
-        return {
+        usage: JSON = {
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": produced,
             "total_tokens": total,
         }
+        if self.cached_tokens:
+            cached = min(self.cached_tokens, self.prompt_tokens)
+            usage["prompt_tokens_details"] = {"cached_tokens": cached}
+        return usage
 
 
 def script_for(

@@ -44,6 +44,8 @@ other model name behaves normally and is echoed in replies. ``engine.behaviour``
 - ``huge-reply-N``: a whole reply whose content is N bytes, sent chunked (no length).
 - ``tools``: a chat request that offers tools gets a call of the first one
   (``completion_script.py``).
+- ``cached-N``: usage reports N of the prompt's tokens (at most all) as cached
+  (``prompt_tokens_details.cached_tokens``).
 
 Every reply sets a cookie (``engine-session``), as providers behind a CDN do.
 
@@ -120,6 +122,7 @@ class Behaviour:
     huge_event: int | None = None
     huge_reply: int | None = None
     tools: bool = False
+    cached: int = 0
 
     def with_model(self, model: str) -> Behaviour:
         behaviour = self
@@ -159,6 +162,8 @@ class Behaviour:
                     return replace(self, huge_event=int(arg))
                 case "huge-reply":
                     return replace(self, huge_reply=int(arg))
+                case "cached":
+                    return replace(self, cached=int(arg))
         except ValueError:
             pass
         return self
@@ -256,6 +261,8 @@ class FakeEngine(FakeServer):
             return json_reply(200, reply)
         reply_id = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-fake{next(self._ids)}"
         script = script_for(kind, body, behaviour.words, reply_id, behaviour.tools)
+        if behaviour.cached:
+            script = replace(script, cached_tokens=behaviour.cached)
         if behaviour.junk and not stream:
             return json_reply(200, ["junk"])
         if behaviour.huge_reply is not None and not stream:
