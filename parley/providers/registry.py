@@ -99,7 +99,7 @@ class ProviderRegistry:
             registry.register(type_name, chat=openai, completion=openai)
             registry.register(type_name, embeddings=openai, chat_translation=openai)
         anthropic = AnthropicAdapter(http, bounds, default_max_tokens)
-        registry.register("anthropic", chat=anthropic, messages=anthropic)
+        registry.register("anthropic", chat=anthropic, completion=anthropic, messages=anthropic)
         for type_name in TRANSCRIPTION_TYPES:
             adapter = TranscriptionAdapter(http, bounds, writes_subtitles=type_name != "vllm")
             registry.register(type_name, transcription=adapter)

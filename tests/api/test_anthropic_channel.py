@@ -383,3 +383,27 @@ async def test_anthropic_errors_reach_a_messages_caller_in_its_shape(
     assert refused.value.body["error"] == {  # type: ignore[index]
         "type": "invalid_request_error", "message": "Fake failure (400).",
     }  # fmt: skip
+
+
+async def test_classic_completions_reach_an_anthropic_channel(
+    gateway: Gateway, key: str, upstream: FakeAnthropic
+) -> None:
+    client = gateway.client(key)
+    reply = await client.completions.create(model="claude-large", prompt="hello there")
+    assert reply.object == "text_completion" and reply.id.startswith("cmpl-")
+    assert reply.choices[0].text == "echo: hello there"
+    assert reply.choices[0].finish_reason == "stop"
+    assert upstream.last_request.body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "hello there"}]}
+    ]
+    stream = await client.completions.create(
+        model="claude-large", prompt=["hello there"], max_tokens=2, stream=True
+    )
+    chunks = [chunk async for chunk in stream]
+    assert "".join(c.choices[0].text for c in chunks if c.choices) == "echo: hello"
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "length"
+    assert all(c.object == "text_completion" for c in chunks)
+    for refused, param in (({"prompt": ["a", "b"]}, "prompt"), ({"echo": True}, "echo")):
+        with pytest.raises(openai.BadRequestError) as error:
+            await client.completions.create(model="claude-large", **{"prompt": "x", **refused})  # type: ignore[call-overload]
+        assert error.value.body["param"] == param  # type: ignore[index]

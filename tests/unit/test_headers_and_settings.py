@@ -98,9 +98,15 @@ def test_no_file_is_an_empty_gateway_on_sqlite(
 def test_the_example_config_is_valid() -> None:
     example = Path(__file__).parents[2] / "parley.example.yaml"
     settings = load_settings(
-        example, {"PARLEY_ADMIN_TOKEN": "t", "VLLM_API_KEY": "k", "OPENAI_API_KEY": "k"}
+        example,
+        {
+            "PARLEY_ADMIN_TOKEN": "t",
+            "VLLM_API_KEY": "k",
+            "OPENAI_API_KEY": "k",
+            "ANTHROPIC_API_KEY": "k",
+        },
     )
-    assert {"chat-large", "vision-small", "tts-pro", "stt-large"} <= {
+    assert {"chat-large", "claude-sonnet", "vision-small", "tts-pro", "stt-large"} <= {
         model.name for model in settings.models
     }
     assert settings.capabilities["LLM_CHAT"] == "chat-large"

@@ -26,6 +26,7 @@ from parley.dialects.messages_to_chat import MessagesToChat
 from parley.dialects.translator import Failure, Translator
 from parley.errors import InvalidRequest, UpstreamError
 from parley.http import HttpClient, Prepared, Reply, prepare
+from parley.providers.anthropic.completions import CompletionChunks, as_chat, as_completion
 from parley.providers.anthropic.refusal import stream_failure
 from parley.providers.base import JSON, ReplyBounds, Target, upstream_errors, upstream_failure
 from parley.providers.openai.refusal import refusal
@@ -39,7 +40,8 @@ VERSION = "2023-06-01"
 
 
 class AnthropicAdapter:
-    """``Chat`` (translated) and ``Messages`` (passed through) over the one ``HttpClient``.
+    """``Chat`` and ``Completion`` (translated) and ``Messages`` (passed through) over the
+    one ``HttpClient``.
     ``default_max_tokens`` is sent when an OpenAI caller gave no limit (Messages needs one)."""
 
     __slots__ = ("_bounds", "_default_max_tokens", "_http")
@@ -60,6 +62,14 @@ class AnthropicAdapter:
     ) -> TranslatedStream[JSON]:
         payload = {**self._translated(target, body), "stream": True}
         translator = MessagesToChat(self._bounds.max_event_bytes)
+        return self._stream(target, payload, None, translator)
+
+    async def completion(self, target: Target, body: JSON) -> JSON:
+        return as_completion(await self.chat(target, as_chat(body)))
+
+    def completion_stream(self, target: Target, body: JSON) -> TranslatedStream[JSON]:
+        payload = {**self._translated(target, as_chat(body)), "stream": True}
+        translator = CompletionChunks(MessagesToChat(self._bounds.max_event_bytes))
         return self._stream(target, payload, None, translator)
 
     async def messages(self, target: Target, body: JSON, beta: str | None) -> JSON:
