@@ -407,3 +407,37 @@ async def test_classic_completions_reach_an_anthropic_channel(
         with pytest.raises(openai.BadRequestError) as error:
             await client.completions.create(model="claude-large", **{"prompt": "x", **refused})  # type: ignore[call-overload]
         assert error.value.body["param"] == param  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("status", "error_class", "caller_status", "kind"),
+    [
+        (400, anthropic.BadRequestError, 400, "invalid_request_error"),
+        (413, anthropic.APIStatusError, 413, "request_too_large"),
+        (401, anthropic.InternalServerError, 502, "api_error"),
+        (403, anthropic.InternalServerError, 502, "api_error"),
+        (404, anthropic.InternalServerError, 502, "api_error"),
+        (429, anthropic.InternalServerError, 502, "api_error"),
+        (500, anthropic.InternalServerError, 502, "api_error"),
+        (529, anthropic.InternalServerError, 502, "api_error"),
+    ],
+)
+async def test_every_upstream_error_type_reaches_a_messages_caller(
+    gateway: Gateway,
+    key: str,
+    upstream: FakeAnthropic,
+    status: int,
+    error_class: type[anthropic.APIStatusError],
+    caller_status: int,
+    kind: str,
+) -> None:
+    """The request's own faults are relayed; the channel's (its key, its quota, its
+    outage, its overload) are a 502 naming only the channel, after any failover."""
+    upstream.behaviour = Behaviour(fail=status)
+    with pytest.raises(error_class) as failed:
+        await claude(gateway, key).messages.create(
+            model="claude-large", max_tokens=5, messages=HELLO
+        )
+    assert failed.value.status_code == caller_status
+    assert failed.value.body["error"]["type"] == kind  # type: ignore[index]
+    assert CHANNEL_KEY not in str(failed.value.body)
