@@ -65,7 +65,8 @@ async def gateway(request: web.Request, handler: Handler) -> web.StreamResponse:
         v1 = request.path.startswith(V1)
         if v1:
             directory = request.app[SERVICES].directory
-            request[CALLER] = await authenticate(_credentials(request), directory)
+            authorization = request.headers.get("Authorization") or _api_key(request)
+            request[CALLER] = await authenticate(authorization, directory)
         if request.content.is_eof():  # nearly every call: the body came whole with the head
             response = await handler(request)
         else:
@@ -118,15 +119,14 @@ async def _error_reply(
     return response
 
 
-def _credentials(request: web.Request) -> str | None:
-    """The ``Authorization`` header; on the Messages API, ``x-api-key`` as its Bearer
-    token when there is no ``Authorization`` (Anthropic's SDKs send either)."""
-    authorization = request.headers.get("Authorization")
-    if authorization is None and request.path.startswith(MESSAGES):
+def _api_key(request: web.Request) -> str | None:
+    """On the Messages API, a request without ``Authorization`` may carry its key in
+    ``x-api-key`` (Anthropic's SDKs send either): as a Bearer credential."""
+    if request.path.startswith(MESSAGES):
         api_key = request.headers.get("x-api-key")
         if api_key:
             return f"Bearer {api_key}"
-    return authorization
+    return None
 
 
 async def _with_body_bounds(request: web.Request, handler: Handler) -> web.StreamResponse:

@@ -422,11 +422,13 @@ def read_usage(usage: Any) -> Usage | None:
     if not isinstance(prompt, int) or not isinstance(completion, int):
         return None
     details = usage.get("prompt_tokens_details")
+    output = usage.get("completion_tokens_details")
+    if not details and not output:
+        return Usage(prompt_tokens=prompt, completion_tokens=completion)
     cached = write = reasoning = 0
     if isinstance(details, dict):
         cached = _count(details.get("cached_tokens"))
         write = _count(details.get("cache_write_tokens"))
-    output = usage.get("completion_tokens_details")
     if isinstance(output, dict):
         reasoning = _count(output.get("reasoning_tokens"))
     return Usage(

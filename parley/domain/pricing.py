@@ -53,7 +53,7 @@ class Price:
     ) -> int:
         """Exact cost in nano-dollars, rounded half-up once at the end. ``prompt_tokens``
         counts every input token; the cached ones among them are priced as such."""
-        fresh = max(0, prompt_tokens - cached_tokens - cache_write_tokens)
+        fresh = max(prompt_tokens - cached_tokens - cache_write_tokens, 0)
         thousandths = (
             fresh * self.input_per_1k
             + cached_tokens * self.cached_input_per_1k
