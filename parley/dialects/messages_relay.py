@@ -5,7 +5,9 @@ their signatures, citations, server tools and fields no one here knows yet. Only
 first event, ``message_start``, is rewritten, to name the caller's model instead of the
 upstream's. Every byte is also parsed, to read the usage (``message_start`` holds the
 input counts, ``message_delta`` the cumulative output) and to see an ``error`` event,
-which is the stream's ``failure``.
+which is the stream's ``failure``. A read of whole ``event:`` + ``data:`` events, how
+Anthropic writes them, is split by ``_whole`` without the general SSE parser; any other
+read (a partial line, a comment, CR line ends) goes through the parser.
 """
 
 from __future__ import annotations
@@ -26,9 +28,11 @@ class MessagesRelay:
 
     __slots__ = (
         "_characters",
+        "_clean",
         "_counted",
         "_head",
         "_input",
+        "_limit",
         "_model",
         "_output",
         "_parser",
@@ -41,6 +45,9 @@ class MessagesRelay:
         self._model = model
         self._prompt_estimate = prompt_estimate
         self._parser = SseParser(max_event_bytes)
+        self._limit = max_event_bytes
+        self._clean = True
+        """The last read ended between events: the parser holds nothing."""
         self._head: bytes | None = b""
         """The bytes before the first event's end, held until it is whole; ``None`` after."""
         self._input: JSON = {}
@@ -54,14 +61,17 @@ class MessagesRelay:
     def feed(self, data: bytes) -> list[bytes]:
         if self.done or self.failure is not None:
             return []
-        try:
-            events = self._parser.feed(data)
-        except EventTooLarge as error:
-            events = error.events
-            self.failure = Failure(too_large=True)
+        events = self._whole(data) if self._clean else None
+        if events is None:
+            try:
+                events = [(event.event, event.data) for event in self._parser.feed(data)]
+            except EventTooLarge as error:
+                events = [(event.event, event.data) for event in error.events]
+                self.failure = Failure(too_large=True)
+        self._clean = data[-2:] == b"\n\n"
         passed = self._pass(data)
-        for event in events:
-            self._observe(event.event, event.data)
+        for name, payload in events:
+            self._observe(name, payload)
             if self.failure is not None:
                 # What came before the error event goes on; the job tells the error in its
                 # own words.
@@ -69,6 +79,22 @@ class MessagesRelay:
                 passed = passed[:at] if at >= 0 else b""
                 break
         return [passed] if passed else []
+
+    def _whole(self, data: bytes) -> list[tuple[str | None, str | bytes]] | None:
+        """The events of a read that holds whole ``event: name`` + ``data: ...`` events and
+        nothing else, as Anthropic writes them, split without the general parser (which is
+        then left as it was: between events); ``None`` for any other read."""
+        if data[-2:] != b"\n\n" or len(data) > self._limit or data.find(b"\r") >= 0:
+            return None
+        events: list[tuple[str | None, str | bytes]] = []
+        for block in data[:-2].split(b"\n\n"):
+            head, separator, payload = block.partition(b"\ndata: ")
+            if not separator or not head.startswith(b"event: ") or payload.find(b"\n") >= 0:
+                return None
+            if head.find(b"\n") >= 0:
+                return None
+            events.append((head[7:].decode("latin-1"), payload))
+        return events
 
     def end(self) -> list[bytes]:
         head, self._head = self._head, None
@@ -120,7 +146,7 @@ class MessagesRelay:
             return event
         return name + b"\ndata: " + orjson.dumps(start) + b"\n" + tail
 
-    def _observe(self, name: str | None, data: str) -> None:
+    def _observe(self, name: str | None, data: str | bytes) -> None:
         try:
             event = orjson.loads(data)
         except orjson.JSONDecodeError:
