@@ -50,9 +50,11 @@ _RAW_COLUMNS = (
     "audio_ms",
     "cost_nanos",
     "estimated",
-    "cached_tokens",
-    "cache_write_tokens",
 )
+_CACHE_COLUMNS = ("cached_tokens", "cache_write_tokens")
+"""Written only by a batch that holds prompt-cache counts: the columns default to 0, and
+each bound parameter costs the sqlite3 module about as much as a column's worth of work
+in the rest of the insert."""
 _ROLLUP_COLUMNS = ("group_id", "day", "model", *ROLLUP_TOTALS)
 
 
@@ -69,6 +71,10 @@ def _values(columns: Sequence[str], rows: int) -> str:
 
 
 INSERT_RAW = {size: f"INSERT INTO usage_records {_values(_RAW_COLUMNS, size)}" for size in CHUNKS}
+INSERT_CACHED = {
+    size: f"INSERT INTO usage_records {_values((*_RAW_COLUMNS, *_CACHE_COLUMNS), size)}"
+    for size in CHUNKS
+}
 FIND_STORED = (
     "SELECT value FROM json_each(?)"
     " WHERE EXISTS (SELECT 1 FROM usage_records WHERE request_id = value)"
@@ -126,7 +132,7 @@ class SqliteUsageWriter:
         back (docs/performance.md)."""
         if self._cursor is None:
             # autocommit mode: the transaction is this module's own BEGIN IMMEDIATE / COMMIT
-            statements = len(CHUNKS) + 8  # every text this module runs, kept prepared
+            statements = 2 * len(CHUNKS) + 8  # every text this module runs, kept prepared
             conn = sqlite3.connect(
                 self._path,
                 timeout=self._timeout,
@@ -157,11 +163,16 @@ class SqliteUsageWriter:
                 del unique[stored]
             if unique:
                 rows, rollups, last_use = _rows(unique.values())
+                inserts = INSERT_RAW
+                if any(r.cached_tokens or r.cache_write_tokens for r in unique.values()):
+                    inserts = INSERT_CACHED
+                    cached = [(r.cached_tokens, r.cache_write_tokens) for r in unique.values()]
+                    rows = [row + pair for row, pair in zip(rows, cached, strict=True)]
                 start = 0
                 for size in CHUNKS:
                     while len(rows) - start >= size:
                         chunk = rows[start : start + size]
-                        cursor.execute(INSERT_RAW[size], [value for row in chunk for value in row])
+                        cursor.execute(inserts[size], [value for row in chunk for value in row])
                         start += size
                 cursor.execute(ADD_TO_ROLLUPS, (orjson.dumps(rollups),))
                 cursor.execute(STAMP_LAST_USE, (orjson.dumps(last_use),))
@@ -208,8 +219,6 @@ def _rows(records: Iterable[UsageRecord]) -> tuple[list[Row], list[list[object]]
                 record.audio_ms,
                 record.cost_nanos,
                 1 if record.estimated else 0,
-                record.cached_tokens,
-                record.cache_write_tokens,
             )
         )
         key = (record.group_id, at[:10], record.model)
