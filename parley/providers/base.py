@@ -1,9 +1,12 @@
 """Capability Protocols every provider adapter implements, and the shared error mapping.
 
-The canonical request and reply are OpenAI's wire shapes, as Python dicts: an adapter for
-an OpenAI-compatible upstream mostly forwards them; an adapter for another wire format
-translates both ways. Adapters see neither the caller's HTTP request, nor the store, nor
-billing: they are given a ``Target`` (where and as what to call) and a body.
+``Chat`` and ``Completion`` take and return OpenAI's wire shapes, as Python dicts: an
+adapter for an OpenAI-compatible upstream mostly forwards them; an adapter for another
+wire format translates both ways through the canonical call (``parley/dialects/``).
+``Messages`` relays Anthropic's Messages API to a caller that speaks it, and
+``ChatTranslation`` feeds a chat stream to a translator for a caller that does not.
+Adapters see neither the caller's HTTP request, nor the store, nor billing: they are
+given a ``Target`` (where and as what to call) and a body.
 """
 
 from __future__ import annotations
