@@ -17,6 +17,12 @@ the usage writer flushes by batch size only (``flush_seconds: 1000``: each batch
 refreshed hourly; the metrics sampler (once a second) and the heap trim (every 10 s)
 still run. Needs valgrind (and strace for ``--tool strace``).
 
+``--mode`` is ``plain`` or ``stream`` (chat completions, whole or streamed), ``messages``
+(a streamed ``POST /v1/messages`` over the same OpenAI-compatible channel: Parley
+translates the chat stream into Anthropic's events) or ``passthrough`` (a streamed
+``POST /v1/messages`` to a ``type: anthropic`` channel, relayed as it comes). The bare
+relay has only the chat modes: the Messages figures are read against its ``stream``.
+
 ``--allocator malloc|jemalloc|mimalloc`` runs the server (Parley or the bare relay) on
 that allocator, through the environment ``parley serve --allocator`` would set
 (``parley.heap.allocator_environment``): callgrind does not replace ``malloc``, so the
@@ -38,8 +44,10 @@ import tempfile
 import time
 from pathlib import Path
 
+import orjson
+
 from bench.loadgen import check_reply, request_body
-from bench.rawhttp import Connection, request_bytes
+from bench.rawhttp import Connection, Reply, request_bytes
 from parley.heap import ALLOCATORS, allocator_environment
 
 HERE = Path(__file__).resolve().parent.parent
@@ -80,11 +88,38 @@ def wait_port(port: int, seconds: float) -> None:
     raise SystemExit(f"port {port} never opened")
 
 
+ANTHROPIC_CHANNEL = """\
+  - name: fake-anthropic
+    type: anthropic
+    base_url: http://127.0.0.1:{upstream_port}/v1
+    api_key: upstream-key
+    models: [{{name: bench-claude, upstream: fake-model}}]
+"""
+MESSAGE_STOP = b'data: {"type":"message_stop"}'
+
+
+def messages_body(model: str) -> bytes:
+    messages = orjson.loads(request_body(model, False))["messages"]
+    return orjson.dumps({"model": model, "max_tokens": 64, "messages": messages, "stream": True})
+
+
+def check_message_stream(reply: Reply) -> str:
+    if reply.status != 200:
+        return f"status {reply.status}: {reply.body[:200]!r}"
+    return "" if reply.body.rstrip().endswith(MESSAGE_STOP) else "stream without message_stop"
+
+
 async def send(port: int, key: str, mode: str, n: int, conc: int) -> int:
     stream = mode == "stream"
-    body = request_body("bench-model", stream)
-    url = f"http://127.0.0.1:{port}/v1/chat/completions"
     headers = {"Content-Type": "application/json", "Authorization": f"Bearer {key}"}
+    if mode in ("messages", "passthrough"):
+        model = "bench-model" if mode == "messages" else "bench-claude"
+        body, url = messages_body(model), f"http://127.0.0.1:{port}/v1/messages"
+    else:
+        body, url = (
+            request_body("bench-model", stream),
+            f"http://127.0.0.1:{port}/v1/chat/completions",
+        )
     host, p, request = request_bytes(url, body, headers)
     left = [n]
     bad = [0]
@@ -94,7 +129,11 @@ async def send(port: int, key: str, mode: str, n: int, conc: int) -> int:
         try:
             while left[0] > 0:
                 left[0] -= 1
-                problem = check_reply(await c.post(request), stream)
+                reply = await c.post(request)
+                if mode in ("messages", "passthrough"):
+                    problem = check_message_stream(reply)
+                else:
+                    problem = check_reply(reply, stream)
                 if problem:
                     bad[0] += 1
                     if bad[0] < 3:
@@ -109,7 +148,9 @@ async def send(port: int, key: str, mode: str, n: int, conc: int) -> int:
 def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repo", required=True, help="A Parley checkout, or `bare`.")
-    parser.add_argument("--mode", choices=("plain", "stream"), default="plain")
+    parser.add_argument(
+        "--mode", choices=("plain", "stream", "messages", "passthrough"), default="plain"
+    )
     parser.add_argument("--tool", default="callgrind", choices=("callgrind", "strace", "none"))
     parser.add_argument("--n", type=int, default=1500, help="Calls counted.")
     parser.add_argument("--warm", type=int, default=600, help="Calls before counting.")
@@ -200,6 +241,13 @@ def main() -> None:
     config = workdir / "parley.yaml"
     usage = args.usage.format(workdir=workdir)
     text = CONFIG.format(port=port, workdir=workdir, upstream_port=up_port, usage=usage)
+    if args.mode == "passthrough":
+        channel = ANTHROPIC_CHANNEL.format(upstream_port=up_port)
+        text = text.replace(
+            "models:\n  - name: bench-model", channel + "models:\n  - name: bench-model"
+        )
+        prices = "{input_per_1k: 0.0005, output_per_1k: 0.0015}"
+        text += f"  - {{name: bench-claude, kind: chat, prices: {prices}}}\n"
     config.write_text(text + args.extra)
     key = "bare" if args.repo == "bare" else make_key(config, env)
     command = server_command(args, config, port, up_port)

@@ -8,6 +8,11 @@ content chunks ``--slow-delay`` (0.1 s) apart, as a model producing tokens (the
 ``--slow-streams`` mode of ``bench.load``). Nothing is recorded, nothing is checked but
 the JSON body.
 
+``POST /v1/messages`` is Anthropic's Messages API, for a channel of ``type: anthropic``:
+a fixed ``message``, or a stream of the same ``CHUNKS`` words as ``text_delta`` events
+(the opening events in the first write, each delta in its own, the closing events in the
+last), with usage in ``message_start`` and ``message_delta``.
+
 With ``--joined`` a stream is sent in one write (the same bytes): the upstream then costs a
 third of the CPU per stream, but the relay reads the whole stream at once, which a real
 engine, producing tokens over time, never does.
@@ -121,11 +126,85 @@ async def slow_stream(
         await response.write(piece)
 
 
+def _message_event(name: str, payload: dict[str, Any]) -> bytes:
+    return b"event: " + name.encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
+
+
+MESSAGE_USAGE = {"input_tokens": 9, "output_tokens": CHUNKS}
+MESSAGE = {
+    "id": "msg_bench",
+    "type": "message",
+    "role": "assistant",
+    "model": MODEL,
+    "content": [{"type": "text", "text": "".join(WORDS)}],
+    "stop_reason": "end_turn",
+    "stop_sequence": None,
+    "usage": MESSAGE_USAGE,
+}
+MESSAGE_PLAIN = orjson.dumps(MESSAGE)
+MESSAGE_STREAM = (
+    _message_event(
+        "message_start",
+        {
+            "type": "message_start",
+            "message": {
+                **MESSAGE,
+                "content": [],
+                "stop_reason": None,
+                "usage": {"input_tokens": 9, "output_tokens": 1},
+            },
+        },
+    )
+    + _message_event("ping", {"type": "ping"})
+    + _message_event(
+        "content_block_start",
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+    ),
+    *(
+        _message_event(
+            "content_block_delta",
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "text_delta", "text": word},
+            },
+        )
+        for word in WORDS
+    ),
+    _message_event("content_block_stop", {"type": "content_block_stop", "index": 0})
+    + _message_event(
+        "message_delta",
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+            "usage": {"output_tokens": CHUNKS},
+        },
+    )
+    + _message_event("message_stop", {"type": "message_stop"}),
+)
+
+
+async def messages(request: web.Request) -> web.StreamResponse:
+    body = orjson.loads(await request.read())
+    if not body.get("stream"):
+        return web.Response(body=MESSAGE_PLAIN, headers=JSON_HEADERS)
+    response = web.StreamResponse(headers=SSE_HEADERS)
+    await response.prepare(request)
+    if request.app[JOINED]:
+        await response.write(b"".join(MESSAGE_STREAM))
+    else:
+        for piece in MESSAGE_STREAM:
+            await response.write(piece)
+    await response.write_eof()
+    return response
+
+
 def make_app(joined: bool = False, slow_delay: float = 0.1) -> web.Application:
     app = web.Application()
     app[JOINED] = joined
     app[SLOW_DELAY] = slow_delay
     app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_post("/v1/messages", messages)
     return app
 
 

@@ -48,6 +48,8 @@ from parley.telemetry.wiring import install as install_telemetry
 
 log = logging.getLogger("parley")
 V1 = "/v1/"
+MESSAGES = "/v1/messages"
+"""Anthropic's Messages API: its callers send ``x-api-key`` and read Anthropic's errors."""
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 DATABASE_UNAVAILABLE = "The database is unavailable right now; try again shortly."
 BODY_TIMEOUT_MESSAGE = "The request body did not arrive in time; send it whole, faster."
@@ -63,7 +65,8 @@ async def gateway(request: web.Request, handler: Handler) -> web.StreamResponse:
         v1 = request.path.startswith(V1)
         if v1:
             directory = request.app[SERVICES].directory
-            request[CALLER] = await authenticate(request.headers.get("Authorization"), directory)
+            authorization = request.headers.get("Authorization") or _api_key(request)
+            request[CALLER] = await authenticate(authorization, directory)
         if request.content.is_eof():  # nearly every call: the body came whole with the head
             response = await handler(request)
         else:
@@ -109,10 +112,21 @@ async def _error_reply(
                 error.message,
             )
         return await end_started_reply(request, started, error)
-    response = error_response(error, request.get(REPLY_HEADERS))
+    anthropic = request.path.startswith(MESSAGES)
+    response = error_response(error, request.get(REPLY_HEADERS), anthropic=anthropic)
     if not request.content.is_eof():  # the body is still arriving: close, do not keep reading
         response.force_close()
     return response
+
+
+def _api_key(request: web.Request) -> str | None:
+    """On the Messages API, a request without ``Authorization`` may carry its key in
+    ``x-api-key`` (Anthropic's SDKs send either): as a Bearer credential."""
+    if request.path.startswith(MESSAGES):
+        api_key = request.headers.get("x-api-key")
+        if api_key:
+            return f"Bearer {api_key}"
+    return None
 
 
 async def _with_body_bounds(request: web.Request, handler: Handler) -> web.StreamResponse:

@@ -71,6 +71,10 @@ class Prices(Strict):
     output_per_1k: Decimal = Decimal(0)
     per_1k_characters: Decimal = Decimal(0)
     per_minute: Decimal = Decimal(0)
+    cached_input_per_1k: Decimal | None = None
+    """Input tokens read from the upstream's prompt cache; unset: ``input_per_1k``."""
+    cache_write_per_1k: Decimal | None = None
+    """Input tokens written to the upstream's prompt cache; unset: ``input_per_1k``."""
 
 
 ModelKind = Literal["chat", "completion", "embedding", "speech", "transcription"]

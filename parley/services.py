@@ -18,6 +18,7 @@ import time
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 
 from parley.audio.budget import DecodeBudget
 from parley.audio.pool import ProbePool
@@ -38,7 +39,7 @@ from parley.pipeline.watch import CallWatchers
 from parley.pipeline.writer import UsageWriter
 from parley.providers.base import ReplyBounds
 from parley.providers.registry import ProviderRegistry, check_channel_types
-from parley.settings import ModelSettings, Settings, SpeechOptions
+from parley.settings import ModelSettings, Prices, Settings, SpeechOptions
 from parley.store.base import Store, StoreUnavailable
 from parley.store.sql import open_store
 from parley.voices.book import CloneBook
@@ -68,6 +69,8 @@ def _spec(model: ModelSettings, created: int) -> ModelSpec:
             output_per_1k=usd_to_nanos(prices.output_per_1k),
             per_1k_characters=usd_to_nanos(prices.per_1k_characters),
             per_minute=usd_to_nanos(prices.per_minute),
+            cached_input_per_1k=usd_to_nanos(_or_input(prices.cached_input_per_1k, prices)),
+            cache_write_per_1k=usd_to_nanos(_or_input(prices.cache_write_per_1k, prices)),
         ),
         context_window=model.context_window,
         vision=model.vision,
@@ -78,6 +81,11 @@ def _spec(model: ModelSettings, created: int) -> ModelSpec:
         transcription=_abilities(model),
         speech=speech_profile(model.audio or SpeechOptions()) if model.kind == "speech" else None,
     )
+
+
+def _or_input(price: Decimal | None, prices: Prices) -> Decimal:
+    """A cache price, or the input price when the model sets none."""
+    return prices.input_per_1k if price is None else price
 
 
 def speech_profile(options: SpeechOptions) -> SpeechProfile:
@@ -153,7 +161,7 @@ class Services:
         upstream = settings.upstream
         http = HttpClient(max_per_origin=upstream.max_connections_per_origin)
         bounds = ReplyBounds(upstream.max_reply_bytes, upstream.max_event_bytes)
-        providers = ProviderRegistry.default(http, bounds)
+        providers = ProviderRegistry.default(http, bounds, settings.limits.default_max_tokens)
         check_channel_types(settings.channels, providers.types())
         if store is None:
             opened = await open_store(

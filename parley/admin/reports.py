@@ -26,6 +26,8 @@ MAX_NAME = 200
 COLUMNS = (
     "requests",
     "prompt_tokens",
+    "cached_tokens",
+    "cache_write_tokens",
     "completion_tokens",
     "total_tokens",
     "characters",
@@ -111,10 +113,14 @@ class Totals:
     characters: int = 0
     audio_ms: int = 0
     cost_nanos: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
 
     def add(self, row: GroupDailyUsage) -> None:
         self.requests += row.requests
         self.prompt_tokens += row.prompt_tokens
+        self.cached_tokens += row.cached_tokens
+        self.cache_write_tokens += row.cache_write_tokens
         self.completion_tokens += row.completion_tokens
         self.characters += row.characters
         self.audio_ms += row.audio_ms
@@ -124,6 +130,8 @@ class Totals:
         return {
             "requests": self.requests,
             "prompt_tokens": self.prompt_tokens,
+            "cached_tokens": self.cached_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
             "completion_tokens": self.completion_tokens,
             "total_tokens": self.prompt_tokens + self.completion_tokens,
             "characters": self.characters,

@@ -155,6 +155,8 @@ def _line_item(row: DailyUsage) -> dict[str, Any]:
         "cost": nanos_to_cents(row.cost_nanos),
         "requests": row.requests,
         "prompt_tokens": row.prompt_tokens,
+        "cached_tokens": row.cached_tokens,
+        "cache_write_tokens": row.cache_write_tokens,
         "completion_tokens": row.completion_tokens,
         "characters": row.characters,
         "audio_seconds": row.audio_ms / 1000,
@@ -167,6 +169,8 @@ def _totals(rows: list[DailyUsage], total_nanos: int) -> dict[str, Any]:
     return {
         "requests": sum(row.requests for row in rows),
         "prompt_tokens": prompt,
+        "cached_tokens": sum(row.cached_tokens for row in rows),
+        "cache_write_tokens": sum(row.cache_write_tokens for row in rows),
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
         "characters": sum(row.characters for row in rows),

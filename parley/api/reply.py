@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from parley.errors import InvalidRequest, NotFound, ParleyError, PayloadTooLarge
+from parley.errors import InvalidRequest, NotFound, ParleyError, PayloadTooLarge, anthropic_body
 
 
 def json_reply(
@@ -26,8 +26,11 @@ def json_reply(
     )
 
 
-def error_response(error: ParleyError, headers: Mapping[str, str] | None = None) -> web.Response:
-    """Render ``error`` as the OpenAI envelope (the only place that builds one)."""
+def error_response(
+    error: ParleyError, headers: Mapping[str, str] | None = None, *, anthropic: bool = False
+) -> web.Response:
+    """Render ``error`` as the OpenAI envelope (the only place that builds one), or in
+    Anthropic's shape for a caller of the Messages API (``anthropic``)."""
     merged = {**(headers or {}), **error.headers}
     if error.status >= 500 or error.status == 429:
         merged.setdefault(
@@ -35,7 +38,7 @@ def error_response(error: ParleyError, headers: Mapping[str, str] | None = None)
         )
     return web.Response(
         status=error.status,
-        body=orjson.dumps(error.body()),
+        body=orjson.dumps(anthropic_body(error) if anthropic else error.body()),
         content_type="application/json",
         headers=merged,
     )

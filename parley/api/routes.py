@@ -9,6 +9,7 @@ from parley.api import (
     chat,
     completions,
     embeddings,
+    messages,
     models,
     speech,
     transcriptions,
@@ -22,6 +23,8 @@ def add_routes(app: web.Application) -> None:
         [
             web.post("/v1/chat/completions", chat.create_chat_completion),
             web.post("/v1/completions", completions.create_completion),
+            web.post("/v1/messages", messages.create_message),
+            web.post("/v1/messages/count_tokens", messages.count_tokens),
             web.post("/v1/embeddings", embeddings.create_embeddings),
             web.get("/v1/models", models.list_models),
             web.get("/v1/models/{model:.+}", models.retrieve_model),

@@ -14,7 +14,8 @@ from typing import Any, cast
 
 import orjson
 
-from parley.domain.usage import Usage, reported_usage
+from parley.dialects.openai_chat import read_usage, usage_fields
+from parley.domain.usage import Usage
 from parley.providers.shapes import Item, SameShape, Shape
 
 DONE = b"data: [DONE]\n\n"
@@ -64,9 +65,7 @@ class StreamTally:
 
     def _report(self, usage: Any) -> None:
         if usage:  # streams that asked for usage carry ``"usage": null`` on every chunk
-            reported = reported_usage(usage, source="the upstream's stream")
-            if reported is not None:
-                self.reported = reported
+            self.reported = read_usage(usage, source="the upstream's stream") or self.reported
 
     def usage(self) -> Usage:
         if self.reported is not None:
@@ -191,11 +190,7 @@ class ChunkShaper:
             "created": self._last.get("created", int(time.time())),
             "model": self._model,
             "choices": [],
-            "usage": {
-                "prompt_tokens": usage.prompt_tokens,
-                "completion_tokens": usage.completion_tokens,
-                "total_tokens": usage.total_tokens,
-            },
+            "usage": usage_fields(usage),
         }
         return b"data: " + orjson.dumps(chunk) + b"\n\n"
 

@@ -20,9 +20,10 @@ from aiohttp import web
 from parley.api.body import optional_bool, optional_number, optional_positive_int, stream_options
 from parley.api.context import services
 from parley.api.streaming import DONE, ChunkShaper, StreamTally
+from parley.dialects.openai_chat import read_usage, usage_fields
 from parley.domain.models import Resolved
 from parley.domain.tokens import prompt_ceiling
-from parley.domain.usage import Allowance, Usage, reported_usage
+from parley.domain.usage import Allowance, Usage
 from parley.domain.value import value
 from parley.errors import ParleyError, encode_error_event
 from parley.pipeline import runner
@@ -272,22 +273,15 @@ def allowance(text: TextRequest, model: Resolved, default_max_tokens: int) -> Al
 
 
 def reply_usage(reply: dict[str, Any], prompt_estimate: int, produced: str) -> Usage:
-    """The upstream's own counts when it gave valid ones, else Parley's estimate."""
-    reported = reported_usage(reply.get("usage"), source="the upstream")
+    """The upstream's own counts when it gave valid ones (cached tokens included), else
+    Parley's estimate."""
+    reported = read_usage(reply.get("usage"), source="the upstream")
     if reported is not None:
         return reported
     completion_estimate = (len(produced) + 3) // 4
     return Usage(
         prompt_tokens=prompt_estimate, completion_tokens=completion_estimate, estimated=True
     )
-
-
-def usage_fields(usage: Usage) -> dict[str, int]:
-    return {
-        "prompt_tokens": usage.prompt_tokens,
-        "completion_tokens": usage.completion_tokens,
-        "total_tokens": usage.total_tokens,
-    }
 
 
 def _as_dict(value: Any) -> dict[str, Any]:

@@ -29,12 +29,17 @@ def nanos_to_cents(nanos: int) -> float:
 
 @dataclass(frozen=True, slots=True)
 class Price:
-    """Nano-dollars per 1K input tokens, 1K output tokens, 1K characters, one minute."""
+    """Nano-dollars per 1K input tokens, 1K output tokens, 1K characters, one minute; and
+    per 1K input tokens read from an upstream's prompt cache (``cached_input_per_1k``) or
+    written to it (``cache_write_per_1k``), which the configuration defaults to the input
+    price."""
 
     input_per_1k: int = 0
     output_per_1k: int = 0
     per_1k_characters: int = 0
     per_minute: int = 0
+    cached_input_per_1k: int = 0
+    cache_write_per_1k: int = 0
 
     def cost(
         self,
@@ -43,10 +48,16 @@ class Price:
         completion_tokens: int = 0,
         characters: int = 0,
         audio_ms: int = 0,
+        cached_tokens: int = 0,
+        cache_write_tokens: int = 0,
     ) -> int:
-        """Exact cost in nano-dollars, rounded half-up once at the end."""
+        """Exact cost in nano-dollars, rounded half-up once at the end. ``prompt_tokens``
+        counts every input token; the cached ones among them are priced as such."""
+        fresh = max(prompt_tokens - cached_tokens - cache_write_tokens, 0)
         thousandths = (
-            prompt_tokens * self.input_per_1k
+            fresh * self.input_per_1k
+            + cached_tokens * self.cached_input_per_1k
+            + cache_write_tokens * self.cache_write_per_1k
             + completion_tokens * self.output_per_1k
             + characters * self.per_1k_characters
         )

@@ -8,8 +8,9 @@ reservation that is settled with the upstream's own count afterwards.
 A ceiling must hold whatever the text is (a hostile caller picks text that tokenizes
 badly), so it counts bytes: every token a tokenizer makes covers at least one byte of
 text, and everything an upstream reads of a request (messages, tool definitions, schemas)
-is in its JSON body, whose punctuation around each message outweighs the few tokens a chat
-template adds. An image is the exception, counted at ``IMAGE_TOKENS_CEILING``.
+is in its JSON body. What an upstream adds of its own (a chat template's framing, the
+system prompt Anthropic adds for tool use) is allowed for by ``TEMPLATE_TOKENS``. An image
+is the exception, counted at ``IMAGE_TOKENS_CEILING``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from typing import Any
 CHARS_PER_TOKEN = 4
 TOKENS_PER_MESSAGE = 4
 TOKENS_PER_IMAGE = 768
+TEMPLATE_TOKENS = 1_024
+"""Prompt tokens an upstream may add to any request of its own (a chat template, a
+tool-use system prompt of a few hundred tokens): part of every prompt's ceiling."""
 IMAGE_TOKENS_CEILING = 16_384
 """The most one image is taken to cost: the largest count engines give an image (Qwen2.5-VL
 at its default pixel limit); OpenAI and Anthropic stay under 2,000."""
@@ -40,7 +44,7 @@ def estimate_messages(messages: list[Any]) -> int:
 def prompt_ceiling(body_bytes: int, images: int = 0) -> int:
     """The most prompt tokens a request body of ``body_bytes`` bytes with ``images`` images
     can cost (see the module docstring)."""
-    return body_bytes + images * IMAGE_TOKENS_CEILING
+    return body_bytes + TEMPLATE_TOKENS + images * IMAGE_TOKENS_CEILING
 
 
 def count_images(messages: list[Any]) -> int:

@@ -21,12 +21,20 @@ log = logging.getLogger("parley.usage")
 
 @value
 class Usage:
+    """What one call consumed. ``prompt_tokens`` counts every input token, cached or not
+    (OpenAI's convention): ``cached_tokens`` of them were read from the upstream's prompt
+    cache and ``cache_write_tokens`` written to it, each priced on its own. Reasoning
+    tokens are output: counted in ``completion_tokens``, and told apart for reports."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
     characters: int = 0
     audio_ms: int = 0
     estimated: bool = False
     """True when the upstream reported nothing and Parley counted for itself."""
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
@@ -60,12 +68,17 @@ class Allowance:
         completion = usage.completion_tokens
         if not self.open_ended:
             completion = min(completion, self.completion_tokens)
+        prompt = min(usage.prompt_tokens, self.prompt_tokens)
+        cached = min(usage.cached_tokens, prompt)
         return Usage(
-            prompt_tokens=min(usage.prompt_tokens, self.prompt_tokens),
+            prompt_tokens=prompt,
             completion_tokens=completion,
             characters=min(usage.characters, self.characters),
             audio_ms=min(usage.audio_ms, self.audio_ms),
             estimated=usage.estimated,
+            cached_tokens=cached,
+            cache_write_tokens=min(usage.cache_write_tokens, prompt - cached),
+            reasoning_tokens=min(usage.reasoning_tokens, completion),
         )
 
 
@@ -130,6 +143,10 @@ class UsageRecord:
     audio_ms: int = 0
     cost_nanos: int = 0
     estimated: bool = False
+    cached_tokens: int = 0
+    """Of ``prompt_tokens``, those read from the upstream's prompt cache."""
+    cache_write_tokens: int = 0
+    """Of ``prompt_tokens``, those written to it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +161,8 @@ class DailyUsage:
     characters: int
     audio_ms: int
     cost_nanos: int
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,3 +178,5 @@ class GroupDailyUsage:
     characters: int
     audio_ms: int
     cost_nanos: int
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0

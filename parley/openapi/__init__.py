@@ -23,6 +23,7 @@ from parley.openapi import (
     catalog,
     components,
     embeddings,
+    messages,
     speech,
     textgen,
     transcription,
@@ -30,6 +31,7 @@ from parley.openapi import (
 
 PARTS: tuple[ModuleType, ...] = (
     textgen,
+    messages,
     embeddings,
     catalog,
     billing,
@@ -50,8 +52,9 @@ def document(parts: Sequence[ModuleType] = PARTS) -> dict[str, Any]:
         "info": {
             "title": "Parley",
             "version": parley.__version__,
-            "description": "An AI gateway: many providers behind one OpenAI-style API. Every "
-            "reply that is not a success is the OpenAI error envelope.",
+            "description": "An AI gateway: many providers behind one OpenAI-style API, and "
+            "Anthropic's Messages API. Every reply that is not a success is the OpenAI error "
+            "envelope (Anthropic's error shape on the Messages API).",
         },
         "paths": paths,
         "components": {"schemas": schemas, "securitySchemes": components.SECURITY_SCHEMES},

@@ -82,6 +82,8 @@ class Meter:
                 completion_tokens=usage.completion_tokens,
                 characters=usage.characters,
                 audio_ms=usage.audio_ms,
+                cached_tokens=usage.cached_tokens,
+                cache_write_tokens=usage.cache_write_tokens,
             )
             cost = max(0, cost)  # never a credit, whatever a price says
         record = UsageRecord(
@@ -100,6 +102,8 @@ class Meter:
             audio_ms=usage.audio_ms,
             cost_nanos=cost,
             estimated=usage.estimated,
+            cached_tokens=usage.cached_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
         )
         self.writer.submit(record)
         self.health.observe(record)

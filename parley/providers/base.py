@@ -1,9 +1,12 @@
 """Capability Protocols every provider adapter implements, and the shared error mapping.
 
-The canonical request and reply are OpenAI's wire shapes, as Python dicts: an adapter for
-an OpenAI-compatible upstream mostly forwards them; an adapter for another wire format
-translates both ways. Adapters see neither the caller's HTTP request, nor the store, nor
-billing: they are given a ``Target`` (where and as what to call) and a body.
+``Chat`` and ``Completion`` take and return OpenAI's wire shapes, as Python dicts: an
+adapter for an OpenAI-compatible upstream mostly forwards them; an adapter for another
+wire format translates both ways through the canonical call (``parley/dialects/``).
+``Messages`` relays Anthropic's Messages API to a caller that speaks it, and
+``ChatTranslation`` feeds a chat stream to a translator for a caller that does not.
+Adapters see neither the caller's HTTP request, nor the store, nor billing: they are
+given a ``Target`` (where and as what to call) and a body.
 """
 
 from __future__ import annotations
@@ -11,8 +14,9 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import dataclass
-from typing import IO, Any, Protocol
+from typing import IO, Any, Protocol, TypeVar
 
+from parley.dialects.translator import Translator
 from parley.domain.transcripts import ResponseFormat, Task
 from parley.errors import ParleyError, UpstreamError, UpstreamTimeout
 from parley.http import (
@@ -31,6 +35,10 @@ JSON = dict[str, Any]
 Batches = AsyncIterator[Sequence[JSON]]
 """A stream's chunks, grouped as they arrived: each item holds what one read from the
 upstream delivered (never empty), so the caller can relay them in one write."""
+T = TypeVar("T")
+Translations = AbstractAsyncContextManager[AsyncIterator[Sequence[T]]]
+"""A stream fed to a sans-IO translator (``providers/translated.py``): what it made of
+each read, never empty."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +118,29 @@ class Chat(Protocol):
         """Streamed chat: ``chat.completion.chunk`` objects, in batches as they arrive.
         With ``shapes``, a read may come as a ``SameShape`` instead of its chunk
         (``providers/shapes.py``); without, every item is a chunk (``Batches``)."""
+
+
+class ChatTranslation(Protocol):
+    def chat_translated(
+        self, target: Target, body: JSON, translator: Translator[T]
+    ) -> Translations[T]:
+        """A streamed chat completion's bytes, fed to ``translator`` for a caller of another
+        dialect (``parley/dialects/``)."""
+
+
+class Messages(Protocol):
+    """Anthropic's Messages API, relayed to a caller that speaks it (pass-through)."""
+
+    async def messages(self, target: Target, body: JSON, beta: str | None) -> JSON:
+        """A whole ``message``: ``body`` sent as it came but for the upstream's model."""
+
+    def messages_stream(
+        self, target: Target, body: JSON, beta: str | None, translator: Translator[T]
+    ) -> Translations[T]:
+        """A streamed ``message``: the events' bytes fed to ``translator``."""
+
+    async def count_tokens(self, target: Target, body: JSON, beta: str | None) -> int:
+        """The upstream's count of the request's input tokens."""
 
 
 class Completion(Protocol):

@@ -12,10 +12,13 @@ from collections.abc import Collection, Sequence
 from typing import TypeVar
 
 from parley.http import HttpClient
+from parley.providers.anthropic import AnthropicAdapter
 from parley.providers.base import (
     Chat,
+    ChatTranslation,
     Completion,
     Embeddings,
+    Messages,
     ReplyBounds,
     Speech,
     Transcription,
@@ -29,6 +32,9 @@ from parley.settings import ChannelSettings, ConfigError
 
 OPENAI_COMPATIBLE_TYPES = ("openai", "vllm", "ollama", "llamacpp")
 """Types whose upstreams speak OpenAI's wire format, all served by ``OpenAIAdapter``."""
+
+DEFAULT_MAX_TOKENS = 1024
+"""``limits.default_max_tokens``'s default, for a registry built without settings."""
 
 TRANSCRIPTION_TYPES = ("openai", "speaches", "vllm")
 """Types whose upstreams speak OpenAI's audio wire format for speech-to-text; ``vllm``
@@ -56,10 +62,21 @@ class UnknownProviderType(KeyError):
 class ProviderRegistry:
     """Adapters by channel type name, one table per capability."""
 
-    __slots__ = ("_chat", "_completion", "_embeddings", "_speech", "_transcription", "_voices")
+    __slots__ = (
+        "_chat",
+        "_chat_translation",
+        "_completion",
+        "_embeddings",
+        "_messages",
+        "_speech",
+        "_transcription",
+        "_voices",
+    )
 
     def __init__(self) -> None:
         self._chat: dict[str, Chat] = {}
+        self._chat_translation: dict[str, ChatTranslation] = {}
+        self._messages: dict[str, Messages] = {}
         self._completion: dict[str, Completion] = {}
         self._embeddings: dict[str, Embeddings] = {}
         self._transcription: dict[str, Transcription] = {}
@@ -67,14 +84,22 @@ class ProviderRegistry:
         self._voices: dict[str, Voices] = {}
 
     @classmethod
-    def default(cls, http: HttpClient, bounds: ReplyBounds | None = None) -> ProviderRegistry:
+    def default(
+        cls,
+        http: HttpClient,
+        bounds: ReplyBounds | None = None,
+        default_max_tokens: int = DEFAULT_MAX_TOKENS,
+    ) -> ProviderRegistry:
         """Every built-in adapter, calling upstreams through the one shared ``http`` client
-        and accepting what ``bounds`` allow."""
+        and accepting what ``bounds`` allow. ``default_max_tokens`` is what an upstream that
+        needs a limit (Anthropic) is sent when the caller gave none."""
         registry = cls()
         openai = OpenAIAdapter(http, bounds)
         for type_name in OPENAI_COMPATIBLE_TYPES:
             registry.register(type_name, chat=openai, completion=openai)
-            registry.register(type_name, embeddings=openai)
+            registry.register(type_name, embeddings=openai, chat_translation=openai)
+        anthropic = AnthropicAdapter(http, bounds, default_max_tokens)
+        registry.register("anthropic", chat=anthropic, completion=anthropic, messages=anthropic)
         for type_name in TRANSCRIPTION_TYPES:
             adapter = TranscriptionAdapter(http, bounds, writes_subtitles=type_name != "vllm")
             registry.register(type_name, transcription=adapter)
@@ -89,6 +114,8 @@ class ProviderRegistry:
         type_name: str,
         *,
         chat: Chat | None = None,
+        chat_translation: ChatTranslation | None = None,
+        messages: Messages | None = None,
         completion: Completion | None = None,
         embeddings: Embeddings | None = None,
         transcription: Transcription | None = None,
@@ -98,6 +125,10 @@ class ProviderRegistry:
         """Serve the given capabilities of channels of ``type_name`` with these adapters."""
         if chat is not None:
             self._chat[type_name] = chat
+        if chat_translation is not None:
+            self._chat_translation[type_name] = chat_translation
+        if messages is not None:
+            self._messages[type_name] = messages
         if completion is not None:
             self._completion[type_name] = completion
         if embeddings is not None:
@@ -111,6 +142,14 @@ class ProviderRegistry:
 
     def chat(self, type_name: str) -> Chat:
         return self._find(self._chat, type_name, "chat")
+
+    def chat_translation(self, type_name: str) -> ChatTranslation:
+        return self._find(self._chat_translation, type_name, "chat streams in another dialect")
+
+    def messages(self, type_name: str) -> Messages | None:
+        """The type's Messages adapter, when its upstreams speak Anthropic's Messages API
+        (a Messages caller's call is then passed through); ``None`` otherwise."""
+        return self._messages.get(type_name)
 
     def completion(self, type_name: str) -> Completion:
         return self._find(self._completion, type_name, "completions")
@@ -131,6 +170,7 @@ class ProviderRegistry:
         """Every channel type some adapter is registered for."""
         tables = (
             self._chat,
+            self._messages,
             self._completion,
             self._embeddings,
             self._transcription,

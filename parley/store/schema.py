@@ -109,6 +109,8 @@ usage_records = Table(
     Column("audio_ms", BigInteger, nullable=False),
     Column("cost_nanos", BigInteger, nullable=False),
     Column("estimated", Boolean, nullable=False),
+    Column("cached_tokens", BigInteger, nullable=False, server_default="0"),
+    Column("cache_write_tokens", BigInteger, nullable=False, server_default="0"),
     Index("ix_usage_records_created_at", "created_at"),
     Index("ix_usage_records_group_id_created_at", "group_id", "created_at"),
 )
@@ -120,6 +122,8 @@ ROLLUP_TOTALS = (
     "characters",
     "audio_ms",
     "cost_nanos",
+    "cached_tokens",
+    "cache_write_tokens",
 )
 """The summed columns of ``usage_daily``, in ``DailyUsage`` order."""
 
@@ -129,7 +133,7 @@ usage_daily = Table(
     Column("group_id", Integer, primary_key=True),
     Column("day", Date, primary_key=True),
     Column("model", String(200), primary_key=True),
-    *(Column(name, BigInteger, nullable=False) for name in ROLLUP_TOTALS),
+    *(Column(name, BigInteger, nullable=False, server_default="0") for name in ROLLUP_TOTALS),
 )
 
 voice_clones = Table(

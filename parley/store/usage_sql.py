@@ -148,6 +148,8 @@ def _totals(record: UsageRecord) -> tuple[int, ...]:
         record.characters,
         record.audio_ms,
         record.cost_nanos,
+        record.cached_tokens,
+        record.cache_write_tokens,
     )
 
 
@@ -168,6 +170,8 @@ def _raw_row(record: UsageRecord) -> dict[str, Any]:
         "audio_ms": record.audio_ms,
         "cost_nanos": record.cost_nanos,
         "estimated": record.estimated,
+        "cached_tokens": record.cached_tokens,
+        "cache_write_tokens": record.cache_write_tokens,
     }
 
 

@@ -50,6 +50,10 @@ _RAW_COLUMNS = (
     "cost_nanos",
     "estimated",
 )
+_CACHE_COLUMNS = ("cached_tokens", "cache_write_tokens")
+"""Written only by a batch that holds prompt-cache counts: the columns default to 0, and
+each bound parameter costs the sqlite3 module about as much as a column's worth of work
+in the rest of the insert."""
 _ROLLUP_COLUMNS = ("group_id", "day", "model", *ROLLUP_TOTALS)
 
 
@@ -66,6 +70,10 @@ def _values(columns: Sequence[str], rows: int) -> str:
 
 
 INSERT_RAW = {size: f"INSERT INTO usage_records {_values(_RAW_COLUMNS, size)}" for size in CHUNKS}
+INSERT_CACHED = {
+    size: f"INSERT INTO usage_records {_values((*_RAW_COLUMNS, *_CACHE_COLUMNS), size)}"
+    for size in CHUNKS
+}
 FIND_STORED = (
     "SELECT value FROM json_each(?)"
     " WHERE EXISTS (SELECT 1 FROM usage_records WHERE request_id = value)"
@@ -123,7 +131,7 @@ class SqliteUsageWriter:
         back (docs/performance.md)."""
         if self._cursor is None:
             # autocommit mode: the transaction is this module's own BEGIN IMMEDIATE / COMMIT
-            statements = len(CHUNKS) + 8  # every text this module runs, kept prepared
+            statements = 2 * len(CHUNKS) + 8  # every text this module runs, kept prepared
             conn = sqlite3.connect(
                 self._path,
                 timeout=self._timeout,
@@ -154,11 +162,16 @@ class SqliteUsageWriter:
                 del unique[stored]
             if unique:
                 rows, rollups, last_use = _rows(unique.values())
+                inserts = INSERT_RAW
+                if any(r.cached_tokens or r.cache_write_tokens for r in unique.values()):
+                    inserts = INSERT_CACHED
+                    cached = [(r.cached_tokens, r.cache_write_tokens) for r in unique.values()]
+                    rows = [row + pair for row, pair in zip(rows, cached, strict=True)]
                 start = 0
                 for size in CHUNKS:
                     while len(rows) - start >= size:
                         chunk = rows[start : start + size]
-                        cursor.execute(INSERT_RAW[size], [value for row in chunk for value in row])
+                        cursor.execute(inserts[size], [value for row in chunk for value in row])
                         start += size
                 cursor.execute(ADD_TO_ROLLUPS, (orjson.dumps(rollups),))
                 cursor.execute(STAMP_LAST_USE, (orjson.dumps(last_use),))
@@ -210,13 +223,15 @@ def _rows(records: Iterable[UsageRecord]) -> tuple[list[Row], list[list[object]]
         key = (record.group_id, at[:10], record.model)
         sums = totals.get(key)
         if sums is None:
-            sums = totals[key] = [0, 0, 0, 0, 0, 0]  # ROLLUP_TOTALS, in order
+            sums = totals[key] = [0, 0, 0, 0, 0, 0, 0, 0]  # ROLLUP_TOTALS, in order
         sums[0] += 1
         sums[1] += record.prompt_tokens
         sums[2] += record.completion_tokens
         sums[3] += record.characters
         sums[4] += record.audio_ms
         sums[5] += record.cost_nanos
+        sums[6] += record.cached_tokens
+        sums[7] += record.cache_write_tokens
         if newest.get(record.key_id, "") < at:
             newest[record.key_id] = at
     return rows, [[*key, *sums] for key, sums in totals.items()], list(newest.items())

@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
+from parley.domain.tokens import TEMPLATE_TOKENS
 from tests.api.harness import Gateway, call, records
 from tests.upstreams.openai_compatible import (
     INFLATED_USAGE,
@@ -112,8 +113,9 @@ async def test_reported_usage_above_what_the_call_allowed_is_capped(
     assert status == 200
     (record,) = await records(gateway)
     assert record.completion_tokens == 10
-    # the prompt's ceiling: its request body's bytes
-    assert record.prompt_tokens == len(chat_body(max_tokens=10, stream=stream))
+    # the prompt's ceiling: its request body's bytes, and what an upstream may add
+    ceiling = len(chat_body(max_tokens=10, stream=stream)) + TEMPLATE_TOKENS
+    assert record.prompt_tokens == ceiling
     assert not record.estimated
     assert "capped the usage" in caplog.text
 

@@ -123,6 +123,8 @@ def day_row(day: date, model: str, records: list[UsageRecord]) -> DailyUsage:
         characters=sum(r.characters for r in records),
         audio_ms=sum(r.audio_ms for r in records),
         cost_nanos=sum(r.cost_nanos for r in records),
+        cached_tokens=sum(r.cached_tokens for r in records),
+        cache_write_tokens=sum(r.cache_write_tokens for r in records),
     )
 
 
@@ -327,6 +329,17 @@ async def test_record_usage_counts_new_records(store: SqlStore) -> None:
     assert await store.record_usage([]) == 0
     assert await store.record_usage([usage("r1", at(1)), usage("r2", at(1))]) == 2
     assert await store.count_usage() == 2
+
+
+async def test_prompt_cache_counts_are_kept_in_records_and_rollups(store: SqlStore) -> None:
+    cached = replace(usage("c1", at(1)), prompt_tokens=1202, cached_tokens=1000)
+    written = replace(usage("c2", at(1)), prompt_tokens=300, cache_write_tokens=200)
+    plain = usage("c3", at(1))
+    assert await store.record_usage([cached, written]) == 2
+    assert await store.record_usage([plain]) == 1  # a batch without any: the columns' 0
+    rows = await store.daily_usage(1, date(2024, 1, 1), date(2024, 1, 2))
+    assert rows == [day_row(date(2024, 1, 1), "gpt-x", [cached, written, plain])]
+    assert (rows[0].cached_tokens, rows[0].cache_write_tokens) == (1000, 200)
 
 
 async def test_duplicates_in_one_batch_count_once(store: SqlStore) -> None:

@@ -2,9 +2,10 @@
 
 Every operation in ``GET /openapi.json`` gets valid and invalid requests (``EXAMPLES``
 of each, no shrinking: about 20 s on an idle machine). Every reply must be below 500,
-match the described content type, and be the OpenAI envelope whenever it is not a
-success; afterwards the server's own output must hold no secret and no traceback. The
-/v1 operations run before /admin's, which may revoke the key or tighten its group.
+match the described content type, and be the OpenAI envelope (Anthropic's error shape on
+the Messages API) whenever it is not a success; afterwards the server's own output must
+hold no secret and no traceback. The /v1 operations run before /admin's, which may revoke
+the key or tighten its group.
 """
 
 from __future__ import annotations
@@ -47,7 +48,12 @@ def check_reply(case: schemathesis.Case, reply: schemathesis.Response) -> None:
     if reply.status_code >= 300:
         content_type = reply.headers.get("content-type", [""])[0]
         assert content_type.startswith("application/json"), where
-        error = orjson.loads(reply.content)["error"]
+        body = orjson.loads(reply.content)
+        if case.formatted_path.startswith("/v1/messages"):
+            assert body["type"] == "error" and set(body["error"]) == {"type", "message"}, where
+            assert isinstance(body["error"]["message"], str) and body["error"]["message"], where
+            return
+        error = body["error"]
         assert set(error) == ENVELOPE_FIELDS, where
         assert isinstance(error["message"], str) and error["message"], where
 
@@ -94,7 +100,7 @@ def test_every_described_operation_survives_fuzzing_without_a_5xx_or_a_leak(
     schema = schemathesis.openapi.from_url(f"{server.base_url}/openapi.json")
     operations = [result.ok() for result in schema.get_all_operations()]
     operations.sort(key=lambda op: op.path.startswith("/admin"))
-    assert len(operations) == 30  # text, embeddings, speech, voices, transcription, admin
+    assert len(operations) == 32  # text, messages, embeddings, speech, voices, transcription, admin
     calls = 0
     for operation in operations:
         token = ADMIN_TOKEN if operation.path.startswith("/admin") else key

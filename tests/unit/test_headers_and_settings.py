@@ -115,9 +115,14 @@ def test_the_example_config_is_valid() -> None:
     example = Path(__file__).parents[2] / "parley.example.yaml"
     settings = load_settings(
         example,
-        {"PARLEY_ADMIN_TOKEN": "t" * 16, "VLLM_API_KEY": "k", "OPENAI_API_KEY": "k"},
+        {
+            "PARLEY_ADMIN_TOKEN": "t" * 16,
+            "VLLM_API_KEY": "k",
+            "OPENAI_API_KEY": "k",
+            "ANTHROPIC_API_KEY": "k",
+        },
     )
-    assert {"chat-large", "vision-small", "tts-pro", "stt-large"} <= {
+    assert {"chat-large", "claude-sonnet", "vision-small", "tts-pro", "stt-large"} <= {
         model.name for model in settings.models
     }
     assert settings.capabilities["LLM_CHAT"] == "chat-large"

@@ -8,12 +8,19 @@ every message (or the prompt), ``completion_tokens`` = words produced. A chat st
 a role chunk, one chunk per word, a chunk with the ``finish_reason``; a completion stream
 one chunk per word and a finish chunk; then, only if ``stream_options.include_usage`` is
 true, a chunk with ``"choices": []`` and the ``usage``. ``created`` is ``CREATED``.
+
+With ``tools`` asked for (the engine's ``tools`` knob), a chat request that offers tools
+and whose last message is not a tool result is answered with a call of the first tool,
+``{"query": <the echo>}`` (``finish_reason: tool_calls``; streamed as the call's name,
+then its arguments in two pieces).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Literal
+
+import orjson
 
 from tests.upstreams.server import JSON
 
@@ -34,6 +41,10 @@ class Script:
     prompt_tokens: int
     reported: JSON | None = None
     """The usage the engine reports instead of its count (``{}``: none at all)."""
+    tool_call: JSON | None = None
+    cached_tokens: int = 0
+    """Of the prompt's tokens, those reported read from a prompt cache (never more than
+    the prompt's)."""
 
     @property
     def usage(self) -> JSON:
@@ -41,11 +52,15 @@ class Script:
             return self.reported
         produced = len(self.pieces)
         total = self.prompt_tokens + produced
-        return {
+        usage: JSON = {
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": produced,
             "total_tokens": total,
         }
+        if self.cached_tokens:
+            cached = min(self.cached_tokens, self.prompt_tokens)
+            usage["prompt_tokens_details"] = {"cached_tokens": cached}
+        return usage
 
 
 def script_for(
@@ -56,6 +71,7 @@ def script_for(
     *,
     reported: JSON | None = None,
     overlong: bool = False,
+    tools: bool = False,
 ) -> Script:
     texts, last = _chat_texts(body) if kind == "chat" else _prompt_texts(body)
     if words is not None:
@@ -68,7 +84,24 @@ def script_for(
         reply, finish = reply[: max(limit, 0)], "length"
     pieces = [word if i == 0 else f" {word}" for i, word in enumerate(reply)]
     prompt_tokens = sum(len(text.split()) for text in texts)
-    return Script(kind, reply_id, str(body.get("model")), pieces, finish, prompt_tokens, reported)
+    call = _tool_call(body, "".join(pieces), reply_id) if tools and kind == "chat" else None
+    if call is not None:
+        finish = "tool_calls"
+    model = str(body.get("model"))
+    return Script(
+        kind, reply_id, model, pieces, finish, prompt_tokens, reported=reported, tool_call=call
+    )
+
+
+def _tool_call(body: JSON, echo: str, reply_id: str) -> JSON | None:
+    offered = body.get("tools")
+    messages = body.get("messages") or [{}]
+    if not offered or messages[-1].get("role") == "tool":
+        return None
+    name = offered[0]["function"]["name"]
+    arguments = orjson.dumps({"query": echo}).decode()
+    function = {"name": name, "arguments": arguments}
+    return {"id": f"call_{reply_id}", "type": "function", "function": function}
 
 
 def _chat_texts(body: JSON) -> tuple[list[str], str]:
@@ -96,7 +129,9 @@ def _prompt_texts(body: JSON) -> tuple[list[str], str]:
 def whole_reply(script: Script) -> JSON:
     text = "".join(script.pieces)
     if script.kind == "chat":
-        message = {"role": "assistant", "content": text, "refusal": None}
+        message: JSON = {"role": "assistant", "content": text, "refusal": None}
+        if script.tool_call is not None:
+            message["tool_calls"] = [script.tool_call]
         choice: JSON = {"index": 0, "message": message, "logprobs": None}
         head = _head(script, "chat.completion")
         extra = {"system_fingerprint": "fp_fake"}
@@ -115,6 +150,7 @@ def chunks_for(script: Script, with_usage: bool) -> list[Any]:
         deltas: list[JSON] = [
             {"role": "assistant", "content": ""},
             *({"content": p} for p in script.pieces),
+            *_tool_deltas(script.tool_call),
             {},
         ]
         choices: list[JSON] = [
@@ -128,6 +164,19 @@ def chunks_for(script: Script, with_usage: bool) -> list[Any]:
     if with_usage:
         chunks.append({**head, "choices": [], "usage": script.usage})
     return chunks
+
+
+def _tool_deltas(call: JSON | None) -> list[JSON]:
+    if call is None:
+        return []
+    arguments = call["function"]["arguments"]
+    middle = len(arguments) // 2
+    named = {**call, "function": {"name": call["function"]["name"], "arguments": ""}}
+    return [
+        {"tool_calls": [{"index": 0, **named}]},
+        *({"tool_calls": [{"index": 0, "function": {"arguments": part}}]}
+          for part in (arguments[:middle], arguments[middle:])),
+    ]  # fmt: skip
 
 
 def _head(script: Script, kind: str) -> JSON:

@@ -49,6 +49,10 @@ other model name behaves normally and is echoed in replies. ``engine.behaviour``
   no usage at all (whole replies too, unlike ``no-usage``); ``Behaviour.reported`` sets
   any other usage object.
 - ``overlong``: ignore ``max_tokens`` (the whole echo, or ``words-N``, is sent).
+- ``tools``: a chat request that offers tools gets a call of the first one
+  (``completion_script.py``).
+- ``cached-N``: usage reports N of the prompt's tokens (at most all) as cached
+  (``prompt_tokens_details.cached_tokens``).
 
 Every reply sets a cookie (``engine-session``), as providers behind a CDN do.
 
@@ -133,6 +137,8 @@ class Behaviour:
     embedding_encoding: str | None = None
     reported: JSON | None = None
     overlong: bool = False
+    tools: bool = False
+    cached: int = 0
 
     def with_model(self, model: str) -> Behaviour:
         behaviour = self
@@ -153,6 +159,7 @@ class Behaviour:
             "usage-inflated": {"reported": INFLATED_USAGE},
             "usage-absent": {"reported": {}},
             "overlong": {"overlong": True},
+            "tools": {"tools": True},
         }
         if part in flags:
             return replace(self, **flags[part])
@@ -177,6 +184,8 @@ class Behaviour:
                     return replace(self, huge_event=int(arg))
                 case "huge-reply":
                     return replace(self, huge_reply=int(arg))
+                case "cached":
+                    return replace(self, cached=int(arg))
         except ValueError:
             pass
         return self
@@ -284,7 +293,10 @@ class FakeEngine(FakeServer):
             reply_id,
             reported=behaviour.reported,
             overlong=behaviour.overlong,
+            tools=behaviour.tools,
         )
+        if behaviour.cached:
+            script = replace(script, cached_tokens=behaviour.cached)
         if behaviour.junk and not stream:
             return json_reply(200, ["junk"])
         if behaviour.huge_reply is not None and not stream:

@@ -11,10 +11,11 @@ import functools
 from collections.abc import Awaitable
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import orjson
 
+from parley.dialects.translator import Failure, Translator
 from parley.errors import UpstreamError
 from parley.http import HttpClient, Prepared, Reply, prepare
 from parley.providers.base import (
@@ -27,7 +28,10 @@ from parley.providers.base import (
 )
 from parley.providers.openai.refusal import refusal, stream_failure
 from parley.providers.shapes import Item, SameShape, Shape, ShapedBatches, learn
+from parley.providers.translated import TranslatedStream
 from parley.sse import EventTooLarge, SseParser
+
+T = TypeVar("T")
 
 CHAT_PATH = "/chat/completions"
 COMPLETION_PATH = "/completions"
@@ -59,6 +63,23 @@ class OpenAIAdapter:
         self, target: Target, body: JSON, *, shapes: bool = False
     ) -> AbstractAsyncContextManager[ShapedBatches]:
         return _Stream(self._http, self._bounds, target, CHAT_PATH, body, shapes=shapes)
+
+    def chat_translated(
+        self, target: Target, body: JSON, translator: Translator[T]
+    ) -> TranslatedStream[T]:
+        """A chat stream's bytes fed to ``translator`` (a caller of another dialect)."""
+        bounds = self._bounds
+
+        def send() -> Awaitable[Reply]:
+            return _post(self._http, target, CHAT_PATH, stream_body(body, target.model))
+
+        def start(reply: Reply) -> Awaitable[None]:
+            return _check_stream_start(reply, target, bounds.max_reply_bytes)
+
+        def fault(failure: Failure) -> UpstreamError:
+            return _fault(target, failure)
+
+        return TranslatedStream(target.channel, send, start, translator, fault)
 
     async def completion(self, target: Target, body: JSON) -> JSON:
         return await self._reply(target, COMPLETION_PATH, body)
@@ -338,6 +359,17 @@ class _Chunks:
             self._end = stream_failure(self._channel, chunk, self._secret)
             return None
         return chunk
+
+
+def _fault(target: Target, failure: Failure) -> UpstreamError:
+    """The error for what a translator saw go wrong in a chat stream."""
+    if failure.payload is not None:
+        return stream_failure(target.channel, failure.payload, target.api_key)
+    if failure.too_large:
+        error = upstream_failure(target.channel, EventTooLarge(0, []))
+        assert error is not None
+        return error
+    return _malformed(target.channel)
 
 
 def _malformed(channel: str) -> UpstreamError:

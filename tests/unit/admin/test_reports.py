@@ -46,10 +46,10 @@ def test_csv_and_table() -> None:
     report = build_report(parse_query(since="2024-05-01", until="2024-05-31"), ROWS, NAMES)
     lines = report.csv().splitlines()
     assert lines[0] == (
-        "group,model,requests,prompt_tokens,completion_tokens,total_tokens,"
-        "characters,audio_seconds,cost_usd"
+        "group,model,requests,prompt_tokens,cached_tokens,cache_write_tokens,"
+        "completion_tokens,total_tokens,characters,audio_seconds,cost_usd"
     )
-    assert lines[1] == "alpha,m1,2,10,5,15,0,1.5,1.0"
+    assert lines[1] == "alpha,m1,2,10,0,0,5,15,0,1.5,1.0"
     text = table(report).splitlines()
     assert text[0].split() == ["group", "model", "requests", "tokens", "cost_usd"]
     assert text[-1].split() == ["total", "6", "45", "1.750000"]

@@ -60,3 +60,19 @@ def test_estimates() -> None:
     assert estimate_prompt(["abcd", "abcd"]) == 2
     assert estimate_prompt([1, 2, 3]) == 3
     assert estimate_prompt([[1, 2], [3]]) == 3
+
+
+def test_cached_and_cache_written_input_tokens_have_their_own_prices() -> None:
+    price = Price(
+        input_per_1k=usd_to_nanos("0.003"),
+        output_per_1k=usd_to_nanos("0.015"),
+        cached_input_per_1k=usd_to_nanos("0.0003"),
+        cache_write_per_1k=usd_to_nanos("0.00375"),
+    )
+    # 1,312 input tokens: 100 fresh, 1,000 read from the cache, 212 written to it.
+    cost = price.cost(
+        prompt_tokens=1312, completion_tokens=7, cached_tokens=1000, cache_write_tokens=212
+    )
+    # Per token: 3,000 nano-dollars fresh, 300 cached, 3,750 written, 15,000 output.
+    assert cost == 100 * 3000 + 1000 * 300 + 212 * 3750 + 7 * 15000
+    assert price.cost(prompt_tokens=10, cached_tokens=20) == 20 * 300  # no negative fresh

@@ -1,0 +1,332 @@
+"""POST /v1/messages and /v1/messages/count_tokens: Anthropic's Messages API in front.
+
+A Messages call goes through the runner like a chat call (the same admission, rates,
+budget, routing and metering); only its jobs differ. On a route whose channel speaks
+Messages (``type: anthropic``) the call is passed through: the body as it came but for
+the model, ``anthropic-beta`` with it, and the reply (or each event's bytes) as the
+upstream sent it, the model renamed. On any other route it is translated: the body read
+into the canonical call (``dialects/anthropic_messages.py``, a field the upstream cannot
+take is a 400 naming it), written as an OpenAI chat body, and the reply or stream
+translated back (``dialects/chat_to_messages.py``).
+
+Errors are in Anthropic's shape (the middleware renders them so for these paths), and a
+started stream that fails ends with Anthropic's ``error`` event.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Awaitable, Sequence
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from parley.api.body import read_json
+from parley.api.context import services
+from parley.dialects import anthropic_messages, openai_chat
+from parley.dialects.canonical import Request, Unsupported, produced_characters
+from parley.dialects.chat_to_messages import ChatToMessages
+from parley.dialects.messages_relay import MessagesRelay
+from parley.dialects.translator import Translator, estimate
+from parley.domain.models import CHAT_KINDS, Resolved
+from parley.domain.tokens import TOKENS_PER_IMAGE, estimate_text, prompt_ceiling
+from parley.domain.usage import NOTHING, Allowance, Usage
+from parley.domain.value import value
+from parley.errors import InvalidRequest, ParleyError, encode_anthropic_error_event
+from parley.pipeline import runner
+from parley.pipeline.authenticate import Caller
+from parley.pipeline.call import Call
+from parley.pipeline.job import NO_HEADERS, Operation
+from parley.pipeline.route import Route
+from parley.providers.base import JSON, Translations
+from parley.providers.registry import ProviderRegistry
+
+MESSAGES = Operation("messages", "/v1/messages", CHAT_KINDS)
+COUNT_TOKENS = Operation("token counting", "/v1/messages/count_tokens", CHAT_KINDS)
+ID_PREFIX = "msg_"
+
+
+@value
+class MessagesRequest:
+    """A Messages body, checked as far as any route needs; a translating route reads it
+    whole (``canonical``) and refuses what its upstream cannot take."""
+
+    model: str
+    body: dict[str, Any]
+    stream: bool
+    max_tokens: int
+    prompt_estimate: int
+    beta: str | None
+    prompt_ceiling: int = 0
+    """The most prompt tokens the body can cost (``domain.tokens.prompt_ceiling``)."""
+
+
+async def create_message(request: web.Request) -> web.StreamResponse:
+    body = await read_json(request)
+    body_bytes = len(await request.read())  # the body read once, kept by aiohttp
+    messages = parse_messages(body, request.headers.get("anthropic-beta"), body_bytes)
+    svc = services(request)
+    if messages.stream:
+        stream = MessagesStream(messages, svc.providers, svc.settings.upstream.max_event_bytes)
+        return await runner.stream(request, stream)
+    return await runner.reply(request, MessagesReply(messages, svc.providers))
+
+
+async def count_tokens(request: web.Request) -> web.StreamResponse:
+    body = await read_json(request)
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise InvalidRequest("'model' must be a non-empty string.", param="model")
+    counting = MessagesRequest(
+        model, body, False, 0, _estimate(body), request.headers.get("anthropic-beta")
+    )
+    return await runner.reply(request, TokenCount(counting, services(request).providers))
+
+
+def parse_messages(body: dict[str, Any], beta: str | None, body_bytes: int) -> MessagesRequest:
+    """What every route needs checked: the model, ``max_tokens`` and ``messages``;
+    ``body_bytes`` is the size of the JSON body (for the prompt's ceiling)."""
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise InvalidRequest("'model' must be a non-empty string.", param="model")
+    max_tokens = body.get("max_tokens")
+    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+        raise InvalidRequest("'max_tokens' must be a positive integer.", param="max_tokens")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise InvalidRequest("'messages' must be a non-empty array.", param="messages")
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise InvalidRequest("'stream' must be a boolean.", param="stream")
+    estimate = _estimate(body)
+    ceiling = prompt_ceiling(body_bytes, _images(body.get("messages")))
+    return MessagesRequest(model, body, stream, max_tokens, estimate, beta, max(estimate, ceiling))
+
+
+def _estimate(body: dict[str, Any]) -> int:
+    """The prompt's tokens, estimated: a token per four characters of text (system,
+    messages, tool definitions and calls), a fixed count per image."""
+    total = 3
+    for message in body.get("messages") or ():
+        total += 4 + _estimate_content(
+            message.get("content") if isinstance(message, dict) else None
+        )
+    total += _estimate_content(body.get("system"))
+    if body.get("tools"):
+        total += estimate_text(orjson.dumps(body["tools"]).decode())
+    return total
+
+
+def _estimate_content(content: Any) -> int:
+    if isinstance(content, str):
+        return estimate_text(content)
+    if not isinstance(content, list):
+        return 0
+    total = 0
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "image":
+            total += TOKENS_PER_IMAGE
+        elif kind in ("text", "thinking") and isinstance(block.get(kind), str):
+            total += estimate_text(block[kind])
+        elif kind == "tool_use":
+            total += estimate_text(orjson.dumps(block.get("input")).decode())
+        elif kind == "tool_result":
+            total += _estimate_content(block.get("content"))
+    return total
+
+
+def canonical(messages: MessagesRequest) -> Request:
+    """The body read whole, for a route that translates it; a 400 naming what is wrong."""
+    try:
+        return anthropic_messages.decode_request(messages.body)
+    except Unsupported as error:
+        raise InvalidRequest(error.message, param=error.param) from None
+
+
+def chat_body(messages: MessagesRequest, route: Route) -> JSON:
+    """The OpenAI chat body for a translating route."""
+    try:
+        return openai_chat.encode_request(canonical(messages), route.target.model)
+    except Unsupported as error:
+        raise InvalidRequest(error.message, param=error.param) from None
+
+
+@value
+class Answer:
+    """A whole reply in Anthropic's shape, and what it consumed."""
+
+    body: JSON
+    usage: Usage
+
+
+class _MessagesJob:
+    __slots__ = ("_messages", "_model", "_providers")
+
+    def __init__(self, messages: MessagesRequest, providers: ProviderRegistry) -> None:
+        self._messages = messages
+        self._providers = providers
+        self._model = ""
+
+    @property
+    def operation(self) -> Operation:
+        return MESSAGES
+
+    @property
+    def model(self) -> str:
+        return self._messages.model
+
+    def accept(self, model: Resolved) -> None:
+        if not model.spec.vision and _has_image(self._messages.body.get("messages")):
+            raise InvalidRequest(
+                f"The model `{model.requested}` does not accept images; "
+                "use a vision-capable model.",
+                param="messages",
+                code="image_not_supported",
+            )
+        self._model = model.spec.name
+
+    def reservation(self, model: Resolved, caller: Caller) -> int:
+        return self._messages.prompt_estimate + self._messages.max_tokens
+
+    def allowance(self, model: Resolved) -> Allowance:
+        """Its prompt's ceiling and ``max_tokens``, both within the context window."""
+        window = model.spec.context_window
+        prompt, output = self._messages.prompt_ceiling, self._messages.max_tokens
+        if window is not None:
+            prompt, output = min(prompt, window), min(output, window)
+        return Allowance(prompt_tokens=prompt, completion_tokens=output)
+
+
+def _has_image(messages: Any) -> bool:
+    return _images(messages) > 0
+
+
+def _images(messages: Any) -> int:
+    """The image blocks in Messages ``messages``."""
+    count = 0
+    for message in messages if isinstance(messages, list) else ():
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            count += sum(
+                1 for block in content if isinstance(block, dict) and block.get("type") == "image"
+            )
+    return count
+
+
+class MessagesReply(_MessagesJob):
+    """A whole message: passed through, or translated from a chat completion."""
+
+    __slots__ = ()
+
+    async def call(self, route: Route) -> Answer:
+        messages = self._messages
+        adapter = self._providers.messages(route.provider_type)
+        if adapter is not None:
+            body = await adapter.messages(route.target, messages.body, messages.beta)
+            found = anthropic_messages.read_usage(body.get("usage"))
+            return Answer(body, found or self._estimated(produced=body.get("content")))
+        chat = self._providers.chat(route.provider_type)
+        reply = openai_chat.decode_reply(await chat.chat(route.target, chat_body(messages, route)))
+        usage = reply.usage or estimate(
+            messages.prompt_estimate, produced_characters(reply.blocks), 1
+        )
+        written = anthropic_messages.encode_reply(reply, usage)
+        written["id"] = ID_PREFIX + (reply.id or secrets.token_hex(12))
+        return Answer(written, usage)
+
+    def _estimated(self, produced: Any) -> Usage:
+        text = orjson.dumps(produced).decode() if produced else ""
+        return estimate(self._messages.prompt_estimate, len(text), 1)
+
+    def usage(self, reply: Answer) -> Usage:
+        return reply.usage
+
+    def render(self, reply: Answer, call: Call, usage: Usage) -> web.StreamResponse:
+        reply.body["model"] = call.model.spec.name
+        return web.Response(body=orjson.dumps(reply.body), content_type="application/json")
+
+
+class MessagesStream(_MessagesJob):
+    """A streamed message: the upstream's events passed through, or a chat stream
+    translated into them. Each read's output leaves in one write."""
+
+    __slots__ = ("_max_event_bytes", "_translator")
+    content_type = "text/event-stream"
+    reply_headers = NO_HEADERS
+
+    def __init__(
+        self, messages: MessagesRequest, providers: ProviderRegistry, max_event_bytes: int
+    ) -> None:
+        super().__init__(messages, providers)
+        self._max_event_bytes = max_event_bytes
+        self._translator: Translator[bytes] | None = None
+
+    def open(self, route: Route) -> Translations[bytes]:
+        messages = self._messages
+        adapter = self._providers.messages(route.provider_type)
+        if adapter is not None:
+            relay = MessagesRelay(self._model, messages.prompt_estimate, self._max_event_bytes)
+            self._translator = relay
+            return adapter.messages_stream(route.target, messages.body, messages.beta, relay)
+        body = chat_body(messages, route)
+        message_id = ID_PREFIX + secrets.token_hex(12)
+        translator = ChatToMessages(
+            self._model, message_id, messages.prompt_estimate, self._max_event_bytes
+        )
+        self._translator = translator
+        chat = self._providers.chat_translation(route.provider_type)
+        return chat.chat_translated(route.target, body, translator)
+
+    def render(self, batch: Sequence[bytes]) -> bytes:
+        return batch[0] if len(batch) == 1 else b"".join(batch)
+
+    def end(self) -> bytes:
+        return b""
+
+    def failure(self, error: ParleyError) -> bytes:
+        return encode_anthropic_error_event(error)
+
+    def delivered(self) -> Usage | None:
+        translator = self._translator
+        return translator.delivered() if translator is not None else None
+
+
+class TokenCount(_MessagesJob):
+    """``count_tokens``: the upstream's count on a Messages route, Parley's estimate on
+    any other (without calling it). Admitted as a request of no tokens, recorded at no
+    cost."""
+
+    __slots__ = ()
+
+    @property
+    def operation(self) -> Operation:
+        return COUNT_TOKENS
+
+    def reservation(self, model: Resolved, caller: Caller) -> int:
+        return 0
+
+    def allowance(self, model: Resolved) -> Allowance:
+        return NOTHING
+
+    def call(self, route: Route) -> Awaitable[int]:
+        messages = self._messages
+        adapter = self._providers.messages(route.provider_type)
+        if adapter is not None:
+            return adapter.count_tokens(route.target, messages.body, messages.beta)
+        return _ready(messages.prompt_estimate)
+
+    def usage(self, reply: int) -> Usage:
+        return Usage()
+
+    def render(self, reply: int, call: Call, usage: Usage) -> web.StreamResponse:
+        return web.Response(
+            body=orjson.dumps({"input_tokens": reply}), content_type="application/json"
+        )
+
+
+async def _ready(count: int) -> int:
+    return count

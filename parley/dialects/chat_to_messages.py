@@ -1,0 +1,232 @@
+"""An OpenAI chat stream's bytes → Anthropic Messages events, sans-IO.
+
+Fed the ``data:`` events of ``chat.completion.chunk`` objects, it writes what Anthropic's
+API sends: ``message_start`` and a ``ping``, then each content block in turn
+(``content_block_start``, its ``text_delta``, ``thinking_delta`` or ``input_json_delta``
+events, ``content_block_stop``), and at the end ``message_delta`` (the stop reason and
+the usage) and ``message_stop``. A delta of another kind than the open block closes it
+and opens the next; each tool call is a ``tool_use`` block of its own.
+
+The usage comes last in an OpenAI stream (the chunk with ``"choices": []``), so
+``message_delta`` waits for ``[DONE]`` or the body's end; ``message_start`` carries the
+prompt's estimate, and ``message_delta`` the upstream's counts (cumulative, as
+Anthropic's are).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from parley.dialects.anthropic_messages import STOP_TO_REASON, usage_fields
+from parley.dialects.canonical import JSON
+from parley.dialects.openai_chat import FINISH_TO_STOP, read_usage
+from parley.dialects.translator import Failure, estimate
+from parley.domain.usage import Usage
+from parley.sse import EventTooLarge, SseParser
+
+_DONE = "[DONE]"
+
+
+def sse(name: str, payload: JSON) -> bytes:
+    """One Anthropic event: its name and its JSON data."""
+    return b"event: " + name.encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
+
+
+class ChatToMessages:
+    """``Translator[bytes]``: a chat stream in, Messages events out."""
+
+    __slots__ = (
+        "_block",
+        "_characters",
+        "_id",
+        "_index",
+        "_model",
+        "_parser",
+        "_pieces",
+        "_prompt_estimate",
+        "_reported",
+        "_started",
+        "_stop",
+        "_tools",
+        "done",
+        "failure",
+    )
+
+    def __init__(
+        self, model: str, message_id: str, prompt_estimate: int, max_event_bytes: int
+    ) -> None:
+        self._model = model
+        self._id = message_id
+        self._prompt_estimate = prompt_estimate
+        self._parser = SseParser(max_event_bytes)
+        self._started = False
+        self._index = -1
+        """The open content block's index (-1: none yet)."""
+        self._block: str | None = None
+        """The open block's kind: ``text``, ``thinking`` or ``tool_use``; ``None`` if closed."""
+        self._tools: dict[int, int] = {}
+        """An OpenAI tool call's index → its ``tool_use`` block's index."""
+        self._stop: str | None = None
+        self._reported: Usage | None = None
+        self._characters = 0
+        self._pieces = 0
+        self.done = False
+        self.failure: Failure | None = None
+
+    def feed(self, data: bytes) -> list[bytes]:
+        if self.done or self.failure is not None:
+            return []
+        out: list[bytes] = []
+        try:
+            events = self._parser.feed(data)
+        except EventTooLarge as error:
+            events = error.events
+            self._events([event.data for event in events], out)
+            if self.failure is None and not self.done:
+                self.failure = Failure(too_large=True)
+            return out
+        self._events([event.data for event in events], out)
+        return out
+
+    def end(self) -> list[bytes]:
+        if self.done or self.failure is not None:
+            return []
+        out: list[bytes] = []
+        self._finish(out)
+        return out
+
+    def delivered(self) -> Usage | None:
+        if self._reported is not None:
+            return self._reported
+        if not self._pieces:
+            return None
+        return estimate(self._prompt_estimate, self._characters, self._pieces)
+
+    def _events(self, payloads: list[str], out: list[bytes]) -> None:
+        for payload in payloads:
+            if self.done or self.failure is not None:
+                return
+            if payload == _DONE:
+                self._finish(out)
+                return
+            if not payload or payload.isspace():
+                continue
+            try:
+                chunk = orjson.loads(payload)
+            except orjson.JSONDecodeError:
+                chunk = None
+            if not isinstance(chunk, dict):
+                self.failure = Failure(malformed=True)
+                return
+            if "error" in chunk:
+                self.failure = Failure(payload=chunk)
+                return
+            self._chunk(chunk, out)
+
+    def _chunk(self, chunk: JSON, out: list[bytes]) -> None:
+        if not self._started:
+            self._start(out)
+        usage = read_usage(chunk.get("usage"))
+        if usage is not None:
+            self._reported = usage
+        choices = chunk.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            return
+        choice = choices[0]
+        delta = choice.get("delta")
+        if isinstance(delta, dict):
+            self._delta(delta, out)
+        finish = choice.get("finish_reason")
+        if isinstance(finish, str):
+            stop = FINISH_TO_STOP.get(finish, "end")
+            self._stop = STOP_TO_REASON[stop]
+
+    def _start(self, out: list[bytes]) -> None:
+        self._started = True
+        message: JSON = {
+            "id": self._id,
+            "type": "message",
+            "role": "assistant",
+            "model": self._model,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": usage_fields(Usage(prompt_tokens=self._prompt_estimate)),
+        }
+        out.append(sse("message_start", {"type": "message_start", "message": message}))
+        out.append(sse("ping", {"type": "ping"}))
+
+    def _delta(self, delta: JSON, out: list[bytes]) -> None:
+        reasoning = delta.get("reasoning_content")
+        if reasoning is None:
+            reasoning = delta.get("reasoning")
+        if isinstance(reasoning, str) and reasoning:
+            self._open("thinking", {"type": "thinking", "thinking": "", "signature": ""}, out)
+            self._emit({"type": "thinking_delta", "thinking": reasoning}, len(reasoning), out)
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            self._open("text", {"type": "text", "text": ""}, out)
+            self._emit({"type": "text_delta", "text": content}, len(content), out)
+        calls = delta.get("tool_calls")
+        if isinstance(calls, list):
+            for call in calls:
+                if isinstance(call, dict):
+                    self._tool_call(call, out)
+
+    def _tool_call(self, call: JSON, out: list[bytes]) -> None:
+        position = call.get("index", 0)
+        function = call.get("function")
+        function = function if isinstance(function, dict) else {}
+        if position not in self._tools:
+            name = str(function.get("name") or "")
+            block = {"type": "tool_use", "id": str(call.get("id") or ""), "name": name}
+            self._open("tool_use", {**block, "input": {}}, out, force=True)
+            self._tools[position] = self._index
+            self._characters += len(name)
+        arguments = function.get("arguments")
+        if isinstance(arguments, str) and arguments:
+            index = self._tools[position]
+            delta = {"type": "input_json_delta", "partial_json": arguments}
+            self._emit(delta, len(arguments), out, index)
+
+    def _open(self, kind: str, block: JSON, out: list[bytes], *, force: bool = False) -> None:
+        """Open a block of ``kind`` unless one is open (``force``: always a new one)."""
+        if self._block == kind and not force:
+            return
+        self._close(out)
+        self._index += 1
+        self._block = kind
+        start = {"type": "content_block_start", "index": self._index, "content_block": block}
+        out.append(sse("content_block_start", start))
+
+    def _emit(self, delta: JSON, size: int, out: list[bytes], index: int | None = None) -> None:
+        at = self._index if index is None else index
+        event = {"type": "content_block_delta", "index": at, "delta": delta}
+        out.append(sse("content_block_delta", event))
+        self._characters += size
+        self._pieces += 1
+
+    def _close(self, out: list[bytes]) -> None:
+        if self._block is not None:
+            out.append(
+                sse("content_block_stop", {"type": "content_block_stop", "index": self._index})
+            )
+            self._block = None
+
+    def _finish(self, out: list[bytes]) -> None:
+        """The end: the open block closed, then ``message_delta`` and ``message_stop``."""
+        if not self._started:
+            self._start(out)
+        self._close(out)
+        usage = self.delivered() or Usage(prompt_tokens=self._prompt_estimate)
+        delta: dict[str, Any] = {"stop_reason": self._stop or "end_turn", "stop_sequence": None}
+        out.append(
+            sse(
+                "message_delta",
+                {"type": "message_delta", "delta": delta, "usage": usage_fields(usage)},
+            )
+        )
+        out.append(sse("message_stop", {"type": "message_stop"}))
+        self.done = True

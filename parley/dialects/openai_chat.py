@@ -1,0 +1,500 @@
+"""OpenAI chat completions as a dialect: its bodies to the canonical call and back.
+
+``decode_request`` reads a caller's (already checked) chat body into a ``Request``, for
+an upstream of another dialect; ``encode_request`` writes a ``Request`` as a chat body,
+for an OpenAI-compatible upstream. ``decode_reply`` and ``encode_reply`` do the same for
+``chat.completion`` objects; ``read_usage`` and ``usage_fields`` for usage, cached
+tokens included (``prompt_tokens`` counts them, ``prompt_tokens_details`` tells them).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import orjson
+
+from parley.dialects.canonical import (
+    JSON,
+    Block,
+    Image,
+    Message,
+    Reasoning,
+    Reply,
+    Request,
+    ResponseFormat,
+    Stop,
+    Text,
+    Thinking,
+    Tool,
+    ToolCall,
+    ToolChoice,
+    ToolResult,
+    Unsupported,
+)
+from parley.domain.usage import Usage, reported_usage
+
+FINISH_TO_STOP: dict[str, Stop] = {
+    "stop": "end",
+    "length": "length",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "content_filter": "content_filter",
+}
+STOP_TO_FINISH: dict[Stop, str] = {
+    "end": "stop",
+    "stop_sequence": "stop",
+    "pause": "stop",
+    "length": "length",
+    "tool_calls": "tool_calls",
+    "content_filter": "content_filter",
+}
+IGNORED = frozenset({"model", "messages", "stream", "stream_options", "store", "service_tier"})
+"""Fields that are not part of the generation (or are Parley's to set)."""
+NEUTRAL = {
+    "n": 1,
+    "presence_penalty": 0,
+    "frequency_penalty": 0,
+    "logprobs": False,
+    "seed": None,
+    "logit_bias": None,
+    "top_logprobs": None,
+    "modalities": None,
+    "audio": None,
+    "prediction": None,
+    "web_search_options": None,
+    "metadata": None,
+    "function_call": None,
+    "functions": None,
+}
+"""Fields another dialect cannot say, accepted only with the value that asks nothing."""
+REASONING_BUDGETS = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 24576}
+"""``reasoning_effort`` → a thinking budget, and back (the nearest level at or above)."""
+
+
+def decode_request(body: JSON) -> Request:
+    """A chat body as the canonical call; a field that has no canonical form is a 400."""
+    for name, value in body.items():
+        if name in IGNORED or name in _READERS:
+            continue
+        if name in NEUTRAL and value in (NEUTRAL[name], None, [], {}):
+            continue
+        raise Unsupported(
+            f"The field '{name}' cannot be sent to this model's upstream.", param=name
+        )
+    instructions: list[Text] = []
+    messages: list[Message] = []
+    for index, message in enumerate(body.get("messages") or ()):
+        _read_message(message, index, instructions, messages)
+    return Request(
+        model=str(body.get("model", "")),
+        messages=tuple(_merged(messages)),
+        instructions=tuple(instructions),
+        tools=_tools(body.get("tools")),
+        tool_choice=_tool_choice(body.get("tool_choice"), body.get("parallel_tool_calls")),
+        max_output_tokens=_int(body, "max_completion_tokens") or _int(body, "max_tokens"),
+        temperature=_number(body, "temperature"),
+        top_p=_number(body, "top_p"),
+        top_k=_int(body, "top_k"),
+        stop=_stop(body.get("stop")),
+        response_format=_response_format(body.get("response_format")),
+        thinking=_thinking(body.get("reasoning_effort")),
+        user=body.get("user") if isinstance(body.get("user"), str) else None,
+        stream=bool(body.get("stream")),
+    )
+
+
+_READERS = frozenset(
+    {
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "max_tokens",
+        "max_completion_tokens",
+        "temperature",
+        "top_p",
+        "top_k",
+        "stop",
+        "response_format",
+        "reasoning_effort",
+        "user",
+    }
+)
+
+
+def _read_message(
+    message: JSON, index: int, instructions: list[Text], messages: list[Message]
+) -> None:
+    role = message.get("role")
+    where = f"messages[{index}]"
+    content = message.get("content")
+    if role in ("system", "developer"):
+        instructions.extend(block for block in _content(content, where) if isinstance(block, Text))
+        return
+    if role == "user":
+        messages.append(Message("user", _content(content, where)))
+    elif role == "assistant":
+        blocks = [*_reasoning(message), *_content(content, where)]
+        for position, call in enumerate(message.get("tool_calls") or ()):
+            blocks.append(_tool_call(call, f"{where}.tool_calls[{position}]"))
+        messages.append(Message("assistant", tuple(blocks)))
+    elif role == "tool":
+        result = ToolResult(str(message.get("tool_call_id") or ""), _content(content, where))
+        messages.append(Message("user", (result,)))
+    else:
+        raise Unsupported(f"The role '{role}' cannot be sent to this upstream.", f"{where}.role")
+
+
+def _reasoning(message: JSON) -> list[Block]:
+    text = message.get("reasoning_content")
+    return [Reasoning(text)] if isinstance(text, str) and text else []
+
+
+def _content(content: Any, where: str) -> tuple[Text | Image, ...]:
+    if content is None:
+        return ()
+    if isinstance(content, str):
+        return (Text(content),) if content else ()
+    blocks: list[Text | Image] = []
+    for index, part in enumerate(content):
+        kind = part.get("type")
+        if kind == "text":
+            blocks.append(Text(str(part.get("text", ""))))
+        elif kind == "image_url":
+            blocks.append(_image(part.get("image_url"), f"{where}.content[{index}]"))
+        else:
+            raise Unsupported(
+                f"Content of type '{kind}' cannot be sent to this upstream.",
+                f"{where}.content[{index}].type",
+            )
+    return tuple(blocks)
+
+
+def _image(image: Any, where: str) -> Image:
+    url = image.get("url") if isinstance(image, dict) else image
+    if not isinstance(url, str):
+        raise Unsupported(f"'{where}.image_url.url' must be a URL.", where)
+    if url.startswith("data:"):
+        header, _, data = url.partition(",")
+        media_type = header[5:].partition(";")[0] or "image/png"
+        return Image(media_type=media_type, data=data)
+    return Image(url=url)
+
+
+def _tool_call(call: Any, where: str) -> ToolCall:
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+        raise Unsupported(f"'{where}' must be a function call with a name.", where)
+    arguments = function.get("arguments") or "{}"
+    return ToolCall(str(call.get("id") or ""), function["name"], str(arguments))
+
+
+def _merged(messages: list[Message]) -> list[Message]:
+    """Consecutive messages of one role as one (tool results and the user's next words
+    are one user turn in dialects that alternate)."""
+    merged: list[Message] = []
+    for message in messages:
+        if merged and merged[-1].role == message.role:
+            merged[-1] = Message(message.role, merged[-1].blocks + message.blocks)
+        else:
+            merged.append(message)
+    return merged
+
+
+def _tools(tools: Any) -> tuple[Tool, ...]:
+    found: list[Tool] = []
+    for index, tool in enumerate(tools or ()):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if tool.get("type") != "function" or not isinstance(function, dict):
+            raise Unsupported(
+                "Only function tools can be sent to this upstream.", f"tools[{index}]"
+            )
+        parameters = function.get("parameters")
+        found.append(
+            Tool(
+                name=str(function.get("name", "")),
+                description=function.get("description"),
+                parameters=parameters if isinstance(parameters, dict) else {"type": "object"},
+            )
+        )
+    return tuple(found)
+
+
+def _tool_choice(choice: Any, parallel: Any) -> ToolChoice | None:
+    allowed = None if parallel is None else bool(parallel)
+    if choice is None:
+        return ToolChoice("auto", parallel=allowed) if allowed is not None else None
+    if choice in ("auto", "none", "required"):
+        return ToolChoice(choice, parallel=allowed)
+    function = choice.get("function") if isinstance(choice, dict) else None
+    if isinstance(function, dict) and isinstance(function.get("name"), str):
+        return ToolChoice("tool", function["name"], parallel=allowed)
+    raise Unsupported("'tool_choice' is not one this upstream understands.", "tool_choice")
+
+
+def _stop(stop: Any) -> tuple[str, ...]:
+    if isinstance(stop, str):
+        return (stop,)
+    return tuple(str(item) for item in stop or ())
+
+
+def _response_format(value: Any) -> ResponseFormat | None:
+    if not isinstance(value, dict):
+        return None
+    kind = value.get("type")
+    if kind == "json_schema":
+        schema = value.get("json_schema")
+        return ResponseFormat("json_schema", schema if isinstance(schema, dict) else None)
+    if kind in ("text", "json_object"):
+        return ResponseFormat(kind)
+    raise Unsupported(f"The response_format type '{kind}' is unknown.", "response_format")
+
+
+def _thinking(effort: Any) -> Thinking | None:
+    if effort is None:
+        return None
+    if effort == "none":
+        return Thinking(enabled=False)
+    budget = REASONING_BUDGETS.get(str(effort))
+    if budget is None:
+        raise Unsupported(f"The reasoning_effort '{effort}' is unknown.", "reasoning_effort")
+    return Thinking(enabled=True, budget_tokens=budget)
+
+
+def _int(body: JSON, name: str) -> int | None:
+    value = body.get(name)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _number(body: JSON, name: str) -> float | None:
+    value = body.get(name)
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def encode_request(request: Request, model: str) -> JSON:
+    """The canonical call as a chat body for an OpenAI-compatible upstream."""
+    messages: list[JSON] = []
+    if request.instructions:
+        text = "\n\n".join(block.text for block in request.instructions)
+        messages.append({"role": "system", "content": text})
+    for index, message in enumerate(request.messages):
+        messages.extend(_write_message(message, index))
+    body: JSON = {"model": model, "messages": messages}
+    if request.max_output_tokens is not None:
+        body["max_tokens"] = request.max_output_tokens
+    for name in ("temperature", "top_p", "top_k", "user"):
+        value = getattr(request, name)
+        if value is not None:
+            body[name] = value
+    if request.stop:
+        body["stop"] = list(request.stop)
+    if request.tools:
+        body["tools"] = [_write_tool(tool) for tool in request.tools]
+    if request.tool_choice is not None:
+        _write_tool_choice(request.tool_choice, body)
+    if request.response_format is not None:
+        body["response_format"] = _write_format(request.response_format)
+    if request.thinking is not None and request.thinking.enabled:
+        body["reasoning_effort"] = effort_for(request.thinking.budget_tokens)
+    if request.stream:
+        body["stream"] = True
+    return body
+
+
+def effort_for(budget: int | None) -> str:
+    """The ``reasoning_effort`` whose budget is the nearest at or above ``budget``."""
+    for effort, tokens in REASONING_BUDGETS.items():
+        if budget is not None and budget <= tokens:
+            return effort
+    return "high"
+
+
+def _write_message(message: Message, index: int) -> list[JSON]:
+    if message.role == "assistant":
+        return [_write_assistant(message)]
+    written: list[JSON] = []
+    parts: list[JSON] = []
+    for position, block in enumerate(message.blocks):
+        where = f"messages[{index}].content[{position}]"
+        if isinstance(block, ToolResult):
+            written.append(_write_result(block, where))
+        elif isinstance(block, Text | Image):
+            parts.append(_write_part(block))
+        else:
+            raise Unsupported("A user message cannot hold this block here.", where)
+    if parts:
+        plain = all(part["type"] == "text" for part in parts)
+        content: Any = "".join(p["text"] for p in parts) if plain and len(parts) == 1 else parts
+        written.append({"role": "user", "content": content})
+    return written
+
+
+def _write_assistant(message: Message) -> JSON:
+    texts = [block.text for block in message.blocks if isinstance(block, Text)]
+    calls = [block for block in message.blocks if isinstance(block, ToolCall)]
+    written: JSON = {"role": "assistant", "content": "".join(texts) if texts else None}
+    if calls:
+        written["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments},
+            }
+            for call in calls
+        ]
+    return written
+
+
+def _write_result(result: ToolResult, where: str) -> JSON:
+    texts: list[str] = []
+    for block in result.content:
+        if not isinstance(block, Text):
+            raise Unsupported(
+                "A tool result sent to an OpenAI-compatible upstream can hold text only.", where
+            )
+        texts.append(block.text)
+    return {"role": "tool", "tool_call_id": result.call_id, "content": "".join(texts)}
+
+
+def _write_part(block: Text | Image) -> JSON:
+    if isinstance(block, Text):
+        return {"type": "text", "text": block.text}
+    url = block.url or f"data:{block.media_type};base64,{block.data}"
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def _write_tool(tool: Tool) -> JSON:
+    function: JSON = {"name": tool.name, "parameters": tool.parameters}
+    if tool.description is not None:
+        function["description"] = tool.description
+    return {"type": "function", "function": function}
+
+
+def _write_tool_choice(choice: ToolChoice, body: JSON) -> None:
+    if choice.mode == "tool":
+        body["tool_choice"] = {"type": "function", "function": {"name": choice.name}}
+    else:
+        body["tool_choice"] = choice.mode
+    if choice.parallel is not None and body.get("tools"):
+        body["parallel_tool_calls"] = choice.parallel
+
+
+def _write_format(form: ResponseFormat) -> JSON:
+    if form.type == "json_schema":
+        return {"type": "json_schema", "json_schema": form.schema or {}}
+    return {"type": form.type}
+
+
+def decode_reply(reply: JSON) -> Reply:
+    """A ``chat.completion`` object as the canonical reply (its first choice)."""
+    choices = reply.get("choices")
+    choice = choices[0] if isinstance(choices, list) and choices else {}
+    message = choice.get("message") if isinstance(choice, dict) else None
+    message = message if isinstance(message, dict) else {}
+    blocks: list[Block] = []
+    reasoning = message.get("reasoning_content") or message.get("reasoning")
+    if isinstance(reasoning, str) and reasoning:
+        blocks.append(Reasoning(reasoning))
+    content = message.get("content")
+    if isinstance(content, str) and content:
+        blocks.append(Text(content))
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict):
+            name, arguments = function.get("name"), function.get("arguments")
+            blocks.append(ToolCall(str(call.get("id") or ""), str(name), str(arguments or "{}")))
+    finish = choice.get("finish_reason") if isinstance(choice, dict) else None
+    return Reply(
+        id=str(reply.get("id") or ""),
+        model=str(reply.get("model") or ""),
+        blocks=tuple(blocks),
+        stop=FINISH_TO_STOP.get(finish) if isinstance(finish, str) else None,
+        usage=read_usage(reply.get("usage")),
+    )
+
+
+def read_usage(usage: Any, *, source: str = "the upstream") -> Usage | None:
+    """An OpenAI ``usage`` object as ``Usage``, cached and reasoning tokens included;
+    ``None`` when it holds no valid prompt and completion counts (``reported_usage``
+    refuses and logs what cannot be a count). A detail that is not a count is 0, and
+    cached tokens are never more than the prompt, nor reasoning more than the output."""
+    counted = reported_usage(usage, source=source)
+    if counted is None:
+        return None
+    details = usage.get("prompt_tokens_details")
+    output = usage.get("completion_tokens_details")
+    if not details and not output:
+        return counted
+    prompt, completion = counted.prompt_tokens, counted.completion_tokens
+    cached = write = reasoning = 0
+    if isinstance(details, dict):
+        cached = min(_count(details.get("cached_tokens")), prompt)
+        write = min(_count(details.get("cache_write_tokens")), prompt - cached)
+    if isinstance(output, dict):
+        reasoning = min(_count(output.get("reasoning_tokens")), completion)
+    return Usage(
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        cached_tokens=cached,
+        cache_write_tokens=write,
+        reasoning_tokens=reasoning,
+    )
+
+
+def _count(value: Any) -> int:
+    return value if type(value) is int and value > 0 else 0
+
+
+def usage_fields(usage: Usage) -> JSON:
+    """``usage`` in OpenAI's shape: cached tokens counted in ``prompt_tokens`` and told
+    in ``prompt_tokens_details`` (``cache_write_tokens`` for what was written)."""
+    fields: JSON = {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.total_tokens,
+    }
+    if usage.cached_tokens or usage.cache_write_tokens:
+        fields["prompt_tokens_details"] = {
+            "cached_tokens": usage.cached_tokens,
+            "cache_write_tokens": usage.cache_write_tokens,
+        }
+    if usage.reasoning_tokens:
+        fields["completion_tokens_details"] = {"reasoning_tokens": usage.reasoning_tokens}
+    return fields
+
+
+def encode_reply(reply: Reply, created: int | None = None) -> JSON:
+    """The canonical reply as a ``chat.completion`` object (the job sets id and model)."""
+    message: JSON = {"role": "assistant", "content": None}
+    texts = [block.text for block in reply.blocks if isinstance(block, Text)]
+    if texts:
+        message["content"] = "".join(texts)
+    thoughts = [block.text for block in reply.blocks if isinstance(block, Reasoning)]
+    if any(thoughts):
+        message["reasoning_content"] = "".join(thoughts)
+    calls = [block for block in reply.blocks if isinstance(block, ToolCall)]
+    if calls:
+        message["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments},
+            }
+            for call in calls
+        ]
+    finish = STOP_TO_FINISH.get(reply.stop) if reply.stop is not None else None
+    written: JSON = {
+        "id": reply.id,
+        "object": "chat.completion",
+        "created": created if created is not None else int(time.time()),
+        "model": reply.model,
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
+    }
+    if reply.usage is not None:
+        written["usage"] = usage_fields(reply.usage)
+    return written
+
+
+def arguments_text(value: Any) -> str:
+    """A tool's input as the JSON text OpenAI carries in ``arguments``."""
+    return orjson.dumps(value if value is not None else {}).decode()

@@ -1,0 +1,190 @@
+"""The adapter for upstreams that speak Anthropic's Messages API (``type: anthropic``).
+
+Two kinds of caller reach it. An OpenAI chat caller's body is read into the canonical
+call (``dialects/openai_chat.py``) and written as a Messages body
+(``dialects/anthropic_messages.py``); the reply comes back the same way, and a stream
+is translated event by event (``dialects/messages_to_chat.py``). A Messages caller's
+body is passed through: sent as it came but for the model, with its ``anthropic-beta``
+header, so fields Parley does not know survive.
+
+The channel's key goes as ``x-api-key`` with ``anthropic-version: 2023-06-01``. Errors
+map to the tree as the OpenAI adapter's do; an ``overloaded_error`` (529) fails over to
+the next channel like a 503.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable
+from typing import TypeVar
+
+import orjson
+
+from parley.dialects import anthropic_messages, openai_chat
+from parley.dialects.canonical import Unsupported
+from parley.dialects.messages_to_chat import MessagesToChat
+from parley.dialects.translator import Failure, Translator
+from parley.errors import InvalidRequest, UpstreamError
+from parley.http import HttpClient, Prepared, Reply, prepare
+from parley.providers.anthropic.completions import CompletionChunks, as_chat, as_completion
+from parley.providers.anthropic.refusal import stream_failure
+from parley.providers.base import JSON, ReplyBounds, Target, upstream_errors, upstream_failure
+from parley.providers.openai.refusal import refusal
+from parley.providers.translated import TranslatedStream
+from parley.sse import EventTooLarge
+
+T = TypeVar("T")
+MESSAGES_PATH = "/messages"
+COUNT_PATH = "/messages/count_tokens"
+VERSION = "2023-06-01"
+
+
+class AnthropicAdapter:
+    """``Chat`` and ``Completion`` (translated) and ``Messages`` (passed through) over the
+    one ``HttpClient``.
+    ``default_max_tokens`` is sent when an OpenAI caller gave no limit (Messages needs one)."""
+
+    __slots__ = ("_bounds", "_default_max_tokens", "_http")
+
+    def __init__(
+        self, http: HttpClient, bounds: ReplyBounds | None, default_max_tokens: int
+    ) -> None:
+        self._http = http
+        self._bounds = bounds or ReplyBounds()
+        self._default_max_tokens = default_max_tokens
+
+    async def chat(self, target: Target, body: JSON) -> JSON:
+        reply = await self._reply(target, MESSAGES_PATH, self._translated(target, body), None)
+        return openai_chat.encode_reply(anthropic_messages.decode_reply(reply))
+
+    def chat_stream(
+        self, target: Target, body: JSON, *, shapes: bool = False
+    ) -> TranslatedStream[JSON]:
+        payload = {**self._translated(target, body), "stream": True}
+        translator = MessagesToChat(self._bounds.max_event_bytes)
+        return self._stream(target, payload, None, translator)
+
+    async def completion(self, target: Target, body: JSON) -> JSON:
+        return as_completion(await self.chat(target, as_chat(body)))
+
+    def completion_stream(self, target: Target, body: JSON) -> TranslatedStream[JSON]:
+        payload = {**self._translated(target, as_chat(body)), "stream": True}
+        translator = CompletionChunks(MessagesToChat(self._bounds.max_event_bytes))
+        return self._stream(target, payload, None, translator)
+
+    async def messages(self, target: Target, body: JSON, beta: str | None) -> JSON:
+        return await self._reply(target, MESSAGES_PATH, {**body, "model": target.model}, beta)
+
+    def messages_stream(
+        self, target: Target, body: JSON, beta: str | None, translator: Translator[T]
+    ) -> TranslatedStream[T]:
+        return self._stream(target, {**body, "model": target.model}, beta, translator)
+
+    async def count_tokens(self, target: Target, body: JSON, beta: str | None) -> int:
+        reply = await self._reply(target, COUNT_PATH, {**body, "model": target.model}, beta)
+        tokens = reply.get("input_tokens")
+        if not isinstance(tokens, int):
+            raise UpstreamError(f"The upstream channel `{target.channel}` sent no token count.")
+        return tokens
+
+    def _translated(self, target: Target, body: JSON) -> JSON:
+        """An OpenAI chat body as a Messages body; what Messages cannot say is a 400."""
+        try:
+            request = openai_chat.decode_request(body)
+            payload = anthropic_messages.encode_request(
+                request, target.model, self._default_max_tokens
+            )
+        except Unsupported as error:
+            raise InvalidRequest(error.message, param=error.param) from None
+        payload.pop("stream", None)
+        return payload
+
+    async def _reply(self, target: Target, path: str, payload: JSON, beta: str | None) -> JSON:
+        with upstream_errors(target.channel):
+            response = await _post(self._http, target, path, payload, beta)
+            raw = await response.read(self._bounds.max_reply_bytes)
+            if response.status >= 300:
+                raise refusal(target.channel, response.status, raw, target.api_key)
+            reply = orjson.loads(raw)
+        if not isinstance(reply, dict):
+            raise UpstreamError(
+                f"The upstream channel `{target.channel}` sent a reply that is not a JSON object."
+            )
+        return reply
+
+    def _stream(
+        self, target: Target, payload: JSON, beta: str | None, translator: Translator[T]
+    ) -> TranslatedStream[T]:
+        limit = self._bounds.max_reply_bytes
+
+        def send() -> Awaitable[Reply]:
+            return _post(self._http, target, MESSAGES_PATH, payload, beta)
+
+        def start(reply: Reply) -> Awaitable[None]:
+            return _check_stream_start(reply, target, limit)
+
+        def fault(failure: Failure) -> UpstreamError:
+            return _fault(target, failure)
+
+        return TranslatedStream(target.channel, send, start, translator, fault)
+
+
+def _post(
+    http: HttpClient, target: Target, path: str, payload: JSON, beta: str | None
+) -> Awaitable[Reply]:
+    head = _request(target.base_url, path, target.api_key, beta)
+    return http.send(
+        head,
+        orjson.dumps(payload),
+        connect_timeout=target.connect_timeout,
+        read_timeout=target.read_timeout,
+    )
+
+
+def _request(base_url: str, path: str, api_key: str | None, beta: str | None) -> Prepared:
+    """The request head: rendered once per channel, endpoint and key, unless it carries
+    a caller's ``anthropic-beta`` (then for that call alone)."""
+    if beta is None:
+        return _plain_request(base_url, path, api_key)
+    return prepare("POST", f"{base_url}{path}", {**_headers(api_key), "anthropic-beta": beta})
+
+
+@functools.cache
+def _plain_request(base_url: str, path: str, api_key: str | None) -> Prepared:
+    return prepare("POST", f"{base_url}{path}", _headers(api_key))
+
+
+def _headers(api_key: str | None) -> dict[str, str]:
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "anthropic-version": VERSION,
+    }
+    if api_key:
+        headers["x-api-key"] = api_key
+    return headers
+
+
+async def _check_stream_start(reply: Reply, target: Target, limit: int) -> None:
+    """Raise if the upstream refused, or answered without streaming."""
+    channel = target.channel
+    if reply.status >= 300:
+        raise refusal(channel, reply.status, await reply.read(limit), target.api_key)
+    if reply.content_type == "text/event-stream":
+        return
+    body = orjson.loads(await reply.read(limit))
+    if isinstance(body, dict) and body.get("type") == "error":
+        raise stream_failure(channel, body, target.api_key)
+    raise UpstreamError(f"The upstream channel `{channel}` did not stream its reply.")
+
+
+def _fault(target: Target, failure: Failure) -> UpstreamError:
+    if failure.payload is not None:
+        return stream_failure(target.channel, failure.payload, target.api_key)
+    if failure.too_large:
+        error = upstream_failure(target.channel, EventTooLarge(0, []))
+        assert error is not None
+        return error
+    return UpstreamError(
+        f"The upstream channel `{target.channel}` sent a reply that is not a JSON object."
+    )

@@ -1,0 +1,226 @@
+"""The codecs between each dialect and the canonical call: what each field becomes, and
+the 400 (``Unsupported``, naming the field) for what a target dialect cannot say."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from parley.dialects import anthropic_messages, openai_chat
+from parley.dialects.canonical import Image, Reasoning, Text, ToolCall, ToolResult, Unsupported
+from parley.domain.usage import Usage
+
+CLAUDE_BODY: dict[str, Any] = {
+    "model": "claude",
+    "max_tokens": 300,
+    "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
+    "messages": [
+        {"role": "user", "content": [
+            {"type": "text", "text": "Weather?"},
+            {"type": "image",
+             "source": {"type": "base64", "media_type": "image/png", "data": "iVBO"}},
+        ]},
+        {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "need a tool", "signature": "sig=="},
+            {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {"city": "Oslo"}},
+        ]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "-3C"},
+            {"type": "text", "text": "And tomorrow?"},
+        ]},
+    ],
+    "tools": [{"name": "weather", "description": "Weather now",
+               "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}],
+    "tool_choice": {"type": "any", "disable_parallel_tool_use": True},
+    "stop_sequences": ["END"],
+    "temperature": 0.5,
+    "top_p": 0.9,
+    "top_k": 40,
+    "metadata": {"user_id": "u-1"},
+    "thinking": {"type": "enabled", "budget_tokens": 2000},
+    "stream": True,
+}  # fmt: skip
+
+
+def test_a_messages_body_reads_into_the_canonical_call() -> None:
+    request = anthropic_messages.decode_request(CLAUDE_BODY)
+    assert request.instructions == (Text("Be brief.", {"type": "ephemeral"}),)
+    user, assistant, results = request.messages
+    assert user.blocks == (Text("Weather?"), Image(media_type="image/png", data="iVBO"))
+    assert assistant.blocks == (
+        Reasoning("need a tool", signature="sig=="),
+        ToolCall("toolu_1", "weather", '{"city":"Oslo"}'),
+    )
+    assert results.blocks == (ToolResult("toolu_1", (Text("-3C"),)), Text("And tomorrow?"))
+    assert request.tool_choice is not None and request.tool_choice.mode == "required"
+    assert request.tool_choice.parallel is False
+    assert (request.max_output_tokens, request.top_k, request.user) == (300, 40, "u-1")
+
+
+def test_a_messages_body_becomes_an_openai_chat_body() -> None:
+    body = openai_chat.encode_request(anthropic_messages.decode_request(CLAUDE_BODY), "gpt-up")
+    assert body["model"] == "gpt-up"
+    assert body["messages"] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": [
+            {"type": "text", "text": "Weather?"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBO"}},
+        ]},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "toolu_1", "type": "function",
+             "function": {"name": "weather", "arguments": '{"city":"Oslo"}'}},
+        ]},
+        {"role": "tool", "tool_call_id": "toolu_1", "content": "-3C"},
+        {"role": "user", "content": "And tomorrow?"},
+    ]  # fmt: skip
+    assert body["tools"] == [
+        {"type": "function", "function": {
+            "name": "weather", "description": "Weather now",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+    ]  # fmt: skip
+    assert body["tool_choice"] == "required" and body["parallel_tool_calls"] is False
+    assert body["stop"] == ["END"] and body["max_tokens"] == 300
+    assert (body["temperature"], body["top_p"], body["top_k"]) == (0.5, 0.9, 40)
+    assert body["user"] == "u-1" and body["reasoning_effort"] == "low"
+    assert body["stream"] is True
+
+
+@pytest.mark.parametrize(
+    ("change", "param"),
+    [
+        ({"max_tokens": 0}, "max_tokens"),
+        ({"temperature": 1.5}, "temperature"),
+        ({"messages": [{"role": "system", "content": "x"}]}, "messages.0.role"),
+        ({"messages": [{"role": "user", "content": [{"type": "document"}]}]},
+         "messages.0.content.0.type"),
+        ({"tools": [{"type": "web_search_20250305", "name": "web_search"}]}, "tools.0"),
+        ({"container": "c-1"}, "container"),
+        ({"metadata": {"tier": "gold"}}, "metadata.tier"),
+    ],
+)  # fmt: skip
+def test_what_cannot_be_translated_is_refused_by_name(change: dict[str, Any], param: str) -> None:
+    with pytest.raises(Unsupported) as refused:
+        anthropic_messages.decode_request({**CLAUDE_BODY, **change})
+    assert refused.value.param == param
+
+
+def test_an_openai_reply_becomes_a_message() -> None:
+    reply = openai_chat.decode_reply(
+        {
+            "id": "chatcmpl-9",
+            "model": "up",
+            "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+                "role": "assistant", "content": "Checking.",
+                "tool_calls": [{"id": "call_1", "type": "function",
+                                "function": {"name": "weather", "arguments": '{"city":"Oslo"}'}}],
+            }}],
+            "usage": {"prompt_tokens": 50, "completion_tokens": 8, "total_tokens": 58,
+                      "prompt_tokens_details": {"cached_tokens": 32}},
+        }
+    )  # fmt: skip
+    assert reply.usage == Usage(prompt_tokens=50, completion_tokens=8, cached_tokens=32)
+    message = anthropic_messages.encode_reply(reply, reply.usage)
+    assert message["content"] == [
+        {"type": "text", "text": "Checking."},
+        {"type": "tool_use", "id": "call_1", "name": "weather", "input": {"city": "Oslo"}},
+    ]
+    assert message["stop_reason"] == "tool_use"
+    assert message["usage"] == {
+        "input_tokens": 18,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 32,
+        "output_tokens": 8,
+    }
+
+
+OPENAI_BODY: dict[str, Any] = {
+    "model": "chat",
+    "messages": [
+        {"role": "system", "content": "Rules."},
+        {"role": "user", "content": [
+            {"type": "text", "text": "Look"},
+            {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}},
+            {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,/9j/"}},
+        ]},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function",
+             "function": {"name": "f", "arguments": '{"a":1}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "ok"},
+    ],
+    "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
+    "tool_choice": {"type": "function", "function": {"name": "f"}},
+    "stop": "STOP",
+    "user": "u-2",
+    "n": 1,
+    "stream": True,
+    "stream_options": {"include_usage": True},
+}  # fmt: skip
+
+
+def test_an_openai_body_becomes_a_messages_body() -> None:
+    request = openai_chat.decode_request(OPENAI_BODY)
+    body = anthropic_messages.encode_request(request, "claude-up", 1024)
+    assert body["model"] == "claude-up" and body["max_tokens"] == 1024
+    assert body["system"] == [{"type": "text", "text": "Rules."}]
+    assert body["messages"] == [
+        {"role": "user", "content": [
+            {"type": "text", "text": "Look"},
+            {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/jpeg",
+                                         "data": "/9j/"}},
+        ]},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "call_1", "name": "f", "input": {"a": 1}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "call_1",
+             "content": [{"type": "text", "text": "ok"}]}]},
+    ]  # fmt: skip
+    assert body["tools"] == [{"name": "f", "input_schema": {"type": "object"}}]
+    assert body["tool_choice"] == {"type": "tool", "name": "f"}
+    assert body["stop_sequences"] == ["STOP"]
+    assert body["metadata"] == {"user_id": "u-2"}
+
+
+@pytest.mark.parametrize(
+    ("change", "param"),
+    [
+        ({"n": 2}, "n"),
+        ({"logprobs": True}, "logprobs"),
+        ({"presence_penalty": 0.5}, "presence_penalty"),
+        ({"temperature": 1.7}, "temperature"),
+        ({"response_format": {"type": "json_object"}}, "response_format"),
+        ({"messages": [{"role": "user", "content": [{"type": "input_audio"}]}]},
+         "messages[0].content[0].type"),
+    ],
+)  # fmt: skip
+def test_what_messages_cannot_say_is_refused_by_name(change: dict[str, Any], param: str) -> None:
+    with pytest.raises(Unsupported) as refused:
+        request = openai_chat.decode_request({**OPENAI_BODY, **change})
+        anthropic_messages.encode_request(request, "claude-up", 1024)
+    assert refused.value.param == param
+
+
+def test_a_message_becomes_an_openai_reply() -> None:
+    reply = anthropic_messages.decode_reply(
+        {
+            "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-up",
+            "content": [
+                {"type": "thinking", "thinking": "hm", "signature": "s"},
+                {"type": "text", "text": "Hi"},
+                {"type": "tool_use", "id": "toolu_2", "name": "f", "input": {"b": [1]}},
+            ],
+            "stop_reason": "max_tokens", "stop_sequence": None,
+            "usage": {"input_tokens": 3, "output_tokens": 4, "cache_read_input_tokens": 10,
+                      "cache_creation_input_tokens": 6},
+        }
+    )  # fmt: skip
+    written = openai_chat.encode_reply(reply, created=1)
+    message = written["choices"][0]["message"]
+    assert message["content"] == "Hi" and message["reasoning_content"] == "hm"
+    assert message["tool_calls"][0]["function"] == {"name": "f", "arguments": '{"b":[1]}'}
+    assert written["choices"][0]["finish_reason"] == "length"
+    assert written["usage"] == {
+        "prompt_tokens": 19, "completion_tokens": 4, "total_tokens": 23,
+        "prompt_tokens_details": {"cached_tokens": 10, "cache_write_tokens": 6},
+    }  # fmt: skip
