@@ -29,6 +29,7 @@ from parley.domain.transcripts import (
 from parley.errors import UpstreamError
 from parley.http import HttpClient, Reply, prepare
 from parley.http.multipart import FilePart, MultipartBody
+from parley.providers import upstream_json
 from parley.providers.base import (
     Batches,
     ReplyBounds,
@@ -168,7 +169,7 @@ def _text_line(text: str) -> str:
 
 def _object(raw: bytes, channel: str) -> JSON:
     try:
-        body = orjson.loads(raw)
+        body = upstream_json.loads(raw)
     except orjson.JSONDecodeError:
         body = None
     if not isinstance(body, dict):

@@ -31,6 +31,7 @@ import orjson
 
 from parley.errors import UpstreamError
 from parley.http import Reply
+from parley.providers import upstream_json
 from parley.providers.audio_replies import (
     EngineAdapter,
     engine_refusal,
@@ -207,7 +208,7 @@ def _event_audio(data: str, target: Target, audio: SpeechAudio) -> bytes:
     if not data or data == "[DONE]":
         return b""
     try:
-        event = orjson.loads(data)
+        event = upstream_json.loads(data)
     except orjson.JSONDecodeError:
         raise UpstreamError(f"The upstream channel `{channel}` sent a broken event.") from None
     if not isinstance(event, dict):
