@@ -94,9 +94,9 @@ def content_length(head: bytes) -> int:
 
 
 class HeadFlood:
-    """A server whose reply head is ``lines`` header lines of ``size`` bytes each, written
-    one at a time, then a length and a body (``body``); ``written`` counts the lines that
-    reached the socket before the client hung up."""
+    """A server whose reply head is ``lines`` headers of ``size`` bytes each (each of its
+    own name), written one at a time, then a length and a body (``body``); ``written``
+    counts the lines that reached the socket before the client hung up."""
 
     def __init__(self, lines: int, size: int, body: bytes = b"{}") -> None:
         self.written = 0
@@ -106,9 +106,9 @@ class HeadFlood:
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await self.server.read_request(reader)
         writer.write(b"HTTP/1.1 200 OK\r\n")
-        line = b"X-Pad: " + b"a" * self._size + b"\r\n"
-        for _ in range(self._lines):
-            writer.write(line)
+        value = b"a" * self._size
+        for number in range(self._lines):
+            writer.write(b"X-Pad-%d: %s\r\n" % (number, value))
             await writer.drain()
             self.written += 1
         writer.write(b"Content-Length: %d\r\n\r\n%s" % (len(self._body), self._body))
