@@ -26,7 +26,7 @@ from parley.domain.models import ModelRegistry, ModelSpec
 from parley.domain.pricing import Price, usd_to_nanos
 from parley.domain.speech import SpeechProfile
 from parley.domain.transcripts import TranscriptionAbilities
-from parley.http import HttpClient
+from parley.http import HeadLimits, HttpClient
 from parley.limits.base import Limiter
 from parley.limits.factory import build_limiter
 from parley.pipeline.budget import SpendLedger
@@ -159,7 +159,10 @@ class Services:
         # One client serves every group. It keeps no cookies: a cookie one upstream reply
         # sets must never ride along on another group's call.
         upstream = settings.upstream
-        http = HttpClient(max_per_origin=upstream.max_connections_per_origin)
+        http = HttpClient(
+            max_per_origin=upstream.max_connections_per_origin,
+            head_limits=HeadLimits(upstream.max_head_bytes, upstream.max_headers),
+        )
         bounds = ReplyBounds(upstream.max_reply_bytes, upstream.max_event_bytes)
         providers = ProviderRegistry.default(http, bounds, settings.limits.default_max_tokens)
         check_channel_types(settings.channels, providers.types())

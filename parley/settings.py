@@ -208,6 +208,10 @@ class UpstreamSettings(Strict):
     max_reply_bytes: int = Field(64 * 1024 * 1024, gt=0, description="largest whole reply")
     max_event_bytes: int = Field(8 * 1024 * 1024, gt=0, description="largest streamed event")
     max_connections_per_origin: int = Field(1000, gt=0)
+    max_head_bytes: int = Field(
+        64 * 1024, ge=1024, description="largest reply head (status line and header fields)"
+    )
+    max_headers: int = Field(100, gt=0, description="most header fields in one reply")
 
 
 class AudioSettings(Strict):

@@ -13,6 +13,7 @@ from typing import Any, Literal, TypeGuard
 
 import orjson
 
+from parley import upstream_json
 from parley.dialects.canonical import (
     JSON,
     Block,
@@ -500,7 +501,7 @@ def _reply_arguments(arguments: str) -> Any:
     """A tool call's arguments as its input: an object, or ``{}`` for what is not one (a
     model that wrote broken JSON)."""
     try:
-        value = orjson.loads(arguments or "{}")
+        value = upstream_json.loads(arguments or "{}")
     except orjson.JSONDecodeError:
         return {}
     return value if isinstance(value, dict) else {}

@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from parley import upstream_json
 from parley.dialects.anthropic_messages import STOP_TO_REASON, usage_fields
 from parley.dialects.canonical import JSON
 from parley.dialects.openai_chat import FINISH_TO_STOP, read_usage
@@ -114,7 +115,7 @@ class ChatToMessages:
             if not payload or payload.isspace():
                 continue
             try:
-                chunk = orjson.loads(payload)
+                chunk = upstream_json.loads(payload)
             except orjson.JSONDecodeError:
                 chunk = None
             if not isinstance(chunk, dict):

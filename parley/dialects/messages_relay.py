@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import orjson
 
+from parley import upstream_json
 from parley.dialects.anthropic_messages import read_usage
 from parley.dialects.canonical import JSON
 from parley.dialects.translator import Failure, estimate
@@ -140,7 +141,7 @@ class MessagesRelay:
             return event
         line, _, tail = rest.partition(b"\n")
         try:
-            start = orjson.loads(line[6:])
+            start = upstream_json.loads(line[6:])
             start["message"]["model"] = self._model
         except (orjson.JSONDecodeError, KeyError, TypeError):
             return event
@@ -148,7 +149,7 @@ class MessagesRelay:
 
     def _observe(self, name: str | None, data: str | bytes) -> None:
         try:
-            event = orjson.loads(data)
+            event = upstream_json.loads(data)
         except orjson.JSONDecodeError:
             self.failure = Failure(malformed=True)
             return

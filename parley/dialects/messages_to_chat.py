@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from parley import upstream_json
 from parley.dialects.anthropic_messages import STOP_REASONS, read_usage
 from parley.dialects.canonical import JSON
 from parley.dialects.openai_chat import STOP_TO_FINISH, usage_fields
@@ -77,7 +78,7 @@ class MessagesToChat:
             if self.done or self.failure is not None:
                 return
             try:
-                event = orjson.loads(payload)
+                event = upstream_json.loads(payload)
             except orjson.JSONDecodeError:
                 event = None
             if not isinstance(event, dict):

@@ -6,17 +6,21 @@ from parley.http.errors import (
     ConnectFailed,
     ConnectTimeout,
     Disconnected,
+    HeadTooLarge,
     HttpError,
     PoolTimeout,
     ReadTimeout,
     ReplyTooLarge,
 )
+from parley.http.parsing import HeadLimits
 
 __all__ = [
     "BrokenReply",
     "ConnectFailed",
     "ConnectTimeout",
     "Disconnected",
+    "HeadLimits",
+    "HeadTooLarge",
     "HttpClient",
     "HttpError",
     "PoolTimeout",

@@ -23,6 +23,7 @@ and a connection that ends before the reply is a ``Disconnected``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
@@ -33,6 +34,7 @@ from yarl import URL
 
 from parley.http.connection import Connection
 from parley.http.errors import ConnectFailed, ConnectTimeout, PoolTimeout, ReplyTooLarge
+from parley.http.parsing import DEFAULT_HEAD_LIMITS, HeadLimits
 from parley.http.pool import Handed, Pool
 
 KEEPALIVE_SECONDS = 15.0
@@ -202,14 +204,17 @@ class HttpClient:
         *,
         max_per_origin: int = MAX_CONNECTIONS_PER_ORIGIN,
         keepalive_seconds: float = KEEPALIVE_SECONDS,
+        head_limits: HeadLimits = DEFAULT_HEAD_LIMITS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``tls`` verifies https upstreams; by default the system's trusted CAs (which
         ``SSL_CERT_FILE`` can point elsewhere, for a private CA). At most
         ``max_per_origin`` connections are open to one origin; a call beyond them waits
         for one, within its connect timeout. An idle connection is kept
-        ``keepalive_seconds``, or less when the upstream's ``Keep-Alive`` says so."""
+        ``keepalive_seconds``, or less when the upstream's ``Keep-Alive`` says so. A reply
+        whose head passes ``head_limits`` fails with ``HeadTooLarge``."""
         self._pools: dict[Origin, Pool] = {}
+        self._protocol = functools.partial(Connection, head_limits)
         self._tls = tls
         self._max_per_origin = max_per_origin
         self._keepalive = keepalive_seconds
@@ -330,7 +335,7 @@ class HttpClient:
         try:
             async with asyncio.timeout(connect_timeout):
                 _, connection = await loop.create_connection(
-                    Connection, host, port, ssl=tls, server_hostname=host if tls else None
+                    self._protocol, host, port, ssl=tls, server_hostname=host if tls else None
                 )
         except TimeoutError:
             raise ConnectTimeout("the upstream did not accept a connection in time") from None

@@ -3,7 +3,9 @@
 The response is parsed by llhttp (through ``httptools``) as bytes arrive; the body is
 buffered in the pieces it arrived in, and the reader takes all of them at each wait.
 Reading pauses the socket when more than ``HIGH_WATER`` bytes wait unread, so a fast
-upstream and a slow caller cannot fill memory. Parsing stops at the end of the reply:
+upstream and a slow caller cannot fill memory, and a head past its bounds (``HeadLimits``)
+closes it. What the callbacks make of the bytes is ``parsing.ReplyParser``, which this
+class extends with the socket and the waits. Parsing stops at the end of the reply:
 one request was sent, so any byte after its reply is not ours, and the connection that
 carried it is closed. A compressed body is decoded by the reader (``decoding``).
 """
@@ -15,33 +17,19 @@ import select
 from collections.abc import Sequence
 from typing import cast
 
-import httptools
-
-from parley.http.decoding import ENCODINGS, BodyDecoder
+from parley.http.decoding import BodyDecoder
 from parley.http.errors import BrokenReply, Disconnected, ReadTimeout
+from parley.http.parsing import DEFAULT_HEAD_LIMITS, PARSE_ERRORS, HeadLimits, ReplyParser
 
 HIGH_WATER = 1 << 20
-PARSE_ERRORS = (httptools.HttpParserError, httptools.HttpParserUpgrade)
 
 
-class _AfterTheReply(Exception):
-    """Raised from llhttp's callback when a second message begins: parsing stops there."""
-
-
-class Connection(asyncio.Protocol):
+class Connection(ReplyParser, asyncio.Protocol):
     """The protocol of one upstream socket; serves one request at a time."""
 
     __slots__ = (
         "__weakref__",
-        "_bodiless",
-        "_body",
-        "_buffered",
-        "_decoder",
-        "_failure",
-        "_framed",
-        "_keep_alive",
         "_loop",
-        "_parser",
         "_paused",
         "_poller",
         "_silent_since",
@@ -49,25 +37,18 @@ class Connection(asyncio.Protocol):
         "_watch",
         "_writable",
         "closed",
-        "complete",
         "expires",
-        "headers",
-        "headers_done",
         "in_flight",
-        "keep_alive_hint",
         "reused",
-        "status",
         "transport",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, limits: HeadLimits = DEFAULT_HEAD_LIMITS) -> None:
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.in_flight = False
         self.reused = False
         self.expires = 0.0
-        self.keep_alive_hint: float | None = None
-        """The ``Keep-Alive: timeout=N`` the upstream last sent, in seconds."""
         self._poller: select.poll | None = None
         """Polls this socket for input while idle (made once: one system call per check)."""
         self._loop = asyncio.get_running_loop()
@@ -75,23 +56,9 @@ class Connection(asyncio.Protocol):
         self._watch: asyncio.TimerHandle | None = None
         """The body's silence watch (``next_piece``), while one is armed."""
         self._silent_since = 0.0
-        self._begin(bodiless=False)
-
-    def _begin(self, bodiless: bool) -> None:
-        self._parser = httptools.HttpResponseParser(self)
-        self._bodiless = bodiless
-        self._body: list[bytes] = []
-        self._buffered = 0
         self._paused = False
         self._waiter: asyncio.Future[None] | None = None
-        self._failure: Exception | None = None
-        self.status = 0
-        self.headers: dict[bytes, bytes] = {}
-        self.headers_done = False
-        self.complete = False
-        self._keep_alive = False
-        self._framed = False
-        self._decoder: BodyDecoder | None = None
+        super().__init__(limits)
 
     # asyncio.Protocol
 
@@ -108,11 +75,15 @@ class Connection(asyncio.Protocol):
             # either way the connection is done for.
             self.close()
             return
+        buffered = self._buffered
         try:
             self._parser.feed_data(data)
         except PARSE_ERRORS:
             if not self.complete:  # else: bytes after a whole reply, which stays intact
                 self._fail(BrokenReply("the upstream sent a reply that is not valid HTTP"))
+            self.close()
+            return
+        if self._buffered == buffered and not self.within_bound(len(data)):
             self.close()
             return
         if self._buffered > HIGH_WATER and not self._paused and self.transport is not None:
@@ -150,56 +121,12 @@ class Connection(asyncio.Protocol):
         self._poller = None
         del self._parser
 
-    # llhttp callbacks
-
-    def on_message_begin(self) -> None:
-        if self.complete:
-            raise _AfterTheReply
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        if not self.headers_done:  # trailers after a chunked body are not headers
-            self.headers[name.lower()] = value
-
-    def on_headers_complete(self) -> None:
-        self.status = status = self._parser.get_status_code()
-        self.headers_done = True
-        self._keep_alive = self._parser.should_keep_alive()  # only valid until the end
-        headers = self.headers
-        coding = headers.get(b"transfer-encoding")
-        self._framed = b"content-length" in headers or coding is not None
-        if coding is not None and coding.strip().lower() != b"chunked":
-            self._fail(BrokenReply("the upstream sent a body in an unsupported transfer coding"))
-        encoding = headers.get(b"content-encoding")
-        if encoding is not None:
-            self._set_decoder(encoding.strip().lower())
-        hint = headers.get(b"keep-alive")
-        if hint is not None:
-            self.keep_alive_hint = keep_alive_timeout(hint)
-        if self._bodiless and status >= 200:
-            self.complete = True  # the reply to HEAD has a length, never a body
-        if status >= 200:
-            self.resume_writing()  # a body still being sent stops here: the upstream answered
-
-    def on_body(self, body: bytes) -> None:
-        self._body.append(body)
-        self._buffered += len(body)
-
-    def on_message_complete(self) -> None:
-        if 100 <= self.status < 200:  # an interim reply (103 Early Hints...): the real one follows
-            self.status, self.headers, self.headers_done = 0, {}, False
-            return
-        self.complete = True
-
-    def _set_decoder(self, encoding: bytes) -> None:
-        if encoding in ENCODINGS:
-            self._decoder = BodyDecoder(encoding)
-        elif encoding != b"identity":
-            self._fail(BrokenReply("the upstream sent a body in an unsupported encoding"))
-
     # used by Reply and the client
 
     def send(self, request: Sequence[bytes], *, bodiless: bool = False) -> None:
-        self._begin(bodiless)
+        self.begin(bodiless)
+        self._paused = False
+        self._waiter = None
         if self.transport is None or self.transport.is_closing():
             raise Disconnected("the connection to the upstream is closed")
         self.in_flight = True
@@ -220,11 +147,6 @@ class Connection(asyncio.Protocol):
             await asyncio.wait_for(asyncio.shield(waiter), read_timeout)
         except TimeoutError:
             raise ReadTimeout("the upstream stopped reading the request") from None
-
-    @property
-    def answered(self) -> bool:
-        """The final reply's head arrived (an interim 1xx does not count)."""
-        return self.headers_done and self.status >= 200
 
     def forgo_reuse(self) -> None:
         """The request was not sent whole: close the connection after this reply."""
@@ -309,21 +231,6 @@ class Connection(asyncio.Protocol):
             watch.cancel()
 
     @property
-    def buffered(self) -> int:
-        return self._buffered
-
-    @property
-    def drained(self) -> bool:
-        """The body is complete and every piece of it was taken (and decoded)."""
-        decoder = self._decoder
-        return (
-            self.complete
-            and not self._body
-            and self._failure is None
-            and (decoder is None or decoder.finished)
-        )
-
-    @property
     def reusable(self) -> bool:
         return self.drained and not self.closed and self._keep_alive
 
@@ -333,6 +240,7 @@ class Connection(asyncio.Protocol):
         self.in_flight = False
         self.reused = True
         self.expires = expires
+        self.forget()
 
     def usable(self, now: float) -> bool:
         """Whether an idle connection may carry a request: not expired, and not found
@@ -370,22 +278,8 @@ class Connection(asyncio.Protocol):
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    def _fail(self, error: Exception) -> None:
-        if self._failure is None:
-            self._failure = error
-        self._wake()
-
-
-def keep_alive_timeout(hint: bytes) -> float | None:
-    """The ``timeout`` of a ``Keep-Alive`` header (``timeout=5, max=100``), if readable."""
-    for part in hint.split(b","):
-        name, _, value = part.partition(b"=")
-        if name.strip().lower() == b"timeout":
-            try:
-                return max(0.0, float(value.strip().strip(b'"')))
-            except ValueError:
-                return None
-    return None
+    def _answered(self) -> None:
+        self.resume_writing()  # a body still being sent stops here: the upstream answered
 
 
 _TIMER_SLACK = 0.001

@@ -30,6 +30,10 @@ class BrokenReply(HttpError):
     """The reply is not valid HTTP, or its body cannot be decoded."""
 
 
+class HeadTooLarge(BrokenReply):
+    """The reply's head holds more bytes or fields than the client's bound (``HeadLimits``)."""
+
+
 class PoolTimeout(ConnectTimeout):
     """Every connection the client may open to the origin stayed busy for the connect timeout."""
 

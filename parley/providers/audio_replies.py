@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from parley import upstream_json
 from parley.http import HttpClient, Prepared, Reply, prepare
 from parley.providers.base import (
     ReplyBounds,
@@ -107,7 +108,7 @@ async def read_answer(reply: Reply, target: Target, limit: int) -> Any:
     raw = await reply.read(limit)
     if reply.status >= 300:
         raise engine_refusal(target.channel, reply.status, raw, target.api_key)
-    return orjson.loads(raw)
+    return upstream_json.loads(raw)
 
 
 @asynccontextmanager

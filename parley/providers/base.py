@@ -24,6 +24,7 @@ from parley.http import (
     ConnectFailed,
     ConnectTimeout,
     Disconnected,
+    HeadTooLarge,
     HttpError,
     PoolTimeout,
     ReplyTooLarge,
@@ -333,6 +334,10 @@ def upstream_failure(channel: str, error: Exception) -> UpstreamError | None:
     if isinstance(error, EventTooLarge):
         return UpstreamError(
             f"The upstream channel `{channel}` sent a streamed event larger than Parley accepts."
+        )
+    if isinstance(error, HeadTooLarge):
+        return UpstreamError(
+            f"The upstream channel `{channel}` sent a reply head larger than Parley accepts."
         )
     if isinstance(error, BrokenReply | Disconnected):
         return UpstreamError(f"The upstream channel `{channel}` sent a broken reply.")

@@ -93,6 +93,28 @@ def content_length(head: bytes) -> int:
     )
 
 
+class HeadFlood:
+    """A server whose reply head is ``lines`` headers of ``size`` bytes each (each of its
+    own name), written one at a time, then a length and a body (``body``); ``written``
+    counts the lines that reached the socket before the client hung up."""
+
+    def __init__(self, lines: int, size: int, body: bytes = b"{}") -> None:
+        self.written = 0
+        self.server = RawServer(self._handle)
+        self._lines, self._size, self._body = lines, size, body
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await self.server.read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\n")
+        value = b"a" * self._size
+        for number in range(self._lines):
+            writer.write(b"X-Pad-%d: %s\r\n" % (number, value))
+            await writer.drain()
+            self.written += 1
+        writer.write(b"Content-Length: %d\r\n\r\n%s" % (len(self._body), self._body))
+        await writer.drain()
+
+
 def reset(writer: asyncio.StreamWriter) -> None:
     """Close the connection with a TCP reset rather than an orderly end."""
     sock = writer.get_extra_info("socket")

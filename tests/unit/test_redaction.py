@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import base64
+import string
+import sys
+import unicodedata
+
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from parley.providers.openai.refusal import refusal
 from parley.providers.redaction import REDACTED, redact
+from tests.upstreams.key_spellings import exposes, spellings
 
 KEY = "my-channel-key-42"
 
@@ -87,3 +95,56 @@ def test_a_refusal_naming_the_channel_relays_nothing() -> None:
     assert error.retryable
     assert error.message == "The upstream channel `main` failed (status 401)."
     assert "x-parley-upstream-error" not in error.headers
+
+
+# The channel's key in every spelling a message can carry it
+
+
+LONG_KEY = "sk-channel-secret-0123456789"
+
+
+@pytest.mark.parametrize(("name", "spelled"), sorted(spellings(LONG_KEY).items()))
+def test_every_spelling_of_the_key_is_redacted(name: str, spelled: str) -> None:
+    text = f"Bad header: Authorization was {spelled}; see the docs."
+    assert exposes(text, LONG_KEY), "the spelling gives the key away unredacted"
+    redacted = redact(text, LONG_KEY)
+    assert not exposes(redacted, LONG_KEY)
+    assert REDACTED in redacted
+    assert redacted.startswith("Bad header: Authorization was ")
+    assert redacted.endswith("; see the docs.")
+
+
+@pytest.mark.parametrize(
+    "gap",
+    sorted(
+        chr(code)
+        for code in range(sys.maxunicode + 1)
+        if chr(code).isspace() or unicodedata.category(chr(code)) == "Cf"
+    ),
+)
+def test_any_whitespace_or_format_character_between_characters_is_seen_through(
+    gap: str,
+) -> None:
+    assert REDACTED in redact(f"key: {gap.join(LONG_KEY)} end", LONG_KEY)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    key=st.text(string.ascii_letters + string.digits + "-_.", min_size=7, max_size=64),
+    before=st.binary(max_size=5),
+    after=st.binary(max_size=5),
+    urlsafe=st.booleans(),
+)
+def test_the_key_in_base64_is_found_at_any_alignment(
+    key: str, before: bytes, after: bytes, urlsafe: bool
+) -> None:
+    encode = base64.urlsafe_b64encode if urlsafe else base64.b64encode
+    text = f"credentials {encode(before + key.encode() + after).decode()} refused"
+    assert not exposes(redact(text, key), key)
+
+
+@settings(max_examples=200, deadline=None)
+@given(key=st.text(string.ascii_letters + string.digits, min_size=8, max_size=40))
+def test_a_message_without_the_key_keeps_its_words(key: str) -> None:
+    text = "Invalid value for 'temperature': 3.5 > 2 (see https://example.com/a%20b)"
+    assert redact(text, key) == text

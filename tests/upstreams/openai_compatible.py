@@ -53,6 +53,11 @@ other model name behaves normally and is echoed in replies. ``engine.behaviour``
   (``completion_script.py``).
 - ``cached-N``: usage reports N of the prompt's tokens (at most all) as cached
   (``prompt_tokens_details.cached_tokens``).
+- ``leak-<spelling>``: like ``leak``, with the key written in one of the forms of
+  ``tests/upstreams/key_spellings.py`` (``leak-basic``, ``leak-zero_width``...), in the
+  message and as ``param``.
+- ``deep-N``: the whole reply (or, streamed, the third chunk) carries a ``nested`` field
+  that makes its JSON N levels deep, written by hand (``orjson`` writes at most 255).
 
 Every reply sets a cookie (``engine-session``), as providers behind a CDN do.
 
@@ -81,6 +86,7 @@ from tests.upstreams.completion_script import (
     whole_reply,
 )
 from tests.upstreams.embeddings import embedding_reply
+from tests.upstreams.key_spellings import spellings
 from tests.upstreams.server import (
     JSON,
     FakeServer,
@@ -97,6 +103,7 @@ DEFAULT_MODELS = ("fake-model",)
 
 HUGE_AFTER = 3
 HUGE_WRITE = 64 * 1024
+DEEP_CHUNK = 2
 CONTEXT_OVERFLOW = {
     "error": {
         "message": "This model's maximum context length is 4096 tokens. However, your "
@@ -139,6 +146,8 @@ class Behaviour:
     overlong: bool = False
     tools: bool = False
     cached: int = 0
+    spelling: str | None = None
+    deep: int | None = None
 
     def with_model(self, model: str) -> Behaviour:
         behaviour = self
@@ -188,6 +197,14 @@ class Behaviour:
                     return replace(self, cached=int(arg))
         except ValueError:
             pass
+        return self._with_hostile_knob(name, arg)
+
+    def _with_hostile_knob(self, name: str, arg: str) -> Behaviour:
+        """``leak-<spelling>`` and ``deep-N``."""
+        if name == "leak":
+            return replace(self, leak=True, spelling=arg)
+        if name == "deep" and arg.isdigit():
+            return replace(self, deep=int(arg))
         return self
 
 
@@ -255,7 +272,8 @@ class FakeEngine(FakeServer):
             kind_of_error = "invalid_request_error" if behaviour.fail < 500 else "server_error"
             message = f"Fake engine failure (status {behaviour.fail})."
             if behaviour.leak:
-                return json_reply(behaviour.fail, leaked(request, message, None))
+                spilled = leaked(request, message, None, behaviour.spelling)
+                return json_reply(behaviour.fail, spilled)
             return _error(behaviour.fail, message, kind_of_error, None)
         stream = bool(body.get("stream"))
         try:
@@ -302,7 +320,11 @@ class FakeEngine(FakeServer):
         if behaviour.huge_reply is not None and not stream:
             return await _huge_reply(request, script, behaviour.huge_reply)
         if not stream:
-            return json_reply(200, whole_reply(script))
+            reply = whole_reply(script)
+            if behaviour.deep is not None:
+                raw = deep_json(reply, behaviour.deep)
+                return web.Response(body=raw, content_type="application/json")
+            return json_reply(200, reply)
         return await self._stream(request, script, body, behaviour)
 
     async def _stream(
@@ -361,24 +383,41 @@ async def _send(
             return "dropped"
         if index == behaviour.error_after:
             error = (
-                leaked(request, "The engine failed.", 400) if behaviour.leak else MID_STREAM_ERROR
+                leaked(request, "The engine failed.", 400, behaviour.spelling)
+                if behaviour.leak
+                else MID_STREAM_ERROR
             )
             await send(sse_data(error))
             break
         if behaviour.delay:
             await asyncio.sleep(behaviour.delay)
+        if index == DEEP_CHUNK and behaviour.deep is not None:
+            await send(b"data: " + deep_json(chunk, behaviour.deep) + b"\n\n")
+            continue
         await send(sse_data(chunk))
     await send(b"data: [DONE]\n\n")
     await response.write(b"".join(held))
     return "done"
 
 
-def leaked(request: web.Request, message: str, code: int | None) -> JSON:
-    """An error envelope that gives the request's credentials away (the ``leak`` knob)."""
+def leaked(request: web.Request, message: str, code: int | None, spelling: str | None) -> JSON:
+    """An error envelope that gives the request's credentials away (the ``leak`` knobs)."""
     authorization = request.headers.get("Authorization", "")
     key = authorization.removeprefix("Bearer ")
+    if spelling is not None:
+        spelled = spellings(key)[spelling]
+        quoted = f"{message} The key you sent, {spelled}, is not valid here."
+        return openai_error(quoted, "invalid_request_error", param=spelled, code=code)
     quoted = f"{message} Request headers: Authorization: {authorization}; key={key}"
     return openai_error(quoted, "invalid_request_error", param=key, code=code)
+
+
+def deep_json(payload: JSON, depth: int) -> bytes:
+    """``payload`` as JSON, with a ``nested`` field making it ``depth`` levels deep."""
+    marker = "\u0000nested\u0000"
+    raw = orjson.dumps({**payload, "nested": marker})
+    levels = depth - 1
+    return raw.replace(orjson.dumps(marker), b"[" * levels + b"]" * levels)
 
 
 async def _huge_event(response: web.StreamResponse, chunks: list[Any], size: int) -> None:

@@ -20,6 +20,7 @@ from typing import TypeVar
 
 import orjson
 
+from parley import upstream_json
 from parley.dialects import anthropic_messages, openai_chat
 from parley.dialects.canonical import Unsupported
 from parley.dialects.messages_to_chat import MessagesToChat
@@ -105,7 +106,7 @@ class AnthropicAdapter:
             raw = await response.read(self._bounds.max_reply_bytes)
             if response.status >= 300:
                 raise refusal(target.channel, response.status, raw, target.api_key)
-            reply = orjson.loads(raw)
+            reply = upstream_json.loads(raw)
         if not isinstance(reply, dict):
             raise UpstreamError(
                 f"The upstream channel `{target.channel}` sent a reply that is not a JSON object."
@@ -172,7 +173,7 @@ async def _check_stream_start(reply: Reply, target: Target, limit: int) -> None:
         raise refusal(channel, reply.status, await reply.read(limit), target.api_key)
     if reply.content_type == "text/event-stream":
         return
-    body = orjson.loads(await reply.read(limit))
+    body = upstream_json.loads(await reply.read(limit))
     if isinstance(body, dict) and body.get("type") == "error":
         raise stream_failure(channel, body, target.api_key)
     raise UpstreamError(f"The upstream channel `{channel}` did not stream its reply.")

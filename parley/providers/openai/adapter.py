@@ -15,6 +15,7 @@ from typing import Any, TypeVar, cast
 
 import orjson
 
+from parley import upstream_json
 from parley.dialects.translator import Failure, Translator
 from parley.errors import UpstreamError
 from parley.http import HttpClient, Prepared, Reply, prepare
@@ -97,7 +98,7 @@ class OpenAIAdapter:
             raw = await response.read(self._bounds.max_reply_bytes)
             if response.status >= 300:
                 raise refusal(target.channel, response.status, raw, target.api_key)
-            reply = orjson.loads(raw)
+            reply = upstream_json.loads(raw)
         if not isinstance(reply, dict):
             raise _malformed(target.channel)
         return reply
@@ -148,7 +149,7 @@ async def _check_stream_start(response: Reply, target: Target, limit: int) -> No
         raise refusal(channel, response.status, await response.read(limit), target.api_key)
     if response.content_type == "text/event-stream":
         return
-    reply = orjson.loads(await response.read(limit))
+    reply = upstream_json.loads(await response.read(limit))
     if isinstance(reply, dict) and "error" in reply:
         raise stream_failure(channel, reply, target.api_key)
     raise UpstreamError(f"The upstream channel `{channel}` did not stream its reply.")
@@ -292,7 +293,7 @@ class _Chunks:
         """``_batch`` for a read of whole ``data:`` events, each parsed; a one-event read's
         chunk may teach the stream its shape."""
         batch: list[Item] = []
-        loads = orjson.loads
+        loads, shallow = orjson.loads, upstream_json.SHALLOW_BYTES
         for payload in payloads:
             if payload == _DONE_BYTES:
                 self._end = _DONE
@@ -301,7 +302,13 @@ class _Chunks:
                 chunk: Any = loads(payload)
             except orjson.JSONDecodeError:
                 chunk = None
-            if type(chunk) is not dict or "error" in chunk:
+            # ``upstream_json.loads``, written out: a chunk too deep to write back goes
+            # to ``_chunk``, which refuses it.
+            if (
+                type(chunk) is not dict
+                or "error" in chunk
+                or (len(payload) > shallow and upstream_json.too_deep(payload))
+            ):
                 chunk = self._chunk(payload, named_error=False)
                 if chunk is None:
                     if self._end is not None:
@@ -349,7 +356,7 @@ class _Chunks:
         if not text or text.isspace():
             return None
         try:
-            chunk = orjson.loads(text)
+            chunk = upstream_json.loads(text)
         except orjson.JSONDecodeError:
             chunk = None
         if not isinstance(chunk, dict):

@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from parley import upstream_json
 from parley.domain.transcripts import (
     JSON,
     ResponseFormat,
@@ -168,7 +169,7 @@ def _text_line(text: str) -> str:
 
 def _object(raw: bytes, channel: str) -> JSON:
     try:
-        body = orjson.loads(raw)
+        body = upstream_json.loads(raw)
     except orjson.JSONDecodeError:
         body = None
     if not isinstance(body, dict):

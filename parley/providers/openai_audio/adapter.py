@@ -29,6 +29,7 @@ from urllib.parse import quote
 
 import orjson
 
+from parley import upstream_json
 from parley.errors import UpstreamError
 from parley.http import Reply
 from parley.providers.audio_replies import (
@@ -207,7 +208,7 @@ def _event_audio(data: str, target: Target, audio: SpeechAudio) -> bytes:
     if not data or data == "[DONE]":
         return b""
     try:
-        event = orjson.loads(data)
+        event = upstream_json.loads(data)
     except orjson.JSONDecodeError:
         raise UpstreamError(f"The upstream channel `{channel}` sent a broken event.") from None
     if not isinstance(event, dict):
