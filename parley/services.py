@@ -26,11 +26,14 @@ from parley.domain.transcripts import TranscriptionAbilities
 from parley.http import HttpClient
 from parley.limits.base import Limiter
 from parley.limits.factory import build_limiter
+from parley.pipeline.breaker import Breakers
 from parley.pipeline.budget import SpendLedger
 from parley.pipeline.call import RequestIds
 from parley.pipeline.directory import Directory
 from parley.pipeline.meter import BackgroundTasks, Meter
+from parley.pipeline.plan import Planner
 from parley.pipeline.route import Router
+from parley.pipeline.shared_breakers import SharedBreakers
 from parley.pipeline.streams import OpenStreams
 from parley.pipeline.watch import CallWatchers
 from parley.pipeline.writer import UsageWriter
@@ -121,11 +124,15 @@ class Services:
     tasks: BackgroundTasks
     clones: CloneBook
     rosters: Rosters
+    breakers: Breakers
+    planner: Planner
     started_at: int = field(default_factory=lambda: int(time.time()))
     request_ids: RequestIds = field(default_factory=RequestIds)
     watchers: CallWatchers = field(default_factory=CallWatchers)
     streams: OpenStreams = field(default_factory=OpenStreams)
     """The streams being relayed; shutdown ends them with ``streams.end_all()``."""
+    shared_breakers: SharedBreakers | None = None
+    """The breakers' link to the other workers and instances, when Redis is configured."""
     close_by: float | None = None
     """When ``close`` must be done, on the event loop's clock: set by ``serve`` when the
     shutdown grace ends; otherwise ``server.shutdown_close_seconds`` from its start."""
@@ -165,12 +172,15 @@ class Services:
         started_at = int(time.time())
         clones = CloneBook(store)
         await clones.load()
+        router = Router(settings.channels, random.Random())
+        models = ModelRegistry(model_specs(settings, started_at), settings.capabilities)
+        breakers = Breakers(settings.channels)
         services = cls(
             settings=settings,
             store=store,
             limiter=limiter,
-            models=ModelRegistry(model_specs(settings, started_at), settings.capabilities),
-            router=Router(settings.channels, random.Random()),
+            models=models,
+            router=router,
             providers=providers,
             directory=directory,
             meter=Meter(writer, ledger, limiter, tasks),
@@ -178,12 +188,17 @@ class Services:
             tasks=tasks,
             clones=clones,
             rosters=Rosters(providers),
+            breakers=breakers,
+            planner=Planner(router, breakers, models, settings.models, settings.routing),
             started_at=started_at,
         )
         services._loops = [
             asyncio.create_task(services._refresh_loop(), name="parley-refresh"),
             asyncio.create_task(services._prune_loop(), name="parley-prune"),
         ]
+        if settings.redis is not None:
+            shared = services.shared_breakers = SharedBreakers.connect(breakers, settings.redis)
+            services._loops.append(asyncio.create_task(shared.run(), name="parley-breakers"))
         return services
 
     async def close(self) -> None:
@@ -201,6 +216,8 @@ class Services:
         await self.meter.writer.close(left() - min(CLOSING_SECONDS, left() / 4))
         await self.http.close()
         await _within(self.limiter.close(), left(), "the limiter")
+        if self.shared_breakers is not None:
+            await _within(self.shared_breakers.close(), left(), "the shared breakers")
         await _within(self.store.close(), left(), "the database")
 
     async def _stop_loops(self, seconds: float) -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import MutableMapping
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -46,6 +47,7 @@ from parley.pipeline.admit import admit, resolve_model
 from parley.pipeline.call import Call
 from parley.pipeline.job import Job, ReplyJob, StreamJob
 from parley.pipeline.meter import Meter
+from parley.pipeline.plan import Switching
 from parley.pipeline.relay import Failed, relay, relay_stream
 from parley.pipeline.route import Route
 from parley.pipeline.streams import SHUTDOWN_STATUS
@@ -74,9 +76,12 @@ async def reply(request: web.Request, job: ReplyJob[R]) -> web.StreamResponse:
     with Metered(svc.meter, call) as metered:
         try:
             model = call.model.spec.name
+            routes, tries, switching = svc.planner.plan(call, job)
             found, route = await relay(
-                svc.router.routes(model), job.call, model, _failed(svc, call)
+                routes, switching.call if switching else job.call, model, _failed(svc, call), tries
             )
+            reply_headers = request[REPLY_HEADERS]
+            _answered(svc, route, switching, call, reply_headers)
         except asyncio.CancelledError:
             if not svc.streams.ending(task):
                 raise
@@ -105,9 +110,11 @@ async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
             # starts, each batch in one write (what arrived together leaves together),
             # then the end.
             model = call.model.spec.name
-            routes = svc.router.routes(model)
-            async with relay_stream(routes, job.open, model, _failed(svc, call)) as opened:
+            routes, tries, switching = svc.planner.plan(call, job)
+            open_route = switching.open if switching else job.open
+            async with relay_stream(routes, open_route, model, _failed(svc, call), tries) as opened:
                 route, first, batches = opened
+                _answered(svc, route, switching, call, response.headers)
                 metered.channel = route.target.channel
                 response.headers.update(job.reply_headers)
                 await response.prepare(request)
@@ -198,10 +205,24 @@ async def _stream_failed(
         await _tell(request, response, job, error)
 
 
+def _answered(
+    svc: Services,
+    route: Route,
+    switching: Switching | None,
+    call: Call,
+    headers: MutableMapping[str, str],
+) -> None:
+    """``route`` answered: its breakers hear it, and a fallback's model becomes the call's."""
+    svc.breakers.succeeded(route)
+    if switching is not None:
+        switching.answered(call, headers)
+
+
 def _failed(svc: Services, call: Call) -> Failed:
-    """Each failed upstream attempt, told to the watchers (logs, metrics)."""
+    """Each failed upstream attempt, told to the breakers and the watchers (logs, metrics)."""
 
     def failed(route: Route, error: UpstreamError, seconds: float) -> None:
+        svc.breakers.failed(route, error)
         svc.watchers.tell_upstream_failed(call, route.target.channel, error, seconds)
 
     return failed
