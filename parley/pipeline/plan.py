@@ -48,6 +48,8 @@ class Planner:
         self._registry = registry
         self._max_attempts = routing.max_attempts
         self.budget = RetryBudget(routing)
+        self.fallbacks: dict[tuple[str, str], int] = {}
+        """Calls answered by a fallback, by (model asked for, fallback), for the metrics."""
         self._fallbacks: dict[str, tuple[Resolved, ...]] = {}
         self._on_context: dict[str, tuple[Resolved, ...]] = {}
         for model in models:
@@ -84,7 +86,11 @@ class Planner:
         for model in context:
             context_routes.extend(self._breakers.arrange(self._router.routes(model.spec.name)))
         tries = Tries(self._max_attempts, self.budget, context_routes)
-        switching = Switching(job, call.model, [*usable, *context]) if usable or context else None
+        switching = (
+            Switching(job, call.model, [*usable, *context], self.fallbacks)
+            if usable or context
+            else None
+        )
         return planned, tries, switching
 
 
@@ -112,10 +118,17 @@ class Switching:
     """A job's ``call`` and ``open``, telling the job first when the route serves another
     model than the last one tried."""
 
-    __slots__ = ("_current", "_job", "_models")
+    __slots__ = ("_counts", "_current", "_job", "_models")
 
-    def __init__(self, job: Any, model: Resolved, fallbacks: Sequence[Resolved]) -> None:
+    def __init__(
+        self,
+        job: Any,
+        model: Resolved,
+        fallbacks: Sequence[Resolved],
+        counts: dict[tuple[str, str], int],
+    ) -> None:
         self._job = job
+        self._counts = counts
         self._current = model
         self._models = {m.spec.name: m for m in (model, *fallbacks)}
 
@@ -135,6 +148,8 @@ class Switching:
 
     def answered(self, call: Call, headers: MutableMapping[str, str]) -> None:
         """The route that answered served ``self._current``: make it the call's model."""
-        if self._current.spec.name != call.model.spec.name:
+        asked, answered = call.model.spec.name, self._current.spec.name
+        if answered != asked:
             call.model = self._current
-            headers[MODEL_HEADER] = self._current.spec.name
+            headers[MODEL_HEADER] = answered
+            self._counts[asked, answered] = self._counts.get((asked, answered), 0) + 1

@@ -23,9 +23,19 @@ UNBOUNDED = 1 << 30
 
 class RetryBudget:
     """Calls and retries over a sliding window (two halves), and whether one more retry
-    fits. ``refused`` counts the retries it turned down."""
+    fits. ``granted`` and ``refused`` count the retries it allowed and turned down."""
 
-    __slots__ = ("_calls", "_clock", "_half", "_min", "_ratio", "_retries", "_since", "refused")
+    __slots__ = (
+        "_calls",
+        "_clock",
+        "_half",
+        "_min",
+        "_ratio",
+        "_retries",
+        "_since",
+        "granted",
+        "refused",
+    )
 
     def __init__(
         self, settings: RoutingSettings, clock: Callable[[], float] = time.monotonic
@@ -37,6 +47,7 @@ class RetryBudget:
         self._since = clock()
         self._calls = [0, 0]
         self._retries = [0, 0]
+        self.granted = 0
         self.refused = 0
 
     def _roll(self) -> None:
@@ -65,6 +76,7 @@ class RetryBudget:
             self.refused += 1
             return False
         self._retries[1] += 1
+        self.granted += 1
         return True
 
 

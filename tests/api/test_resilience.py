@@ -13,7 +13,10 @@ import openai
 import pytest
 
 from parley.pipeline.breaker import State
+from tests.api.admin_client import ADMIN, browser_session, login
+from tests.api.admin_client import call as admin_call
 from tests.api.harness import CHANNEL_KEY, Config, Gateway, StartGateway, records, starting
+from tests.api.test_operator_telemetry import scrape
 from tests.upstreams.openai_compatible import Behaviour, FakeEngine
 
 MESSAGES: Any = [{"role": "user", "content": "hello there friend"}]
@@ -302,3 +305,102 @@ async def test_max_attempts_bounds_one_call(start: StartGateway, sick: FakeEngin
     with pytest.raises(openai.APIStatusError):
         await chat(gateway, key)
     assert len(sick.requests) == 1
+
+
+async def test_breakers_are_visible_in_the_admin_api_dashboard_and_metrics(
+    start: StartGateway, sick: FakeEngine
+) -> None:
+    sick.behaviour = Behaviour(fail=502)
+    gateway = await start(lambda c: c.update(admin={"token": ADMIN}, routing={"max_attempts": 4}))
+    key = await gateway.key(await gateway.group("team"))
+    for _ in range(5):
+        await chat(gateway, key)
+    status, listed = await admin_call(gateway, "GET", "/admin/channels")
+    assert status == 200
+    circuit = next(c for c in listed["data"] if c["name"] == "sick")["circuit"]
+    assert circuit["state"] == "closed"  # the channel answers: only its model is shut
+    (model,) = circuit["models"]
+    assert (model["model"], model["state"], model["failures_in_a_row"]) == (
+        "upstream-chat",
+        "open",
+        5,
+    )
+    assert model["error_rate"] == 1.0 and "status 502" in model["last_error"]
+    assert model["next_probe_at"] is not None
+    healthy = next(c for c in listed["data"] if c["name"] == "healthy")
+    assert healthy["circuit"]["models"][0]["state"] == "closed"
+    assert healthy["timeouts"]["first_token"] == 0.5
+    async with browser_session() as session:
+        await login(session, gateway.base_url, ADMIN)
+        async with session.get(f"{gateway.base_url}/admin/ui/channels") as page:
+            html = await page.text()
+    assert "none configured" not in html
+    assert "breaker-open" in html and "failed (status 502)" in html
+    series = await scrape(gateway)
+    states = {
+        (labels["channel"], labels["model"]): value
+        for labels, value in series["parley_channel_state"]
+    }
+    assert states[("sick", "upstream-chat")] == 1 and states[("healthy", "")] == 0
+    moved = series["parley_breaker_transitions_total"]
+    assert ({"channel": "sick", "model": "upstream-chat", "state": "open"}, 1.0) in moved
+    assert series["parley_failovers_total"] == [({}, 5.0)]
+
+
+async def test_fallbacks_are_counted_in_the_metrics(start: StartGateway, sick: FakeEngine) -> None:
+    sick.behaviour = Behaviour(fail=503)
+    gateway = await start(with_fallbacks)
+    key = await gateway.key(await gateway.group("team"))
+    await chat(gateway, key)
+    series = await scrape(gateway)
+    assert series["parley_fallbacks_total"] == [
+        ({"model": "chat-large", "fallback": "chat-backup"}, 1.0)
+    ]
+
+
+@pytest.mark.parametrize("operation", ["embeddings", "completions"])
+async def test_other_operations_fall_over_and_open_the_breaker(
+    start: StartGateway, sick: FakeEngine, operation: str
+) -> None:
+    def embeddings_too(config: Config) -> None:
+        config["models"].append({"name": "embed", "kind": "embedding"})
+        for item in config["channels"]:
+            item["models"].append({"name": "embed", "upstream": "upstream-embed"})
+
+    sick.behaviour = Behaviour(fail=500)
+    gateway = await start(embeddings_too)
+    client = gateway.client(await gateway.key(await gateway.group("team")))
+    for _ in range(6):
+        if operation == "embeddings":
+            await client.embeddings.create(model="embed", input="hello there")
+        else:
+            await client.completions.create(model="chat-large", prompt="hello there")
+    upstream = "upstream-embed" if operation == "embeddings" else "upstream-chat"
+    assert state(gateway, f"sick:{upstream}") == State.OPEN
+    assert len(sick.requests) == 5
+    assert {r.channel for r in await records(gateway)} == {"healthy"}
+
+
+async def test_the_total_timeout_bounds_a_whole_reply_and_a_started_stream(
+    start: StartGateway, sick: FakeEngine
+) -> None:
+    gateway = await start(lambda c: c["channels"][0]["timeouts"].update(total=1.0, idle=5))
+    client = gateway.client(await gateway.key(await gateway.group("team")))
+    sick.behaviour = Behaviour(hang=3)
+    began = time.monotonic()
+    with pytest.raises(openai.APIStatusError) as late:
+        await client.chat.completions.create(model="chat-large", messages=MESSAGES)
+    assert late.value.status_code == 504 and time.monotonic() - began < 2.5
+    sick.behaviour = Behaviour(delay=0.4)
+    stream = await client.chat.completions.create(
+        model="chat-large", messages=MESSAGES, stream=True
+    )
+    got: list[Any] = []
+    with pytest.raises(openai.APIError):
+        async for chunk in stream:
+            got.append(chunk)
+    assert 1 <= len(got) < 5
+    whole, streamed = await records(gateway)
+    assert (whole.status, whole.channel, whole.cost_nanos) == (504, "sick", 0)
+    assert (streamed.status, streamed.channel) == (504, "sick")
+    assert streamed.completion_tokens > 0
