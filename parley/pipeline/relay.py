@@ -33,7 +33,7 @@ from parley.errors import ServiceUnavailable, UpstreamError, UpstreamTimeout
 from parley.pipeline.job import Batches
 from parley.pipeline.retries import Tries
 from parley.pipeline.route import Route
-from parley.providers.base import UpstreamRefused
+from parley.providers.base import UpstreamRefused, UpstreamUnreachable
 
 R = TypeVar("R")
 B = TypeVar("B")
@@ -66,7 +66,7 @@ def _next_route(
         left, tries.on_context = tries.on_context, ()
     elif not _may_fall_over(error, streaming):
         return None, ()
-    if not left or not tries.another():
+    if not left or not tries.another(never_left=isinstance(error, UpstreamUnreachable)):
         return None, ()
     return left[0], left[1:]
 

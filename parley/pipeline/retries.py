@@ -4,7 +4,9 @@ A call makes at most ``routing.max_attempts`` attempts (its first and its failov
 fallback models included). Across the process, retries (attempts after a call's
 first) may add at most ``retry_ratio`` of the calls of the last window, plus
 ``min_retries``: when every upstream is down, failovers stop multiplying the load
-instead of tripling it. Both are counted in memory, per process, with no I/O.
+instead of tripling it. A retry after a connection that could not be made sends no
+load anywhere, and is not counted against the process's budget (only the call's).
+Both are counted in memory, per process, with no I/O.
 """
 
 from __future__ import annotations
@@ -98,11 +100,13 @@ class Tries:
         if budget is not None:
             budget.call()
 
-    def another(self) -> bool:
-        """Whether the call may make one more attempt (taking it from the budgets)."""
+    def another(self, *, never_left: bool = False) -> bool:
+        """Whether the call may make one more attempt (taking it from the budgets). After
+        an attempt whose request ``never_left`` (no connection), the retry adds no load
+        to any upstream and the process's budget is not asked."""
         if self._left <= 0:
             return False
-        if self._budget is not None and not self._budget.may_retry():
+        if not never_left and self._budget is not None and not self._budget.may_retry():
             return False
         self._left -= 1
         return True

@@ -194,6 +194,15 @@ def test_the_retry_budget_allows_a_share_of_the_calls() -> None:
     assert Tries(4, budget).another()
 
 
+def test_a_retry_after_no_connection_is_not_taken_from_the_budget() -> None:
+    budget = RetryBudget(RoutingSettings(retry_ratio=0, min_retries=0))
+    tries = Tries(3, budget)
+    assert tries.another(never_left=True) and tries.another(never_left=True)
+    assert not tries.another(never_left=True)  # still bounded by max_attempts
+    assert not Tries(3, budget).another()
+    assert (budget.granted, budget.refused) == (0, 1)
+
+
 def test_a_call_makes_at_most_max_attempts() -> None:
     tries = Tries(3)
     assert [tries.another() for _ in range(4)] == [True, True, False, False]
