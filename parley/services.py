@@ -18,6 +18,7 @@ import time
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from parley.domain.models import ModelRegistry, ModelSpec
 from parley.domain.pricing import Price, usd_to_nanos
@@ -33,7 +34,6 @@ from parley.pipeline.directory import Directory
 from parley.pipeline.meter import BackgroundTasks, Meter
 from parley.pipeline.plan import Planner
 from parley.pipeline.route import Router
-from parley.pipeline.shared_breakers import SharedBreakers
 from parley.pipeline.streams import OpenStreams
 from parley.pipeline.watch import CallWatchers
 from parley.pipeline.writer import UsageWriter
@@ -45,6 +45,9 @@ from parley.store.sql import open_store
 from parley.voices.book import CloneBook
 from parley.voices.catalogue import load_catalogue
 from parley.voices.rosters import Rosters
+
+if TYPE_CHECKING:
+    from parley.pipeline.shared_breakers import SharedBreakers
 
 log = logging.getLogger("parley")
 SETTLEMENT_SECONDS = 5.0
@@ -197,6 +200,10 @@ class Services:
             asyncio.create_task(services._prune_loop(), name="parley-prune"),
         ]
         if settings.redis is not None:
+            # Imported only with Redis: redis-py is megabytes a gateway without it need not
+            # carry (as ``parley.limits.factory``).
+            from parley.pipeline.shared_breakers import SharedBreakers
+
             shared = services.shared_breakers = SharedBreakers.connect(breakers, settings.redis)
             services._loops.append(asyncio.create_task(shared.run(), name="parley-breakers"))
         return services

@@ -113,7 +113,7 @@ class Breaker:
         self._count = 0
         self._errors = 0
 
-    def _add(self, failed: bool) -> None:
+    def record(self, failed: bool) -> None:
         at, window = self._index, len(self._outcomes)
         if self._count == window:
             self._errors -= self._outcomes[at]
@@ -123,7 +123,7 @@ class Breaker:
         self._errors += failed
         self._index = (at + 1) % window
 
-    def _over_rate(self) -> bool:
+    def over_rate(self) -> bool:
         options = self.options
         return self._count >= options.min_calls and (
             self._errors >= options.error_rate * self._count
@@ -219,7 +219,7 @@ class Breakers:
             breaker = self._breakers.get(key)
             if breaker is None:
                 continue
-            breaker._add(False)
+            breaker.record(False)
             breaker.consecutive = 0
             if breaker.state != State.CLOSED:
                 self._move(breaker, State.CLOSED, 0.0, "")
@@ -232,14 +232,16 @@ class Breakers:
         if breaker is None:
             return
         now = self._clock()
-        breaker._add(True)
+        breaker.record(True)
         breaker.consecutive += 1
         breaker.last_error = error.message
         breaker.last_failure_at = now
-        reopen = breaker.state != State.CLOSED
-        if reopen or breaker.consecutive >= breaker.options.failures or breaker._over_rate():
-            cooldown = _cooldown(breaker.options, error)
-            self._move(breaker, State.OPEN, now + cooldown, error.message)
+        if breaker.state == State.OPEN:
+            return  # a call that was under way when it opened, or tried with all shut
+        options = breaker.options
+        probe_failed = breaker.state == State.HALF_OPEN
+        if probe_failed or breaker.consecutive >= options.failures or breaker.over_rate():
+            self._move(breaker, State.OPEN, now + _cooldown(options, error), error.message)
 
     def apply(self, key: str, state: State, until: float, error: str) -> None:
         """Another instance's transition of breaker ``key``: an opening still cooling

@@ -77,6 +77,16 @@ def test_five_failures_in_a_row_open_a_breaker_and_skip_its_channel() -> None:
     assert [(t.key, t.state) for t in seen] == [("a", State.OPEN)]
 
 
+def test_failures_of_calls_under_way_when_it_opened_change_nothing() -> None:
+    breakers, router, clock, seen = setup(failures=1, cooldown_seconds=10)
+    a = route_of(router, "a")
+    breakers.failed(a, UpstreamUnreachable("down"))
+    clock.now += 5
+    for _ in range(10):
+        breakers.failed(a, UpstreamUnreachable("down"))
+    assert [(t.state, t.until) for t in seen] == [(State.OPEN, 1010.0)]
+
+
 def test_a_success_resets_the_run_of_failures() -> None:
     breakers, router, _, _ = setup()
     a = route_of(router, "a")
