@@ -129,6 +129,11 @@ class Breaker:
             self._errors >= options.error_rate * self._count
         )
 
+    @property
+    def troubled(self) -> bool:
+        """Failures in its window, or not closed: successes then count."""
+        return bool(self._errors) or self.state != State.CLOSED
+
     def due(self, now: float) -> bool:
         """Closed, or open past its cool-down with no probe in flight."""
         return self.state == State.CLOSED or (now >= self.until and now >= self.probe_until)
@@ -160,6 +165,7 @@ class Breakers:
         self._clock = clock
         self._breakers: dict[str, Breaker] = {}
         self._not_closed = 0
+        self._failed_once = False
         self.transitions: list[Listener] = []
         for channel in channels:
             if not channel.breaker.enabled:
@@ -214,10 +220,15 @@ class Breakers:
         return min(routes, key=last_failure)
 
     def succeeded(self, route: Route) -> None:
-        """An attempt on ``route`` answered: resets both its breakers' runs of failures."""
+        """An attempt on ``route`` answered: resets both its breakers' runs of failures.
+
+        A breaker's window starts at its first failure: until then a success changes
+        nothing (and costs nothing), so the error rate is taken over the calls since."""
+        if not self._failed_once:
+            return
         for key in (route.target.channel, route.breaker_key):
             breaker = self._breakers.get(key)
-            if breaker is None:
+            if breaker is None or not breaker.troubled:
                 continue
             breaker.record(False)
             breaker.consecutive = 0
@@ -232,6 +243,7 @@ class Breakers:
         if breaker is None:
             return
         now = self._clock()
+        self._failed_once = True
         breaker.record(True)
         breaker.consecutive += 1
         breaker.last_error = error.message

@@ -25,7 +25,7 @@ from parley.errors import ParleyError
 from parley.pipeline.breaker import Breakers
 from parley.pipeline.call import Call
 from parley.pipeline.job import Batches, Job
-from parley.pipeline.retries import RetryBudget, Tries
+from parley.pipeline.retries import RetryBudget, RetryPolicy
 from parley.pipeline.route import Route, Router
 from parley.settings import ModelSettings, RoutingSettings
 
@@ -48,6 +48,7 @@ class Planner:
         self._registry = registry
         self._max_attempts = routing.max_attempts
         self.budget = RetryBudget(routing)
+        self._policy = RetryPolicy(routing.max_attempts, self.budget)
         self.fallbacks: dict[tuple[str, str], int] = {}
         """Calls answered by a fallback, by (model asked for, fallback), for the metrics."""
         self._fallbacks: dict[str, tuple[Resolved, ...]] = {}
@@ -62,9 +63,10 @@ class Planner:
         found = (self._registry.resolve(name) for name in names)
         return tuple(resolved for resolved in found if resolved is not None)
 
-    def plan(self, call: Call, job: Job) -> tuple[Sequence[Route], Tries, Switching | None]:
-        """The call's routes, its ``Tries``, and the job wrapper that follows changes of
-        model (``None`` when every route is the call's own model's)."""
+    def plan(self, call: Call, job: Job) -> tuple[Sequence[Route], RetryPolicy, Switching | None]:
+        """The call's routes, its ``RetryPolicy``, and the job wrapper that follows
+        changes of model (``None`` when every route is the call's own model's)."""
+        self.budget.call()
         name = call.model.spec.name
         own = self._router.routes(name)
         fallbacks = self._fallbacks.get(name, ())
@@ -73,7 +75,7 @@ class Planner:
         if not fallbacks and not on_context:
             if not routes and own:
                 routes = (self._breakers.least_recently_failed(own),)
-            return routes, Tries(self._max_attempts, self.budget), None
+            return routes, self._policy, None
         group = call.caller.group
         usable = _accepted(job, call.model, group, fallbacks)
         context = _accepted(job, call.model, group, on_context)
@@ -85,13 +87,13 @@ class Planner:
         context_routes: list[Route] = []
         for model in context:
             context_routes.extend(self._breakers.arrange(self._router.routes(model.spec.name)))
-        tries = Tries(self._max_attempts, self.budget, context_routes)
+        policy = RetryPolicy(self._max_attempts, self.budget, context_routes)
         switching = (
             Switching(job, call.model, [*usable, *context], self.fallbacks)
             if usable or context
             else None
         )
-        return planned, tries, switching
+        return planned, policy, switching
 
 
 def _accepted(

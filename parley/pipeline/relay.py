@@ -12,9 +12,9 @@ A stream is given its route's ``first_token`` seconds to send its first event (a
 timeout before that event is fallen over: the caller has nothing yet), then its total
 time, when the channel sets one, to finish.
 
-How many routes are tried is bounded by the ``Tries`` given: at most ``max_attempts``
-per call, and a retry (any attempt after a call's first) only while the process's
-``RetryBudget`` allows it.
+How many routes are tried is bounded by the ``RetryPolicy`` given: at most
+``max_attempts`` per call, and a retry (any attempt after a call's first) only while the
+process's ``RetryBudget`` allows it.
 
 The stage knows nothing of the operation: the job says how to call one route (or open a
 stream on one route); this module only decides which routes are tried, in what order.
@@ -31,7 +31,7 @@ from typing import Generic, TypeVar
 
 from parley.errors import ServiceUnavailable, UpstreamError, UpstreamTimeout
 from parley.pipeline.job import Batches
-from parley.pipeline.retries import Tries
+from parley.pipeline.retries import UNLIMITED, RetryPolicy, Tries
 from parley.pipeline.route import Route
 from parley.providers.base import UpstreamRefused, UpstreamUnreachable
 
@@ -88,20 +88,22 @@ async def relay(
     call: Callable[[Route], Awaitable[R]],
     model: str,
     failed: Failed = _ignore,
-    tries: Tries | None = None,
+    policy: RetryPolicy = UNLIMITED,
 ) -> tuple[R, Route]:
     """The whole reply from the first route that gives one."""
     if not routes:
         raise _no_route(model)
-    tries = tries or Tries()
     route: Route | None = routes[0]
-    left = routes[1:]
+    tries: Tries | None = None
+    left: Sequence[Route] = ()
     while route is not None:
         started = time.monotonic()
         try:
             return await _attempt(route, call), route
         except UpstreamError as error:
             failed(route, error, time.monotonic() - started)
+            if tries is None:  # the first failure: what the call has left, from now on
+                tries, left = policy.start(), routes[1:]
             route, left = _next_route(tries, error, False, left)
             if route is None:
                 raise
@@ -131,12 +133,12 @@ def relay_stream(
     open_route: Callable[[Route], AbstractAsyncContextManager[Batches[B]]],
     model: str,
     failed: Failed = _ignore,
-    tries: Tries | None = None,
+    policy: RetryPolicy = UNLIMITED,
 ) -> AbstractAsyncContextManager[tuple[Route, Sequence[B], Batches[B]]]:
     """The first route whose stream starts, its first batch (empty if the stream ended at
     once) and the batches after it. The first batch is awaited here, so that a route that
     fails (or stays silent) before sending anything is fallen over."""
-    return _StreamRelay(routes, open_route, model, failed, tries or Tries())
+    return _StreamRelay(routes, open_route, model, failed, policy)
 
 
 class _StreamRelay(Generic[B]):
@@ -145,7 +147,7 @@ class _StreamRelay(Generic[B]):
     exit callbacks). A route's stream that fails on its first batch is closed before the
     next route is tried. A route with a total time keeps a timer until the stream ends."""
 
-    __slots__ = ("_failed", "_model", "_open", "_opened", "_route", "_routes", "_timer", "_tries")
+    __slots__ = ("_failed", "_model", "_open", "_opened", "_policy", "_route", "_routes", "_timer")
 
     def __init__(
         self,
@@ -153,13 +155,13 @@ class _StreamRelay(Generic[B]):
         open_route: Callable[[Route], AbstractAsyncContextManager[Batches[B]]],
         model: str,
         failed: Failed,
-        tries: Tries,
+        policy: RetryPolicy,
     ) -> None:
         self._routes = routes
         self._open = open_route
         self._model = model
         self._failed = failed
-        self._tries = tries
+        self._policy = policy
         self._opened: AbstractAsyncContextManager[Batches[B]] | None = None
         self._timer: asyncio.Timeout | None = None
         self._route: Route | None = None
@@ -170,6 +172,7 @@ class _StreamRelay(Generic[B]):
             raise _no_route(self._model)
         route: Route | None = routes[0]
         left = routes[1:]
+        tries: Tries | None = None
         while route is not None:
             started = time.monotonic()
             try:
@@ -188,7 +191,8 @@ class _StreamRelay(Generic[B]):
                 continue
             error.channel = route.target.channel
             self._failed(route, error, time.monotonic() - started)
-            route, left = _next_route(self._tries, error, True, left)
+            tries = tries or self._policy.start()
+            route, left = _next_route(tries, error, True, left)
             if route is None:
                 raise error
         raise RuntimeError("no route's stream started")  # only if an adapter swallowed its error

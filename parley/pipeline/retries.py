@@ -53,12 +53,14 @@ class RetryBudget:
         self.refused = 0
 
     def _roll(self) -> None:
+        """Move to the next half-window when its time came. It runs when a retry is
+        asked for, so the calls of a quiet spell are counted in the half they end in."""
         now = self._clock()
         passed = now - self._since
         if passed < self._half:
             return
         if passed >= 2 * self._half:
-            self._calls[:] = [0, 0]
+            self._calls[:] = [0, self._calls[1]]
             self._retries[:] = [0, 0]
         else:
             self._calls[:] = [self._calls[1], 0]
@@ -66,8 +68,7 @@ class RetryBudget:
         self._since = now
 
     def call(self) -> None:
-        """One call made (its first attempt)."""
-        self._roll()
+        """One call made (its first attempt): one addition, the window is kept lazily."""
         self._calls[1] += 1
 
     def may_retry(self) -> bool:
@@ -80,6 +81,32 @@ class RetryBudget:
         self._retries[1] += 1
         self.granted += 1
         return True
+
+
+class RetryPolicy:
+    """How many attempts a call may make and what may stop it: shared by the calls of a
+    plan (one for every call of a model without fallbacks), started per call only when
+    a first attempt failed (``start``)."""
+
+    __slots__ = ("_budget", "_max_attempts", "_on_context")
+
+    def __init__(
+        self,
+        max_attempts: int = UNBOUNDED,
+        budget: RetryBudget | None = None,
+        on_context: Sequence[Route] = (),
+    ) -> None:
+        self._max_attempts = max_attempts
+        self._budget = budget
+        self._on_context = on_context
+
+    def start(self) -> Tries:
+        """The attempts left to a call whose first attempt failed."""
+        return Tries(self._max_attempts, self._budget, self._on_context)
+
+
+UNLIMITED = RetryPolicy()
+"""No bound and no budget (a relay given no policy)."""
 
 
 class Tries:
@@ -97,8 +124,6 @@ class Tries:
         self._left = max_attempts - 1
         self._budget = budget
         self.on_context = on_context
-        if budget is not None:
-            budget.call()
 
     def another(self, *, never_left: bool = False) -> bool:
         """Whether the call may make one more attempt (taking it from the budgets). After

@@ -76,9 +76,9 @@ async def reply(request: web.Request, job: ReplyJob[R]) -> web.StreamResponse:
     with Metered(svc.meter, call) as metered:
         try:
             model = call.model.spec.name
-            routes, tries, switching = svc.planner.plan(call, job)
+            routes, policy, switching = svc.planner.plan(call, job)
             found, route = await relay(
-                routes, switching.call if switching else job.call, model, _failed(svc, call), tries
+                routes, switching.call if switching else job.call, model, _failed(svc, call), policy
             )
             reply_headers = request[REPLY_HEADERS]
             _answered(svc, route, switching, call, reply_headers)
@@ -110,9 +110,11 @@ async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
             # starts, each batch in one write (what arrived together leaves together),
             # then the end.
             model = call.model.spec.name
-            routes, tries, switching = svc.planner.plan(call, job)
+            routes, policy, switching = svc.planner.plan(call, job)
             open_route = switching.open if switching else job.open
-            async with relay_stream(routes, open_route, model, _failed(svc, call), tries) as opened:
+            async with relay_stream(
+                routes, open_route, model, _failed(svc, call), policy
+            ) as opened:
                 route, first, batches = opened
                 _answered(svc, route, switching, call, response.headers)
                 metered.channel = route.target.channel
