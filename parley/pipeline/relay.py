@@ -27,7 +27,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from parley.errors import ServiceUnavailable, UpstreamError, UpstreamTimeout
 from parley.pipeline.job import Batches
@@ -88,6 +88,7 @@ async def relay(
     call: Callable[[Route], Awaitable[R]],
     model: str,
     failed: Failed = _ignore,
+    *,
     policy: RetryPolicy = UNLIMITED,
 ) -> tuple[R, Route]:
     """The whole reply from the first route that gives one."""
@@ -133,12 +134,35 @@ def relay_stream(
     open_route: Callable[[Route], AbstractAsyncContextManager[Batches[B]]],
     model: str,
     failed: Failed = _ignore,
+    *,
     policy: RetryPolicy = UNLIMITED,
+    task: asyncio.Task[Any] | None = None,
 ) -> AbstractAsyncContextManager[tuple[Route, Sequence[B], Batches[B]]]:
     """The first route whose stream starts, its first batch (empty if the stream ended at
     once) and the batches after it. The first batch is awaited here, so that a route that
-    fails (or stays silent) before sending anything is fallen over."""
-    return _StreamRelay(routes, open_route, model, failed, policy)
+    fails (or stays silent) before sending anything is fallen over. ``task`` is the
+    caller's (found when not given), which a first-token timeout cancels."""
+    return _StreamRelay(routes, open_route, model, failed, policy=policy, task=task)
+
+
+class _Deadline:
+    """Cancels ``task`` after ``seconds`` unless cancelled first; ``expired`` tells its
+    cancellation from the caller's own. The task is cancelled while it awaits, so the
+    awaited step raises ``CancelledError`` rather than complete."""
+
+    __slots__ = ("_handle", "_task", "expired")
+
+    def __init__(self, task: asyncio.Task[Any], seconds: float) -> None:
+        self._task = task
+        self.expired = False
+        self._handle = task.get_loop().call_later(seconds, self._expire)
+
+    def _expire(self) -> None:
+        self.expired = True
+        self._task.cancel()
+
+    def cancel(self) -> None:
+        self._handle.cancel()
 
 
 class _StreamRelay(Generic[B]):
@@ -147,7 +171,17 @@ class _StreamRelay(Generic[B]):
     exit callbacks). A route's stream that fails on its first batch is closed before the
     next route is tried. A route with a total time keeps a timer until the stream ends."""
 
-    __slots__ = ("_failed", "_model", "_open", "_opened", "_policy", "_route", "_routes", "_timer")
+    __slots__ = (
+        "_failed",
+        "_model",
+        "_open",
+        "_opened",
+        "_policy",
+        "_route",
+        "_routes",
+        "_task",
+        "_timer",
+    )
 
     def __init__(
         self,
@@ -155,8 +189,11 @@ class _StreamRelay(Generic[B]):
         open_route: Callable[[Route], AbstractAsyncContextManager[Batches[B]]],
         model: str,
         failed: Failed,
+        *,
         policy: RetryPolicy,
+        task: asyncio.Task[Any] | None,
     ) -> None:
+        self._task = task
         self._routes = routes
         self._open = open_route
         self._model = model
@@ -170,63 +207,61 @@ class _StreamRelay(Generic[B]):
         routes = self._routes
         if not routes:
             raise _no_route(self._model)
+        task = self._task or asyncio.current_task()
+        assert task is not None
         route: Route | None = routes[0]
-        left = routes[1:]
+        left: Sequence[Route] | None = None
         tries: Tries | None = None
         while route is not None:
             started = time.monotonic()
+            # Opening the stream and its first batch, bounded by the first-token time (a
+            # timer on the loop, not ``asyncio.timeout``: this runs once per stream).
+            deadline = _Deadline(task, route.first_token)
             try:
-                async with asyncio.timeout(route.first_token):
-                    started_stream = await self._start(route)
-            except TimeoutError:
+                opened: AbstractAsyncContextManager[Batches[B]] | None = self._open(route)
+                assert opened is not None
+                batches = await opened.__aenter__()
+                try:
+                    first = await anext(batches, None)
+                except BaseException as failure:
+                    if not await opened.__aexit__(type(failure), failure, failure.__traceback__):
+                        raise
+                    opened = None  # the adapter swallowed its failure: next route
+            except asyncio.CancelledError:
+                if not deadline.expired:
+                    raise
+                task.uncancel()
                 error: UpstreamError = FirstTokenTimeout(
                     f"The upstream channel `{route.target.channel}` sent nothing in time."
                 )
             except UpstreamError as failure:
                 error = failure
             else:
-                if started_stream is not None:
-                    return await self._started(route, started, *started_stream)
+                if opened is not None:
+                    self._opened, self._route = opened, route
+                    if route.total is not None:
+                        await self._started(route, started)
+                    return route, first or (), batches
+                left = routes[1:] if left is None else left
                 route, left = (left[0], left[1:]) if left else (None, ())
                 continue
+            finally:
+                deadline.cancel()
             error.channel = route.target.channel
             self._failed(route, error, time.monotonic() - started)
             tries = tries or self._policy.start()
-            route, left = _next_route(tries, error, True, left)
+            route, left = _next_route(tries, error, True, routes[1:] if left is None else left)
             if route is None:
                 raise error
         raise RuntimeError("no route's stream started")  # only if an adapter swallowed its error
 
-    async def _start(
-        self, route: Route
-    ) -> tuple[AbstractAsyncContextManager[Batches[B]], Sequence[B], Batches[B]] | None:
-        """Open ``route``'s stream and await its first batch; ``None`` when the adapter
-        swallowed a failure of that batch (its stream is closed)."""
-        opened = self._open(route)
-        batches = await opened.__aenter__()
-        try:
-            first = await anext(batches, None)
-        except BaseException as error:
-            if not await opened.__aexit__(type(error), error, error.__traceback__):
-                raise
-            return None
-        return opened, first or (), batches
-
-    async def _started(
-        self,
-        route: Route,
-        started: float,
-        opened: AbstractAsyncContextManager[Batches[B]],
-        first: Sequence[B],
-        batches: Batches[B],
-    ) -> tuple[Route, Sequence[B], Batches[B]]:
-        self._opened, self._route = opened, route
-        if route.total is not None:
-            loop = asyncio.get_running_loop()
-            timer = asyncio.timeout_at(loop.time() + route.total - (time.monotonic() - started))
-            await timer.__aenter__()
-            self._timer = timer
-        return route, first, batches
+    async def _started(self, route: Route, started: float) -> None:
+        """Start the timer of the route's total time, which ``__aexit__`` ends."""
+        assert route.total is not None
+        loop = asyncio.get_running_loop()
+        timer = asyncio.timeout_at(loop.time() + route.total - (time.monotonic() - started))
+        await timer.__aenter__()
+        self._timer = timer
 
     async def __aexit__(
         self,

@@ -78,7 +78,11 @@ async def reply(request: web.Request, job: ReplyJob[R]) -> web.StreamResponse:
             model = call.model.spec.name
             routes, policy, switching = svc.planner.plan(call, job)
             found, route = await relay(
-                routes, switching.call if switching else job.call, model, _failed(svc, call), policy
+                routes,
+                switching.call if switching else job.call,
+                model,
+                _failed(svc, call),
+                policy=policy,
             )
             reply_headers = request[REPLY_HEADERS]
             _answered(svc, route, switching, call, reply_headers)
@@ -112,8 +116,9 @@ async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
             model = call.model.spec.name
             routes, policy, switching = svc.planner.plan(call, job)
             open_route = switching.open if switching else job.open
+            failed = _failed(svc, call)
             async with relay_stream(
-                routes, open_route, model, _failed(svc, call), policy
+                routes, open_route, model, failed, policy=policy, task=task
             ) as opened:
                 route, first, batches = opened
                 _answered(svc, route, switching, call, response.headers)
