@@ -19,8 +19,45 @@ class Strict(BaseModel):
 
 
 class Timeouts(Strict):
+    """How long a channel may take, in seconds (docs/configuration.md states the rules)."""
+
     connect: float = Field(10.0, gt=0)
+    """A connection with its TLS handshake; past it the next channel is tried."""
     read: float = Field(300.0, gt=0)
+    """Silence while a whole reply (or a reply's head) is awaited."""
+    first_token: float = Field(60.0, gt=0)
+    """A stream's first event; past it the next channel is tried (nothing reached the
+    caller yet)."""
+    idle: float = Field(120.0, gt=0)
+    """Silence between a started stream's reads; past it the stream ends with an error
+    event and what was delivered is billed."""
+    total: float | None = Field(None, gt=0)
+    """The whole call, first byte to last; unset: unbounded."""
+
+
+class BreakerOptions(Strict):
+    """A channel's circuit breaker: when it opens, and for how long (docs/operations.md)."""
+
+    enabled: bool = True
+    failures: int = Field(5, ge=1)
+    """Failures in a row that open it."""
+    error_rate: float = Field(0.5, gt=0, le=1)
+    """Share of failed calls in the window that opens it, once ``min_calls`` were seen."""
+    window: int = Field(20, ge=2, le=1000)
+    """Recent calls the error rate is taken over."""
+    min_calls: int = Field(10, ge=1)
+    cooldown_seconds: float = Field(10.0, gt=0)
+    """How long it stays open before one probe call is let through (an upstream's 429
+    ``retry-after`` replaces it, up to ``max_cooldown_seconds``)."""
+    max_cooldown_seconds: float = Field(300.0, gt=0)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> BreakerOptions:
+        if self.min_calls > self.window:
+            raise ValueError("min_calls must be at most window")
+        if self.max_cooldown_seconds < self.cooldown_seconds:
+            raise ValueError("max_cooldown_seconds must be at least cooldown_seconds")
+        return self
 
 
 class ChannelModel(Strict):
@@ -37,6 +74,7 @@ class ChannelSettings(Strict):
     priority: int = 0
     weight: int = Field(1, ge=1)
     timeouts: Timeouts = Timeouts()
+    breaker: BreakerOptions = BreakerOptions()
 
     @field_validator("models", mode="before")
     @classmethod
@@ -151,6 +189,12 @@ class ModelSettings(Strict):
     transcription: TranscriptionOptions | None = None
     audio: SpeechOptions | None = None
     """Speech options; only for ``kind: speech`` (defaults apply when unset)."""
+    fallbacks: tuple[str, ...] = ()
+    """Models (of the same kind) that answer, in order, when every channel of this one
+    fails before the caller got a byte, or is shut by its breaker."""
+    fallbacks_on_context: tuple[str, ...] = ()
+    """Models (of the same kind) tried, in order, when an upstream refuses the request
+    as too long for this model's context window."""
 
     @model_validator(mode="after")
     def _options_fit_the_kind(self) -> ModelSettings:

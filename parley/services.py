@@ -19,6 +19,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from typing import TYPE_CHECKING
 
 from parley.audio.budget import DecodeBudget
 from parley.audio.pool import ProbePool
@@ -29,10 +30,12 @@ from parley.domain.transcripts import TranscriptionAbilities
 from parley.http import HeadLimits, HttpClient
 from parley.limits.base import Limiter
 from parley.limits.factory import build_limiter
+from parley.pipeline.breaker import Breakers
 from parley.pipeline.budget import SpendLedger
 from parley.pipeline.call import RequestIds
 from parley.pipeline.directory import Directory
 from parley.pipeline.meter import BackgroundTasks, Meter
+from parley.pipeline.plan import Planner
 from parley.pipeline.route import Router
 from parley.pipeline.streams import OpenStreams
 from parley.pipeline.watch import CallWatchers
@@ -45,6 +48,9 @@ from parley.store.sql import open_store
 from parley.voices.book import CloneBook
 from parley.voices.catalogue import load_catalogue
 from parley.voices.rosters import Rosters
+
+if TYPE_CHECKING:
+    from parley.pipeline.shared_breakers import SharedBreakers
 
 log = logging.getLogger("parley")
 SETTLEMENT_SECONDS = 5.0
@@ -142,11 +148,15 @@ class Services:
     rosters: Rosters
     probes: ProbePool
     """The threads that measure uploaded audio, shared fairly between groups."""
+    breakers: Breakers
+    planner: Planner
     started_at: int = field(default_factory=lambda: int(time.time()))
     request_ids: RequestIds = field(default_factory=RequestIds)
     watchers: CallWatchers = field(default_factory=CallWatchers)
     streams: OpenStreams = field(default_factory=OpenStreams)
     """The streams being relayed; shutdown ends them with ``streams.end_all()``."""
+    shared_breakers: SharedBreakers | None = None
+    """The breakers' link to the other workers and instances, when Redis is configured."""
     close_by: float | None = None
     """When ``close`` must be done, on the event loop's clock: set by ``serve`` when the
     shutdown grace ends; otherwise ``server.shutdown_close_seconds`` from its start."""
@@ -189,12 +199,15 @@ class Services:
         started_at = int(time.time())
         clones = CloneBook(store)
         await clones.load()
+        router = Router(settings.channels, random.Random())
+        models = ModelRegistry(model_specs(settings, started_at), settings.capabilities)
+        breakers = Breakers(settings.channels)
         services = cls(
             settings=settings,
             store=store,
             limiter=limiter,
-            models=ModelRegistry(model_specs(settings, started_at), settings.capabilities),
-            router=Router(settings.channels, random.Random()),
+            models=models,
+            router=router,
             providers=providers,
             directory=directory,
             meter=Meter(writer, ledger, limiter, tasks),
@@ -203,12 +216,21 @@ class Services:
             clones=clones,
             rosters=Rosters(providers),
             probes=probe_pool(settings),
+            breakers=breakers,
+            planner=Planner(router, breakers, models, settings.models, settings.routing),
             started_at=started_at,
         )
         services._loops = [
             asyncio.create_task(services._refresh_loop(), name="parley-refresh"),
             asyncio.create_task(services._prune_loop(), name="parley-prune"),
         ]
+        if settings.redis is not None:
+            # Imported only with Redis: redis-py is megabytes a gateway without it need not
+            # carry (as ``parley.limits.factory``).
+            from parley.pipeline.shared_breakers import SharedBreakers
+
+            shared = services.shared_breakers = SharedBreakers.connect(breakers, settings.redis)
+            services._loops.append(asyncio.create_task(shared.run(), name="parley-breakers"))
         return services
 
     async def close(self) -> None:
@@ -227,6 +249,8 @@ class Services:
         self.probes.close()
         await self.http.close()
         await _within(self.limiter.close(), left(), "the limiter")
+        if self.shared_breakers is not None:
+            await _within(self.shared_breakers.close(), left(), "the shared breakers")
         await _within(self.store.close(), left(), "the database")
 
     async def _stop_loops(self, seconds: float) -> None:

@@ -18,6 +18,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from parley.catalog_settings import (
+    BreakerOptions,
     ChannelModel,
     ChannelSettings,
     ModelKind,
@@ -34,6 +35,7 @@ from parley.catalog_settings import (
 __all__ = [
     "AdminSettings",
     "AudioSettings",
+    "BreakerOptions",
     "ChannelModel",
     "ChannelSettings",
     "ConfigError",
@@ -46,6 +48,7 @@ __all__ = [
     "Prices",
     "QualityLevel",
     "RedisSettings",
+    "RoutingSettings",
     "ServerSettings",
     "Settings",
     "SpeechOptions",
@@ -227,6 +230,19 @@ class AudioSettings(Strict):
     threads_per_group: int = Field(1, gt=0, description="clips of one group measured at once")
 
 
+class RoutingSettings(Strict):
+    """How hard a call tries other channels and models before it fails."""
+
+    max_attempts: int = Field(4, ge=1)
+    """Upstream attempts one call may make, across channels and fallback models."""
+    retry_ratio: float = Field(0.2, ge=0, le=1)
+    """Across the process, retries (attempts after a call's first) may add at most this
+    share of the calls of the last ``retry_window_seconds``."""
+    min_retries: int = Field(10, ge=0)
+    """Retries always allowed per window, so a quiet gateway still fails over."""
+    retry_window_seconds: float = Field(10.0, gt=0)
+
+
 class Settings(Strict):
     server: ServerSettings = ServerSettings()
     database: DatabaseSettings = DatabaseSettings()
@@ -237,6 +253,7 @@ class Settings(Strict):
     metrics: MetricsSettings = MetricsSettings()
     upstream: UpstreamSettings = UpstreamSettings()
     audio: AudioSettings = AudioSettings()
+    routing: RoutingSettings = RoutingSettings()
     channels: tuple[ChannelSettings, ...] = ()
     models: tuple[ModelSettings, ...] = ()
     capabilities: dict[str, str] = Field(default_factory=dict)
@@ -256,6 +273,7 @@ class Settings(Strict):
                         f"channel `{channel.name}` serves `{served.name}`, "
                         "which is not declared under models"
                     )
+        _check_fallbacks(self.models, names)
         for key, model_name in self.capabilities.items():
             if model_name not in names:
                 raise ValueError(f"capability `{key}` names unknown model `{model_name}`")
@@ -264,6 +282,27 @@ class Settings(Strict):
         if len({c.name for c in self.channels}) != len(self.channels):
             raise ValueError("channel names must be unique")
         return self
+
+
+def _check_fallbacks(models: tuple[ModelSettings, ...], names: dict[str, str]) -> None:
+    """Fallbacks name declared models of the same kind, other than the model itself."""
+    kinds = {model.name: model.kind for model in models}
+    for model in models:
+        for field, fallbacks in (
+            ("fallbacks", model.fallbacks),
+            ("fallbacks_on_context", model.fallbacks_on_context),
+        ):
+            for name in fallbacks:
+                target = names.get(name)
+                if target is None:
+                    raise ValueError(f"model `{model.name}`: {field} names unknown `{name}`")
+                if target == model.name:
+                    raise ValueError(f"model `{model.name}`: {field} names the model itself")
+                if kinds[target] != model.kind:
+                    raise ValueError(
+                        f"model `{model.name}`: {field} names `{name}`, of kind "
+                        f"{kinds[target]}, not {model.kind}"
+                    )
 
 
 def load_settings(

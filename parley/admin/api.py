@@ -195,7 +195,7 @@ async def get_overview(request: web.Request) -> web.Response:
 
 async def list_channels(request: web.Request) -> web.Response:
     svc = request.config_dict[SERVICES]
-    views = channels(svc.settings.channels, svc.meter.health)
+    views = channels(svc.settings.channels, svc.meter.health, svc.breakers)
     return json_reply({"object": "list", "data": [view.view() for view in views]})
 
 

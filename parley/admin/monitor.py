@@ -11,6 +11,7 @@ from typing import Any
 from yarl import URL
 
 from parley.domain.pricing import nanos_to_usd
+from parley.pipeline.breaker import Breakers, BreakerView
 from parley.pipeline.health import ChannelHealth, HealthSnapshot
 from parley.settings import ChannelSettings
 from parley.store.base import Store
@@ -95,6 +96,8 @@ async def overview(store: Store, now: datetime | None = None) -> Overview:
 class ChannelView:
     settings: ChannelSettings
     health: HealthSnapshot | None
+    breakers: tuple[BreakerView, ...] = ()
+    """The channel's own breaker first, then its models'; empty when turned off."""
 
     @property
     def address(self) -> str:
@@ -112,10 +115,33 @@ class ChannelView:
             "models": [{"name": m.name, "upstream": m.upstream or m.name} for m in channel.models],
             "priority": channel.priority,
             "weight": channel.weight,
-            "timeouts": {"connect": channel.timeouts.connect, "read": channel.timeouts.read},
+            "timeouts": channel.timeouts.model_dump(),
             "health": _health_view(self.health),
-            "circuit": None,
+            "circuit": _circuit_view(self.breakers),
         }
+
+
+def _circuit_view(breakers: tuple[BreakerView, ...]) -> dict[str, Any] | None:
+    """The channel's breaker, with its models' under ``models``."""
+    if not breakers:
+        return None
+    own, *models = breakers
+    return {**_breaker_view(own), "models": [_breaker_view(found) for found in models]}
+
+
+def _breaker_view(breaker: BreakerView) -> dict[str, Any]:
+    view: dict[str, Any] = {"model": breaker.model} if breaker.model else {}
+    return {
+        **view,
+        "state": breaker.state.name.lower(),
+        "calls": breaker.calls,
+        "errors": breaker.errors,
+        "error_rate": round(breaker.error_rate, 4),
+        "failures_in_a_row": breaker.failures_in_a_row,
+        "last_error": breaker.last_error or None,
+        "last_failure_at": _stamp(breaker.last_failure_at),
+        "next_probe_at": _stamp(breaker.next_probe_at),
+    }
 
 
 def _health_view(health: HealthSnapshot | None) -> dict[str, Any]:
@@ -159,5 +185,14 @@ def _stamp(seconds: float | None) -> str | None:
     return None if seconds is None else datetime.fromtimestamp(seconds, UTC).isoformat()
 
 
-def channels(settings: tuple[ChannelSettings, ...], health: ChannelHealth) -> list[ChannelView]:
-    return [ChannelView(channel, health.snapshot(channel.name)) for channel in settings]
+def channels(
+    settings: tuple[ChannelSettings, ...], health: ChannelHealth, breakers: Breakers | None = None
+) -> list[ChannelView]:
+    return [
+        ChannelView(
+            channel,
+            health.snapshot(channel.name),
+            tuple(breakers.views(channel.name)) if breakers is not None else (),
+        )
+        for channel in settings
+    ]

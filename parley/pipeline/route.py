@@ -24,6 +24,14 @@ class Route:
     target: Target
     priority: int
     weight: int
+    model: str = ""
+    """The public model this route serves (a fallback's, when the call fell back)."""
+    breaker_key: str = ""
+    """The channel x upstream model breaker (``pipeline/breaker.py``)."""
+    first_token: float = 60.0
+    """Seconds a stream may take to send its first event before the next route."""
+    total: float | None = None
+    """Seconds the whole call may take, from the attempt's start; ``None``: unbounded."""
 
 
 class Router:
@@ -39,9 +47,20 @@ class Router:
                     model=served.upstream or served.name,
                     connect_timeout=channel.timeouts.connect,
                     read_timeout=channel.timeouts.read,
+                    idle_timeout=channel.timeouts.idle,
                 )
+                timeouts = channel.timeouts
                 routes[served.name].append(
-                    Route(channel.type, target, channel.priority, channel.weight)
+                    Route(
+                        channel.type,
+                        target,
+                        channel.priority,
+                        channel.weight,
+                        model=served.name,
+                        breaker_key=f"{channel.name}:{target.model}",
+                        first_token=timeouts.first_token,
+                        total=timeouts.total,
+                    )
                 )
         self._routes = {
             model: sorted(found, key=lambda route: -route.priority)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import MutableMapping
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -47,6 +48,7 @@ from parley.pipeline.admit import admit, resolve_model
 from parley.pipeline.call import Call
 from parley.pipeline.job import Job, ReplyJob, StreamJob
 from parley.pipeline.meter import Meter
+from parley.pipeline.plan import Switching
 from parley.pipeline.relay import Failed, relay, relay_stream
 from parley.pipeline.route import Route
 from parley.pipeline.streams import SHUTDOWN_STATUS
@@ -75,9 +77,16 @@ async def reply(request: web.Request, job: ReplyJob[R]) -> web.StreamResponse:
     with Metered(svc.meter, call) as metered:
         try:
             model = call.model.spec.name
+            routes, policy, switching = svc.planner.plan(call, job)
             found, route = await relay(
-                svc.router.routes(model), job.call, model, _failed(svc, call)
+                routes,
+                switching.call if switching else job.call,
+                model,
+                _failed(svc, call),
+                policy=policy,
             )
+            reply_headers = request[REPLY_HEADERS]
+            _answered(svc, route, switching, call, reply_headers)
         except asyncio.CancelledError:
             if not svc.streams.ending(task):
                 raise
@@ -106,9 +115,14 @@ async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
             # starts, each batch in one write (what arrived together leaves together),
             # then the end.
             model = call.model.spec.name
-            routes = svc.router.routes(model)
-            async with relay_stream(routes, job.open, model, _failed(svc, call)) as opened:
+            routes, policy, switching = svc.planner.plan(call, job)
+            open_route = switching.open if switching else job.open
+            failed = _failed(svc, call)
+            async with relay_stream(
+                routes, open_route, model, failed, policy=policy, task=task
+            ) as opened:
                 route, first, batches = opened
+                _answered(svc, route, switching, call, response.headers)
                 metered.channel = route.target.channel
                 response.headers.update(job.reply_headers)
                 await response.prepare(request)
@@ -209,10 +223,24 @@ async def _stream_failed(
         await _tell(request, response, job, error)
 
 
+def _answered(
+    svc: Services,
+    route: Route,
+    switching: Switching | None,
+    call: Call,
+    headers: MutableMapping[str, str],
+) -> None:
+    """``route`` answered: its breakers hear it, and a fallback's model becomes the call's."""
+    svc.breakers.succeeded(route)
+    if switching is not None:
+        switching.answered(call, headers)
+
+
 def _failed(svc: Services, call: Call) -> Failed:
-    """Each failed upstream attempt, told to the watchers (logs, metrics)."""
+    """Each failed upstream attempt, told to the breakers and the watchers (logs, metrics)."""
 
     def failed(route: Route, error: UpstreamError, seconds: float) -> None:
+        svc.breakers.failed(route, error)
         svc.watchers.tell_upstream_failed(call, route.target.channel, error, seconds)
 
     return failed

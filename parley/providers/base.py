@@ -52,6 +52,13 @@ class Target:
     model: str
     connect_timeout: float
     read_timeout: float
+    """Silence allowed while a whole reply, or a reply's head, is awaited."""
+    idle_timeout: float | None = None
+    """Silence allowed between a stream's reads (``read_timeout`` when unset)."""
+
+    @property
+    def stream_timeout(self) -> float:
+        return self.idle_timeout if self.idle_timeout is not None else self.read_timeout
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +85,11 @@ class Relayed:
     param: str | None = None
 
 
+class UpstreamUnreachable(UpstreamError):
+    """No connection to the upstream: the request never left, and the whole channel is
+    at fault, not one of its models."""
+
+
 class UpstreamRefused(UpstreamError):
     """The upstream answered with an error status.
 
@@ -94,10 +106,13 @@ class UpstreamRefused(UpstreamError):
         upstream_status: int,
         retryable: bool,
         relayed: Relayed | None = None,
+        retry_after: float | None = None,
     ) -> None:
         super().__init__(relayed.message if relayed is not None else message)
         self.upstream_status = upstream_status
         self.retryable = retryable
+        self.retry_after = retry_after
+        """Seconds the upstream asked to be left alone (its ``retry-after``), if it did."""
         if not retryable:
             self.status = upstream_status if upstream_status in (400, 413, 422) else 400
             self.type = "invalid_request_error"
@@ -320,13 +335,13 @@ def upstream_failure(channel: str, error: Exception) -> UpstreamError | None:
             f"The upstream channel `{channel}` has no free connection (all are busy)."
         )
     if isinstance(error, ConnectTimeout):
-        return UpstreamError(
+        return UpstreamUnreachable(
             f"The upstream channel `{channel}` is unreachable (no connection in time)."
         )
     if isinstance(error, TimeoutError):
         return UpstreamTimeout(f"The upstream channel `{channel}` did not answer in time.")
     if isinstance(error, ConnectFailed):
-        return UpstreamError(f"The upstream channel `{channel}` is unreachable.")
+        return UpstreamUnreachable(f"The upstream channel `{channel}` is unreachable.")
     if isinstance(error, ReplyTooLarge):
         return UpstreamError(
             f"The upstream channel `{channel}` sent a reply larger than Parley accepts."

@@ -4,8 +4,10 @@ Every call is counted once, from the meter's finished record (``finished``): req
 and latency per model and status, tokens and cost per group and model. The other
 series come from the one place each happens: time to the first byte of a stream, each
 failed upstream attempt per channel, each limiter decision, each usage-writer batch
-(its latency), and, at scrape time, the usage-writer queue depth and the age of the
-directory's last refresh from the store.
+(its latency), each circuit breaker transition (with the breaker's state as a gauge),
+and, at scrape time, the usage-writer queue depth, the age of the directory's last
+refresh from the store, and the planner's totals of failovers, retries the retry budget
+refused and calls a fallback model answered.
 
 The hot path pays a dict look-up and a few additions to plain numbers per call (and per
 stream's first byte); they are folded into the series at every scrape and once a
@@ -116,6 +118,38 @@ class GatewayMetrics:
             registry=r,
             multiprocess_mode="livemin",
         )
+        self.channel_state = Gauge(
+            "parley_channel_state",
+            "Circuit breaker state by channel and upstream model (empty: the whole "
+            "channel): 0 closed, 1 open, 2 half-open.",
+            ["channel", "model"],
+            registry=r,
+            multiprocess_mode="livemax",
+        )
+        self.breaker_transitions = Counter(
+            "parley_breaker_transitions",
+            "Circuit breaker transitions, by channel, upstream model and new state.",
+            ["channel", "model", "state"],
+            registry=r,
+        )
+        self.failovers = Counter(
+            "parley_failovers",
+            "Attempts made after a failed one (to the next channel or a fallback model).",
+            registry=r,
+        )
+        self.retries_refused = Counter(
+            "parley_retries_refused",
+            "Failovers the process's retry budget turned down.",
+            registry=r,
+        )
+        self.fallbacks = Counter(
+            "parley_fallbacks",
+            "Calls answered by a fallback model, by the model asked for and the fallback.",
+            ["model", "fallback"],
+            registry=r,
+        )
+        self._routed = (0, 0)
+        self._fell_back: dict[tuple[str, str], int] = {}
         self._first_bytes: dict[str, _Tally] = {}
         self._admitted = self.limiter.labels("admitted")
         self._tallies: dict[tuple[str, str, int], _Tally] = {}
@@ -170,6 +204,23 @@ class GatewayMetrics:
 
     def upstream_failed(self, channel: str, status: int, error: str) -> None:
         self.upstream_errors.labels(channel, str(status), error).inc()
+
+    def breaker_moved(self, channel: str, model: str, state: int, name: str) -> None:
+        """A breaker's transition (rare: counted and set at once)."""
+        self.channel_state.labels(channel, model).set(state)
+        self.breaker_transitions.labels(channel, model, name).inc()
+
+    def routed(self, failovers: int, refused: int, fallbacks: dict[tuple[str, str], int]) -> None:
+        """The planner's running totals: what grew since the last call is added."""
+        before_failovers, before_refused = self._routed
+        self.failovers.inc(failovers - before_failovers)
+        self.retries_refused.inc(refused - before_refused)
+        self._routed = (failovers, refused)
+        for pair, count in fallbacks.items():
+            grown = count - self._fell_back.get(pair, 0)
+            if grown:
+                self.fallbacks.labels(*pair).inc(grown)
+                self._fell_back[pair] = count
 
     def batch_written(self, seconds: float, ok: bool) -> None:
         self.write_latency.labels("ok" if ok else "failed").observe(seconds)

@@ -19,6 +19,7 @@ from parley.domain.keys import digest, same_digest
 from parley.domain.usage import UsageRecord
 from parley.errors import AuthenticationFailed, UpstreamError
 from parley.pipeline.authenticate import Caller
+from parley.pipeline.breaker import Breakers, Transition
 from parley.pipeline.call import Call
 from parley.pipeline.watch import CallWatchers
 from parley.services import Services
@@ -51,6 +52,7 @@ def _install_metrics(app: web.Application, settings: MetricsSettings) -> None:
         svc.meter.observers.append(_metered(metrics))
         svc.meter.writer.on_batch = metrics.batch_written
         _watch(svc.watchers, metrics)
+        _watch_breakers(svc.breakers, metrics)
         sampler = asyncio.create_task(_sample_forever(metrics, svc), name="parley-metrics")
         yield
         sampler.cancel()
@@ -89,6 +91,17 @@ def _watch(watchers: CallWatchers, metrics: GatewayMetrics) -> None:
     watchers.first_byte.append(first_byte)
 
 
+def _watch_breakers(breakers: Breakers, metrics: GatewayMetrics) -> None:
+    """Every breaker's state from the start (closed), then each transition."""
+    for channel, model, state in breakers.states():
+        metrics.channel_state.labels(channel, model).set(state)
+
+    def moved(change: Transition) -> None:
+        metrics.breaker_moved(change.channel, change.model, change.state, change.state.name.lower())
+
+    breakers.transitions.append(moved)
+
+
 def _metered(metrics: GatewayMetrics) -> Callable[[Call, UsageRecord], None]:
     def observe(call: Call, record: UsageRecord) -> None:
         metrics.finished(call.caller.group.name, record)
@@ -104,6 +117,8 @@ async def _sample_forever(metrics: GatewayMetrics, svc: Services) -> None:
 
 def _sample(metrics: GatewayMetrics, svc: Services) -> None:
     metrics.sample(svc.meter.writer.backlog, svc.directory.loaded_at)
+    budget = svc.planner.budget
+    metrics.routed(budget.granted, budget.refused, svc.planner.fallbacks)
 
 
 def _scrape_handler(token: str | None) -> Callable[[web.Request], Awaitable[web.Response]]:

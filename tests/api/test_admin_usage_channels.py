@@ -88,5 +88,6 @@ async def test_channels_show_health_and_no_credentials(
     health = channel["health"]
     assert (health["calls"], health["errors"], health["error_rate"]) == (2, 1, 0.5)
     assert health["last_error_status"] >= 500 and health["state"] == "failing"
-    assert health["p95_latency_ms"] is not None and channel["circuit"] is None
+    assert health["p95_latency_ms"] is not None
+    assert channel["circuit"]["state"] == "closed"  # one failure does not open it
     assert CHANNEL_KEY not in repr(listed)

@@ -16,7 +16,15 @@ import pytest
 
 from parley.errors import UpstreamError, UpstreamTimeout
 from parley.http import HttpClient
-from parley.providers.base import JSON, Batches, Chat, Completion, Target, UpstreamRefused
+from parley.providers.base import (
+    JSON,
+    Batches,
+    Chat,
+    Completion,
+    Target,
+    UpstreamRefused,
+    UpstreamUnreachable,
+)
 from parley.providers.registry import (
     OPENAI_COMPATIBLE_TYPES,
     ProviderRegistry,
@@ -328,7 +336,7 @@ async def test_an_unreachable_upstream_is_a_502_naming_no_address(
     with pytest.raises(UpstreamError) as caught:
         await _call(adapter, way, unreachable)
     error = caught.value
-    assert type(error) is UpstreamError
+    assert type(error) is UpstreamUnreachable  # the whole channel's fault, for its breaker
     assert error.status == 502
     assert "127.0.0.1" not in error.message
     assert str(port) not in error.message

@@ -23,7 +23,9 @@ other model name behaves normally and is echoed in replies. ``engine.behaviour``
 
 - ``fail-N``: answer status N with an OpenAI error envelope, message
   ``"Fake engine failure (status N)."`` (before any stream starts).
+- ``retry-after-S``: with ``fail-N``, the error carries ``retry-after: S`` (as a 429 does).
 - ``hang-S``: wait S seconds (at most ``MAX_HANG``) before answering.
+- ``stall-N``: after N stream chunks, say nothing more (for ``MAX_HANG`` seconds).
 - ``slow-S``: wait S seconds before each streamed chunk.
 - ``words-N``: reply with N words of a fixed sentence instead of the echo.
 - ``no-usage``: never send the usage chunk, even when asked (like some engines).
@@ -123,12 +125,31 @@ INFLATED_USAGE = {
 }
 
 
+_NUMERIC_KNOBS: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "fail": ("fail", int),
+    "retry-after": ("retry_after", float),
+    "stall": ("stall_after", int),
+    "hang": ("hang", lambda arg: min(float(arg), MAX_HANG)),
+    "slow": ("delay", float),
+    "words": ("words", int),
+    "cut": ("cut_after", int),
+    "drop": ("drop_after", int),
+    "error-after": ("error_after", int),
+    "huge-event": ("huge_event", int),
+    "huge-reply": ("huge_reply", int),
+    "cached": ("cached", int),
+}
+"""Knobs with a number (``name-N``): the ``Behaviour`` field each sets, and its parser."""
+
+
 @dataclass(frozen=True, slots=True)
 class Behaviour:
     """How the engine answers; every field is also a model-name knob (module docstring)."""
 
     fail: int | None = None
+    retry_after: float | None = None
     hang: float = 0.0
+    stall_after: int | None = None
     delay: float = 0.0
     words: int | None = None
     usage: bool = True
@@ -173,28 +194,11 @@ class Behaviour:
         if part in flags:
             return replace(self, **flags[part])
         name, _, arg = part.rpartition("-")
+        numeric = _NUMERIC_KNOBS.get(name)
         try:
-            match name:
-                case "fail":
-                    return replace(self, fail=int(arg))
-                case "hang":
-                    return replace(self, hang=min(float(arg), MAX_HANG))
-                case "slow":
-                    return replace(self, delay=float(arg))
-                case "words":
-                    return replace(self, words=int(arg))
-                case "cut":
-                    return replace(self, cut_after=int(arg))
-                case "drop":
-                    return replace(self, drop_after=int(arg))
-                case "error-after":
-                    return replace(self, error_after=int(arg))
-                case "huge-event":
-                    return replace(self, huge_event=int(arg))
-                case "huge-reply":
-                    return replace(self, huge_reply=int(arg))
-                case "cached":
-                    return replace(self, cached=int(arg))
+            if numeric is not None:
+                field_name, parse = numeric
+                return replace(self, **{field_name: parse(arg)})
         except ValueError:
             pass
         return self._with_hostile_knob(name, arg)
@@ -272,9 +276,11 @@ class FakeEngine(FakeServer):
             kind_of_error = "invalid_request_error" if behaviour.fail < 500 else "server_error"
             message = f"Fake engine failure (status {behaviour.fail})."
             if behaviour.leak:
-                spilled = leaked(request, message, None, behaviour.spelling)
-                return json_reply(behaviour.fail, spilled)
-            return _error(behaviour.fail, message, kind_of_error, None)
+                return json_reply(behaviour.fail, leaked(request, message, None))
+            refused = _error(behaviour.fail, message, kind_of_error, None)
+            if behaviour.retry_after is not None:
+                refused.headers["retry-after"] = f"{behaviour.retry_after:g}"
+            return refused
         stream = bool(body.get("stream"))
         try:
             return await self._serve(request, kind, body, behaviour, stream)
@@ -389,6 +395,8 @@ async def _send(
             )
             await send(sse_data(error))
             break
+        if index == behaviour.stall_after:
+            await asyncio.sleep(MAX_HANG)
         if behaviour.delay:
             await asyncio.sleep(behaviour.delay)
         if index == DEEP_CHUNK and behaviour.deep is not None:

@@ -82,7 +82,7 @@ async def usage_csv(request: web.Request) -> web.Response:
 
 async def channels_page(request: web.Request) -> web.Response:
     svc = request.config_dict[SERVICES]
-    views = channels(svc.settings.channels, svc.meter.health)
+    views = channels(svc.settings.channels, svc.meter.health, svc.breakers)
     rows = [(view, health_state(view.health)) for view in views]
     return page(request, "channels.html", {"rows": rows})
 

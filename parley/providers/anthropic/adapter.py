@@ -105,7 +105,9 @@ class AnthropicAdapter:
             response = await _post(self._http, target, path, payload, beta)
             raw = await response.read(self._bounds.max_reply_bytes)
             if response.status >= 300:
-                raise refusal(target.channel, response.status, raw, target.api_key)
+                raise refusal(
+                    target.channel, response.status, raw, target.api_key, response.headers
+                )
             reply = upstream_json.loads(raw)
         if not isinstance(reply, dict):
             raise UpstreamError(
@@ -170,7 +172,8 @@ async def _check_stream_start(reply: Reply, target: Target, limit: int) -> None:
     """Raise if the upstream refused, or answered without streaming."""
     channel = target.channel
     if reply.status >= 300:
-        raise refusal(channel, reply.status, await reply.read(limit), target.api_key)
+        raw = await reply.read(limit)
+        raise refusal(channel, reply.status, raw, target.api_key, reply.headers)
     if reply.content_type == "text/event-stream":
         return
     body = upstream_json.loads(await reply.read(limit))

@@ -97,21 +97,26 @@ class OpenAIAdapter:
             response = await _post(self._http, target, path, plain_body(body, target.model))
             raw = await response.read(self._bounds.max_reply_bytes)
             if response.status >= 300:
-                raise refusal(target.channel, response.status, raw, target.api_key)
+                raise refusal(
+                    target.channel, response.status, raw, target.api_key, response.headers
+                )
             reply = upstream_json.loads(raw)
         if not isinstance(reply, dict):
             raise _malformed(target.channel)
         return reply
 
 
-def _post(http: HttpClient, target: Target, path: str, payload: JSON) -> Awaitable[Reply]:
+def _post(
+    http: HttpClient, target: Target, path: str, payload: JSON, *, stream: bool = False
+) -> Awaitable[Reply]:
     """The client's coroutine that sends the request: returned for the caller to await,
-    with no coroutine of this function's on the way."""
+    with no coroutine of this function's on the way. A stream's reads may each take the
+    channel's idle timeout; a whole reply's, its read timeout."""
     return http.send(
         _request(target.base_url, path, target.api_key),
         orjson.dumps(payload),
         connect_timeout=target.connect_timeout,
-        read_timeout=target.read_timeout,
+        read_timeout=target.stream_timeout if stream else target.read_timeout,
     )
 
 
@@ -146,7 +151,8 @@ async def _check_stream_start(response: Reply, target: Target, limit: int) -> No
     """Raise if the upstream refused, or answered without streaming."""
     channel = target.channel
     if response.status >= 300:
-        raise refusal(channel, response.status, await response.read(limit), target.api_key)
+        raw = await response.read(limit)
+        raise refusal(channel, response.status, raw, target.api_key, response.headers)
     if response.content_type == "text/event-stream":
         return
     reply = upstream_json.loads(await response.read(limit))
@@ -185,7 +191,7 @@ class _Stream:
         target, bounds = self._target, self._bounds
         with upstream_errors(target.channel):
             payload = stream_body(self._body, target.model)
-            reply = self._reply = await _post(self._http, target, self._path, payload)
+            reply = self._reply = await _post(self._http, target, self._path, payload, stream=True)
         try:
             with upstream_errors(target.channel):
                 await _check_stream_start(reply, target, bounds.max_reply_bytes)

@@ -9,7 +9,9 @@ when they are plain names (LangChain, for one, acts on ``context_length_exceeded
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -27,12 +29,24 @@ def is_retryable(status: int) -> bool:
     return status >= 500 or status < 400 or status in _CHANNEL_FAULTS
 
 
-def refusal(channel: str, status: int, raw: bytes, secret: str | None) -> UpstreamRefused:
-    """The error for an HTTP answer with ``status`` (3xx, 4xx or 5xx) and body ``raw``;
-    ``secret`` is the channel's key, never relayed."""
+def refusal(
+    channel: str,
+    status: int,
+    raw: bytes,
+    secret: str | None,
+    headers: Mapping[bytes, bytes] | None = None,
+) -> UpstreamRefused:
+    """The error for an HTTP answer with ``status`` (3xx, 4xx or 5xx), body ``raw`` and
+    ``headers`` (whose ``retry-after`` it keeps); ``secret`` is the channel's key, never
+    relayed."""
     if is_retryable(status):
         message = f"The upstream channel `{channel}` failed (status {status})."
-        return UpstreamRefused(message, upstream_status=status, retryable=True)
+        return UpstreamRefused(
+            message,
+            upstream_status=status,
+            retryable=True,
+            retry_after=retry_after(headers) if headers is not None else None,
+        )
     fallback = f"The upstream rejected the request (status {status})."
     return UpstreamRefused(
         fallback,
@@ -40,6 +54,22 @@ def refusal(channel: str, status: int, raw: bytes, secret: str | None) -> Upstre
         retryable=False,
         relayed=relayed(_parse(raw), fallback, secret),
     )
+
+
+def retry_after(headers: Mapping[bytes, bytes]) -> float | None:
+    """An upstream's ``retry-after-ms`` or ``retry-after`` (seconds; an HTTP date is
+    ignored), when it is a sane number."""
+    for name, scale in ((b"retry-after-ms", 1000.0), (b"retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            seconds = float(value.decode("latin-1").strip()) / scale
+        except ValueError:
+            continue
+        if math.isfinite(seconds) and seconds > 0:
+            return seconds
+    return None
 
 
 def stream_failure(channel: str, envelope: dict[str, Any], secret: str | None) -> UpstreamRefused:

@@ -1,0 +1,341 @@
+"""Circuit breakers: a channel that keeps failing is skipped until it has had time to heal.
+
+There is one breaker per channel (opened by failures that are the channel's as a whole:
+it cannot be reached, or refuses its own credentials) and one per channel x upstream
+model (opened by 5xx, 429 and timeouts, so an upstream that fails one model keeps
+serving the others). A breaker opens after ``failures`` failures in a row, or when the
+share of failures over its last ``window`` calls passes ``error_rate``. While open, its
+routes are skipped; once its cool-down is over, one call is let through first as a
+probe, and that call's outcome closes or reopens it. A caller's own 4xx is never a
+failure. When every route of a call is open, the one that failed least recently is
+tried anyway: a breaker never refuses a call by itself.
+
+State is kept per process in plain objects, read and changed synchronously on the hot
+path (no I/O, nothing allocated once a breaker exists). Each transition is told to the
+``transitions`` listeners: the log, the metrics and, when Redis is configured, the
+shared store (``parley.pipeline.shared_breakers``), which applies other instances'
+transitions here through ``apply``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+
+from parley.errors import UpstreamError, UpstreamTimeout
+from parley.pipeline.route import Route
+from parley.providers.base import UpstreamRefused, UpstreamUnreachable
+from parley.settings import BreakerOptions, ChannelSettings
+
+log = logging.getLogger("parley.breaker")
+
+_CHANNEL_FAULTS = frozenset({401, 403})
+"""Refusals of the channel's own credentials: the whole channel is at fault."""
+
+
+class State(IntEnum):
+    """A breaker's state; the value is the ``parley_channel_state`` gauge's."""
+
+    CLOSED = 0
+    OPEN = 1
+    HALF_OPEN = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """A breaker that changed state: ``key`` is ``channel`` or ``channel:model``."""
+
+    key: str
+    channel: str
+    model: str
+    state: State
+    until: float
+    """Wall-clock end of the cool-down (0 unless open)."""
+    error: str
+    remote: bool = False
+    """Applied from another instance (not to be shared again)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BreakerView:
+    """One breaker as the admin surface shows it."""
+
+    key: str
+    model: str
+    state: State
+    calls: int
+    errors: int
+    error_rate: float
+    failures_in_a_row: int
+    last_error: str
+    last_failure_at: float | None
+    next_probe_at: float | None
+
+
+class Breaker:
+    """One breaker's state and its recent outcomes (a ring of ``window`` booleans)."""
+
+    __slots__ = (
+        "_count",
+        "_errors",
+        "_index",
+        "_outcomes",
+        "channel",
+        "consecutive",
+        "key",
+        "last_error",
+        "last_failure_at",
+        "model",
+        "options",
+        "probe_lease",
+        "probe_until",
+        "state",
+        "until",
+    )
+
+    def __init__(
+        self, key: str, channel: str, model: str, options: BreakerOptions, probe_lease: float
+    ) -> None:
+        self.key, self.channel, self.model = key, channel, model
+        self.options = options
+        self.probe_lease = probe_lease
+        self.state = State.CLOSED
+        self.until = 0.0
+        self.probe_until = 0.0
+        self.consecutive = 0
+        self.last_error = ""
+        self.last_failure_at = 0.0
+        self._outcomes = bytearray(options.window)
+        self._index = 0
+        self._count = 0
+        self._errors = 0
+
+    def record(self, failed: bool) -> None:
+        at, window = self._index, len(self._outcomes)
+        if self._count == window:
+            self._errors -= self._outcomes[at]
+        else:
+            self._count += 1
+        self._outcomes[at] = failed
+        self._errors += failed
+        self._index = (at + 1) % window
+
+    def over_rate(self) -> bool:
+        options = self.options
+        return self._count >= options.min_calls and (
+            self._errors >= options.error_rate * self._count
+        )
+
+    @property
+    def troubled(self) -> bool:
+        """Failures in its window, or not closed: successes then count."""
+        return bool(self._errors) or self.state != State.CLOSED
+
+    def due(self, now: float) -> bool:
+        """Closed, or open past its cool-down with no probe in flight."""
+        return self.state == State.CLOSED or (now >= self.until and now >= self.probe_until)
+
+    def view(self) -> BreakerView:
+        return BreakerView(
+            key=self.key,
+            model=self.model,
+            state=self.state,
+            calls=self._count,
+            errors=self._errors,
+            error_rate=self._errors / self._count if self._count else 0.0,
+            failures_in_a_row=self.consecutive,
+            last_error=self.last_error,
+            last_failure_at=self.last_failure_at or None,
+            next_probe_at=max(self.until, self.probe_until) if self.state else None,
+        )
+
+
+Listener = Callable[[Transition], None]
+
+
+class Breakers:
+    """Every channel's breakers, and the order in which a call may try its routes."""
+
+    def __init__(
+        self, channels: Iterable[ChannelSettings], clock: Callable[[], float] = time.time
+    ) -> None:
+        self._clock = clock
+        self._breakers: dict[str, Breaker] = {}
+        self._not_closed = 0
+        self._failed_once = False
+        self.transitions: list[Listener] = []
+        for channel in channels:
+            if not channel.breaker.enabled:
+                continue
+            lease = channel.timeouts.connect + channel.timeouts.first_token
+            self._add(channel.name, channel.name, "", channel.breaker, lease)
+            for served in channel.models:
+                upstream = served.upstream or served.name
+                key = model_key(channel.name, upstream)
+                if key not in self._breakers:
+                    self._add(key, channel.name, upstream, channel.breaker, lease)
+
+    def _add(
+        self, key: str, channel: str, model: str, options: BreakerOptions, lease: float
+    ) -> None:
+        self._breakers[key] = Breaker(key, channel, model, options, lease)
+
+    def arrange(self, routes: Sequence[Route]) -> Sequence[Route]:
+        """The routes a call may try now, those due a probe first; empty when every one
+        is open (see ``least_recently_failed``)."""
+        if not self._not_closed:
+            return routes
+        now = self._clock()
+        probes: list[Route] = []
+        closed: list[Route] = []
+        for route in routes:
+            channel = self._breakers.get(route.target.channel)
+            model = self._breakers.get(route.breaker_key)
+            shut = [b for b in (channel, model) if b is not None and b.state != State.CLOSED]
+            if not shut:
+                closed.append(route)
+            elif all(breaker.due(now) for breaker in shut):
+                for breaker in shut:
+                    self._probe(breaker, now)
+                probes.append(route)
+        return probes + closed
+
+    def _probe(self, breaker: Breaker, now: float) -> None:
+        """Let one call through ``breaker``: half-open until that call's outcome, or
+        until its lease ends (a probe whose caller left says nothing)."""
+        if breaker.state == State.OPEN:
+            self._move(breaker, State.HALF_OPEN, breaker.until, breaker.last_error)
+        breaker.probe_until = now + breaker.probe_lease
+
+    def least_recently_failed(self, routes: Sequence[Route]) -> Route:
+        """The route whose breakers failed longest ago: tried when all are open."""
+
+        def last_failure(route: Route) -> float:
+            found = (self._breakers.get(k) for k in (route.target.channel, route.breaker_key))
+            return max((b.last_failure_at for b in found if b is not None), default=0.0)
+
+        return min(routes, key=last_failure)
+
+    def succeeded(self, route: Route) -> None:
+        """An attempt on ``route`` answered: resets both its breakers' runs of failures.
+
+        A breaker's window starts at its first failure: until then a success changes
+        nothing (and costs nothing), so the error rate is taken over the calls since."""
+        if not self._failed_once:
+            return
+        for key in (route.target.channel, route.breaker_key):
+            breaker = self._breakers.get(key)
+            if breaker is None or not breaker.troubled:
+                continue
+            breaker.record(False)
+            breaker.consecutive = 0
+            if breaker.state != State.CLOSED:
+                self._move(breaker, State.CLOSED, 0.0, "")
+
+    def failed(self, route: Route, error: UpstreamError) -> None:
+        """An attempt on ``route`` failed with ``error``: counted against the channel's
+        breaker or its model's (or neither, for the caller's own 4xx)."""
+        key = _blamed(route, error)
+        breaker = self._breakers.get(key) if key is not None else None
+        if breaker is None:
+            return
+        now = self._clock()
+        self._failed_once = True
+        breaker.record(True)
+        breaker.consecutive += 1
+        breaker.last_error = error.message
+        breaker.last_failure_at = now
+        if breaker.state == State.OPEN:
+            return  # a call that was under way when it opened, or tried with all shut
+        options = breaker.options
+        probe_failed = breaker.state == State.HALF_OPEN
+        if probe_failed or breaker.consecutive >= options.failures or breaker.over_rate():
+            self._move(breaker, State.OPEN, now + _cooldown(options, error), error.message)
+
+    def apply(self, key: str, state: State, until: float, error: str) -> None:
+        """Another instance's transition of breaker ``key``: an opening still cooling
+        down and not already known here, or a closing."""
+        breaker = self._breakers.get(key)
+        if breaker is None:
+            return
+        if state == State.OPEN:
+            if until <= self._clock() or (breaker.state != State.CLOSED and until <= breaker.until):
+                return
+            breaker.last_error = error
+            breaker.last_failure_at = max(breaker.last_failure_at, self._clock())
+        elif state != State.CLOSED or breaker.state == State.CLOSED:
+            return
+        self._move(breaker, state, until, error, remote=True)
+
+    def views(self, channel: str) -> list[BreakerView]:
+        """``channel``'s breakers: its own first, then its models'."""
+        return [b.view() for b in self._breakers.values() if b.channel == channel]
+
+    def states(self) -> list[tuple[str, str, State]]:
+        """(channel, model, state) of every breaker, for the metrics."""
+        return [(b.channel, b.model, b.state) for b in self._breakers.values()]
+
+    def _move(
+        self, breaker: Breaker, state: State, until: float, error: str, *, remote: bool = False
+    ) -> None:
+        before = breaker.state
+        if before == State.CLOSED and state != State.CLOSED:
+            self._not_closed += 1
+        elif before != State.CLOSED and state == State.CLOSED:
+            self._not_closed -= 1
+        breaker.state, breaker.until = state, until
+        breaker.probe_until = 0.0
+        if state == State.CLOSED:
+            breaker.consecutive = 0
+        change = Transition(
+            breaker.key, breaker.channel, breaker.model, state, until, error, remote
+        )
+        _log_transition(before, change, self._clock())
+        for listener in self.transitions:
+            listener(change)
+
+
+def model_key(channel: str, upstream_model: str) -> str:
+    """The key of a channel x model breaker."""
+    return f"{channel}:{upstream_model}"
+
+
+def _blamed(route: Route, error: UpstreamError) -> str | None:
+    """Which breaker ``error`` counts against: the channel's, its model's, or none."""
+    if isinstance(error, UpstreamRefused):
+        if error.upstream_status in _CHANNEL_FAULTS:
+            return route.target.channel
+        return route.breaker_key if error.retryable else None
+    if isinstance(error, UpstreamTimeout):
+        return route.breaker_key
+    if isinstance(error, UpstreamUnreachable):
+        return route.target.channel
+    return route.breaker_key
+
+
+def _cooldown(options: BreakerOptions, error: UpstreamError) -> float:
+    retry_after = error.retry_after if isinstance(error, UpstreamRefused) else None
+    if retry_after is None or retry_after <= 0:
+        return options.cooldown_seconds
+    return min(retry_after, options.max_cooldown_seconds)
+
+
+def _log_transition(before: State, change: Transition, now: float) -> None:
+    where = change.key
+    source = " (from another instance)" if change.remote else ""
+    if change.state == State.OPEN:
+        log.warning(
+            "breaker %s: %s -> open for %.1fs%s: %s",
+            where,
+            before.name.lower(),
+            max(0.0, change.until - now),
+            source,
+            change.error,
+        )
+    else:
+        log.info(
+            "breaker %s: %s -> %s%s", where, before.name.lower(), change.state.name.lower(), source
+        )
