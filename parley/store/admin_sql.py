@@ -1,6 +1,6 @@
 """What the admin surface reads and writes beyond groups and keys, as queries on one
 open connection: enabling and disabling groups, the operator's usage across groups,
-errors per day, keys' last use, and the audit log. ``SqlStore`` delegates here.
+failures per day, keys' last use, and the audit log. ``SqlStore`` delegates here.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from parley.domain.audit import AuditEntry
 from parley.domain.groups import Group
+from parley.domain.requests import StatusCounts
 from parley.domain.usage import GroupDailyUsage
 from parley.store.keys_sql import group
 from parley.store.schema import (
@@ -26,9 +27,9 @@ from parley.store.schema import (
     usage_records,
 )
 
-ERROR_STATUS = 500
-"""A call whose status is at least this counts as an error on the overview (the
-gateway's or an upstream's failure; 4xx are the caller's own mistakes)."""
+FAILED_STATUS = 400
+"""A call or refusal whose status is at least this counts on the overview: 4xx (the
+caller's own mistakes, 429 apart) and 5xx (the gateway's or an upstream's failure)."""
 
 
 def set_group_disabled(
@@ -73,17 +74,20 @@ def _utc_day(conn: Connection, column: ColumnElement[datetime]) -> ColumnElement
     return func.date(column, type_=String)
 
 
-def errors_by_day(conn: Connection, since: datetime) -> dict[date, int]:
-    """Calls that failed (status >= 500) per UTC day, from the raw records since ``since``."""
+def failures_by_day(conn: Connection, since: datetime) -> dict[date, StatusCounts]:
+    """Failed calls and refusals per UTC day and kind, from the raw records since ``since``."""
     records = usage_records.c
     day = _utc_day(conn, records.created_at).label("day")
     query = (
-        select(day, func.count())
-        .where(records.created_at >= since, records.status >= ERROR_STATUS)
-        .group_by(day)
+        select(day, records.status, func.count())
+        .where(records.created_at >= since, records.status >= FAILED_STATUS)
+        .group_by(day, records.status)
     )
-    result = conn.execute(query)
-    return {_as_date(found): int(count) for found, count in result}
+    found: dict[date, list[int]] = {}
+    for raw, status, count in conn.execute(query):
+        counts = found.setdefault(_as_date(raw), [0, 0, 0])
+        counts[1 if status == 429 else 2 if status >= 500 else 0] += count
+    return {at: StatusCounts(*counts) for at, counts in found.items()}
 
 
 def _as_date(value: date | str) -> date:

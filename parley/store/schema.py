@@ -26,6 +26,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
+from sqlalchemy.sql.expression import true
 from sqlalchemy.types import TypeDecorator
 
 metadata = MetaData()
@@ -109,6 +110,11 @@ usage_records = Table(
     Column("audio_ms", BigInteger, nullable=False),
     Column("cost_nanos", BigInteger, nullable=False),
     Column("estimated", Boolean, nullable=False),
+    # the request log's own columns (docs/admin-api.md, Request log)
+    Column("model_requested", String(200), nullable=False, server_default=""),
+    Column("error_code", String(100)),
+    Column("first_byte_ms", Integer),
+    Column("admitted", Boolean, nullable=False, server_default=true()),
     Index("ix_usage_records_created_at", "created_at"),
     Index("ix_usage_records_group_id_created_at", "group_id", "created_at"),
 )

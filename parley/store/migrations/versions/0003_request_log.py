@@ -1,0 +1,37 @@
+"""The request log: what a usage record adds for it (the model the caller asked for, the
+error code, the time to the first byte) and refusals (``admitted`` false).
+
+Revision ID: 0003
+Revises: 0002
+Create Date: 2026-11-25
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0003"
+down_revision: str | None = "0002"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("usage_records") as batch:
+        batch.add_column(
+            sa.Column("model_requested", sa.String(200), nullable=False, server_default="")
+        )
+        batch.add_column(sa.Column("error_code", sa.String(100)))
+        batch.add_column(sa.Column("first_byte_ms", sa.Integer))
+        batch.add_column(
+            sa.Column("admitted", sa.Boolean, nullable=False, server_default=sa.true())
+        )
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("usage_records") as batch:
+        for name in ("admitted", "first_byte_ms", "error_code", "model_requested"):
+            batch.drop_column(name)
