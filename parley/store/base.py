@@ -122,7 +122,8 @@ class Store(Protocol):
         """Cost in nano-dollars per group id, summed from the rollups for days >= ``day``."""
 
     async def count_usage(self, group_id: int | None = None) -> int:
-        """How many raw usage records are kept (for operators and tests)."""
+        """How many raw usage records of admitted calls are kept (refusals, which are
+        request-log lines only, are not counted)."""
 
     async def prune_usage(self, before: datetime) -> int:
         """Delete raw records created before ``before``; rollups are kept. Returns the count."""

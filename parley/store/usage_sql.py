@@ -65,7 +65,7 @@ def spend_since(conn: Connection, day: date) -> dict[int, int]:
 
 
 def count_usage(conn: Connection, group_id: int | None) -> int:
-    query = select(func.count()).select_from(usage_records)
+    query = select(func.count()).select_from(usage_records).where(usage_records.c.admitted)
     if group_id is not None:
         query = query.where(usage_records.c.group_id == group_id)
     return int(conn.execute(query).scalar_one())

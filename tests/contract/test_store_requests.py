@@ -69,7 +69,7 @@ async def test_refusals_are_logged_but_never_counted_as_usage(store: SqlStore) -
     assert [(row.model, row.requests, row.cost_nanos) for row in rollups] == [
         ("chat-large", 1, 700)
     ]
-    assert await store.count_usage(team) == 3
+    assert await store.count_usage(team) == 1  # usage: the admitted call alone
 
 
 async def test_lines_come_newest_first_with_their_key_and_group(store: SqlStore) -> None:  # noqa: F811
