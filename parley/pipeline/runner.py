@@ -166,12 +166,10 @@ async def _admitted(request: web.Request, job: Job) -> tuple[Services, Call]:
         admission = await admit(
             svc.limiter, svc.meter.ledger, caller, job.reservation(model, caller)
         )
-    except (RateLimited, QuotaExceeded) as refusal:
-        svc.watchers.tell_refusal(caller, refusal)
+    except ParleyError as refusal:
         request[REFUSED_MODEL] = (job.model, resolved)
-        raise
-    except ParleyError:
-        request[REFUSED_MODEL] = (job.model, resolved)
+        if isinstance(refusal, RateLimited | QuotaExceeded):
+            svc.watchers.tell_refusal(caller, refusal)
         raise
     request[ADMITTED] = True  # logged by Metered from here on, not as a refusal
     call = Call(svc.request_ids.new(), operation.path, caller, model, admission)

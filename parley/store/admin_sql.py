@@ -9,7 +9,7 @@ import json
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Date, String, cast, func, select
+from sqlalchemy import Connection, Date, Select, String, cast, func, select, text
 from sqlalchemy.sql.elements import ColumnElement
 
 from parley.domain.audit import AuditEntry
@@ -18,6 +18,7 @@ from parley.domain.requests import StatusCounts
 from parley.domain.usage import GroupDailyUsage
 from parley.store.keys_sql import group
 from parley.store.schema import (
+    FAILED_ONLY,
     ROLLUP_TOTALS,
     api_keys,
     as_utc,
@@ -26,10 +27,6 @@ from parley.store.schema import (
     usage_daily,
     usage_records,
 )
-
-FAILED_STATUS = 400
-"""A call or refusal whose status is at least this counts on the overview: 4xx (the
-caller's own mistakes, 429 apart) and 5xx (the gateway's or an upstream's failure)."""
 
 
 def set_group_disabled(
@@ -75,19 +72,25 @@ def _utc_day(conn: Connection, column: ColumnElement[datetime]) -> ColumnElement
 
 
 def failures_by_day(conn: Connection, since: datetime) -> dict[date, StatusCounts]:
-    """Failed calls and refusals per UTC day and kind, from the raw records since ``since``."""
-    records = usage_records.c
-    day = _utc_day(conn, records.created_at).label("day")
-    query = (
-        select(day, records.status, func.count())
-        .where(records.created_at >= since, records.status >= FAILED_STATUS)
-        .group_by(day, records.status)
-    )
+    """Failed calls and refusals (status 400 or more: 4xx but 429, 429, 5xx) per UTC day,
+    from the raw records since ``since``."""
     found: dict[date, list[int]] = {}
-    for raw, status, count in conn.execute(query):
+    for raw, status, count in conn.execute(failures_by_day_query(conn, since)):
         counts = found.setdefault(_as_date(raw), [0, 0, 0])
         counts[1 if status == 429 else 2 if status >= 500 else 0] += count
     return {at: StatusCounts(*counts) for at, counts in found.items()}
+
+
+def failures_by_day_query(conn: Connection, since: datetime) -> Select[Any]:
+    """Counts per day and status, read through the partial index of failures (its
+    condition in its own words, as SQLite needs to use it)."""
+    records = usage_records.c
+    day = _utc_day(conn, records.created_at).label("day")
+    return (
+        select(day, records.status, func.count())
+        .where(records.created_at >= since, text(f"usage_records.{FAILED_ONLY}"))
+        .group_by(day, records.status)
+    )
 
 
 def _as_date(value: date | str) -> date:

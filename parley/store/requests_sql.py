@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, Select, and_, or_, select
+from sqlalchemy import Connection, Select, and_, or_, select, text
 
 from parley.domain.requests import LoggedRequest, RequestQuery
 from parley.domain.usage import UsageRecord
-from parley.store.schema import api_keys, as_utc, groups, usage_records
+from parley.store.schema import FAILED_ONLY, api_keys, as_utc, groups, usage_records
+
+FAILED_STATUS = 400
 
 _RECORD_COLUMNS = tuple(column.name for column in usage_records.columns)
 
@@ -58,7 +60,11 @@ def _select(query: RequestQuery) -> Select[Any]:
             or_(records.model == query.model, records.model_requested == query.model)
         )
     if query.status is not None:
-        statement = statement.where(records.status.between(query.status.low, query.status.high))
+        low, high = query.status.low, query.status.high
+        within = records.status == low if low == high else records.status.between(low, high)
+        statement = statement.where(within)
+        if low >= FAILED_STATUS:  # the partial index's own words, so SQLite uses it
+            statement = statement.where(text(f"usage_records.{FAILED_ONLY}"))
     if query.after is not None:
         at, request_id = query.after
         statement = statement.where(

@@ -6,10 +6,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, text
 
 from parley.domain.requests import RequestQuery, StatusFilter
 from parley.domain.usage import UsageRecord
-from parley.store.sql import SqlStore
+from parley.store import admin_sql, requests_sql
+from parley.store.sql import SqlStore, open_store
 from tests.contract.test_store import digest_of, store, store_target  # noqa: F401
 from tests.records import usage_record
 
@@ -123,3 +128,32 @@ async def test_cursor_pages_cover_every_line_once(store: SqlStore) -> None:  # n
             break
         after = (page[-1].record.created_at, page[-1].record.request_id)
     assert seen == ["c2", "r2", "t2", "t1", "t0", "r1", "c1"]
+
+
+async def test_sqlite_reads_failures_through_their_partial_index(tmp_path: Path) -> None:
+    """SQLite uses a partial index only when the query repeats its condition word for
+    word; a failure filter and the overview's count do, so neither scans the successes."""
+    sqlite = await open_store(f"sqlite:///{tmp_path / 'parley.db'}")
+    await sqlite.migrate()
+    since = datetime(2024, 1, 1, tzinfo=UTC)
+
+    def plans(conn: Connection) -> list[str]:
+        statements = [
+            requests_sql._select(RequestQuery(status=StatusFilter(404, 404))),
+            requests_sql._select(RequestQuery(status=StatusFilter(400, 499))),
+            admin_sql.failures_by_day_query(conn, since),
+        ]
+        return [
+            repr(conn.execute(text(f"EXPLAIN QUERY PLAN {_inlined(conn, s)}")).all())
+            for s in statements
+        ]
+
+    try:
+        for plan in await sqlite.database.read(plans):
+            assert "ix_usage_records_failed_status_created_at" in plan, plan
+    finally:
+        await sqlite.close()
+
+
+def _inlined(conn: Connection, statement: Any) -> str:
+    return str(statement.compile(conn, compile_kwargs={"literal_binds": True}))

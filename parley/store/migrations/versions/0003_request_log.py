@@ -1,5 +1,6 @@
 """The request log: what a usage record adds for it (the model the caller asked for, the
-error code, the time to the first byte) and refusals (``admitted`` false).
+error code, the time to the first byte) and refusals (``admitted`` false), with a partial
+index on the failed calls' and refusals' status and time.
 
 Revision ID: 0003
 Revises: 0002
@@ -18,6 +19,9 @@ down_revision: str | None = "0002"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
+FAILED_ONLY = "status >= 400"
+"""The partial index's condition, as ``store/schema.py`` names it."""
+
 
 def upgrade() -> None:
     with op.batch_alter_table("usage_records") as batch:
@@ -29,9 +33,17 @@ def upgrade() -> None:
         batch.add_column(
             sa.Column("admitted", sa.Boolean, nullable=False, server_default=sa.true())
         )
+    op.create_index(
+        "ix_usage_records_failed_status_created_at",
+        "usage_records",
+        ["status", "created_at"],
+        sqlite_where=sa.text(FAILED_ONLY),
+        postgresql_where=sa.text(FAILED_ONLY),
+    )
 
 
 def downgrade() -> None:
+    op.drop_index("ix_usage_records_failed_status_created_at", "usage_records")
     with op.batch_alter_table("usage_records") as batch:
         for name in ("admitted", "first_byte_ms", "error_code", "model_requested"):
             batch.drop_column(name)
