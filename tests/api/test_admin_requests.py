@@ -4,12 +4,17 @@ holds what the caller sent, and the overview counts 4xx and 429 apart from 5xx."
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
+
+import asyncpg
+import pytest
 
 from parley.edge.request_log import storable
 from tests.api.admin_client import ADMIN, admin_gateway, browser_session, call, login
 from tests.api.harness import Gateway
 from tests.api.harness import call as call_as
+from tests.contract.test_store import POSTGRES_URL, postgres_execute
 from tests.upstreams.openai_compatible import Behaviour, FakeEngine
 
 SECRET_PROMPT = "the-prompt-no-log-may-hold-7f3a"
@@ -201,3 +206,36 @@ async def test_the_dashboard_lists_filters_and_exports(start_gateway: Any) -> No
             assert bad.status == 200 and "&#39;status&#39; must be" in await bad.text()
         async with session.get(f"{gateway.base_url}/admin/") as overview:
             assert 'data-stat="client-errors-today">1<' in await overview.text()
+
+
+async def test_a_disabled_group_a_stream_and_odd_text_on_postgres(start_gateway: Any) -> None:
+    """On PostgreSQL, which refuses a NUL that SQLite stores: a stream's time to its first
+    byte, a cleaned model name, and a disabled group's 403 under its key."""
+    database = f"reqlog_{secrets.token_hex(6)}"
+    try:
+        await postgres_execute(f'CREATE DATABASE "{database}"')
+    except (OSError, asyncpg.PostgresError) as error:
+        pytest.skip(f"no PostgreSQL at {POSTGRES_URL} ({error})")
+    url = POSTGRES_URL.rsplit("/", 1)[0] + f"/{database}"
+
+    def on_postgres(config: dict[str, Any]) -> None:
+        config["admin"] = {"token": ADMIN}
+        config["database"] = {"url": url}
+
+    gateway = await start_gateway(on_postgres)
+    try:
+        await call(gateway, "POST", "/admin/groups", body={"name": "team"})
+        key, made = await new_key(gateway, "team")
+        assert await v1(gateway, key, {**chat(), "stream": True}) == 200
+        assert await v1(gateway, key, chat("a\x00b")) == 404
+        await call(gateway, "POST", "/admin/groups/team/disable")
+        assert await v1(gateway, key, chat()) == 403
+        disabled, unknown, streamed = await lines(gateway)
+        assert (disabled["status"], disabled["error_code"]) == (403, "group_disabled")
+        assert disabled["key"]["id"] == made["id"] and disabled["admitted"] is False
+        assert (unknown["status"], unknown["model_requested"]) == (404, "ab")
+        assert streamed["status"] == 200 and streamed["first_byte_ms"] is not None
+        assert streamed["first_byte_ms"] <= streamed["latency_ms"]
+    finally:
+        await gateway.stop()
+        await postgres_execute(f'DROP DATABASE "{database}" WITH (FORCE)')
