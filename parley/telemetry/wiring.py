@@ -103,7 +103,8 @@ async def _sample_forever(metrics: GatewayMetrics, svc: Services) -> None:
 
 
 def _sample(metrics: GatewayMetrics, svc: Services) -> None:
-    metrics.sample(svc.meter.writer.backlog, svc.directory.loaded_at)
+    writer = svc.meter.writer
+    metrics.sample(writer.backlog, svc.directory.loaded_at, writer.refusals_dropped)
 
 
 def _scrape_handler(token: str | None) -> Callable[[web.Request], Awaitable[web.Response]]:
