@@ -17,6 +17,7 @@ hook notes the reply that began and gives it its ``x-request-id``.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
@@ -29,6 +30,7 @@ from parley.api.routes import add_routes
 from parley.edge import bodies as edge_bodies
 from parley.edge.bodies import BODY_SECONDS, PENDING_BODIES, BodyTimeout, start_body_clock
 from parley.edge.deferred import deferred
+from parley.edge.request_log import log_refusal
 from parley.edge.started import end_started_reply, remember_started, started_reply
 from parley.errors import (
     INTERNAL_ERROR_MESSAGE,
@@ -39,7 +41,7 @@ from parley.errors import (
 )
 from parley.limits.headers import rate_limit_headers
 from parley.pipeline.admit import scopes_for
-from parley.pipeline.authenticate import authenticate
+from parley.pipeline.authenticate import Caller, check_usable, identify
 from parley.services import Services
 from parley.settings import Settings
 from parley.store.base import Store, StoreUnavailable
@@ -60,13 +62,19 @@ BAD_BODY_MESSAGE = (
 
 @web.middleware
 async def gateway(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Authentication and limit headers for ``/v1``, body bounds, and the envelope."""
+    """Authentication and limit headers for ``/v1``, body bounds, and the envelope; a
+    refusal of a known key is logged (``parley.edge.request_log``)."""
+    caller: Caller | None = None
+    began = 0.0
     try:
         v1 = request.path.startswith(V1)
         if v1:
+            began = time.monotonic()
             directory = request.app[SERVICES].directory
             authorization = request.headers.get("Authorization") or _api_key(request)
-            request[CALLER] = await authenticate(authorization, directory)
+            caller = await identify(authorization, directory)
+            check_usable(caller)
+            request[CALLER] = caller
         if request.content.is_eof():  # nearly every call: the body came whole with the head
             response = await handler(request)
         else:
@@ -77,25 +85,35 @@ async def gateway(request: web.Request, handler: Handler) -> web.StreamResponse:
             response.headers.update(request[REPLY_HEADERS])
         return response
     except ParleyError as error:
+        log_refusal(request, caller, error, began)
         await _limit_headers_for_refusal(request)
         return await _error_reply(request, error)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        return await _error_reply(request, http_exception_as_error(exc))
-    except StoreUnavailable as error:  # billing, admin: the database is down or broken
-        await _limit_headers_for_refusal(request)
-        log.warning("%s %s: %s", request.method, request.path, error)
+        refused = http_exception_as_error(exc)
+        log_refusal(request, caller, refused, began)
+        return await _error_reply(request, refused)
+    except StoreUnavailable as problem:  # billing, admin: the database is down or broken
         unavailable = ServiceUnavailable(DATABASE_UNAVAILABLE, headers={"retry-after": "1"})
+        log_refusal(request, caller, unavailable, began)
+        await _limit_headers_for_refusal(request)
+        log.warning("%s %s: %s", request.method, request.path, problem)
         return await _error_reply(request, unavailable)
     except BodyTimeout:
-        return await _error_reply(request, RequestTimeout(BODY_TIMEOUT_MESSAGE))
+        timeout = RequestTimeout(BODY_TIMEOUT_MESSAGE)
+        log_refusal(request, caller, timeout, began)
+        return await _error_reply(request, timeout)
     except RequestPayloadError:  # bad chunking or content coding, found while reading
-        return await _error_reply(request, InvalidRequest(BAD_BODY_MESSAGE))
+        bad_body = InvalidRequest(BAD_BODY_MESSAGE)
+        log_refusal(request, caller, bad_body, began)
+        return await _error_reply(request, bad_body)
     except Exception:  # the one boundary where anything unexpected becomes a clean 500
-        began = " after its reply began" if started_reply(request) is not None else ""
-        log.exception("unhandled error on %s %s%s", request.method, request.path, began)
-        return await _error_reply(request, ParleyError(INTERNAL_ERROR_MESSAGE), logged=True)
+        where = " after its reply began" if started_reply(request) is not None else ""
+        log.exception("unhandled error on %s %s%s", request.method, request.path, where)
+        failure = ParleyError(INTERNAL_ERROR_MESSAGE)
+        log_refusal(request, caller, failure, began)
+        return await _error_reply(request, failure, logged=True)
 
 
 async def _error_reply(

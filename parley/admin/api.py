@@ -15,6 +15,13 @@ from aiohttp import web
 from parley.admin.context import admin_service
 from parley.admin.monitor import channels, overview
 from parley.admin.reports import query_from_params
+from parley.admin.request_log import (
+    export_csv,
+    filters_from_params,
+    find_line,
+    line_view,
+    read_page,
+)
 from parley.admin.views import audit_view, clone_view, group_view, key_view
 from parley.api.body import read_json
 from parley.api.context import SERVICES
@@ -173,6 +180,28 @@ async def usage(request: web.Request) -> web.StreamResponse:
     if output != "json":
         raise InvalidRequest("'format' must be json or csv.", param="format")
     return json_reply(report.view())
+
+
+async def list_requests(request: web.Request) -> web.StreamResponse:
+    """The request log: one page of JSON (``cursor`` for the next), or every line as CSV."""
+    service = admin_service(request)
+    filters = filters_from_params(request.query)
+    output = request.query.get("format", "json")
+    if output == "csv":
+        return web.Response(
+            text=await export_csv(service, filters),
+            content_type="text/csv",
+            headers={"Content-Disposition": 'attachment; filename="parley-requests.csv"'},
+        )
+    if output != "json":
+        raise InvalidRequest("'format' must be json or csv.", param="format")
+    page = await read_page(service, filters, request.query.get("cursor") or None)
+    return json_reply(page.view())
+
+
+async def get_request(request: web.Request) -> web.Response:
+    line = await find_line(admin_service(request), request.match_info["request_id"])
+    return json_reply(line_view(line))
 
 
 async def list_voices(request: web.Request) -> web.Response:

@@ -26,6 +26,19 @@ class DayTotals:
     tokens: int = 0
     cost_nanos: int = 0
     errors: int = 0
+    """5xx: the gateway's or an upstream's failures."""
+    client_errors: int = 0
+    """4xx but 429: refusals and the callers' own mistakes."""
+    rate_limited: int = 0
+    """429: refused for rates or budget."""
+
+    def add(self, other: DayTotals) -> None:
+        self.requests += other.requests
+        self.tokens += other.tokens
+        self.cost_nanos += other.cost_nanos
+        self.errors += other.errors
+        self.client_errors += other.client_errors
+        self.rate_limited += other.rate_limited
 
     def view(self) -> dict[str, Any]:
         return {
@@ -34,6 +47,8 @@ class DayTotals:
             "tokens": self.tokens,
             "cost_usd": nanos_to_usd(self.cost_nanos),
             "errors": self.errors,
+            "client_errors": self.client_errors,
+            "rate_limited": self.rate_limited,
         }
 
 
@@ -52,10 +67,7 @@ class Overview:
     def period(self) -> DayTotals:
         total = DayTotals(self.days[0].day)
         for day in self.days:
-            total.requests += day.requests
-            total.tokens += day.tokens
-            total.cost_nanos += day.cost_nanos
-            total.errors += day.errors
+            total.add(day)
         return total
 
     def view(self) -> dict[str, Any]:
@@ -84,9 +96,11 @@ async def overview(store: Store, now: datetime | None = None) -> Overview:
         point.tokens += row.prompt_tokens + row.completion_tokens
         point.cost_nanos += row.cost_nanos
     since = datetime.combine(first, time(), UTC)
-    for day, count in (await store.errors_by_day(since)).items():
+    for day, counts in (await store.failures_by_day(since)).items():
         if day in days:
-            days[day].errors += count
+            days[day].errors += counts.server_errors
+            days[day].client_errors += counts.client_errors
+            days[day].rate_limited += counts.rate_limited
     keys = await store.list_keys()
     active = sum(1 for key in keys if key.usable_at(datetime.now(UTC)))
     return Overview(list(days.values()), len(await store.list_groups()), active)

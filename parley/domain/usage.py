@@ -147,6 +147,17 @@ class UsageRecord:
     """Of ``prompt_tokens``, those read from the upstream's prompt cache."""
     cache_write_tokens: int = 0
     """Of ``prompt_tokens``, those written to it."""
+    model_requested: str = ""
+    """The model name the caller gave (an alias, a retired alias, an unknown name); empty
+    when the request was refused before its model was read."""
+    error_code: str | None = None
+    """The error envelope's ``code`` of a failed or refused call."""
+    first_byte_ms: int | None = None
+    """When the caller's first byte was ready: a stream's first relayed read, a whole
+    reply's answer; None when nothing was sent."""
+    admitted: bool = True
+    """False for a refusal (``pipeline/refusal.py``): a request-log line with no usage,
+    never counted in the rollups."""
 
 
 @dataclass(frozen=True, slots=True)

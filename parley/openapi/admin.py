@@ -82,6 +82,52 @@ SCHEMAS: JSON = {
             "active_keys": {"type": "integer"},
         },
     },
+    "LoggedRequest": {
+        "type": "object",
+        "required": ["object", "request_id", "created_at", "status", "admitted"],
+        "properties": {
+            "object": {"const": "request"},
+            "request_id": {"type": "string"},
+            "created_at": {"type": "string"},
+            "group_id": {"type": "integer"},
+            "group": {"type": ["string", "null"]},
+            "key": {
+                "type": "object",
+                "properties": {
+                    "id": {"type": "integer"},
+                    "name": {"type": ["string", "null"]},
+                    "prefix": {"type": ["string", "null"]},
+                },
+            },
+            "endpoint": {"type": "string"},
+            "dialect": {"type": "string"},
+            "model_requested": {"type": ["string", "null"]},
+            "model": {"type": ["string", "null"]},
+            "channel": {"type": ["string", "null"]},
+            "status": {"type": "integer"},
+            "error_code": {"type": ["string", "null"]},
+            "admitted": {"type": "boolean"},
+            "latency_ms": {"type": "integer"},
+            "first_byte_ms": {"type": ["integer", "null"]},
+            "prompt_tokens": {"type": "integer"},
+            "completion_tokens": {"type": "integer"},
+            "total_tokens": {"type": "integer"},
+            "characters": {"type": "integer"},
+            "audio_seconds": {"type": "number"},
+            "cost_usd": {"type": "number"},
+            "estimated": {"type": "boolean"},
+        },
+    },
+    "RequestLogPage": {
+        "type": "object",
+        "required": ["object", "data", "has_more", "next_cursor"],
+        "properties": {
+            "object": {"const": "list"},
+            "data": {"type": "array", "items": ref("LoggedRequest")},
+            "has_more": {"type": "boolean"},
+            "next_cursor": {"type": ["string", "null"]},
+        },
+    },
     "Channel": {
         "type": "object",
         "required": ["name", "type", "base_url", "has_api_key", "models", "health"],
@@ -247,6 +293,41 @@ PATHS: JSON = {
                 ),
                 query_param("format", {"enum": ["json", "csv"]}),
             ],
+        )
+    },
+    "/admin/requests": {
+        "get": _admin(
+            "requestLog",
+            "Calls with a known key, admitted or refused, newest first (JSON pages or CSV)",
+            {
+                "200": {
+                    "description": "One page of lines, or every matching line as CSV",
+                    "content": {
+                        "application/json": {"schema": ref("RequestLogPage")},
+                        "text/csv": {"schema": {"type": "string"}},
+                    },
+                },
+                "default": ERROR_REPLY,
+            },
+            parameters=[
+                query_param("group", description="One group's name"),
+                query_param("key", description="One key's id"),
+                query_param("model", description="The model that answered or the name asked"),
+                query_param("status", description="A class (2xx, 3xx, 4xx, 5xx) or a code"),
+                query_param("since", description="A date or an ISO 8601 time (included)"),
+                query_param("until", description="A date (included) or an ISO 8601 time"),
+                query_param("limit", {"type": "integer", "minimum": 1, "maximum": 500}),
+                query_param("cursor", description="next_cursor of the previous page"),
+                query_param("format", {"enum": ["json", "csv"]}),
+            ],
+        )
+    },
+    "/admin/requests/{request_id}": {
+        "get": _admin(
+            "getLoggedRequest",
+            "One line of the request log, by its x-request-id",
+            json_reply("The line", ref("LoggedRequest")),
+            parameters=[path_param("request_id")],
         )
     },
     "/admin/overview": {

@@ -27,21 +27,34 @@ class Caller:
 
 
 async def authenticate(authorization: str | None, directory: Directory) -> Caller:
+    caller = await identify(authorization, directory)
+    check_usable(caller)
+    return caller
+
+
+async def identify(authorization: str | None, directory: Directory) -> Caller:
+    """The key and group the header names, usable or not (401 when it names none)."""
     token = _bearer_token(authorization)
     wanted = digest(token)
     record = await directory.find_key(wanted)
     if record is None or not same_digest(record.digest, wanted):
         raise AuthenticationFailed(WRONG)
+    group = directory.group(record.group_id)
+    if group is None:
+        raise AuthenticationFailed(WRONG)
+    return Caller(key=record, group=group)
+
+
+def check_usable(caller: Caller) -> None:
+    """Refuse a revoked or expired key (401) and a disabled group (403). Apart from
+    ``identify`` so that such a refusal still has its key for the request log."""
+    record = caller.key
     if record.revoked_at is not None:
         raise AuthenticationFailed(REVOKED)
     if not record.usable_at(datetime.now(UTC)):
         raise AuthenticationFailed(EXPIRED)
-    group = directory.group(record.group_id)
-    if group is None:
-        raise AuthenticationFailed(WRONG)
-    if group.disabled_at is not None:
+    if caller.group.disabled_at is not None:
         raise PermissionDenied(DISABLED, code="group_disabled")
-    return Caller(key=record, group=group)
 
 
 def _bearer_token(authorization: str | None) -> str:

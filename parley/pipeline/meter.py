@@ -18,13 +18,31 @@ from datetime import UTC, datetime
 from typing import Any
 
 from parley.domain.usage import Usage, UsageRecord
+from parley.domain.value import value
 from parley.limits.base import Budget, Limiter, Scope
+from parley.pipeline.authenticate import Caller
 from parley.pipeline.budget import SpendLedger
 from parley.pipeline.call import Call
 from parley.pipeline.health import ChannelHealth
 from parley.pipeline.writer import UsageWriter
 
 log = logging.getLogger("parley.meter")
+
+
+@value
+class Refusal:
+    """A request refused after its key was known and before it was admitted."""
+
+    caller: Caller
+    request_id: str
+    endpoint: str
+    status: int
+    error_code: str | None
+    began: float
+    """``time.monotonic()`` when the request reached the gateway."""
+    model: str = ""
+    """The model the name resolved to, when it did."""
+    model_requested: str = ""
 
 
 class BackgroundTasks:
@@ -70,6 +88,8 @@ class Meter:
         status: int,
         channel: str,
         billable: bool | None = None,
+        error_code: str | None = None,
+        first_byte: float | None = None,
     ) -> UsageRecord:
         """Record the call once. A failed call (status >= 400) costs nothing unless
         ``billable`` says otherwise (a stream cut after it delivered content)."""
@@ -104,6 +124,9 @@ class Meter:
             estimated=usage.estimated,
             cached_tokens=usage.cached_tokens,
             cache_write_tokens=usage.cache_write_tokens,
+            model_requested=call.model.requested,
+            error_code=error_code,
+            first_byte_ms=None if first_byte is None else int(first_byte * 1000),
         )
         self.writer.submit(record)
         self.health.observe(record)
@@ -147,6 +170,26 @@ class Meter:
         for outcome in done:
             if isinstance(outcome, Exception):
                 log.error("a budget hold was not released", exc_info=outcome)
+
+    def refused(self, refusal: Refusal) -> None:
+        """Log a request refused before admission: a small record with no usage and no
+        cost, queued only while the writer has room (``UsageWriter.submit_refusal``)."""
+        caller = refusal.caller
+        record = UsageRecord(
+            request_id=refusal.request_id,
+            created_at=datetime.now(UTC),
+            group_id=caller.group.id,
+            key_id=caller.key.id,
+            model=refusal.model,
+            channel="",
+            endpoint=refusal.endpoint,
+            status=refusal.status,
+            latency_ms=int((time.monotonic() - refusal.began) * 1000),
+            model_requested=refusal.model_requested,
+            error_code=refusal.error_code,
+            admitted=False,
+        )
+        self.writer.submit_refusal(record)
 
     def _settle_soon(self, scopes: tuple[Scope, ...], delta: int) -> None:
         """Add up corrections per scope set; one task per loop tick applies them all

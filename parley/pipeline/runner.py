@@ -36,6 +36,7 @@ from aiohttp import web
 
 from parley.api.context import CALLER, REPLY_HEADERS, SERVICES
 from parley.domain.usage import Usage
+from parley.edge.request_log import ADMITTED, REFUSED_MODEL
 from parley.errors import (
     INTERNAL_ERROR_MESSAGE,
     ParleyError,
@@ -91,11 +92,12 @@ async def reply(request: web.Request, job: ReplyJob[R]) -> web.StreamResponse:
             if not svc.streams.ending(task):
                 raise
             task.uncancel()
-            metered.failed(SHUTDOWN_STATUS)
+            metered.failed(SHUTDOWN_STATUS, ServiceUnavailable.code)
             raise ServiceUnavailable(SHUTTING_DOWN) from None
         finally:
             svc.streams.discard(task)
         metered.channel = route.target.channel
+        metered.first_byte = call.age()  # the whole reply is ready to send
         usage = svc.meter.capped(call, job.usage(found), metered.channel)  # as billed
         response = job.render(found, call, usage)
         metered.succeed(usage)
@@ -114,19 +116,19 @@ async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
             # per upstream read, through every coroutine it is in): the first route that
             # starts, each batch in one write (what arrived together leaves together),
             # then the end.
-            model = call.model.spec.name
             routes, policy, switching = svc.planner.plan(call, job)
             open_route = switching.open if switching else job.open
             failed = _failed(svc, call)
             async with relay_stream(
-                routes, open_route, model, failed, policy=policy, task=task
+                routes, open_route, call.model.spec.name, failed, policy=policy, task=task
             ) as opened:
                 route, first, batches = opened
                 _answered(svc, route, switching, call, response.headers)
                 metered.channel = route.target.channel
                 response.headers.update(job.reply_headers)
                 await response.prepare(request)
-                svc.watchers.tell_first_byte(call, call.age())
+                metered.first_byte = first_byte = call.age()
+                svc.watchers.tell_first_byte(call, first_byte)
                 render, write = job.render, response.write
                 data = render(first)
                 if data:
@@ -147,7 +149,7 @@ async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
                 metered.failed(CLIENT_CLOSED)
                 raise
             task.uncancel()  # shutdown ended the stream: end the reply cleanly
-            if metered.failed(SHUTDOWN_STATUS):
+            if metered.failed(SHUTDOWN_STATUS, ServiceUnavailable.code):
                 await _tell(request, response, job, ServiceUnavailable(SHUTTING_DOWN))
         except Exception:  # the started reply's own error boundary (see the docstring)
             if not response.prepared:
@@ -163,17 +165,20 @@ async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
 
 async def _admitted(request: web.Request, job: Job) -> tuple[Services, Call]:
     """Stages 1 and 2: the model resolved and accepted, the call admitted. Raises to refuse;
-    nothing is metered for a call that was not admitted."""
+    nothing is metered for a call that was not admitted (the gateway logs the refusal,
+    with the model names left in ``REFUSED_MODEL``)."""
     svc = request.app[SERVICES]
     caller = request[CALLER]
     operation = job.operation
-    model = resolve_model(svc.models, caller.group, job.model, operation.kinds, operation.name)
-    job.accept(model)
-    if svc.meter.writer.overloaded:
-        raise ServiceUnavailable(OVERLOADED)
-    request_id = svc.request_ids.new()
     meter = svc.meter
+    resolved = ""
     try:
+        model = resolve_model(svc.models, caller.group, job.model, operation.kinds, operation.name)
+        resolved = model.spec.name
+        job.accept(model)
+        if meter.writer.overloaded:
+            raise ServiceUnavailable(OVERLOADED)
+        request_id = svc.request_ids.new()
         admission = await admit(
             svc.limiter,
             meter.ledger,
@@ -184,9 +189,12 @@ async def _admitted(request: web.Request, job: Job) -> tuple[Services, Call]:
             price=model.spec.price,
             release=meter.release,
         )
-    except (RateLimited, QuotaExceeded) as refusal:
-        svc.watchers.tell_refusal(caller, refusal)
+    except ParleyError as refusal:
+        request[REFUSED_MODEL] = (job.model, resolved)
+        if isinstance(refusal, RateLimited | QuotaExceeded):
+            svc.watchers.tell_refusal(caller, refusal)
         raise
+    request[ADMITTED] = True  # logged by Metered from here on, not as a refusal
     # The caller enters ``Metered`` next, with no await between: it ends the budget hold.
     call = Call(request_id, operation.path, caller, model, admission)
     # The v1 middleware adds these to any reply that is not a started stream.
@@ -219,7 +227,7 @@ async def _stream_failed(
     if isinstance(error, UpstreamError) and response.prepared:  # cut mid-stream
         watchers = request.app[SERVICES].watchers
         watchers.tell_upstream_failed(call, metered.channel, error, call.age())
-    if metered.failed(error.status):
+    if metered.failed(error.status, error.code):
         await _tell(request, response, job, error)
 
 
@@ -272,7 +280,17 @@ class Metered:
     exception can make a call look successful or go unrecorded.
     """
 
-    __slots__ = ("_meter", "billable", "call", "channel", "closing", "status", "usage")
+    __slots__ = (
+        "_meter",
+        "billable",
+        "call",
+        "channel",
+        "closing",
+        "error_code",
+        "first_byte",
+        "status",
+        "usage",
+    )
 
     def __init__(self, meter: Meter, call: Call) -> None:
         self._meter = meter
@@ -283,17 +301,21 @@ class Metered:
         self.billable: bool | None = None
         self.closing = False
         """A stream's end is being written: a failure now is recorded, not told."""
+        self.error_code: str | None = None
+        self.first_byte: float | None = None
+        """Seconds from admission to the reply's first byte (None: nothing was sent)."""
 
     def succeed(self, usage: Usage | None = None) -> None:
         self.status = OK
         if usage is not None:
             self.usage = usage
 
-    def failed(self, status: int) -> bool:
-        """Record a failure (the first one counts); ``True`` when the caller should be
-        told, ``False`` once the stream's end is being written."""
+    def failed(self, status: int, code: str | None = None) -> bool:
+        """Record a failure and its error code (the first one counts); ``True`` when the
+        caller should be told, ``False`` once the stream's end is being written."""
         if self.status is None:
             self.status = status
+            self.error_code = code
         return not self.closing
 
     def delivered(self, usage: Usage | None) -> None:
@@ -312,6 +334,8 @@ class Metered:
     ) -> None:
         if self.status is None:
             self.status = failure_status(error)
+            if isinstance(error, ParleyError):
+                self.error_code = error.code
         if not self.channel and isinstance(error, ParleyError):
             self.channel = error.channel  # the channel that failed, when an upstream did
         self._meter.finish(
@@ -320,6 +344,8 @@ class Metered:
             status=self.status,
             channel=self.channel,
             billable=self.billable,
+            error_code=self.error_code,
+            first_byte=self.first_byte,
         )
 
 

@@ -56,7 +56,10 @@ class UsageWriter:
         self._flushing = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
         self._failing = False
+        self._refusal_room = settings.queue_size // 2
         self.written = 0
+        self.refusals_dropped = 0
+        """Refusals not queued because the queue was past half full (``submit_refusal``)."""
         self.on_batch: Callable[[float, bool], None] | None = None
         """Told how long each batch write took and whether it succeeded (metrics)."""
 
@@ -73,6 +76,15 @@ class UsageWriter:
         self._queue.append(record)
         if len(self._queue) >= self._settings.batch_size:
             self._wake.set()
+
+    def submit_refusal(self, record: UsageRecord) -> bool:
+        """Queue a refusal's record while the queue is at most half full, else drop it:
+        a flood of refusals never fills the queue that admitted calls' records need."""
+        if len(self._queue) >= self._refusal_room:
+            self.refusals_dropped += 1
+            return False
+        self._queue.append(record)
+        return True
 
     async def start(self) -> None:
         await self.replay_spills()

@@ -1,6 +1,6 @@
 """What the admin surface reads and writes beyond groups and keys, as queries on one
 open connection: enabling and disabling groups, the operator's usage across groups,
-errors per day, keys' last use, and the audit log. ``SqlStore`` delegates here.
+failures per day, keys' last use, and the audit log. ``SqlStore`` delegates here.
 """
 
 from __future__ import annotations
@@ -9,14 +9,16 @@ import json
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Date, String, cast, func, select
+from sqlalchemy import Connection, Date, Select, String, cast, func, select, text
 from sqlalchemy.sql.elements import ColumnElement
 
 from parley.domain.audit import AuditEntry
 from parley.domain.groups import Group
+from parley.domain.requests import StatusCounts
 from parley.domain.usage import GroupDailyUsage
 from parley.store.keys_sql import group
 from parley.store.schema import (
+    FAILED_ONLY,
     ROLLUP_TOTALS,
     api_keys,
     as_utc,
@@ -25,10 +27,6 @@ from parley.store.schema import (
     usage_daily,
     usage_records,
 )
-
-ERROR_STATUS = 500
-"""A call whose status is at least this counts as an error on the overview (the
-gateway's or an upstream's failure; 4xx are the caller's own mistakes)."""
 
 
 def set_group_disabled(
@@ -73,17 +71,26 @@ def _utc_day(conn: Connection, column: ColumnElement[datetime]) -> ColumnElement
     return func.date(column, type_=String)
 
 
-def errors_by_day(conn: Connection, since: datetime) -> dict[date, int]:
-    """Calls that failed (status >= 500) per UTC day, from the raw records since ``since``."""
+def failures_by_day(conn: Connection, since: datetime) -> dict[date, StatusCounts]:
+    """Failed calls and refusals (status 400 or more: 4xx but 429, 429, 5xx) per UTC day,
+    from the raw records since ``since``."""
+    found: dict[date, list[int]] = {}
+    for raw, status, count in conn.execute(failures_by_day_query(conn, since)):
+        counts = found.setdefault(_as_date(raw), [0, 0, 0])
+        counts[1 if status == 429 else 2 if status >= 500 else 0] += count
+    return {at: StatusCounts(*counts) for at, counts in found.items()}
+
+
+def failures_by_day_query(conn: Connection, since: datetime) -> Select[Any]:
+    """Counts per day and status, read through the partial index of failures (its
+    condition in its own words, as SQLite needs to use it)."""
     records = usage_records.c
     day = _utc_day(conn, records.created_at).label("day")
-    query = (
-        select(day, func.count())
-        .where(records.created_at >= since, records.status >= ERROR_STATUS)
-        .group_by(day)
+    return (
+        select(day, records.status, func.count())
+        .where(records.created_at >= since, text(f"usage_records.{FAILED_ONLY}"))
+        .group_by(day, records.status)
     )
-    result = conn.execute(query)
-    return {_as_date(found): int(count) for found, count in result}
 
 
 def _as_date(value: date | str) -> date:

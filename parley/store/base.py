@@ -16,6 +16,7 @@ from typing import Protocol
 from parley.domain.audit import AuditEntry
 from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord
+from parley.domain.requests import LoggedRequest, RequestQuery, StatusCounts
 from parley.domain.usage import DailyUsage, GroupDailyUsage, UsageRecord
 from parley.domain.voices import Clone
 
@@ -121,7 +122,8 @@ class Store(Protocol):
         """Cost in nano-dollars per group id, summed from the rollups for days >= ``day``."""
 
     async def count_usage(self, group_id: int | None = None) -> int:
-        """How many raw usage records are kept (for operators and tests)."""
+        """How many raw usage records of admitted calls are kept (refusals, which are
+        request-log lines only, are not counted)."""
 
     async def prune_usage(self, before: datetime) -> int:
         """Delete raw records created before ``before``; rollups are kept. Returns the count."""
@@ -147,8 +149,15 @@ class Store(Protocol):
     ) -> list[GroupDailyUsage]:
         """Rollup rows of every group (or one, or one model) for ``start <= day < end``."""
 
-    async def errors_by_day(self, since: datetime) -> dict[date, int]:
-        """Failed calls (status >= 500) per UTC day, from the raw records since ``since``."""
+    async def failures_by_day(self, since: datetime) -> dict[date, StatusCounts]:
+        """Failed calls and refusals (status >= 400) per UTC day, counted apart: 4xx but
+        429, 429, and 5xx; from the raw records since ``since``."""
+
+    # the request log (the raw usage records, refusals included)
+    async def list_requests(self, query: RequestQuery) -> list[LoggedRequest]:
+        """Lines matching ``query``, newest first, at most ``query.limit``."""
+
+    async def find_request(self, request_id: str) -> LoggedRequest | None: ...
 
     async def keys_last_used(self, group_id: int | None = None) -> dict[int, datetime]:
         """Each key's latest call, by key id (keys never used are absent)."""

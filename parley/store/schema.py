@@ -25,7 +25,9 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    text,
 )
+from sqlalchemy.sql.expression import true
 from sqlalchemy.types import TypeDecorator
 
 metadata = MetaData()
@@ -91,6 +93,10 @@ api_keys = Table(
     sqlite_autoincrement=True,
 )
 
+FAILED_ONLY = "status >= 400"
+"""The partial index's condition: a query that names it exactly (SQLite matches the text)
+can read failed calls and refusals without scanning the successes."""
+
 usage_records = Table(
     "usage_records",
     metadata,
@@ -111,8 +117,21 @@ usage_records = Table(
     Column("estimated", Boolean, nullable=False),
     Column("cached_tokens", BigInteger, nullable=False, server_default="0"),
     Column("cache_write_tokens", BigInteger, nullable=False, server_default="0"),
+    # the request log's own columns (docs/admin-api.md, Request log)
+    Column("model_requested", String(200), nullable=False, server_default=""),
+    Column("error_code", String(100)),
+    Column("first_byte_ms", Integer),
+    Column("admitted", Boolean, nullable=False, server_default=true()),
     Index("ix_usage_records_created_at", "created_at"),
     Index("ix_usage_records_group_id_created_at", "group_id", "created_at"),
+    # failures and refusals only (a small share, the rows the request log is searched for)
+    Index(
+        "ix_usage_records_failed_status_created_at",
+        "status",
+        "created_at",
+        sqlite_where=text(FAILED_ONLY),
+        postgresql_where=text(FAILED_ONLY),
+    ),
 )
 
 ROLLUP_TOTALS = (

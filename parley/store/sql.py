@@ -18,9 +18,17 @@ from datetime import UTC, date, datetime
 from parley.domain.audit import AuditEntry
 from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord
+from parley.domain.requests import LoggedRequest, RequestQuery, StatusCounts
 from parley.domain.usage import DailyUsage, GroupDailyUsage, UsageRecord
 from parley.domain.voices import Clone
-from parley.store import admin_sql, keys_sql, usage_sql, usage_sqlite, voices_sql
+from parley.store import (
+    admin_sql,
+    keys_sql,
+    requests_sql,
+    usage_sql,
+    usage_sqlite,
+    voices_sql,
+)
 from parley.store.base import Conflict, GroupChanges, Missing
 from parley.store.boundary import database_errors
 from parley.store.database import Database, P, T, Work
@@ -204,8 +212,14 @@ class SqlStore:
     ) -> list[GroupDailyUsage]:
         return await self._read(admin_sql.usage_rollups, start, end, group_id=group_id, model=model)
 
-    async def errors_by_day(self, since: datetime) -> dict[date, int]:
-        return await self._read(admin_sql.errors_by_day, since)
+    async def failures_by_day(self, since: datetime) -> dict[date, StatusCounts]:
+        return await self._read(admin_sql.failures_by_day, since)
+
+    async def list_requests(self, query: RequestQuery) -> list[LoggedRequest]:
+        return await self._read(requests_sql.list_requests, query)
+
+    async def find_request(self, request_id: str) -> LoggedRequest | None:
+        return await self._read(requests_sql.find_request, request_id)
 
     async def keys_last_used(self, group_id: int | None = None) -> dict[int, datetime]:
         return await self._read(admin_sql.keys_last_used, group_id)

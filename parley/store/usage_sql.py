@@ -2,10 +2,11 @@
 
 ``record_usage`` writes the raw records and the rollups in the caller's transaction:
 ``INSERT ... ON CONFLICT DO NOTHING RETURNING request_id`` says which records were new
-(atomically, also against another process writing the same ids), and only those are added
-to ``usage_daily`` with ``INSERT ... ON CONFLICT DO UPDATE SET x = usage_daily.x +
-excluded.x``. Rows are written in sorted order so that concurrent writers take their row
-locks in the same order and cannot deadlock each other on PostgreSQL.
+(atomically, also against another process writing the same ids), and only those of
+admitted calls (not refusals, which are request-log lines) are added to ``usage_daily``
+with ``INSERT ... ON CONFLICT DO UPDATE SET x = usage_daily.x + excluded.x``. Rows are
+written in sorted order so that concurrent writers take their row locks in the same order
+and cannot deadlock each other on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ def record_usage(conn: Connection, records: Sequence[UsageRecord]) -> int:
     new_ids = _insert_new(conn, unique.values())
     fresh = [record for request_id, record in unique.items() if request_id in new_ids]
     if fresh:
-        _add_to_rollups(conn, fresh)
+        calls = [record for record in fresh if record.admitted]  # refusals: the log only
+        if calls:
+            _add_to_rollups(conn, calls)
         _stamp_last_use(conn, fresh)
     return len(fresh)
 
@@ -62,7 +65,7 @@ def spend_since(conn: Connection, day: date) -> dict[int, int]:
 
 
 def count_usage(conn: Connection, group_id: int | None) -> int:
-    query = select(func.count()).select_from(usage_records)
+    query = select(func.count()).select_from(usage_records).where(usage_records.c.admitted)
     if group_id is not None:
         query = query.where(usage_records.c.group_id == group_id)
     return int(conn.execute(query).scalar_one())
@@ -172,6 +175,10 @@ def _raw_row(record: UsageRecord) -> dict[str, Any]:
         "estimated": record.estimated,
         "cached_tokens": record.cached_tokens,
         "cache_write_tokens": record.cache_write_tokens,
+        "model_requested": record.model_requested,
+        "error_code": record.error_code,
+        "first_byte_ms": record.first_byte_ms,
+        "admitted": record.admitted,
     }
 
 

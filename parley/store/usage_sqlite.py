@@ -11,10 +11,11 @@ statement texts (so they stay prepared: no growing cache of one text per batch s
 
 Same semantics as ``usage_sql.record_usage``: inside ``BEGIN IMMEDIATE`` (the file's
 write lock, so no other writer runs between the statements) the ids already stored are
-looked up, only the others are inserted, added to ``usage_daily`` and move the keys'
-``last_used_at`` forward. Values are written in the text forms SQLAlchemy's SQLite types
-write and read back (``UtcDateTime``: ``YYYY-MM-DD HH:MM:SS.ffffff`` in UTC; ``Date``:
-``YYYY-MM-DD``; booleans 0/1), pinned by the store contract tests.
+looked up, only the others are inserted, added to ``usage_daily`` (admitted calls only:
+refusals are request-log lines) and move the keys' ``last_used_at`` forward. Values are
+written in the text forms SQLAlchemy's SQLite types write and read back
+(``UtcDateTime``: ``YYYY-MM-DD HH:MM:SS.ffffff`` in UTC; ``Date``: ``YYYY-MM-DD``;
+booleans 0/1), pinned by the store contract tests.
 """
 
 from __future__ import annotations
@@ -49,6 +50,10 @@ _RAW_COLUMNS = (
     "audio_ms",
     "cost_nanos",
     "estimated",
+    "model_requested",
+    "error_code",
+    "first_byte_ms",
+    "admitted",
 )
 _CACHE_COLUMNS = ("cached_tokens", "cache_write_tokens")
 """Written only by a batch that holds prompt-cache counts: the columns default to 0, and
@@ -218,8 +223,16 @@ def _rows(records: Iterable[UsageRecord]) -> tuple[list[Row], list[list[object]]
                 record.audio_ms,
                 record.cost_nanos,
                 1 if record.estimated else 0,
+                record.model_requested,
+                record.error_code,
+                record.first_byte_ms,
+                1 if record.admitted else 0,
             )
         )
+        if newest.get(record.key_id, "") < at:
+            newest[record.key_id] = at
+        if not record.admitted:
+            continue  # a refusal is a request-log line, not usage
         key = (record.group_id, at[:10], record.model)
         sums = totals.get(key)
         if sums is None:
@@ -232,6 +245,4 @@ def _rows(records: Iterable[UsageRecord]) -> tuple[list[Row], list[list[object]]
         sums[5] += record.cost_nanos
         sums[6] += record.cached_tokens
         sums[7] += record.cache_write_tokens
-        if newest.get(record.key_id, "") < at:
-            newest[record.key_id] = at
     return rows, [[*key, *sums] for key, sums in totals.items()], list(newest.items())

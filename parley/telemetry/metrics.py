@@ -112,6 +112,12 @@ class GatewayMetrics:
             registry=r,
             multiprocess_mode="livesum",
         )
+        self.refusals_dropped = Counter(
+            "parley_request_log_refusals_dropped",
+            "Refusals not written to the request log: the usage queue was past half full.",
+            registry=r,
+        )
+        self._refusals_dropped_seen = 0
         self.refreshed_at = Gauge(
             REFRESH_TIMESTAMP,
             "When the key and group directory was last read from the store (Unix time).",
@@ -225,11 +231,17 @@ class GatewayMetrics:
     def batch_written(self, seconds: float, ok: bool) -> None:
         self.write_latency.labels("ok" if ok else "failed").observe(seconds)
 
-    def sample(self, queue_depth: int, refreshed_at: float | None) -> None:
+    def sample(
+        self, queue_depth: int, refreshed_at: float | None, refusals_dropped: int = 0
+    ) -> None:
         """The calls counted since the last sample, and the gauges from the state they
-        describe (at scrape time, and once a second for the other workers' sake)."""
+        describe (at scrape time, and once a second for the other workers' sake);
+        ``refusals_dropped`` is the usage writer's running count."""
         self.fold()
         self.queue_depth.set(queue_depth)
+        if refusals_dropped > self._refusals_dropped_seen:
+            self.refusals_dropped.inc(refusals_dropped - self._refusals_dropped_seen)
+            self._refusals_dropped_seen = refusals_dropped
         if refreshed_at is not None:
             self.refreshed_at.set(refreshed_at)
 

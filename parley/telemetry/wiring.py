@@ -116,7 +116,8 @@ async def _sample_forever(metrics: GatewayMetrics, svc: Services) -> None:
 
 
 def _sample(metrics: GatewayMetrics, svc: Services) -> None:
-    metrics.sample(svc.meter.writer.backlog, svc.directory.loaded_at)
+    writer = svc.meter.writer
+    metrics.sample(writer.backlog, svc.directory.loaded_at, writer.refusals_dropped)
     budget = svc.planner.budget
     metrics.routed(budget.granted, budget.refused, svc.planner.fallbacks)
 

@@ -211,10 +211,12 @@ async def call(
 
 
 async def records(gateway: Gateway) -> list[UsageRecord]:
-    """Every usage record, read back through the store's raw table."""
+    """Every usage record of an admitted call (not the refusals the request log also
+    keeps), read back through the store's raw table."""
     await gateway.flush_usage()
     store: Any = gateway.services.store
-    rows = await store.database.read(lambda conn: conn.execute(select(usage_records)).all())
+    admitted = select(usage_records).where(usage_records.c.admitted)
+    rows = await store.database.read(lambda conn: conn.execute(admitted).all())
     return [UsageRecord(**row._asdict()) for row in rows]
 
 

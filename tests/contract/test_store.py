@@ -22,6 +22,7 @@ import pytest
 from sqlalchemy import text
 
 from parley.domain.groups import Quota
+from parley.domain.requests import RequestQuery
 from parley.domain.usage import DailyUsage, UsageRecord
 from parley.domain.voices import Clone
 from parley.store.base import Conflict, GroupChanges, Missing, StoreUnavailable
@@ -580,6 +581,9 @@ async def test_an_unreachable_database_raises_store_unavailable_from_every_metho
         "spend_since": store.spend_since(date(2026, 1, 1)),
         "count_usage": store.count_usage(),
         "prune_usage": store.prune_usage(datetime.now(UTC)),
+        "failures_by_day": store.failures_by_day(datetime.now(UTC)),
+        "list_requests": store.list_requests(RequestQuery()),
+        "find_request": store.find_request("r-1"),
     }
     try:
         for name, pending in calls.items():

@@ -9,6 +9,7 @@ from datetime import UTC, date, datetime, timedelta, timezone
 import pytest
 
 from parley.domain.audit import AuditEntry
+from parley.domain.requests import StatusCounts
 from parley.domain.usage import GroupDailyUsage
 from parley.store.base import Missing
 from parley.store.sql import SqlStore
@@ -55,7 +56,7 @@ async def test_usage_rollups_across_groups_with_filters(store: SqlStore) -> None
     assert all(isinstance(r, GroupDailyUsage) and r.model == "m1" for r in m1) and len(m1) == 3
 
 
-async def test_errors_by_utc_day(store: SqlStore) -> None:  # noqa: F811
+async def test_failures_by_utc_day_and_kind(store: SqlStore) -> None:  # noqa: F811
     late = datetime(2024, 3, 1, 23, 30, tzinfo=PLUS_FIVE)  # 18:30 UTC on the 1st
     records = [
         replace(usage_record("ok", created_at=at(1)), status=200),
@@ -63,10 +64,16 @@ async def test_errors_by_utc_day(store: SqlStore) -> None:  # noqa: F811
         replace(usage_record("e2", created_at=at(2, 0)), status=504),
         replace(usage_record("e3", created_at=at(2, 23)), status=503),
         replace(usage_record("mine", created_at=at(2)), status=400),
+        replace(usage_record("gone", created_at=at(2)), status=499),
+        replace(usage_record("busy", created_at=at(1)), status=429, admitted=False),
+        replace(usage_record("nope", created_at=at(1)), status=404, admitted=False),
         replace(usage_record("old", created_at=at(1) - timedelta(days=3)), status=500),
     ]
     await store.record_usage(records)
-    assert await store.errors_by_day(at(1, 0)) == {date(2024, 3, 1): 1, date(2024, 3, 2): 2}
+    assert await store.failures_by_day(at(1, 0)) == {
+        date(2024, 3, 1): StatusCounts(client_errors=1, rate_limited=1, server_errors=1),
+        date(2024, 3, 2): StatusCounts(client_errors=2, server_errors=2),
+    }
 
 
 async def test_keys_last_used(store: SqlStore) -> None:  # noqa: F811

@@ -52,7 +52,18 @@ def batches() -> list[list[UsageRecord]]:
     naive = usage_record("n1", created_at=datetime(2024, 3, 11, 8, 0), key_id=3)
     estimated = replace(usage_record("e1", key_id=1, created_at=base), estimated=True)
     older = usage_record("o1", created_at=datetime(2024, 1, 1, tzinfo=UTC), key_id=1)
-    return [first, [zoned, naive, first[0], estimated], [older]]
+    streamed = replace(usage_record("s1", created_at=base), model_requested="b-alias")
+    streamed = replace(streamed, first_byte_ms=42, status=502, error_code="bad_gateway")
+    refused = replace(
+        usage_record("x1", created_at=base, key_id=2, model="", cost=0),
+        status=429,
+        error_code="rate_limit_exceeded",
+        model_requested="a",
+        prompt_tokens=0,
+        completion_tokens=0,
+        admitted=False,
+    )
+    return [first, [zoned, naive, first[0], estimated, streamed, refused], [older]]
 
 
 async def keyed_store(path: Path) -> SqlStore:
@@ -84,7 +95,7 @@ async def test_the_file_writer_writes_what_sqlalchemy_writes(tmp_path: Path) -> 
         counts["reference"].append(await store.database.transaction(usage_sql.record_usage, batch))
     await store.close()
 
-    assert counts["own"] == counts["reference"] == [301, 3, 1]
+    assert counts["own"] == counts["reference"] == [301, 5, 1]
     assert dump(own) == dump(reference)
 
 
@@ -139,7 +150,7 @@ async def test_every_statement_runs_on_one_cursor(
     monkeypatch.setattr(sqlite3, "connect", lambda *a, **k: connect(*a, factory=Counted, **k))
     writer = usage_sqlite.SqliteUsageWriter(str(path), ["busy_timeout = 1000"], timeout=5.0)
     try:
-        assert [await writer.record_usage(batch) for batch in batches()] == [301, 3, 1]
+        assert [await writer.record_usage(batch) for batch in batches()] == [301, 5, 1]
     finally:
         await writer.close()
     assert made == ["cursor"]

@@ -50,3 +50,22 @@ async def test_a_writer_behind_writes_larger_batches_until_it_caught_up(tmp_path
     big = 10 * CATCH_UP_BATCHES
     assert big > 10
     assert [len(write) for write in writes] == [big, big, 10, 5]
+
+
+async def test_refusals_take_at_most_half_the_queue(tmp_path: Path) -> None:
+    """A flood of refusals never fills the queue that admitted calls' records need: past
+    half of ``queue_size`` a refusal's record is dropped (and counted), a call's never."""
+    store = SizesStore()
+    settings = UsageSettings(queue_size=8, spill_dir=str(tmp_path))
+    writer = UsageWriter(cast(Store, store), SpendLedger(cast(Store, store), "month"), settings)
+    queued = [writer.submit_refusal(usage_record(f"x{n}")) for n in range(6)]
+    assert queued == [True] * 4 + [False] * 2 and writer.refusals_dropped == 2
+    for number in range(4):
+        writer.submit(usage_record(f"c{number}"))
+    assert writer.backlog == 8 and writer.overloaded
+    assert not writer.submit_refusal(usage_record("late"))
+    assert await writer.flush()
+    assert [rid for write in store.writes for rid in write] == [
+        *(f"x{n}" for n in range(4)),
+        *(f"c{n}" for n in range(4)),
+    ]

@@ -47,3 +47,21 @@ def test_a_file_a_worker_has_just_created_is_left_for_the_next_scrape(tmp_path: 
     (tmp_path / "gauge_livesum_102.db").write_bytes(b"\0\0")  # a header half there
     metrics = GatewayMetrics(multiprocess_dir=str(tmp_path))
     assert requests_total(metrics.exposition().decode()) == 3
+
+
+def test_refusals_the_request_log_dropped_are_counted_once(tmp_path: Path) -> None:
+    metrics = GatewayMetrics()
+
+    def dropped() -> float:
+        return sum(
+            sample.value
+            for family in text_string_to_metric_families(metrics.exposition().decode())
+            for sample in family.samples
+            if sample.name == "parley_request_log_refusals_dropped_total"
+        )
+
+    metrics.sample(0, None, 3)
+    metrics.sample(0, None, 3)
+    assert dropped() == 3
+    metrics.sample(0, None, 5)
+    assert dropped() == 5

@@ -1,0 +1,70 @@
+"""The dashboard's Requests page: the request log with the admin API's filters, a page at
+a time (a cursor link to older lines), one line's details, and the CSV export."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from aiohttp import web
+
+from parley.admin.context import admin_service
+from parley.admin.request_log import (
+    Filters,
+    Page,
+    export_csv,
+    filters_from_params,
+    find_line,
+    line_view,
+    read_page,
+)
+from parley.admin.ui.render import page
+from parley.api.context import SERVICES
+from parley.errors import InvalidRequest, NotFound
+
+STATUS_CHOICES = ("2xx", "4xx", "429", "404", "401", "5xx")
+
+
+async def requests_page(request: web.Request) -> web.Response:
+    service = admin_service(request)
+    error, filters, found = "", Filters(), None
+    try:
+        filters = filters_from_params(request.query)
+        found = await read_page(service, filters, request.query.get("cursor") or None)
+    except (InvalidRequest, NotFound) as problem:
+        error = problem.message
+    svc = request.config_dict[SERVICES]
+    return page(
+        request,
+        "requests.html",
+        {
+            "filters": filters,
+            "found": found,
+            "rows": [line_view(line) for line in found.lines] if found else [],
+            "error": error,
+            "groups": [group.name for group in await service.groups()],
+            "models": [model.name for model in svc.settings.models],
+            "statuses": STATUS_CHOICES,
+            "query": urlencode(filters.params()),
+            "older": _older(found),
+        },
+    )
+
+
+async def request_page(request: web.Request) -> web.Response:
+    line = await find_line(admin_service(request), request.match_info["request_id"])
+    return page(request, "request.html", {"line": line_view(line)})
+
+
+async def requests_csv(request: web.Request) -> web.Response:
+    csv = await export_csv(admin_service(request), filters_from_params(request.query))
+    return web.Response(
+        text=csv,
+        content_type="text/csv",
+        headers={"Content-Disposition": 'attachment; filename="parley-requests.csv"'},
+    )
+
+
+def _older(found: Page | None) -> str | None:
+    if found is None or found.next_cursor is None:
+        return None
+    return "/admin/ui/requests?" + urlencode(found.filters.params(found.next_cursor))
