@@ -146,7 +146,7 @@ class SharedBreakers:
     def _went_down(self, exc: BaseException) -> None:
         if not self._down:
             self._down = True
-            log.error(
+            log.warning(  # the limiter reports the outage itself as an error
                 "Redis is unreachable for the shared breakers (%s); each process keeps its "
                 "own until it is back",
                 type(exc).__name__,

@@ -96,7 +96,7 @@ def test_usage_report_across_groups_in_three_formats(run: Invoke, tmp_path: Path
     assert table[1].split() == ["alpha", "chat-large", "2", "30", "0.004000"]
     assert table[-1].split() == ["total", "3", "45", "0.005000"]
     csv = run("usage", "report", "--group", "beta", "--by", "day,model", "--format", "csv")
-    assert csv.splitlines()[1].startswith(f"{now.date().isoformat()},other,1,10,5,15,")
+    assert csv.splitlines()[1].startswith(f"{now.date().isoformat()},other,1,10,0,0,5,15,")
     report = json.loads(run("usage", "report", "--model", "chat-large", "--format", "json"))
     assert report["total"]["requests"] == 2 and report["data"][0]["group"] == "alpha"
     assert "'since' must be a date" in run("usage", "report", "--since", "May 1", code=2)

@@ -276,7 +276,8 @@ class FakeEngine(FakeServer):
             kind_of_error = "invalid_request_error" if behaviour.fail < 500 else "server_error"
             message = f"Fake engine failure (status {behaviour.fail})."
             if behaviour.leak:
-                return json_reply(behaviour.fail, leaked(request, message, None))
+                spilled = leaked(request, message, None, behaviour.spelling)
+                return json_reply(behaviour.fail, spilled)
             refused = _error(behaviour.fail, message, kind_of_error, None)
             if behaviour.retry_after is not None:
                 refused.headers["retry-after"] = f"{behaviour.retry_after:g}"
