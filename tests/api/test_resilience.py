@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import openai
 import pytest
 
@@ -404,3 +405,33 @@ async def test_the_total_timeout_bounds_a_whole_reply_and_a_started_stream(
     assert (whole.status, whole.channel, whole.cost_nanos) == (504, "sick", 0)
     assert (streamed.status, streamed.channel) == (504, "sick")
     assert streamed.completion_tokens > 0
+
+
+async def test_messages_calls_fall_over_and_open_the_breaker_like_chat(
+    engine: FakeEngine, tmp_path: Path
+) -> None:
+    """The Anthropic dialect routes through the same planner: a dead channel is skipped
+    once its breaker opens, whole and streamed Messages calls alike."""
+    async with starting(lambda: two_channels(DEAD_URL, engine.base_url, tmp_path)) as go:
+        gateway = await go()
+        key = await gateway.key(await gateway.group("team"))
+        tried = failures_on(gateway, "sick")
+        client = anthropic.AsyncAnthropic(base_url=gateway.base_url, api_key=key, max_retries=0)
+        try:
+            for _ in range(6):
+                message = await client.messages.create(
+                    model="chat-large", max_tokens=50, messages=MESSAGES
+                )
+                assert message.content[0].type == "text"
+            async with client.messages.stream(
+                model="chat-large", max_tokens=50, messages=MESSAGES
+            ) as stream:
+                text = "".join([piece async for piece in stream.text_stream])
+        finally:
+            await client.close()
+        assert text == "echo: hello there friend"
+        assert tried == ["UpstreamUnreachable"] * 5
+        assert state(gateway, "sick") == State.OPEN
+        found = await records(gateway)
+        assert {r.channel for r in found} == {"healthy"}
+        assert {r.endpoint for r in found} == {"/v1/messages"}
