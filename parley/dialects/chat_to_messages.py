@@ -15,6 +15,7 @@ Anthropic's are).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
@@ -89,6 +90,14 @@ class ChatToMessages:
                 self.failure = Failure(too_large=True)
             return out
         self._events([event.data for event in events], out)
+        return out
+
+    def feed_chunks(self, chunks: Sequence[JSON]) -> list[bytes]:
+        out: list[bytes] = []
+        for chunk in chunks:
+            if self.done or self.failure is not None:
+                break
+            self._chunk(chunk, out)
         return out
 
     def end(self) -> list[bytes]:

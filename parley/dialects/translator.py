@@ -18,11 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from parley.dialects.canonical import JSON
 from parley.domain.usage import Usage
 
+T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
 
 
@@ -53,6 +54,64 @@ class Translator(Protocol[T_co]):
 
     def delivered(self) -> Usage | None:
         """The usage of what the caller was given so far; ``None`` if nothing billable."""
+
+
+class ChunkTranslator(Translator[T_co], Protocol[T_co]):
+    """A caller's translator that also takes the canonical stream: chat chunks
+    (``chat.completion.chunk`` objects) an upstream's own translator already read.
+
+    Every generation upstream's stream is read into chat chunks (the OpenAI adapter's
+    are the upstream's own; ``MessagesToChat`` reads Anthropic's, and every other
+    provider has its own reader), so a caller's dialect renders from chunks once and
+    reaches every channel kind through ``Chained``."""
+
+    def feed_chunks(self, chunks: Sequence[JSON]) -> Sequence[T_co]:
+        """What these chunks make for the caller, in order; nothing once ``failure`` or
+        ``done`` is set."""
+
+
+class Chained(Generic[T]):
+    """``Translator[T]``: an upstream's bytes read into chat chunks by ``first``, then
+    rendered for the caller by ``second``. Either side's failure is the chain's; the
+    upstream saying it is done ends the caller's stream. Usage is what the upstream
+    reported (``first``), else the caller's own count of what it was given."""
+
+    __slots__ = ("_first", "_second")
+
+    def __init__(self, first: Translator[JSON], second: ChunkTranslator[T]) -> None:
+        self._first = first
+        self._second = second
+
+    @property
+    def failure(self) -> Failure | None:
+        return self._first.failure or self._second.failure
+
+    @property
+    def done(self) -> bool:
+        return self._second.done
+
+    def feed(self, data: bytes) -> Sequence[T]:
+        if self.done or self.failure is not None:
+            return ()
+        chunks = self._first.feed(data)
+        out = list(self._second.feed_chunks(chunks)) if chunks else []
+        if self._first.done and self._first.failure is None:
+            out.extend(self._second.end())
+        return out
+
+    def end(self) -> Sequence[T]:
+        if self.done or self.failure is not None:
+            return ()
+        out = list(self._second.feed_chunks(self._first.end()))
+        if self.failure is None:
+            out.extend(self._second.end())
+        return out
+
+    def delivered(self) -> Usage | None:
+        found = self._first.delivered()
+        if found is not None and not found.estimated:
+            return found
+        return self._second.delivered() or found
 
 
 def estimate(prompt_estimate: int, characters: int, pieces: int) -> Usage:

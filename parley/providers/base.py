@@ -16,7 +16,7 @@ from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import dataclass
 from typing import IO, Any, Protocol, TypeVar
 
-from parley.dialects.translator import Translator
+from parley.dialects.translator import ChunkTranslator, Translator
 from parley.domain.transcripts import ResponseFormat, Task
 from parley.errors import ParleyError, UpstreamError, UpstreamTimeout
 from parley.http import (
@@ -138,10 +138,11 @@ class Chat(Protocol):
 
 class ChatTranslation(Protocol):
     def chat_translated(
-        self, target: Target, body: JSON, translator: Translator[T]
+        self, target: Target, body: JSON, translator: ChunkTranslator[T]
     ) -> Translations[T]:
-        """A streamed chat completion's bytes, fed to ``translator`` for a caller of another
-        dialect (``parley/dialects/``)."""
+        """A streamed chat completion for a caller of another dialect (``parley/dialects/``):
+        an OpenAI-compatible upstream's bytes go to ``translator`` as they are; any other
+        upstream's are read into chat chunks first (``dialects.translator.Chained``)."""
 
 
 class Messages(Protocol):

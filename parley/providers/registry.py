@@ -100,6 +100,7 @@ class ProviderRegistry:
             registry.register(type_name, embeddings=openai, chat_translation=openai)
         anthropic = AnthropicAdapter(http, bounds, default_max_tokens)
         registry.register("anthropic", chat=anthropic, completion=anthropic, messages=anthropic)
+        registry.register("anthropic", chat_translation=anthropic)
         for type_name in TRANSCRIPTION_TYPES:
             adapter = TranscriptionAdapter(http, bounds, writes_subtitles=type_name != "vllm")
             registry.register(type_name, transcription=adapter)

@@ -24,7 +24,7 @@ from parley import upstream_json
 from parley.dialects import anthropic_messages, openai_chat
 from parley.dialects.canonical import Unsupported
 from parley.dialects.messages_to_chat import MessagesToChat
-from parley.dialects.translator import Failure, Translator
+from parley.dialects.translator import Chained, ChunkTranslator, Failure, Translator
 from parley.errors import InvalidRequest, UpstreamError
 from parley.http import HttpClient, Prepared, Reply, prepare
 from parley.providers.anthropic.completions import CompletionChunks, as_chat, as_completion
@@ -41,8 +41,8 @@ VERSION = "2023-06-01"
 
 
 class AnthropicAdapter:
-    """``Chat`` and ``Completion`` (translated) and ``Messages`` (passed through) over the
-    one ``HttpClient``.
+    """``Chat``, ``ChatTranslation`` and ``Completion`` (translated) and ``Messages``
+    (passed through) over the one ``HttpClient``.
     ``default_max_tokens`` is sent when an OpenAI caller gave no limit (Messages needs one)."""
 
     __slots__ = ("_bounds", "_default_max_tokens", "_http")
@@ -64,6 +64,15 @@ class AnthropicAdapter:
         payload = {**self._translated(target, body), "stream": True}
         translator = MessagesToChat(self._bounds.max_event_bytes)
         return self._stream(target, payload, None, translator)
+
+    def chat_translated(
+        self, target: Target, body: JSON, translator: ChunkTranslator[T]
+    ) -> TranslatedStream[T]:
+        """A chat stream for a caller of a third dialect: the Messages events read into
+        chat chunks, which ``translator`` renders."""
+        payload = {**self._translated(target, body), "stream": True}
+        chained = Chained(MessagesToChat(self._bounds.max_event_bytes), translator)
+        return self._stream(target, payload, None, chained)
 
     async def completion(self, target: Target, body: JSON) -> JSON:
         return as_completion(await self.chat(target, as_chat(body)))

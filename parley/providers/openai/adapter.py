@@ -16,7 +16,7 @@ from typing import Any, TypeVar, cast
 import orjson
 
 from parley import upstream_json
-from parley.dialects.translator import Failure, Translator
+from parley.dialects.translator import ChunkTranslator, Failure, Translator
 from parley.errors import UpstreamError
 from parley.http import HttpClient, Prepared, Reply, prepare
 from parley.providers.base import (
@@ -66,7 +66,7 @@ class OpenAIAdapter:
         return _Stream(self._http, self._bounds, target, CHAT_PATH, body, shapes=shapes)
 
     def chat_translated(
-        self, target: Target, body: JSON, translator: Translator[T]
+        self, target: Target, body: JSON, translator: ChunkTranslator[T]
     ) -> TranslatedStream[T]:
         """A chat stream's bytes fed to ``translator`` (a caller of another dialect)."""
         bounds = self._bounds

@@ -11,7 +11,7 @@ import orjson
 from parley.dialects.chat_to_messages import ChatToMessages
 from parley.dialects.messages_relay import MessagesRelay
 from parley.dialects.messages_to_chat import MessagesToChat
-from parley.dialects.translator import Translator
+from parley.dialects.translator import Chained, Translator
 from parley.domain.usage import Usage
 
 LIMIT = 1 << 20
@@ -324,3 +324,45 @@ def test_what_came_before_an_error_event_in_the_same_read_is_relayed() -> None:
     translator.feed(anthropic_sse([("message_start", MESSAGE_START)]))
     assert translator.feed(ping + anthropic_sse([("error", error)])) == [ping]
     assert translator.failure is not None
+
+
+def chained() -> Chained[bytes]:
+    return Chained(messages_to_chat(), chat_to_messages())
+
+
+def test_a_chain_reads_one_dialect_into_chunks_and_renders_another() -> None:
+    out, translator = run(chained, [ANTHROPIC_STREAM])
+    found = events(out)
+    names = [name for name, _ in found]
+    assert names[:2] == ["message_start", "ping"]
+    assert names[-2:] == ["message_delta", "message_stop"]
+    text = [
+        data["delta"]["text"] for name, data in found if data.get("delta", {}).get("type") == "text_delta"
+    ]
+    assert text == ["Bonjour"]
+    arguments = "".join(
+        data["delta"]["partial_json"]
+        for _, data in found
+        if data.get("delta", {}).get("type") == "input_json_delta"
+    )
+    assert arguments == '{"q": "x"}'
+    assert found[-2][1]["delta"]["stop_reason"] == "tool_use"
+    assert translator.done
+    assert translator.delivered() == EXPECTED_USAGE
+
+
+def test_every_split_of_a_chained_stream_gives_the_same_events() -> None:
+    whole, _ = run(chained, [ANTHROPIC_STREAM])
+    for pieces in splits(ANTHROPIC_STREAM)[::7]:
+        out, _ = run(chained, pieces)
+        assert out == whole
+
+
+def test_a_chain_stops_at_the_upstream_failure() -> None:
+    error = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    translator = chained()
+    out = translator.feed(anthropic_sse([("message_start", MESSAGE_START), ("error", error)]))
+    assert [name for name, _ in events(list(out))] == ["message_start", "ping"]
+    assert translator.failure is not None and translator.failure.payload == error
+    assert translator.feed(ANTHROPIC_STREAM) == ()
+    assert translator.end() == ()
