@@ -16,7 +16,7 @@ from typing import Any, TypeVar, cast
 import orjson
 
 from parley import upstream_json
-from parley.dialects.translator import ChunkTranslator, Failure, Translator
+from parley.dialects.translator import ChunkTranslator, Failure
 from parley.errors import UpstreamError
 from parley.http import HttpClient, Prepared, Reply, prepare
 from parley.providers.base import (

@@ -336,9 +336,8 @@ def test_a_chain_reads_one_dialect_into_chunks_and_renders_another() -> None:
     names = [name for name, _ in found]
     assert names[:2] == ["message_start", "ping"]
     assert names[-2:] == ["message_delta", "message_stop"]
-    text = [
-        data["delta"]["text"] for name, data in found if data.get("delta", {}).get("type") == "text_delta"
-    ]
+    deltas = [data["delta"] for _, data in found if "delta" in data]
+    text = [delta["text"] for delta in deltas if delta.get("type") == "text_delta"]
     assert text == ["Bonjour"]
     arguments = "".join(
         data["delta"]["partial_json"]
