@@ -24,6 +24,7 @@ from parley.providers.base import (
     Transcription,
     Voices,
 )
+from parley.providers.gemini import GeminiAdapter
 from parley.providers.openai import OpenAIAdapter
 from parley.providers.openai.transcription import TranscriptionAdapter
 from parley.providers.openai_audio import OpenAIAudioAdapter
@@ -101,6 +102,9 @@ class ProviderRegistry:
         anthropic = AnthropicAdapter(http, bounds, default_max_tokens)
         registry.register("anthropic", chat=anthropic, completion=anthropic, messages=anthropic)
         registry.register("anthropic", chat_translation=anthropic)
+        gemini = GeminiAdapter(http, bounds)
+        registry.register("gemini", chat=gemini, chat_translation=gemini, completion=gemini)
+        registry.register("gemini", embeddings=gemini)
         for type_name in TRANSCRIPTION_TYPES:
             adapter = TranscriptionAdapter(http, bounds, writes_subtitles=type_name != "vllm")
             registry.register(type_name, transcription=adapter)
