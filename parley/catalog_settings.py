@@ -65,6 +65,27 @@ class ChannelModel(Strict):
     upstream: str | None = None
 
 
+class VertexOptions(Strict):
+    """A ``type: vertex`` channel's Google Cloud project, region and service account."""
+
+    project: str = Field(pattern=r"^[a-z][a-z0-9-]{4,62}$")
+    region: str = Field(pattern=r"^[a-z0-9-]+$")
+    """``us-central1``, ``europe-west4``... or ``global``."""
+    credentials_file: str
+    """A service-account key file (JSON): Parley signs a token request with its key."""
+
+    @field_validator("credentials_file")
+    @classmethod
+    def _service_account(cls, path: str) -> str:
+        from parley.providers.vertex.account import AccountError, read_account
+
+        try:
+            read_account(path)
+        except AccountError as error:
+            raise ValueError(str(error)) from None
+        return path
+
+
 class ChannelSettings(Strict):
     name: str
     type: str = "openai"
@@ -75,6 +96,17 @@ class ChannelSettings(Strict):
     weight: int = Field(1, ge=1)
     timeouts: Timeouts = Timeouts()
     breaker: BreakerOptions = BreakerOptions()
+    vertex: VertexOptions | None = None
+    """Only for ``type: vertex`` (and required there)."""
+
+    @model_validator(mode="after")
+    def _vertex_options(self) -> ChannelSettings:
+        if (self.type == "vertex") != (self.vertex is not None):
+            raise ValueError(
+                "a channel of type vertex needs `vertex` (project, region, "
+                "credentials_file), and only such a channel takes it"
+            )
+        return self
 
     @field_validator("models", mode="before")
     @classmethod

@@ -29,6 +29,8 @@ from parley.providers.openai import OpenAIAdapter
 from parley.providers.openai.transcription import TranscriptionAdapter
 from parley.providers.openai_audio import OpenAIAudioAdapter
 from parley.providers.supertonic import SupertonicAdapter
+from parley.providers.vertex.adapter import VertexAdapter
+from parley.providers.vertex.channels import vertex_channels
 from parley.settings import ChannelSettings, ConfigError
 
 OPENAI_COMPATIBLE_TYPES = ("openai", "vllm", "ollama", "llamacpp")
@@ -90,10 +92,12 @@ class ProviderRegistry:
         http: HttpClient,
         bounds: ReplyBounds | None = None,
         default_max_tokens: int = DEFAULT_MAX_TOKENS,
+        channels: Sequence[ChannelSettings] = (),
     ) -> ProviderRegistry:
         """Every built-in adapter, calling upstreams through the one shared ``http`` client
         and accepting what ``bounds`` allow. ``default_max_tokens`` is what an upstream that
-        needs a limit (Anthropic) is sent when the caller gave none."""
+        needs a limit (Anthropic) is sent when the caller gave none. ``channels`` gives the
+        Vertex AI channels their service accounts (their keys are loaded here)."""
         registry = cls()
         openai = OpenAIAdapter(http, bounds)
         for type_name in OPENAI_COMPATIBLE_TYPES:
@@ -105,6 +109,8 @@ class ProviderRegistry:
         gemini = GeminiAdapter(http, bounds)
         registry.register("gemini", chat=gemini, chat_translation=gemini, completion=gemini)
         registry.register("gemini", embeddings=gemini)
+        vertex = VertexAdapter(http, bounds, vertex_channels(channels, http), default_max_tokens)
+        registry.register("vertex", chat=vertex, chat_translation=vertex, completion=vertex)
         for type_name in TRANSCRIPTION_TYPES:
             adapter = TranscriptionAdapter(http, bounds, writes_subtitles=type_name != "vllm")
             registry.register(type_name, transcription=adapter)

@@ -29,6 +29,7 @@ from parley.store.sql import open_store
 REPO = Path(__file__).resolve().parents[2]
 NOT_AT_START = (
     "av",
+    "cryptography",
     "asyncpg",
     "jinja2",
     "sqlalchemy.dialects.postgresql",
