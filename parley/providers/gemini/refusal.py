@@ -13,6 +13,7 @@ stream that fails before its first batch falls over).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 import orjson
@@ -20,6 +21,10 @@ import orjson
 from parley.dialects.gemini import error_envelope, key_refused
 from parley.providers.base import JSON, UpstreamRefused
 from parley.providers.openai.refusal import refusal, relayed
+
+_ENUM = re.compile(r"[A-Z_]{1,40}")
+"""A Google status name (``UNAVAILABLE``): the only part of a failure event that goes
+into Parley's own message."""
 
 
 def google_refusal(
@@ -51,7 +56,8 @@ def stream_failure(channel: str, event: JSON, secret: str | None) -> UpstreamRef
             retryable=False,
             relayed=relayed(envelope, fallback, secret),
         )
-    kind = details.get("status") if isinstance(details.get("status"), str) else "error"
+    status = details.get("status")
+    kind = status if isinstance(status, str) and _ENUM.fullmatch(status) else "error"
     return UpstreamRefused(
         f"The upstream channel `{channel}` failed during the stream ({kind}).",
         upstream_status=code if isinstance(code, int) and code >= 429 else 502,

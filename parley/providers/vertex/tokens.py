@@ -5,9 +5,11 @@ and refreshed before they expire, off the hot path.
 is past its refresh point (``REFRESH_MARGIN`` before expiry, or half its life for short
 ones) the call still gets it and one background task mints the next; only a call that
 finds no usable token at all (the first, or after failures) waits, and then for the one
-mint in flight (single-flight: never one mint per call). A failed background mint is
-logged by status only and tried again at the next call, ``RETRY_SECONDS`` later at the
-soonest. The token and the assertion are never logged nor put in an error.
+mint in flight (single-flight: never one mint per call while a token is usable). A
+failed background mint is logged by status only and tried again by a later call,
+``RETRY_SECONDS`` after it at the soonest; a failed mint a call waited for is that call's
+error (a 502 naming the channel, which the router falls over from and the breaker
+counts). The token and the assertion are never logged nor put in an error.
 """
 
 from __future__ import annotations
