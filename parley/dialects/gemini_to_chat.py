@@ -7,9 +7,9 @@ a thought part (``"thought": true``) ``reasoning_content``, a ``functionCall`` p
 ``tool_calls`` entry with its whole ``arguments`` (Gemini sends a call in one piece,
 with the id ``gemini.call_id`` makes, as in a whole reply); a ``finishReason`` the
 ``finish_reason`` (``tool_calls`` after a call). Gemini has no closing event: the body's
-end gives the usage chunk (``"choices": []``, from the last ``usageMetadata``), which the
-chat job passes on only to a caller that asked for usage. An event holding ``error`` is
-the stream's ``failure``.
+end gives the usage chunk (``"choices": []``, from the last ``usageMetadata``; none if no
+event carried one), which the chat job passes on only to a caller that asked for usage.
+An event holding ``error`` is the stream's ``failure``.
 """
 
 from __future__ import annotations
@@ -75,7 +75,9 @@ class GeminiToChat:
         if self.done or self.failure is not None:
             return []
         self.done = True
-        usage = self.delivered() or Usage()
+        usage = self.delivered()
+        if usage is None:
+            return []  # no count reported: the job estimates, never bills a made-up zero
         return [self._chunk([], usage=usage_fields(usage))]
 
     def delivered(self) -> Usage | None:

@@ -5,6 +5,7 @@ fake's token endpoint verifies; one mint serves many calls, and no token reaches
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -115,6 +116,11 @@ async def test_gemini_on_vertex_with_one_minted_token(
     gateway: Gateway, key: str, vertex: FakeVertex, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
+    for _ in range(100):  # the first token is minted at start-up, before any call
+        if vertex.mints:
+            break
+        await asyncio.sleep(0.01)
+    assert vertex.mints == 1 and not any(r.path.startswith("/v1/") for r in vertex.requests)
     client = gateway.client(key)
     reply = await client.chat.completions.create(model="gemini-flash", messages=HELLO)  # type: ignore[arg-type]
     assert reply.choices[0].message.content == "echo: hello there"

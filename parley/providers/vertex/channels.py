@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 from parley.catalog_settings import ChannelSettings
@@ -17,8 +18,13 @@ def vertex_channels(
 ) -> dict[str, VertexChannel]:
     """Each ``type: vertex`` channel's project, region and tokens, by channel name. Loads
     the service accounts' keys (and so ``cryptography``) only when there is one; a key
-    that cannot be loaded is a ``ConfigError`` naming the channel."""
+    that cannot be loaded is a ``ConfigError`` naming the channel. Inside the event loop
+    (``Services.start``) each channel's first token starts minting at once."""
     found: dict[str, VertexChannel] = {}
+    try:
+        running = asyncio.get_running_loop() is not None
+    except RuntimeError:
+        running = False  # built to list the types (``parley serve``'s checks): no tokens
     for index, channel in enumerate(channels):
         options = channel.vertex
         if channel.type != "vertex" or options is None:
@@ -28,5 +34,7 @@ def vertex_channels(
         except AccountError as error:
             raise ConfigError(f"channels[{index}].vertex.credentials_file: {error}") from None
         tokens = AccessTokens(channel.name, signer, http)
+        if running:
+            tokens.prefetch()
         found[channel.name] = VertexChannel(options.project, options.region, tokens)
     return found

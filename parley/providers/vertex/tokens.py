@@ -74,6 +74,12 @@ class AccessTokens:
         self.mints = 0
         """Tokens minted so far (for tests and metrics)."""
 
+    def prefetch(self) -> None:
+        """Start minting the first token now (at start-up), so the first call need not wait
+        for it; a failure is logged and the first call tries again."""
+        if self._token is None and self._minting is None:
+            self._start_mint()
+
     async def token(self) -> str:
         now = self._clock()
         token = self._token

@@ -224,3 +224,9 @@ def test_usage_that_cannot_be_a_count_is_none() -> None:
     assert gemini.read_usage({"promptTokenCount": 5, "cachedContentTokenCount": 9}) == Usage(
         prompt_tokens=5, cached_tokens=5
     )
+
+
+def test_a_stream_without_usage_leaves_the_count_to_the_job() -> None:
+    out, translator = run(reader, [sse([event([{"text": "Hi"}], "STOP")])])
+    assert all(chunk["choices"] for chunk in out)  # no usage chunk of made-up zeros
+    assert translator.done and translator.delivered() is None
