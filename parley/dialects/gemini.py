@@ -14,7 +14,11 @@ result.
 ids made from the response id and their position (``call_<responseId>_<n>``), the
 upstream's own when it sent one, and a tool result goes back as a ``functionResponse``
 named after the call it answers, found by id among the request's earlier calls; Gemini
-pairs them by name and order.
+pairs them by name and order. Thinking models sign a call (``thoughtSignature``) and
+refuse a later turn whose call lost its signature, and no caller dialect has a field for
+it: the signature rides in the call's id (``<id>__sig_<signature>``, base64 in the
+characters ids allow), which every caller sends back, and is put back on the
+``functionCall`` part from there.
 
 ``decode_reply`` reads a ``GenerateContentResponse`` (its first candidate); ``read_usage``
 its ``usageMetadata``: ``promptTokenCount`` counts cached content too (OpenAI's
@@ -60,6 +64,8 @@ FINISH_REASONS: dict[str, Stop] = {
 }
 """Gemini's ``finishReason`` → the canonical stop (anything else ends as ``end``)."""
 TOOL_MODES = {"auto": "AUTO", "required": "ANY", "tool": "ANY", "none": "NONE"}
+SIGNATURE_MARK = "__sig_"
+"""Between a call's id and the thought signature it carries (see the module's doc)."""
 
 
 def encode_request(request: Request, *, remote_images: bool = False) -> JSON:
@@ -107,7 +113,11 @@ def _write_message(
         elif isinstance(block, Image):
             parts.append(_write_image(block, where, remote_images))
         elif isinstance(block, ToolCall):
-            parts.append({"functionCall": {"name": block.name, "args": _arguments(block)}})
+            call: JSON = {"functionCall": {"name": block.name, "args": _arguments(block)}}
+            signature = _signature(block.id)
+            if signature:
+                call["thoughtSignature"] = signature
+            parts.append(call)
         elif isinstance(block, ToolResult):
             parts.append(_write_result(block, names, where))
         # Reasoning: Gemini's thoughts cannot be sent back; the model does without them.
@@ -249,8 +259,27 @@ def read_part(part: JSON, response_id: str, position: int) -> Block | None:
     call = part.get("functionCall")
     if isinstance(call, dict):
         arguments = orjson.dumps(call.get("args") or {}).decode()
-        return ToolCall(call_id(call, response_id, position), str(call.get("name")), arguments)
+        identity = call_id(call, response_id, position)
+        signature = part.get("thoughtSignature")
+        if isinstance(signature, str) and signature:
+            identity += SIGNATURE_MARK + _pack(signature)
+        return ToolCall(identity, str(call.get("name")), arguments)
     return None
+
+
+def _pack(signature: str) -> str:
+    """A base64 signature in an id's characters (``[A-Za-z0-9_-]``, as Anthropic's
+    ``tool_use`` ids must be)."""
+    return signature.replace("+", "-").replace("/", "_").rstrip("=")
+
+
+def _signature(identity: str) -> str | None:
+    """The thought signature a call id carries, as Gemini wrote it; ``None`` if none."""
+    _, mark, packed = identity.partition(SIGNATURE_MARK)
+    if not mark or not packed:
+        return None
+    signature = packed.replace("-", "+").replace("_", "/")
+    return signature + "=" * (-len(signature) % 4)
 
 
 def call_id(call: JSON, response_id: str, position: int) -> str:

@@ -6,6 +6,7 @@ cached and thinking tokens billed to the nano-dollar."""
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ import pytest
 
 from parley.domain.pricing import Price, usd_to_nanos
 from tests.api.harness import CHANNEL_KEY, Gateway, call, local_state, records, starting
-from tests.upstreams.gemini import FakeGemini
+from tests.upstreams.gemini import SIGNATURE, FakeGemini
 from tests.upstreams.openai_compatible import FakeEngine
 
 HELLO = [{"role": "user", "content": "hello there"}]
@@ -56,6 +57,7 @@ def gemini_config(upstream_url: str, backup_url: str, workdir: Path) -> dict[str
                 "models": [
                     {"name": "gemini-pro", "upstream": "gemini-2.5-pro"},
                     {"name": "gemini-tool", "upstream": "gemini-2.5-pro+tool"},
+                    {"name": "gemini-signed", "upstream": "gemini-3-pro+tool+signed"},
                     {"name": "gemini-cached", "upstream": "gemini-2.5-pro+cached-1000+thoughts-7"},
                     {"name": "gemini-busy", "upstream": "gemini-2.5-pro+fail-429"},
                     {"name": "gemini-broken", "upstream": "gemini-2.5-pro+error-after-2"},
@@ -75,6 +77,7 @@ def gemini_config(upstream_url: str, backup_url: str, workdir: Path) -> dict[str
         "models": [
             {"name": "gemini-pro", "vision": True},
             {"name": "gemini-tool"},
+            {"name": "gemini-signed"},
             {
                 "name": "gemini-cached",
                 "prices": {
@@ -438,3 +441,51 @@ async def test_embeddings_and_completions_on_a_gemini_channel(
     completed = await client.completions.create(model="gemini-pro", prompt="once upon")
     assert completed.choices[0].text == "echo: once upon"
     assert completed.choices[0].finish_reason == "stop"
+
+
+async def test_a_thought_signature_rides_in_the_call_id_and_goes_back(
+    gateway: Gateway, key: str, upstream: FakeGemini
+) -> None:
+    client = gateway.client(key)
+    stream = await client.chat.completions.create(
+        model="gemini-signed",
+        messages=HELLO,  # type: ignore[arg-type]
+        tools=TOOLS,  # type: ignore[arg-type]
+        stream=True,
+    )
+    chunks = [chunk async for chunk in stream]
+    calls = [
+        call
+        for c in chunks
+        if c.choices and c.choices[0].delta.tool_calls
+        for call in c.choices[0].delta.tool_calls
+    ]
+    (entry,) = calls
+    assert entry.id is not None and re.fullmatch(r"[A-Za-z0-9_-]+", entry.id)
+    assert entry.function is not None
+    assistant = {
+        "role": "assistant",
+        "tool_calls": [
+            {
+                "id": entry.id,
+                "type": "function",
+                "function": {"name": entry.function.name, "arguments": entry.function.arguments},
+            }
+        ],
+    }
+    answered = await client.chat.completions.create(
+        model="gemini-signed",
+        messages=[*HELLO, assistant, {"role": "tool", "tool_call_id": entry.id, "content": "7"}],  # type: ignore[list-item]
+        tools=TOOLS,  # type: ignore[arg-type]
+    )
+    assert answered.choices[0].message.content == "result: 7"
+    model_turn = upstream.last_request.body["contents"][1]
+    assert model_turn["parts"][0]["thoughtSignature"] == SIGNATURE
+    unsigned = {**assistant, "tool_calls": [{**assistant["tool_calls"][0], "id": "call_1"}]}
+    with pytest.raises(openai.BadRequestError) as refused:
+        await client.chat.completions.create(
+            model="gemini-signed",
+            messages=[*HELLO, unsigned, {"role": "tool", "tool_call_id": "call_1", "content": "7"}],  # type: ignore[list-item]
+            tools=TOOLS,  # type: ignore[arg-type]
+        )
+    assert "thought_signature" in refused.value.message

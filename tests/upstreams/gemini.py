@@ -28,6 +28,8 @@ the cached tokens), ``candidatesTokenCount`` the words produced. Knobs, as
 - ``cached-N``: ``cachedContentTokenCount`` N.
 - ``safety``: the candidate ends with ``SAFETY`` and no text.
 - ``call-id``: function calls carry Gemini's optional ``id``.
+- ``signed``: function call parts carry a ``thoughtSignature`` (``SIGNATURE``), and, as
+  thinking models do, a request whose model turn holds a call without it is a 400.
 
 With ``responseMimeType: application/json`` the text is ``{"echo": "<the echo>"}``.
 """
@@ -56,6 +58,8 @@ STATUSES = {
     504: "DEADLINE_EXCEEDED",
 }
 THOUGHT = "Let me echo."
+SIGNATURE = base64.b64encode(b"\xfb\xef\xff signed thought \xfe\xff").decode()
+"""A thought signature with ``+``, ``/`` and ``=`` in it, as real ones have."""
 REQUEST_FIELDS = frozenset(
     {
         "contents",
@@ -95,12 +99,13 @@ class Behaviour:
     cached: int = 0
     safety: bool = False
     call_id: bool = False
+    signed: bool = False
 
     def with_model(self, model: str) -> Behaviour:
         behaviour = self
         for part in model.split("+"):
             name, _, arg = part.rpartition("-")
-            if part in ("tool", "safety"):
+            if part in ("tool", "safety", "signed"):
                 behaviour = replace(behaviour, **{part: True})
             elif part == "call-id":
                 behaviour = replace(behaviour, call_id=True)
@@ -139,6 +144,9 @@ class GoogleContent:
             check(body)
         except Invalid as error:
             return 400, google_error(400, str(error)), behaviour
+        if behaviour.signed and _unsigned_call(body):
+            message = "Function call is missing a thought_signature in functionCall parts."
+            return 400, google_error(400, message), behaviour
         return 200, self._reply(body, model, behaviour), behaviour
 
     def _reply(self, body: JSON, model: str, behaviour: Behaviour) -> JSON:
@@ -174,7 +182,10 @@ class GoogleContent:
             }
             if behaviour.call_id:
                 call["id"] = f"fc-{next(self._ids)}"
-            parts.append({"functionCall": call})
+            part: JSON = {"functionCall": call}
+            if behaviour.signed:
+                part["thoughtSignature"] = SIGNATURE
+            parts.append(part)
         prompt = _input_words(body) + behaviour.cached
         usage: JSON = {
             "promptTokenCount": prompt,
@@ -308,6 +319,15 @@ def _check_part(part: Any, role: str, calls: list[str]) -> None:
             raise Invalid(
                 "A functionResponse must name an earlier functionCall and hold a response object."
             )
+
+
+def _unsigned_call(body: JSON) -> bool:
+    return any(
+        "functionCall" in part and part.get("thoughtSignature") != SIGNATURE
+        for content in body["contents"]
+        if content["role"] == "model"
+        for part in content["parts"]
+    )
 
 
 def _turn_text(content: JSON) -> str:
