@@ -278,3 +278,19 @@ def test_a_bad_credentials_file_stops_the_start_in_one_line(
     path.write_text(yaml.safe_dump(config))
     with pytest.raises(ConfigError, match="needs `vertex`"):
         load_settings(path, {})
+
+
+async def test_a_revoked_token_is_replaced_after_the_upstream_refuses_it(
+    gateway: Gateway, key: str, vertex: FakeVertex
+) -> None:
+    client = gateway.client(key)
+    await client.chat.completions.create(model="gemini-flash", messages=HELLO)  # type: ignore[arg-type]
+    assert vertex.mints == 1
+    vertex.tokens.clear()  # revoked upstream: the next call is refused with a 401
+    with pytest.raises(openai.APIStatusError) as refused:
+        await client.chat.completions.create(model="claude-sonnet", messages=HELLO)  # type: ignore[arg-type]
+    assert refused.value.status_code == 502
+    reply = await client.chat.completions.create(model="gemini-flash", messages=HELLO)  # type: ignore[arg-type]
+    assert reply.choices[0].message.content == "echo: hello there"
+    assert vertex.mints == 1  # the fresh token is the only one the fake now knows
+    assert vertex.last_request.headers["Authorization"].removeprefix("Bearer ") in vertex.tokens

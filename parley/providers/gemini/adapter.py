@@ -48,6 +48,10 @@ class Endpoint(Protocol):
     def head(self, target: Target, method: str) -> Awaitable[Prepared]:
         """The request head for ``method`` (``generateContent``...) of the target's model."""
 
+    def refused(self, target: Target, status: int) -> None:
+        """The upstream answered ``status`` (an error): a 401 may mean the credentials
+        the endpoint holds went stale."""
+
 
 class ApiKeyEndpoint:
     """The Gemini API (Google AI Studio): ``{base_url}/models/{model}:{method}``, the
@@ -57,6 +61,9 @@ class ApiKeyEndpoint:
 
     async def head(self, target: Target, method: str) -> Prepared:
         return _api_key_head(target.base_url, target.model, method, target.api_key)
+
+    def refused(self, target: Target, status: int) -> None:
+        pass  # a key is what the operator configured: nothing to renew
 
 
 @functools.cache
@@ -156,6 +163,7 @@ class GeminiAdapter:
             response = await self._post(target, method, payload)
             raw = await response.read(self._bounds.max_reply_bytes)
             if response.status >= 300:
+                self._endpoint.refused(target, response.status)
                 raise google_refusal(
                     target.channel, response.status, raw, target.api_key, response.headers
                 )
@@ -184,6 +192,8 @@ class GeminiAdapter:
             return self._post(target, STREAM, payload)
 
         def start(reply: Reply) -> Awaitable[None]:
+            if reply.status >= 300:
+                self._endpoint.refused(target, reply.status)
             return _check_stream_start(reply, target, limit)
 
         def fault(failure: Failure) -> UpstreamError:

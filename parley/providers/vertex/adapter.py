@@ -78,6 +78,13 @@ class VertexEndpoint:
         token = await channel.tokens.token()
         return prepare("POST", url, {**HEADERS, "Authorization": f"Bearer {token}"})
 
+    def refused(self, target: Target, status: int) -> None:
+        """A 401 says the token was refused (revoked, or the clock is off): the next call
+        mints a new one."""
+        channel = self._channels.get(target.channel)
+        if status == 401 and channel is not None:
+            channel.tokens.forget()
+
 
 class VertexAdapter:
     """``Chat``, ``ChatTranslation`` and ``Completion``, by the model's publisher."""
@@ -182,6 +189,7 @@ class VertexClaude:
             response = await self._post(target, "rawPredict", payload)
             raw = await response.read(self._bounds.max_reply_bytes)
             if response.status >= 300:
+                self._endpoint.refused(target, response.status)
                 raise google_refusal(target.channel, response.status, raw, None, response.headers)
             reply = upstream_json.loads(raw)
         if not isinstance(reply, dict):
@@ -199,6 +207,7 @@ class VertexClaude:
 
         async def start(reply: Reply) -> None:
             if reply.status >= 300:
+                self._endpoint.refused(target, reply.status)
                 raw = await reply.read(limit)
                 raise google_refusal(target.channel, reply.status, raw, None, reply.headers)
             if reply.content_type != "text/event-stream":

@@ -80,6 +80,11 @@ class AccessTokens:
         if self._token is None and self._minting is None:
             self._start_mint()
 
+    def forget(self) -> None:
+        """Drop the token the upstream refused: the next call waits for a fresh one (the
+        mint in flight, if any)."""
+        self._token = None
+
     async def token(self) -> str:
         now = self._clock()
         token = self._token
