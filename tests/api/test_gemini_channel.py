@@ -489,3 +489,13 @@ async def test_a_thought_signature_rides_in_the_call_id_and_goes_back(
             tools=TOOLS,  # type: ignore[arg-type]
         )
     assert "thought_signature" in refused.value.message
+
+
+async def test_a_streamed_completion_on_a_gemini_channel(gateway: Gateway, key: str) -> None:
+    stream = await gateway.client(key).completions.create(
+        model="gemini-pro", prompt="once upon", stream=True, max_tokens=2
+    )
+    chunks = [chunk async for chunk in stream]
+    assert all(chunk.object == "text_completion" for chunk in chunks)
+    assert "".join(c.choices[0].text for c in chunks if c.choices) == "echo: once"
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "length"
