@@ -467,7 +467,7 @@ def _aws_from_environment(raw: dict[str, Any], environ: Mapping[str, str]) -> No
     so a configured key is never paired with another's session token), and its
     ``base_url`` from the region."""
     channels = raw.get("channels")
-    for channel in channels if isinstance(channels, list) else ():
+    for index, channel in enumerate(channels if isinstance(channels, list) else ()):
         if not isinstance(channel, dict) or channel.get("type") != "bedrock":
             continue
         given = channel.get("aws")
@@ -479,9 +479,13 @@ def _aws_from_environment(raw: dict[str, Any], environ: Mapping[str, str]) -> No
         region = environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION")
         if "region" not in aws and region:
             aws["region"] = region
-        if aws:
-            channel["aws"] = aws
-        if "base_url" not in channel and isinstance(aws.get("region"), str):
+        if "region" not in aws:
+            raise ConfigError(
+                f"channels.{index}.aws.region: a bedrock channel needs a region "
+                "(aws.region, or AWS_REGION)"
+            )
+        channel["aws"] = aws
+        if "base_url" not in channel:
             channel["base_url"] = f"https://bedrock-runtime.{aws['region']}.amazonaws.com"
 
 
