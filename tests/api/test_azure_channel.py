@@ -181,6 +181,15 @@ async def test_embeddings_from_a_deployment(
     assert upstream.last_request.path == "/openai/deployments/embedder/embeddings"
 
 
+async def test_classic_completions_reach_a_deployment(
+    gateway: Gateway, key: str, upstream: FakeAzure
+) -> None:
+    reply = await gateway.client(key).completions.create(model="gpt-azure", prompt="hello there")
+    assert reply.choices[0].text == "echo: hello there"
+    assert reply.model == "gpt-azure"
+    assert upstream.last_request.path == "/openai/deployments/gpt4o/completions"
+
+
 async def test_tools_and_images_round_trip_through_azure(
     gateway: Gateway, key: str, upstream: FakeAzure
 ) -> None:
