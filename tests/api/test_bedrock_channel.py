@@ -263,7 +263,14 @@ async def test_bedrock_errors_map_to_the_envelope(
         await client.chat.completions.create(model="claude-bedrock", messages=HELLO)  # type: ignore[arg-type]
     assert refused.value.body["message"] == "Fake failure (ValidationException)."  # type: ignore[index]
     assert refused.value.body["code"] == "ValidationException"  # type: ignore[index]
-    for name in ("AccessDeniedException", "InternalServerException", "ModelErrorException"):
+    for name in (
+        "AccessDeniedException",
+        "InternalServerException",
+        "ModelErrorException",
+        "ModelNotReadyException",
+        "ModelTimeoutException",
+        "ThrottlingException",
+    ):
         upstream.behaviour = Behaviour(fail=name)
         with pytest.raises(openai.APIStatusError) as failed:
             await client.chat.completions.create(model="claude-bedrock", messages=HELLO)  # type: ignore[arg-type]
