@@ -340,6 +340,18 @@ async def test_a_guardrail_is_a_content_filter_finish(
         model="claude-bedrock", messages=HELLO
     )  # type: ignore[arg-type]
     assert reply.choices[0].finish_reason == "content_filter"
+    message = await claude(gateway, key).messages.create(
+        model="claude-bedrock",
+        max_tokens=20,
+        messages=HELLO,  # type: ignore[arg-type]
+    )
+    assert message.stop_reason == "refusal"
+    async with claude(gateway, key).messages.stream(
+        model="claude-bedrock",
+        max_tokens=20,
+        messages=HELLO,  # type: ignore[arg-type]
+    ) as stream:
+        assert (await stream.get_final_message()).stop_reason == "refusal"
 
 
 async def test_bedrock_cached_tokens_are_billed_exactly(gateway: Gateway, key: str) -> None:
