@@ -16,6 +16,7 @@ from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import dataclass
 from typing import IO, Any, Protocol, TypeVar
 
+from parley.catalog_settings import ChannelOptions
 from parley.dialects.translator import ChunkTranslator, Translator
 from parley.domain.transcripts import ResponseFormat, Task
 from parley.errors import ParleyError, UpstreamError, UpstreamTimeout
@@ -55,6 +56,9 @@ class Target:
     """Silence allowed while a whole reply, or a reply's head, is awaited."""
     idle_timeout: float | None = None
     """Silence allowed between a stream's reads (``read_timeout`` when unset)."""
+    options: ChannelOptions | None = None
+    """The channel's provider-specific settings (``bedrock``'s AWS credentials, an
+    ``azure-openai`` channel's endpoint style), for the adapters that need them."""
 
     @property
     def stream_timeout(self) -> float:

@@ -42,6 +42,8 @@ NOT_AT_START = (
     "greenlet",
     "alembic",
     "mako",
+    "botocore",  # Bedrock signs with parley/providers/bedrock/sigv4.py
+    "boto3",
 )
 SERVE_A_LITTLE = """
 import asyncio, sys
