@@ -24,7 +24,7 @@ from parley.admin.service import AdminService
 from parley.credentials import SealError
 from parley.domain.channels import ChannelEvent, StoredChannel, key_hint
 from parley.errors import InvalidRequest, NotFound, PermissionDenied, ServiceUnavailable
-from parley.pipeline.channel_book import stored_settings
+from parley.pipeline.channel_book import reseal_all, stored_settings
 from parley.services import Services
 from parley.settings import ChannelSettings, ModelKind
 from parley.store.base import Conflict, Missing
@@ -162,18 +162,10 @@ class ChannelAdmin:
 
     async def reseal(self) -> int:
         """Seal every stored credential with the first key; how many were sealed."""
-        count = 0
-        for stored in await self._store.list_channels():
-            if stored.api_key_sealed is None:
-                continue
-            try:
-                sealed = self._book.box.reseal(stored.api_key_sealed, stored.name)
-            except SealError as error:
-                raise ServiceUnavailable(str(error)) from None
-            await self._replace(
-                replace(stored, api_key_sealed=sealed, updated_at=datetime.now(UTC))
-            )
-            count += 1
+        try:
+            count = await reseal_all(self._store, self._book.box)
+        except SealError as error:
+            raise ServiceUnavailable(str(error)) from None
         await self._admin.audit("channel.reseal", "channels", channels=count)
         await self._svc.reload_channels()
         return count

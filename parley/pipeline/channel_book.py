@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from pydantic import ValidationError
@@ -115,3 +116,17 @@ class ChannelBook:
         await store.record_channel_events(events)
         for _ in events:
             self._events.popleft()
+
+
+async def reseal_all(store: Store, box: CredentialBox) -> int:
+    """Seal every stored credential with the first key (opened with any); how many.
+    Raises ``SealError`` naming a channel no key opens, before anything is written."""
+    stored = [channel for channel in await store.list_channels() if channel.api_key_sealed]
+    resealed = [
+        replace(channel, api_key_sealed=box.reseal(channel.api_key_sealed or "", channel.name))
+        for channel in stored
+    ]
+    now = datetime.now(UTC)
+    for channel in resealed:
+        await store.replace_channel(replace(channel, updated_at=now))
+    return len(resealed)
