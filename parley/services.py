@@ -312,6 +312,7 @@ class Services:
             try:
                 async with self._pruning:
                     pruned = await self.store.prune_usage(datetime.now(UTC) - retention)
+                    await self.store.prune_channel_events(datetime.now(UTC) - retention)
             except StoreUnavailable as error:
                 log.warning("usage pruning failed (%s); will try again", error.reason)
             else:

@@ -22,6 +22,7 @@ from aiohttp import web
 
 from parley.admin.auth import bearer_token, token_matches
 from parley.admin.context import ACTOR, ADMIN_STATE, ROLE, AdminState, client_address
+from parley.admin.passwords import outdated
 from parley.admin.roles import OPEN_ROUTES, needed
 from parley.api.context import SERVICES
 from parley.domain.accounts import ROLES, Account, Role, allows
@@ -45,6 +46,9 @@ async def check_password(
         return account
     if not await state.hasher.verify(password, account.password_hash):
         return None
+    if outdated(account.password_hash):  # made with weaker parameters than today's
+        hashed = await state.hasher.hash(password)
+        account = await store.update_account(name, {"password_hash": hashed})
     state.verified.remember(name, password, account.password_hash)
     return account
 

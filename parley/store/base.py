@@ -191,6 +191,9 @@ class Store(Protocol):
     async def channel_events(self, channel: str, limit: int = 100) -> list[ChannelEvent]:
         """The channel's newest events first."""
 
+    async def prune_channel_events(self, before: datetime) -> int:
+        """Delete events older than ``before`` (kept as long as usage records)."""
+
     # administrator accounts
     async def list_accounts(self) -> list[Account]: ...
 

@@ -97,6 +97,11 @@ def _event_values(event: ChannelEvent) -> dict[str, Any]:
     }
 
 
+def prune_channel_events(conn: Connection, before: datetime) -> int:
+    statement = channel_events.delete().where(channel_events.c.created_at < before)
+    return int(conn.execute(statement).rowcount or 0)
+
+
 def channel_events_of(conn: Connection, channel: str, limit: int) -> list[ChannelEvent]:
     """The channel's newest events first."""
     c = channel_events.c

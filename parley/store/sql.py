@@ -256,6 +256,9 @@ class SqlStore:
     async def channel_events(self, channel: str, limit: int = 100) -> list[ChannelEvent]:
         return await self._read(channels_sql.channel_events_of, channel, limit)
 
+    async def prune_channel_events(self, before: datetime) -> int:
+        return await self._write(channels_sql.prune_channel_events, before)
+
     async def list_accounts(self) -> list[Account]:
         return await self._read(channels_sql.list_accounts)
 
