@@ -201,3 +201,42 @@ async def test_keys_rotate_and_reseal_keeps_every_channel_serving(
     only_old = await sealing_gateway(start_gateway, [SECRET_KEY])
     listed = (await call(only_old, "GET", "/admin/channels"))[1]["data"]
     assert [c["serving"] for c in listed if c["name"] == "spare"] == [False]
+
+
+async def test_a_disabled_channel_fails_over_to_the_models_other_channel(
+    start_gateway: Any, engine: FakeEngine
+) -> None:
+    gateway = await sealing_gateway(start_gateway)
+    key = await gateway.key(await gateway.group("team"))
+    ask = {"model": "chat-large", "messages": [{"role": "user", "content": "hi"}]}
+    async with FakeEngine(api_key=SPARE_KEY) as preferred:
+        body = {
+            **spare(preferred),
+            "models": [{"name": "chat-large", "upstream": "preferred-chat"}],
+            "priority": 10,
+        }
+        assert (await call(gateway, "POST", "/admin/channels", body=body))[0] == 201
+        before = len(engine.requests)
+        status, _ = await call(gateway, "POST", "/v1/chat/completions", token=key, body=ask)
+        assert status == 200 and len(preferred.requests) == 1 and len(engine.requests) == before
+        await call(gateway, "POST", "/admin/channels/spare/disable")
+        status, _ = await call(gateway, "POST", "/v1/chat/completions", token=key, body=ask)
+        assert status == 200 and len(preferred.requests) == 1
+        assert len(engine.requests) == before + 1  # the config file's channel answered
+
+
+async def test_the_test_button_uses_the_cheapest_call_of_the_models_kind(
+    start_gateway: Any,
+) -> None:
+    def tweak(config: dict[str, Any]) -> None:
+        config["admin"] = {"token": ADMIN, "secret_keys": [SECRET_KEY]}
+        config["models"].append({"name": "embed-small", "kind": "embedding"})
+
+    gateway: Gateway = await start_gateway(tweak)
+    async with FakeEngine() as embedder:
+        body = {**spare(embedder), "models": [{"name": "embed-small"}], "api_key": None}
+        assert (await call(gateway, "POST", "/admin/channels", body=body))[0] == 201
+        status, result = await call(gateway, "POST", "/admin/channels/spare/test")
+        assert status == 200 and result["ok"], result
+        assert embedder.last_request.path == "/v1/embeddings"
+        assert embedder.last_request.body["input"] == "ok"
