@@ -7,13 +7,20 @@ opens. Rotation: put a new key first, keep the old ones after it, run ``parley c
 reseal`` (or ``POST /admin/channels/reseal``) to seal every credential with the new key,
 then drop the old keys. The keys never leave this object; a credential that no key opens
 is an error naming the channel, never the bytes.
+
+``cryptography`` (about 6 MB a process) is imported only when keys are configured: a
+gateway that stores no credential never loads it.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING
 
-from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+if TYPE_CHECKING:
+    from cryptography.fernet import MultiFernet
 
 
 class SealError(Exception):
@@ -26,25 +33,36 @@ NO_KEYS = (
 )
 
 
+def _fernet_module() -> ModuleType:
+    return importlib.import_module("cryptography.fernet")
+
+
 def new_key() -> str:
     """A fresh key, as the setting takes it."""
-    return Fernet.generate_key().decode("ascii")
+    key: bytes = _fernet_module().Fernet.generate_key()
+    return key.decode("ascii")
 
 
 class CredentialBox:
-    __slots__ = ("_fernet",)
+    __slots__ = ("_fernet", "_invalid")
 
     def __init__(self, keys: Sequence[str]) -> None:
-        fernets: list[Fernet] = []
+        self._fernet: MultiFernet | None = None
+        self._invalid: type[Exception] = ValueError
+        if not keys:
+            return
+        fernet = _fernet_module()
+        self._invalid = fernet.InvalidToken
+        fernets = []
         for number, key in enumerate(keys, 1):
             try:
-                fernets.append(Fernet(key.encode("ascii")))
+                fernets.append(fernet.Fernet(key.encode("ascii")))
             except (ValueError, UnicodeEncodeError):
                 raise SealError(
                     f"secret key #{number} is not a key made by `parley channels new-key` "
                     "(32 url-safe base64-encoded bytes)"
                 ) from None
-        self._fernet = MultiFernet(fernets) if fernets else None
+        self._fernet = fernet.MultiFernet(fernets)
 
     @property
     def ready(self) -> bool:
@@ -60,7 +78,7 @@ class CredentialBox:
             raise SealError(f"channel `{channel}` has a sealed credential but {NO_KEYS[3:]}")
         try:
             return self._fernet.decrypt(sealed.encode("ascii")).decode("utf-8")
-        except (InvalidToken, UnicodeError):
+        except (self._invalid, UnicodeError):
             raise SealError(
                 f"no configured secret key opens the credential of channel `{channel}`"
             ) from None
@@ -71,7 +89,7 @@ class CredentialBox:
             raise SealError(NO_KEYS)
         try:
             return self._fernet.rotate(sealed.encode("ascii")).decode("ascii")
-        except InvalidToken:
+        except self._invalid:
             raise SealError(
                 f"no configured secret key opens the credential of channel `{channel}`"
             ) from None

@@ -31,6 +31,9 @@ from parley.errors import AuthenticationFailed, PermissionDenied
 from parley.store.base import Store
 
 TOKEN_ROLE: Role = "owner"
+DUMMY_HASH = "scrypt$17$8$1$AAAAAAAAAAAAAAAAAAAAAA==$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
+"""Checked when the account is unknown or disabled, so that answer takes as long as a
+wrong password's (an account's existence does not show in the timing)."""
 ADMIN_PREFIX = "/admin"
 
 
@@ -51,9 +54,6 @@ async def check_password(
         account = await store.update_account(name, {"password_hash": hashed})
     state.verified.remember(name, password, account.password_hash)
     return account
-
-
-DUMMY_HASH = "scrypt$17$8$1$AAAAAAAAAAAAAAAAAAAAAA==$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
 
 
 def basic_credentials(authorization: str | None) -> tuple[str, str] | None:

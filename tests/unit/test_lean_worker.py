@@ -42,6 +42,7 @@ NOT_AT_START = (
     "greenlet",
     "alembic",
     "mako",
+    "cryptography",
 )
 SERVE_A_LITTLE = """
 import asyncio, sys
