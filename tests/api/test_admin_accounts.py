@@ -207,3 +207,25 @@ async def test_failed_sign_ins_are_rate_limited(start_gateway: Any) -> None:
     failed = [e for e in audit if e.action == "session.login_failed"]
     assert len(failed) == 5 and {(e.actor, e.target) for e in failed} == {("olivia", "api")}
     assert not any("guess-number" in str(e) for e in audit)
+
+
+async def test_a_viewer_is_refused_every_dashboard_action(start_gateway: Any) -> None:
+    gateway = await staffed(start_gateway)
+    base = gateway.base_url
+    actions = [
+        path for method, path, target in HANDLERS if method == "POST" and target.startswith("ui.")
+    ]
+    assert len(actions) >= 15
+    async with browser_session() as session:
+        assert await dashboard_login(gateway, session, "vera", PASSWORDS["vera"]) == 303
+        async with session.get(f"{base}/admin/ui/groups") as page:
+            csrf = hidden(await page.text(), "csrf")
+        for path in actions:
+            if path in ("/logout", "/login"):
+                continue
+            async with session.post(
+                f"{base}/admin{concrete(path)}", data={"csrf": csrf}, allow_redirects=False
+            ) as reply:
+                assert reply.status == 403, path
+                wanted = "owner" if path.startswith("/ui/accounts") else "operator"
+                assert f"needs the {wanted} role" in await reply.text(), path
