@@ -204,7 +204,8 @@ class Services:
         clones = CloneBook(store)
         await clones.load()
         try:
-            book = ChannelBook(settings.channels, CredentialBox(settings.admin.secret_keys))
+            box = CredentialBox(settings.admin.secret_keys)
+            book = ChannelBook(settings.channels, box, providers.types())
         except SealError as error:
             raise ConfigError(f"admin.secret_keys: {error}") from None
         await book.load(store)

@@ -6,8 +6,8 @@ The book is refreshed with the directory (``Services.refresh``, every
 channels, and when any changed it opens their credentials and hands the new set to
 ``Services``, which swaps in a new ``Router`` (the request path only ever reads the
 router it holds, never the database). A stored channel named like one of the config
-file's is ignored (the file wins), as is one whose credential no configured key opens;
-both are logged, naming the channel only.
+file's is ignored (the file wins), as is one whose credential no configured key opens
+or whose type no adapter serves (any more); each is logged, naming the channel only.
 
 Breaker transitions are kept as the channel's history: the breakers' listener queues
 them here (no I/O on the request path) and ``flush`` writes them with the refresh.
@@ -44,9 +44,16 @@ def stored_settings(stored: StoredChannel, box: CredentialBox) -> ChannelSetting
 
 
 class ChannelBook:
-    def __init__(self, configured: Sequence[ChannelSettings], box: CredentialBox) -> None:
+    def __init__(
+        self,
+        configured: Sequence[ChannelSettings],
+        box: CredentialBox,
+        types: frozenset[str] | None = None,
+    ) -> None:
         self.configured = tuple(configured)
         self.box = box
+        self._types = types
+        """The channel types an adapter serves (``None``: every type is taken)."""
         self.stored: list[StoredChannel] = []
         self.active: tuple[ChannelSettings, ...] = self.configured
         """The channels routed to: the config file's, then the enabled stored ones."""
@@ -72,6 +79,11 @@ class ChannelBook:
                 continue
             if channel.name in names:
                 log.warning("stored channel %s is ignored: the config file has one", channel.name)
+                continue
+            if self._types is not None and channel.spec.get("type") not in self._types:
+                log.warning(
+                    "stored channel %s is not served: no adapter for its type", channel.name
+                )
                 continue
             try:
                 usable.append(stored_settings(channel, self.box))

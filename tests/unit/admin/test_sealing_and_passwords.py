@@ -5,6 +5,7 @@ swaps channels without losing the breakers' state."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,6 +23,7 @@ from parley.settings import ChannelSettings
 from tests.unit.pipeline.test_breaker import refused, route_of
 
 SECRET = "sk-provider-credential-123456"
+SPEC_OF_PIGEON = {"type": "pigeon", "base_url": "http://coop.example/v1", "models": ["m"]}
 
 
 def test_the_first_key_seals_and_every_key_opens() -> None:
@@ -100,13 +102,14 @@ def stored(name: str, box: CredentialBox, *, disabled: bool = False) -> StoredCh
 async def test_the_book_opens_enabled_channels_and_skips_what_it_cannot_serve() -> None:
     box = CredentialBox([new_key()])
     other = CredentialBox([new_key()])
-    book = ChannelBook([settings("config")], box)
+    book = ChannelBook([settings("config")], box, frozenset({"openai"}))
     store = Stored(
         [
             stored("live", box),
             stored("off", box, disabled=True),
             stored("config", box),  # the file's name wins
             stored("foreign", other),  # no configured key opens it
+            replace(stored("pigeon", box), spec={**SPEC_OF_PIGEON}),  # no adapter for it
         ]
     )
     assert await book.load(store)  # type: ignore[arg-type]
