@@ -179,6 +179,18 @@ class AdminSettings(Strict):
     directly or through a trusted proxy that says so; ``always``: whatever the request."""
     trusted_proxies: tuple[str, ...] = ()
     """Addresses or networks (``10.0.0.0/8``) whose ``X-Forwarded-Proto`` is believed."""
+    secret_keys: tuple[str, ...] = ()
+    """Keys that seal the credentials of channels added from the admin surface (Fernet
+    keys, ``parley channels new-key``): the first seals, every one opens, so a key is
+    rotated by putting a new one first and running ``parley channels reseal``. Usually
+    ``PARLEY_SECRET_KEYS`` (comma-separated); unset: channels cannot be added live."""
+
+    @field_validator("secret_keys", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
 
     @field_validator("token")
     @classmethod
@@ -440,6 +452,7 @@ _OVERRIDES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("PARLEY_REDIS_URL", ("redis", "url")),
     ("PARLEY_LIMITS_BACKEND", ("limits", "backend")),
     ("PARLEY_ADMIN_TOKEN", ("admin", "token")),
+    ("PARLEY_SECRET_KEYS", ("admin", "secret_keys")),
     ("PARLEY_METRICS_TOKEN", ("metrics", "token")),
 )
 

@@ -111,10 +111,14 @@ class UpstreamRefused(UpstreamError):
         retryable: bool,
         relayed: Relayed | None = None,
         retry_after: float | None = None,
+        detail: str | None = None,
     ) -> None:
         super().__init__(relayed.message if relayed is not None else message)
         self.upstream_status = upstream_status
         self.retryable = retryable
+        self.detail = detail
+        """The upstream's own message, redacted, for the operator (a channel test); never
+        sent to a caller, whose message names only the channel."""
         self.retry_after = retry_after
         """Seconds the upstream asked to be left alone (its ``retry-after``), if it did."""
         if not retryable:
