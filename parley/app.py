@@ -24,7 +24,6 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
 
 from parley.admin.site import admin_app
-from parley.api.context import CALLER, REPLY_HEADERS, SERVICES
 from parley.api.reply import error_response, http_exception_as_error
 from parley.api.routes import add_routes
 from parley.edge import bodies as edge_bodies
@@ -42,7 +41,8 @@ from parley.errors import (
 from parley.limits.headers import rate_limit_headers
 from parley.pipeline.admit import scopes_for
 from parley.pipeline.authenticate import Caller, check_usable, identify
-from parley.services import Services
+from parley.pipeline.context import CALLER, REPLY_HEADERS, SERVICES
+from parley.pipeline.services import Services
 from parley.settings import Settings
 from parley.store.base import Store, StoreUnavailable
 from parley.telemetry.request_ids import stamp_request_id

@@ -12,11 +12,11 @@ from parley.api.body import (
     read_json,
     required_string,
 )
-from parley.api.context import services
 from parley.api.textgen import Endpoint, TextRequest, generate, text_request
 from parley.domain.models import CHAT_KINDS, Resolved
 from parley.domain.tokens import count_images, estimate_messages
 from parley.errors import InvalidRequest, PayloadTooLarge
+from parley.pipeline.context import services
 from parley.pipeline.job import Operation
 from parley.pipeline.route import Route
 from parley.providers.base import JSON

@@ -23,7 +23,6 @@ import orjson
 from aiohttp import web
 
 from parley.api.body import read_json
-from parley.api.context import services
 from parley.dialects import anthropic_messages, openai_chat
 from parley.dialects.canonical import Request, Unsupported, produced_characters
 from parley.dialects.chat_to_messages import ChatToMessages
@@ -37,6 +36,7 @@ from parley.errors import InvalidRequest, ParleyError, encode_anthropic_error_ev
 from parley.pipeline import runner
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.call import Call
+from parley.pipeline.context import services
 from parley.pipeline.job import NO_HEADERS, Operation
 from parley.pipeline.route import Route
 from parley.providers.base import JSON, Translations

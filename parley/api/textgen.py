@@ -18,7 +18,6 @@ import orjson
 from aiohttp import web
 
 from parley.api.body import optional_bool, optional_number, optional_positive_int, stream_options
-from parley.api.context import services
 from parley.api.streaming import DONE, ChunkShaper, StreamTally
 from parley.dialects.openai_chat import read_usage, usage_fields
 from parley.domain.models import Resolved
@@ -30,6 +29,7 @@ from parley.pipeline import runner
 from parley.pipeline.admit import scopes_for
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.call import Call
+from parley.pipeline.context import services
 from parley.pipeline.job import NO_HEADERS, Operation
 from parley.pipeline.route import Route
 from parley.providers.base import JSON

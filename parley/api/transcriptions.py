@@ -28,7 +28,6 @@ from contextlib import AbstractAsyncContextManager
 import orjson
 from aiohttp import web
 
-from parley.api.context import caller, services
 from parley.api.transcription_form import SpeechToText, speech_to_text
 from parley.api.uploads import read_form
 from parley.domain.models import Resolved
@@ -38,6 +37,7 @@ from parley.errors import InvalidRequest, ParleyError, UpstreamError, encode_err
 from parley.pipeline import runner
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.call import Call
+from parley.pipeline.context import caller, services
 from parley.pipeline.job import NO_HEADERS, Batches, Operation
 from parley.pipeline.precheck import refuse_before_upload
 from parley.pipeline.route import Route

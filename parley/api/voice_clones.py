@@ -30,7 +30,6 @@ from typing import Any
 from aiohttp import web
 from multidict import MultiDict
 
-from parley.api.context import caller, services
 from parley.api.reply import json_reply
 from parley.api.uploads import Form, read_form
 from parley.api.voices import model_param, not_local_tts
@@ -44,12 +43,13 @@ from parley.errors import InvalidRequest, NotFound, ParleyError, PermissionDenie
 from parley.pipeline import runner
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.call import Call
+from parley.pipeline.context import caller, services
 from parley.pipeline.job import Operation
 from parley.pipeline.precheck import refuse_before_upload
 from parley.pipeline.relay import relay
 from parley.pipeline.route import Route
+from parley.pipeline.services import Services
 from parley.providers.base import UpstreamRefused, VoiceClip, VoicesUnsupported
-from parley.services import Services
 from parley.store.base import Conflict
 
 CLONE = Operation(name="voice cloning", path="/v1/audio/voices", kinds=frozenset({"speech"}))

@@ -16,12 +16,12 @@ from typing import Any
 
 from aiohttp import web
 
-from parley.api.context import SERVICES
 from parley.app import create_app
 from parley.cli.context import fail
 from parley.edge.runner import EdgeRunner
 from parley.heap import give_back_freed_memory
-from parley.services import Services
+from parley.pipeline.context import SERVICES
+from parley.pipeline.services import Services
 from parley.settings import Settings
 from parley.telemetry.access import AccessLogger, access_logger
 from parley.telemetry.logs import configure_logging

@@ -34,9 +34,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from parley.api.context import CALLER, REPLY_HEADERS, SERVICES
 from parley.domain.usage import Usage
-from parley.edge.request_log import ADMITTED, REFUSED_MODEL
 from parley.errors import (
     INTERNAL_ERROR_MESSAGE,
     ParleyError,
@@ -47,13 +45,14 @@ from parley.errors import (
 )
 from parley.pipeline.admit import admit, resolve_model
 from parley.pipeline.call import Call
+from parley.pipeline.context import ADMITTED, CALLER, REFUSED_MODEL, REPLY_HEADERS, SERVICES
 from parley.pipeline.job import Job, ReplyJob, StreamJob
 from parley.pipeline.meter import Meter
 from parley.pipeline.plan import Switching
 from parley.pipeline.relay import Failed, relay, relay_stream
 from parley.pipeline.route import Route
+from parley.pipeline.services import Services
 from parley.pipeline.streams import SHUTDOWN_STATUS
-from parley.services import Services
 
 log = logging.getLogger("parley.runner")
 

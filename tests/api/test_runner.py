@@ -18,13 +18,13 @@ import orjson
 import pytest
 from aiohttp import web
 
-from parley.api.context import services
 from parley.app import create_app
 from parley.domain.models import Resolved
 from parley.domain.usage import Allowance, Usage, UsageRecord
 from parley.errors import ParleyError
 from parley.pipeline import runner
 from parley.pipeline.authenticate import Caller
+from parley.pipeline.context import services
 from parley.pipeline.job import NO_HEADERS, Operation
 from parley.pipeline.route import Route
 from parley.pipeline.streams import SHUTDOWN_STATUS

@@ -15,9 +15,9 @@ from parley.admin.auth import same_secret, token_matches
 from parley.admin.context import ACTOR, ADMIN_STATE, SESSION, client_address
 from parley.admin.service import AdminService
 from parley.admin.ui.render import page
-from parley.api.context import SERVICES
 from parley.domain.audit import Actor
 from parley.errors import PermissionDenied, RateLimited
+from parley.pipeline.context import SERVICES
 
 SESSION_COOKIE = "parley_admin"
 LOGIN_COOKIE = "parley_login"
