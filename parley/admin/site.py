@@ -28,6 +28,7 @@ from parley.admin.context import (
 from parley.domain.audit import Actor
 from parley.edge.deferred import deferred
 from parley.errors import AuthenticationFailed, NotFound, ParleyError
+from parley.pipeline.context import REPLY_HEADERS
 from parley.settings import Settings
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -100,8 +101,8 @@ async def security_headers(request: web.Request, handler: Handler) -> web.Stream
     except web.HTTPException as exc:
         exc.headers.update(SECURITY_HEADERS)
         raise
-    except ParleyError as error:
-        error.headers.update(SECURITY_HEADERS)
+    except ParleyError:  # the gateway renders it, with the reply headers as its base
+        request[REPLY_HEADERS] = {**request.get(REPLY_HEADERS, {}), **SECURITY_HEADERS}
         raise
     response.headers.update(SECURITY_HEADERS)
     return response

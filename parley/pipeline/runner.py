@@ -82,7 +82,7 @@ async def reply(request: web.Request, job: ReplyJob[R]) -> web.StreamResponse:
                 routes,
                 switching.call if switching else job.call,
                 model,
-                _failed(svc, call),
+                _failed(svc, metered),
                 policy=policy,
             )
             reply_headers = request[REPLY_HEADERS]
@@ -117,7 +117,7 @@ async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
             # then the end.
             routes, policy, switching = svc.planner.plan(call, job)
             open_route = switching.open if switching else job.open
-            failed = _failed(svc, call)
+            failed = _failed(svc, metered)
             async with relay_stream(
                 routes, open_route, call.model.spec.name, failed, policy=policy, task=task
             ) as opened:
@@ -222,7 +222,6 @@ async def _stream_failed(
     """A stream ended by a ``ParleyError``: an upstream's failure (told to the watchers
     when it cut a started reply), or a refusal."""
     call = metered.call
-    metered.channel = metered.channel or error.channel
     if isinstance(error, UpstreamError) and response.prepared:  # cut mid-stream
         watchers = request.app[SERVICES].watchers
         watchers.tell_upstream_failed(call, metered.channel, error, call.age())
@@ -243,10 +242,13 @@ def _answered(
         switching.answered(call, headers)
 
 
-def _failed(svc: Services, call: Call) -> Failed:
-    """Each failed upstream attempt, told to the breakers and the watchers (logs, metrics)."""
+def _failed(svc: Services, metered: Metered) -> Failed:
+    """Each failed upstream attempt, told to the breakers and the watchers (logs, metrics);
+    its channel is the record's until another route answers."""
+    call = metered.call
 
     def failed(route: Route, error: UpstreamError, seconds: float) -> None:
+        metered.channel = route.target.channel
         svc.breakers.failed(route, error)
         svc.watchers.tell_upstream_failed(call, route.target.channel, error, seconds)
 
@@ -335,8 +337,6 @@ class Metered:
             self.status = failure_status(error)
             if isinstance(error, ParleyError):
                 self.error_code = error.code
-        if not self.channel and isinstance(error, ParleyError):
-            self.channel = error.channel  # the channel that failed, when an upstream did
         self._meter.finish(
             self.call,
             usage=self.usage,
