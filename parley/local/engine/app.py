@@ -21,12 +21,12 @@ import orjson
 from aiohttp import web
 
 from parley.api.reply import error_response, http_exception_as_error
-from parley.engine import hearing, speech
-from parley.engine.espeak import Espeak
-from parley.engine.workers import Workers
 from parley.errors import INTERNAL_ERROR_MESSAGE, ParleyError
+from parley.local.engine import hearing, speech
+from parley.local.engine.espeak import Espeak
+from parley.local.engine.workers import Workers
 
-log = logging.getLogger("parley.engine")
+log = logging.getLogger("parley.local.engine")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 SPEECH_MODEL = "espeak-ng"
 TRANSCRIPTION_MODEL = "pocketsphinx-en-us"
