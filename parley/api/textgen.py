@@ -1,7 +1,7 @@
 """Chat and classic completions: the request fields they share, and their jobs.
 
 The handlers in ``chat.py`` and ``completions.py`` parse a request into a
-``TextRequest``; ``generate`` wraps it in a ``TextReply`` or ``TextStream`` job and hands
+``TextRequest``; ``run_text_job`` wraps it in a ``TextReply`` or ``TextStream`` job and hands
 it to the runner (``pipeline/runner.py``), which admits, routes, relays and meters it.
 The jobs only call the adapter for one route and render what it returned.
 """
@@ -107,7 +107,7 @@ class Endpoint:
     """A stream from the adapter behind a route (asking it for shapes, or not)."""
 
 
-def generate(
+def run_text_job(
     request: web.Request,
     endpoint: Endpoint,
     text: TextRequest,
