@@ -46,13 +46,13 @@ from parley.errors import (
 from parley.pipeline.admit import admit, resolve_model
 from parley.pipeline.call import Call
 from parley.pipeline.context import ADMITTED, CALLER, REFUSED_MODEL, REPLY_HEADERS, SERVICES
+from parley.pipeline.in_flight import SHUTDOWN_STATUS
 from parley.pipeline.job import Job, ReplyJob, StreamJob
 from parley.pipeline.meter import Meter
 from parley.pipeline.plan import Switching
 from parley.pipeline.relay import Failed, relay, relay_stream
 from parley.pipeline.route import Route
 from parley.pipeline.services import Services
-from parley.pipeline.streams import SHUTDOWN_STATUS
 
 log = logging.getLogger("parley.runner")
 
@@ -72,8 +72,8 @@ OVERLOADED = "The gateway is catching up on usage records; retry shortly."
 async def reply(request: web.Request, job: ReplyJob[R]) -> web.StreamResponse:
     """Admit, route, relay and meter a call answered with one whole reply."""
     svc, call = await _admitted(request, job)
-    task = svc.streams.current()
-    svc.streams.add(task)  # shutdown ends a call still waiting at the end of its grace too
+    task = svc.in_flight.current()
+    svc.in_flight.add(task)  # shutdown ends a call still waiting at the end of its grace too
     with Metered(svc.meter, call) as metered:
         try:
             model = call.model.spec.name
@@ -88,13 +88,13 @@ async def reply(request: web.Request, job: ReplyJob[R]) -> web.StreamResponse:
             reply_headers = request[REPLY_HEADERS]
             _answered(svc, route, switching, call, reply_headers)
         except asyncio.CancelledError:
-            if not svc.streams.ending(task):
+            if not svc.in_flight.ending(task):
                 raise
             task.uncancel()
             metered.failed(SHUTDOWN_STATUS, ServiceUnavailable.code)
             raise ServiceUnavailable(SHUTTING_DOWN) from None
         finally:
-            svc.streams.discard(task)
+            svc.in_flight.discard(task)
         metered.channel = route.target.channel
         metered.first_byte = call.age()  # the whole reply is ready to send
         usage = svc.meter.capped(call, job.usage(found), metered.channel)  # as billed
@@ -107,8 +107,8 @@ async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
     """Admit, route, relay and meter a call whose reply is relayed as it arrives."""
     svc, call = await _admitted(request, job)
     response = _stream_response(job.content_type, request[REPLY_HEADERS])
-    task = svc.streams.current()
-    svc.streams.add(task)
+    task = svc.in_flight.current()
+    svc.in_flight.add(task)
     with Metered(svc.meter, call) as metered:
         try:
             # Stages 3 to 5 (written here, not in a helper: a stream's task wakes up once
@@ -144,7 +144,7 @@ async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
         except CLIENT_GONE:
             metered.failed(CLIENT_CLOSED)
         except asyncio.CancelledError:
-            if not svc.streams.ending(task):
+            if not svc.in_flight.ending(task):
                 metered.failed(CLIENT_CLOSED)
                 raise
             task.uncancel()  # shutdown ended the stream: end the reply cleanly
@@ -157,7 +157,7 @@ async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
             if metered.failed(INTERNAL_ERROR):
                 await _tell(request, response, job, ParleyError(INTERNAL_ERROR_MESSAGE))
         finally:
-            svc.streams.discard(task)
+            svc.in_flight.discard(task)
             metered.delivered(job.delivered())
     return response
 
