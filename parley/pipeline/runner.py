@@ -91,7 +91,7 @@ async def reply(request: web.Request, job: ReplyJob[R]) -> web.StreamResponse:
             if not svc.in_flight.ending(task):
                 raise
             task.uncancel()
-            metered.failed(SHUTDOWN_STATUS, ServiceUnavailable.code)
+            metered.record_failure(SHUTDOWN_STATUS, ServiceUnavailable.code)
             raise ServiceUnavailable(SHUTTING_DOWN) from None
         finally:
             svc.in_flight.discard(task)
@@ -142,20 +142,22 @@ async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
         except ParleyError as error:
             await _stream_failed(request, response, job, metered, error)
         except CLIENT_GONE:
-            metered.failed(CLIENT_CLOSED)
+            metered.record_failure(CLIENT_CLOSED)
         except asyncio.CancelledError:
             if not svc.in_flight.ending(task):
-                metered.failed(CLIENT_CLOSED)
+                metered.record_failure(CLIENT_CLOSED)
                 raise
             task.uncancel()  # shutdown ended the stream: end the reply cleanly
-            if metered.failed(SHUTDOWN_STATUS, ServiceUnavailable.code):
-                await _tell(request, response, job, ServiceUnavailable(SHUTTING_DOWN))
+            metered.record_failure(SHUTDOWN_STATUS, ServiceUnavailable.code)
+            await _raise_or_tell(request, response, job, metered, ServiceUnavailable(SHUTTING_DOWN))
         except Exception:  # the started reply's own error boundary (see the docstring)
             if not response.prepared:
                 raise
             log.exception("a stream failed after its reply started (%s)", call.endpoint)
-            if metered.failed(INTERNAL_ERROR):
-                await _tell(request, response, job, ParleyError(INTERNAL_ERROR_MESSAGE))
+            metered.record_failure(INTERNAL_ERROR)
+            await _raise_or_tell(
+                request, response, job, metered, ParleyError(INTERNAL_ERROR_MESSAGE)
+            )
         finally:
             svc.in_flight.discard(task)
             metered.delivered(job.delivered())
@@ -225,8 +227,8 @@ async def _stream_failed(
     if isinstance(error, UpstreamError) and response.prepared:  # cut mid-stream
         watchers = request.app[SERVICES].watchers
         watchers.tell_upstream_failed(call, metered.channel, error, call.age())
-    if metered.failed(error.status, error.code):
-        await _tell(request, response, job, error)
+    metered.record_failure(error.status, error.code)
+    await _raise_or_tell(request, response, job, metered, error)
 
 
 def _answered(
@@ -255,13 +257,20 @@ def _failed(svc: Services, metered: Metered) -> Failed:
     return failed
 
 
-async def _tell(
-    request: web.Request, response: web.StreamResponse, job: StreamJob[Any], error: ParleyError
+async def _raise_or_tell(
+    request: web.Request,
+    response: web.StreamResponse,
+    job: StreamJob[Any],
+    metered: Metered,
+    error: ParleyError,
 ) -> None:
-    """Tell the caller the call failed: the error envelope while nothing was sent, else in
-    the stream's own format, or by cutting the connection when it has none."""
+    """Tell the caller the call failed: raise ``error`` for its envelope while nothing was
+    sent, else write it in the stream's own format, or cut the connection when the format
+    has none; nothing once the stream's end is being written (``metered.closing``)."""
     if not response.prepared:
         raise error
+    if metered.closing:
+        return
     tail = job.failure(error)
     if tail is None:
         if request.transport is not None:
@@ -311,13 +320,12 @@ class Metered:
         if usage is not None:
             self.usage = usage
 
-    def failed(self, status: int, code: str | None = None) -> bool:
-        """Record a failure and its error code (the first one counts); ``True`` when the
-        caller should be told, ``False`` once the stream's end is being written."""
+    def record_failure(self, status: int, code: str | None = None) -> None:
+        """Record a failure and its error code (the first one counts). The caller is told
+        of it unless the stream's end is being written (``closing``)."""
         if self.status is None:
             self.status = status
             self.error_code = code
-        return not self.closing
 
     def delivered(self, usage: Usage | None) -> None:
         """A stream is billed for what it delivered, whatever its status."""
