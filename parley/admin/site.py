@@ -114,9 +114,9 @@ async def gate(request: web.Request, handler: Handler) -> web.StreamResponse:
     if state is None:
         raise NotFound(ADMIN_OFF)
     if is_dashboard(request.path):
-        from parley.admin.ui.door import through  # the dashboard and Jinja2, on first use
+        from parley.admin.ui.gate import serve_page  # the dashboard and Jinja2, on first use
 
-        return await through(request, handler)
+        return await serve_page(request, handler)
     address = client_address(request)
     state.attempts.check(address)
     if not token_matches(bearer_token(request.headers.get("Authorization")), state.token):

@@ -26,7 +26,8 @@ DATABASE_DOWN = (
 log = logging.getLogger("parley.admin")
 
 
-async def through(request: web.Request, handler: Handler) -> web.StreamResponse:
+async def serve_page(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A dashboard page: the session entered, then the page, any failure as a page."""
     try:
         await session.enter(request)
         return await handler(request)
