@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 from aiohttp.web_protocol import RequestPayloadError
 
 from parley.admin.site import admin_app
@@ -52,7 +53,6 @@ log = logging.getLogger("parley")
 V1 = "/v1/"
 MESSAGES = "/v1/messages"
 """Anthropic's Messages API: its callers send ``x-api-key`` and read Anthropic's errors."""
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 DATABASE_UNAVAILABLE = "The database is unavailable right now; try again shortly."
 BODY_TIMEOUT_MESSAGE = "The request body did not arrive in time; send it whole, faster."
 BAD_BODY_MESSAGE = (

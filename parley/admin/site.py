@@ -10,10 +10,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from parley.admin.auth import Sessions, bearer_token, token_matches
 from parley.admin.context import (
@@ -31,7 +31,6 @@ from parley.errors import AuthenticationFailed, NotFound, ParleyError
 from parley.pipeline.context import REPLY_HEADERS
 from parley.settings import Settings
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 STATIC = Path(__file__).parent / "static"
 DASHBOARD_PREFIXES = ("/admin/ui/", "/admin/login", "/admin/logout", "/admin/static/")
 ADMIN_OFF = "The admin API is off: set admin.token in the config."

@@ -9,9 +9,9 @@ whose dashboard nobody opens.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from parley.admin.ui import session
 from parley.admin.ui.render import page
@@ -19,7 +19,6 @@ from parley.admin.ui.voices import VOICES
 from parley.errors import ParleyError
 from parley.store.base import StoreUnavailable
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 DATABASE_DOWN = (
     "The database is unavailable right now, so this page cannot be shown. Try again shortly."
 )

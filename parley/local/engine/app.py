@@ -15,10 +15,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 
 import orjson
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from parley.api.reply import error_response, http_exception_as_error
 from parley.errors import INTERNAL_ERROR_MESSAGE, ParleyError
@@ -27,7 +28,6 @@ from parley.local.engine.espeak import Espeak
 from parley.local.engine.workers import Workers
 
 log = logging.getLogger("parley.local.engine")
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 SPEECH_MODEL = "espeak-ng"
 TRANSCRIPTION_MODEL = "pocketsphinx-en-us"
 STARTED = int(time.time())
