@@ -15,11 +15,11 @@ from parley.api.body import (
 from parley.api.textgen import Endpoint, TextRequest, run_text_job, text_request
 from parley.domain.models import CHAT_KINDS, Resolved
 from parley.domain.tokens import count_images, estimate_messages
+from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, PayloadTooLarge
 from parley.pipeline.context import services
 from parley.pipeline.job import Operation
 from parley.pipeline.route import Route
-from parley.providers.base import JSON
 from parley.providers.registry import ProviderRegistry
 from parley.providers.shapes import ShapedBatches
 

@@ -15,10 +15,10 @@ from parley.api.body import (
 from parley.api.textgen import Endpoint, TextRequest, run_text_job, text_request
 from parley.domain.models import COMPLETION_KINDS
 from parley.domain.tokens import estimate_prompt
+from parley.domain.wire import JSON
 from parley.errors import InvalidRequest
 from parley.pipeline.job import Operation
 from parley.pipeline.route import Route
-from parley.providers.base import JSON
 from parley.providers.registry import ProviderRegistry
 from parley.providers.shapes import ShapedBatches
 

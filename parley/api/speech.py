@@ -34,6 +34,7 @@ from parley.domain.speech import (
 )
 from parley.domain.usage import Allowance, Usage
 from parley.domain.voices import clone_owner
+from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, ParleyError, UpstreamError, UpstreamRefused
 from parley.pipeline import runner
 from parley.pipeline.authenticate import Caller
@@ -41,7 +42,7 @@ from parley.pipeline.context import caller, services
 from parley.pipeline.job import Operation
 from parley.pipeline.route import Route
 from parley.pipeline.services import Services
-from parley.providers.base import JSON, SpeechAudio, SpeechRequest
+from parley.providers.base import SpeechAudio, SpeechRequest
 from parley.sse import json_event
 
 if TYPE_CHECKING:

@@ -24,6 +24,7 @@ from parley.domain.models import Resolved
 from parley.domain.tokens import prompt_ceiling
 from parley.domain.usage import Allowance, Usage
 from parley.domain.value import value
+from parley.domain.wire import JSON
 from parley.errors import ParleyError, encode_error_event
 from parley.pipeline import runner
 from parley.pipeline.admit import scopes_for
@@ -32,7 +33,6 @@ from parley.pipeline.call import Call
 from parley.pipeline.context import services
 from parley.pipeline.job import NO_HEADERS, Operation
 from parley.pipeline.route import Route
-from parley.providers.base import JSON
 from parley.providers.registry import ProviderRegistry
 from parley.providers.shapes import Item, ShapedBatches
 

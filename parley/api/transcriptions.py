@@ -31,8 +31,9 @@ from aiohttp import web
 from parley.api.transcription_form import SpeechToText, speech_to_text
 from parley.api.uploads import read_form
 from parley.domain.models import Resolved
-from parley.domain.transcripts import JSON, Task, billed_seconds
+from parley.domain.transcripts import Task, billed_seconds
 from parley.domain.usage import Allowance, Usage
+from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, ParleyError, UpstreamError, encode_error_event
 from parley.pipeline import runner
 from parley.pipeline.authenticate import Caller

@@ -14,10 +14,11 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import dataclass
-from typing import IO, Any, Protocol, TypeVar
+from typing import IO, Protocol, TypeVar
 
 from parley.dialects.translator import ChunkTranslator, Translator
 from parley.domain.transcripts import ResponseFormat, Task
+from parley.domain.wire import JSON
 from parley.errors import ParleyError, UpstreamError, UpstreamTimeout, UpstreamUnreachable
 from parley.http import (
     BrokenReply,
@@ -32,7 +33,6 @@ from parley.http import (
 from parley.providers.shapes import ShapedBatches
 from parley.sse import EventTooLarge
 
-JSON = dict[str, Any]
 Batches = AsyncIterator[Sequence[JSON]]
 """A stream's chunks, grouped as they arrived: each item holds what one read from the
 upstream delivered (never empty), so the caller can relay them in one write."""

@@ -21,6 +21,7 @@ from aiohttp import web
 from parley.app import create_app
 from parley.domain.models import Resolved
 from parley.domain.usage import Allowance, Usage, UsageRecord
+from parley.domain.wire import JSON
 from parley.errors import ParleyError
 from parley.pipeline import runner
 from parley.pipeline.authenticate import Caller
@@ -28,7 +29,7 @@ from parley.pipeline.context import services
 from parley.pipeline.in_flight import SHUTDOWN_STATUS
 from parley.pipeline.job import NO_HEADERS, Operation
 from parley.pipeline.route import Route
-from parley.providers.base import JSON, Batches, Target
+from parley.providers.base import Batches, Target
 from parley.providers.openai import OpenAIAdapter
 from parley.providers.shapes import Item, ShapedBatches
 from parley.settings import Settings

@@ -25,11 +25,12 @@ from parley.dialects import anthropic_messages, openai_chat
 from parley.dialects.canonical import Unsupported
 from parley.dialects.messages_to_chat import MessagesToChat
 from parley.dialects.translator import Chained, ChunkTranslator, Failure, Translator
+from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, UpstreamError
 from parley.http import HttpClient, Prepared, Reply, prepare
 from parley.providers.anthropic.completions import CompletionChunks, as_chat, as_completion
 from parley.providers.anthropic.refusal import stream_failure
-from parley.providers.base import JSON, ReplyBounds, Target, upstream_errors, upstream_failure
+from parley.providers.base import ReplyBounds, Target, upstream_errors, upstream_failure
 from parley.providers.openai.refusal import refusal
 from parley.providers.translated import TranslatedStream
 from parley.sse import EventTooLarge

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from parley.dialects.canonical import JSON
 from parley.dialects.messages_to_chat import MessagesToChat
 from parley.dialects.translator import Failure
 from parley.domain.usage import Usage
+from parley.domain.wire import JSON
 from parley.errors import InvalidRequest
 
 COMPLETION_ONLY = {"echo": False, "suffix": None, "best_of": 1, "logprobs": None}

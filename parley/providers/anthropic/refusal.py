@@ -8,8 +8,8 @@ on another channel (an overloaded upstream fails over like a 503).
 
 from __future__ import annotations
 
+from parley.domain.wire import JSON
 from parley.errors import UpstreamRefused
-from parley.providers.base import JSON
 from parley.providers.openai.refusal import rejected
 
 REQUEST_FAULTS = {

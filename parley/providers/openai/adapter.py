@@ -17,16 +17,10 @@ import orjson
 
 from parley import upstream_json
 from parley.dialects.translator import ChunkTranslator, Failure
+from parley.domain.wire import JSON
 from parley.errors import UpstreamError
 from parley.http import HttpClient, Prepared, Reply, prepare
-from parley.providers.base import (
-    JSON,
-    Batches,
-    ReplyBounds,
-    Target,
-    upstream_errors,
-    upstream_failure,
-)
+from parley.providers.base import Batches, ReplyBounds, Target, upstream_errors, upstream_failure
 from parley.providers.openai.refusal import refusal, stream_failure
 from parley.providers.shapes import Item, SameShape, Shape, ShapedBatches, learn
 from parley.providers.translated import TranslatedStream
