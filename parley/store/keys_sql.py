@@ -70,7 +70,7 @@ def find_key(conn: Connection, digest: str) -> KeyRecord | None:
     return None if row is None else key(row)
 
 
-def list_keys(conn: Connection, group_id: int | None) -> list[KeyRecord]:
+def list_keys(conn: Connection, group_id: int | None = None) -> list[KeyRecord]:
     query = select(api_keys).order_by(api_keys.c.id)
     if group_id is not None:
         query = query.where(api_keys.c.group_id == group_id)
