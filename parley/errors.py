@@ -23,10 +23,9 @@ rendered as a 500 ``server_error`` whose message names no internal detail.
     ├── UpstreamError                502 upstream_error          provider unreachable or broken
     │   ├── UpstreamTimeout          504 upstream_error          provider too slow
     │   ├── UpstreamUnreachable      502 upstream_error          no connection: never sent
-    │   ├── UpstreamRefused          502 upstream_error          the upstream answered with an error
-    │   └── UpstreamRejected         400, 413, 422               the upstream refused the request
-    │                                invalid_request_error       itself: its message, type, code
-    │                                                            and param relayed
+    │   └── UpstreamRefused          502 upstream_error          the upstream answered with an error
+    │       └── UpstreamRejected     400, 413, 422               it refused the request itself: its
+    │                                invalid_request_error       message, type, code, param relayed
     ├── ServiceUnavailable           503 server_error            e.g. shutting down
     └── HttpStatusError              aiohttp's status            its router, body limit or
                                      invalid_request_error       handler timeout chose the
@@ -35,6 +34,8 @@ rendered as a 500 ``server_error`` whose message names no internal detail.
 An error is immutable: its class fixes its meaning (status, type, code), and what an
 instance carries (message, param, a code of its own, headers) is given when it is made
 and never changed after, so every layer that sees it reads the same answer.
+``UpstreamRejected`` stays under ``UpstreamRefused``: the relay and the breakers see it
+as an upstream's answer (told to them, never retried), the caller as a 4xx.
 
 Foreign exceptions (upstream HTTP client errors, timeouts) are mapped to this tree at the
 boundary where they happen: ``providers.base.upstream_errors``.
