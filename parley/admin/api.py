@@ -25,11 +25,11 @@ from parley.admin.request_log import (
 )
 from parley.admin.views import audit_view, clone_view, group_view, key_view
 from parley.api.body import read_json
-from parley.api.context import SERVICES
 from parley.api.reply import json_reply
 from parley.domain.groups import Quota
 from parley.domain.pricing import usd_to_nanos
 from parley.errors import InvalidRequest, NotFound
+from parley.pipeline.context import SERVICES
 from parley.store.base import GroupChanges
 
 MAX_AUDIT_PAGE = 500

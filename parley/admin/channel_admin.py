@@ -25,7 +25,7 @@ from parley.credentials import SealError
 from parley.domain.channels import ChannelEvent, StoredChannel, key_hint
 from parley.errors import InvalidRequest, NotFound, PermissionDenied, ServiceUnavailable
 from parley.pipeline.channel_book import reseal_all, stored_settings
-from parley.services import Services
+from parley.pipeline.services import Services
 from parley.settings import ChannelSettings, ModelKind
 from parley.store.base import Conflict, Missing
 

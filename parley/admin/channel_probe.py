@@ -16,14 +16,8 @@ import time
 import wave
 from dataclasses import dataclass
 
-from parley.errors import ParleyError
-from parley.providers.base import (
-    AudioUpload,
-    SpeechRequest,
-    Target,
-    TranscriptionRequest,
-    UpstreamRefused,
-)
+from parley.errors import ParleyError, UpstreamRefused
+from parley.providers.base import AudioUpload, SpeechRequest, Target, TranscriptionRequest
 from parley.providers.redaction import redact
 from parley.providers.registry import ProviderRegistry, UnknownProviderType
 from parley.settings import ChannelModel, ChannelSettings, ModelKind

@@ -14,10 +14,10 @@ from aiohttp import web
 from parley.admin.channel_admin import ChannelAdmin
 from parley.admin.context import admin_service
 from parley.api.body import read_json
-from parley.api.context import SERVICES
 from parley.api.reply import json_reply
 from parley.domain.channels import ChannelEvent
 from parley.errors import InvalidRequest
+from parley.pipeline.context import SERVICES
 
 
 def channel_admin(request: web.Request) -> ChannelAdmin:

@@ -13,9 +13,9 @@ from aiohttp import web
 from parley.admin.auth import FailedAttempts, Session, Sessions
 from parley.admin.passwords import Hasher, VerifiedPasswords
 from parley.admin.service import AdminService
-from parley.api.context import SERVICES
 from parley.api.voice_clones import delete_registered
 from parley.domain.audit import Actor
+from parley.pipeline.context import SERVICES
 
 if TYPE_CHECKING:
     from jinja2 import Environment

@@ -24,10 +24,10 @@ from parley.admin.auth import bearer_token, token_matches
 from parley.admin.context import ACTOR, ADMIN_STATE, ROLE, AdminState, client_address
 from parley.admin.passwords import outdated
 from parley.admin.roles import OPEN_ROUTES, needed
-from parley.api.context import SERVICES
 from parley.domain.accounts import ROLES, Account, Role, allows
 from parley.domain.audit import Actor, AuditEntry
 from parley.errors import AuthenticationFailed, PermissionDenied
+from parley.pipeline.context import SERVICES
 from parley.store.base import Store
 
 TOKEN_ROLE: Role = "owner"

@@ -11,10 +11,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from parley.admin.auth import Sessions
 from parley.admin.context import (
@@ -28,9 +28,9 @@ from parley.admin.context import (
 from parley.admin.signin import api_identity, require_role
 from parley.edge.deferred import deferred
 from parley.errors import NotFound, ParleyError
+from parley.pipeline.context import REPLY_HEADERS
 from parley.settings import Settings
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 STATIC = Path(__file__).parent / "static"
 DASHBOARD_PREFIXES = ("/admin/ui/", "/admin/login", "/admin/logout", "/admin/static/")
 ADMIN_OFF = "The admin API is off: set admin.token in the config."
@@ -124,8 +124,8 @@ async def security_headers(request: web.Request, handler: Handler) -> web.Stream
     except web.HTTPException as exc:
         exc.headers.update(SECURITY_HEADERS)
         raise
-    except ParleyError as error:
-        error.headers.update(SECURITY_HEADERS)
+    except ParleyError:  # the gateway renders it, with the reply headers as its base
+        request[REPLY_HEADERS] = {**request.get(REPLY_HEADERS, {}), **SECURITY_HEADERS}
         raise
     response.headers.update(SECURITY_HEADERS)
     return response
@@ -137,9 +137,9 @@ async def gate(request: web.Request, handler: Handler) -> web.StreamResponse:
     if state is None:
         raise NotFound(ADMIN_OFF)
     if is_dashboard(request.path):
-        from parley.admin.ui.door import through  # the dashboard and Jinja2, on first use
+        from parley.admin.ui.gate import serve_page  # the dashboard and Jinja2, on first use
 
-        return await through(request, handler)
+        return await serve_page(request, handler)
     state.attempts.check(client_address(request))
     await api_identity(request, state)
     require_role(request)

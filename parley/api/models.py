@@ -6,12 +6,12 @@ from typing import Any
 
 from aiohttp import web
 
-from parley.api.context import caller, services
 from parley.api.reply import json_reply
 from parley.domain.models import ModelSpec
 from parley.domain.pricing import nanos_to_usd
 from parley.errors import ModelNotFound
-from parley.services import Services
+from parley.pipeline.context import caller, services
+from parley.pipeline.services import Services
 
 ENDPOINTS = {
     "chat": ["/v1/chat/completions", "/v1/completions"],

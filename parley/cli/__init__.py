@@ -18,7 +18,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "keys": ("parley.cli.admin:keys", "API keys: create (shown once), list, revoke."),
     "usage": ("parley.cli.admin:usage", "Usage records."),
     "voices": ("parley.cli.voices:voices", "Cloned voices: list every group's."),
-    "engine": ("parley.cli.engine:engine", "The local speech and transcription engine."),
+    "engine": ("parley.local.engine.command:engine", "The local speech and transcription engine."),
     "admin": ("parley.cli.accounts:admin", "Administrator accounts and their roles."),
     "channels": ("parley.cli.accounts:channels", "Stored channels: list, new-key, reseal."),
 }

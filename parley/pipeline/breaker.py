@@ -25,9 +25,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
-from parley.errors import UpstreamError, UpstreamTimeout
+from parley.errors import UpstreamError, UpstreamRefused, UpstreamTimeout, UpstreamUnreachable
 from parley.pipeline.route import Route
-from parley.providers.base import UpstreamRefused, UpstreamUnreachable
 from parley.settings import BreakerOptions, ChannelSettings
 
 log = logging.getLogger("parley.breaker")

@@ -97,7 +97,7 @@ def _as_date(value: date | str) -> date:
     return value if isinstance(value, date) else date.fromisoformat(value)
 
 
-def keys_last_used(conn: Connection, group_id: int | None) -> dict[int, datetime]:
+def keys_last_used(conn: Connection, group_id: int | None = None) -> dict[int, datetime]:
     """Each used key's ``last_used_at`` (moved forward as the usage writer stores records)."""
     keys = api_keys.c
     query = select(keys.id, keys.last_used_at).where(keys.last_used_at.is_not(None))

@@ -12,6 +12,7 @@ from sqlalchemy import Connection, RowMapping, func, literal, select
 from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord
 from parley.store.base import GroupChanges, Missing
+from parley.store.rows import record
 from parley.store.schema import UtcDateTime, api_keys, groups
 
 
@@ -69,7 +70,7 @@ def find_key(conn: Connection, digest: str) -> KeyRecord | None:
     return None if row is None else key(row)
 
 
-def list_keys(conn: Connection, group_id: int | None) -> list[KeyRecord]:
+def list_keys(conn: Connection, group_id: int | None = None) -> list[KeyRecord]:
     query = select(api_keys).order_by(api_keys.c.id)
     if group_id is not None:
         query = query.where(api_keys.c.group_id == group_id)
@@ -117,26 +118,13 @@ def _group_changes(changes: GroupChanges) -> dict[str, Any]:
 
 def group(row: RowMapping) -> Group:
     models = row["models"]
-    return Group(
-        id=row["id"],
-        name=row["name"],
+    return record(
+        Group,
+        row,
         quota=Quota(rpm=row["rpm"], tpm=row["tpm"]),
         models=None if models is None else frozenset(json.loads(models)),
-        budget_nanos=row["budget_nanos"],
-        created_at=row["created_at"],
-        disabled_at=row["disabled_at"],
     )
 
 
 def key(row: RowMapping) -> KeyRecord:
-    return KeyRecord(
-        id=row["id"],
-        group_id=row["group_id"],
-        name=row["name"],
-        digest=row["digest"],
-        prefix=row["prefix"],
-        created_at=row["created_at"],
-        expires_at=row["expires_at"],
-        revoked_at=row["revoked_at"],
-        quota=Quota(rpm=row["rpm"], tpm=row["tpm"]),
-    )
+    return record(KeyRecord, row, quota=Quota(rpm=row["rpm"], tpm=row["tpm"]))

@@ -12,17 +12,16 @@ and any failure of the database itself (refused, dropped, timed out) is
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import UTC, date, datetime
-from typing import Any
+from collections.abc import Callable, Coroutine, Sequence
+from datetime import UTC, datetime
+from typing import Any, Concatenate
 
 from parley.domain.accounts import Account
 from parley.domain.audit import AuditEntry
 from parley.domain.channels import ChannelEvent, StoredChannel
 from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord
-from parley.domain.requests import LoggedRequest, RequestQuery, StatusCounts
-from parley.domain.usage import DailyUsage, GroupDailyUsage, UsageRecord
+from parley.domain.usage import UsageRecord
 from parley.domain.voices import Clone
 from parley.store import (
     admin_sql,
@@ -49,6 +48,28 @@ DEFAULT_TIMEOUT_SECONDS = 10.0
 """The longest a connect or a statement may take before the database counts as away."""
 DEFAULT_QUOTA = Quota()
 """No rates of its own: unlimited for a group, inherit the group's for a key."""
+
+
+def reading(work: Work[P, T]) -> Callable[Concatenate[SqlStore, P], Coroutine[Any, Any, T]]:
+    """A ``SqlStore`` method that runs the query ``work`` on a connection for reading: its
+    signature is the query's without the connection, so it is written once, there."""
+
+    async def method(self: SqlStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self._read(work, *args, **kwargs)
+
+    method.__name__, method.__doc__ = work.__name__, work.__doc__
+    return method
+
+
+def writing(work: Work[P, T]) -> Callable[Concatenate[SqlStore, P], Coroutine[Any, Any, T]]:
+    """A ``SqlStore`` method that runs the query ``work`` in one transaction, as
+    ``reading`` does for a read."""
+
+    async def method(self: SqlStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self._write(work, *args, **kwargs)
+
+    method.__name__, method.__doc__ = work.__name__, work.__doc__
+    return method
 
 
 class SqlStore:
@@ -123,11 +144,8 @@ class SqlStore:
     async def update_group(self, name: str, changes: GroupChanges) -> Group:
         return await self._write(keys_sql.update_group, name, changes, _now())
 
-    async def get_group(self, name: str) -> Group | None:
-        return await self._read(keys_sql.get_group, name)
-
-    async def list_groups(self) -> list[Group]:
-        return await self._read(keys_sql.list_groups)
+    get_group = reading(keys_sql.get_group)
+    list_groups = reading(keys_sql.list_groups)
 
     # keys
 
@@ -158,17 +176,13 @@ class SqlStore:
         except Conflict as error:
             raise Conflict("a key with this digest already exists") from error
 
-    async def find_key(self, digest: str) -> KeyRecord | None:
-        return await self._read(keys_sql.find_key, digest)
-
-    async def list_keys(self, group_id: int | None = None) -> list[KeyRecord]:
-        return await self._read(keys_sql.list_keys, group_id)
+    find_key = reading(keys_sql.find_key)
+    list_keys = reading(keys_sql.list_keys)
 
     async def revoke_key(self, key_id: int, at: datetime) -> KeyRecord:
         return await self._write(keys_sql.revoke_key, key_id, at, _now())
 
-    async def keys_changed_since(self, since: datetime) -> list[KeyRecord]:
-        return await self._read(keys_sql.keys_changed_since, since)
+    keys_changed_since = reading(keys_sql.keys_changed_since)
 
     # usage
 
@@ -178,30 +192,20 @@ class SqlStore:
                 return await self._usage.record_usage(records)
         return await self._write(usage_sql.record_usage, records)
 
-    async def daily_usage(self, group_id: int, start: date, end: date) -> list[DailyUsage]:
-        return await self._read(usage_sql.daily_usage, group_id, start, end)
-
-    async def spend_since(self, day: date) -> dict[int, int]:
-        return await self._read(usage_sql.spend_since, day)
-
-    async def count_usage(self, group_id: int | None = None) -> int:
-        return await self._read(usage_sql.count_usage, group_id)
-
-    async def prune_usage(self, before: datetime) -> int:
-        return await self._write(usage_sql.prune_usage, before)
+    daily_usage = reading(usage_sql.daily_usage)
+    spend_since = reading(usage_sql.spend_since)
+    count_usage = reading(usage_sql.count_usage)
+    prune_usage = writing(usage_sql.prune_usage)
 
     # voice clones
-
-    async def add_clone(self, clone: Clone) -> Clone:
-        return await self._write(voices_sql.add_clone, clone)
+    add_clone = writing(voices_sql.add_clone)
 
     async def list_clones(
         self, *, model: str | None = None, group_id: int | None = None
     ) -> list[Clone]:
         return await self._read(voices_sql.list_clones, model, group_id)
 
-    async def delete_clone(self, model: str, voice_id: str) -> bool:
-        return await self._write(voices_sql.delete_clone, model, voice_id)
+    delete_clone = writing(voices_sql.delete_clone)
 
     # the admin surface (parley/store/admin_sql.py)
 
@@ -211,25 +215,12 @@ class SqlStore:
             raise Missing(f"there is no group named `{name}`")
         return group
 
-    async def usage_rollups(
-        self, start: date, end: date, *, group_id: int | None = None, model: str | None = None
-    ) -> list[GroupDailyUsage]:
-        return await self._read(admin_sql.usage_rollups, start, end, group_id=group_id, model=model)
-
-    async def failures_by_day(self, since: datetime) -> dict[date, StatusCounts]:
-        return await self._read(admin_sql.failures_by_day, since)
-
-    async def list_requests(self, query: RequestQuery) -> list[LoggedRequest]:
-        return await self._read(requests_sql.list_requests, query)
-
-    async def find_request(self, request_id: str) -> LoggedRequest | None:
-        return await self._read(requests_sql.find_request, request_id)
-
-    async def keys_last_used(self, group_id: int | None = None) -> dict[int, datetime]:
-        return await self._read(admin_sql.keys_last_used, group_id)
-
-    async def record_audit(self, entry: AuditEntry) -> AuditEntry:
-        return await self._write(admin_sql.record_audit, entry)
+    usage_rollups = reading(admin_sql.usage_rollups)
+    failures_by_day = reading(admin_sql.failures_by_day)
+    list_requests = reading(requests_sql.list_requests)
+    find_request = reading(requests_sql.find_request)
+    keys_last_used = reading(admin_sql.keys_last_used)
+    record_audit = writing(admin_sql.record_audit)
 
     async def list_audit(
         self, *, limit: int = 100, before_id: int | None = None

@@ -64,7 +64,7 @@ def spend_since(conn: Connection, day: date) -> dict[int, int]:
     return {group_id: int(total) for group_id, total in rows}
 
 
-def count_usage(conn: Connection, group_id: int | None) -> int:
+def count_usage(conn: Connection, group_id: int | None = None) -> int:
     query = select(func.count()).select_from(usage_records).where(usage_records.c.admitted)
     if group_id is not None:
         query = query.where(usage_records.c.group_id == group_id)

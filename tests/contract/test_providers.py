@@ -14,17 +14,10 @@ from typing import Any, Protocol, cast
 
 import pytest
 
-from parley.errors import UpstreamError, UpstreamTimeout
+from parley.domain.wire import JSON
+from parley.errors import UpstreamError, UpstreamRefused, UpstreamTimeout, UpstreamUnreachable
 from parley.http import HttpClient
-from parley.providers.base import (
-    JSON,
-    Batches,
-    Chat,
-    Completion,
-    Target,
-    UpstreamRefused,
-    UpstreamUnreachable,
-)
+from parley.providers.base import Batches, Chat, Completion, Target
 from parley.providers.registry import (
     OPENAI_COMPATIBLE_TYPES,
     ProviderRegistry,

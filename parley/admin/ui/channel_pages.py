@@ -19,8 +19,8 @@ from parley.admin.channel_probe import ProbeResult
 from parley.admin.context import admin_service
 from parley.admin.monitor import health_state
 from parley.admin.ui.render import page
-from parley.api.context import SERVICES
 from parley.errors import InvalidRequest, ParleyError
+from parley.pipeline.context import SERVICES
 
 Form = MultiDictProxy[Any]
 

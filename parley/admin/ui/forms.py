@@ -16,10 +16,10 @@ from multidict import MultiDictProxy
 from parley.admin.context import admin_service
 from parley.admin.service import GROUP_NAME_RULE
 from parley.admin.ui.render import page
-from parley.api.context import SERVICES
 from parley.domain.groups import Group, Quota
 from parley.domain.pricing import usd_to_nanos
 from parley.errors import InvalidRequest, NotFound
+from parley.pipeline.context import SERVICES
 from parley.store.base import GroupChanges
 
 Form = MultiDictProxy[Any]

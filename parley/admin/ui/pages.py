@@ -10,9 +10,9 @@ from parley.admin.reports import DIMENSIONS, query_from_params
 from parley.admin.ui.channel_pages import channels_list
 from parley.admin.ui.charts import Bar, bar_chart
 from parley.admin.ui.render import page, usd
-from parley.api.context import SERVICES
 from parley.domain.pricing import nanos_to_usd
 from parley.errors import InvalidRequest
+from parley.pipeline.context import SERVICES
 
 AUDIT_PAGE = 100
 

@@ -16,9 +16,9 @@ from parley.admin.context import ACTOR, ADMIN_STATE, ROLE, SESSION, client_addre
 from parley.admin.service import AdminService
 from parley.admin.signin import TOKEN_ROLE, account_role, audit_failed_sign_in, check_password
 from parley.admin.ui.render import page
-from parley.api.context import SERVICES
 from parley.domain.audit import Actor
 from parley.errors import PermissionDenied, RateLimited
+from parley.pipeline.context import SERVICES
 from parley.store.base import Store
 
 SESSION_COOKIE = "parley_admin"

@@ -9,7 +9,7 @@ from aiohttp import web
 
 from parley.admin.context import admin_service
 from parley.admin.ui.render import page
-from parley.api.context import SERVICES
+from parley.pipeline.context import SERVICES
 
 VOICES = "/admin/ui/voices"
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from parley.dialects.canonical import JSON
 from parley.dialects.translator import Failure, Translator
 from parley.domain.usage import Usage
+from parley.domain.wire import JSON
 from parley.errors import InvalidRequest
 
 COMPLETION_ONLY = {"echo": False, "suffix": None, "best_of": 1, "logprobs": None}

@@ -26,10 +26,11 @@ from parley.dialects import bedrock_converse, openai_chat
 from parley.dialects.canonical import Unsupported
 from parley.dialects.converse_to_chat import ConverseToChat
 from parley.dialects.translator import Chained, ChunkTranslator, Failure, Translator
+from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, UpstreamError
 from parley.http import HttpClient, Reply, prepare
 from parley.providers.anthropic.completions import CompletionChunks, as_chat, as_completion
-from parley.providers.base import JSON, ReplyBounds, Target, upstream_errors, upstream_failure
+from parley.providers.base import ReplyBounds, Target, upstream_errors, upstream_failure
 from parley.providers.bedrock.refusal import refusal, stream_failure
 from parley.providers.bedrock.sigv4 import Credentials, Signer, encode_segment
 from parley.providers.translated import TranslatedStream

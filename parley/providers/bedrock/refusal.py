@@ -16,9 +16,10 @@ from collections.abc import Mapping
 import orjson
 
 from parley.dialects.bedrock_converse import error_message
-from parley.providers.base import JSON, UpstreamRefused
+from parley.domain.wire import JSON
+from parley.errors import UpstreamRefused
 from parley.providers.openai.refusal import refusal as openai_refusal
-from parley.providers.openai.refusal import relayed
+from parley.providers.openai.refusal import rejected
 
 STATUSES = {
     "ValidationException": 400,
@@ -77,15 +78,9 @@ def stream_failure(channel: str, event: JSON, secret: str | None) -> UpstreamRef
     name = exception_name(str(event.get("type") or ""))
     status = STATUSES.get(name, 502)
     if status == 400:
-        fallback = "The upstream rejected the request (status 400)."
         message = event.get("message")
         envelope = {"error": {"message": message, "type": "invalid_request_error", "code": name}}
-        return UpstreamRefused(
-            fallback,
-            upstream_status=400,
-            retryable=False,
-            relayed=relayed(envelope, fallback, secret),
-        )
+        return rejected(400, envelope, secret)
     return UpstreamRefused(
         f"The upstream channel `{channel}` failed during the stream ({name or 'error'}).",
         upstream_status=status,

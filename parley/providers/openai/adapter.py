@@ -20,18 +20,19 @@ from typing import Any, Protocol, TypeVar, cast
 import orjson
 
 from parley import upstream_json
-from parley.dialects.translator import ChunkTranslator, Failure
+from parley.dialects.translator import ChunkTranslator
+from parley.domain.wire import JSON
 from parley.errors import UpstreamError
 from parley.http import HttpClient, Prepared, Reply, prepare
-from parley.providers.base import (
-    JSON,
-    Batches,
-    ReplyBounds,
-    Target,
-    upstream_errors,
-    upstream_failure,
+from parley.providers.base import Batches, ReplyBounds, Target, upstream_errors, upstream_failure
+from parley.providers.openai.answers import (
+    check_stream_start,
+    faults,
+    malformed,
+    stream_start,
+    whole_reply,
 )
-from parley.providers.openai.refusal import refusal, stream_failure
+from parley.providers.openai.refusal import stream_failure
 from parley.providers.shapes import Item, SameShape, Shape, ShapedBatches, learn
 from parley.providers.translated import TranslatedStream
 from parley.sse import EventTooLarge, SseParser
@@ -100,13 +101,10 @@ class OpenAIAdapter:
         def send() -> Awaitable[Reply]:
             return self._post(target, CHAT_PATH, stream_body(body, target.model))
 
-        def start(reply: Reply) -> Awaitable[None]:
-            return _check_stream_start(reply, target, bounds.max_reply_bytes)
-
-        def fault(failure: Failure) -> UpstreamError:
-            return _fault(target, failure)
-
-        return TranslatedStream(target.channel, send, start, translator, fault)
+        start = stream_start(target, bounds.max_reply_bytes, _is_error, stream_failure)
+        return TranslatedStream(
+            target.channel, send, start, translator, faults(target, stream_failure)
+        )
 
     async def completion(self, target: Target, body: JSON) -> JSON:
         return await self._reply(target, COMPLETION_PATH, body)
@@ -118,18 +116,10 @@ class OpenAIAdapter:
     async def embeddings(self, target: Target, body: JSON) -> JSON:
         return await self._reply(target, EMBEDDINGS_PATH, body)
 
-    async def _reply(self, target: Target, path: str, body: JSON) -> JSON:
-        with upstream_errors(target.channel):
-            response = await self._post(target, path, plain_body(body, target.model))
-            raw = await response.read(self._bounds.max_reply_bytes)
-            if response.status >= 300:
-                raise refusal(
-                    target.channel, response.status, raw, target.api_key, response.headers
-                )
-            reply = upstream_json.loads(raw)
-        if not isinstance(reply, dict):
-            raise _malformed(target.channel)
-        return reply
+    def _reply(self, target: Target, path: str, body: JSON) -> Awaitable[JSON]:
+        """``whole_reply``'s coroutine, for the caller to await (no coroutine of its own)."""
+        sending = self._post(target, path, plain_body(body, target.model))
+        return whole_reply(sending, target, self._bounds.max_reply_bytes)
 
     def _post(
         self, target: Target, path: str, payload: JSON, *, stream: bool = False
@@ -172,18 +162,8 @@ def _request(base_url: str, path: str, api_key: str | None) -> Prepared:
     return prepare("POST", f"{base_url}{path}", headers)
 
 
-async def _check_stream_start(response: Reply, target: Target, limit: int) -> None:
-    """Raise if the upstream refused, or answered without streaming."""
-    channel = target.channel
-    if response.status >= 300:
-        raw = await response.read(limit)
-        raise refusal(channel, response.status, raw, target.api_key, response.headers)
-    if response.content_type == "text/event-stream":
-        return
-    reply = upstream_json.loads(await response.read(limit))
-    if isinstance(reply, dict) and "error" in reply:
-        raise stream_failure(channel, reply, target.api_key)
-    raise UpstreamError(f"The upstream channel `{channel}` did not stream its reply.")
+def _is_error(reply: JSON) -> bool:
+    return "error" in reply
 
 
 class _Stream:
@@ -218,7 +198,9 @@ class _Stream:
             reply = self._reply = await adapter._post(target, self._path, payload, stream=True)
         try:
             with upstream_errors(target.channel):
-                await _check_stream_start(reply, target, bounds.max_reply_bytes)
+                await check_stream_start(
+                    reply, target, bounds.max_reply_bytes, _is_error, stream_failure
+                )
         except BaseException:
             self._reply = None
             reply.release()
@@ -390,26 +372,9 @@ class _Chunks:
         except orjson.JSONDecodeError:
             chunk = None
         if not isinstance(chunk, dict):
-            self._end = _malformed(self._channel)
+            self._end = malformed(self._channel)
             return None
         if "error" in chunk or named_error:
             self._end = stream_failure(self._channel, chunk, self._secret)
             return None
         return chunk
-
-
-def _fault(target: Target, failure: Failure) -> UpstreamError:
-    """The error for what a translator saw go wrong in a chat stream."""
-    if failure.payload is not None:
-        return stream_failure(target.channel, failure.payload, target.api_key)
-    if failure.too_large:
-        error = upstream_failure(target.channel, EventTooLarge(0, []))
-        assert error is not None
-        return error
-    return _malformed(target.channel)
-
-
-def _malformed(channel: str) -> UpstreamError:
-    return UpstreamError(
-        f"The upstream channel `{channel}` sent a reply that is not a JSON object."
-    )

@@ -1,5 +1,5 @@
 """``parley engine serve``: the local engines (eSpeak NG speech, PocketSphinx transcription)
-as their own server, speaking OpenAI's audio API (``parley.engine``; docs/engine.md).
+as their own server, speaking OpenAI's audio API (``parley.local.engine``; docs/engine.md).
 
 Needs the ``local`` extra: ``pip install 'parley[local]'``.
 """
@@ -35,8 +35,8 @@ def serve(host: str, port: int, recognizers: int) -> None:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
-        from parley.engine.app import create_engine_app
-        from parley.engine.espeak import Espeak, SynthesisError
+        from parley.local.engine.app import create_engine_app
+        from parley.local.engine.espeak import Espeak, SynthesisError
 
         espeak = Espeak.from_wheel()
     except ImportError as error:
@@ -49,7 +49,7 @@ def serve(host: str, port: int, recognizers: int) -> None:
     except SynthesisError as error:
         fail(str(error))
     app = create_engine_app(espeak, recognizers)
-    logging.getLogger("parley.engine").info(
+    logging.getLogger("parley.local.engine").info(
         "parley engine serving on http://%s:%d/v1 (speech: espeak-ng, transcription: "
         "pocketsphinx-en-us)",
         host,

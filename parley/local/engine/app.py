@@ -15,19 +15,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 
 import orjson
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from parley.api.reply import error_response, http_exception_as_error
-from parley.engine import hearing, speech
-from parley.engine.espeak import Espeak
-from parley.engine.workers import Workers
 from parley.errors import INTERNAL_ERROR_MESSAGE, ParleyError
+from parley.local.engine import hearing, speech
+from parley.local.engine.espeak import Espeak
+from parley.local.engine.workers import Workers
 
-log = logging.getLogger("parley.engine")
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+log = logging.getLogger("parley.local.engine")
 SPEECH_MODEL = "espeak-ng"
 TRANSCRIPTION_MODEL = "pocketsphinx-en-us"
 STARTED = int(time.time())

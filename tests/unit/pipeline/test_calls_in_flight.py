@@ -1,13 +1,13 @@
-"""The registry of open streams: shutdown cancels each one, marked as its own doing."""
+"""The registry of calls in flight: shutdown cancels each one, marked as its own doing."""
 
 from __future__ import annotations
 
 import asyncio
 
-from parley.pipeline.streams import OpenStreams
+from parley.pipeline.in_flight import CallsInFlight
 
 
-async def relay_until_cancelled(streams: OpenStreams, seen: list[bool]) -> None:
+async def relay_until_cancelled(streams: CallsInFlight, seen: list[bool]) -> None:
     """Stands in for the runner's side: register, wait, tell who cancelled, deregister."""
     task = asyncio.current_task()
     assert task is not None
@@ -22,7 +22,7 @@ async def relay_until_cancelled(streams: OpenStreams, seen: list[bool]) -> None:
 
 
 async def test_end_all_cancels_every_open_stream_marked_as_ending_and_waits() -> None:
-    streams, seen = OpenStreams(), []
+    streams, seen = CallsInFlight(), []
     tasks = [asyncio.create_task(relay_until_cancelled(streams, seen)) for _ in range(3)]
     await asyncio.sleep(0)
     assert len(streams) == 3
@@ -33,7 +33,7 @@ async def test_end_all_cancels_every_open_stream_marked_as_ending_and_waits() ->
 
 
 async def test_a_stream_cancelled_otherwise_is_not_marked_as_ending() -> None:
-    streams, seen = OpenStreams(), []
+    streams, seen = CallsInFlight(), []
     task = asyncio.create_task(relay_until_cancelled(streams, seen))
     await asyncio.sleep(0)
     task.cancel()  # the caller left: aiohttp cancels the handler

@@ -18,10 +18,10 @@ import orjson
 from aiohttp import web
 from multidict import MultiDictProxy
 
-from parley.engine.sound import UnreadableAudio
-from parley.engine.speech import WORKERS
-from parley.engine.transcripts import CONTENT_TYPES, FORMATS, Heard, render, stream_events
 from parley.errors import InvalidRequest, UnsupportedMediaType
+from parley.local.engine.sound import UnreadableAudio
+from parley.local.engine.speech import WORKERS
+from parley.local.engine.transcripts import CONTENT_TYPES, FORMATS, Heard, render, stream_events
 from parley.sse import json_event
 
 MAX_UPLOAD_BYTES = 25 << 20

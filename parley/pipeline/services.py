@@ -36,10 +36,10 @@ from parley.pipeline.budget import SpendLedger
 from parley.pipeline.call import RequestIds
 from parley.pipeline.channel_book import ChannelBook
 from parley.pipeline.directory import Directory
+from parley.pipeline.in_flight import CallsInFlight
 from parley.pipeline.meter import BackgroundTasks, Meter
 from parley.pipeline.plan import Planner
 from parley.pipeline.route import Router
-from parley.pipeline.streams import OpenStreams
 from parley.pipeline.watch import CallWatchers
 from parley.pipeline.writer import UsageWriter
 from parley.providers.base import ReplyBounds
@@ -157,7 +157,7 @@ class Services:
     started_at: int = field(default_factory=lambda: int(time.time()))
     request_ids: RequestIds = field(default_factory=RequestIds)
     watchers: CallWatchers = field(default_factory=CallWatchers)
-    streams: OpenStreams = field(default_factory=OpenStreams)
+    in_flight: CallsInFlight = field(default_factory=CallsInFlight)
     """The streams being relayed; shutdown ends them with ``streams.end_all()``."""
     shared_breakers: SharedBreakers | None = None
     """The breakers' link to the other workers and instances, when Redis is configured."""

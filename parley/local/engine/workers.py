@@ -13,9 +13,9 @@ import threading
 from collections.abc import AsyncGenerator
 from concurrent.futures import ThreadPoolExecutor
 
-from parley.engine import sound
-from parley.engine.espeak import Espeak, Voice
-from parley.engine.sphinx import Recognizer, Word
+from parley.local.engine import sound
+from parley.local.engine.espeak import Espeak, Voice
+from parley.local.engine.sphinx import Recognizer, Word
 
 
 class Workers:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from parley.domain.transcripts import timestamp
-from parley.engine.sphinx import Segment, Word, segments
+from parley.local.engine.sphinx import Segment, Word, segments
 
 FORMATS = ("json", "text", "srt", "vtt", "verbose_json")
 CONTENT_TYPES = {

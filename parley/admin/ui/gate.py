@@ -9,9 +9,9 @@ whose dashboard nobody opens.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from parley.admin.signin import require_role
 from parley.admin.ui import session
@@ -20,14 +20,14 @@ from parley.admin.ui.voices import VOICES
 from parley.errors import ParleyError
 from parley.store.base import StoreUnavailable
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 DATABASE_DOWN = (
     "The database is unavailable right now, so this page cannot be shown. Try again shortly."
 )
 log = logging.getLogger("parley.admin")
 
 
-async def through(request: web.Request, handler: Handler) -> web.StreamResponse:
+async def serve_page(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A dashboard page: the session entered, then the page, any failure as a page."""
     try:
         await session.enter(request)
         require_role(request)

@@ -1,6 +1,6 @@
 """llama.cpp's OpenAI server for the demo, with its extra CPU buffer types turned off.
 
-    python -m parley.demo.llama_server --model FILE [llama_cpp.server's options]
+    python -m parley.local.demo.llama_server --model FILE [llama_cpp.server's options]
 
 Runs ``python -m llama_cpp.server`` with the same arguments, after one change to the
 model parameters every model is loaded with: ``use_extra_bufts = False``. llama.cpp's

@@ -30,10 +30,10 @@ import orjson
 from aiohttp import web
 
 from parley.audio.wav import wav_header
-from parley.engine import sound
-from parley.engine.espeak import DEFAULT_VOICE, VOICES, Voice
-from parley.engine.workers import Workers
 from parley.errors import InvalidRequest, UnsupportedMediaType
+from parley.local.engine import sound
+from parley.local.engine.espeak import DEFAULT_VOICE, VOICES, Voice
+from parley.local.engine.workers import Workers
 from parley.sse import json_event
 
 WORKERS: web.AppKey[Workers] = web.AppKey("workers", Workers)
