@@ -1,13 +1,13 @@
-"""One keep-alive HTTP/1.1 connection to an upstream, and the reply being read on it.
+"""One keep-alive HTTP/1.1 connection to an upstream: the socket's side of a reply.
 
-The response is parsed by llhttp (through ``httptools``) as bytes arrive; the body is
-buffered in the pieces it arrived in, and the reader takes all of them at each wait.
-Reading pauses the socket when more than ``HIGH_WATER`` bytes wait unread, so a fast
-upstream and a slow caller cannot fill memory, and a head past its bounds (``HeadLimits``)
-closes it. What the callbacks make of the bytes is ``parsing.ReplyParser``, which this
-class extends with the socket and the waits. Parsing stops at the end of the reply:
-one request was sent, so any byte after its reply is not ours, and the connection that
-carried it is closed. A compressed body is decoded by the reader (``decoding``).
+What the bytes mean is the ``ReplyParser``'s (``parsing.py``, which does no I/O); this
+protocol feeds it what arrives and does what only the socket's owner can: it pauses
+reading while more than ``HIGH_WATER`` bytes of body wait unread, so a fast upstream and
+a slow caller cannot fill memory; it waits for the reply's head and its body with one
+timer watching the silences (the read timeout is each silence, not the whole body); it
+closes the socket when the parser says it can carry nothing more; and it tells the pool
+whether it may carry the next request (``reusable``, ``usable``). A compressed body is
+decoded by the reader (``decoding``).
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ from collections.abc import Sequence
 from typing import cast
 
 from parley.http.decoding import BodyDecoder
-from parley.http.errors import BrokenReply, Disconnected, ReadTimeout
-from parley.http.parsing import DEFAULT_HEAD_LIMITS, PARSE_ERRORS, HeadLimits, ReplyParser
+from parley.http.errors import Disconnected, ReadTimeout
+from parley.http.parsing import DEFAULT_HEAD_LIMITS, HeadLimits, ReplyParser
 
 HIGH_WATER = 1 << 20
 
 
-class Connection(ReplyParser, asyncio.Protocol):
+class Connection(asyncio.Protocol):
     """The protocol of one upstream socket; serves one request at a time."""
 
     __slots__ = (
@@ -39,11 +39,14 @@ class Connection(ReplyParser, asyncio.Protocol):
         "closed",
         "expires",
         "in_flight",
+        "parser",
         "reused",
         "transport",
     )
 
     def __init__(self, limits: HeadLimits = DEFAULT_HEAD_LIMITS) -> None:
+        self.parser = ReplyParser(limits)
+        """The reply being read (or the last one)."""
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.in_flight = False
@@ -58,7 +61,6 @@ class Connection(ReplyParser, asyncio.Protocol):
         self._silent_since = 0.0
         self._paused = False
         self._waiter: asyncio.Future[None] | None = None
-        super().__init__(limits)
 
     # asyncio.Protocol
 
@@ -70,23 +72,16 @@ class Connection(ReplyParser, asyncio.Protocol):
             self._poller.register(sock.fileno(), select.POLLIN)
 
     def data_received(self, data: bytes) -> None:
-        if not self.in_flight or self.complete:
-            # Idle, nothing is owed (a 408, say); after the reply, nothing may follow:
-            # either way the connection is done for.
+        parser = self.parser
+        if not self.in_flight or not parser.feed(data):
+            # Idle, nothing is owed (a 408, say); or the reply is broken, past its bounds,
+            # or over: either way the connection is done for.
+            self._wake()
             self.close()
             return
-        buffered = self._buffered
-        try:
-            self._parser.feed_data(data)
-        except PARSE_ERRORS:
-            if not self.complete:  # else: bytes after a whole reply, which stays intact
-                self._fail(BrokenReply("the upstream sent a reply that is not valid HTTP"))
-            self.close()
-            return
-        if self._buffered == buffered and not self.within_bound(len(data)):
-            self.close()
-            return
-        if self._buffered > HIGH_WATER and not self._paused and self.transport is not None:
+        if self._writable is not None and parser.answered:
+            self.resume_writing()  # a body still being sent stops here: the upstream answered
+        if parser.buffered > HIGH_WATER and not self._paused and self.transport is not None:
             self._paused = True
             self.transport.pause_reading()
         waiter = self._waiter  # ``_wake``, written out: this runs once per upstream read
@@ -107,24 +102,20 @@ class Connection(ReplyParser, asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        if self.headers_done and not self.complete and not self._framed and exc is None:
-            self.complete = True  # a body without length or chunks ends when the socket does
-        elif not self.complete:
-            self._fail(Disconnected("the upstream closed the connection"))
+        self.parser.end_of_input(clean=exc is None)
         self.resume_writing()
         self._wake()
         self._unwatch()
-        # Break the cycles (transport ↔ protocol, parser ↔ its bound callbacks) so a closed
-        # connection is freed at once, not by a full garbage collection much later: with
-        # thousands of streams closing, that garbage pinned tens of MB of the heap.
+        # Break the cycle transport ↔ protocol (the parser broke its own with llhttp) so
+        # a closed connection is freed at once, not by a full garbage collection much
+        # later: with thousands of streams closing, that garbage pinned tens of MB.
         self.transport = None
         self._poller = None
-        del self._parser
 
     # used by Reply and the client
 
     def send(self, request: Sequence[bytes], *, bodiless: bool = False) -> None:
-        self.begin(bodiless)
+        self.parser.begin(bodiless)
         self._paused = False
         self._waiter = None
         if self.transport is None or self.transport.is_closing():
@@ -150,37 +141,37 @@ class Connection(ReplyParser, asyncio.Protocol):
 
     def forgo_reuse(self) -> None:
         """The request was not sent whole: close the connection after this reply."""
-        self._keep_alive = False
+        self.parser.forgo_reuse()
 
     async def wait_headers(self, read_timeout: float) -> None:
-        while not self.headers_done:
+        parser = self.parser
+        while not parser.headers_done:
             await self._wait(read_timeout)
-        if self._failure is not None:
-            raise self._failure
+        if parser.failure is not None:
+            raise parser.failure
 
     def take_body(self) -> bytes:
         """Everything buffered so far (empty once the body is complete and taken)."""
-        if not self._body:
-            return b""
-        pieces, self._body, self._buffered = self._body, [], 0
+        body = self.parser.take()
         if self._paused and self.transport is not None:
             self._paused = False
             self.transport.resume_reading()
-        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+        return body
 
     async def next_piece(self, read_timeout: float) -> bytes:
         """What arrived since the last call, waiting for some; empty at the body's end.
 
         What arrived before a failure is returned first; the failure is raised next.
         """
-        if self._decoder is not None:
-            return await self._next_decoded(self._decoder, read_timeout)
-        while not self._body and not self.complete:
+        parser = self.parser
+        if parser.decoder is not None:
+            return await self._next_decoded(parser.decoder, read_timeout)
+        while not parser.buffered and not parser.complete:
             # ``_wait``, written out (a stream comes here once per upstream read, and one
             # coroutine less on the way is one less for each of its wake-ups), with one
             # timer watching the body's silences rather than one timer per read.
-            if self._failure is not None:
-                raise self._failure
+            if parser.failure is not None:
+                raise parser.failure
             if self.closed:
                 raise Disconnected("the upstream closed the connection")
             loop = self._loop
@@ -192,21 +183,22 @@ class Connection(ReplyParser, asyncio.Protocol):
                 await waiter
             finally:
                 self._waiter = None
-        if not self._body and self._failure is not None:
-            raise self._failure
+        if not parser.buffered and parser.failure is not None:
+            raise parser.failure
         return self.take_body()
 
     async def _next_decoded(self, decoder: BodyDecoder, read_timeout: float) -> bytes:
+        parser = self.parser
         while True:
             if not decoder.more:
-                while not self._body and not self.complete:
+                while not parser.buffered and not parser.complete:
                     await self._wait(read_timeout)
             piece = decoder.decode(self.take_body())
             if piece:
                 return piece
-            if self.complete and not self._body and not decoder.more:
-                if self._failure is not None:
-                    raise self._failure
+            if parser.complete and not parser.buffered and not decoder.more:
+                if parser.failure is not None:
+                    raise parser.failure
                 if not decoder.finished:
                     decoder.finish()
                 return b""
@@ -232,7 +224,8 @@ class Connection(ReplyParser, asyncio.Protocol):
 
     @property
     def reusable(self) -> bool:
-        return self.drained and not self.closed and self._keep_alive
+        """The reply was read to its end and both ends may carry another request."""
+        return self.parser.reusable and not self.closed
 
     def park(self, expires: float) -> None:
         """Idle until ``expires`` (on the client's clock)."""
@@ -240,7 +233,7 @@ class Connection(ReplyParser, asyncio.Protocol):
         self.in_flight = False
         self.reused = True
         self.expires = expires
-        self.forget()
+        self.parser.forget()
 
     def usable(self, now: float) -> bool:
         """Whether an idle connection may carry a request: not expired, and not found
@@ -259,9 +252,10 @@ class Connection(ReplyParser, asyncio.Protocol):
             self.transport.close()
 
     async def _wait(self, read_timeout: float) -> None:
-        if self._failure is not None:
-            raise self._failure
-        if self.closed and not self.complete:
+        parser = self.parser
+        if parser.failure is not None:
+            raise parser.failure
+        if self.closed and not parser.complete:
             raise Disconnected("the upstream closed the connection")
         waiter = self._waiter = self._loop.create_future()
         timer = self._loop.call_later(read_timeout, _expire, waiter)
@@ -270,16 +264,13 @@ class Connection(ReplyParser, asyncio.Protocol):
         finally:
             timer.cancel()
             self._waiter = None
-        if self._failure is not None:
-            raise self._failure
+        if parser.failure is not None:
+            raise parser.failure
 
     def _wake(self) -> None:
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
-
-    def _answered(self) -> None:
-        self.resume_writing()  # a body still being sent stops here: the upstream answered
 
 
 _TIMER_SLACK = 0.001
