@@ -29,12 +29,14 @@ class Connection(asyncio.Protocol):
 
     __slots__ = (
         "__weakref__",
+        "_limit",
         "_loop",
         "_paused",
         "_poller",
         "_silent_since",
         "_waiter",
         "_watch",
+        "_watch_due",
         "_writable",
         "closed",
         "expires",
@@ -57,8 +59,12 @@ class Connection(asyncio.Protocol):
         self._loop = asyncio.get_running_loop()
         self._writable: asyncio.Future[None] | None = None
         self._watch: asyncio.TimerHandle | None = None
-        """The body's silence watch (``next_piece``), while one is armed."""
+        """The silence watch (``expect``), while one is armed: one timer for every wait of
+        every reply the connection carries, moved only when a wait must end sooner."""
+        self._watch_due = 0.0
         self._silent_since = 0.0
+        self._limit = 0.0
+        """The read timeout of the wait in progress (or the last one)."""
         self._paused = False
         self._waiter: asyncio.Future[None] | None = None
 
@@ -146,9 +152,36 @@ class Connection(asyncio.Protocol):
     async def wait_headers(self, read_timeout: float) -> None:
         parser = self.parser
         while not parser.headers_done:
-            await self._wait(read_timeout)
+            await self.expect(read_timeout)
         if parser.failure is not None:
             raise parser.failure
+
+    def expect(self, read_timeout: float) -> asyncio.Future[None]:
+        """A future done when input arrives (or the connection ends), failed with
+        ``ReadTimeout`` after ``read_timeout`` seconds of silence. Raises at once what
+        already failed the reply, and ``Disconnected`` on a closed connection.
+
+        No timer is made per wait: the connection's silence watch, armed for the first
+        wait, is moved only when this wait must end before it fires, and when it fires
+        it expires the wait in progress if that wait has lasted its ``read_timeout``,
+        else it is set again for when it would."""
+        parser = self.parser
+        if parser.failure is not None:
+            raise parser.failure
+        if self.closed:
+            raise Disconnected("the upstream closed the connection")
+        loop = self._loop
+        self._waiter = waiter = loop.create_future()
+        self._silent_since = since = loop.time()
+        self._limit = read_timeout
+        due = since + read_timeout
+        watch = self._watch
+        if watch is None or self._watch_due > due:
+            if watch is not None:
+                watch.cancel()
+            self._watch = loop.call_at(due, self._silence)
+            self._watch_due = due
+        return waiter
 
     def take_body(self) -> bytes:
         """Everything buffered so far (empty once the body is complete and taken)."""
@@ -167,22 +200,7 @@ class Connection(asyncio.Protocol):
         if parser.decoder is not None:
             return await self._next_decoded(parser.decoder, read_timeout)
         while not parser.buffered and not parser.complete:
-            # ``_wait``, written out (a stream comes here once per upstream read, and one
-            # coroutine less on the way is one less for each of its wake-ups), with one
-            # timer watching the body's silences rather than one timer per read.
-            if parser.failure is not None:
-                raise parser.failure
-            if self.closed:
-                raise Disconnected("the upstream closed the connection")
-            loop = self._loop
-            self._waiter = waiter = loop.create_future()
-            self._silent_since = since = loop.time()
-            if self._watch is None:
-                self._watch = loop.call_at(since + read_timeout, self._silence, read_timeout)
-            try:
-                await waiter
-            finally:
-                self._waiter = None
+            await self.expect(read_timeout)
         if not parser.buffered and parser.failure is not None:
             raise parser.failure
         return self.take_body()
@@ -192,7 +210,7 @@ class Connection(asyncio.Protocol):
         while True:
             if not decoder.more:
                 while not parser.buffered and not parser.complete:
-                    await self._wait(read_timeout)
+                    await self.expect(read_timeout)
             piece = decoder.decode(self.take_body())
             if piece:
                 return piece
@@ -203,19 +221,20 @@ class Connection(asyncio.Protocol):
                     decoder.finish()
                 return b""
 
-    def _silence(self, read_timeout: float) -> None:
-        """The silence watch's timer: expire the body's wait once it has lasted
-        ``read_timeout``, or watch on until it would; a wait that began since the timer
-        was armed is measured from its own start."""
+    def _silence(self) -> None:
+        """The silence watch's timer: expire the wait in progress once it has lasted its
+        read timeout, or watch on until it would; a wait that began since the timer was
+        armed is measured from its own start."""
         self._watch = None
         waiter = self._waiter
         if waiter is None or waiter.done():
             return  # not waiting: the next wait arms the watch again
-        due = self._silent_since + read_timeout
+        due = self._silent_since + self._limit
         if self._loop.time() >= due - _TIMER_SLACK:
             _expire(waiter)
         else:
-            self._watch = self._loop.call_at(due, self._silence, read_timeout)
+            self._watch = self._loop.call_at(due, self._silence)
+            self._watch_due = due
 
     def _unwatch(self) -> None:
         watch, self._watch = self._watch, None
@@ -228,8 +247,9 @@ class Connection(asyncio.Protocol):
         return self.parser.reusable and not self.closed
 
     def park(self, expires: float) -> None:
-        """Idle until ``expires`` (on the client's clock)."""
-        self._unwatch()
+        """Idle until ``expires`` (on the client's clock). The silence watch stays armed:
+        with no wait in progress it does nothing when it fires, and a call that reuses the
+        connection before then needs no timer of its own."""
         self.in_flight = False
         self.reused = True
         self.expires = expires
@@ -250,22 +270,6 @@ class Connection(asyncio.Protocol):
         self._unwatch()
         if self.transport is not None:
             self.transport.close()
-
-    async def _wait(self, read_timeout: float) -> None:
-        parser = self.parser
-        if parser.failure is not None:
-            raise parser.failure
-        if self.closed and not parser.complete:
-            raise Disconnected("the upstream closed the connection")
-        waiter = self._waiter = self._loop.create_future()
-        timer = self._loop.call_later(read_timeout, _expire, waiter)
-        try:
-            await waiter
-        finally:
-            timer.cancel()
-            self._waiter = None
-        if parser.failure is not None:
-            raise parser.failure
 
     def _wake(self) -> None:
         waiter = self._waiter
