@@ -139,29 +139,32 @@ class Reply:
         ``ReplyTooLarge`` as soon as it is known: from its ``Content-Length``, or when
         the bytes read pass the limit, never buffering more than a piece beyond it.
         """
+        connection = self._connection
+        parser = connection.parser
         try:
             if limit is not None:
-                return await self._read_at_most(limit)
-            pieces = [piece async for piece in self.pieces()]
+                declared = self.headers.get(b"content-length")
+                if (
+                    declared is not None
+                    and b"content-encoding" not in self.headers
+                    and int(declared) > limit
+                ):
+                    raise ReplyTooLarge(f"the reply is over {limit} bytes")
+            if parser.complete and parser.decoder is None and parser.failure is None:
+                body = connection.take_body()  # it came whole with its head: nothing to wait for
+                if limit is not None and len(body) > limit:
+                    raise ReplyTooLarge(f"the reply is over {limit} bytes")
+                return body
+            pieces: list[bytes] = []
+            total = 0
+            timeout = self._read_timeout
+            while piece := await connection.next_piece(timeout):
+                total += len(piece)
+                if limit is not None and total > limit:
+                    raise ReplyTooLarge(f"the reply is over {limit} bytes")
+                pieces.append(piece)
         finally:
             self.release()
-        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
-
-    async def _read_at_most(self, limit: int) -> bytes:
-        declared = self.headers.get(b"content-length")
-        if (
-            declared is not None
-            and b"content-encoding" not in self.headers
-            and int(declared) > limit
-        ):
-            raise ReplyTooLarge(f"the reply is over {limit} bytes")
-        pieces: list[bytes] = []
-        total = 0
-        async for piece in self.pieces():
-            total += len(piece)
-            if total > limit:
-                raise ReplyTooLarge(f"the reply is over {limit} bytes")
-            pieces.append(piece)
         return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
     async def pieces(self) -> AsyncIterator[bytes]:
@@ -232,14 +235,21 @@ class HttpClient:
     ) -> Reply:
         """Send a prepared request with ``body`` once; returns when the reply's head arrived."""
         origin = request.origin
-        connection = await self._acquire(origin, connect_timeout)
+        pool = self._pools.get(origin)
+        connection = pool.take_idle(self._clock()) if pool is not None else None
+        if connection is None:  # none idle: open one, or wait for one
+            connection = await self._acquire(origin, connect_timeout)
         try:
             if isinstance(body, bytes):  # written without joining
                 data = (request.head, b"%d\r\n\r\n" % len(body), body)
                 connection.send(data, bodiless=request.bodiless)
             else:
                 await _send_streamed(connection, request, body, read_timeout)
-            await connection.wait_headers(read_timeout)
+            parser = connection.parser
+            while not parser.headers_done:  # the head, awaited here: no coroutine of its own
+                await connection.expect(read_timeout)
+            if parser.failure is not None:
+                raise parser.failure
         except BaseException:
             self.discard(origin, connection)
             raise
@@ -273,9 +283,6 @@ class HttpClient:
         pool = self._pools.get(origin)
         if pool is None:
             pool = self._pools[origin] = Pool(self._clock, MAX_IDLE_PER_ORIGIN)
-        connection = pool.take_idle(self._clock())
-        if connection is not None:
-            return connection
         if pool.claim(self._max_per_origin):
             return await self._connect_in_slot(origin, pool, connect_timeout)
         return await self._wait_for_slot(origin, pool, connect_timeout)

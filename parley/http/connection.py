@@ -149,13 +149,6 @@ class Connection(asyncio.Protocol):
         """The request was not sent whole: close the connection after this reply."""
         self.parser.forgo_reuse()
 
-    async def wait_headers(self, read_timeout: float) -> None:
-        parser = self.parser
-        while not parser.headers_done:
-            await self.expect(read_timeout)
-        if parser.failure is not None:
-            raise parser.failure
-
     def expect(self, read_timeout: float) -> asyncio.Future[None]:
         """A future done when input arrives (or the connection ends), failed with
         ``ReadTimeout`` after ``read_timeout`` seconds of silence. Raises at once what

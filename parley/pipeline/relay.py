@@ -100,6 +100,12 @@ async def relay(
     while route is not None:
         started = time.monotonic()
         try:
+            if route.total is None:  # ``_attempt``'s common case, without its coroutine
+                try:
+                    return await call(route), route
+                except UpstreamError as error:
+                    error.channel = route.target.channel
+                    raise
             return await _attempt(route, call), route
         except UpstreamError as error:
             failed(route, error, time.monotonic() - started)

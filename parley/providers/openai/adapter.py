@@ -57,8 +57,8 @@ class OpenAIAdapter:
         self._http = http
         self._bounds = bounds or ReplyBounds()
 
-    async def chat(self, target: Target, body: JSON) -> JSON:
-        return await self._reply(target, CHAT_PATH, body)
+    def chat(self, target: Target, body: JSON) -> Awaitable[JSON]:
+        return self._reply(target, CHAT_PATH, body)  # no coroutine of its own on the way
 
     def chat_stream(
         self, target: Target, body: JSON, *, shapes: bool = False
@@ -82,15 +82,15 @@ class OpenAIAdapter:
 
         return TranslatedStream(target.channel, send, start, translator, fault)
 
-    async def completion(self, target: Target, body: JSON) -> JSON:
-        return await self._reply(target, COMPLETION_PATH, body)
+    def completion(self, target: Target, body: JSON) -> Awaitable[JSON]:
+        return self._reply(target, COMPLETION_PATH, body)
 
     def completion_stream(self, target: Target, body: JSON) -> AbstractAsyncContextManager[Batches]:
         stream = _Stream(self._http, self._bounds, target, COMPLETION_PATH, body, shapes=False)
         return cast("AbstractAsyncContextManager[Batches]", stream)  # no shapes: chunks only
 
-    async def embeddings(self, target: Target, body: JSON) -> JSON:
-        return await self._reply(target, EMBEDDINGS_PATH, body)
+    def embeddings(self, target: Target, body: JSON) -> Awaitable[JSON]:
+        return self._reply(target, EMBEDDINGS_PATH, body)
 
     async def _reply(self, target: Target, path: str, body: JSON) -> JSON:
         with upstream_errors(target.channel):
