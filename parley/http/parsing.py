@@ -90,11 +90,26 @@ class ReplyParser:
         self._limits = limits
         self.keep_alive_hint: float | None = None
         """The ``Keep-Alive: timeout=N`` the upstream last sent, in seconds."""
+        self._llhttp: httptools.HttpResponseParser | None = None
+        self.complete = False
+        self._keep_alive = False
+        self._bodiless = False
         self.begin(bodiless=False)
 
     def begin(self, bodiless: bool) -> None:
-        """Ready for a new reply (with no body whatever its head says, if ``bodiless``)."""
-        self._llhttp: httptools.HttpResponseParser | None = httptools.HttpResponseParser(self)
+        """Ready for a new reply (with no body whatever its head says, if ``bodiless``).
+
+        llhttp carries on from a reply that ended whole on a connection kept alive, as
+        it is made to; after anything else (a reply to ``HEAD``, whose length llhttp
+        would wait for as a body, a failure, a close) it starts afresh."""
+        if not (
+            self._llhttp is not None
+            and self.complete
+            and self._keep_alive
+            and not self._bodiless
+            and self.failure is None
+        ):
+            self._llhttp = httptools.HttpResponseParser(self)
         self._bodiless = bodiless
         self._body: list[bytes] = []
         self.buffered = 0

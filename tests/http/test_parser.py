@@ -245,3 +245,29 @@ def test_begin_starts_a_fresh_reply_and_forget_drops_the_last_head() -> None:
     parser.begin(False)
     assert parser.feed(b"HTTP/1.1 404 Not Found\r\nContent-Length: 1\r\n\r\nx")
     assert (parser.status, parser.take(), parser.complete) == (404, b"x", True)
+
+
+def test_replies_one_after_another_on_a_kept_alive_connection() -> None:
+    """llhttp carries on from a whole kept-alive reply; each reply is read as its own,
+    however the next one's bytes arrive."""
+    first = OK_HEAD + b"Content-Length: 2\r\n\r\nok"
+    second = OK_HEAD + b"Transfer-Encoding: chunked\r\n\r\n3\r\nyes\r\n0\r\n\r\n"
+    for pieces in splits(second):
+        parser, body, _ = parse([first])
+        assert body == b"ok" and parser.reusable
+        parser.begin(False)
+        taken = []
+        for piece in pieces:
+            assert parser.feed(piece)
+            taken.append(parser.take())
+        assert (parser.status, b"".join(taken), parser.complete) == (200, b"yes", True)
+
+
+def test_a_reply_after_the_reply_to_head_is_read_afresh() -> None:
+    """llhttp would take the next reply's bytes for the body the ``HEAD`` reply's
+    length announced: after a bodiless reply the parser starts again."""
+    parser, _, _ = parse([OK_HEAD + b"Content-Length: 9\r\n\r\n"], bodiless=True)
+    assert parser.complete and parser.reusable
+    parser.begin(False)
+    assert parser.feed(OK_HEAD + b"Content-Length: 2\r\n\r\nok")
+    assert (parser.status, parser.take(), parser.complete) == (200, b"ok", True)
