@@ -42,7 +42,6 @@ class Connection(asyncio.Protocol):
         "expires",
         "in_flight",
         "parser",
-        "reused",
         "transport",
     )
 
@@ -52,7 +51,6 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.in_flight = False
-        self.reused = False
         self.expires = 0.0
         self._poller: select.poll | None = None
         """Polls this socket for input while idle (made once: one system call per check)."""
@@ -244,7 +242,6 @@ class Connection(asyncio.Protocol):
         with no wait in progress it does nothing when it fires, and a call that reuses the
         connection before then needs no timer of its own."""
         self.in_flight = False
-        self.reused = True
         self.expires = expires
         self.parser.forget()
 
