@@ -17,7 +17,7 @@ import orjson
 
 from parley import upstream_json
 from parley.dialects.translator import ChunkTranslator, Failure
-from parley.errors import UpstreamError
+from parley.errors import ParleyError, UpstreamError
 from parley.http import HttpClient, Prepared, Reply, prepare
 from parley.providers.base import (
     JSON,
@@ -93,7 +93,9 @@ class OpenAIAdapter:
         return self._reply(target, EMBEDDINGS_PATH, body)
 
     async def _reply(self, target: Target, path: str, body: JSON) -> JSON:
-        with upstream_errors(target.channel):
+        # ``upstream_errors``, written out: its generator-based context cost every whole
+        # reply a generator and three of its steps.
+        try:
             response = await _post(self._http, target, path, plain_body(body, target.model))
             raw = await response.read(self._bounds.max_reply_bytes)
             if response.status >= 300:
@@ -101,6 +103,13 @@ class OpenAIAdapter:
                     target.channel, response.status, raw, target.api_key, response.headers
                 )
             reply = upstream_json.loads(raw)
+        except ParleyError:
+            raise
+        except Exception as error:
+            failure = upstream_failure(target.channel, error)
+            if failure is None:
+                raise
+            raise failure from None
         if not isinstance(reply, dict):
             raise _malformed(target.channel)
         return reply
