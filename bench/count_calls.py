@@ -23,6 +23,12 @@ translates the chat stream into Anthropic's events) or ``passthrough`` (a stream
 ``POST /v1/messages`` to a ``type: anthropic`` channel, relayed as it comes). The bare
 relay has only the chat modes: the Messages figures are read against its ``stream``.
 
+``--threads`` has callgrind count each thread apart: ``OUT.1-01`` is the event loop's
+thread, the other files the usage writer's (the metering write) and any executor's.
+A batch of usage records is written every 500 calls, so count at least 1,000 calls after
+a warm-up of 500 or more (``--n 1000 --warm 600``) for a figure that holds the writer's
+steady share and not its first batch (which also prepares its statements).
+
 ``--allocator malloc|jemalloc|mimalloc`` runs the server (Parley or the bare relay) on
 that allocator, through the environment ``parley serve --allocator`` would set
 (``parley.heap.allocator_environment``): callgrind does not replace ``malloc``, so the
@@ -159,6 +165,12 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--usage", default='{{spill_dir: "{workdir}", flush_seconds: 1000}}')
     parser.add_argument("--extra", default="", help="YAML appended to Parley's config.")
     parser.add_argument(
+        "--threads",
+        action="store_true",
+        help="callgrind counts each thread apart (OUT.1-01 the event loop's, the others "
+        "the usage writer's and the executor's), so the metering write reads on its own.",
+    )
+    parser.add_argument(
         "--allocator",
         choices=ALLOCATORS,
         default="pymalloc",
@@ -182,6 +194,7 @@ def server_command(args: argparse.Namespace, config: Path, port: int, up_port: i
         "valgrind",
         "--tool=callgrind",
         "--instr-atstart=no",
+        *(["--separate-threads=yes"] if args.threads else []),
         f"--callgrind-out-file={args.out}",
         *serve,
     ]

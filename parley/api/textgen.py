@@ -172,7 +172,7 @@ class TextReply(_TextJob):
         return self._endpoint.call(self._providers, route, self._text.body)
 
     def usage(self, reply: JSON) -> Usage:
-        return reply_usage(reply, self._text.prompt_estimate, self._endpoint.produced_text(reply))
+        return reply_usage(reply, self._text.prompt_estimate, self._endpoint.produced_text)
 
     def render(self, reply: JSON, call: Call, usage: Usage) -> web.StreamResponse:
         reply["model"] = call.model.spec.name
@@ -272,13 +272,15 @@ def allowance(text: TextRequest, model: Resolved, default_max_tokens: int) -> Al
     return Allowance(prompt, output * text.choices)
 
 
-def reply_usage(reply: dict[str, Any], prompt_estimate: int, produced: str) -> Usage:
+def reply_usage(
+    reply: dict[str, Any], prompt_estimate: int, produced: Callable[[JSON], str]
+) -> Usage:
     """The upstream's own counts when it gave valid ones (cached tokens included), else
-    Parley's estimate."""
+    Parley's estimate, from the text the reply ``produced`` (found only then)."""
     reported = read_usage(reply.get("usage"), source="the upstream")
     if reported is not None:
         return reported
-    completion_estimate = (len(produced) + 3) // 4
+    completion_estimate = (len(produced(reply)) + 3) // 4
     return Usage(
         prompt_tokens=prompt_estimate, completion_tokens=completion_estimate, estimated=True
     )

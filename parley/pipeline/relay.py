@@ -107,6 +107,8 @@ async def relay(
     while route is not None:
         started = time.monotonic()
         try:
+            if route.total is None:  # ``_attempt``'s common case, without its coroutine
+                return await call(route), route
             return await _attempt(route, call), route
         except UpstreamError as error:
             failed(route, error, time.monotonic() - started)

@@ -11,7 +11,7 @@ given a ``Target`` (where and as what to call) and a body.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import dataclass
 from typing import IO, Protocol, TypeVar
@@ -74,7 +74,7 @@ class ReplyBounds:
 
 
 class Chat(Protocol):
-    async def chat(self, target: Target, body: JSON) -> JSON:
+    def chat(self, target: Target, body: JSON) -> Awaitable[JSON]:
         """A whole chat completion, as OpenAI's ``chat.completion`` object."""
 
     def chat_stream(
@@ -110,7 +110,7 @@ class Messages(Protocol):
 
 
 class Completion(Protocol):
-    async def completion(self, target: Target, body: JSON) -> JSON:
+    def completion(self, target: Target, body: JSON) -> Awaitable[JSON]:
         """A whole classic completion, as OpenAI's ``text_completion`` object."""
 
     def completion_stream(self, target: Target, body: JSON) -> AbstractAsyncContextManager[Batches]:
@@ -119,7 +119,7 @@ class Completion(Protocol):
 
 
 class Embeddings(Protocol):
-    async def embeddings(self, target: Target, body: JSON) -> JSON:
+    def embeddings(self, target: Target, body: JSON) -> Awaitable[JSON]:
         """Embeddings of the body's ``input``, as OpenAI's ``list`` of ``embedding`` objects."""
 
 

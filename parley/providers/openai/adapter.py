@@ -84,8 +84,8 @@ class OpenAIAdapter:
         self._bounds = bounds or ReplyBounds()
         self._endpoint = endpoint
 
-    async def chat(self, target: Target, body: JSON) -> JSON:
-        return await self._reply(target, CHAT_PATH, body)
+    def chat(self, target: Target, body: JSON) -> Awaitable[JSON]:
+        return self._reply(target, CHAT_PATH, body)  # no coroutine of its own on the way
 
     def chat_stream(
         self, target: Target, body: JSON, *, shapes: bool = False
@@ -106,15 +106,15 @@ class OpenAIAdapter:
             target.channel, send, start, translator, faults(target, stream_failure)
         )
 
-    async def completion(self, target: Target, body: JSON) -> JSON:
-        return await self._reply(target, COMPLETION_PATH, body)
+    def completion(self, target: Target, body: JSON) -> Awaitable[JSON]:
+        return self._reply(target, COMPLETION_PATH, body)
 
     def completion_stream(self, target: Target, body: JSON) -> AbstractAsyncContextManager[Batches]:
         stream = _Stream(self, target, COMPLETION_PATH, body, shapes=False)
         return cast("AbstractAsyncContextManager[Batches]", stream)  # no shapes: chunks only
 
-    async def embeddings(self, target: Target, body: JSON) -> JSON:
-        return await self._reply(target, EMBEDDINGS_PATH, body)
+    def embeddings(self, target: Target, body: JSON) -> Awaitable[JSON]:
+        return self._reply(target, EMBEDDINGS_PATH, body)
 
     def _reply(self, target: Target, path: str, body: JSON) -> Awaitable[JSON]:
         """``whole_reply``'s coroutine, for the caller to await (no coroutine of its own)."""

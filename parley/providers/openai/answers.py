@@ -13,9 +13,9 @@ from collections.abc import Awaitable, Callable
 from parley import upstream_json
 from parley.dialects.translator import Failure
 from parley.domain.wire import JSON
-from parley.errors import UpstreamError
+from parley.errors import ParleyError, UpstreamError
 from parley.http import Reply
-from parley.providers.base import Target, upstream_errors, upstream_failure
+from parley.providers.base import Target, upstream_failure
 from parley.providers.openai.refusal import refusal
 from parley.sse import EventTooLarge
 
@@ -34,12 +34,21 @@ def malformed(channel: str) -> UpstreamError:
 async def whole_reply(sending: Awaitable[Reply], target: Target, limit: int) -> JSON:
     """The JSON object the upstream answers to the request ``sending`` sends; its refusal
     or a reply that is not a JSON object (at most ``limit`` bytes) raised in the tree."""
-    with upstream_errors(target.channel):
+    # ``upstream_errors``, written out: its generator-based context would cost every
+    # whole reply a generator and three of its steps.
+    try:
         response = await sending
         raw = await response.read(limit)
         if response.status >= 300:
             raise refusal(target.channel, response.status, raw, target.api_key, response.headers)
         reply = upstream_json.loads(raw)
+    except ParleyError:
+        raise
+    except Exception as error:
+        failure = upstream_failure(target.channel, error)
+        if failure is None:
+            raise
+        raise failure from None
     if not isinstance(reply, dict):
         raise malformed(target.channel)
     return reply
