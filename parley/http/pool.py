@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 from parley.http.connection import Connection
 
-Handed = Connection | None
+ConnectionOrSlot = Connection | None
 """What a waiter is given: an idle connection, or ``None`` for a slot to connect in."""
 
 
@@ -37,7 +37,7 @@ class Pool:
     def __init__(self, clock: Callable[[], float], max_idle: int) -> None:
         self._idle: deque[Connection] = deque()
         self._open = 0
-        self._waiters: deque[asyncio.Future[Handed]] = deque()
+        self._waiters: deque[asyncio.Future[ConnectionOrSlot]] = deque()
         self._clock = clock
         self._max_idle = max_idle
         self._reaper: asyncio.TimerHandle | None = None
@@ -70,12 +70,12 @@ class Pool:
             return True
         return False
 
-    async def wait_for(self, deadline: float) -> Handed:
+    async def wait_for(self, deadline: float) -> ConnectionOrSlot:
         """Wait (until ``deadline`` on the event loop's clock) for a parked connection,
         usable, or a freed slot (``None``: connect in it). ``TimeoutError`` past the
         deadline; a waiter that gives up passes on what it was handed."""
         loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[Handed] = loop.create_future()
+        waiter: asyncio.Future[ConnectionOrSlot] = loop.create_future()
         self._waiters.append(waiter)
         try:
             async with asyncio.timeout_at(deadline):
@@ -88,7 +88,7 @@ class Pool:
             return None
         return handed
 
-    def _pass_on(self, waiter: asyncio.Future[Handed]) -> None:
+    def _pass_on(self, waiter: asyncio.Future[ConnectionOrSlot]) -> None:
         """A waiter gave up: what it was handed (if anything) goes to the next one."""
         if waiter in self._waiters:
             self._waiters.remove(waiter)
@@ -101,7 +101,7 @@ class Pool:
             else:
                 self.park(handed, self._clock())
 
-    def _hand_over(self, handed: Handed) -> bool:
+    def _hand_over(self, handed: ConnectionOrSlot) -> bool:
         """Give a connection or a free slot to the oldest waiter; ``False`` if none waits."""
         waiters = self._waiters
         while waiters:
