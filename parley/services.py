@@ -36,6 +36,7 @@ from parley.pipeline.call import RequestIds
 from parley.pipeline.directory import Directory
 from parley.pipeline.meter import BackgroundTasks, Meter
 from parley.pipeline.plan import Planner
+from parley.pipeline.response_book import ResponseBook
 from parley.pipeline.route import Router
 from parley.pipeline.streams import OpenStreams
 from parley.pipeline.watch import CallWatchers
@@ -150,6 +151,8 @@ class Services:
     """The threads that measure uploaded audio, shared fairly between groups."""
     breakers: Breakers
     planner: Planner
+    responses: ResponseBook
+    """Stored responses of the Responses API, written behind the reply."""
     started_at: int = field(default_factory=lambda: int(time.time()))
     request_ids: RequestIds = field(default_factory=RequestIds)
     watchers: CallWatchers = field(default_factory=CallWatchers)
@@ -218,11 +221,14 @@ class Services:
             probes=probe_pool(settings),
             breakers=breakers,
             planner=Planner(router, breakers, models, settings.models, settings.routing),
+            responses=ResponseBook(store, settings.responses),
             started_at=started_at,
         )
+        services.responses.start()
         services._loops = [
             asyncio.create_task(services._refresh_loop(), name="parley-refresh"),
             asyncio.create_task(services._prune_loop(), name="parley-prune"),
+            asyncio.create_task(services._prune_responses_loop(), name="parley-prune-responses"),
         ]
         if settings.redis is not None:
             # Imported only with Redis: redis-py is megabytes a gateway without it need not
@@ -246,6 +252,7 @@ class Services:
         await self._stop_loops(left() / 2)
         await self.tasks.drain(seconds=min(SETTLEMENT_SECONDS, left() / 4))
         await self.meter.writer.close(left() - min(CLOSING_SECONDS, left() / 4))
+        await self.responses.close(min(CLOSING_SECONDS, left() / 4))
         self.probes.close()
         await self.http.close()
         await _within(self.limiter.close(), left(), "the limiter")
@@ -295,6 +302,18 @@ class Services:
                 if pruned:
                     log.info("pruned %d usage records older than %s", pruned, retention)
             await asyncio.sleep(self.settings.usage.prune_every_seconds)
+
+    async def _prune_responses_loop(self) -> None:
+        while True:
+            try:
+                async with self._pruning:
+                    pruned = await self.responses.prune()
+            except StoreUnavailable as error:
+                log.warning("pruning stored responses failed (%s); will try again", error.reason)
+            else:
+                if pruned:
+                    log.info("pruned %d expired stored responses", pruned)
+            await asyncio.sleep(self.settings.responses.prune_every_seconds)
 
 
 async def _within(closing: Awaitable[None], seconds: float, what: str) -> None:

@@ -1,0 +1,307 @@
+"""POST /v1/responses: OpenAI's Responses API in front of every channel kind.
+
+A Responses call goes through the runner like a chat call (the same admission, group
+model access, rates, budget, routing and metering); only its jobs differ. The body is
+read into the canonical call (``dialects/openai_responses.py``: a field or tool no
+upstream behind it can take is a 400 naming it), written once as an OpenAI chat body,
+and sent on each route through the channel's chat adapter: an OpenAI-compatible
+upstream gets it as it is, an Anthropic one (and every later provider) translates it
+again. The reply is written back as a ``response`` object, or streamed as Responses
+events by ``ChatToResponses`` (``dialects/chat_to_responses.py``), fed the upstream's
+chat bytes or, for another provider, the chat chunks its reader made.
+
+With ``store`` (the default) the finished response, its input items and the earlier
+turns' items are handed to the ``ResponseBook``, which writes them behind the reply;
+``previous_response_id`` is the only thing here that reads the database, and only when
+it is given. Errors are OpenAI's envelope; a started stream that fails ends with an
+``error`` event and ``response.failed``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from parley.api.body import read_json
+from parley.api.context import CALLER, services
+from parley.api.textgen import TextRequest, allowance, reservation
+from parley.dialects import openai_chat, openai_responses
+from parley.dialects.canonical import JSON, Request, Unsupported, produced_characters
+from parley.dialects.chat_to_responses import ChatToResponses
+from parley.dialects.translator import estimate
+from parley.domain.models import CHAT_KINDS, Resolved
+from parley.domain.responses import StoredResponse
+from parley.domain.tokens import count_images, estimate_messages, estimate_text, prompt_ceiling
+from parley.domain.usage import Allowance, Usage
+from parley.domain.value import value
+from parley.errors import InvalidRequest, NotFound, ParleyError
+from parley.pipeline import runner
+from parley.pipeline.authenticate import Caller
+from parley.pipeline.call import Call
+from parley.pipeline.job import NO_HEADERS, Operation
+from parley.pipeline.response_book import ResponseBook
+from parley.pipeline.route import Route
+from parley.providers.base import Translations
+from parley.providers.registry import ProviderRegistry
+
+RESPONSES = Operation("responses", "/v1/responses", CHAT_KINDS)
+
+
+@value
+class ResponsesRequest:
+    """A Responses body read whole: the canonical call, its chat body (the model set
+    per route) and what storing the response needs."""
+
+    model: str
+    body: dict[str, Any]
+    stream: bool
+    store: bool
+    group_id: int
+    items: list[JSON]
+    """This request's input items, with ids."""
+    history: list[JSON]
+    """The earlier turns' items (``previous_response_id``), oldest first."""
+    chat: JSON
+    text: TextRequest
+    """What reservations and allowances read (the prompt's estimate and ceiling)."""
+    images: int
+
+
+async def create_response(request: web.Request) -> web.StreamResponse:
+    body = await read_json(request)
+    body_bytes = len(await request.read())  # the body read once, kept by aiohttp
+    caller: Caller = request[CALLER]
+    svc = services(request)
+    parsed = await parse_responses(body, body_bytes, caller.group.id, svc.responses)
+    book = svc.responses if parsed.store else None
+    default_max = svc.settings.limits.default_max_tokens
+    if parsed.stream:
+        max_event = svc.settings.upstream.max_event_bytes
+        job = ResponsesStream(parsed, svc.providers, book, default_max, max_event)
+        return await runner.stream(request, job)
+    return await runner.reply(request, ResponsesReply(parsed, svc.providers, book, default_max))
+
+
+async def parse_responses(
+    body: dict[str, Any], body_bytes: int, group_id: int, book: ResponseBook
+) -> ResponsesRequest:
+    """The body checked and read whole (400 naming what is wrong), the earlier turns
+    fetched when ``previous_response_id`` names them (404 when the group has none)."""
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise InvalidRequest("'model' must be a non-empty string.", param="model")
+    if "input" not in body:
+        raise InvalidRequest("Missing required parameter: 'input'.", param="input")
+    stream, store = body.get("stream", False), body.get("store", True)
+    for name, flag in (("stream", stream), ("store", store)):
+        if not isinstance(flag, bool):
+            raise InvalidRequest(f"'{name}' must be a boolean.", param=name)
+    try:
+        openai_responses.check_fields(body)
+        items = openai_responses.normalized_input(body["input"])
+    except Unsupported as error:
+        raise InvalidRequest(error.message, param=error.param) from None
+    history = await earlier_turns(body.get("previous_response_id"), group_id, book)
+    try:
+        canonical = openai_responses.decode_request(body, history + items)
+        chat = openai_chat.encode_request(canonical, model)
+    except Unsupported as error:
+        raise InvalidRequest(error.message, param=error.param) from None
+    if stream:
+        chat["stream_options"] = {"include_usage": True}
+    messages = chat["messages"]
+    estimate = estimate_messages(messages) + _tools_estimate(canonical)
+    images = count_images(messages)
+    earlier_bytes = len(orjson.dumps(history)) if history else 0
+    text = TextRequest(
+        model=model,
+        body=body,
+        stream=stream,
+        include_usage=True,
+        max_tokens=canonical.max_output_tokens,
+        prompt_estimate=estimate,
+        prompt_ceiling=max(estimate, prompt_ceiling(body_bytes + earlier_bytes, images)),
+        choices=1,
+    )
+    return ResponsesRequest(
+        model, body, stream, store, group_id, items, history, chat, text, images
+    )
+
+
+async def earlier_turns(previous: Any, group_id: int, book: ResponseBook) -> list[JSON]:
+    """The items a ``previous_response_id`` continues from: its earlier turns, its input
+    and its output; ``[]`` without one."""
+    if previous is None:
+        return []
+    if not isinstance(previous, str) or not previous:
+        raise InvalidRequest(
+            "'previous_response_id' must be a string.", param="previous_response_id"
+        )
+    found = await book.find(previous, group_id)
+    if found is None:
+        raise NotFound(
+            f"Previous response with id '{previous}' not found.",
+            param="previous_response_id",
+            code="previous_response_not_found",
+        )
+    response = orjson.loads(found.response)
+    history: list[JSON] = orjson.loads(found.history)
+    inputs: list[JSON] = orjson.loads(found.input_items)
+    return [*history, *inputs, *(response.get("output") or ())]
+
+
+def _tools_estimate(canonical: Request) -> int:
+    if not canonical.tools:
+        return 0
+    written = [(tool.name, tool.description, tool.parameters) for tool in canonical.tools]
+    return estimate_text(orjson.dumps(written).decode())
+
+
+class _ResponsesJob:
+    __slots__ = ("_book", "_created_at", "_default_max", "_id", "_parsed", "_providers")
+
+    def __init__(
+        self,
+        parsed: ResponsesRequest,
+        providers: ProviderRegistry,
+        book: ResponseBook | None,
+        default_max_tokens: int,
+    ) -> None:
+        self._parsed = parsed
+        self._providers = providers
+        self._book = book
+        self._default_max = default_max_tokens
+        self._id = openai_responses.new_id("resp_")
+        self._created_at = int(time.time())
+
+    @property
+    def operation(self) -> Operation:
+        return RESPONSES
+
+    @property
+    def model(self) -> str:
+        return self._parsed.model
+
+    def accept(self, model: Resolved) -> None:
+        if not model.spec.vision and self._parsed.images:
+            raise InvalidRequest(
+                f"The model `{model.requested}` does not accept images; "
+                "use a vision-capable model.",
+                param="input",
+                code="image_not_supported",
+            )
+
+    def reservation(self, model: Resolved, caller: Caller) -> int:
+        return reservation(self._parsed.text, model, caller, self._default_max)
+
+    def allowance(self, model: Resolved) -> Allowance:
+        return allowance(self._parsed.text, model, self._default_max)
+
+    def _skeleton(self) -> JSON:
+        return openai_responses.skeleton(
+            self._parsed.body, self._id, self._parsed.model, self._created_at
+        )
+
+    def _chat_body(self, route: Route) -> JSON:
+        return {**self._parsed.chat, "model": route.target.model}
+
+    def _keep(self, response: JSON) -> None:
+        """Hand the finished response to the book (when the caller asked to store it)."""
+        book, parsed = self._book, self._parsed
+        if book is None:
+            return
+        created = datetime.fromtimestamp(self._created_at, UTC)
+        book.keep(
+            StoredResponse(
+                id=self._id,
+                group_id=parsed.group_id,
+                model=parsed.model,
+                response=orjson.dumps(response).decode(),
+                input_items=orjson.dumps(parsed.items).decode(),
+                history=orjson.dumps(parsed.history).decode(),
+                created_at=created,
+                expires_at=book.expiry(created),
+            )
+        )
+
+
+@value
+class Answer:
+    """A whole response object and what it consumed."""
+
+    body: JSON
+    usage: Usage
+
+
+class ResponsesReply(_ResponsesJob):
+    """A whole response, translated from the channel's chat completion."""
+
+    __slots__ = ()
+
+    async def call(self, route: Route) -> Answer:
+        chat = self._providers.chat(route.provider_type)
+        reply = openai_chat.decode_reply(await chat.chat(route.target, self._chat_body(route)))
+        usage = reply.usage or estimate(
+            self._parsed.text.prompt_estimate, produced_characters(reply.blocks), 1
+        )
+        return Answer(openai_responses.encode_response(reply, usage, self._skeleton()), usage)
+
+    def usage(self, reply: Answer) -> Usage:
+        return reply.usage
+
+    def render(self, reply: Answer, call: Call, usage: Usage) -> web.StreamResponse:
+        self._keep(reply.body)
+        return web.Response(body=orjson.dumps(reply.body), content_type="application/json")
+
+
+class ResponsesStream(_ResponsesJob):
+    """A streamed response: the channel's chat stream rendered as Responses events,
+    each read's output in one write."""
+
+    __slots__ = ("_max_event_bytes", "_translator")
+    content_type = "text/event-stream"
+    reply_headers = NO_HEADERS
+
+    def __init__(
+        self,
+        parsed: ResponsesRequest,
+        providers: ProviderRegistry,
+        book: ResponseBook | None,
+        default_max_tokens: int,
+        max_event_bytes: int,
+    ) -> None:
+        super().__init__(parsed, providers, book, default_max_tokens)
+        self._max_event_bytes = max_event_bytes
+        self._translator: ChatToResponses | None = None
+
+    def open(self, route: Route) -> Translations[bytes]:
+        translator = ChatToResponses(
+            self._skeleton(), self._parsed.text.prompt_estimate, self._max_event_bytes
+        )
+        self._translator = translator
+        chat = self._providers.chat_translation(route.provider_type)
+        return chat.chat_translated(route.target, self._chat_body(route), translator)
+
+    def render(self, batch: Sequence[bytes]) -> bytes:
+        return batch[0] if len(batch) == 1 else b"".join(batch)
+
+    def end(self) -> bytes:
+        translator = self._translator
+        if translator is not None and translator.done:
+            self._keep(translator.response)
+        return b""
+
+    def failure(self, error: ParleyError) -> bytes:
+        translator = self._translator
+        if translator is None:
+            translator = ChatToResponses(self._skeleton(), 0, self._max_event_bytes)
+        return translator.failed(error.code or error.type, error.message)
+
+    def delivered(self) -> Usage | None:
+        translator = self._translator
+        return translator.delivered() if translator is not None else None
