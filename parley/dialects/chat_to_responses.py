@@ -24,7 +24,7 @@ together until something else comes, since a chat stream may interleave them).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import orjson
 
@@ -71,6 +71,7 @@ class ChatToResponses:
     __slots__ = (
         "_calls",
         "_characters",
+        "_ids",
         "_open",
         "_output",
         "_parser",
@@ -85,10 +86,18 @@ class ChatToResponses:
         "response",
     )
 
-    def __init__(self, response: JSON, prompt_estimate: int, max_event_bytes: int) -> None:
+    def __init__(
+        self,
+        response: JSON,
+        prompt_estimate: int,
+        max_event_bytes: int,
+        ids: Callable[[str], str] = new_id,
+    ) -> None:
         self.response = response
         """The ``response`` object (``openai_responses.skeleton``), whole once ``done``."""
         self._prompt_estimate = prompt_estimate
+        self._ids = ids
+        """Makes each output item's id from its prefix (``new_id``)."""
         self._parser = SseParser(max_event_bytes)
         self._sequence = 0
         self._started = False
@@ -244,12 +253,12 @@ class ChatToResponses:
     def _open_text(self, kind: str, out: list[bytes]) -> _Item:
         self._close_all(out)
         if kind == "message":
-            item = _Item(len(self._output), kind, message_item(new_id("msg_"), "", "in_progress"))
+            written = message_item(self._ids("msg_"), "", "in_progress")
             part = text_part("")
         else:
-            blank: JSON = {"id": new_id("rs_"), "type": "reasoning", "summary": [], "content": []}
-            item = _Item(len(self._output), kind, blank)
+            written = {"id": self._ids("rs_"), "type": "reasoning", "summary": [], "content": []}
             part = dict(REASONING_PART)
+        item = _Item(len(self._output), kind, written)
         self._output.append(item)
         self._open = item
         added = {"type": "response.output_item.added", "output_index": item.index}
@@ -276,8 +285,8 @@ class ChatToResponses:
                 self._close(self._open, out)
                 self._open = None
             name = str(function.get("name") or "")
-            call_id = str(call.get("id") or new_id("call_"))
-            written = call_item(new_id("fc_"), call_id, name, "", "in_progress")
+            call_id = str(call.get("id") or self._ids("call_"))
+            written = call_item(self._ids("fc_"), call_id, name, "", "in_progress")
             item = _Item(len(self._output), "function_call", written)
             self._output.append(item)
             self._calls[position if isinstance(position, int) else len(self._calls)] = item

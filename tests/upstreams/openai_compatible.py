@@ -53,6 +53,8 @@ other model name behaves normally and is echoed in replies. ``engine.behaviour``
 - ``overlong``: ignore ``max_tokens`` (the whole echo, or ``words-N``, is sent).
 - ``tools``: a chat request that offers tools gets a call of the first one
   (``completion_script.py``).
+- ``reasoning``: a chat reply thinks first (``reasoning_content``, counted as reasoning
+  tokens; ``completion_script.py``).
 - ``cached-N``: usage reports N of the prompt's tokens (at most all) as cached
   (``prompt_tokens_details.cached_tokens``).
 - ``leak-<spelling>``: like ``leak``, with the key written in one of the forms of
@@ -166,6 +168,7 @@ class Behaviour:
     reported: JSON | None = None
     overlong: bool = False
     tools: bool = False
+    reasoning: bool = False
     cached: int = 0
     spelling: str | None = None
     deep: int | None = None
@@ -190,6 +193,7 @@ class Behaviour:
             "usage-absent": {"reported": {}},
             "overlong": {"overlong": True},
             "tools": {"tools": True},
+            "reasoning": {"reasoning": True},
         }
         if part in flags:
             return replace(self, **flags[part])
@@ -319,6 +323,7 @@ class FakeEngine(FakeServer):
             reported=behaviour.reported,
             overlong=behaviour.overlong,
             tools=behaviour.tools,
+            reasoning=behaviour.reasoning,
         )
         if behaviour.cached:
             script = replace(script, cached_tokens=behaviour.cached)
