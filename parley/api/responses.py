@@ -107,6 +107,7 @@ async def parse_responses(
     except Unsupported as error:
         raise InvalidRequest(error.message, param=error.param) from None
     history = await earlier_turns(body.get("previous_response_id"), group_id, book)
+    items = await resolved(items, history, group_id, book)
     try:
         canonical = openai_responses.decode_request(body, history + items)
         chat = openai_chat.encode_request(canonical, model)
@@ -153,6 +154,37 @@ async def earlier_turns(previous: Any, group_id: int, book: ResponseBook) -> lis
     history: list[JSON] = orjson.loads(found.history)
     inputs: list[JSON] = orjson.loads(found.input_items)
     return [*history, *inputs, *(response.get("output") or ())]
+
+
+async def resolved(
+    items: list[JSON], history: list[JSON], group_id: int, book: ResponseBook
+) -> list[JSON]:
+    """``items`` with each ``item_reference`` replaced by the item it names: one of the
+    earlier turns', or an output item of another stored response of the group (its id
+    names the response, ``openai_responses.item_ids``); a 404 when there is none."""
+    if not any(item["type"] == "item_reference" for item in items):
+        return items
+    known = {
+        item.get("id"): item for item in [*history, *items] if item["type"] != "item_reference"
+    }
+    found: list[JSON] = []
+    for index, item in enumerate(items):
+        if item["type"] != "item_reference":
+            found.append(item)
+            continue
+        wanted = item["id"]
+        target = known.get(wanted)
+        response_id = openai_responses.response_of_item(wanted)
+        if target is None and response_id is not None:
+            stored = await book.find(response_id, group_id)
+            if stored is not None:
+                output = orjson.loads(stored.response).get("output") or ()
+                known.update((each.get("id"), each) for each in output)
+                target = known.get(wanted)
+        if target is None:
+            raise NotFound(f"Item with id '{wanted}' not found.", param=f"input[{index}]")
+        found.append(target)
+    return found
 
 
 def _tools_estimate(canonical: Request) -> int:
@@ -249,7 +281,10 @@ class ResponsesReply(_ResponsesJob):
         usage = reply.usage or estimate(
             self._parsed.text.prompt_estimate, produced_characters(reply.blocks), 1
         )
-        return Answer(openai_responses.encode_response(reply, usage, self._skeleton()), usage)
+        written = openai_responses.encode_response(
+            reply, usage, self._skeleton(), openai_responses.item_ids(self._id)
+        )
+        return Answer(written, usage)
 
     def usage(self, reply: Answer) -> Usage:
         return reply.usage
@@ -281,7 +316,10 @@ class ResponsesStream(_ResponsesJob):
 
     def open(self, route: Route) -> Translations[bytes]:
         translator = ChatToResponses(
-            self._skeleton(), self._parsed.text.prompt_estimate, self._max_event_bytes
+            self._skeleton(),
+            self._parsed.text.prompt_estimate,
+            self._max_event_bytes,
+            openai_responses.item_ids(self._id),
         )
         self._translator = translator
         chat = self._providers.chat_translation(route.provider_type)

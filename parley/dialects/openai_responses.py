@@ -16,8 +16,11 @@ message), the form stored responses keep and ``input_items`` lists.
 
 from __future__ import annotations
 
+import itertools
 import secrets
+import string
 import time
+from collections.abc import Callable
 from typing import Any
 
 from parley.dialects.canonical import (
@@ -106,6 +109,26 @@ def new_id(prefix: str) -> str:
     return prefix + secrets.token_hex(24)
 
 
+def item_ids(response_id: str) -> Callable[[str], str]:
+    """Ids for a response's output items that name the response: ``msg_<its hex>_1``...
+    so an ``item_reference`` to one later finds the stored response it came from."""
+    token = response_id.removeprefix("resp_")
+    counter = itertools.count(1)
+    return lambda prefix: f"{prefix}{token}_{next(counter)}"
+
+
+def response_of_item(item_id: str) -> str | None:
+    """The id of the response an output item id made by ``item_ids`` belongs to."""
+    _, _, rest = item_id.partition("_")
+    token, _, number = rest.rpartition("_")
+    if len(token) != 48 or not number.isdigit() or not set(token) <= HEX:
+        return None
+    return "resp_" + token
+
+
+HEX = frozenset(string.hexdigits.lower())
+
+
 def check_fields(body: JSON) -> None:
     """A 400 for a field Parley does not know or cannot do (OpenAI's own answer to an
     unknown parameter), and for ``background: true``."""
@@ -151,6 +174,9 @@ def normalized_input(value: Any) -> list[JSON]:
             written.setdefault("status", "completed")
         elif kind == "reasoning":
             written["id"] = item.get("id") or new_id("rs_")
+        elif kind == "item_reference":
+            if not isinstance(item.get("id"), str):
+                raise Unsupported(f"'input[{index}].id' must be a string.", f"input[{index}].id")
         else:
             raise Unsupported(
                 f"Input items of type '{kind}' are not supported.", f"input[{index}].type"
@@ -215,6 +241,8 @@ def _read_item(item: JSON, where: str, instructions: list[Text], messages: list[
         messages.append(Message("user", (ToolResult(call_id, content),)))
     elif kind == "reasoning":
         messages.append(Message("assistant", (_reasoning(item),)))
+    else:
+        raise Unsupported(f"Input items of type '{kind}' are not supported.", f"{where}.type")
 
 
 def _reasoning(item: JSON) -> Reasoning:
@@ -425,19 +453,22 @@ def finished(response: JSON, output: list[JSON], stop: str | None, usage: Usage 
     response["usage"] = usage_fields(usage) if usage is not None else None
 
 
-def encode_response(reply: Reply, usage: Usage, response: JSON) -> JSON:
+def encode_response(
+    reply: Reply, usage: Usage, response: JSON, ids: Callable[[str], str] = new_id
+) -> JSON:
     """The canonical reply written into ``response`` (a ``skeleton``): its blocks as
-    output items (reasoning, then the message's text, then each function call)."""
+    output items (reasoning, then the message's text, then each function call), each
+    with an id from ``ids``."""
     output: list[JSON] = []
     thoughts = [block for block in reply.blocks if isinstance(block, Reasoning)]
     for thought in thoughts:
-        output.append(reasoning_item(new_id("rs_"), thought.text, thought.redacted))
+        output.append(reasoning_item(ids("rs_"), thought.text, thought.redacted))
     text = "".join(block.text for block in reply.blocks if isinstance(block, Text))
     if text:
-        output.append(message_item(new_id("msg_"), text))
+        output.append(message_item(ids("msg_"), text))
     for block in reply.blocks:
         if isinstance(block, ToolCall):
-            output.append(call_item(new_id("fc_"), block.id, block.name, block.arguments))
+            output.append(call_item(ids("fc_"), block.id, block.name, block.arguments))
     finished(response, output, reply.stop, usage)
     return response
 

@@ -350,3 +350,30 @@ async def test_a_stream_that_fails_after_it_began_ends_with_error_and_failed(
     assert last.response.status == "failed"
     (record,) = await records(gateway)
     assert record.status >= 500
+
+
+async def test_item_references_name_stored_output_items_of_the_group(
+    client: openai.AsyncOpenAI, gateway: Gateway, upstreams: Upstreams
+) -> None:
+    asked = await client.responses.create(
+        model="gpt-tools", input="weather in Lima", tools=[WEATHER]
+    )
+    (call_item,) = [item for item in asked.output if item.type == "function_call"]
+    answered = await client.responses.create(
+        model="gpt-tools",
+        tools=[WEATHER],
+        input=[
+            {"role": "user", "content": "weather in Lima"},
+            {"type": "item_reference", "id": call_item.id},
+            {"type": "function_call_output", "call_id": call_item.call_id, "output": "mild"},
+        ],
+    )
+    assert answered.output_text == "echo: weather in Lima"
+    sent = upstreams.engine.last_request.body["messages"]
+    assert sent[1]["tool_calls"][0]["id"] == call_item.call_id
+    other = gateway.client(await gateway.key(await gateway.group("others")))
+    with pytest.raises(openai.NotFoundError) as refused:
+        await other.responses.create(
+            model="gpt-tools", input=[{"type": "item_reference", "id": call_item.id}]
+        )
+    assert call_item.id in refused.value.message

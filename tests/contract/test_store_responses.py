@@ -20,7 +20,7 @@ def stored(response_id: str, group_id: int, *, expires_in: timedelta) -> StoredR
         id=response_id,
         group_id=group_id,
         model="gpt-like",
-        response='{"id": "%s", "output": []}' % response_id,
+        response=f'{{"id": "{response_id}", "output": []}}',
         input_items='[{"id": "msg_1", "type": "message"}]',
         history="[]",
         created_at=now,
@@ -28,8 +28,8 @@ def stored(response_id: str, group_id: int, *, expires_in: timedelta) -> StoredR
     )
 
 
-async def two_groups(store: SqlStore) -> tuple[int, int]:
-    return (await store.create_group("team")).id, (await store.create_group("others")).id
+async def two_groups(opened: SqlStore) -> tuple[int, int]:
+    return (await opened.create_group("team")).id, (await opened.create_group("others")).id
 
 
 async def test_a_response_is_found_by_its_group_only(store: SqlStore) -> None:  # noqa: F811
