@@ -75,6 +75,10 @@ class ChannelSettings(Strict):
     weight: int = Field(1, ge=1)
     timeouts: Timeouts = Timeouts()
     breaker: BreakerOptions = BreakerOptions()
+    responses: Literal["translate", "native"] = "translate"
+    """How ``POST /v1/responses`` reaches this channel: translated into a chat completion,
+    or ``native``: relayed as sent (model renamed) to an upstream that serves the
+    Responses API itself, reasoning items and their encrypted content intact."""
 
     @field_validator("models", mode="before")
     @classmethod

@@ -42,7 +42,11 @@ from parley.pipeline.streams import OpenStreams
 from parley.pipeline.watch import CallWatchers
 from parley.pipeline.writer import UsageWriter
 from parley.providers.base import ReplyBounds
-from parley.providers.registry import ProviderRegistry, check_channel_types
+from parley.providers.registry import (
+    ProviderRegistry,
+    check_channel_types,
+    check_native_responses,
+)
 from parley.settings import ModelSettings, Prices, Settings, SpeechOptions
 from parley.store.base import Store, StoreUnavailable
 from parley.store.sql import open_store
@@ -179,6 +183,7 @@ class Services:
         bounds = ReplyBounds(upstream.max_reply_bytes, upstream.max_event_bytes)
         providers = ProviderRegistry.default(http, bounds, settings.limits.default_max_tokens)
         check_channel_types(settings.channels, providers.types())
+        check_native_responses(settings.channels, providers)
         if store is None:
             opened = await open_store(
                 settings.database.url,

@@ -33,6 +33,8 @@ from parley.api.textgen import TextRequest, allowance, reservation
 from parley.dialects import openai_chat, openai_responses
 from parley.dialects.canonical import JSON, Request, Unsupported, produced_characters
 from parley.dialects.chat_to_responses import ChatToResponses
+from parley.dialects.responses_relay import ResponsesRelay
+from parley.dialects.responses_relay import read_usage as read_responses_usage
 from parley.dialects.translator import estimate
 from parley.domain.models import CHAT_KINDS, Resolved
 from parley.domain.responses import StoredResponse
@@ -45,8 +47,8 @@ from parley.pipeline.authenticate import Caller
 from parley.pipeline.call import Call
 from parley.pipeline.job import NO_HEADERS, Operation
 from parley.pipeline.response_book import ResponseBook
-from parley.pipeline.route import Route
-from parley.providers.base import Translations
+from parley.pipeline.route import Route, Router
+from parley.providers.base import Responses, Translations
 from parley.providers.registry import ProviderRegistry
 
 RESPONSES = Operation("responses", "/v1/responses", CHAT_KINDS)
@@ -66,7 +68,12 @@ class ResponsesRequest:
     """This request's input items, with ids."""
     history: list[JSON]
     """The earlier turns' items (``previous_response_id``), oldest first."""
-    chat: JSON
+    chat: JSON | None
+    """``None`` when the call cannot be translated (``refusal`` says why)."""
+    refusal: ParleyError | None
+    """Why the call cannot go to a chat channel: raised for a translating route (before
+    admission when the model has no native route). A channel that serves the Responses
+    API natively takes the body as it is."""
     text: TextRequest
     """What reservations and allowances read (the prompt's estimate and ceiling)."""
     images: int
@@ -82,9 +89,12 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     default_max = svc.settings.limits.default_max_tokens
     if parsed.stream:
         max_event = svc.settings.upstream.max_event_bytes
-        job = ResponsesStream(parsed, svc.providers, book, default_max, max_event)
+        job = ResponsesStream(
+            parsed, svc.providers, svc.router, book, default_max, max_event_bytes=max_event
+        )
         return await runner.stream(request, job)
-    return await runner.reply(request, ResponsesReply(parsed, svc.providers, book, default_max))
+    whole = ResponsesReply(parsed, svc.providers, svc.router, book, default_max)
+    return await runner.reply(request, whole)
 
 
 async def parse_responses(
@@ -101,36 +111,50 @@ async def parse_responses(
     for name, flag in (("stream", stream), ("store", store)):
         if not isinstance(flag, bool):
             raise InvalidRequest(f"'{name}' must be a boolean.", param=name)
+    if body.get("background"):
+        raise InvalidRequest(
+            "Background responses are not supported; call without 'background' (or stream).",
+            param="background",
+        )
     try:
-        openai_responses.check_fields(body)
         items = openai_responses.normalized_input(body["input"])
     except Unsupported as error:
         raise InvalidRequest(error.message, param=error.param) from None
     history = await earlier_turns(body.get("previous_response_id"), group_id, book)
-    items = await resolved(items, history, group_id, book)
+    chat: JSON | None = None
+    refusal: ParleyError | None = None
+    images = max_tokens = 0
     try:
+        items = await resolved(items, history, group_id, book)
         canonical = openai_responses.decode_request(body, history + items)
         chat = openai_chat.encode_request(canonical, model)
     except Unsupported as error:
-        raise InvalidRequest(error.message, param=error.param) from None
-    if stream:
-        chat["stream_options"] = {"include_usage": True}
-    messages = chat["messages"]
-    estimate = estimate_messages(messages) + _tools_estimate(canonical)
-    images = count_images(messages)
+        refusal = InvalidRequest(error.message, param=error.param)
+    except NotFound as error:
+        refusal = error
+    if chat is not None:
+        if stream:
+            chat["stream_options"] = {"include_usage": True}
+        estimate = estimate_messages(chat["messages"]) + _tools_estimate(canonical)
+        images = count_images(chat["messages"])
+        max_tokens = canonical.max_output_tokens or 0
+    else:  # for a native channel only: a token per four characters of the body
+        estimate = estimate_text(orjson.dumps(body).decode())
+        limit = body.get("max_output_tokens")
+        max_tokens = limit if isinstance(limit, int) and not isinstance(limit, bool) else 0
     earlier_bytes = len(orjson.dumps(history)) if history else 0
     text = TextRequest(
         model=model,
         body=body,
         stream=stream,
         include_usage=True,
-        max_tokens=canonical.max_output_tokens,
+        max_tokens=max_tokens if max_tokens > 0 else None,
         prompt_estimate=estimate,
         prompt_ceiling=max(estimate, prompt_ceiling(body_bytes + earlier_bytes, images)),
         choices=1,
     )
     return ResponsesRequest(
-        model, body, stream, store, group_id, items, history, chat, text, images
+        model, body, stream, store, group_id, items, history, chat, refusal, text, images
     )
 
 
@@ -195,17 +219,27 @@ def _tools_estimate(canonical: Request) -> int:
 
 
 class _ResponsesJob:
-    __slots__ = ("_book", "_created_at", "_default_max", "_id", "_parsed", "_providers")
+    __slots__ = (
+        "_book",
+        "_created_at",
+        "_default_max",
+        "_id",
+        "_parsed",
+        "_providers",
+        "_router",
+    )
 
     def __init__(
         self,
         parsed: ResponsesRequest,
         providers: ProviderRegistry,
+        router: Router,
         book: ResponseBook | None,
         default_max_tokens: int,
     ) -> None:
         self._parsed = parsed
         self._providers = providers
+        self._router = router
         self._book = book
         self._default_max = default_max_tokens
         self._id = openai_responses.new_id("resp_")
@@ -220,6 +254,11 @@ class _ResponsesJob:
         return self._parsed.model
 
     def accept(self, model: Resolved) -> None:
+        refusal = self._parsed.refusal
+        if refusal is not None and not any(
+            route.responses_native for route in self._router.routes(model.spec.name)
+        ):
+            raise refusal
         if not model.spec.vision and self._parsed.images:
             raise InvalidRequest(
                 f"The model `{model.requested}` does not accept images; "
@@ -240,7 +279,15 @@ class _ResponsesJob:
         )
 
     def _chat_body(self, route: Route) -> JSON:
-        return {**self._parsed.chat, "model": route.target.model}
+        chat, refusal = self._parsed.chat, self._parsed.refusal
+        if chat is None:
+            assert refusal is not None
+            raise refusal
+        return {**chat, "model": route.target.model}
+
+    def _native(self, route: Route) -> Responses | None:
+        """The adapter relaying the call as it is, on a ``responses: native`` route."""
+        return self._providers.responses(route.provider_type) if route.responses_native else None
 
     def _keep(self, response: JSON) -> None:
         """Hand the finished response to the book (when the caller asked to store it)."""
@@ -248,9 +295,10 @@ class _ResponsesJob:
         if book is None:
             return
         created = datetime.fromtimestamp(self._created_at, UTC)
+        response_id = response.get("id")
         book.keep(
             StoredResponse(
-                id=self._id,
+                id=response_id if isinstance(response_id, str) and response_id else self._id,
                 group_id=parsed.group_id,
                 model=parsed.model,
                 response=orjson.dumps(response).decode(),
@@ -276,6 +324,14 @@ class ResponsesReply(_ResponsesJob):
     __slots__ = ()
 
     async def call(self, route: Route) -> Answer:
+        native = self._native(route)
+        if native is not None:
+            found = await native.responses(route.target, self._parsed.body)
+            found["model"] = self._parsed.model
+            usage = read_responses_usage(found.get("usage")) or estimate(
+                self._parsed.text.prompt_estimate, len(orjson.dumps(found.get("output"))), 1
+            )
+            return Answer(found, usage)
         chat = self._providers.chat(route.provider_type)
         reply = openai_chat.decode_reply(await chat.chat(route.target, self._chat_body(route)))
         usage = reply.usage or estimate(
@@ -306,15 +362,23 @@ class ResponsesStream(_ResponsesJob):
         self,
         parsed: ResponsesRequest,
         providers: ProviderRegistry,
+        router: Router,
         book: ResponseBook | None,
         default_max_tokens: int,
+        *,
         max_event_bytes: int,
     ) -> None:
-        super().__init__(parsed, providers, book, default_max_tokens)
+        super().__init__(parsed, providers, router, book, default_max_tokens)
         self._max_event_bytes = max_event_bytes
-        self._translator: ChatToResponses | None = None
+        self._translator: ChatToResponses | ResponsesRelay | None = None
 
     def open(self, route: Route) -> Translations[bytes]:
+        native = self._native(route)
+        if native is not None:
+            parsed = self._parsed
+            relay = ResponsesRelay(parsed.model, parsed.text.prompt_estimate, self._max_event_bytes)
+            self._translator = relay
+            return native.responses_stream(route.target, parsed.body, relay)
         translator = ChatToResponses(
             self._skeleton(),
             self._parsed.text.prompt_estimate,
@@ -330,7 +394,7 @@ class ResponsesStream(_ResponsesJob):
 
     def end(self) -> bytes:
         translator = self._translator
-        if translator is not None and translator.done:
+        if translator is not None and translator.done and translator.response is not None:
             self._keep(translator.response)
         return b""
 

@@ -146,8 +146,10 @@ def check_fields(body: JSON) -> None:
 
 
 def normalized_input(value: Any) -> list[JSON]:
-    """``input`` as a list of items, each with an ``id`` (a string is one user message;
-    a message's string content becomes an ``input_text`` or ``output_text`` part)."""
+    """``input`` as a list of items, each with an ``id`` where it names no other item (a
+    string is one user message; a message's string content becomes an ``input_text`` or
+    ``output_text`` part). Items of other types are kept as they are: ``decode_request``
+    refuses what it cannot read, a native channel takes them."""
     if isinstance(value, str):
         value = [{"role": "user", "content": value}]
     if not isinstance(value, list):
@@ -165,24 +167,20 @@ def normalized_input(value: Any) -> list[JSON]:
                 part = "output_text" if item.get("role") == "assistant" else "input_text"
                 written["content"] = [{"type": part, "text": content}]
             written.setdefault("status", "completed")
-            written["id"] = item.get("id") or new_id("msg_")
-        elif kind == "function_call":
-            written["id"] = item.get("id") or new_id("fc_")
-            written.setdefault("status", "completed")
-        elif kind == "function_call_output":
-            written["id"] = item.get("id") or new_id("fco_")
-            written.setdefault("status", "completed")
-        elif kind == "reasoning":
-            written["id"] = item.get("id") or new_id("rs_")
-        elif kind == "item_reference":
-            if not isinstance(item.get("id"), str):
-                raise Unsupported(f"'input[{index}].id' must be a string.", f"input[{index}].id")
-        else:
-            raise Unsupported(
-                f"Input items of type '{kind}' are not supported.", f"input[{index}].type"
-            )
+        elif kind == "item_reference" and not isinstance(item.get("id"), str):
+            raise Unsupported(f"'input[{index}].id' must be a string.", f"input[{index}].id")
+        if kind != "item_reference" and not item.get("id"):
+            written["id"] = new_id(ITEM_PREFIXES.get(str(kind), "item_"))
         items.append(written)
     return items
+
+
+ITEM_PREFIXES = {
+    "message": "msg_",
+    "function_call": "fc_",
+    "function_call_output": "fco_",
+    "reasoning": "rs_",
+}
 
 
 def decode_request(body: JSON, items: list[JSON]) -> Request:

@@ -34,6 +34,14 @@ def responses_config(engine_url: str, anthropic_url: str, workdir: Path) -> dict
                 "timeouts": {"connect": 2, "read": 5},
             },
             {
+                "name": "native",
+                "base_url": engine_url,
+                "api_key": CHANNEL_KEY,
+                "responses": "native",
+                "models": [{"name": "gpt-native", "upstream": "upstream-native"}],
+                "timeouts": {"connect": 2, "read": 5},
+            },
+            {
                 "name": "claude",
                 "type": "anthropic",
                 "base_url": anthropic_url,
@@ -53,6 +61,7 @@ def responses_config(engine_url: str, anthropic_url: str, workdir: Path) -> dict
             {"name": "gpt-reasoning", "prices": PRICES},
             {"name": "gpt-broken", "prices": PRICES},
             {"name": "gpt-codex", "prices": PRICES},
+            {"name": "gpt-native", "prices": PRICES},
             {"name": "claude-like", "prices": PRICES},
             {"name": "claude-tools", "prices": PRICES},
             {"name": "claude-thinking", "prices": PRICES},

@@ -16,7 +16,7 @@ from typing import Any, TypeVar, cast
 import orjson
 
 from parley import upstream_json
-from parley.dialects.translator import ChunkTranslator, Failure
+from parley.dialects.translator import ChunkTranslator, Failure, Translator
 from parley.errors import UpstreamError
 from parley.http import HttpClient, Prepared, Reply, prepare
 from parley.providers.base import (
@@ -37,6 +37,7 @@ T = TypeVar("T")
 CHAT_PATH = "/chat/completions"
 COMPLETION_PATH = "/completions"
 EMBEDDINGS_PATH = "/embeddings"
+RESPONSES_PATH = "/responses"
 _DONE = "[DONE]"
 _DONE_BYTES = b"[DONE]"
 TRIES = 4
@@ -73,6 +74,28 @@ class OpenAIAdapter:
 
         def send() -> Awaitable[Reply]:
             return _post(self._http, target, CHAT_PATH, stream_body(body, target.model))
+
+        def start(reply: Reply) -> Awaitable[None]:
+            return _check_stream_start(reply, target, bounds.max_reply_bytes)
+
+        def fault(failure: Failure) -> UpstreamError:
+            return _fault(target, failure)
+
+        return TranslatedStream(target.channel, send, start, translator, fault)
+
+    async def responses(self, target: Target, body: JSON) -> JSON:
+        """A whole ``response`` from an upstream that serves the Responses API."""
+        return await self._reply(target, RESPONSES_PATH, body)
+
+    def responses_stream(
+        self, target: Target, body: JSON, translator: Translator[T]
+    ) -> TranslatedStream[T]:
+        """A Responses stream's bytes fed to ``translator`` (``ResponsesRelay``)."""
+        bounds = self._bounds
+        payload = {**body, "model": target.model, "stream": True}
+
+        def send() -> Awaitable[Reply]:
+            return _post(self._http, target, RESPONSES_PATH, payload, stream=True)
 
         def start(reply: Reply) -> Awaitable[None]:
             return _check_stream_start(reply, target, bounds.max_reply_bytes)

@@ -22,6 +22,7 @@ from parley.dialects.canonical import (
     Unsupported,
 )
 from parley.dialects.chat_to_responses import ChatToResponses
+from parley.dialects.responses_relay import ResponsesRelay
 from parley.dialects.translator import Chained
 from parley.domain.usage import Usage
 from tests.unit.dialects.test_stream_translators import (
@@ -308,3 +309,52 @@ def test_chunks_from_another_reader_render_the_same_as_bytes() -> None:
     translator = renderer()
     from_chunks = [*translator.feed_chunks(chunks), *translator.end()]
     assert from_chunks == from_bytes
+
+
+# the native relay
+
+
+def native_stream() -> bytes:
+    from tests.upstreams.responses_api import response_for, stream_events
+
+    events = stream_events(response_for({"model": "up", "input": "hello there"}, 3))
+    return b"".join(
+        b"event: " + e["type"].encode() + b"\ndata: " + orjson.dumps(e) + b"\n\n" for e in events
+    )
+
+
+def relay() -> ResponsesRelay:
+    return ResponsesRelay("gpt-native", 5, LIMIT)
+
+
+def test_the_relay_passes_events_through_but_for_the_model() -> None:
+    stream = native_stream()
+    out, translator = run(relay, [stream])
+    found = events(out)
+    upstream = events([stream])
+    assert len(found) == len(upstream)
+    for mine, theirs in zip(found, upstream, strict=True):
+        if "response" in theirs:
+            assert mine["response"]["model"] == "gpt-native"
+            theirs["response"]["model"] = "gpt-native"
+        assert mine == theirs
+    assert translator.done
+    assert translator.response is not None and translator.response["model"] == "gpt-native"
+    assert translator.delivered() == Usage(prompt_tokens=2, completion_tokens=5, reasoning_tokens=2)
+    for pieces in splits(stream)[::13]:
+        assert run(relay, pieces)[0] == out
+
+
+def test_a_relayed_error_event_is_the_failure() -> None:
+    head = native_stream().split(b"\n\n")[0] + b"\n\n"
+    error = {"type": "error", "code": "server_error", "message": "boom", "sequence_number": 1}
+    translator = relay()
+    out = translator.feed(head + b"event: error\ndata: " + orjson.dumps(error) + b"\n\n")
+    assert len(out) == 1
+    assert translator.failure is not None and translator.failure.payload is not None
+    ending = events([translator.failed("upstream_error", "The upstream failed.")])
+    assert [(e["type"], e["sequence_number"]) for e in ending] == [
+        ("error", 1),
+        ("response.failed", 2),
+    ]
+    assert ending[1]["response"]["status"] == "failed"
