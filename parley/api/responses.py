@@ -52,6 +52,26 @@ from parley.providers.base import Responses, Translations
 from parley.providers.registry import ProviderRegistry
 
 RESPONSES = Operation("responses", "/v1/responses", CHAT_KINDS)
+CHAT_PARAMS = {
+    "response_format": "text.format",
+    "reasoning_effort": "reasoning.effort",
+    "max_tokens": "max_output_tokens",
+    "max_completion_tokens": "max_output_tokens",
+}
+"""A chat body's fields an adapter may refuse, by the Responses field they came from."""
+
+
+def in_responses_terms(error: InvalidRequest) -> InvalidRequest:
+    """A channel adapter's refusal of the chat body, naming the caller's field instead."""
+    param = error.param or ""
+    renamed = CHAT_PARAMS.get(param) or ("input" if param.startswith("messages") else param)
+    if renamed != param:
+        error.param = renamed
+        for old in (param, param.partition("[")[0]):
+            if error.message.startswith(old):
+                error.message = renamed + error.message[len(old) :]
+                break
+    return error
 
 
 @value
@@ -333,7 +353,11 @@ class ResponsesReply(_ResponsesJob):
             )
             return Answer(found, usage)
         chat = self._providers.chat(route.provider_type)
-        reply = openai_chat.decode_reply(await chat.chat(route.target, self._chat_body(route)))
+        try:
+            found_chat = await chat.chat(route.target, self._chat_body(route))
+        except InvalidRequest as error:
+            raise in_responses_terms(error) from None
+        reply = openai_chat.decode_reply(found_chat)
         usage = reply.usage or estimate(
             self._parsed.text.prompt_estimate, produced_characters(reply.blocks), 1
         )
@@ -387,7 +411,10 @@ class ResponsesStream(_ResponsesJob):
         )
         self._translator = translator
         chat = self._providers.chat_translation(route.provider_type)
-        return chat.chat_translated(route.target, self._chat_body(route), translator)
+        try:
+            return chat.chat_translated(route.target, self._chat_body(route), translator)
+        except InvalidRequest as error:
+            raise in_responses_terms(error) from None
 
     def render(self, batch: Sequence[bytes]) -> bytes:
         return batch[0] if len(batch) == 1 else b"".join(batch)

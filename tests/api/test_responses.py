@@ -377,3 +377,17 @@ async def test_item_references_name_stored_output_items_of_the_group(
             model="gpt-tools", input=[{"type": "item_reference", "id": call_item.id}]
         )
     assert call_item.id in refused.value.message
+
+
+async def test_what_a_channel_refuses_names_the_responses_field(
+    client: openai.AsyncOpenAI,
+) -> None:
+    with pytest.raises(openai.BadRequestError) as refused:
+        await client.responses.parse(model="claude-like", input="x", text_format=Person)
+    assert refused.value.body["param"] == "text.format"  # type: ignore[index]
+    with pytest.raises(openai.BadRequestError) as streamed:
+        async with client.responses.stream(
+            model="claude-like", input="x", text_format=Person
+        ) as stream:
+            await stream.get_final_response()
+    assert streamed.value.body["param"] == "text.format"  # type: ignore[index]
