@@ -56,13 +56,23 @@ def sse(payload: JSON) -> bytes:
 class _Item:
     """One output item being streamed: its place, its JSON and the text so far."""
 
-    __slots__ = ("index", "item", "kind", "text")
+    __slots__ = ("head", "index", "item", "kind", "tail", "text")
 
     def __init__(self, index: int, kind: str, item: JSON) -> None:
         self.index = index
         self.kind = kind
         self.item = item
         self.text: list[str] = []
+        name = "output_text" if kind == "message" else "reasoning_text"
+        self.head = (
+            f"event: response.{name}.delta\ndata: "
+            f'{{"type":"response.{name}.delta","item_id":{orjson.dumps(item["id"]).decode()},'
+            f'"output_index":{index},"content_index":0,"delta":'
+        ).encode()
+        """A delta event's bytes before its text, and after (``tail``, then its number)."""
+        self.tail = (
+            b',"logprobs":[],"sequence_number":' if kind == "message" else (b',"sequence_number":')
+        )
 
 
 class ChatToResponses:
@@ -234,19 +244,12 @@ class ChatToResponses:
         if item is None or item.kind != kind:
             item = self._open_text(kind, out)
         item.text.append(text)
-        name = (
-            "response.output_text.delta" if kind == "message" else "response.reasoning_text.delta"
+        # The item's delta events differ only in their text and number: written around
+        # them from the head ``_open_text`` rendered once (what orjson writes for the dict).
+        out.append(
+            item.head + orjson.dumps(text) + item.tail + str(self._sequence).encode() + b"}\n\n"
         )
-        event: JSON = {
-            "type": name,
-            "item_id": item.item["id"],
-            "output_index": item.index,
-            "content_index": 0,
-            "delta": text,
-        }
-        if kind == "message":
-            event["logprobs"] = []
-        self._event(out, event)
+        self._sequence += 1
         self._characters += len(text)
         self._pieces += 1
 

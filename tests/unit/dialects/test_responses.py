@@ -57,6 +57,7 @@ def events(out: list[bytes]) -> list[dict[str, Any]]:
         name, data = block.split(b"\n")
         payload = orjson.loads(data.removeprefix(b"data: "))
         assert name == b"event: " + payload["type"].encode()
+        assert data.removeprefix(b"data: ") == orjson.dumps(payload)  # as orjson writes it
         found.append(payload)
     return found
 
