@@ -30,7 +30,7 @@ from aiohttp import web
 from parley.api.body import read_json
 from parley.api.context import CALLER, services
 from parley.api.textgen import TextRequest, allowance, reservation
-from parley.dialects import openai_chat, openai_responses
+from parley.dialects import openai_chat, openai_responses, responses_objects
 from parley.dialects.canonical import JSON, Request, Unsupported, produced_characters
 from parley.dialects.chat_to_responses import ChatToResponses
 from parley.dialects.responses_relay import ResponsesRelay
@@ -205,7 +205,7 @@ async def resolved(
 ) -> list[JSON]:
     """``items`` with each ``item_reference`` replaced by the item it names: one of the
     earlier turns', or an output item of another stored response of the group (its id
-    names the response, ``openai_responses.item_ids``); a 404 when there is none."""
+    names the response, ``responses_objects.item_ids``); a 404 when there is none."""
     if not any(item["type"] == "item_reference" for item in items):
         return items
     known = {
@@ -218,7 +218,7 @@ async def resolved(
             continue
         wanted = item["id"]
         target = known.get(wanted)
-        response_id = openai_responses.response_of_item(wanted)
+        response_id = responses_objects.response_of_item(wanted)
         if target is None and response_id is not None:
             stored = await book.find(response_id, group_id)
             if stored is not None:
@@ -262,7 +262,7 @@ class _ResponsesJob:
         self._router = router
         self._book = book
         self._default_max = default_max_tokens
-        self._id = openai_responses.new_id("resp_")
+        self._id = responses_objects.new_id("resp_")
         self._created_at = int(time.time())
 
     @property
@@ -294,7 +294,7 @@ class _ResponsesJob:
         return allowance(self._parsed.text, model, self._default_max)
 
     def _skeleton(self) -> JSON:
-        return openai_responses.skeleton(
+        return responses_objects.skeleton(
             self._parsed.body, self._id, self._parsed.model, self._created_at
         )
 
@@ -361,8 +361,8 @@ class ResponsesReply(_ResponsesJob):
         usage = reply.usage or estimate(
             self._parsed.text.prompt_estimate, produced_characters(reply.blocks), 1
         )
-        written = openai_responses.encode_response(
-            reply, usage, self._skeleton(), openai_responses.item_ids(self._id)
+        written = responses_objects.encode_response(
+            reply, usage, self._skeleton(), responses_objects.item_ids(self._id)
         )
         return Answer(written, usage)
 
@@ -407,7 +407,7 @@ class ResponsesStream(_ResponsesJob):
             self._skeleton(),
             self._parsed.text.prompt_estimate,
             self._max_event_bytes,
-            openai_responses.item_ids(self._id),
+            responses_objects.item_ids(self._id),
         )
         self._translator = translator
         chat = self._providers.chat_translation(route.provider_type)

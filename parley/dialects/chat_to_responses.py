@@ -31,7 +31,7 @@ import orjson
 from parley import upstream_json
 from parley.dialects.canonical import JSON, Stop
 from parley.dialects.openai_chat import FINISH_TO_STOP, read_usage
-from parley.dialects.openai_responses import (
+from parley.dialects.responses_objects import (
     call_item,
     finished,
     message_item,
@@ -104,7 +104,7 @@ class ChatToResponses:
         ids: Callable[[str], str] = new_id,
     ) -> None:
         self.response = response
-        """The ``response`` object (``openai_responses.skeleton``), whole once ``done``."""
+        """The ``response`` object (``responses_objects.skeleton``), whole once ``done``."""
         self._prompt_estimate = prompt_estimate
         self._ids = ids
         """Makes each output item's id from its prefix (``new_id``)."""

@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
-from parley.dialects import openai_chat, openai_responses
+from parley.dialects import openai_chat, openai_responses, responses_objects
 from parley.dialects.canonical import (
     Image,
     Reasoning,
@@ -45,7 +45,7 @@ def counting_ids() -> Callable[[str], str]:
 
 
 def renderer(body: dict[str, Any] | None = None) -> ChatToResponses:
-    skeleton = openai_responses.skeleton(body or BODY, "resp_1", "gpt-like", created_at=7)
+    skeleton = responses_objects.skeleton(body or BODY, "resp_1", "gpt-like", created_at=7)
     return ChatToResponses(skeleton, 11, LIMIT, counting_ids())
 
 
@@ -165,8 +165,8 @@ def test_a_reply_becomes_a_response_object() -> None:
         None,
     )
     usage = Usage(prompt_tokens=10, completion_tokens=5, cached_tokens=4, reasoning_tokens=2)
-    skeleton = openai_responses.skeleton({**BODY, "metadata": {"a": "b"}}, "resp_x", "gpt-like")
-    response = openai_responses.encode_response(reply, usage, skeleton)
+    skeleton = responses_objects.skeleton({**BODY, "metadata": {"a": "b"}}, "resp_x", "gpt-like")
+    response = responses_objects.encode_response(reply, usage, skeleton)
     assert response["status"] == "completed"
     assert response["model"] == "gpt-like" and response["metadata"] == {"a": "b"}
     kinds = [item["type"] for item in response["output"]]
@@ -184,8 +184,8 @@ def test_a_reply_becomes_a_response_object() -> None:
 
 def test_a_reply_cut_by_the_limit_is_incomplete() -> None:
     reply = Reply("c", "up", (Text("Hel"),), "length", None)
-    skeleton = openai_responses.skeleton(BODY, "resp_x", "gpt-like")
-    response = openai_responses.encode_response(reply, Usage(1, 1), skeleton)
+    skeleton = responses_objects.skeleton(BODY, "resp_x", "gpt-like")
+    response = responses_objects.encode_response(reply, Usage(1, 1), skeleton)
     assert response["status"] == "incomplete"
     assert response["incomplete_details"] == {"reason": "max_output_tokens"}
 
