@@ -220,9 +220,16 @@ class ChatToResponses:
         out.append(sse(payload))
 
     def _start(self, out: list[bytes]) -> None:
+        """``response.created`` and ``response.in_progress``: one response, written once."""
         self._started = True
-        self._event(out, {"type": "response.created", "response": self.response})
-        self._event(out, {"type": "response.in_progress", "response": self.response})
+        written = orjson.dumps(self.response)
+        for kind in (b"response.created", b"response.in_progress"):
+            number = str(self._sequence).encode()
+            self._sequence += 1
+            out.append(
+                b"event: " + kind + b'\ndata: {"type":"' + kind + b'","response":' + written
+                + b',"sequence_number":' + number + b"}\n\n"
+            )  # fmt: skip
 
     def _delta(self, delta: JSON, out: list[bytes]) -> None:
         reasoning = delta.get("reasoning_content")
