@@ -5,6 +5,7 @@ chains, ``store: false``, group isolation, metering and errors."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -391,3 +392,36 @@ async def test_what_a_channel_refuses_names_the_responses_field(
         ) as stream:
             await stream.get_final_response()
     assert streamed.value.body["param"] == "text.format"  # type: ignore[index]
+
+
+async def test_storing_never_holds_a_call_and_reads_only_when_asked(
+    client: openai.AsyncOpenAI, gateway: Gateway
+) -> None:
+    store: Any = gateway.services.store
+    held = asyncio.Event()
+    writes: list[int] = []
+    reads: list[str] = []
+    save, find = store.save_responses, store.find_response
+
+    async def slow_save(responses: Any) -> int:
+        writes.append(len(responses))
+        await held.wait()
+        return int(await save(responses))
+
+    async def counted_find(response_id: str, group_id: int) -> Any:
+        reads.append(response_id)
+        return await find(response_id, group_id)
+
+    store.save_responses, store.find_response = slow_save, counted_find
+    try:
+        first = await asyncio.wait_for(client.responses.create(model="gpt-like", input="a"), 10)
+        async with client.responses.stream(model="gpt-like", input="b") as stream:
+            await asyncio.wait_for(stream.get_final_response(), 10)
+        assert reads == []  # a call that continues nothing reads nothing
+        # while its write is held, the response is found from memory
+        assert (await client.responses.retrieve(first.id)).id == first.id
+        assert reads == []
+        assert writes  # the writer took it, off the call's path
+    finally:
+        held.set()
+        store.save_responses, store.find_response = save, find
