@@ -20,8 +20,11 @@ still run. Needs valgrind (and strace for ``--tool strace``).
 ``--mode`` is ``plain`` or ``stream`` (chat completions, whole or streamed), ``messages``
 (a streamed ``POST /v1/messages`` over the same OpenAI-compatible channel: Parley
 translates the chat stream into Anthropic's events) or ``passthrough`` (a streamed
-``POST /v1/messages`` to a ``type: anthropic`` channel, relayed as it comes). The bare
-relay has only the chat modes: the Messages figures are read against its ``stream``.
+``POST /v1/messages`` to a ``type: anthropic`` channel, relayed as it comes) or
+``responses`` (a streamed ``POST /v1/responses`` with ``store: false`` over the
+OpenAI-compatible channel: Parley renders the chat stream as Responses events). The bare
+relay has only the chat modes: the Messages and Responses figures are read against its
+``stream``.
 
 ``--threads`` has callgrind count each thread apart: ``OUT.1-01`` is the event loop's
 thread, the other files the usage writer's (the metering write) and any executor's.
@@ -102,11 +105,24 @@ ANTHROPIC_CHANNEL = """\
     models: [{{name: bench-claude, upstream: fake-model}}]
 """
 MESSAGE_STOP = b'data: {"type":"message_stop"}'
+RESPONSE_COMPLETED = b'event: response.completed\ndata: {"type":"response.completed"'
 
 
 def messages_body(model: str) -> bytes:
     messages = orjson.loads(request_body(model, False))["messages"]
     return orjson.dumps({"model": model, "max_tokens": 64, "messages": messages, "stream": True})
+
+
+def responses_body(model: str) -> bytes:
+    messages = orjson.loads(request_body(model, False))["messages"]
+    items = [{"role": m["role"], "content": m["content"]} for m in messages]
+    return orjson.dumps({"model": model, "input": items, "store": False, "stream": True})
+
+
+def check_responses_stream(reply: Reply) -> str:
+    if reply.status != 200:
+        return f"status {reply.status}: {reply.body[:200]!r}"
+    return "" if RESPONSE_COMPLETED in reply.body else "stream without response.completed"
 
 
 def check_message_stream(reply: Reply) -> str:
@@ -121,6 +137,8 @@ async def send(port: int, key: str, mode: str, n: int, conc: int) -> int:
     if mode in ("messages", "passthrough"):
         model = "bench-model" if mode == "messages" else "bench-claude"
         body, url = messages_body(model), f"http://127.0.0.1:{port}/v1/messages"
+    elif mode == "responses":
+        body, url = responses_body("bench-model"), f"http://127.0.0.1:{port}/v1/responses"
     else:
         body, url = (
             request_body("bench-model", stream),
@@ -138,6 +156,8 @@ async def send(port: int, key: str, mode: str, n: int, conc: int) -> int:
                 reply = await c.post(request)
                 if mode in ("messages", "passthrough"):
                     problem = check_message_stream(reply)
+                elif mode == "responses":
+                    problem = check_responses_stream(reply)
                 else:
                     problem = check_reply(reply, stream)
                 if problem:
@@ -155,7 +175,9 @@ def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repo", required=True, help="A Parley checkout, or `bare`.")
     parser.add_argument(
-        "--mode", choices=("plain", "stream", "messages", "passthrough"), default="plain"
+        "--mode",
+        choices=("plain", "stream", "messages", "passthrough", "responses"),
+        default="plain",
     )
     parser.add_argument("--tool", default="callgrind", choices=("callgrind", "strace", "none"))
     parser.add_argument("--n", type=int, default=1500, help="Calls counted.")

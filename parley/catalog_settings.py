@@ -135,6 +135,11 @@ class ChannelSettings(Strict):
             return self.azure or AzureSettings()
         return None
 
+    responses: Literal["translate", "native"] = "translate"
+    """How ``POST /v1/responses`` reaches this channel: translated into a chat completion,
+    or ``native``: relayed as sent (model renamed) to an upstream that serves the
+    Responses API itself, reasoning items and their encrypted content intact."""
+
     @field_validator("models", mode="before")
     @classmethod
     def _names_or_objects(cls, value: Any) -> Any:

@@ -166,6 +166,19 @@ class UsageSettings(Strict):
     """Where records are kept if the database is unreachable at shutdown (replayed at start)."""
 
 
+class ResponsesSettings(Strict):
+    """Stored responses of the Responses API (``POST /v1/responses`` with ``store``)."""
+
+    retention_days: float = Field(30, gt=0)
+    """How long a stored response can be retrieved or continued; pruned after."""
+    flush_seconds: float = Field(0.2, gt=0)
+    """How often stored responses waiting in memory are written (in batches)."""
+    queue_size: int = Field(2_000, gt=0)
+    """The most responses that may wait to be written; past it, new ones are not stored
+    (the call still succeeds, and a line is logged)."""
+    prune_every_seconds: float = Field(3600.0, gt=0)
+
+
 MIN_ADMIN_TOKEN_CHARS = 16
 """The admin token opens every group, key and budget: a short one is refused at start."""
 
@@ -261,6 +274,7 @@ class Settings(Strict):
     redis: RedisSettings | None = None
     limits: LimitSettings = LimitSettings()
     usage: UsageSettings = UsageSettings()
+    responses: ResponsesSettings = ResponsesSettings()
     admin: AdminSettings = AdminSettings()
     metrics: MetricsSettings = MetricsSettings()
     upstream: UpstreamSettings = UpstreamSettings()

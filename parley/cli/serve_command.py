@@ -107,10 +107,16 @@ def serve(
 def _check(settings: Settings, workers: int) -> None:
     """What the configuration's validation cannot know: adapters, workers, the address."""
     from parley.http import HttpClient
-    from parley.providers.registry import ProviderRegistry, check_channel_types
+    from parley.providers.registry import (
+        ProviderRegistry,
+        check_channel_types,
+        check_native_responses,
+    )
 
     try:
-        check_channel_types(settings.channels, ProviderRegistry.default(HttpClient()).types())
+        registry = ProviderRegistry.default(HttpClient())
+        check_channel_types(settings.channels, registry.types())
+        check_native_responses(settings.channels, registry)
     except ConfigError as error:
         fail(str(error))
     if workers > 1 and settings.limits.backend == "memory" and not settings.limits.per_worker:

@@ -39,11 +39,16 @@ from parley.pipeline.directory import Directory
 from parley.pipeline.in_flight import CallsInFlight
 from parley.pipeline.meter import BackgroundTasks, Meter
 from parley.pipeline.plan import Planner
+from parley.pipeline.response_book import ResponseBook
 from parley.pipeline.route import Router
 from parley.pipeline.watch import CallWatchers
 from parley.pipeline.writer import UsageWriter
 from parley.providers.base import ReplyBounds
-from parley.providers.registry import ProviderRegistry, check_channel_types
+from parley.providers.registry import (
+    ProviderRegistry,
+    check_channel_types,
+    check_native_responses,
+)
 from parley.settings import ConfigError, ModelSettings, Prices, Settings, SpeechOptions
 from parley.store.base import Store, StoreUnavailable
 from parley.store.sql import open_store
@@ -154,6 +159,8 @@ class Services:
     planner: Planner
     channels: ChannelBook
     """The channels routed to: the config file's and those managed live."""
+    responses: ResponseBook
+    """Stored responses of the Responses API, written behind the reply."""
     started_at: int = field(default_factory=lambda: int(time.time()))
     request_ids: RequestIds = field(default_factory=RequestIds)
     watchers: CallWatchers = field(default_factory=CallWatchers)
@@ -180,6 +187,7 @@ class Services:
         bounds = ReplyBounds(upstream.max_reply_bytes, upstream.max_event_bytes)
         providers = ProviderRegistry.default(http, bounds, settings.limits.default_max_tokens)
         check_channel_types(settings.channels, providers.types())
+        check_native_responses(settings.channels, providers)
         if store is None:
             opened = await open_store(
                 settings.database.url,
@@ -230,11 +238,14 @@ class Services:
             breakers=breakers,
             planner=Planner(router, breakers, models, settings.models, settings.routing),
             channels=book,
+            responses=ResponseBook(store, settings.responses),
             started_at=started_at,
         )
+        services.responses.start()
         services._loops = [
             asyncio.create_task(services._refresh_loop(), name="parley-refresh"),
             asyncio.create_task(services._prune_loop(), name="parley-prune"),
+            asyncio.create_task(services._prune_responses_loop(), name="parley-prune-responses"),
         ]
         if settings.redis is not None:
             # Imported only with Redis: redis-py is megabytes a gateway without it need not
@@ -258,6 +269,7 @@ class Services:
         await self._stop_loops(left() / 2)
         await self.tasks.drain(seconds=min(SETTLEMENT_SECONDS, left() / 4))
         await self.meter.writer.close(left() - min(CLOSING_SECONDS, left() / 4))
+        await self.responses.close(min(CLOSING_SECONDS, left() / 4))
         self.probes.close()
         await self.http.close()
         await _within(self.limiter.close(), left(), "the limiter")
@@ -320,6 +332,18 @@ class Services:
                 if pruned:
                     log.info("pruned %d usage records older than %s", pruned, retention)
             await asyncio.sleep(self.settings.usage.prune_every_seconds)
+
+    async def _prune_responses_loop(self) -> None:
+        while True:
+            try:
+                async with self._pruning:
+                    pruned = await self.responses.prune()
+            except StoreUnavailable as error:
+                log.warning("pruning stored responses failed (%s); will try again", error.reason)
+            else:
+                if pruned:
+                    log.info("pruned %d expired stored responses", pruned)
+            await asyncio.sleep(self.settings.responses.prune_every_seconds)
 
 
 async def _within(closing: Awaitable[None], seconds: float, what: str) -> None:

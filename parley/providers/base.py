@@ -109,6 +109,18 @@ class Messages(Protocol):
         """The upstream's count of the request's input tokens."""
 
 
+class Responses(Protocol):
+    """OpenAI's Responses API, relayed to a channel that serves it (``responses: native``)."""
+
+    def responses(self, target: Target, body: JSON) -> Awaitable[JSON]:
+        """A whole ``response``: ``body`` sent as it came but for the upstream's model."""
+
+    def responses_stream(
+        self, target: Target, body: JSON, translator: Translator[T]
+    ) -> Translations[T]:
+        """A streamed ``response``: the events' bytes fed to ``translator``."""
+
+
 class Completion(Protocol):
     def completion(self, target: Target, body: JSON) -> Awaitable[JSON]:
         """A whole classic completion, as OpenAI's ``text_completion`` object."""

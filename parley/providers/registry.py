@@ -21,6 +21,7 @@ from parley.providers.base import (
     Embeddings,
     Messages,
     ReplyBounds,
+    Responses,
     Speech,
     Transcription,
     Voices,
@@ -70,6 +71,7 @@ class ProviderRegistry:
         "_completion",
         "_embeddings",
         "_messages",
+        "_responses",
         "_speech",
         "_transcription",
         "_voices",
@@ -79,6 +81,7 @@ class ProviderRegistry:
         self._chat: dict[str, Chat] = {}
         self._chat_translation: dict[str, ChatTranslation] = {}
         self._messages: dict[str, Messages] = {}
+        self._responses: dict[str, Responses] = {}
         self._completion: dict[str, Completion] = {}
         self._embeddings: dict[str, Embeddings] = {}
         self._transcription: dict[str, Transcription] = {}
@@ -100,6 +103,7 @@ class ProviderRegistry:
         for type_name in OPENAI_COMPATIBLE_TYPES:
             registry.register(type_name, chat=openai, completion=openai)
             registry.register(type_name, embeddings=openai, chat_translation=openai)
+            registry.register(type_name, responses=openai)
         anthropic = AnthropicAdapter(http, bounds, default_max_tokens)
         registry.register("anthropic", chat=anthropic, completion=anthropic, messages=anthropic)
         registry.register("anthropic", chat_translation=anthropic)
@@ -124,6 +128,7 @@ class ProviderRegistry:
         chat: Chat | None = None,
         chat_translation: ChatTranslation | None = None,
         messages: Messages | None = None,
+        responses: Responses | None = None,
         completion: Completion | None = None,
         embeddings: Embeddings | None = None,
         transcription: Transcription | None = None,
@@ -137,6 +142,8 @@ class ProviderRegistry:
             self._chat_translation[type_name] = chat_translation
         if messages is not None:
             self._messages[type_name] = messages
+        if responses is not None:
+            self._responses[type_name] = responses
         if completion is not None:
             self._completion[type_name] = completion
         if embeddings is not None:
@@ -158,6 +165,11 @@ class ProviderRegistry:
         """The type's Messages adapter, when its upstreams speak Anthropic's Messages API
         (a Messages caller's call is then passed through); ``None`` otherwise."""
         return self._messages.get(type_name)
+
+    def responses(self, type_name: str) -> Responses | None:
+        """The type's Responses adapter, when its upstreams can serve OpenAI's Responses
+        API (used for channels that say ``responses: native``); ``None`` otherwise."""
+        return self._responses.get(type_name)
 
     def completion(self, type_name: str) -> Completion:
         return self._find(self._completion, type_name, "completions")
@@ -192,6 +204,17 @@ class ProviderRegistry:
             return table[type_name]
         except KeyError:
             raise UnknownProviderType(type_name, capability, self.types()) from None
+
+
+def check_native_responses(channels: Sequence[ChannelSettings], registry: ProviderRegistry) -> None:
+    """Raise ``ConfigError`` naming the first channel that says ``responses: native``
+    although no adapter of its type can relay the Responses API."""
+    for index, channel in enumerate(channels):
+        if channel.responses == "native" and registry.responses(channel.type) is None:
+            raise ConfigError(
+                f"channels[{index}].responses: the channel type '{channel.type}' cannot "
+                "serve the Responses API natively (use 'translate')"
+            )
 
 
 def check_channel_types(channels: Sequence[ChannelSettings], known: Collection[str]) -> None:

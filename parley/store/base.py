@@ -19,6 +19,7 @@ from parley.domain.channels import ChannelEvent, StoredChannel
 from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord
 from parley.domain.requests import LoggedRequest, RequestQuery, StatusCounts
+from parley.domain.responses import StoredResponse
 from parley.domain.usage import DailyUsage, GroupDailyUsage, UsageRecord
 from parley.domain.voices import Clone
 
@@ -62,7 +63,24 @@ class GroupChanges:
     clear_budget: bool = False
 
 
-class Store(Protocol):
+class ResponseStore(Protocol):
+    """Stored responses of the Responses API (``store/responses_sql.py``). Reads and
+    deletes name the group: another group's response is not found."""
+
+    async def save_responses(self, responses: Sequence[StoredResponse]) -> int:
+        """Store each response not stored yet; how many were new."""
+
+    async def find_response(self, response_id: str, group_id: int) -> StoredResponse | None:
+        """The group's unexpired response with this id, or ``None``."""
+
+    async def delete_response(self, response_id: str, group_id: int) -> bool:
+        """Delete the group's response; ``False`` if it had none with this id."""
+
+    async def prune_responses(self) -> int:
+        """Delete every expired response; how many were."""
+
+
+class Store(ResponseStore, Protocol):
     async def migrate(self) -> None:
         """Bring the schema to the newest migration (idempotent)."""
 

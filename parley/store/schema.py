@@ -228,3 +228,18 @@ admin_accounts = Table(
     UniqueConstraint("name", name="uq_admin_accounts_name"),
     sqlite_autoincrement=True,
 )
+
+stored_responses = Table(
+    "stored_responses",
+    metadata,
+    Column("id", String(100), primary_key=True),  # resp_..., as the caller knows it
+    Column("group_id", Integer, nullable=False),  # the only group that may read it
+    Column("model", String(200), nullable=False),  # the public model name
+    Column("response", Text, nullable=False),  # JSON: the response object
+    Column("input_items", Text, nullable=False),  # JSON: this request's input, with ids
+    Column("history", Text, nullable=False),  # JSON: the earlier turns' items before them
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("expires_at", UtcDateTime, nullable=False),
+    ForeignKeyConstraint(["group_id"], ["groups.id"], name="fk_stored_responses_group_id"),
+    Index("ix_stored_responses_expires_at", "expires_at"),
+)

@@ -21,6 +21,7 @@ from parley.domain.audit import AuditEntry
 from parley.domain.channels import ChannelEvent, StoredChannel
 from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord
+from parley.domain.responses import StoredResponse
 from parley.domain.usage import UsageRecord
 from parley.domain.voices import Clone
 from parley.store import (
@@ -28,6 +29,7 @@ from parley.store import (
     channels_sql,
     keys_sql,
     requests_sql,
+    responses_sql,
     usage_sql,
     usage_sqlite,
     voices_sql,
@@ -206,6 +208,20 @@ class SqlStore:
         return await self._read(voices_sql.list_clones, model, group_id)
 
     delete_clone = writing(voices_sql.delete_clone)
+
+    # stored responses (parley/store/responses_sql.py)
+
+    async def save_responses(self, responses: Sequence[StoredResponse]) -> int:
+        return await self._write(responses_sql.save_responses, responses)
+
+    async def find_response(self, response_id: str, group_id: int) -> StoredResponse | None:
+        return await self._read(responses_sql.find_response, response_id, group_id, _now())
+
+    async def delete_response(self, response_id: str, group_id: int) -> bool:
+        return await self._write(responses_sql.delete_response, response_id, group_id)
+
+    async def prune_responses(self) -> int:
+        return await self._write(responses_sql.prune_responses, _now())
 
     # the admin surface (parley/store/admin_sql.py)
 

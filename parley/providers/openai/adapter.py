@@ -20,7 +20,7 @@ from typing import Any, Protocol, TypeVar, cast
 import orjson
 
 from parley import upstream_json
-from parley.dialects.translator import ChunkTranslator
+from parley.dialects.translator import ChunkTranslator, Translator
 from parley.domain.wire import JSON
 from parley.errors import UpstreamError
 from parley.http import HttpClient, Prepared, Reply, prepare
@@ -42,6 +42,7 @@ T = TypeVar("T")
 CHAT_PATH = "/chat/completions"
 COMPLETION_PATH = "/completions"
 EMBEDDINGS_PATH = "/embeddings"
+RESPONSES_PATH = "/responses"
 _DONE = "[DONE]"
 _DONE_BYTES = b"[DONE]"
 TRIES = 4
@@ -102,6 +103,24 @@ class OpenAIAdapter:
             return self._post(target, CHAT_PATH, stream_body(body, target.model))
 
         start = stream_start(target, bounds.max_reply_bytes, _is_error, stream_failure)
+        return TranslatedStream(
+            target.channel, send, start, translator, faults(target, stream_failure)
+        )
+
+    def responses(self, target: Target, body: JSON) -> Awaitable[JSON]:
+        """A whole ``response`` from an upstream that serves the Responses API."""
+        return self._reply(target, RESPONSES_PATH, body)
+
+    def responses_stream(
+        self, target: Target, body: JSON, translator: Translator[T]
+    ) -> TranslatedStream[T]:
+        """A Responses stream's bytes fed to ``translator`` (``ResponsesRelay``)."""
+        payload = {**body, "model": target.model, "stream": True}
+
+        def send() -> Awaitable[Reply]:
+            return self._post(target, RESPONSES_PATH, payload, stream=True)
+
+        start = stream_start(target, self._bounds.max_reply_bytes, _is_error, stream_failure)
         return TranslatedStream(
             target.channel, send, start, translator, faults(target, stream_failure)
         )
