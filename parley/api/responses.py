@@ -63,16 +63,18 @@ CHAT_PARAMS = {
 
 
 def in_responses_terms(error: InvalidRequest) -> InvalidRequest:
-    """A channel adapter's refusal of the chat body, naming the caller's field instead."""
+    """A channel adapter's refusal of the chat body, as the same refusal naming the
+    caller's field instead (errors are fixed once made, so this is a new one)."""
     param = error.param or ""
     renamed = CHAT_PARAMS.get(param) or ("input" if param.startswith("messages") else param)
-    if renamed != param:
-        error.param = renamed
-        for old in (param, param.partition("[")[0]):
-            if error.message.startswith(old):
-                error.message = renamed + error.message[len(old) :]
-                break
-    return error
+    if renamed == param or type(error) is not InvalidRequest:
+        return error
+    message = error.message
+    for old in (param, param.partition("[")[0]):
+        if message.startswith(old):
+            message = renamed + message[len(old) :]
+            break
+    return InvalidRequest(message, param=renamed, code=error.code, headers=error.headers)
 
 
 @value
