@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Protocol
 
-from parley.domain.audit import AuditEntry
+from parley.domain.audit import AuditEntry, AuditQuery
 from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord
 from parley.domain.requests import LoggedRequest, RequestQuery, StatusCounts
@@ -60,6 +60,23 @@ class GroupChanges:
     clear_budget: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class KeyChanges:
+    """Fields to change on a key; ``None`` leaves a field as it is."""
+
+    name: str | None = None
+    rpm: int | None = None
+    tpm: int | None = None
+    models: frozenset[str] | None = None
+    budget_nanos: int | None = None
+    expires_at: datetime | None = None
+    clear_rpm: bool = False
+    clear_tpm: bool = False
+    clear_models: bool = False
+    clear_budget: bool = False
+    clear_expiry: bool = False
+
+
 class Store(Protocol):
     async def migrate(self) -> None:
         """Bring the schema to the newest migration (idempotent)."""
@@ -94,6 +111,8 @@ class Store(Protocol):
         prefix: str,
         expires_at: datetime | None = None,
         quota: Quota = Quota(),
+        models: frozenset[str] | None = None,
+        budget_nanos: int | None = None,
     ) -> KeyRecord:
         """Raises ``Missing`` when the group does not exist."""
 
@@ -106,6 +125,15 @@ class Store(Protocol):
 
     async def keys_changed_since(self, since: datetime) -> list[KeyRecord]:
         """Keys created, revoked or changed at or after ``since`` (by ``updated_at``)."""
+
+    async def update_key(self, key_id: int, changes: KeyChanges) -> KeyRecord:
+        """Raises ``Missing`` when there is no such key."""
+
+    async def rotate_key(
+        self, key_id: int, *, digest: str, prefix: str, previous_until: datetime
+    ) -> KeyRecord:
+        """Give the key a new secret (``digest``, ``prefix``); the one it replaces stays
+        accepted until ``previous_until``. Raises ``Missing``."""
 
     # usage
     async def record_usage(self, records: Sequence[UsageRecord]) -> int:
@@ -120,6 +148,9 @@ class Store(Protocol):
 
     async def spend_since(self, day: date) -> dict[int, int]:
         """Cost in nano-dollars per group id, summed from the rollups for days >= ``day``."""
+
+    async def key_spend_since(self, day: date) -> dict[int, int]:
+        """Cost in nano-dollars per key id, from the per-key rollups for days >= ``day``."""
 
     async def count_usage(self, group_id: int | None = None) -> int:
         """How many raw usage records of admitted calls are kept (refusals, which are
@@ -149,6 +180,12 @@ class Store(Protocol):
     ) -> list[GroupDailyUsage]:
         """Rollup rows of every group (or one, or one model) for ``start <= day < end``."""
 
+    async def key_usage_rollups(
+        self, start: date, end: date, *, group_id: int | None = None, model: str | None = None
+    ) -> list[GroupDailyUsage]:
+        """Per-key rollup rows (of every key, or one group's, or one model's) for
+        ``start <= day < end``."""
+
     async def failures_by_day(self, since: datetime) -> dict[date, StatusCounts]:
         """Failed calls and refusals (status >= 400) per UTC day, counted apart: 4xx but
         429, 429, and 5xx; from the raw records since ``since``."""
@@ -166,6 +203,6 @@ class Store(Protocol):
         """Append an entry; returns it with its id."""
 
     async def list_audit(
-        self, *, limit: int = 100, before_id: int | None = None
+        self, *, limit: int = 100, before_id: int | None = None, query: AuditQuery | None = None
     ) -> list[AuditEntry]:
-        """The newest entries first; ``before_id`` pages back."""
+        """The newest entries first that match ``query``; ``before_id`` pages back."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, date, datetime
 
-from parley.domain.audit import AuditEntry
+from parley.domain.audit import AuditEntry, AuditQuery
 from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord
 from parley.domain.requests import LoggedRequest, RequestQuery, StatusCounts
@@ -29,7 +29,7 @@ from parley.store import (
     usage_sqlite,
     voices_sql,
 )
-from parley.store.base import Conflict, GroupChanges, Missing
+from parley.store.base import Conflict, GroupChanges, KeyChanges, Missing
 from parley.store.boundary import database_errors
 from parley.store.database import Database, P, T, Work
 from parley.store.engine import (
@@ -136,6 +136,8 @@ class SqlStore:
         prefix: str,
         expires_at: datetime | None = None,
         quota: Quota = DEFAULT_QUOTA,
+        models: frozenset[str] | None = None,
+        budget_nanos: int | None = None,
     ) -> KeyRecord:
         now = _now()
         values = {
@@ -147,6 +149,8 @@ class SqlStore:
             "expires_at": expires_at,
             "rpm": quota.rpm,
             "tpm": quota.tpm,
+            "models": keys_sql.models_json(models),
+            "budget_nanos": budget_nanos,
             "updated_at": now,
         }
         try:
@@ -166,6 +170,21 @@ class SqlStore:
     async def keys_changed_since(self, since: datetime) -> list[KeyRecord]:
         return await self._read(keys_sql.keys_changed_since, since)
 
+    async def update_key(self, key_id: int, changes: KeyChanges) -> KeyRecord:
+        return await self._write(keys_sql.update_key, key_id, changes, _now())
+
+    async def rotate_key(
+        self, key_id: int, *, digest: str, prefix: str, previous_until: datetime
+    ) -> KeyRecord:
+        return await self._write(
+            keys_sql.rotate_key,
+            key_id,
+            digest=digest,
+            prefix=prefix,
+            until=previous_until,
+            now=_now(),
+        )
+
     # usage
 
     async def record_usage(self, records: Sequence[UsageRecord]) -> int:
@@ -179,6 +198,9 @@ class SqlStore:
 
     async def spend_since(self, day: date) -> dict[int, int]:
         return await self._read(usage_sql.spend_since, day)
+
+    async def key_spend_since(self, day: date) -> dict[int, int]:
+        return await self._read(usage_sql.key_spend_since, day)
 
     async def count_usage(self, group_id: int | None = None) -> int:
         return await self._read(usage_sql.count_usage, group_id)
@@ -212,6 +234,13 @@ class SqlStore:
     ) -> list[GroupDailyUsage]:
         return await self._read(admin_sql.usage_rollups, start, end, group_id=group_id, model=model)
 
+    async def key_usage_rollups(
+        self, start: date, end: date, *, group_id: int | None = None, model: str | None = None
+    ) -> list[GroupDailyUsage]:
+        return await self._read(
+            admin_sql.key_usage_rollups, start, end, group_id=group_id, model=model
+        )
+
     async def failures_by_day(self, since: datetime) -> dict[date, StatusCounts]:
         return await self._read(admin_sql.failures_by_day, since)
 
@@ -228,9 +257,9 @@ class SqlStore:
         return await self._write(admin_sql.record_audit, entry)
 
     async def list_audit(
-        self, *, limit: int = 100, before_id: int | None = None
+        self, *, limit: int = 100, before_id: int | None = None, query: AuditQuery | None = None
     ) -> list[AuditEntry]:
-        return await self._read(admin_sql.list_audit, limit=limit, before_id=before_id)
+        return await self._read(admin_sql.list_audit, limit=limit, before_id=before_id, query=query)
 
 
 async def open_store(
