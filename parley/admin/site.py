@@ -64,6 +64,7 @@ HANDLERS = (
     ("GET", "/channels", "api:list_channels"),
     ("GET", "/audit", "api:audit"),
     ("GET", "/voices", "api:list_voices"),
+    ("GET", "/voices/roster", "roster:get_roster"),
     ("DELETE", "/voices/{model}/{voice_id}", "api:delete_voice"),
     ("GET", "/", "ui.pages:overview_page"),
     ("GET", "/login", "ui.session:login_page"),
