@@ -45,6 +45,7 @@ MAX_LIMIT = 2_147_483_647
 MAX_BUDGET_USD = 1_000_000_000
 """Largest budget: its nano-dollars fit the store's 64-bit column."""
 MAX_NAME = 200
+MAX_IDEMPOTENCY_KEY = 64
 
 
 def optional_int(body: dict[str, Any], name: str) -> int | None:
@@ -88,6 +89,19 @@ def _budget(body: dict[str, Any]) -> int | None:
             param="budget_usd",
         )
     return usd_to_nanos(value)
+
+
+def idempotency_key(request: web.Request) -> str | None:
+    """The ``Idempotency-Key`` header: the same value twice creates one key."""
+    value = request.headers.get("Idempotency-Key")
+    if value is None:
+        return None
+    if not 1 <= len(value) <= MAX_IDEMPOTENCY_KEY or not value.isprintable():
+        raise InvalidRequest(
+            f"'Idempotency-Key' must be 1 to {MAX_IDEMPOTENCY_KEY} printable characters.",
+            param="Idempotency-Key",
+        )
+    return value
 
 
 async def list_groups(request: web.Request) -> web.Response:
@@ -175,6 +189,7 @@ async def create_key(request: web.Request) -> web.Response:
         quota=Quota(rpm=optional_int(body, "rpm"), tpm=optional_int(body, "tpm")),
         models=_models(body),
         budget_nanos=_budget(body),
+        idempotency_key=idempotency_key(request),
     )
     names = {state.record.group_id: group}
     return json_reply({**key_view(state, names), "key": secret}, status=201)

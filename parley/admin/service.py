@@ -21,10 +21,10 @@ from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord, digest, display_prefix, new_key
 from parley.domain.pricing import nanos_to_usd
 from parley.domain.voices import Clone
-from parley.errors import InvalidRequest, NotFound, ServiceUnavailable
+from parley.errors import InvalidRequest, NotFound, Replayed, ServiceUnavailable
 from parley.pipeline.budget import Period, SpendLedger, next_period_start, period_start
 from parley.pipeline.directory import Directory
-from parley.store.base import Conflict, GroupChanges, KeyChanges, Missing, Store
+from parley.store.base import Conflict, GroupChanges, KeyChanges, Missing, Replay, Store
 
 MAX_STORED_NAME = 200
 GROUP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -212,8 +212,10 @@ class AdminService:
         quota: Quota = Quota(),
         models: frozenset[str] | None = None,
         budget_nanos: int | None = None,
+        idempotency_key: str | None = None,
     ) -> tuple[KeyState, str]:
-        """The new key and its secret, which is never shown again."""
+        """The new key and its secret, which is never shown again. A second request with
+        the same ``idempotency_key`` (a form sent twice) creates nothing: ``Replayed``."""
         group = await self.store.get_group(group_name) if findable(group_name) else None
         if group is None:
             names = [group.name for group in await self.store.list_groups()]
@@ -221,16 +223,24 @@ class AdminService:
             raise InvalidRequest(f"No group named '{group_name}'. {known}", param="group")
         secret = new_key()
         expires = datetime.now(UTC) + timedelta(days=expires_in_days) if expires_in_days else None
-        record = await self.store.create_key(
-            group.id,
-            name=name,
-            digest=digest(secret),
-            prefix=display_prefix(secret),
-            expires_at=expires,
-            quota=quota,
-            models=models,
-            budget_nanos=budget_nanos,
-        )
+        try:
+            record = await self.store.create_key(
+                group.id,
+                name=name,
+                digest=digest(secret),
+                prefix=display_prefix(secret),
+                expires_at=expires,
+                quota=quota,
+                models=models,
+                budget_nanos=budget_nanos,
+                idempotency_key=idempotency_key,
+            )
+        except Replay as replay:
+            raise Replayed(
+                f"This request was already made: it created key {replay.record.id} "
+                f"({replay.record.prefix}…), whose secret was shown once, to that request.",
+                param="idempotency_key",
+            ) from None
         if self._directory is not None:
             self._directory.remember_key(record)
         await self.audit(

@@ -42,6 +42,14 @@ class Conflict(StoreError):
     """A unique name is taken."""
 
 
+class Replay(StoreError):
+    """A key was already created with this idempotency key: ``record`` is that key."""
+
+    def __init__(self, record: KeyRecord) -> None:
+        super().__init__(f"key {record.id} was created with this idempotency key")
+        self.record = record
+
+
 class Missing(StoreError):
     """The named group or key does not exist."""
 
@@ -113,8 +121,10 @@ class Store(Protocol):
         quota: Quota = Quota(),
         models: frozenset[str] | None = None,
         budget_nanos: int | None = None,
+        idempotency_key: str | None = None,
     ) -> KeyRecord:
-        """Raises ``Missing`` when the group does not exist."""
+        """Raises ``Missing`` when the group does not exist, and ``Replay`` when a key
+        was already created with ``idempotency_key``."""
 
     async def find_key(self, digest: str) -> KeyRecord | None: ...
 

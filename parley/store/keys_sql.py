@@ -11,7 +11,7 @@ from sqlalchemy import Connection, RowMapping, func, literal, or_, select
 
 from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord
-from parley.store.base import GroupChanges, KeyChanges, Missing
+from parley.store.base import GroupChanges, KeyChanges, Missing, Replay
 from parley.store.schema import UtcDateTime, api_keys, groups
 
 
@@ -59,8 +59,18 @@ def create_key(conn: Connection, values: dict[str, Any]) -> KeyRecord:
     group_id = values["group_id"]
     if conn.execute(select(groups.c.id).where(groups.c.id == group_id)).first() is None:
         raise Missing(f"there is no group with id {group_id}")
+    if values.get("idempotency_key") is not None:
+        earlier = created_with(conn, values["idempotency_key"])
+        if earlier is not None:
+            raise Replay(earlier)
     result = conn.execute(api_keys.insert().values(values).returning(*api_keys.c))
     return key(result.mappings().one())
+
+
+def created_with(conn: Connection, idempotency_key: str) -> KeyRecord | None:
+    query = select(api_keys).where(api_keys.c.idempotency_key == idempotency_key)
+    row = conn.execute(query).mappings().one_or_none()
+    return None if row is None else key(row)
 
 
 def find_key(conn: Connection, digest: str) -> KeyRecord | None:

@@ -90,10 +90,12 @@ api_keys = Table(
     Column("budget_nanos", BigInteger),  # the key's own limit per period, on top of the group's
     Column("previous_digest", String(64)),  # the secret a rotation replaced, in its grace
     Column("previous_until", UtcDateTime),
+    Column("idempotency_key", String(64)),  # what the request that created it said, if any
     ForeignKeyConstraint(["group_id"], ["groups.id"], name="fk_api_keys_group_id"),
     UniqueConstraint("digest", name="uq_api_keys_digest"),
     Index("ix_api_keys_updated_at", "updated_at"),
     Index("ix_api_keys_previous_digest", "previous_digest"),
+    Index("uq_api_keys_idempotency_key", "idempotency_key", unique=True),
     sqlite_autoincrement=True,
 )
 

@@ -29,7 +29,7 @@ from parley.store import (
     usage_sqlite,
     voices_sql,
 )
-from parley.store.base import Conflict, GroupChanges, KeyChanges, Missing
+from parley.store.base import Conflict, GroupChanges, KeyChanges, Missing, Replay
 from parley.store.boundary import database_errors
 from parley.store.database import Database, P, T, Work
 from parley.store.engine import (
@@ -138,6 +138,7 @@ class SqlStore:
         quota: Quota = DEFAULT_QUOTA,
         models: frozenset[str] | None = None,
         budget_nanos: int | None = None,
+        idempotency_key: str | None = None,
     ) -> KeyRecord:
         now = _now()
         values = {
@@ -151,11 +152,16 @@ class SqlStore:
             "tpm": quota.tpm,
             "models": keys_sql.models_json(models),
             "budget_nanos": budget_nanos,
+            "idempotency_key": idempotency_key,
             "updated_at": now,
         }
         try:
             return await self._write(keys_sql.create_key, values)
         except Conflict as error:
+            if idempotency_key is not None:  # a concurrent twin won the race
+                earlier = await self._read(keys_sql.created_with, idempotency_key)
+                if earlier is not None:
+                    raise Replay(earlier) from error
             raise Conflict("a key with this digest already exists") from error
 
     async def find_key(self, digest: str) -> KeyRecord | None:

@@ -199,3 +199,31 @@ async def test_a_disabled_groups_keys_show_as_such(start_gateway: Any) -> None:
     await call(gateway, "POST", "/admin/groups/team/enable")
     _, shown = await call(gateway, "GET", f"/admin/keys/{key['id']}")
     assert shown["status"] == "active"
+
+
+async def test_an_idempotency_key_creates_one_key_however_often_it_is_sent(
+    start_gateway: Any,
+) -> None:
+    gateway = await admin_gateway(start_gateway)
+    await call(gateway, "POST", "/admin/groups", body={"name": "team"})
+    once = {"Idempotency-Key": "form-7f3a"}
+    body = {"group": "team", "name": "ci"}
+    status, first = await call(gateway, "POST", "/admin/keys", body=body, headers=once)
+    assert status == 201 and first["key"]
+    replies = await asyncio.gather(
+        *(call(gateway, "POST", "/admin/keys", body=body, headers=once) for _ in range(3))
+    )
+    for status, error in replies:
+        assert status == 409 and error["error"]["code"] == "idempotency_key_reused"
+        assert f"key {first['id']}" in error["error"]["message"]
+        assert first["key"] not in str(error)
+    _, listed = await call(gateway, "GET", "/admin/keys?group=team")
+    assert [key["id"] for key in listed["data"]] == [first["id"]]
+    status, _ = await call(
+        gateway, "POST", "/admin/keys", body=body, headers={"Idempotency-Key": "other"}
+    )
+    assert status == 201
+    status, error = await call(
+        gateway, "POST", "/admin/keys", body=body, headers={"Idempotency-Key": "x" * 65}
+    )
+    assert status == 400 and error["error"]["param"] == "Idempotency-Key"

@@ -1,6 +1,7 @@
 """Keys as products: a key's own model list and budget, the secret a rotation replaced
-(accepted until its grace period ends), and daily usage rollups per key, filled from
-the raw usage records still kept.
+(accepted until its grace period ends), the idempotency key that created it (so a form
+sent twice makes one key), and daily usage rollups per key, filled from the raw usage
+records still kept.
 
 Revision ID: 0007
 Revises: 0005
@@ -37,7 +38,9 @@ def upgrade() -> None:
         batch.add_column(sa.Column("budget_nanos", sa.BigInteger))
         batch.add_column(sa.Column("previous_digest", sa.String(64)))
         batch.add_column(sa.Column("previous_until", sa.DateTime(timezone=True)))
+        batch.add_column(sa.Column("idempotency_key", sa.String(64)))
     op.create_index("ix_api_keys_previous_digest", "api_keys", ["previous_digest"])
+    op.create_index("uq_api_keys_idempotency_key", "api_keys", ["idempotency_key"], unique=True)
     op.create_table(
         "usage_daily_keys",
         sa.Column("key_id", sa.Integer, primary_key=True),
@@ -65,7 +68,14 @@ def _fill_from_raw_records() -> None:
 
 def downgrade() -> None:
     op.drop_table("usage_daily_keys")
+    op.drop_index("uq_api_keys_idempotency_key", "api_keys")
     op.drop_index("ix_api_keys_previous_digest", "api_keys")
     with op.batch_alter_table("api_keys") as batch:
-        for name in ("previous_until", "previous_digest", "budget_nanos", "models"):
+        for name in (
+            "idempotency_key",
+            "previous_until",
+            "previous_digest",
+            "budget_nanos",
+            "models",
+        ):
             batch.drop_column(name)
