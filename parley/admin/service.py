@@ -46,6 +46,18 @@ def check_group_name(name: str) -> str:
     return name
 
 
+class KeyReplayed(Replayed):
+    """A key request sent again with its idempotency key: ``key_id`` is what it made."""
+
+    def __init__(self, record: KeyRecord) -> None:
+        super().__init__(
+            f"This request was already made: it created key {record.id} "
+            f"({record.prefix}…), whose secret was shown once, to that request.",
+            param="idempotency_key",
+        )
+        self.key_id = record.id
+
+
 @dataclass(frozen=True, slots=True)
 class KeyState:
     """A key as the operator sees it: its record (never the secret), status and last use."""
@@ -236,11 +248,7 @@ class AdminService:
                 idempotency_key=idempotency_key,
             )
         except Replay as replay:
-            raise Replayed(
-                f"This request was already made: it created key {replay.record.id} "
-                f"({replay.record.prefix}…), whose secret was shown once, to that request.",
-                param="idempotency_key",
-            ) from None
+            raise KeyReplayed(replay.record) from None
         if self._directory is not None:
             self._directory.remember_key(record)
         await self.audit(
