@@ -78,6 +78,7 @@ HANDLERS = (
     ("POST", "/ui/groups/{name}/enable", "ui.forms:enable_group"),
     ("POST", "/ui/groups/{name}/keys", "ui.forms:create_key"),
     ("POST", "/ui/keys/{key_id}/revoke", "ui.forms:revoke_key"),
+    ("GET", "/ui/keys", "ui.keys:keys_page"),
     ("GET", "/ui/keys/{key_id}", "ui.keys:show_key"),
     ("POST", "/ui/keys/{key_id}", "ui.keys:update_key"),
     ("POST", "/ui/keys/{key_id}/rotate", "ui.keys:rotate_key"),

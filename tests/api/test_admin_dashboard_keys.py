@@ -137,3 +137,44 @@ async def test_the_groups_page_is_searched_and_paged(start_gateway: Any) -> None
         assert newest.index("acme-industries") < newest.index("tenant-059")
         async with session.get(f"{base}/admin/ui/groups?sort=bogus") as refused:
             assert refused.status == 400
+
+
+async def test_the_keys_audit_usage_and_overview_pages_find_things(start_gateway: Any) -> None:
+    gateway = await admin_gateway(start_gateway)
+    base = gateway.base_url
+    async with browser_session() as session:
+        await login(session, base, ADMIN)
+        overview = await _page(session, f"{base}/admin/")
+        assert "data-first-day" in overview and "Getting started" in overview
+
+        await call(gateway, "POST", "/admin/groups", body={"name": "alpha"})
+        await call(gateway, "POST", "/admin/groups", body={"name": "beta"})
+        _, ci = await call(gateway, "POST", "/admin/keys", body={"group": "alpha", "name": "ci"})
+        _, app = await call(gateway, "POST", "/admin/keys", body={"group": "beta", "name": "app"})
+        assert (await chat_status(gateway, ci["key"]))[0] == 200
+        assert (await chat_status(gateway, app["key"]))[0] == 200
+        await gateway.flush_usage()
+        assert "data-first-day" not in await _page(session, f"{base}/admin/")
+
+        keys = await _page(session, f"{base}/admin/ui/keys?q={app['prefix']}")
+        assert f"/admin/ui/keys/{app['id']}" in keys and f"/admin/ui/keys/{ci['id']}" not in keys
+        await call(gateway, "POST", "/admin/groups/beta/disable")
+        disabled = await _page(session, f"{base}/admin/ui/keys?status=group_disabled")
+        assert f"/admin/ui/keys/{app['id']}" in disabled and "group disabled" in disabled
+        assert f"/admin/ui/keys/{ci['id']}" not in disabled
+
+        audit = await _page(session, f"{base}/admin/ui/audit?action=key.&target=")
+        assert audit.count('<span class="pill">key.create</span>') == 2
+        assert "group.create</span>" not in audit
+        on_beta = await _page(session, f"{base}/admin/ui/audit?target=beta")
+        assert "group.disable</span>" in on_beta and "alpha" not in on_beta
+        async with session.get(f"{base}/admin/ui/audit?since=nope") as bad:
+            assert bad.status == 200 and "ISO 8601" in await bad.text()
+
+        usage = await _page(session, f"{base}/admin/ui/usage?by=key")
+        assert "data-usage-charts" in usage and "Spend by key" in usage
+        assert f"{ci['prefix']}… ci" in usage and f"{app['prefix']}… app" in usage
+        one = await _page(session, f"{base}/admin/ui/usage?key={ci['id']}&by=model")
+        assert "data-key-filter" in one and f'name="key" value="{ci["id"]}"' in one
+        key_page = await _page(session, f"{base}/admin/ui/keys/{ci['id']}")
+        assert "data-key-usage" in key_page and "chat-large" in key_page

@@ -8,12 +8,15 @@ key no longer has, so nothing is rotated twice and the page says so.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
+from urllib.parse import urlencode
 
 from aiohttp import web
 
 from parley.admin.context import admin_service
+from parley.admin.finding import DEFAULT_PAGE, key_finder, listing_from_params
 from parley.admin.reports import UsageQuery
 from parley.admin.service import KeyState
 from parley.admin.ui.fields import FormState
@@ -35,6 +38,7 @@ from parley.store.base import KeyChanges
 MAX_GRACE_MINUTES = 30 * 24 * 60
 DEFAULT_GRACE_MINUTES = 60
 MAX_LABEL = 200
+KEY_STATUSES = ("active", "group_disabled", "expired", "revoked")
 
 
 def key_url(key_id: int) -> str:
@@ -97,6 +101,42 @@ async def key_page(
             **{k: v for k, v in _context(request).items() if k != "models"},
         },
         status=status,
+    )
+
+
+async def keys_page(request: web.Request) -> web.Response:
+    """Every group's keys, searched by label, prefix or group, by status, sorted, paged."""
+    service = admin_service(request)
+    names = {group.id: group.name for group in await service.groups()}
+    finder = key_finder(names)
+    listing = listing_from_params(request.query, finder.sort_names(), default_limit=DEFAULT_PAGE)
+    if not request.query.get("sort"):
+        listing = replace(listing, descending=True)  # newest first
+    status = request.query.get("status", "")
+    states = await service.keys()
+    if status in KEY_STATUSES:
+        states = [state for state in states if state.status == status]
+    found = finder.find(states, listing)
+    sort_value = ("-" if listing.descending else "") + listing.sort
+
+    def page_url(**change: Any) -> str:
+        query = {"q": listing.q, "status": status, "sort": sort_value, "offset": listing.offset}
+        query.update(change)
+        kept = {name: value for name, value in query.items() if value not in ("", 0, None)}
+        return "/admin/ui/keys" + (f"?{urlencode(kept)}" if kept else "")
+
+    return page(
+        request,
+        "keys.html",
+        {
+            "found": found,
+            "listing": listing,
+            "names": names,
+            "status": status,
+            "statuses": KEY_STATUSES,
+            "sort_value": sort_value,
+            "page_url": page_url,
+        },
     )
 
 

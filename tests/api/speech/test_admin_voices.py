@@ -163,3 +163,23 @@ async def test_the_admin_sees_a_models_builtin_roster_and_searches_clones(
     assert [row["id"] for row in ordered["data"]] == [id_b] and ordered["next_offset"] == 1
     _, by_group = await call(tenants.gateway, "GET", "/admin/voices?q=ALPHA")
     assert [row["id"] for row in by_group["data"]] == [id_a]
+
+
+async def test_the_voices_page_shows_a_models_roster_and_finds_clones(
+    admin_tenants: Tenants,
+) -> None:
+    tenants = admin_tenants
+    id_a, id_b = await _two_clones(tenants)
+    base = tenants.gateway.base_url
+    async with browser_session() as session:
+        await login(session, base, ADMIN)
+        async with session.get(f"{base}/admin/ui/voices?model=tts-pro") as page:
+            html = await page.text()
+        assert page.status == 200 and "data-roster" in html and "Vivian" in html
+        assert id_a in html and id_b in html
+        async with session.get(f"{base}/admin/ui/voices?q=anna") as page:
+            html = await page.text()
+        assert id_a in html and id_b not in html and "data-roster" not in html
+        async with session.get(f"{base}/admin/ui/voices?model=tts-plain") as page:
+            html = await page.text()
+        assert "no voices to list" in html
