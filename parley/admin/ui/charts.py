@@ -70,8 +70,8 @@ def _label(x: float, text: str, anchor: str) -> str:
     )
 
 
-ROW, LABEL_W, VALUE_W, RANK_W = 26, 170, 90, 480
-MAX_LABEL = 24
+ROW, LABEL_W, VALUE_W, RANK_W = 26, 180, 110, 480
+MAX_LABEL = 18
 
 
 def ranking_chart(

@@ -195,13 +195,20 @@ async def update_key(request: web.Request) -> web.Response:
 
 
 def _grace(form: Form) -> timedelta:
+    """Minutes, whole or not (0.5 is thirty seconds), from 0 to 30 days."""
     raw = _text(form, "grace_minutes")
-    if not raw.isdigit() or int(raw) > MAX_GRACE_MINUTES:
+    try:
+        if len(raw) > 12:
+            raise ValueError(raw)
+        minutes = float(raw)
+    except ValueError:
+        minutes = -1.0
+    if not 0 <= minutes <= MAX_GRACE_MINUTES:
         raise InvalidRequest(
-            f"The old secret's grace is a whole number of minutes, 0 to {MAX_GRACE_MINUTES}.",
+            f"The old secret's grace is a number of minutes from 0 to {MAX_GRACE_MINUTES}.",
             param="grace_minutes",
         )
-    return timedelta(minutes=int(raw))
+    return timedelta(minutes=minutes)
 
 
 async def rotate_key(request: web.Request) -> web.Response:

@@ -105,7 +105,7 @@ async def _usage_charts(service: AdminService, query: UsageQuery) -> dict[str, M
         bars = [
             Bar(keys[dimension], nanos_to_usd(totals.cost_nanos)) for keys, totals in split.rows
         ]
-        charts[dimension] = ranking_chart(bars, title=f"Spend by {title}", fmt=axis_usd)
+        charts[dimension] = ranking_chart(bars, title=f"Spend by {title}", fmt=usd)
     return charts
 
 
