@@ -155,9 +155,9 @@ class Finder(Generic[T]):
 GROUPS: Finder[Group] = Finder(
     lambda group: (group.name,),
     {
+        "id": lambda group: group.id,
         "name": lambda group: group.name,
         "created": lambda group: group.created_at,
-        "id": lambda group: group.id,
     },
 )
 

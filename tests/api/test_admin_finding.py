@@ -23,11 +23,11 @@ async def test_groups_are_searched_sorted_and_paged(start_gateway: Any) -> None:
     await _groups(gateway, 30)
     await call(gateway, "POST", "/admin/groups", body={"name": "Acme.Corp"})
 
-    status, page = await call(gateway, "GET", "/admin/groups?limit=10")
+    status, page = await call(gateway, "GET", "/admin/groups?limit=10&sort=name")
     assert status == 200
     assert [g["name"] for g in page["data"]][:2] == ["Acme.Corp", "tenant-000"]
     assert page["total"] == 31 and page["next_offset"] == 10 and page["has_more"]
-    _, last = await call(gateway, "GET", "/admin/groups?limit=10&offset=30")
+    _, last = await call(gateway, "GET", "/admin/groups?limit=10&offset=30&sort=name")
     assert [g["name"] for g in last["data"]] == ["tenant-029"] and last["next_offset"] is None
 
     _, found = await call(gateway, "GET", "/admin/groups?q=acme")
@@ -39,6 +39,8 @@ async def test_groups_are_searched_sorted_and_paged(start_gateway: Any) -> None:
     assert newest["data"][0]["name"] == "Acme.Corp"
     _, everything = await call(gateway, "GET", "/admin/groups")
     assert len(everything["data"]) == 31  # without limit: up to 500 a page
+    assert everything["data"][0]["name"] == "tenant-000"  # by id unless sorted otherwise
+    assert everything["data"][-1]["name"] == "Acme.Corp"
 
     for query, param in (
         ("sort=budget", "sort"),

@@ -10,6 +10,7 @@ idempotency key, so sending it again (a reload) creates nothing and says so.
 from __future__ import annotations
 
 import secrets
+from dataclasses import replace
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -100,6 +101,8 @@ async def groups_page(
     """One page of groups (searched and sorted as the query says) and the new-group form."""
     service = admin_service(request)
     listing = listing_from_params(request.query, GROUPS.sort_names(), default_limit=DEFAULT_PAGE)
+    if not request.query.get("sort"):
+        listing = replace(listing, sort="name")
     found = GROUPS.find(await service.groups(), listing)
     active: dict[int, int] = {}
     for state in await service.keys():
