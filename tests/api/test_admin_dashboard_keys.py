@@ -178,3 +178,30 @@ async def test_the_keys_audit_usage_and_overview_pages_find_things(start_gateway
         assert "data-key-filter" in one and f'name="key" value="{ci["id"]}"' in one
         key_page = await _page(session, f"{base}/admin/ui/keys/{ci['id']}")
         assert "data-key-usage" in key_page and "chat-large" in key_page
+
+
+async def test_saving_a_key_with_its_expiry_date_as_shown_keeps_its_time(
+    start_gateway: Any,
+) -> None:
+    gateway = await admin_gateway(start_gateway)
+    base = gateway.base_url
+    await call(gateway, "POST", "/admin/groups", body={"name": "team"})
+    _, key = await call(
+        gateway, "POST", "/admin/keys", body={"group": "team", "expires_in_days": 7}
+    )
+    before = (await gateway.services.store.list_keys())[0].expires_at
+    assert before is not None
+    async with browser_session() as session:
+        await login(session, base, ADMIN)
+        page = await _page(session, f"{base}/admin/ui/keys/{key['id']}")
+        assert f'value="{before.date().isoformat()}"' in page
+        form = {
+            "csrf": hidden(page, "csrf"),
+            "name": "renamed",
+            "expires_on": before.date().isoformat(),
+            "models": "*",
+        }
+        async with session.post(f"{base}/admin/ui/keys/{key['id']}", data=form) as saved:
+            assert saved.status == 200
+    after = (await gateway.services.store.list_keys())[0]
+    assert after.name == "renamed" and after.expires_at == before

@@ -163,10 +163,12 @@ def _expiry(form: Form) -> date | None:
         ) from None
 
 
-def _changes(form: Form) -> KeyChanges:
+def _changes(form: Form, current: datetime | None) -> KeyChanges:
+    """The form's changes; an expiry date left as shown keeps the time of day it has."""
     rpm = _limit(form, "rpm", "Requests per minute")
     tpm = _limit(form, "tpm", "Tokens per minute")
     budget, models, expires = _budget(form), _models(form), _expiry(form)
+    unchanged = current is not None and expires == current.date()
     ends = datetime(expires.year, expires.month, expires.day, tzinfo=UTC) if expires else None
     return KeyChanges(
         name=_label(form),
@@ -174,7 +176,7 @@ def _changes(form: Form) -> KeyChanges:
         tpm=tpm,
         budget_nanos=budget,
         models=models,
-        expires_at=ends,
+        expires_at=None if unchanged else ends,
         clear_rpm=rpm is None,
         clear_tpm=tpm is None,
         clear_budget=budget is None,
@@ -185,13 +187,14 @@ def _changes(form: Form) -> KeyChanges:
 
 async def update_key(request: web.Request) -> web.Response:
     form = await request.post()
-    key_id = _key_id(request)
+    service = admin_service(request)
+    state = await service.find_key(_key_id(request))
     try:
-        changes = _changes(form)
+        changes = _changes(form, state.record.expires_at)
     except InvalidRequest as error:
         return await key_page(request, edit=FormState.failed("key", form, error), status=400)
-    await admin_service(request).update_key(key_id, changes)
-    raise web.HTTPSeeOther(f"{key_url(key_id)}?saved=1")
+    await service.update_key(state.record.id, changes)
+    raise web.HTTPSeeOther(f"{key_url(state.record.id)}?saved=1")
 
 
 def _grace(form: Form) -> timedelta:
