@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from parley.audio.budget import DecodeBudget
 from parley.audio.pool import ProbePool
+from parley.credentials import CredentialBox, SealError
 from parley.domain.models import ModelRegistry, ModelSpec
 from parley.domain.pricing import Price, usd_to_nanos
 from parley.domain.speech import SpeechProfile
@@ -33,6 +34,7 @@ from parley.limits.factory import build_limiter
 from parley.pipeline.breaker import Breakers
 from parley.pipeline.budget import SpendLedger
 from parley.pipeline.call import RequestIds
+from parley.pipeline.channel_book import ChannelBook
 from parley.pipeline.directory import Directory
 from parley.pipeline.meter import BackgroundTasks, Meter
 from parley.pipeline.plan import Planner
@@ -42,7 +44,7 @@ from parley.pipeline.watch import CallWatchers
 from parley.pipeline.writer import UsageWriter
 from parley.providers.base import ReplyBounds
 from parley.providers.registry import ProviderRegistry, check_channel_types
-from parley.settings import ModelSettings, Prices, Settings, SpeechOptions
+from parley.settings import ConfigError, ModelSettings, Prices, Settings, SpeechOptions
 from parley.store.base import Store, StoreUnavailable
 from parley.store.sql import open_store
 from parley.voices.book import CloneBook
@@ -150,6 +152,8 @@ class Services:
     """The threads that measure uploaded audio, shared fairly between groups."""
     breakers: Breakers
     planner: Planner
+    channels: ChannelBook
+    """The channels routed to: the config file's and those managed live."""
     started_at: int = field(default_factory=lambda: int(time.time()))
     request_ids: RequestIds = field(default_factory=RequestIds)
     watchers: CallWatchers = field(default_factory=CallWatchers)
@@ -199,9 +203,16 @@ class Services:
         started_at = int(time.time())
         clones = CloneBook(store)
         await clones.load()
-        router = Router(settings.channels, random.Random())
+        try:
+            box = CredentialBox(settings.admin.secret_keys)
+            book = ChannelBook(settings.channels, box, providers.types())
+        except SealError as error:
+            raise ConfigError(f"admin.secret_keys: {error}") from None
+        await book.load(store)
+        router = Router(book.active, random.Random())
         models = ModelRegistry(model_specs(settings, started_at), settings.capabilities)
-        breakers = Breakers(settings.channels)
+        breakers = Breakers(book.active)
+        breakers.transitions.append(book.transition)
         services = cls(
             settings=settings,
             store=store,
@@ -218,6 +229,7 @@ class Services:
             probes=probe_pool(settings),
             breakers=breakers,
             planner=Planner(router, breakers, models, settings.models, settings.routing),
+            channels=book,
             started_at=started_at,
         )
         services._loops = [
@@ -270,10 +282,22 @@ class Services:
                 await loop
 
     async def refresh(self) -> None:
-        """Reload groups, changed keys and period spend from the store."""
+        """Reload groups, changed keys, period spend and channels from the store, and
+        write the channels' breaker transitions."""
         await self.directory.load()
         await self.meter.ledger.refresh()
         await self.clones.load()
+        await self.reload_channels()
+        await self.channels.flush(self.store)
+
+    async def reload_channels(self) -> None:
+        """Read the stored channels; when they changed, route with a new ``Router``."""
+        if await self.channels.load(self.store):
+            active = self.channels.active
+            self.router = Router(active, random.Random())
+            self.planner.use(self.router)
+            self.breakers.update(active)
+            log.info("channels changed: now routing to %d", len(active))
 
     async def _refresh_loop(self) -> None:
         while True:
@@ -289,6 +313,7 @@ class Services:
             try:
                 async with self._pruning:
                     pruned = await self.store.prune_usage(datetime.now(UTC) - retention)
+                    await self.store.prune_channel_events(datetime.now(UTC) - retention)
             except StoreUnavailable as error:
                 log.warning("usage pruning failed (%s); will try again", error.reason)
             else:

@@ -12,6 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
+from parley.admin.channel_admin import ChannelAdmin
 from parley.admin.context import admin_service
 from parley.admin.finding import (
     GROUPS,
@@ -21,7 +22,7 @@ from parley.admin.finding import (
     key_finder,
     listing_from_params,
 )
-from parley.admin.monitor import channels, overview
+from parley.admin.monitor import overview
 from parley.admin.reports import query_from_params
 from parley.admin.request_log import (
     export_csv,
@@ -266,9 +267,9 @@ async def get_overview(request: web.Request) -> web.Response:
 
 
 async def list_channels(request: web.Request) -> web.Response:
-    svc = request.config_dict[SERVICES]
-    views = channels(svc.settings.channels, svc.meter.health, svc.breakers)
-    return json_reply({"object": "list", "data": [view.view() for view in views]})
+    """The config file's channels and those managed live (``channels.py``)."""
+    views = ChannelAdmin(admin_service(request), request.config_dict[SERVICES]).views()
+    return json_reply({"object": "list", "data": views})
 
 
 async def audit(request: web.Request) -> web.Response:

@@ -66,9 +66,13 @@ class Prepared:
     """The reply has no body whatever its headers say (a ``HEAD`` request)."""
 
 
-def prepare(method: str, url: str, headers: Mapping[str, str]) -> Prepared:
-    """Render a request's head; a header value holding a line break is refused."""
-    parsed = URL(url)
+def prepare(
+    method: str, url: str, headers: Mapping[str, str], *, encoded: bool = False
+) -> Prepared:
+    """Render a request's head; a header value holding a line break is refused.
+    ``encoded``: the URL's path is already percent-encoded and goes as it is (a signed
+    request's path must be the one signed)."""
+    parsed = URL(url, encoded=encoded)
     if parsed.scheme not in ("http", "https") or not parsed.raw_host:
         raise ValueError("an upstream URL must be http:// or https:// with a host")
     lines = [

@@ -59,6 +59,10 @@ class Planner:
             if model.fallbacks_on_context:
                 self._on_context[model.name] = self._resolved(model.fallbacks_on_context)
 
+    def use(self, router: Router) -> None:
+        """Route with ``router`` from now on (the channels changed)."""
+        self._router = router
+
     def _resolved(self, names: Iterable[str]) -> tuple[Resolved, ...]:
         found = (self._registry.resolve(name) for name in names)
         return tuple(resolved for resolved in found if resolved is not None)

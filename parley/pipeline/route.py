@@ -48,6 +48,7 @@ class Router:
                     connect_timeout=channel.timeouts.connect,
                     read_timeout=channel.timeouts.read,
                     idle_timeout=channel.timeouts.idle,
+                    options=channel.options,
                 )
                 timeouts = channel.timeouts
                 routes[served.name].append(

@@ -16,6 +16,7 @@ from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import dataclass
 from typing import IO, Any, Protocol, TypeVar
 
+from parley.catalog_settings import ChannelOptions
 from parley.dialects.translator import ChunkTranslator, Translator
 from parley.domain.transcripts import ResponseFormat, Task
 from parley.errors import ParleyError, UpstreamError, UpstreamTimeout
@@ -55,6 +56,9 @@ class Target:
     """Silence allowed while a whole reply, or a reply's head, is awaited."""
     idle_timeout: float | None = None
     """Silence allowed between a stream's reads (``read_timeout`` when unset)."""
+    options: ChannelOptions | None = None
+    """The channel's provider-specific settings (``bedrock``'s AWS credentials, an
+    ``azure-openai`` channel's endpoint style), for the adapters that need them."""
 
     @property
     def stream_timeout(self) -> float:
@@ -107,10 +111,14 @@ class UpstreamRefused(UpstreamError):
         retryable: bool,
         relayed: Relayed | None = None,
         retry_after: float | None = None,
+        detail: str | None = None,
     ) -> None:
         super().__init__(relayed.message if relayed is not None else message)
         self.upstream_status = upstream_status
         self.retryable = retryable
+        self.detail = detail
+        """The upstream's own message, redacted, for the operator (a channel test); never
+        sent to a caller, whose message names only the channel."""
         self.retry_after = retry_after
         """Seconds the upstream asked to be left alone (its ``retry-after``), if it did."""
         if not retryable:

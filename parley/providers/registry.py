@@ -13,6 +13,7 @@ from typing import TypeVar
 
 from parley.http import HttpClient
 from parley.providers.anthropic import AnthropicAdapter
+from parley.providers.azure import AzureEndpoint
 from parley.providers.base import (
     Chat,
     ChatTranslation,
@@ -24,6 +25,7 @@ from parley.providers.base import (
     Transcription,
     Voices,
 )
+from parley.providers.bedrock import BedrockAdapter
 from parley.providers.openai import OpenAIAdapter
 from parley.providers.openai.transcription import TranscriptionAdapter
 from parley.providers.openai_audio import OpenAIAudioAdapter
@@ -101,6 +103,11 @@ class ProviderRegistry:
         anthropic = AnthropicAdapter(http, bounds, default_max_tokens)
         registry.register("anthropic", chat=anthropic, completion=anthropic, messages=anthropic)
         registry.register("anthropic", chat_translation=anthropic)
+        azure = OpenAIAdapter(http, bounds, AzureEndpoint())
+        registry.register("azure-openai", chat=azure, completion=azure)
+        registry.register("azure-openai", embeddings=azure, chat_translation=azure)
+        bedrock = BedrockAdapter(http, bounds)
+        registry.register("bedrock", chat=bedrock, completion=bedrock, chat_translation=bedrock)
         for type_name in TRANSCRIPTION_TYPES:
             adapter = TranscriptionAdapter(http, bounds, writes_subtitles=type_name != "vllm")
             registry.register(type_name, transcription=adapter)

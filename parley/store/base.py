@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Protocol
+from typing import Any, Protocol
 
+from parley.domain.accounts import Account
 from parley.domain.audit import AuditEntry, AuditQuery
+from parley.domain.channels import ChannelEvent, StoredChannel
 from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord
 from parley.domain.requests import LoggedRequest, RequestQuery, StatusCounts
@@ -216,3 +218,38 @@ class Store(Protocol):
         self, *, limit: int = 100, before_id: int | None = None, query: AuditQuery | None = None
     ) -> list[AuditEntry]:
         """The newest entries first that match ``query``; ``before_id`` pages back."""
+
+    # channels managed from the admin surface (the config file's are not stored)
+    async def list_channels(self) -> list[StoredChannel]:
+        """Every stored channel, by name."""
+
+    async def add_channel(self, channel: StoredChannel) -> StoredChannel:
+        """Raises ``Conflict`` when the name is taken."""
+
+    async def replace_channel(self, channel: StoredChannel) -> StoredChannel:
+        """Rewrite the named channel; raises ``Missing`` when there is none."""
+
+    async def delete_channel(self, name: str) -> bool:
+        """Forget a channel; False when there was none."""
+
+    async def record_channel_events(self, events: Sequence[ChannelEvent]) -> None:
+        """Append breaker transitions and test results."""
+
+    async def channel_events(self, channel: str, limit: int = 100) -> list[ChannelEvent]:
+        """The channel's newest events first."""
+
+    async def prune_channel_events(self, before: datetime) -> int:
+        """Delete events older than ``before`` (kept as long as usage records)."""
+
+    # administrator accounts
+    async def list_accounts(self) -> list[Account]: ...
+
+    async def get_account(self, name: str) -> Account | None: ...
+
+    async def add_account(self, account: Account) -> Account:
+        """Raises ``Conflict`` when the name is taken."""
+
+    async def update_account(self, name: str, changes: dict[str, Any]) -> Account:
+        """Set columns (``role``, ``password_hash``, ``disabled_at``); raises ``Missing``."""
+
+    async def delete_account(self, name: str) -> bool: ...

@@ -200,3 +200,49 @@ audit_log = Table(
     Index("ix_audit_log_created_at", "created_at"),
     sqlite_autoincrement=True,
 )
+
+channels = Table(
+    "channels",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("name", String(200), nullable=False),
+    Column("spec", Text, nullable=False),  # JSON: the channel's settings but its credential
+    Column("api_key_sealed", Text),  # the credential, encrypted (parley/credentials.py)
+    Column("key_hint", String(32)),  # its last characters, for the operator to recognise
+    Column("disabled_at", UtcDateTime),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+    UniqueConstraint("name", name="uq_channels_name"),
+    sqlite_autoincrement=True,
+)
+
+channel_events = Table(
+    "channel_events",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("channel", String(200), nullable=False),
+    Column("model", String(200), nullable=False),  # "" for the whole channel
+    Column("kind", String(20), nullable=False),  # "breaker" or "test"
+    Column("state", String(20), nullable=False),  # open/half_open/closed, or ok/failed
+    Column("status", Integer),  # a test's HTTP status
+    Column("latency_ms", Integer),
+    Column("message", Text, nullable=False),  # the upstream's error, redacted; never a secret
+    Column("actor", String(200), nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Index("ix_channel_events_channel_id", "channel", "id"),
+    sqlite_autoincrement=True,
+)
+
+admin_accounts = Table(
+    "admin_accounts",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("name", String(64), nullable=False),
+    Column("role", String(20), nullable=False),  # owner, operator or viewer
+    Column("password_hash", String(300), nullable=False),  # scrypt (parley/admin/passwords.py)
+    Column("disabled_at", UtcDateTime),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+    UniqueConstraint("name", name="uq_admin_accounts_name"),
+    sqlite_autoincrement=True,
+)

@@ -14,8 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, date, datetime
+from typing import Any
 
+from parley.domain.accounts import Account
 from parley.domain.audit import AuditEntry, AuditQuery
+from parley.domain.channels import ChannelEvent, StoredChannel
 from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord
 from parley.domain.requests import LoggedRequest, RequestQuery, StatusCounts
@@ -23,6 +26,7 @@ from parley.domain.usage import DailyUsage, GroupDailyUsage, UsageRecord
 from parley.domain.voices import Clone
 from parley.store import (
     admin_sql,
+    channels_sql,
     keys_sql,
     requests_sql,
     usage_sql,
@@ -266,6 +270,44 @@ class SqlStore:
         self, *, limit: int = 100, before_id: int | None = None, query: AuditQuery | None = None
     ) -> list[AuditEntry]:
         return await self._read(admin_sql.list_audit, limit=limit, before_id=before_id, query=query)
+
+    # channels managed live, their history, and administrator accounts (channels_sql.py)
+
+    async def list_channels(self) -> list[StoredChannel]:
+        return await self._read(channels_sql.list_channels)
+
+    async def add_channel(self, channel: StoredChannel) -> StoredChannel:
+        return await self._write(channels_sql.add_channel, channel)
+
+    async def replace_channel(self, channel: StoredChannel) -> StoredChannel:
+        return await self._write(channels_sql.replace_channel, channel)
+
+    async def delete_channel(self, name: str) -> bool:
+        return await self._write(channels_sql.delete_channel, name)
+
+    async def record_channel_events(self, events: Sequence[ChannelEvent]) -> None:
+        await self._write(channels_sql.record_channel_events, list(events))
+
+    async def channel_events(self, channel: str, limit: int = 100) -> list[ChannelEvent]:
+        return await self._read(channels_sql.channel_events_of, channel, limit)
+
+    async def prune_channel_events(self, before: datetime) -> int:
+        return await self._write(channels_sql.prune_channel_events, before)
+
+    async def list_accounts(self) -> list[Account]:
+        return await self._read(channels_sql.list_accounts)
+
+    async def get_account(self, name: str) -> Account | None:
+        return await self._read(channels_sql.get_account, name)
+
+    async def add_account(self, account: Account) -> Account:
+        return await self._write(channels_sql.add_account, account)
+
+    async def update_account(self, name: str, changes: dict[str, Any]) -> Account:
+        return await self._write(channels_sql.update_account, name, changes, _now())
+
+    async def delete_account(self, name: str) -> bool:
+        return await self._write(channels_sql.delete_account, name)
 
 
 async def open_store(

@@ -50,6 +50,8 @@ async def pages_of(gateway: Gateway) -> list[str]:
         "/admin/ui/requests",
         f"/admin/ui/requests/{request_id}",
         "/admin/ui/channels",
+        "/admin/ui/channels/engine",
+        "/admin/ui/accounts",
         "/admin/ui/voices",
         "/admin/ui/voices?model=chat-large",
         "/admin/ui/audit",

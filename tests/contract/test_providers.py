@@ -376,7 +376,7 @@ def test_an_unknown_type_is_a_key_error_naming_the_known_ones(
 ) -> None:
     registry = ProviderRegistry.default(session)
     with pytest.raises(UnknownProviderType) as caught:
-        registry.chat("bedrock")
+        registry.chat("carrier-pigeon")
     assert isinstance(caught.value, KeyError)
-    assert "`bedrock`" in str(caught.value)
+    assert "`carrier-pigeon`" in str(caught.value)
     assert "openai" in str(caught.value)

@@ -42,6 +42,9 @@ NOT_AT_START = (
     "greenlet",
     "alembic",
     "mako",
+    "botocore",  # Bedrock signs with parley/providers/bedrock/sigv4.py
+    "boto3",
+    "cryptography",  # loaded only when channel secret keys are configured
 )
 SERVE_A_LITTLE = """
 import asyncio, sys

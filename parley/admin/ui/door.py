@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
+from parley.admin.signin import require_role
 from parley.admin.ui import session
 from parley.admin.ui.render import page
 from parley.admin.ui.voices import VOICES
@@ -29,6 +30,7 @@ log = logging.getLogger("parley.admin")
 async def through(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         await session.enter(request)
+        require_role(request)
         return await handler(request)
     except ParleyError as error:
         return _error_page(request, error.message, error.status)

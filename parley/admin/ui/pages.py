@@ -10,9 +10,10 @@ from markupsafe import Markup
 
 from parley.admin.context import admin_service
 from parley.admin.finding import audit_query_from_params
-from parley.admin.monitor import DayTotals, channels, health_state, overview
+from parley.admin.monitor import DayTotals, overview
 from parley.admin.reports import DIMENSIONS, UsageQuery, query_from_params
 from parley.admin.service import AdminService
+from parley.admin.ui.channel_pages import channels_list
 from parley.admin.ui.charts import Bar, bar_chart, ranking_chart
 from parley.admin.ui.render import page, usd
 from parley.api.context import SERVICES
@@ -120,10 +121,8 @@ async def usage_csv(request: web.Request) -> web.Response:
 
 
 async def channels_page(request: web.Request) -> web.Response:
-    svc = request.config_dict[SERVICES]
-    views = channels(svc.settings.channels, svc.meter.health, svc.breakers)
-    rows = [(view, health_state(view.health)) for view in views]
-    return page(request, "channels.html", {"rows": rows})
+    """Every channel, and the form that adds one (``channel_pages.py``)."""
+    return await channels_list(request)
 
 
 async def audit_page(request: web.Request) -> web.Response:

@@ -11,7 +11,7 @@ from typing import Any
 from aiohttp import web
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
-from parley.admin.context import SESSION, TEMPLATES
+from parley.admin.context import ROLE, SESSION, TEMPLATES
 
 
 def environment() -> Environment:
@@ -60,11 +60,16 @@ def page(
 ) -> web.Response:
     env = request.config_dict[TEMPLATES].environment(environment)
     session = request.get(SESSION)
+    role = request.get(ROLE, "viewer")
     html = env.get_template(template).render(
         {
             "csrf": session.csrf if session is not None else "",
             "signed_in": session is not None,
             "path": request.path,
+            "who": session.who if session is not None else "",
+            "role": role,
+            "can_operate": role in ("operator", "owner"),
+            "is_owner": role == "owner",
             **context,
         }
     )

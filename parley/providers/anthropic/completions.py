@@ -12,8 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from parley.dialects.canonical import JSON
-from parley.dialects.messages_to_chat import MessagesToChat
-from parley.dialects.translator import Failure
+from parley.dialects.translator import Failure, Translator
 from parley.domain.usage import Usage
 from parley.errors import InvalidRequest
 
@@ -64,11 +63,12 @@ def as_completion(reply: JSON) -> JSON:
 
 
 class CompletionChunks:
-    """``Translator[JSON]``: ``MessagesToChat``'s chat chunks as ``text_completion`` chunks."""
+    """``Translator[JSON]``: a chat-chunk reader's chunks (``MessagesToChat``'s,
+    ``ConverseToChat``'s) as ``text_completion`` chunks."""
 
     __slots__ = ("_chat",)
 
-    def __init__(self, chat: MessagesToChat) -> None:
+    def __init__(self, chat: Translator[JSON]) -> None:
         self._chat = chat
 
     @property

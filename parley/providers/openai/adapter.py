@@ -1,8 +1,12 @@
-"""The adapter for upstreams that speak OpenAI's wire format (OpenAI, vLLM, Ollama, llama.cpp).
+"""The adapter for upstreams that speak OpenAI's wire format (OpenAI, vLLM, Ollama, llama.cpp,
+Azure OpenAI).
 
 The canonical request already is this format, so the adapter only names the upstream's
 model, asks streams for their usage, calls, and maps failures to the error tree. Replies
 are returned as the upstream sent them; the caller rewrites ``model`` for its own caller.
+Where a request goes and how it authenticates is its ``Endpoint``: ``BEARER`` (the
+base URL and the path, the key as ``Authorization: Bearer``) unless another is given
+(``providers/azure/``).
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ import functools
 from collections.abc import Awaitable
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import Any, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 import orjson
 
@@ -47,15 +51,37 @@ Each read the shape takes sets it back, so a shape that changes now and then (a 
 llama.cpp's ``created`` each second) is learned again."""
 
 
+class Endpoint(Protocol):
+    """Where an OpenAI-shaped request for ``target`` goes, and with what credentials."""
+
+    def head(self, target: Target, path: str) -> Prepared:
+        """The request head for the operation at ``path`` (``/chat/completions``...)."""
+
+
+class BearerEndpoint:
+    """``{base_url}{path}``, the channel's key as ``Authorization: Bearer``."""
+
+    __slots__ = ()
+
+    def head(self, target: Target, path: str) -> Prepared:
+        return _request(target.base_url, path, target.api_key)
+
+
+BEARER = BearerEndpoint()
+
+
 class OpenAIAdapter:
     """``Chat``, ``Completion`` and ``Embeddings`` over the process's one ``HttpClient``,
-    accepting replies and streamed events within ``bounds``."""
+    accepting replies and streamed events within ``bounds``, calling ``endpoint``."""
 
-    __slots__ = ("_bounds", "_http")
+    __slots__ = ("_bounds", "_endpoint", "_http")
 
-    def __init__(self, http: HttpClient, bounds: ReplyBounds | None = None) -> None:
+    def __init__(
+        self, http: HttpClient, bounds: ReplyBounds | None = None, endpoint: Endpoint = BEARER
+    ) -> None:
         self._http = http
         self._bounds = bounds or ReplyBounds()
+        self._endpoint = endpoint
 
     async def chat(self, target: Target, body: JSON) -> JSON:
         return await self._reply(target, CHAT_PATH, body)
@@ -63,7 +89,7 @@ class OpenAIAdapter:
     def chat_stream(
         self, target: Target, body: JSON, *, shapes: bool = False
     ) -> AbstractAsyncContextManager[ShapedBatches]:
-        return _Stream(self._http, self._bounds, target, CHAT_PATH, body, shapes=shapes)
+        return _Stream(self, target, CHAT_PATH, body, shapes=shapes)
 
     def chat_translated(
         self, target: Target, body: JSON, translator: ChunkTranslator[T]
@@ -72,7 +98,7 @@ class OpenAIAdapter:
         bounds = self._bounds
 
         def send() -> Awaitable[Reply]:
-            return _post(self._http, target, CHAT_PATH, stream_body(body, target.model))
+            return self._post(target, CHAT_PATH, stream_body(body, target.model))
 
         def start(reply: Reply) -> Awaitable[None]:
             return _check_stream_start(reply, target, bounds.max_reply_bytes)
@@ -86,7 +112,7 @@ class OpenAIAdapter:
         return await self._reply(target, COMPLETION_PATH, body)
 
     def completion_stream(self, target: Target, body: JSON) -> AbstractAsyncContextManager[Batches]:
-        stream = _Stream(self._http, self._bounds, target, COMPLETION_PATH, body, shapes=False)
+        stream = _Stream(self, target, COMPLETION_PATH, body, shapes=False)
         return cast("AbstractAsyncContextManager[Batches]", stream)  # no shapes: chunks only
 
     async def embeddings(self, target: Target, body: JSON) -> JSON:
@@ -94,7 +120,7 @@ class OpenAIAdapter:
 
     async def _reply(self, target: Target, path: str, body: JSON) -> JSON:
         with upstream_errors(target.channel):
-            response = await _post(self._http, target, path, plain_body(body, target.model))
+            response = await self._post(target, path, plain_body(body, target.model))
             raw = await response.read(self._bounds.max_reply_bytes)
             if response.status >= 300:
                 raise refusal(
@@ -105,19 +131,18 @@ class OpenAIAdapter:
             raise _malformed(target.channel)
         return reply
 
-
-def _post(
-    http: HttpClient, target: Target, path: str, payload: JSON, *, stream: bool = False
-) -> Awaitable[Reply]:
-    """The client's coroutine that sends the request: returned for the caller to await,
-    with no coroutine of this function's on the way. A stream's reads may each take the
-    channel's idle timeout; a whole reply's, its read timeout."""
-    return http.send(
-        _request(target.base_url, path, target.api_key),
-        orjson.dumps(payload),
-        connect_timeout=target.connect_timeout,
-        read_timeout=target.stream_timeout if stream else target.read_timeout,
-    )
+    def _post(
+        self, target: Target, path: str, payload: JSON, *, stream: bool = False
+    ) -> Awaitable[Reply]:
+        """The client's coroutine that sends the request: returned for the caller to
+        await, with no coroutine of this method's on the way. A stream's reads may each
+        take the channel's idle timeout; a whole reply's, its read timeout."""
+        return self._http.send(
+            self._endpoint.head(target, path),
+            orjson.dumps(payload),
+            connect_timeout=target.connect_timeout,
+            read_timeout=target.stream_timeout if stream else target.read_timeout,
+        )
 
 
 def plain_body(body: JSON, model: str) -> JSON:
@@ -167,20 +192,18 @@ class _Stream:
     What ``@asynccontextmanager`` did, written out (it cost every stream a generator and
     its context object)."""
 
-    __slots__ = ("_body", "_bounds", "_http", "_path", "_reply", "_shapes", "_target")
+    __slots__ = ("_adapter", "_body", "_path", "_reply", "_shapes", "_target")
 
     def __init__(
         self,
-        http: HttpClient,
-        bounds: ReplyBounds,
+        adapter: OpenAIAdapter,
         target: Target,
         path: str,
         body: JSON,
         *,
         shapes: bool,
     ) -> None:
-        self._http = http
-        self._bounds = bounds
+        self._adapter = adapter
         self._target = target
         self._path = path
         self._body = body
@@ -188,10 +211,11 @@ class _Stream:
         self._reply: Reply | None = None
 
     async def __aenter__(self) -> ShapedBatches:
-        target, bounds = self._target, self._bounds
+        target, adapter = self._target, self._adapter
+        bounds = adapter._bounds
         with upstream_errors(target.channel):
             payload = stream_body(self._body, target.model)
-            reply = self._reply = await _post(self._http, target, self._path, payload, stream=True)
+            reply = self._reply = await adapter._post(target, self._path, payload, stream=True)
         try:
             with upstream_errors(target.channel):
                 await _check_stream_start(reply, target, bounds.max_reply_bytes)

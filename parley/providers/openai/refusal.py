@@ -41,11 +41,13 @@ def refusal(
     relayed."""
     if is_retryable(status):
         message = f"The upstream channel `{channel}` failed (status {status})."
+        said = upstream_message(_parse(raw))
         return UpstreamRefused(
             message,
             upstream_status=status,
             retryable=True,
             retry_after=retry_after(headers) if headers is not None else None,
+            detail=_redacted(said, secret) if said is not None else None,
         )
     fallback = f"The upstream rejected the request (status {status})."
     return UpstreamRefused(

@@ -4,7 +4,7 @@ sent twice makes one key), and daily usage rollups per key, filled from the raw 
 records still kept.
 
 Revision ID: 0007
-Revises: 0005
+Revises: 0008
 Create Date: 2026-11-25
 """
 
@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0007"
-down_revision: str | None = "0005"
+down_revision: str | None = "0008"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
