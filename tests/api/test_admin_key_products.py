@@ -9,6 +9,7 @@ from typing import Any
 
 from tests.api.admin_client import admin_gateway, call, chat_status
 from tests.api.harness import call as call_as
+from tests.api.test_admin_accounts import as_account, staffed
 
 CHAT_PATH = "/v1/chat/completions"
 VISION = {"model": "vision-small", "messages": [{"role": "user", "content": "hi"}]}
@@ -227,3 +228,26 @@ async def test_an_idempotency_key_creates_one_key_however_often_it_is_sent(
         gateway, "POST", "/admin/keys", body=body, headers={"Idempotency-Key": "x" * 65}
     )
     assert status == 400 and error["error"]["param"] == "Idempotency-Key"
+
+
+async def test_a_viewer_reads_a_key_but_an_operator_edits_and_rotates_it(
+    start_gateway: Any,
+) -> None:
+    gateway = await staffed(start_gateway)
+    await call(gateway, "POST", "/admin/groups", body={"name": "team"})
+    key = await _key(gateway, "team")
+    path = f"/admin/keys/{key['id']}"
+    status, shown = await as_account(gateway, "vera", "GET", path)
+    assert status == 200 and shown["id"] == key["id"]
+    for method, target, body in (
+        ("PATCH", path, {"name": "x"}),
+        ("POST", f"{path}/rotate", {"grace_seconds": 0}),
+    ):
+        status, error = await as_account(gateway, "vera", method, target, body)
+        assert status == 403, (method, target, error)
+    status, changed = await as_account(gateway, "oscar", "PATCH", path, {"name": "ops"})
+    assert status == 200 and changed["name"] == "ops"
+    status, rotated = await as_account(gateway, "oscar", "POST", f"{path}/rotate", {})
+    assert status == 200 and rotated["key"] != key["key"]
+    _, audit = await call(gateway, "GET", "/admin/audit?actor=oscar&action=key.")
+    assert [e["action"] for e in audit["data"]] == ["key.rotate", "key.update"]
