@@ -1,6 +1,7 @@
 """axe-core on every dashboard page, in light and dark mode, at 1280 and 390 px: no
-violation of serious or critical impact. axe-core comes from the axe-playwright-python
-package (its ``axe.min.js``), injected into the page by Playwright; nothing is fetched.
+violation of serious or critical impact, and no page scrolls sideways. axe-core comes
+from the axe-playwright-python package (its ``axe.min.js``), injected into the page by
+Playwright; nothing is fetched.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from tests.browser.test_dashboard import sign_in
 
 CHAT = {"model": "chat-large", "messages": [{"role": "user", "content": "hello there"}]}
 SEVERE = ("serious", "critical")
+SIDEWAYS = "document.documentElement.scrollWidth - document.documentElement.clientWidth"
 
 
 async def severe_violations(axe: Axe, page: Page) -> list[str]:
@@ -88,6 +90,9 @@ async def test_every_dashboard_page_passes_axe(browser: Browser, dashboard: Gate
                 await page.goto(f"{dashboard.base_url}{path}")
                 found = await severe_violations(axe, page)
                 failures += [f"{scheme} {width}px {path}: {v}" for v in found]
+                overflow = await page.evaluate(SIDEWAYS)
+                if overflow > 0:
+                    failures.append(f"{scheme} {width}px {path}: scrolls {overflow}px sideways")
             await context.close()
     assert not failures, "\n".join(failures)
 
@@ -98,6 +103,8 @@ async def test_the_skip_link_moves_focus_to_the_content(
     context = await browser.new_context(viewport={"width": 390, "height": 844})
     page = await context.new_page()
     await sign_in(page, dashboard.base_url, ADMIN_TOKEN)
+    await expect(page.get_by_role("heading", name="Overview")).to_be_visible()
+    await page.goto(f"{dashboard.base_url}/admin/ui/groups")
     await page.keyboard.press("Tab")
     skip = page.get_by_role("link", name="Skip to content")
     await expect(skip).to_be_focused()
