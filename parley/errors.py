@@ -10,6 +10,7 @@ rendered as a 500 ``server_error`` whose message names no internal detail.
     ParleyError                      (500 server_error)
     ├── InvalidRequest               400 invalid_request_error   bad field, bad JSON, bad date
     │   ├── UnsupportedMediaType     415 invalid_request_error   wrong Content-Type
+    │   ├── Replayed                 409 invalid_request_error   an idempotency key used before
     │   └── MalformedRequest         400, 414, 431, 505          the HTTP message itself is broken
     ├── RequestTimeout               408 invalid_request_error   the body did not arrive in time
     ├── AuthenticationFailed         401 invalid_request_error   code invalid_api_key
@@ -109,6 +110,13 @@ class InvalidRequest(ParleyError):
 class UnsupportedMediaType(InvalidRequest):
     status = 415
     code = "unsupported_media_type"
+
+
+class Replayed(InvalidRequest):
+    """A request whose idempotency key an earlier one used: what it asked for is done."""
+
+    status = 409
+    code = "idempotency_key_reused"
 
 
 class MalformedRequest(InvalidRequest):

@@ -22,6 +22,8 @@ ROUTE_ROLES: dict[tuple[str, str], Role] = {
     ("POST", "/groups/{name}/enable"): OPERATOR,
     ("POST", "/keys"): OPERATOR,
     ("DELETE", "/keys/{key_id}"): OPERATOR,
+    ("PATCH", "/keys/{key_id}"): OPERATOR,
+    ("POST", "/keys/{key_id}/rotate"): OPERATOR,
     ("DELETE", "/voices/{model}/{voice_id}"): OPERATOR,
     ("POST", "/ui/groups"): OPERATOR,
     ("POST", "/ui/groups/{name}"): OPERATOR,
@@ -29,6 +31,8 @@ ROUTE_ROLES: dict[tuple[str, str], Role] = {
     ("POST", "/ui/groups/{name}/enable"): OPERATOR,
     ("POST", "/ui/groups/{name}/keys"): OPERATOR,
     ("POST", "/ui/keys/{key_id}/revoke"): OPERATOR,
+    ("POST", "/ui/keys/{key_id}"): OPERATOR,
+    ("POST", "/ui/keys/{key_id}/rotate"): OPERATOR,
     ("POST", "/ui/voices/{model}/{voice_id}/delete"): OPERATOR,
     # channels
     ("POST", "/channels"): OPERATOR,

@@ -33,7 +33,7 @@ def not_local_tts(name: str) -> NotFound:
 def speech_model(svc: Services, request: web.Request, name: str) -> tuple[Resolved, SpeechProfile]:
     """The speech model the caller named, if its group may use it; 404 otherwise."""
     resolved = svc.models.resolve(name)
-    if resolved is None or not caller(request).group.may_use(resolved.spec.name):
+    if resolved is None or not caller(request).may_use(resolved.spec.name):
         raise ModelNotFound(name)
     profile = resolved.spec.speech
     if profile is None or not profile.voice_listing:

@@ -174,7 +174,7 @@ async def _admitted(request: web.Request, job: Job) -> tuple[Services, Call]:
     meter = svc.meter
     resolved = ""
     try:
-        model = resolve_model(svc.models, caller.group, job.model, operation.kinds, operation.name)
+        model = resolve_model(svc.models, caller, job.model, operation.kinds, operation.name)
         resolved = model.spec.name
         job.accept(model)
         if meter.writer.overloaded:

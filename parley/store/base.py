@@ -14,7 +14,7 @@ from datetime import date, datetime
 from typing import Any, Protocol
 
 from parley.domain.accounts import Account
-from parley.domain.audit import AuditEntry
+from parley.domain.audit import AuditEntry, AuditQuery
 from parley.domain.channels import ChannelEvent, StoredChannel
 from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord
@@ -43,6 +43,14 @@ class StoreUnavailable(StoreError):
 
 class Conflict(StoreError):
     """A unique name is taken."""
+
+
+class Replay(StoreError):
+    """A key was already created with this idempotency key: ``record`` is that key."""
+
+    def __init__(self, record: KeyRecord) -> None:
+        super().__init__(f"key {record.id} was created with this idempotency key")
+        self.record = record
 
 
 class Missing(StoreError):
@@ -80,6 +88,23 @@ class ResponseStore(Protocol):
         """Delete every expired response; how many were."""
 
 
+@dataclass(frozen=True, slots=True)
+class KeyChanges:
+    """Fields to change on a key; ``None`` leaves a field as it is."""
+
+    name: str | None = None
+    rpm: int | None = None
+    tpm: int | None = None
+    models: frozenset[str] | None = None
+    budget_nanos: int | None = None
+    expires_at: datetime | None = None
+    clear_rpm: bool = False
+    clear_tpm: bool = False
+    clear_models: bool = False
+    clear_budget: bool = False
+    clear_expiry: bool = False
+
+
 class Store(ResponseStore, Protocol):
     async def migrate(self) -> None:
         """Bring the schema to the newest migration (idempotent)."""
@@ -114,8 +139,12 @@ class Store(ResponseStore, Protocol):
         prefix: str,
         expires_at: datetime | None = None,
         quota: Quota = Quota(),
+        models: frozenset[str] | None = None,
+        budget_nanos: int | None = None,
+        idempotency_key: str | None = None,
     ) -> KeyRecord:
-        """Raises ``Missing`` when the group does not exist."""
+        """Raises ``Missing`` when the group does not exist, and ``Replay`` when a key
+        was already created with ``idempotency_key``."""
 
     async def find_key(self, digest: str) -> KeyRecord | None: ...
 
@@ -126,6 +155,15 @@ class Store(ResponseStore, Protocol):
 
     async def keys_changed_since(self, since: datetime) -> list[KeyRecord]:
         """Keys created, revoked or changed at or after ``since`` (by ``updated_at``)."""
+
+    async def update_key(self, key_id: int, changes: KeyChanges) -> KeyRecord:
+        """Raises ``Missing`` when there is no such key."""
+
+    async def rotate_key(
+        self, key_id: int, *, digest: str, prefix: str, previous_until: datetime
+    ) -> KeyRecord:
+        """Give the key a new secret (``digest``, ``prefix``); the one it replaces stays
+        accepted until ``previous_until``. Raises ``Missing``."""
 
     # usage
     async def record_usage(self, records: Sequence[UsageRecord]) -> int:
@@ -140,6 +178,9 @@ class Store(ResponseStore, Protocol):
 
     async def spend_since(self, day: date) -> dict[int, int]:
         """Cost in nano-dollars per group id, summed from the rollups for days >= ``day``."""
+
+    async def key_spend_since(self, day: date) -> dict[int, int]:
+        """Cost in nano-dollars per key id, from the per-key rollups for days >= ``day``."""
 
     async def count_usage(self, group_id: int | None = None) -> int:
         """How many raw usage records of admitted calls are kept (refusals, which are
@@ -169,6 +210,12 @@ class Store(ResponseStore, Protocol):
     ) -> list[GroupDailyUsage]:
         """Rollup rows of every group (or one, or one model) for ``start <= day < end``."""
 
+    async def key_usage_rollups(
+        self, start: date, end: date, *, group_id: int | None = None, model: str | None = None
+    ) -> list[GroupDailyUsage]:
+        """Per-key rollup rows (of every key, or one group's, or one model's) for
+        ``start <= day < end``."""
+
     async def failures_by_day(self, since: datetime) -> dict[date, StatusCounts]:
         """Failed calls and refusals (status >= 400) per UTC day, counted apart: 4xx but
         429, 429, and 5xx; from the raw records since ``since``."""
@@ -186,9 +233,9 @@ class Store(ResponseStore, Protocol):
         """Append an entry; returns it with its id."""
 
     async def list_audit(
-        self, *, limit: int = 100, before_id: int | None = None
+        self, *, limit: int = 100, before_id: int | None = None, query: AuditQuery | None = None
     ) -> list[AuditEntry]:
-        """The newest entries first; ``before_id`` pages back."""
+        """The newest entries first that match ``query``; ``before_id`` pages back."""
 
     # channels managed from the admin surface (the config file's are not stored)
     async def list_channels(self) -> list[StoredChannel]:

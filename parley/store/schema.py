@@ -86,9 +86,16 @@ api_keys = Table(
     Column("tpm", Integer),
     Column("updated_at", UtcDateTime, nullable=False),
     Column("last_used_at", UtcDateTime),
+    Column("models", Text),  # JSON array within the group's; NULL means the group's
+    Column("budget_nanos", BigInteger),  # the key's own limit per period, on top of the group's
+    Column("previous_digest", String(64)),  # the secret a rotation replaced, in its grace
+    Column("previous_until", UtcDateTime),
+    Column("idempotency_key", String(64)),  # what the request that created it said, if any
     ForeignKeyConstraint(["group_id"], ["groups.id"], name="fk_api_keys_group_id"),
     UniqueConstraint("digest", name="uq_api_keys_digest"),
     Index("ix_api_keys_updated_at", "updated_at"),
+    Index("ix_api_keys_previous_digest", "previous_digest"),
+    Index("uq_api_keys_idempotency_key", "idempotency_key", unique=True),
     sqlite_autoincrement=True,
 )
 
@@ -148,6 +155,17 @@ usage_daily = Table(
     Column("model", String(200), primary_key=True),
     *(Column(name, BigInteger, nullable=False, server_default="0") for name in ROLLUP_TOTALS),
 )
+
+usage_daily_keys = Table(
+    "usage_daily_keys",
+    metadata,
+    Column("key_id", Integer, primary_key=True),
+    Column("day", Date, primary_key=True),
+    Column("model", String(200), primary_key=True),
+    Column("group_id", Integer, nullable=False),
+    *(Column(name, BigInteger, nullable=False, server_default="0") for name in ROLLUP_TOTALS),
+)
+"""The same sums as ``usage_daily``, per key: what per-key reports and budgets read."""
 
 voice_clones = Table(
     "voice_clones",

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any, Concatenate
 
 from parley.domain.accounts import Account
-from parley.domain.audit import AuditEntry
+from parley.domain.audit import AuditEntry, AuditQuery
 from parley.domain.channels import ChannelEvent, StoredChannel
 from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord
@@ -34,7 +34,7 @@ from parley.store import (
     usage_sqlite,
     voices_sql,
 )
-from parley.store.base import Conflict, GroupChanges, Missing
+from parley.store.base import Conflict, GroupChanges, KeyChanges, Missing, Replay
 from parley.store.boundary import database_errors
 from parley.store.database import Database, P, T, Work
 from parley.store.engine import (
@@ -160,6 +160,9 @@ class SqlStore:
         prefix: str,
         expires_at: datetime | None = None,
         quota: Quota = DEFAULT_QUOTA,
+        models: frozenset[str] | None = None,
+        budget_nanos: int | None = None,
+        idempotency_key: str | None = None,
     ) -> KeyRecord:
         now = _now()
         values = {
@@ -171,11 +174,18 @@ class SqlStore:
             "expires_at": expires_at,
             "rpm": quota.rpm,
             "tpm": quota.tpm,
+            "models": keys_sql.models_json(models),
+            "budget_nanos": budget_nanos,
+            "idempotency_key": idempotency_key,
             "updated_at": now,
         }
         try:
             return await self._write(keys_sql.create_key, values)
         except Conflict as error:
+            if idempotency_key is not None:  # a concurrent twin won the race
+                earlier = await self._read(keys_sql.created_with, idempotency_key)
+                if earlier is not None:
+                    raise Replay(earlier) from error
             raise Conflict("a key with this digest already exists") from error
 
     find_key = reading(keys_sql.find_key)
@@ -185,6 +195,21 @@ class SqlStore:
         return await self._write(keys_sql.revoke_key, key_id, at, _now())
 
     keys_changed_since = reading(keys_sql.keys_changed_since)
+
+    async def update_key(self, key_id: int, changes: KeyChanges) -> KeyRecord:
+        return await self._write(keys_sql.update_key, key_id, changes, _now())
+
+    async def rotate_key(
+        self, key_id: int, *, digest: str, prefix: str, previous_until: datetime
+    ) -> KeyRecord:
+        return await self._write(
+            keys_sql.rotate_key,
+            key_id,
+            digest=digest,
+            prefix=prefix,
+            until=previous_until,
+            now=_now(),
+        )
 
     # usage
 
@@ -196,6 +221,7 @@ class SqlStore:
 
     daily_usage = reading(usage_sql.daily_usage)
     spend_since = reading(usage_sql.spend_since)
+    key_spend_since = reading(usage_sql.key_spend_since)
     count_usage = reading(usage_sql.count_usage)
     prune_usage = writing(usage_sql.prune_usage)
 
@@ -232,6 +258,7 @@ class SqlStore:
         return group
 
     usage_rollups = reading(admin_sql.usage_rollups)
+    key_usage_rollups = reading(admin_sql.key_usage_rollups)
     failures_by_day = reading(admin_sql.failures_by_day)
     list_requests = reading(requests_sql.list_requests)
     find_request = reading(requests_sql.find_request)
@@ -239,9 +266,9 @@ class SqlStore:
     record_audit = writing(admin_sql.record_audit)
 
     async def list_audit(
-        self, *, limit: int = 100, before_id: int | None = None
+        self, *, limit: int = 100, before_id: int | None = None, query: AuditQuery | None = None
     ) -> list[AuditEntry]:
-        return await self._read(admin_sql.list_audit, limit=limit, before_id=before_id)
+        return await self._read(admin_sql.list_audit, limit=limit, before_id=before_id, query=query)
 
     # channels managed live, their history, and administrator accounts (channels_sql.py)
 

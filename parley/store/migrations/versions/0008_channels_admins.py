@@ -2,7 +2,7 @@
 and named administrator accounts with roles.
 
 Revision ID: 0008
-Revises: 0005
+Revises: 0007
 Create Date: 2026-11-25
 """
 
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0008"
-down_revision: str | None = "0006"
+down_revision: str | None = "0007"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
