@@ -20,8 +20,17 @@ still run. Needs valgrind (and strace for ``--tool strace``).
 ``--mode`` is ``plain`` or ``stream`` (chat completions, whole or streamed), ``messages``
 (a streamed ``POST /v1/messages`` over the same OpenAI-compatible channel: Parley
 translates the chat stream into Anthropic's events) or ``passthrough`` (a streamed
-``POST /v1/messages`` to a ``type: anthropic`` channel, relayed as it comes). The bare
-relay has only the chat modes: the Messages figures are read against its ``stream``.
+``POST /v1/messages`` to a ``type: anthropic`` channel, relayed as it comes) or
+``responses`` (a streamed ``POST /v1/responses`` with ``store: false`` over the
+OpenAI-compatible channel: Parley renders the chat stream as Responses events). The bare
+relay has only the chat modes: the Messages and Responses figures are read against its
+``stream``.
+
+``--threads`` has callgrind count each thread apart: ``OUT.1-01`` is the event loop's
+thread, the other files the usage writer's (the metering write) and any executor's.
+A batch of usage records is written every 500 calls, so count at least 1,000 calls after
+a warm-up of 500 or more (``--n 1000 --warm 600``) for a figure that holds the writer's
+steady share and not its first batch (which also prepares its statements).
 
 ``--allocator malloc|jemalloc|mimalloc`` runs the server (Parley or the bare relay) on
 that allocator, through the environment ``parley serve --allocator`` would set
@@ -96,11 +105,24 @@ ANTHROPIC_CHANNEL = """\
     models: [{{name: bench-claude, upstream: fake-model}}]
 """
 MESSAGE_STOP = b'data: {"type":"message_stop"}'
+RESPONSE_COMPLETED = b'event: response.completed\ndata: {"type":"response.completed"'
 
 
 def messages_body(model: str) -> bytes:
     messages = orjson.loads(request_body(model, False))["messages"]
     return orjson.dumps({"model": model, "max_tokens": 64, "messages": messages, "stream": True})
+
+
+def responses_body(model: str) -> bytes:
+    messages = orjson.loads(request_body(model, False))["messages"]
+    items = [{"role": m["role"], "content": m["content"]} for m in messages]
+    return orjson.dumps({"model": model, "input": items, "store": False, "stream": True})
+
+
+def check_responses_stream(reply: Reply) -> str:
+    if reply.status != 200:
+        return f"status {reply.status}: {reply.body[:200]!r}"
+    return "" if RESPONSE_COMPLETED in reply.body else "stream without response.completed"
 
 
 def check_message_stream(reply: Reply) -> str:
@@ -115,6 +137,8 @@ async def send(port: int, key: str, mode: str, n: int, conc: int) -> int:
     if mode in ("messages", "passthrough"):
         model = "bench-model" if mode == "messages" else "bench-claude"
         body, url = messages_body(model), f"http://127.0.0.1:{port}/v1/messages"
+    elif mode == "responses":
+        body, url = responses_body("bench-model"), f"http://127.0.0.1:{port}/v1/responses"
     else:
         body, url = (
             request_body("bench-model", stream),
@@ -132,6 +156,8 @@ async def send(port: int, key: str, mode: str, n: int, conc: int) -> int:
                 reply = await c.post(request)
                 if mode in ("messages", "passthrough"):
                     problem = check_message_stream(reply)
+                elif mode == "responses":
+                    problem = check_responses_stream(reply)
                 else:
                     problem = check_reply(reply, stream)
                 if problem:
@@ -149,7 +175,9 @@ def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repo", required=True, help="A Parley checkout, or `bare`.")
     parser.add_argument(
-        "--mode", choices=("plain", "stream", "messages", "passthrough"), default="plain"
+        "--mode",
+        choices=("plain", "stream", "messages", "passthrough", "responses"),
+        default="plain",
     )
     parser.add_argument("--tool", default="callgrind", choices=("callgrind", "strace", "none"))
     parser.add_argument("--n", type=int, default=1500, help="Calls counted.")
@@ -158,6 +186,12 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--out", required=True, help="callgrind's (or strace's) output file.")
     parser.add_argument("--usage", default='{{spill_dir: "{workdir}", flush_seconds: 1000}}')
     parser.add_argument("--extra", default="", help="YAML appended to Parley's config.")
+    parser.add_argument(
+        "--threads",
+        action="store_true",
+        help="callgrind counts each thread apart (OUT.1-01 the event loop's, the others "
+        "the usage writer's and the executor's), so the metering write reads on its own.",
+    )
     parser.add_argument(
         "--allocator",
         choices=ALLOCATORS,
@@ -182,6 +216,7 @@ def server_command(args: argparse.Namespace, config: Path, port: int, up_port: i
         "valgrind",
         "--tool=callgrind",
         "--instr-atstart=no",
+        *(["--separate-threads=yes"] if args.threads else []),
         f"--callgrind-out-file={args.out}",
         *serve,
     ]

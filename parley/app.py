@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 from aiohttp.web_protocol import RequestPayloadError
 
 from parley.admin.site import admin_app
-from parley.api.context import CALLER, REPLY_HEADERS, SERVICES
 from parley.api.reply import error_response, http_exception_as_error
 from parley.api.routes import add_routes
 from parley.edge import bodies as edge_bodies
@@ -42,7 +42,8 @@ from parley.errors import (
 from parley.limits.headers import rate_limit_headers
 from parley.pipeline.admit import scopes_for
 from parley.pipeline.authenticate import Caller, check_usable, identify
-from parley.services import Services
+from parley.pipeline.context import CALLER, REPLY_HEADERS, SERVICES
+from parley.pipeline.services import Services
 from parley.settings import Settings
 from parley.store.base import Store, StoreUnavailable
 from parley.telemetry.request_ids import stamp_request_id
@@ -52,7 +53,6 @@ log = logging.getLogger("parley")
 V1 = "/v1/"
 MESSAGES = "/v1/messages"
 """Anthropic's Messages API: its callers send ``x-api-key`` and read Anthropic's errors."""
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 DATABASE_UNAVAILABLE = "The database is unavailable right now; try again shortly."
 BODY_TIMEOUT_MESSAGE = "The request body did not arrive in time; send it whole, faster."
 BAD_BODY_MESSAGE = (

@@ -65,6 +65,35 @@ class ChannelModel(Strict):
     upstream: str | None = None
 
 
+class AwsSettings(Strict):
+    """A ``bedrock`` channel's region and credentials; what the config leaves out comes
+    from ``AWS_REGION``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY`` and
+    ``AWS_SESSION_TOKEN`` (``settings.load_settings``)."""
+
+    region: str = Field(pattern=r"^[a-z0-9-]{1,40}$")
+    access_key_id: str = Field(pattern=r"^[A-Z0-9]{4,128}$")
+    secret_access_key: str = Field(repr=False, min_length=1)
+    session_token: str | None = Field(None, repr=False)
+
+    @field_validator("secret_access_key", "session_token")
+    @classmethod
+    def _one_line(cls, value: str | None) -> str | None:
+        if value is not None and any(mark in value for mark in "\r\n\0 "):
+            raise ValueError("must not hold a space or a line break (check the variable)")
+        return value
+
+
+class AzureSettings(Strict):
+    """An ``azure-openai`` channel's endpoint style and authentication."""
+
+    api_version: str | None = Field(None, pattern=r"^[A-Za-z0-9.-]{1,40}$")
+    """Set: deployments (``/openai/deployments/{model}/...?api-version=``, the channel's
+    upstream model names the deployment); unset: the v1 endpoint (``/openai/v1/...``)."""
+    auth: Literal["api-key", "bearer"] = "api-key"
+    """``api-key``: the channel's key in the ``api-key`` header; ``bearer``: the key is a
+    Microsoft Entra access token, sent as ``Authorization: Bearer``."""
+
+
 class VertexOptions(Strict):
     """A ``type: vertex`` channel's Google Cloud project, region and service account."""
 
@@ -86,6 +115,10 @@ class VertexOptions(Strict):
         return path
 
 
+ChannelOptions = AwsSettings | AzureSettings | VertexOptions
+"""A channel's provider-specific settings, handed to its adapter with each call."""
+
+
 class ChannelSettings(Strict):
     name: str
     type: str = "openai"
@@ -96,17 +129,46 @@ class ChannelSettings(Strict):
     weight: int = Field(1, ge=1)
     timeouts: Timeouts = Timeouts()
     breaker: BreakerOptions = BreakerOptions()
+    aws: AwsSettings | None = None
+    """``type: bedrock`` only (and needed there)."""
+    azure: AzureSettings | None = None
+    """``type: azure-openai`` only (defaults apply when unset)."""
     vertex: VertexOptions | None = None
-    """Only for ``type: vertex`` (and required there)."""
+    """``type: vertex`` only (and needed there)."""
 
     @model_validator(mode="after")
-    def _vertex_options(self) -> ChannelSettings:
+    def _provider_options(self) -> ChannelSettings:
+        if self.type == "bedrock" and self.aws is None:
+            raise ValueError(
+                "a bedrock channel needs aws (region, access_key_id, secret_access_key), "
+                "or AWS_REGION, AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+            )
+        if self.aws is not None and self.type != "bedrock":
+            raise ValueError("aws is for channels of type bedrock")
+        if self.azure is not None and self.type != "azure-openai":
+            raise ValueError("azure is for channels of type azure-openai")
         if (self.type == "vertex") != (self.vertex is not None):
             raise ValueError(
                 "a channel of type vertex needs `vertex` (project, region, "
                 "credentials_file), and only such a channel takes it"
             )
         return self
+
+    @property
+    def options(self) -> ChannelOptions | None:
+        """The provider-specific settings its adapter needs, if any."""
+        if self.aws is not None:
+            return self.aws
+        if self.vertex is not None:
+            return self.vertex
+        if self.type == "azure-openai":
+            return self.azure or AzureSettings()
+        return None
+
+    responses: Literal["translate", "native"] = "translate"
+    """How ``POST /v1/responses`` reaches this channel: translated into a chat completion,
+    or ``native``: relayed as sent (model renamed) to an upstream that serves the
+    Responses API itself, reasoning items and their encrypted content intact."""
 
     @field_validator("models", mode="before")
     @classmethod

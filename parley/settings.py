@@ -166,6 +166,19 @@ class UsageSettings(Strict):
     """Where records are kept if the database is unreachable at shutdown (replayed at start)."""
 
 
+class ResponsesSettings(Strict):
+    """Stored responses of the Responses API (``POST /v1/responses`` with ``store``)."""
+
+    retention_days: float = Field(30, gt=0)
+    """How long a stored response can be retrieved or continued; pruned after."""
+    flush_seconds: float = Field(0.2, gt=0)
+    """How often stored responses waiting in memory are written (in batches)."""
+    queue_size: int = Field(2_000, gt=0)
+    """The most responses that may wait to be written; past it, new ones are not stored
+    (the call still succeeds, and a line is logged)."""
+    prune_every_seconds: float = Field(3600.0, gt=0)
+
+
 MIN_ADMIN_TOKEN_CHARS = 16
 """The admin token opens every group, key and budget: a short one is refused at start."""
 
@@ -179,6 +192,18 @@ class AdminSettings(Strict):
     directly or through a trusted proxy that says so; ``always``: whatever the request."""
     trusted_proxies: tuple[str, ...] = ()
     """Addresses or networks (``10.0.0.0/8``) whose ``X-Forwarded-Proto`` is believed."""
+    secret_keys: tuple[str, ...] = ()
+    """Keys that seal the credentials of channels added from the admin surface (Fernet
+    keys, ``parley channels new-key``): the first seals, every one opens, so a key is
+    rotated by putting a new one first and running ``parley channels reseal``. Usually
+    ``PARLEY_SECRET_KEYS`` (comma-separated); unset: channels cannot be added live."""
+
+    @field_validator("secret_keys", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
 
     @field_validator("token")
     @classmethod
@@ -249,6 +274,7 @@ class Settings(Strict):
     redis: RedisSettings | None = None
     limits: LimitSettings = LimitSettings()
     usage: UsageSettings = UsageSettings()
+    responses: ResponsesSettings = ResponsesSettings()
     admin: AdminSettings = AdminSettings()
     metrics: MetricsSettings = MetricsSettings()
     upstream: UpstreamSettings = UpstreamSettings()
@@ -325,6 +351,7 @@ def load_settings(
     if path is not None:
         _anchor_sqlite_path(raw, path.parent)
     _apply_overrides(raw, environ)
+    _aws_from_environment(raw, environ)
     try:
         return Settings.model_validate(raw)
     except ValidationError as exc:
@@ -439,6 +466,7 @@ _OVERRIDES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("PARLEY_REDIS_URL", ("redis", "url")),
     ("PARLEY_LIMITS_BACKEND", ("limits", "backend")),
     ("PARLEY_ADMIN_TOKEN", ("admin", "token")),
+    ("PARLEY_SECRET_KEYS", ("admin", "secret_keys")),
     ("PARLEY_METRICS_TOKEN", ("metrics", "token")),
 )
 
@@ -451,6 +479,41 @@ def _apply_overrides(raw: dict[str, Any], environ: Mapping[str, str]) -> None:
                 target = {}
                 raw[section] = target
             target[field] = environ[variable]
+
+
+AWS_VARIABLES = (
+    ("access_key_id", "AWS_ACCESS_KEY_ID"),
+    ("secret_access_key", "AWS_SECRET_ACCESS_KEY"),
+    ("session_token", "AWS_SESSION_TOKEN"),
+)
+
+
+def _aws_from_environment(raw: dict[str, Any], environ: Mapping[str, str]) -> None:
+    """A ``bedrock`` channel's credentials and region the config leaves out come from
+    the standard AWS variables (the key pair only when the config names neither half,
+    so a configured key is never paired with another's session token), and its
+    ``base_url`` from the region."""
+    channels = raw.get("channels")
+    for index, channel in enumerate(channels if isinstance(channels, list) else ()):
+        if not isinstance(channel, dict) or channel.get("type") != "bedrock":
+            continue
+        given = channel.get("aws")
+        aws = dict(given) if isinstance(given, dict) else {}
+        if "access_key_id" not in aws and "secret_access_key" not in aws:
+            for field, variable in AWS_VARIABLES:
+                if environ.get(variable):
+                    aws[field] = environ[variable]
+        region = environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION")
+        if "region" not in aws and region:
+            aws["region"] = region
+        if "region" not in aws:
+            raise ConfigError(
+                f"channels.{index}.aws.region: a bedrock channel needs a region "
+                "(aws.region, or AWS_REGION)"
+            )
+        channel["aws"] = aws
+        if "base_url" not in channel:
+            channel["base_url"] = f"https://bedrock-runtime.{aws['region']}.amazonaws.com"
 
 
 def _first_problem(exc: ValidationError, path: Path | None) -> str:

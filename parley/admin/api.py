@@ -12,8 +12,17 @@ from typing import Any
 
 from aiohttp import web
 
+from parley.admin.channel_admin import ChannelAdmin
 from parley.admin.context import admin_service
-from parley.admin.monitor import channels, overview
+from parley.admin.finding import (
+    GROUPS,
+    MAX_PAGE,
+    audit_query_from_params,
+    clone_finder,
+    key_finder,
+    listing_from_params,
+)
+from parley.admin.monitor import overview
 from parley.admin.reports import query_from_params
 from parley.admin.request_log import (
     export_csv,
@@ -24,11 +33,11 @@ from parley.admin.request_log import (
 )
 from parley.admin.views import audit_view, clone_view, group_view, key_view
 from parley.api.body import read_json
-from parley.api.context import SERVICES
 from parley.api.reply import json_reply
 from parley.domain.groups import Quota
 from parley.domain.pricing import usd_to_nanos
 from parley.errors import InvalidRequest, NotFound
+from parley.pipeline.context import SERVICES
 from parley.store.base import GroupChanges
 
 MAX_AUDIT_PAGE = 500
@@ -37,6 +46,7 @@ MAX_LIMIT = 2_147_483_647
 MAX_BUDGET_USD = 1_000_000_000
 """Largest budget: its nano-dollars fit the store's 64-bit column."""
 MAX_NAME = 200
+MAX_IDEMPOTENCY_KEY = 64
 
 
 def optional_int(body: dict[str, Any], name: str) -> int | None:
@@ -82,9 +92,25 @@ def _budget(body: dict[str, Any]) -> int | None:
     return usd_to_nanos(value)
 
 
+def idempotency_key(request: web.Request) -> str | None:
+    """The ``Idempotency-Key`` header: the same value twice creates one key."""
+    value = request.headers.get("Idempotency-Key")
+    if value is None:
+        return None
+    if not 1 <= len(value) <= MAX_IDEMPOTENCY_KEY or not value.isprintable():
+        raise InvalidRequest(
+            f"'Idempotency-Key' must be 1 to {MAX_IDEMPOTENCY_KEY} printable characters.",
+            param="Idempotency-Key",
+        )
+    return value
+
+
 async def list_groups(request: web.Request) -> web.Response:
-    groups = await admin_service(request).groups()
-    return json_reply({"object": "list", "data": [group_view(g) for g in groups]})
+    """One page of groups: ``q`` searches names, ``sort`` by name, created or id."""
+    listing = listing_from_params(request.query, GROUPS.sort_names(), default_limit=MAX_PAGE)
+    found = GROUPS.find(await admin_service(request).groups(), listing)
+    data = [group_view(g) for g in found.items]
+    return json_reply({"object": "list", "data": data, **found.meta()})
 
 
 async def get_group(request: web.Request) -> web.Response:
@@ -135,10 +161,20 @@ async def enable_group(request: web.Request) -> web.Response:
 
 
 async def list_keys(request: web.Request) -> web.Response:
+    """One page of keys (of one ``group``, or every group's): ``q`` searches labels,
+    prefixes and group names; ``status`` keeps one status."""
     service = admin_service(request)
-    states = await service.keys(request.query.get("group"))
+    states = await service.keys(request.query.get("group") or None)
     names = {group.id: group.name for group in await service.groups()}
-    return json_reply({"object": "list", "data": [key_view(s, names) for s in states]})
+    status = request.query.get("status", "")
+    if status:
+        states = [state for state in states if state.status == status]
+    finder = key_finder(names)
+    found = finder.find(
+        states, listing_from_params(request.query, finder.sort_names(), default_limit=MAX_PAGE)
+    )
+    data = [key_view(s, names) for s in found.items]
+    return json_reply({"object": "list", "data": data, **found.meta()})
 
 
 async def create_key(request: web.Request) -> web.Response:
@@ -152,6 +188,9 @@ async def create_key(request: web.Request) -> web.Response:
         name=name,
         expires_in_days=optional_int(body, "expires_in_days"),
         quota=Quota(rpm=optional_int(body, "rpm"), tpm=optional_int(body, "tpm")),
+        models=_models(body),
+        budget_nanos=_budget(body),
+        idempotency_key=idempotency_key(request),
     )
     names = {state.record.group_id: group}
     return json_reply({**key_view(state, names), "key": secret}, status=201)
@@ -205,10 +244,15 @@ async def get_request(request: web.Request) -> web.Response:
 
 
 async def list_voices(request: web.Request) -> web.Response:
+    """One page of cloned voices: ``q`` searches ids, labels, models and group names."""
     service = admin_service(request)
     clones = await service.clones(request.query.get("group"), request.query.get("model"))
     names = {group.id: group.name for group in await service.groups()}
-    return json_reply({"object": "list", "data": [clone_view(c, names) for c in clones]})
+    finder = clone_finder(names)
+    listing = listing_from_params(request.query, finder.sort_names(), default_limit=MAX_PAGE)
+    found = finder.find(clones, listing)
+    data = [clone_view(c, names) for c in found.items]
+    return json_reply({"object": "list", "data": data, **found.meta()})
 
 
 async def delete_voice(request: web.Request) -> web.Response:
@@ -223,18 +267,21 @@ async def get_overview(request: web.Request) -> web.Response:
 
 
 async def list_channels(request: web.Request) -> web.Response:
-    svc = request.config_dict[SERVICES]
-    views = channels(svc.settings.channels, svc.meter.health, svc.breakers)
-    return json_reply({"object": "list", "data": [view.view() for view in views]})
+    """The config file's channels and those managed live (``channels.py``)."""
+    views = ChannelAdmin(admin_service(request), request.config_dict[SERVICES]).views()
+    return json_reply({"object": "list", "data": views})
 
 
 async def audit(request: web.Request) -> web.Response:
-    limit = _query_int(request, "limit", 100)
+    """The newest entries first, filtered by actor, action, target and time; ``before``
+    (the ``next_before`` of the last page) pages back."""
+    limit = min(_query_int(request, "limit", 100) or 100, MAX_AUDIT_PAGE)
     before = _query_int(request, "before", None)
-    entries = await admin_service(request).audit_log(
-        limit=min(limit or 100, MAX_AUDIT_PAGE), before_id=before
-    )
-    return json_reply({"object": "list", "data": [audit_view(e) for e in entries]})
+    query = audit_query_from_params(request.query)
+    entries = await admin_service(request).audit_log(limit=limit, before_id=before, query=query)
+    next_before = entries[-1].id if len(entries) == limit else None
+    data = [audit_view(e) for e in entries]
+    return json_reply({"object": "list", "data": data, "next_before": next_before})
 
 
 def _query_int(request: web.Request, name: str, default: int | None) -> int | None:

@@ -4,6 +4,8 @@ cookie (dashboard), and a brake on guessing.
 * The token is compared by SHA-256 digest with ``hmac.compare_digest`` (constant time).
   Only ``Authorization: Bearer <token>`` is accepted; a bare token or another scheme is
   refused like any malformed header.
+* An administrator account (``accounts.py``) signs in with its name and password; the
+  API takes them as HTTP Basic credentials. What each may do is ``roles.py``'s table.
 * A dashboard session is a cookie signed (itsdangerous, HMAC-SHA256) with a key derived
   from the admin token: it holds a random session id and the CSRF token, never the
   admin token; it expires after ``SESSION_SECONDS``; changing the token ends every
@@ -94,10 +96,12 @@ class FailedAttempts:
 class Session:
     id: str
     csrf: str
+    who: str = "token"
+    """The account signed in, or ``token`` (signed in with the admin token)."""
 
     @property
     def actor(self) -> str:
-        return f"session:{self.id[:8]}"
+        return self.who
 
 
 class Sessions:
@@ -110,10 +114,11 @@ class Sessions:
         self._ended: dict[str, float] = {}
         """Session ids logged out in this process, with when (kept until they expire)."""
 
-    def new(self) -> tuple[Session, str]:
-        """A fresh session and its cookie value."""
-        session = Session(secrets.token_urlsafe(16), secrets.token_urlsafe(24))
-        return session, self._serializer.dumps({"sid": session.id, "csrf": session.csrf})
+    def new(self, who: str = "token") -> tuple[Session, str]:
+        """A fresh session of ``who`` (an account, or ``token``) and its cookie value."""
+        session = Session(secrets.token_urlsafe(16), secrets.token_urlsafe(24), who)
+        data = {"sid": session.id, "csrf": session.csrf, "who": who}
+        return session, self._serializer.dumps(data)
 
     def read(self, cookie: str | None) -> Session | None:
         if not cookie:
@@ -124,10 +129,10 @@ class Sessions:
             return None
         if not isinstance(data, dict):
             return None
-        sid, csrf = data.get("sid"), data.get("csrf")
+        sid, csrf, who = data.get("sid"), data.get("csrf"), data.get("who", "token")
         if not isinstance(sid, str) or not isinstance(csrf, str) or sid in self._ended:
             return None
-        return Session(sid, csrf)
+        return Session(sid, csrf, who if isinstance(who, str) else "token")
 
     def end(self, session: Session) -> None:
         now = time.monotonic()

@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from parley.admin.auth import FailedAttempts, Session, Sessions
+from parley.admin.passwords import Hasher, VerifiedPasswords
 from parley.admin.service import AdminService
-from parley.api.context import SERVICES
 from parley.api.voice_clones import delete_registered
 from parley.domain.audit import Actor
+from parley.pipeline.context import SERVICES
 
 if TYPE_CHECKING:
     from jinja2 import Environment
@@ -61,6 +62,8 @@ class AdminState:
     sessions: Sessions
     attempts: FailedAttempts = field(default_factory=FailedAttempts)
     cookies: CookiePolicy = field(default_factory=CookiePolicy)
+    hasher: Hasher = field(default_factory=Hasher)
+    verified: VerifiedPasswords = field(default_factory=VerifiedPasswords)
 
 
 class Templates:
@@ -82,6 +85,8 @@ ADMIN_STATE = web.AppKey("admin_state", AdminState)
 TEMPLATES = web.AppKey("admin_templates", Templates)
 SESSION = web.RequestKey("admin_session", Session)
 ACTOR = web.RequestKey("admin_actor", Actor)
+ROLE = web.RequestKey("admin_role", str)
+"""The caller's role (``parley.domain.accounts``): the token's is ``owner``."""
 
 
 def client_address(request: web.Request) -> str:

@@ -1,8 +1,9 @@
 """Usage reports across groups, from the daily rollups: one shape for the admin API,
 the dashboard and ``parley usage report``.
 
-A report is the rollup rows of a date range, optionally for one group or one model,
-summed over the dimensions asked for (``day``, ``group``, ``model``, any of them).
+A report is the rollup rows of a date range, optionally for one group, one model or
+one key, summed over the dimensions asked for (``day``, ``group``, ``model``, ``key``,
+any of them). A report by or of a key reads the per-key rollups.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from parley.domain.pricing import nanos_to_usd
 from parley.domain.usage import GroupDailyUsage
 from parley.errors import InvalidRequest
 
-DIMENSIONS = ("day", "group", "model")
+DIMENSIONS = ("day", "group", "model", "key")
 MAX_RANGE_DAYS = 366
 MAX_NAME = 200
 COLUMNS = (
@@ -44,6 +45,13 @@ class UsageQuery:
     group: str | None = None
     model: str | None = None
     by: tuple[str, ...] = ("group", "model")
+    key: int | None = None
+    """One key's usage only (its id)."""
+
+    @property
+    def per_key(self) -> bool:
+        """Whether the report reads the per-key rollups."""
+        return self.key is not None or "key" in self.by
 
     @property
     def end(self) -> date:
@@ -60,6 +68,7 @@ def query_from_params(params: MultiMapping[str]) -> UsageQuery:
         group=params.get("group"),
         model=params.get("model"),
         by=",".join(params.getall("by", [])) or None,
+        key=params.get("key"),
     )
 
 
@@ -70,6 +79,7 @@ def parse_query(
     group: str | None = None,
     model: str | None = None,
     by: str | None = None,
+    key: str | None = None,
 ) -> UsageQuery:
     """Check raw query values (the API's query string, the CLI's options)."""
     today = datetime.now(UTC).date()
@@ -86,10 +96,14 @@ def parse_query(
     unknown = [part for part in dimensions if part not in DIMENSIONS]
     if not dimensions or unknown or len(set(dimensions)) != len(dimensions):
         raise InvalidRequest(
-            "'by' is a comma-separated list of day, group and model (each at most once).",
+            "'by' is a comma-separated list of day, group, model and key (each at most once).",
             param="by",
         )
-    return UsageQuery(first, last, group or None, model or None, dimensions)
+    if key and (not key.isdigit() or len(key) > 10):
+        raise InvalidRequest("'key' must be a key's id.", param="key")
+    return UsageQuery(
+        first, last, group or None, model or None, dimensions, int(key) if key else None
+    )
 
 
 def _day(raw: str | None, name: str, default: date) -> date:
@@ -153,6 +167,7 @@ class UsageReport:
             "until": self.query.until.isoformat(),
             "group": self.query.group,
             "model": self.query.model,
+            "key": self.query.key,
             "by": list(self.query.by),
             "data": [{**keys, **totals.view()} for keys, totals in self.rows],
             "total": self.total.view(),
@@ -169,12 +184,18 @@ class UsageReport:
 
 
 def build_report(
-    query: UsageQuery, rows: Iterable[GroupDailyUsage], group_names: Mapping[int, str]
+    query: UsageQuery,
+    rows: Iterable[GroupDailyUsage],
+    group_names: Mapping[int, str],
+    key_names: Mapping[int, str] | None = None,
 ) -> UsageReport:
+    """Sum ``rows`` per the query's dimensions; a key is named by its prefix and label."""
     report = UsageReport(query)
     sums: dict[tuple[str, ...], Totals] = {}
     for row in rows:
-        keys = _keys(row, query.by, group_names)
+        if query.key is not None and row.key_id != query.key:
+            continue
+        keys = _keys(row, query.by, group_names, key_names or {})
         sums.setdefault(keys, Totals()).add(row)
         report.total.add(row)
     report.rows = [(dict(zip(query.by, keys, strict=True)), sums[keys]) for keys in sorted(sums)]
@@ -182,12 +203,17 @@ def build_report(
 
 
 def _keys(
-    row: GroupDailyUsage, by: Sequence[str], group_names: Mapping[int, str]
+    row: GroupDailyUsage,
+    by: Sequence[str],
+    group_names: Mapping[int, str],
+    key_names: Mapping[int, str],
 ) -> tuple[str, ...]:
+    key = row.key_id
     values = {
         "day": row.day.isoformat(),
         "group": group_names.get(row.group_id, f"#{row.group_id}"),
         "model": row.model,
+        "key": "" if key is None else key_names.get(key, f"key {key}"),
     }
     return tuple(values[dimension] for dimension in by)
 

@@ -16,15 +16,15 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from parley.admin.reports import UsageQuery, UsageReport, build_report
-from parley.domain.audit import Actor, AuditEntry
+from parley.domain.audit import Actor, AuditEntry, AuditQuery
 from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord, digest, display_prefix, new_key
 from parley.domain.pricing import nanos_to_usd
 from parley.domain.voices import Clone
-from parley.errors import InvalidRequest, NotFound, ServiceUnavailable
+from parley.errors import InvalidRequest, NotFound, Replayed, ServiceUnavailable
 from parley.pipeline.budget import Period, SpendLedger, next_period_start, period_start
 from parley.pipeline.directory import Directory
-from parley.store.base import Conflict, GroupChanges, Missing, Store
+from parley.store.base import Conflict, GroupChanges, KeyChanges, Missing, Replay, Store
 
 MAX_STORED_NAME = 200
 GROUP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -46,13 +46,26 @@ def check_group_name(name: str) -> str:
     return name
 
 
+class KeyReplayed(Replayed):
+    """A key request sent again with its idempotency key: ``key_id`` is what it made."""
+
+    def __init__(self, record: KeyRecord) -> None:
+        super().__init__(
+            f"This request was already made: it created key {record.id} "
+            f"({record.prefix}…), whose secret was shown once, to that request.",
+            param="idempotency_key",
+        )
+        self.key_id = record.id
+
+
 @dataclass(frozen=True, slots=True)
 class KeyState:
     """A key as the operator sees it: its record (never the secret), status and last use."""
 
     record: KeyRecord
     status: str
-    """``active``, ``revoked`` or ``expired``."""
+    """``active``, ``revoked``, ``expired``, or ``group_disabled`` (usable again when
+    its group is enabled)."""
     last_used_at: datetime | None
 
 
@@ -82,10 +95,12 @@ Unclone = Callable[[Clone], Awaitable[Clone]]
 """Deletes a registered clone on its engine, then in the registry (the ``/v1`` path's)."""
 
 
-def key_status(record: KeyRecord, now: datetime) -> str:
+def key_status(record: KeyRecord, now: datetime, group: Group | None = None) -> str:
     if record.revoked_at is not None:
         return "revoked"
-    return "active" if record.usable_at(now) else "expired"
+    if not record.usable_at(now):
+        return "expired"
+    return "group_disabled" if group is not None and group.disabled_at else "active"
 
 
 class AdminService:
@@ -193,8 +208,12 @@ class AdminService:
         group_id = (await self.group(group_name)).id if group_name is not None else None
         records = await self.store.list_keys(group_id)
         last_used = await self.store.keys_last_used(group_id)
+        groups = {group.id: group for group in await self.store.list_groups()}
         now = datetime.now(UTC)
-        return [KeyState(r, key_status(r, now), last_used.get(r.id)) for r in records]
+        return [
+            KeyState(r, key_status(r, now, groups.get(r.group_id)), last_used.get(r.id))
+            for r in records
+        ]
 
     async def create_key(
         self,
@@ -203,8 +222,12 @@ class AdminService:
         name: str = "",
         expires_in_days: int | None = None,
         quota: Quota = Quota(),
+        models: frozenset[str] | None = None,
+        budget_nanos: int | None = None,
+        idempotency_key: str | None = None,
     ) -> tuple[KeyState, str]:
-        """The new key and its secret, which is never shown again."""
+        """The new key and its secret, which is never shown again. A second request with
+        the same ``idempotency_key`` (a form sent twice) creates nothing: ``Replayed``."""
         group = await self.store.get_group(group_name) if findable(group_name) else None
         if group is None:
             names = [group.name for group in await self.store.list_groups()]
@@ -212,30 +235,35 @@ class AdminService:
             raise InvalidRequest(f"No group named '{group_name}'. {known}", param="group")
         secret = new_key()
         expires = datetime.now(UTC) + timedelta(days=expires_in_days) if expires_in_days else None
-        record = await self.store.create_key(
-            group.id,
-            name=name,
-            digest=digest(secret),
-            prefix=display_prefix(secret),
-            expires_at=expires,
-            quota=quota,
-        )
+        try:
+            record = await self.store.create_key(
+                group.id,
+                name=name,
+                digest=digest(secret),
+                prefix=display_prefix(secret),
+                expires_at=expires,
+                quota=quota,
+                models=models,
+                budget_nanos=budget_nanos,
+                idempotency_key=idempotency_key,
+            )
+        except Replay as replay:
+            raise KeyReplayed(replay.record) from None
         if self._directory is not None:
             self._directory.remember_key(record)
         await self.audit(
             "key.create",
             f"key {record.id} ({record.prefix}…)",
             group=group.name,
-            name=name,
-            expires_at=expires.isoformat() if expires else None,
-            rpm=quota.rpm,
-            tpm=quota.tpm,
+            **key_detail(record),
         )
         return await self.key_state(record), secret
 
     async def key_state(self, record: KeyRecord) -> KeyState:
         last_used = (await self.store.keys_last_used(record.group_id)).get(record.id)
-        return KeyState(record, key_status(record, datetime.now(UTC)), last_used)
+        groups = {group.id: group for group in await self.store.list_groups()}
+        status = key_status(record, datetime.now(UTC), groups.get(record.group_id))
+        return KeyState(record, status, last_used)
 
     async def revoke_key(self, key_id: int) -> KeyState:
         try:
@@ -246,6 +274,53 @@ class AdminService:
             self._directory.remember_key(record)
         await self.audit("key.revoke", f"key {record.id} ({record.prefix}…)")
         return await self.key_state(record)
+
+    async def find_key(self, key_id: int) -> KeyState:
+        found = [r for r in await self.store.list_keys() if r.id == key_id]
+        if not found:
+            raise NotFound(f"No key with id '{key_id}'.", param="key_id")
+        return await self.key_state(found[0])
+
+    async def update_key(self, key_id: int, changes: KeyChanges) -> KeyState:
+        """Change a key's label, rates, models, budget or expiry; audited."""
+        try:
+            record = await self.store.update_key(key_id, changes)
+        except Missing:
+            raise NotFound(f"No key with id '{key_id}'.", param="key_id") from None
+        if self._directory is not None:
+            self._directory.remember_key(record)
+        await self.audit("key.update", f"key {record.id} ({record.prefix}…)", **key_detail(record))
+        return await self.key_state(record)
+
+    async def rotate_key(self, key_id: int, grace: timedelta) -> tuple[KeyState, str]:
+        """A new secret for the key (shown once); the old one works for ``grace`` more."""
+        secret = new_key()
+        until = datetime.now(UTC) + grace
+        try:
+            record = await self.store.rotate_key(
+                key_id, digest=digest(secret), prefix=display_prefix(secret), previous_until=until
+            )
+        except Missing:
+            raise NotFound(f"No key with id '{key_id}'.", param="key_id") from None
+        if self._directory is not None:
+            self._directory.remember_key(record)
+        await self.audit(
+            "key.rotate",
+            f"key {record.id} ({record.prefix}…)",
+            old_secret_valid_until=until.isoformat(),
+        )
+        return await self.key_state(record), secret
+
+    async def key_budget(self, record: KeyRecord) -> Budget:
+        """The key's own budget and its spend this period (the live ledger when serving)."""
+        now = datetime.now(UTC)
+        start = period_start(self.period, now)
+        if self._ledger is not None:
+            spent = self._ledger.key_spent(record.id)
+        else:
+            spent = (await self.store.key_spend_since(start)).get(record.id, 0)
+        end = next_period_start(self.period, now)
+        return Budget(self.period, start, end, record.budget_nanos, spent)
 
     # voices
 
@@ -292,15 +367,40 @@ class AdminService:
             group_id = next((gid for gid, name in names.items() if name == query.group), None)
             if group_id is None:
                 raise NotFound(f"No group named '{query.group}'.", param="group")
-        rows = await self.store.usage_rollups(
+        if not query.per_key:
+            rows = await self.store.usage_rollups(
+                query.since, query.end, group_id=group_id, model=query.model
+            )
+            return build_report(query, rows, names)
+        rows = await self.store.key_usage_rollups(
             query.since, query.end, group_id=group_id, model=query.model
         )
-        return build_report(query, rows, names)
+        keys = {record.id: key_name(record) for record in await self.store.list_keys(group_id)}
+        return build_report(query, rows, names, keys)
 
     async def audit_log(
-        self, *, limit: int = 100, before_id: int | None = None
+        self, *, limit: int = 100, before_id: int | None = None, query: AuditQuery | None = None
     ) -> list[AuditEntry]:
-        return await self.store.list_audit(limit=limit, before_id=before_id)
+        return await self.store.list_audit(limit=limit, before_id=before_id, query=query)
+
+
+def key_name(record: KeyRecord) -> str:
+    """How reports name a key: its prefix, and its label when it has one."""
+    return f"{record.prefix}… {record.name}".rstrip()
+
+
+def key_detail(record: KeyRecord) -> dict[str, Any]:
+    """A key's settings as the audit log and the API show them (never its secret)."""
+    return {
+        "name": record.name,
+        "rpm": record.quota.rpm,
+        "tpm": record.quota.tpm,
+        "models": sorted(record.models) if record.models is not None else None,
+        "budget_usd": nanos_to_usd(record.budget_nanos)
+        if record.budget_nanos is not None
+        else None,
+        "expires_at": record.expires_at.isoformat() if record.expires_at else None,
+    }
 
 
 def group_detail(group: Group) -> dict[str, Any]:

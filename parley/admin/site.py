@@ -3,21 +3,21 @@
 * Without ``admin.token`` in the config every /admin request is 404: the surface is off.
 * The dashboard (``/admin/``, ``/admin/ui/…``, ``/admin/login``, ``/admin/logout``,
   ``/admin/static/…``) uses the session cookie; everything else is the JSON API and
-  needs ``Authorization: Bearer <admin token>``.
+  needs ``Authorization: Bearer <admin token>`` or an administrator's name and password
+  (HTTP Basic). Every route then needs the role ``roles.py`` gives it.
 * Every reply carries the security headers (CSP without inline script, no framing, no
   referrer). Dashboard failures are pages; API failures are the OpenAI error envelope.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
-from parley.admin.auth import Sessions, bearer_token, token_matches
+from parley.admin.auth import Sessions
 from parley.admin.context import (
-    ACTOR,
     ADMIN_STATE,
     TEMPLATES,
     AdminState,
@@ -25,12 +25,12 @@ from parley.admin.context import (
     Templates,
     client_address,
 )
-from parley.domain.audit import Actor
+from parley.admin.signin import api_identity, require_role
 from parley.edge.deferred import deferred
-from parley.errors import AuthenticationFailed, NotFound, ParleyError
+from parley.errors import NotFound, ParleyError
+from parley.pipeline.context import REPLY_HEADERS
 from parley.settings import Settings
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 STATIC = Path(__file__).parent / "static"
 DASHBOARD_PREFIXES = ("/admin/ui/", "/admin/login", "/admin/logout", "/admin/static/")
 ADMIN_OFF = "The admin API is off: set admin.token in the config."
@@ -54,13 +54,30 @@ HANDLERS = (
     ("GET", "/keys", "api:list_keys"),
     ("POST", "/keys", "api:create_key"),
     ("DELETE", "/keys/{key_id}", "api:revoke_key"),
+    ("GET", "/keys/{key_id}", "key_api:get_key"),
+    ("PATCH", "/keys/{key_id}", "key_api:update_key"),
+    ("POST", "/keys/{key_id}/rotate", "key_api:rotate_key"),
     ("GET", "/usage", "api:usage"),
     ("GET", "/requests", "api:list_requests"),
     ("GET", "/requests/{request_id}", "api:get_request"),
     ("GET", "/overview", "api:get_overview"),
     ("GET", "/channels", "api:list_channels"),
+    ("POST", "/channels", "channels:create_channel"),
+    ("POST", "/channels/reseal", "channels:reseal"),
+    ("GET", "/channels/{name}", "channels:get_channel"),
+    ("PATCH", "/channels/{name}", "channels:update_channel"),
+    ("DELETE", "/channels/{name}", "channels:delete_channel"),
+    ("POST", "/channels/{name}/disable", "channels:disable_channel"),
+    ("POST", "/channels/{name}/enable", "channels:enable_channel"),
+    ("POST", "/channels/{name}/test", "channels:test_channel"),
+    ("GET", "/channels/{name}/history", "channels:channel_history"),
+    ("GET", "/accounts", "accounts:list_accounts"),
+    ("POST", "/accounts", "accounts:create_account"),
+    ("PATCH", "/accounts/{name}", "accounts:update_account"),
+    ("DELETE", "/accounts/{name}", "accounts:delete_account"),
     ("GET", "/audit", "api:audit"),
     ("GET", "/voices", "api:list_voices"),
+    ("GET", "/voices/roster", "roster:get_roster"),
     ("DELETE", "/voices/{model}/{voice_id}", "api:delete_voice"),
     ("GET", "/", "ui.pages:overview_page"),
     ("GET", "/login", "ui.session:login_page"),
@@ -74,12 +91,27 @@ HANDLERS = (
     ("POST", "/ui/groups/{name}/enable", "ui.forms:enable_group"),
     ("POST", "/ui/groups/{name}/keys", "ui.forms:create_key"),
     ("POST", "/ui/keys/{key_id}/revoke", "ui.forms:revoke_key"),
+    ("GET", "/ui/keys", "ui.keys:keys_page"),
+    ("GET", "/ui/keys/{key_id}", "ui.keys:show_key"),
+    ("POST", "/ui/keys/{key_id}", "ui.keys:update_key"),
+    ("POST", "/ui/keys/{key_id}/rotate", "ui.keys:rotate_key"),
     ("GET", "/ui/usage", "ui.pages:usage_page"),
     ("GET", "/ui/usage.csv", "ui.pages:usage_csv"),
     ("GET", "/ui/requests", "ui.requests:requests_page"),
     ("GET", "/ui/requests.csv", "ui.requests:requests_csv"),
     ("GET", "/ui/requests/{request_id}", "ui.requests:request_page"),
     ("GET", "/ui/channels", "ui.pages:channels_page"),
+    ("POST", "/ui/channels", "ui.channel_pages:create_channel"),
+    ("GET", "/ui/channels/{name}", "ui.channel_pages:channel_page"),
+    ("POST", "/ui/channels/{name}", "ui.channel_pages:update_channel"),
+    ("POST", "/ui/channels/{name}/disable", "ui.channel_pages:disable_channel"),
+    ("POST", "/ui/channels/{name}/enable", "ui.channel_pages:enable_channel"),
+    ("POST", "/ui/channels/{name}/delete", "ui.channel_pages:delete_channel"),
+    ("POST", "/ui/channels/{name}/test", "ui.channel_pages:test_channel"),
+    ("GET", "/ui/accounts", "ui.account_pages:accounts_page"),
+    ("POST", "/ui/accounts", "ui.account_pages:create_account"),
+    ("POST", "/ui/accounts/{name}", "ui.account_pages:update_account"),
+    ("POST", "/ui/accounts/{name}/delete", "ui.account_pages:delete_account"),
     ("GET", "/ui/audit", "ui.pages:audit_page"),
     ("GET", "/ui/voices", "ui.voices:voices_page"),
     ("POST", "/ui/voices/{model}/{voice_id}/delete", "ui.voices:delete_voice"),
@@ -100,8 +132,8 @@ async def security_headers(request: web.Request, handler: Handler) -> web.Stream
     except web.HTTPException as exc:
         exc.headers.update(SECURITY_HEADERS)
         raise
-    except ParleyError as error:
-        error.headers.update(SECURITY_HEADERS)
+    except ParleyError:  # the gateway renders it, with the reply headers as its base
+        request[REPLY_HEADERS] = {**request.get(REPLY_HEADERS, {}), **SECURITY_HEADERS}
         raise
     response.headers.update(SECURITY_HEADERS)
     return response
@@ -113,17 +145,12 @@ async def gate(request: web.Request, handler: Handler) -> web.StreamResponse:
     if state is None:
         raise NotFound(ADMIN_OFF)
     if is_dashboard(request.path):
-        from parley.admin.ui.door import through  # the dashboard and Jinja2, on first use
+        from parley.admin.ui.gate import serve_page  # the dashboard and Jinja2, on first use
 
-        return await through(request, handler)
-    address = client_address(request)
-    state.attempts.check(address)
-    if not token_matches(bearer_token(request.headers.get("Authorization")), state.token):
-        state.attempts.failed(address)
-        raise AuthenticationFailed(
-            "A valid admin token is required for /admin, as 'Authorization: Bearer <token>'."
-        )
-    request[ACTOR] = Actor("token", address)
+        return await serve_page(request, handler)
+    state.attempts.check(client_address(request))
+    await api_identity(request, state)
+    require_role(request)
     return await handler(request)
 
 

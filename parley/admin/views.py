@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from parley.admin.service import KeyState, group_detail
+from parley.admin.service import KeyState, group_detail, key_detail
 from parley.domain.audit import AuditEntry
 from parley.domain.groups import Group
 from parley.domain.voices import Clone
@@ -40,8 +40,10 @@ def key_view(state: KeyState, group_names: Mapping[int, str]) -> dict[str, Any]:
         "expires_at": _iso(record.expires_at),
         "revoked_at": _iso(record.revoked_at),
         "last_used_at": _iso(state.last_used_at),
-        "rpm": record.quota.rpm,
-        "tpm": record.quota.tpm,
+        **key_detail(record),
+        "previous_secret_valid_until": _iso(record.previous_until)
+        if record.previous_until is not None and record.previous_until > datetime.now(UTC)
+        else None,
     }
 
 

@@ -15,7 +15,6 @@ from typing import Any
 
 from aiohttp import web
 
-from parley.api.context import caller, services
 from parley.api.reply import json_reply
 from parley.domain.pricing import nanos_to_cents, nanos_to_usd
 from parley.domain.usage import DailyUsage
@@ -24,6 +23,7 @@ from parley.limits.base import Window
 from parley.limits.headers import go_duration
 from parley.pipeline.admit import scopes_for
 from parley.pipeline.budget import next_period_start, period_start
+from parley.pipeline.context import caller, services
 
 MAX_RANGE_DAYS = 366
 UNLIMITED_USD = 100_000_000.0

@@ -12,14 +12,14 @@ from parley.api.body import (
     read_json,
     required_string,
 )
-from parley.api.context import services
-from parley.api.textgen import Endpoint, TextRequest, generate, text_request
+from parley.api.textgen import Endpoint, TextRequest, run_text_job, text_request
 from parley.domain.models import CHAT_KINDS, Resolved
 from parley.domain.tokens import count_images, estimate_messages
+from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, PayloadTooLarge
+from parley.pipeline.context import services
 from parley.pipeline.job import Operation
 from parley.pipeline.route import Route
-from parley.providers.base import JSON
 from parley.providers.registry import ProviderRegistry
 from parley.providers.shapes import ShapedBatches
 
@@ -58,7 +58,9 @@ async def create_chat_completion(request: web.Request) -> web.StreamResponse:
     body = await read_json(request)
     text = parse_chat(body, len(await request.read()))  # the body read once, kept by aiohttp
     max_image = services(request).settings.server.max_image_bytes
-    return await generate(request, CHAT, text, lambda model: check_images(body, model, max_image))
+    return await run_text_job(
+        request, CHAT, text, lambda model: check_images(body, model, max_image)
+    )
 
 
 def parse_chat(body: dict[str, Any], body_bytes: int) -> TextRequest:

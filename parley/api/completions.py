@@ -12,13 +12,13 @@ from parley.api.body import (
     read_json,
     required_string,
 )
-from parley.api.textgen import Endpoint, TextRequest, generate, text_request
+from parley.api.textgen import Endpoint, TextRequest, run_text_job, text_request
 from parley.domain.models import COMPLETION_KINDS
 from parley.domain.tokens import estimate_prompt
+from parley.domain.wire import JSON
 from parley.errors import InvalidRequest
 from parley.pipeline.job import Operation
 from parley.pipeline.route import Route
-from parley.providers.base import JSON
 from parley.providers.registry import ProviderRegistry
 from parley.providers.shapes import ShapedBatches
 
@@ -53,7 +53,7 @@ COMPLETIONS = Endpoint(
 async def create_completion(request: web.Request) -> web.StreamResponse:
     body = await read_json(request)
     text = parse_completion(body, len(await request.read()))  # the body read once, kept
-    return await generate(request, COMPLETIONS, text)
+    return await run_text_job(request, COMPLETIONS, text)
 
 
 def parse_completion(body: dict[str, Any], body_bytes: int) -> TextRequest:

@@ -19,18 +19,18 @@ import orjson
 from aiohttp import web
 
 from parley.api.body import optional_positive_int, read_json, required_string
-from parley.api.context import services
 from parley.domain.models import Resolved
 from parley.domain.tokens import estimate_prompt, prompt_ceiling
 from parley.domain.usage import Allowance, Usage, reported_usage
 from parley.domain.vectors import Encoding, NotAVector, encoded
+from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, UpstreamError
 from parley.pipeline import runner
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.call import Call
+from parley.pipeline.context import services
 from parley.pipeline.job import Operation
 from parley.pipeline.route import Route
-from parley.providers.base import JSON
 from parley.providers.registry import ProviderRegistry
 
 EMBEDDING_KINDS = frozenset({"embedding"})

@@ -23,7 +23,6 @@ import orjson
 from aiohttp import web
 
 from parley.api.body import read_json
-from parley.api.context import services
 from parley.dialects import anthropic_messages, openai_chat
 from parley.dialects.canonical import Request, Unsupported, produced_characters
 from parley.dialects.chat_to_messages import ChatToMessages
@@ -33,13 +32,15 @@ from parley.domain.models import CHAT_KINDS, Resolved
 from parley.domain.tokens import TOKENS_PER_IMAGE, estimate_text, prompt_ceiling
 from parley.domain.usage import NOTHING, Allowance, Usage
 from parley.domain.value import value
+from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, ParleyError, encode_anthropic_error_event
 from parley.pipeline import runner
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.call import Call
+from parley.pipeline.context import services
 from parley.pipeline.job import NO_HEADERS, Operation
 from parley.pipeline.route import Route
-from parley.providers.base import JSON, Translations
+from parley.providers.base import Translations
 from parley.providers.registry import ProviderRegistry
 
 MESSAGES = Operation("messages", "/v1/messages", CHAT_KINDS)

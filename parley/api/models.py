@@ -6,12 +6,12 @@ from typing import Any
 
 from aiohttp import web
 
-from parley.api.context import caller, services
 from parley.api.reply import json_reply
 from parley.domain.models import ModelSpec
 from parley.domain.pricing import nanos_to_usd
 from parley.errors import ModelNotFound
-from parley.services import Services
+from parley.pipeline.context import caller, services
+from parley.pipeline.services import Services
 
 ENDPOINTS = {
     "chat": ["/v1/chat/completions", "/v1/completions"],
@@ -23,10 +23,10 @@ ENDPOINTS = {
 
 
 def visible_models(svc: Services, request: web.Request) -> list[ModelSpec]:
-    """Models the caller's group may use and some channel serves; no aliases."""
-    group = caller(request).group
+    """Models the caller's group and key may use and some channel serves; no aliases."""
+    who = caller(request)
     served = svc.router.served()
-    return [m for m in svc.models.listed() if m.name in served and group.may_use(m.name)]
+    return [m for m in svc.models.listed() if m.name in served and who.may_use(m.name)]
 
 
 def model_record(spec: ModelSpec, capabilities: dict[str, str]) -> dict[str, Any]:

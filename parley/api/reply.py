@@ -12,7 +12,13 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from parley.errors import InvalidRequest, NotFound, ParleyError, PayloadTooLarge, anthropic_body
+from parley.errors import (
+    HttpStatusError,
+    NotFound,
+    ParleyError,
+    PayloadTooLarge,
+    anthropic_body,
+)
 
 
 def json_reply(
@@ -50,10 +56,10 @@ def http_exception_as_error(exc: web.HTTPException) -> ParleyError:
         return PayloadTooLarge("The request body is too large.")
     if isinstance(exc, web.HTTPNotFound):
         return NotFound("Unknown request URL. Check the path and method.")
-    error = ParleyError(exc.reason or "HTTP error")
     if isinstance(exc, web.HTTPMethodNotAllowed):
-        error = InvalidRequest(f"Method {exc.method} is not allowed for this URL.")
-        error.code = "method_not_allowed"
-    error.status = exc.status
-    error.type = "invalid_request_error" if exc.status < 500 else "server_error"
-    return error
+        return HttpStatusError(
+            f"Method {exc.method} is not allowed for this URL.",
+            status=exc.status,
+            code="method_not_allowed",
+        )
+    return HttpStatusError(exc.reason or "HTTP error", status=exc.status)

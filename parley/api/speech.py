@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from parley.api.body import optional_bool, optional_number, read_json, required_string
-from parley.api.context import caller, services
 from parley.audio.errors import AudioError
 from parley.domain.models import Resolved
 from parley.domain.speech import (
@@ -35,13 +34,15 @@ from parley.domain.speech import (
 )
 from parley.domain.usage import Allowance, Usage
 from parley.domain.voices import clone_owner
-from parley.errors import InvalidRequest, ParleyError, UpstreamError
+from parley.domain.wire import JSON
+from parley.errors import InvalidRequest, ParleyError, UpstreamError, UpstreamRefused
 from parley.pipeline import runner
 from parley.pipeline.authenticate import Caller
+from parley.pipeline.context import caller, services
 from parley.pipeline.job import Operation
 from parley.pipeline.route import Route
-from parley.providers.base import JSON, SpeechAudio, SpeechRequest, UpstreamRefused
-from parley.services import Services
+from parley.pipeline.services import Services
+from parley.providers.base import SpeechAudio, SpeechRequest
 from parley.sse import json_event
 
 if TYPE_CHECKING:

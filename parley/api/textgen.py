@@ -1,7 +1,7 @@
 """Chat and classic completions: the request fields they share, and their jobs.
 
 The handlers in ``chat.py`` and ``completions.py`` parse a request into a
-``TextRequest``; ``generate`` wraps it in a ``TextReply`` or ``TextStream`` job and hands
+``TextRequest``; ``run_text_job`` wraps it in a ``TextReply`` or ``TextStream`` job and hands
 it to the runner (``pipeline/runner.py``), which admits, routes, relays and meters it.
 The jobs only call the adapter for one route and render what it returned.
 """
@@ -18,21 +18,21 @@ import orjson
 from aiohttp import web
 
 from parley.api.body import optional_bool, optional_number, optional_positive_int, stream_options
-from parley.api.context import services
 from parley.api.streaming import DONE, ChunkShaper, StreamTally
 from parley.dialects.openai_chat import read_usage, usage_fields
 from parley.domain.models import Resolved
 from parley.domain.tokens import prompt_ceiling
 from parley.domain.usage import Allowance, Usage
 from parley.domain.value import value
+from parley.domain.wire import JSON
 from parley.errors import ParleyError, encode_error_event
 from parley.pipeline import runner
 from parley.pipeline.admit import scopes_for
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.call import Call
+from parley.pipeline.context import services
 from parley.pipeline.job import NO_HEADERS, Operation
 from parley.pipeline.route import Route
-from parley.providers.base import JSON
 from parley.providers.registry import ProviderRegistry
 from parley.providers.shapes import Item, ShapedBatches
 
@@ -107,7 +107,7 @@ class Endpoint:
     """A stream from the adapter behind a route (asking it for shapes, or not)."""
 
 
-def generate(
+def run_text_job(
     request: web.Request,
     endpoint: Endpoint,
     text: TextRequest,
@@ -172,7 +172,7 @@ class TextReply(_TextJob):
         return self._endpoint.call(self._providers, route, self._text.body)
 
     def usage(self, reply: JSON) -> Usage:
-        return reply_usage(reply, self._text.prompt_estimate, self._endpoint.produced_text(reply))
+        return reply_usage(reply, self._text.prompt_estimate, self._endpoint.produced_text)
 
     def render(self, reply: JSON, call: Call, usage: Usage) -> web.StreamResponse:
         reply["model"] = call.model.spec.name
@@ -272,13 +272,15 @@ def allowance(text: TextRequest, model: Resolved, default_max_tokens: int) -> Al
     return Allowance(prompt, output * text.choices)
 
 
-def reply_usage(reply: dict[str, Any], prompt_estimate: int, produced: str) -> Usage:
+def reply_usage(
+    reply: dict[str, Any], prompt_estimate: int, produced: Callable[[JSON], str]
+) -> Usage:
     """The upstream's own counts when it gave valid ones (cached tokens included), else
-    Parley's estimate."""
+    Parley's estimate, from the text the reply ``produced`` (found only then)."""
     reported = read_usage(reply.get("usage"), source="the upstream")
     if reported is not None:
         return reported
-    completion_estimate = (len(produced) + 3) // 4
+    completion_estimate = (len(produced(reply)) + 3) // 4
     return Usage(
         prompt_tokens=prompt_estimate, completion_tokens=completion_estimate, estimated=True
     )

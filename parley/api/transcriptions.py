@@ -28,16 +28,17 @@ from contextlib import AbstractAsyncContextManager
 import orjson
 from aiohttp import web
 
-from parley.api.context import caller, services
 from parley.api.transcription_form import SpeechToText, speech_to_text
 from parley.api.uploads import read_form
 from parley.domain.models import Resolved
-from parley.domain.transcripts import JSON, Task, billed_seconds
+from parley.domain.transcripts import Task, billed_seconds
 from parley.domain.usage import Allowance, Usage
+from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, ParleyError, UpstreamError, encode_error_event
 from parley.pipeline import runner
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.call import Call
+from parley.pipeline.context import caller, services
 from parley.pipeline.job import NO_HEADERS, Batches, Operation
 from parley.pipeline.precheck import refuse_before_upload
 from parley.pipeline.route import Route

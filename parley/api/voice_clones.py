@@ -30,7 +30,6 @@ from typing import Any
 from aiohttp import web
 from multidict import MultiDict
 
-from parley.api.context import caller, services
 from parley.api.reply import json_reply
 from parley.api.uploads import Form, read_form
 from parley.api.voices import model_param, not_local_tts
@@ -40,16 +39,24 @@ from parley.domain.models import Resolved
 from parley.domain.speech import MAX_CLIP_SECONDS, MIN_CLIP_SECONDS, SpeechProfile
 from parley.domain.usage import NOTHING, Allowance, Usage
 from parley.domain.voices import LABEL_RULE, Clone, clone_id, clone_owner, valid_label
-from parley.errors import InvalidRequest, NotFound, ParleyError, PermissionDenied
+from parley.errors import (
+    AlreadyExists,
+    InvalidRequest,
+    NotFound,
+    ParleyError,
+    PermissionDenied,
+    UpstreamRefused,
+)
 from parley.pipeline import runner
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.call import Call
+from parley.pipeline.context import caller, services
 from parley.pipeline.job import Operation
 from parley.pipeline.precheck import refuse_before_upload
 from parley.pipeline.relay import relay
 from parley.pipeline.route import Route
-from parley.providers.base import UpstreamRefused, VoiceClip, VoicesUnsupported
-from parley.services import Services
+from parley.pipeline.services import Services
+from parley.providers.base import VoiceClip, VoicesUnsupported
 from parley.store.base import Conflict
 
 CLONE = Operation(name="voice cloning", path="/v1/audio/voices", kinds=frozenset({"speech"}))
@@ -267,14 +274,12 @@ def _trimmed(data: bytes, seconds: float) -> bytes:
     return trim_to_wav(data, seconds)
 
 
-def _taken(voice_id: str) -> ParleyError:
-    error = ParleyError(
+def _taken(voice_id: str) -> AlreadyExists:
+    return AlreadyExists(
         f"Your group already has a voice `{voice_id}` on this model (labels ignore case).",
         param="label",
         code="voice_exists",
     )
-    error.status, error.type = 409, "invalid_request_error"
-    return error
 
 
 # deleting

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from parley.api.context import caller, services
 from parley.api.reply import json_reply
 from parley.domain.models import Resolved
 from parley.domain.speech import SpeechProfile
 from parley.domain.voices import voice_records
 from parley.errors import InvalidRequest, ModelNotFound, NotFound
+from parley.pipeline.context import caller, services
+from parley.pipeline.services import Services
 from parley.providers.base import VoicesUnsupported
-from parley.services import Services
 
 MODEL_REQUIRED = "The query param model is required (a text-to-speech model name)."
 
@@ -33,7 +33,7 @@ def not_local_tts(name: str) -> NotFound:
 def speech_model(svc: Services, request: web.Request, name: str) -> tuple[Resolved, SpeechProfile]:
     """The speech model the caller named, if its group may use it; 404 otherwise."""
     resolved = svc.models.resolve(name)
-    if resolved is None or not caller(request).group.may_use(resolved.spec.name):
+    if resolved is None or not caller(request).may_use(resolved.spec.name):
         raise ModelNotFound(name)
     profile = resolved.spec.speech
     if profile is None or not profile.voice_listing:

@@ -1,4 +1,4 @@
-"""The ``parley`` command: serve, db, groups, keys, usage, engine.
+"""The ``parley`` command: serve, db, groups, keys, usage, engine, admin, channels.
 
 Each command's module is imported only when that command runs: ``parley --help`` loads
 Click alone, an admin command loads the settings and the store but not the web server,
@@ -18,7 +18,9 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "keys": ("parley.cli.admin:keys", "API keys: create (shown once), list, revoke."),
     "usage": ("parley.cli.admin:usage", "Usage records."),
     "voices": ("parley.cli.voices:voices", "Cloned voices: list every group's."),
-    "engine": ("parley.cli.engine:engine", "The local speech and transcription engine."),
+    "engine": ("parley.local.engine.command:engine", "The local speech and transcription engine."),
+    "admin": ("parley.cli.accounts:admin", "Administrator accounts and their roles."),
+    "channels": ("parley.cli.accounts:channels", "Stored channels: list, new-key, reseal."),
 }
 """Command name → (``module:attribute``, the one-line help ``parley --help`` shows)."""
 

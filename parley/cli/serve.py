@@ -16,12 +16,12 @@ from typing import Any
 
 from aiohttp import web
 
-from parley.api.context import SERVICES
 from parley.app import create_app
 from parley.cli.context import fail
 from parley.edge.runner import EdgeRunner
 from parley.heap import give_back_freed_memory
-from parley.services import Services
+from parley.pipeline.context import SERVICES
+from parley.pipeline.services import Services
 from parley.settings import Settings
 from parley.telemetry.access import AccessLogger, access_logger
 from parley.telemetry.logs import configure_logging
@@ -116,7 +116,7 @@ async def _end_calls_in_flight(
     grace_seconds: float,
     stream_end_seconds: float,
 ) -> None:
-    streams = len(services.streams) if services is not None else 0
+    streams = len(services.in_flight) if services is not None else 0
     connections = web_server.connections if web_server is not None else []
     if not streams and not connections:
         return  # the calls are done; the cleanup is writing usage records
@@ -127,7 +127,7 @@ async def _end_calls_in_flight(
         len(connections),
     )
     if services is not None and streams:
-        await services.streams.end_all(wait_seconds=stream_end_seconds)
+        await services.in_flight.end_all(wait_seconds=stream_end_seconds)
     for connection in connections:
         connection.force_close()
 

@@ -80,7 +80,7 @@ def serve(
         sys.stderr.flush()
         os.execve(*again)
     if demo:
-        from parley.cli.demo import serve_demo  # the engines' launcher, only when asked
+        from parley.local.demo.command import serve_demo  # the engines' launcher, only when asked
 
         serve_demo(host, port)
         return
@@ -107,10 +107,16 @@ def serve(
 def _check(settings: Settings, workers: int) -> None:
     """What the configuration's validation cannot know: adapters, workers, the address."""
     from parley.http import HttpClient
-    from parley.providers.registry import ProviderRegistry, check_channel_types
+    from parley.providers.registry import (
+        ProviderRegistry,
+        check_channel_types,
+        check_native_responses,
+    )
 
     try:
-        check_channel_types(settings.channels, ProviderRegistry.default(HttpClient()).types())
+        registry = ProviderRegistry.default(HttpClient())
+        check_channel_types(settings.channels, registry.types())
+        check_native_responses(settings.channels, registry)
     except ConfigError as error:
         fail(str(error))
     if workers > 1 and settings.limits.backend == "memory" and not settings.limits.per_worker:

@@ -15,7 +15,6 @@ import orjson
 
 from parley import upstream_json
 from parley.dialects.canonical import (
-    JSON,
     Block,
     Image,
     Message,
@@ -32,6 +31,7 @@ from parley.dialects.canonical import (
     Unsupported,
 )
 from parley.domain.usage import Usage, reported_usage
+from parley.domain.wire import JSON
 
 STOP_REASONS: dict[str, Stop] = {
     "end_turn": "end",

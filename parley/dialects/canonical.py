@@ -18,11 +18,11 @@ Pure types, no I/O; built once per call, off the per-token path.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from parley.domain.usage import Usage
+from parley.domain.wire import JSON
 
-JSON = dict[str, Any]
 Role = Literal["user", "assistant"]
 Stop = Literal["end", "length", "tool_calls", "stop_sequence", "content_filter", "pause"]
 """Why a reply ended, in the canonical terms each dialect maps from and to."""

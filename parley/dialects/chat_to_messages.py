@@ -22,10 +22,10 @@ import orjson
 
 from parley import upstream_json
 from parley.dialects.anthropic_messages import STOP_TO_REASON, usage_fields
-from parley.dialects.canonical import JSON
 from parley.dialects.openai_chat import FINISH_TO_STOP, read_usage
 from parley.dialects.translator import Failure, estimate
 from parley.domain.usage import Usage
+from parley.domain.wire import JSON
 from parley.sse import EventTooLarge, SseParser
 
 _DONE = "[DONE]"

@@ -36,7 +36,6 @@ import orjson
 
 from parley import upstream_json
 from parley.dialects.canonical import (
-    JSON,
     Block,
     Image,
     Message,
@@ -51,6 +50,7 @@ from parley.dialects.canonical import (
     Unsupported,
 )
 from parley.domain.usage import Usage, reported_usage
+from parley.domain.wire import JSON
 
 FINISH_REASONS: dict[str, Stop] = {
     "STOP": "end",

@@ -20,11 +20,12 @@ from typing import Any
 import orjson
 
 from parley import upstream_json
-from parley.dialects.canonical import JSON, Reasoning, Text, ToolCall
+from parley.dialects.canonical import Reasoning, Text, ToolCall
 from parley.dialects.gemini import parts_of, read_part, read_usage, stop_of
 from parley.dialects.openai_chat import STOP_TO_FINISH, usage_fields
 from parley.dialects.translator import Failure
 from parley.domain.usage import Usage
+from parley.domain.wire import JSON
 from parley.sse import EventTooLarge, SseParser
 
 

@@ -16,9 +16,9 @@ import orjson
 
 from parley import upstream_json
 from parley.dialects.anthropic_messages import read_usage
-from parley.dialects.canonical import JSON
 from parley.dialects.translator import Failure, estimate
 from parley.domain.usage import Usage
+from parley.domain.wire import JSON
 from parley.sse import EventTooLarge, SseParser
 
 _ENDS = (b"\n\n", b"\r\n\r\n", b"\r\r")

@@ -18,10 +18,10 @@ import orjson
 
 from parley import upstream_json
 from parley.dialects.anthropic_messages import STOP_REASONS, read_usage
-from parley.dialects.canonical import JSON
 from parley.dialects.openai_chat import STOP_TO_FINISH, usage_fields
 from parley.dialects.translator import Failure
 from parley.domain.usage import Usage
+from parley.domain.wire import JSON
 from parley.sse import EventTooLarge, SseParser
 
 

@@ -15,7 +15,6 @@ from typing import Any
 import orjson
 
 from parley.dialects.canonical import (
-    JSON,
     Block,
     Image,
     Message,
@@ -33,6 +32,7 @@ from parley.dialects.canonical import (
     Unsupported,
 )
 from parley.domain.usage import Usage, reported_usage
+from parley.domain.wire import JSON
 
 FINISH_TO_STOP: dict[str, Stop] = {
     "stop": "end",

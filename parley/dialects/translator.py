@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
-from parley.dialects.canonical import JSON
 from parley.domain.usage import Usage
+from parley.domain.wire import JSON
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)

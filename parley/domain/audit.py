@@ -27,3 +27,18 @@ class AuditEntry:
     """What it acted on (a group name, a key id and prefix); never a secret."""
     detail: dict[str, Any] = field(default_factory=dict)
     id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AuditQuery:
+    """Which entries to read: empty strings and ``None`` match everything."""
+
+    actor: str = ""
+    """The actor exactly."""
+    action: str = ""
+    """The action exactly, or every action under a prefix that ends in '.'."""
+    target: str = ""
+    """A part of the target, in any case."""
+    since: datetime | None = None
+    until: datetime | None = None
+    """Excluded."""

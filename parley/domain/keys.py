@@ -50,8 +50,22 @@ class KeyRecord:
     revoked_at: datetime | None = None
     quota: Quota = Quota()
     """Per-key overrides of the group's rates; ``None`` fields inherit the group's."""
+    models: frozenset[str] | None = None
+    """Public model names this key may use, within the group's; ``None``: the group's."""
+    budget_nanos: int | None = None
+    """The key's own spend limit per budget period, on top of the group's; ``None``: none."""
+    previous_digest: str | None = None
+    """The digest of the secret a rotation replaced, accepted until ``previous_until``."""
+    previous_until: datetime | None = None
 
     def usable_at(self, now: datetime) -> bool:
         if self.revoked_at is not None:
             return False
         return self.expires_at is None or now < self.expires_at
+
+    def may_use(self, model: str) -> bool:
+        return self.models is None or model in self.models
+
+    def previous_valid_at(self, now: datetime) -> bool:
+        """Whether the secret replaced by the last rotation is still in its grace period."""
+        return self.previous_until is not None and now < self.previous_until

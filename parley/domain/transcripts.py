@@ -12,7 +12,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-JSON = dict[str, Any]
+from parley.domain.wire import JSON
+
 Task = Literal["transcribe", "translate"]
 ResponseFormat = Literal["json", "text", "srt", "vtt", "verbose_json"]
 FORMATS: tuple[ResponseFormat, ...] = ("json", "text", "srt", "vtt", "verbose_json")

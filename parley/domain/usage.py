@@ -191,3 +191,5 @@ class GroupDailyUsage:
     cost_nanos: int
     cached_tokens: int = 0
     cache_write_tokens: int = 0
+    key_id: int | None = None
+    """The key, in a per-key rollup row (``None`` in a group's)."""

@@ -16,7 +16,7 @@ otherwise hold a connection (and a handler) for good. So:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 from aiohttp import web
@@ -93,8 +93,6 @@ class PendingBodies:
 
 PENDING_BODIES = web.AppKey("pending_bodies", PendingBodies)
 BODY_SECONDS = web.AppKey("body_timeout_seconds", float)
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def install(app: web.Application, body_timeout_seconds: float, pending_per_key: int) -> None:

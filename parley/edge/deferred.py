@@ -14,11 +14,9 @@ misspelled target fails the suite, not a first request.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Awaitable, Callable
 
 from aiohttp import web
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+from aiohttp.typedefs import Handler
 
 
 class Deferred:

@@ -20,7 +20,7 @@ from aiohttp.web_server import Server
 
 from parley.api.reply import error_response
 from parley.edge.refusals import RefusalLog, refusal_for
-from parley.errors import INTERNAL_ERROR_MESSAGE, ParleyError
+from parley.errors import INTERNAL_ERROR_MESSAGE, HttpStatusError, ParleyError
 
 
 class EdgeProtocol(RequestHandler):
@@ -75,11 +75,9 @@ class EdgeProtocol(RequestHandler):
 
 
 def _server_error(status: int) -> ParleyError:
-    error = ParleyError(INTERNAL_ERROR_MESSAGE)
-    error.status = status if status >= 500 else 500
-    if status == 504:
-        error.code = "timeout"
-    return error
+    """aiohttp's 500 (an exception no middleware caught) or 504 (its handler timeout)."""
+    code = "timeout" if status == 504 else None
+    return HttpStatusError(INTERNAL_ERROR_MESSAGE, status=max(status, 500), code=code)
 
 
 def _peer(protocol: RequestHandler) -> str | None:

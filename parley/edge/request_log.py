@@ -13,15 +13,12 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from parley.api.context import SERVICES
 from parley.errors import ParleyError
 from parley.pipeline.authenticate import Caller
+from parley.pipeline.context import ADMITTED, REFUSED_MODEL, SERVICES
 from parley.pipeline.meter import Refusal
 from parley.telemetry.request_ids import request_id
 
-ADMITTED = web.RequestKey("admitted", bool)
-REFUSED_MODEL = web.RequestKey("refused_model", tuple[str, str])
-"""The model name the caller gave, and the public model it resolved to ("" if none)."""
 MAX_TEXT = 200
 """The store's ``model_requested`` and ``endpoint`` columns hold this many characters."""
 

@@ -35,7 +35,7 @@ from yarl import URL
 from parley.http.connection import Connection
 from parley.http.errors import ConnectFailed, ConnectTimeout, PoolTimeout, ReplyTooLarge
 from parley.http.parsing import DEFAULT_HEAD_LIMITS, HeadLimits
-from parley.http.pool import Handed, Pool
+from parley.http.pool import Pool
 
 KEEPALIVE_SECONDS = 15.0
 KEEPALIVE_MARGIN = 1.0
@@ -66,9 +66,13 @@ class Prepared:
     """The reply has no body whatever its headers say (a ``HEAD`` request)."""
 
 
-def prepare(method: str, url: str, headers: Mapping[str, str]) -> Prepared:
-    """Render a request's head; a header value holding a line break is refused."""
-    parsed = URL(url)
+def prepare(
+    method: str, url: str, headers: Mapping[str, str], *, encoded: bool = False
+) -> Prepared:
+    """Render a request's head; a header value holding a line break is refused.
+    ``encoded``: the URL's path is already percent-encoded and goes as it is (a signed
+    request's path must be the one signed)."""
+    parsed = URL(url, encoded=encoded)
     if parsed.scheme not in ("http", "https") or not parsed.raw_host:
         raise ValueError("an upstream URL must be http:// or https:// with a host")
     lines = [
@@ -111,8 +115,9 @@ class Reply:
         self._origin = origin
         self._connection = connection
         self._read_timeout = read_timeout
-        self.status = connection.status
-        self.headers = connection.headers
+        parser = connection.parser
+        self.status = parser.status
+        self.headers = parser.headers
         self._done = False
 
     @property
@@ -124,12 +129,12 @@ class Reply:
     @property
     def buffered(self) -> int:
         """Bytes of the body that arrived and wait to be read."""
-        return self._connection.buffered
+        return self._connection.parser.buffered
 
     @property
     def finished(self) -> bool:
         """The body has arrived in full (and ``pieces`` has nothing more to give)."""
-        return self._connection.drained
+        return self._connection.parser.drained
 
     async def read(self, limit: int | None = None) -> bytes:
         """The whole body; the connection is released (closed if the read failed).
@@ -138,29 +143,32 @@ class Reply:
         ``ReplyTooLarge`` as soon as it is known: from its ``Content-Length``, or when
         the bytes read pass the limit, never buffering more than a piece beyond it.
         """
+        connection = self._connection
+        parser = connection.parser
         try:
             if limit is not None:
-                return await self._read_at_most(limit)
-            pieces = [piece async for piece in self.pieces()]
+                declared = self.headers.get(b"content-length")
+                if (
+                    declared is not None
+                    and b"content-encoding" not in self.headers
+                    and int(declared) > limit
+                ):
+                    raise ReplyTooLarge(f"the reply is over {limit} bytes")
+            if parser.complete and parser.decoder is None and parser.failure is None:
+                body = connection.take_body()  # it came whole with its head: nothing to wait for
+                if limit is not None and len(body) > limit:
+                    raise ReplyTooLarge(f"the reply is over {limit} bytes")
+                return body
+            pieces: list[bytes] = []
+            total = 0
+            timeout = self._read_timeout
+            while piece := await connection.next_piece(timeout):
+                total += len(piece)
+                if limit is not None and total > limit:
+                    raise ReplyTooLarge(f"the reply is over {limit} bytes")
+                pieces.append(piece)
         finally:
             self.release()
-        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
-
-    async def _read_at_most(self, limit: int) -> bytes:
-        declared = self.headers.get(b"content-length")
-        if (
-            declared is not None
-            and b"content-encoding" not in self.headers
-            and int(declared) > limit
-        ):
-            raise ReplyTooLarge(f"the reply is over {limit} bytes")
-        pieces: list[bytes] = []
-        total = 0
-        async for piece in self.pieces():
-            total += len(piece)
-            if total > limit:
-                raise ReplyTooLarge(f"the reply is over {limit} bytes")
-            pieces.append(piece)
         return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
     async def pieces(self) -> AsyncIterator[bytes]:
@@ -231,14 +239,21 @@ class HttpClient:
     ) -> Reply:
         """Send a prepared request with ``body`` once; returns when the reply's head arrived."""
         origin = request.origin
-        connection = await self._acquire(origin, connect_timeout)
+        pool = self._pools.get(origin)
+        connection = pool.take_idle(self._clock()) if pool is not None else None
+        if connection is None:  # none idle: open one, or wait for one
+            connection = await self._acquire(origin, connect_timeout)
         try:
             if isinstance(body, bytes):  # written without joining
                 data = (request.head, b"%d\r\n\r\n" % len(body), body)
                 connection.send(data, bodiless=request.bodiless)
             else:
                 await _send_streamed(connection, request, body, read_timeout)
-            await connection.wait_headers(read_timeout)
+            parser = connection.parser
+            while not parser.headers_done:  # the head, awaited here: no coroutine of its own
+                await connection.expect(read_timeout)
+            if parser.failure is not None:
+                raise parser.failure
         except BaseException:
             self.discard(origin, connection)
             raise
@@ -246,7 +261,7 @@ class HttpClient:
 
     def park(self, origin: Origin, connection: Connection) -> None:
         """A connection whose reply was read whole: idle (or on to a waiting call)."""
-        keepalive, hint = self._keepalive, connection.keep_alive_hint
+        keepalive, hint = self._keepalive, connection.parser.keep_alive_hint
         if hint is not None:
             keepalive = min(keepalive, hint - KEEPALIVE_MARGIN)
         if self._closed or keepalive <= 0:
@@ -254,7 +269,7 @@ class HttpClient:
             return
         now = self._clock()
         connection.park(now + keepalive)
-        self._pools[origin].park(connection, MAX_IDLE_PER_ORIGIN, now)
+        self._pools[origin].park(connection, now)
 
     def discard(self, origin: Origin, connection: Connection) -> None:
         """Close a connection that carried a call; its slot goes to a waiting call."""
@@ -271,12 +286,8 @@ class HttpClient:
             raise ConnectFailed("the upstream client is closed")
         pool = self._pools.get(origin)
         if pool is None:
-            pool = self._pools[origin] = Pool(self._clock)
-        connection = pool.take_idle(self._clock()) if pool.idle else None
-        if connection is not None:
-            return connection
-        if pool.open < self._max_per_origin:
-            pool.open += 1
+            pool = self._pools[origin] = Pool(self._clock, MAX_IDLE_PER_ORIGIN)
+        if pool.claim(self._max_per_origin):
             return await self._connect_in_slot(origin, pool, connect_timeout)
         return await self._wait_for_slot(origin, pool, connect_timeout)
 
@@ -287,41 +298,18 @@ class HttpClient:
         take at most ``connect_timeout``."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + connect_timeout
-        while True:
-            waiter: asyncio.Future[Handed] = loop.create_future()
-            pool.waiters.append(waiter)
-            try:
-                async with asyncio.timeout_at(deadline):
-                    handed = await waiter
-            except BaseException as error:
-                self._pass_on(pool, waiter)
-                if isinstance(error, TimeoutError):
-                    raise PoolTimeout("no connection to the upstream was free in time") from None
-                raise
-            if handed is None:
-                return await self._connect_in_slot(origin, pool, deadline - loop.time())
-            if handed.usable(self._clock()):
-                return handed
-            handed.close()  # died while handed over: its slot is this call's
-            return await self._connect_in_slot(origin, pool, deadline - loop.time())
-
-    def _pass_on(self, pool: Pool, waiter: asyncio.Future[Handed]) -> None:
-        """A waiter gave up: what it was handed (if anything) goes to the next one."""
-        if waiter in pool.waiters:
-            pool.waiters.remove(waiter)
-        elif waiter.done() and not waiter.cancelled():
-            handed = waiter.result()
-            if handed is None or not handed.usable(self._clock()):
-                if handed is not None:
-                    handed.close()
-                pool.free_slot()
-            else:
-                pool.park(handed, MAX_IDLE_PER_ORIGIN, self._clock())
+        try:
+            handed = await pool.wait_for(deadline)
+        except TimeoutError:
+            raise PoolTimeout("no connection to the upstream was free in time") from None
+        if handed is not None:
+            return handed
+        return await self._connect_in_slot(origin, pool, deadline - loop.time())
 
     async def _connect_in_slot(
         self, origin: Origin, pool: Pool, connect_timeout: float
     ) -> Connection:
-        """Open a connection in a slot already counted in ``pool.open``."""
+        """Open a connection in a slot the pool counted (``claim``, or one handed over)."""
         try:
             return await self._connect(origin, connect_timeout)
         except BaseException:
@@ -357,7 +345,7 @@ async def _send_streamed(
     and the connection is not reused."""
     connection.send((request.head, b"%d\r\n\r\n" % body.length), bodiless=request.bodiless)
     for piece in body.pieces():
-        if connection.answered:
+        if connection.parser.answered:
             connection.forgo_reuse()
             return
         connection.write(piece)

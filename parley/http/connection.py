@@ -1,13 +1,13 @@
-"""One keep-alive HTTP/1.1 connection to an upstream, and the reply being read on it.
+"""One keep-alive HTTP/1.1 connection to an upstream: the socket's side of a reply.
 
-The response is parsed by llhttp (through ``httptools``) as bytes arrive; the body is
-buffered in the pieces it arrived in, and the reader takes all of them at each wait.
-Reading pauses the socket when more than ``HIGH_WATER`` bytes wait unread, so a fast
-upstream and a slow caller cannot fill memory, and a head past its bounds (``HeadLimits``)
-closes it. What the callbacks make of the bytes is ``parsing.ReplyParser``, which this
-class extends with the socket and the waits. Parsing stops at the end of the reply:
-one request was sent, so any byte after its reply is not ours, and the connection that
-carried it is closed. A compressed body is decoded by the reader (``decoding``).
+What the bytes mean is the ``ReplyParser``'s (``parsing.py``, which does no I/O); this
+protocol feeds it what arrives and does what only the socket's owner can: it pauses
+reading while more than ``HIGH_WATER`` bytes of body wait unread, so a fast upstream and
+a slow caller cannot fill memory; it waits for the reply's head and its body with one
+timer watching the silences (the read timeout is each silence, not the whole body); it
+closes the socket when the parser says it can carry nothing more; and it tells the pool
+whether it may carry the next request (``reusable``, ``usable``). A compressed body is
+decoded by the reader (``decoding``).
 """
 
 from __future__ import annotations
@@ -18,47 +18,53 @@ from collections.abc import Sequence
 from typing import cast
 
 from parley.http.decoding import BodyDecoder
-from parley.http.errors import BrokenReply, Disconnected, ReadTimeout
-from parley.http.parsing import DEFAULT_HEAD_LIMITS, PARSE_ERRORS, HeadLimits, ReplyParser
+from parley.http.errors import Disconnected, ReadTimeout
+from parley.http.parsing import DEFAULT_HEAD_LIMITS, HeadLimits, ReplyParser
 
 HIGH_WATER = 1 << 20
 
 
-class Connection(ReplyParser, asyncio.Protocol):
+class Connection(asyncio.Protocol):
     """The protocol of one upstream socket; serves one request at a time."""
 
     __slots__ = (
         "__weakref__",
+        "_limit",
         "_loop",
         "_paused",
         "_poller",
         "_silent_since",
         "_waiter",
         "_watch",
+        "_watch_due",
         "_writable",
         "closed",
         "expires",
         "in_flight",
-        "reused",
+        "parser",
         "transport",
     )
 
     def __init__(self, limits: HeadLimits = DEFAULT_HEAD_LIMITS) -> None:
+        self.parser = ReplyParser(limits)
+        """The reply being read (or the last one)."""
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.in_flight = False
-        self.reused = False
         self.expires = 0.0
         self._poller: select.poll | None = None
         """Polls this socket for input while idle (made once: one system call per check)."""
         self._loop = asyncio.get_running_loop()
         self._writable: asyncio.Future[None] | None = None
         self._watch: asyncio.TimerHandle | None = None
-        """The body's silence watch (``next_piece``), while one is armed."""
+        """The silence watch (``expect``), while one is armed: one timer for every wait of
+        every reply the connection carries, moved only when a wait must end sooner."""
+        self._watch_due = 0.0
         self._silent_since = 0.0
+        self._limit = 0.0
+        """The read timeout of the wait in progress (or the last one)."""
         self._paused = False
         self._waiter: asyncio.Future[None] | None = None
-        super().__init__(limits)
 
     # asyncio.Protocol
 
@@ -70,23 +76,16 @@ class Connection(ReplyParser, asyncio.Protocol):
             self._poller.register(sock.fileno(), select.POLLIN)
 
     def data_received(self, data: bytes) -> None:
-        if not self.in_flight or self.complete:
-            # Idle, nothing is owed (a 408, say); after the reply, nothing may follow:
-            # either way the connection is done for.
+        parser = self.parser
+        if not self.in_flight or not parser.feed(data):
+            # Idle, nothing is owed (a 408, say); or the reply is broken, past its bounds,
+            # or over: either way the connection is done for.
+            self._wake()
             self.close()
             return
-        buffered = self._buffered
-        try:
-            self._parser.feed_data(data)
-        except PARSE_ERRORS:
-            if not self.complete:  # else: bytes after a whole reply, which stays intact
-                self._fail(BrokenReply("the upstream sent a reply that is not valid HTTP"))
-            self.close()
-            return
-        if self._buffered == buffered and not self.within_bound(len(data)):
-            self.close()
-            return
-        if self._buffered > HIGH_WATER and not self._paused and self.transport is not None:
+        if self._writable is not None and parser.answered:
+            self.resume_writing()  # a body still being sent stops here: the upstream answered
+        if parser.buffered > HIGH_WATER and not self._paused and self.transport is not None:
             self._paused = True
             self.transport.pause_reading()
         waiter = self._waiter  # ``_wake``, written out: this runs once per upstream read
@@ -107,24 +106,20 @@ class Connection(ReplyParser, asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        if self.headers_done and not self.complete and not self._framed and exc is None:
-            self.complete = True  # a body without length or chunks ends when the socket does
-        elif not self.complete:
-            self._fail(Disconnected("the upstream closed the connection"))
+        self.parser.end_of_input(clean=exc is None)
         self.resume_writing()
         self._wake()
         self._unwatch()
-        # Break the cycles (transport ↔ protocol, parser ↔ its bound callbacks) so a closed
-        # connection is freed at once, not by a full garbage collection much later: with
-        # thousands of streams closing, that garbage pinned tens of MB of the heap.
+        # Break the cycle transport ↔ protocol (the parser broke its own with llhttp) so
+        # a closed connection is freed at once, not by a full garbage collection much
+        # later: with thousands of streams closing, that garbage pinned tens of MB.
         self.transport = None
         self._poller = None
-        del self._parser
 
     # used by Reply and the client
 
     def send(self, request: Sequence[bytes], *, bodiless: bool = False) -> None:
-        self.begin(bodiless)
+        self.parser.begin(bodiless)
         self._paused = False
         self._waiter = None
         if self.transport is None or self.transport.is_closing():
@@ -150,80 +145,87 @@ class Connection(ReplyParser, asyncio.Protocol):
 
     def forgo_reuse(self) -> None:
         """The request was not sent whole: close the connection after this reply."""
-        self._keep_alive = False
+        self.parser.forgo_reuse()
 
-    async def wait_headers(self, read_timeout: float) -> None:
-        while not self.headers_done:
-            await self._wait(read_timeout)
-        if self._failure is not None:
-            raise self._failure
+    def expect(self, read_timeout: float) -> asyncio.Future[None]:
+        """A future done when input arrives (or the connection ends), failed with
+        ``ReadTimeout`` after ``read_timeout`` seconds of silence. Raises at once what
+        already failed the reply, and ``Disconnected`` on a closed connection.
+
+        No timer is made per wait: the connection's silence watch, armed for the first
+        wait, is moved only when this wait must end before it fires, and when it fires
+        it expires the wait in progress if that wait has lasted its ``read_timeout``,
+        else it is set again for when it would."""
+        parser = self.parser
+        if parser.failure is not None:
+            raise parser.failure
+        if self.closed:
+            raise Disconnected("the upstream closed the connection")
+        loop = self._loop
+        self._waiter = waiter = loop.create_future()
+        self._silent_since = since = loop.time()
+        self._limit = read_timeout
+        due = since + read_timeout
+        watch = self._watch
+        if watch is None or self._watch_due > due:
+            if watch is not None:
+                watch.cancel()
+            self._watch = loop.call_at(due, self._silence)
+            self._watch_due = due
+        return waiter
 
     def take_body(self) -> bytes:
         """Everything buffered so far (empty once the body is complete and taken)."""
-        if not self._body:
-            return b""
-        pieces, self._body, self._buffered = self._body, [], 0
+        body = self.parser.take()
         if self._paused and self.transport is not None:
             self._paused = False
             self.transport.resume_reading()
-        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+        return body
 
     async def next_piece(self, read_timeout: float) -> bytes:
         """What arrived since the last call, waiting for some; empty at the body's end.
 
         What arrived before a failure is returned first; the failure is raised next.
         """
-        if self._decoder is not None:
-            return await self._next_decoded(self._decoder, read_timeout)
-        while not self._body and not self.complete:
-            # ``_wait``, written out (a stream comes here once per upstream read, and one
-            # coroutine less on the way is one less for each of its wake-ups), with one
-            # timer watching the body's silences rather than one timer per read.
-            if self._failure is not None:
-                raise self._failure
-            if self.closed:
-                raise Disconnected("the upstream closed the connection")
-            loop = self._loop
-            self._waiter = waiter = loop.create_future()
-            self._silent_since = since = loop.time()
-            if self._watch is None:
-                self._watch = loop.call_at(since + read_timeout, self._silence, read_timeout)
-            try:
-                await waiter
-            finally:
-                self._waiter = None
-        if not self._body and self._failure is not None:
-            raise self._failure
+        parser = self.parser
+        if parser.decoder is not None:
+            return await self._next_decoded(parser.decoder, read_timeout)
+        while not parser.buffered and not parser.complete:
+            await self.expect(read_timeout)
+        if not parser.buffered and parser.failure is not None:
+            raise parser.failure
         return self.take_body()
 
     async def _next_decoded(self, decoder: BodyDecoder, read_timeout: float) -> bytes:
+        parser = self.parser
         while True:
             if not decoder.more:
-                while not self._body and not self.complete:
-                    await self._wait(read_timeout)
+                while not parser.buffered and not parser.complete:
+                    await self.expect(read_timeout)
             piece = decoder.decode(self.take_body())
             if piece:
                 return piece
-            if self.complete and not self._body and not decoder.more:
-                if self._failure is not None:
-                    raise self._failure
+            if parser.complete and not parser.buffered and not decoder.more:
+                if parser.failure is not None:
+                    raise parser.failure
                 if not decoder.finished:
                     decoder.finish()
                 return b""
 
-    def _silence(self, read_timeout: float) -> None:
-        """The silence watch's timer: expire the body's wait once it has lasted
-        ``read_timeout``, or watch on until it would; a wait that began since the timer
-        was armed is measured from its own start."""
+    def _silence(self) -> None:
+        """The silence watch's timer: expire the wait in progress once it has lasted its
+        read timeout, or watch on until it would; a wait that began since the timer was
+        armed is measured from its own start."""
         self._watch = None
         waiter = self._waiter
         if waiter is None or waiter.done():
             return  # not waiting: the next wait arms the watch again
-        due = self._silent_since + read_timeout
+        due = self._silent_since + self._limit
         if self._loop.time() >= due - _TIMER_SLACK:
             _expire(waiter)
         else:
-            self._watch = self._loop.call_at(due, self._silence, read_timeout)
+            self._watch = self._loop.call_at(due, self._silence)
+            self._watch_due = due
 
     def _unwatch(self) -> None:
         watch, self._watch = self._watch, None
@@ -232,15 +234,16 @@ class Connection(ReplyParser, asyncio.Protocol):
 
     @property
     def reusable(self) -> bool:
-        return self.drained and not self.closed and self._keep_alive
+        """The reply was read to its end and both ends may carry another request."""
+        return self.parser.reusable and not self.closed
 
     def park(self, expires: float) -> None:
-        """Idle until ``expires`` (on the client's clock)."""
-        self._unwatch()
+        """Idle until ``expires`` (on the client's clock). The silence watch stays armed:
+        with no wait in progress it does nothing when it fires, and a call that reuses the
+        connection before then needs no timer of its own."""
         self.in_flight = False
-        self.reused = True
         self.expires = expires
-        self.forget()
+        self.parser.forget()
 
     def usable(self, now: float) -> bool:
         """Whether an idle connection may carry a request: not expired, and not found
@@ -258,28 +261,10 @@ class Connection(ReplyParser, asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
-    async def _wait(self, read_timeout: float) -> None:
-        if self._failure is not None:
-            raise self._failure
-        if self.closed and not self.complete:
-            raise Disconnected("the upstream closed the connection")
-        waiter = self._waiter = self._loop.create_future()
-        timer = self._loop.call_later(read_timeout, _expire, waiter)
-        try:
-            await waiter
-        finally:
-            timer.cancel()
-            self._waiter = None
-        if self._failure is not None:
-            raise self._failure
-
     def _wake(self) -> None:
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
-
-    def _answered(self) -> None:
-        self.resume_writing()  # a body still being sent stops here: the upstream answered
 
 
 _TIMER_SLACK = 0.001

@@ -24,6 +24,7 @@ from parley.openapi import (
     components,
     embeddings,
     messages,
+    responses,
     speech,
     textgen,
     transcription,
@@ -32,6 +33,7 @@ from parley.openapi import (
 PARTS: tuple[ModuleType, ...] = (
     textgen,
     messages,
+    responses,
     embeddings,
     catalog,
     billing,

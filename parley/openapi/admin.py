@@ -3,9 +3,9 @@ admin token. The dashboard's pages (``/admin/``, ``/admin/ui/…``) are HTML, no
 
 from __future__ import annotations
 
+from parley.domain.wire import JSON
 from parley.openapi.components import (
     ERROR_REPLY,
-    JSON,
     json_body,
     json_reply,
     operation,

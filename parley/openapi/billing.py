@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from parley.openapi.components import JSON, json_reply, operation, query_param, ref
+from parley.domain.wire import JSON
+from parley.openapi.components import json_reply, operation, query_param, ref
 
 _DATE = {"type": "string", "format": "date", "description": "YYYY-MM-DD"}
 _DATE_OR_DEFAULT = {

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from parley.openapi.components import JSON, json_reply, operation, path_param, ref
+from parley.domain.wire import JSON
+from parley.openapi.components import json_reply, operation, path_param, ref
 
 SCHEMAS: JSON = {
     "Model": {

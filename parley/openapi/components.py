@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-JSON = dict[str, Any]
+from parley.domain.wire import JSON
 
 SCHEMAS: JSON = {
     "Error": {

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from parley.openapi.components import JSON, json_body, json_reply, operation, ref
+from parley.domain.wire import JSON
+from parley.openapi.components import json_body, json_reply, operation, ref
 
 _TOKENS: JSON = {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 0}}
 

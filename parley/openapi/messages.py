@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from parley.openapi.components import JSON, json_body, operation, ref
+from parley.domain.wire import JSON
+from parley.openapi.components import json_body, operation, ref
 
 _BLOCKS: JSON = {
     "type": "array",

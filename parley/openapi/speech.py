@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from parley.domain.wire import JSON
 from parley.openapi.components import (
     ERROR_REPLY,
-    JSON,
     json_body,
     json_reply,
     operation,

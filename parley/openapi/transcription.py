@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from parley.openapi.components import ERROR_REPLY, JSON, operation, ref
+from parley.domain.wire import JSON
+from parley.openapi.components import ERROR_REPLY, operation, ref
 
 _FORMATS = ["json", "text", "srt", "vtt", "verbose_json"]
 _ARRAY = {"type": "array", "items": {"type": "string"}}

@@ -1,9 +1,9 @@
 """Stage 2: may this caller make this call now? Model access, budget, rates.
 
-A group with a budget has the call's worst case (its ``Allowance`` at the model's prices)
-held against it before anything else (``Limiter.hold_spend``); the hold is released, and
-the real cost counted, when the call is metered (``Meter.finish``), or at once when the
-rates refuse the call.
+A group with a budget, and a key with one of its own, has the call's worst case (its
+``Allowance`` at the model's prices) held against it before anything else
+(``Limiter.hold_spend``); each hold is released, and the real cost counted, when the
+call is metered (``Meter.finish``), or at once when a later check refuses the call.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from parley.domain.groups import Group
 from parley.domain.models import ModelRegistry, Resolved
 from parley.domain.pricing import Price
 from parley.domain.usage import Allowance
@@ -35,7 +34,18 @@ class Admission:
     budget: Budget | None = None
     """The group's budget the call holds ``held_nanos`` of (``None``: no budget)."""
     held_nanos: int = 0
+    key_budget: Budget | None = None
+    """The key's own budget the call holds ``held_nanos`` of too (``None``: none)."""
 
+
+GROUP_BUDGET_SPENT = (
+    "Your group has used its budget for this period. Ask your administrator to "
+    "raise the budget, or wait for the next period."
+)
+KEY_BUDGET_SPENT = (
+    "This API key has used its own budget for this period. Ask your administrator to "
+    "raise the key's budget, or wait for the next period."
+)
 
 Release = Callable[[Budget, str, int, int], None]
 """Ends a budget hold: the budget, the hold's id, the nanos held, the cost to count."""
@@ -52,11 +62,12 @@ def worst_cost(price: Price, allowance: Allowance) -> int:
 
 
 def resolve_model(
-    registry: ModelRegistry, group: Group, name: str, kinds: Collection[str], endpoint: str
+    registry: ModelRegistry, caller: Caller, name: str, kinds: Collection[str], endpoint: str
 ) -> Resolved:
-    """The model the caller named, if it exists, the group may use it, and it fits."""
+    """The model the caller named, if it exists, its group and key may use it, and it
+    fits (a model the key may not use is as unknown as a misspelled one)."""
     resolved = registry.resolve(name)
-    if resolved is None or not group.may_use(resolved.spec.name):
+    if resolved is None or not caller.may_use(resolved.spec.name):
         raise ModelNotFound(name)
     if resolved.spec.kind not in kinds:
         raise InvalidRequest(
@@ -86,16 +97,21 @@ async def admit(
     price: Price,
     release: Release,
 ) -> Admission:
-    """Hold the call's worst cost against the budget, then take its rates; ``hold`` is
-    the call's unique id, ``release`` ends the hold if the rates refuse it."""
+    """Hold the call's worst cost against the group's budget and the key's, then take
+    its rates; ``hold`` is the call's unique id, ``release`` ends the holds if a later
+    check refuses it."""
     budget = ledger.budget(caller.group)
-    held = 0
-    if budget is not None:
-        held = worst_cost(price, allowance)
-        if not await limiter.hold_spend(budget, hold, held):
-            raise _quota_exceeded(ledger)
-    scopes = scopes_for(caller)
+    key_budget = ledger.key_budget(caller.key)
+    held = worst_cost(price, allowance) if budget or key_budget else 0
+    if budget is not None and not await limiter.hold_spend(budget, hold, held):
+        raise _quota_exceeded(ledger)
+    key_held = False
     try:
+        if key_budget is not None:
+            if not await limiter.hold_spend(key_budget, hold, held):
+                raise _quota_exceeded(ledger, KEY_BUDGET_SPENT)
+            key_held = True
+        scopes = scopes_for(caller)
         decision = await limiter.acquire(scopes, tokens)
         headers = rate_limit_headers(decision)
         if not decision.allowed:
@@ -103,8 +119,10 @@ async def admit(
     except BaseException:  # refused, cancelled or failed: the call never runs
         if budget is not None:
             release(budget, hold, held, 0)
+        if key_budget is not None and key_held:
+            release(key_budget, hold, held, 0)
         raise
-    return Admission(scopes, tokens, allowance, headers, budget, held)
+    return Admission(scopes, tokens, allowance, headers, budget, held, key_budget)
 
 
 async def check_room(limiter: Limiter, ledger: SpendLedger, caller: Caller) -> None:
@@ -116,21 +134,20 @@ async def check_room(limiter: Limiter, ledger: SpendLedger, caller: Caller) -> N
 
 
 def _check_budget(ledger: SpendLedger, caller: Caller) -> None:
-    """Refuse a group whose spend this instance knows of has reached its budget."""
+    """Refuse a group or key whose spend this instance knows of has reached its budget."""
     budget = caller.group.budget_nanos
     if budget is not None and ledger.spent(caller.group.id) >= budget:
         raise _quota_exceeded(ledger)
+    own = caller.key.budget_nanos
+    if own is not None and ledger.key_spent(caller.key.id) >= own:
+        raise _quota_exceeded(ledger, KEY_BUDGET_SPENT)
 
 
-def _quota_exceeded(ledger: SpendLedger) -> QuotaExceeded:
+def _quota_exceeded(ledger: SpendLedger, message: str = GROUP_BUDGET_SPENT) -> QuotaExceeded:
     # Like every 429, it says when to come back: the period's end. No retry-after:
     # ``x-should-retry: false`` tells clients not to wait it out in a retry loop.
     reset = go_duration(ledger.seconds_to_reset(datetime.now(UTC)))
-    return QuotaExceeded(
-        "Your group has used its budget for this period. Ask your administrator to "
-        "raise the budget, or wait for the next period.",
-        headers={"x-ratelimit-reset-budget": reset},
-    )
+    return QuotaExceeded(message, headers={"x-ratelimit-reset-budget": reset})
 
 
 def _refusal(decision: Decision, tokens: int, headers: dict[str, str]) -> RateLimited:

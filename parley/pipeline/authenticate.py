@@ -18,12 +18,19 @@ WRONG = "Incorrect API key provided. Check the key, or ask your administrator fo
 REVOKED = "This API key has been revoked."
 EXPIRED = "This API key has expired."
 DISABLED = "This API key's group has been disabled. Ask your administrator to enable it."
+ROTATED = "This API key has been replaced by a new one. Use the new key."
 
 
 @value
 class Caller:
     key: KeyRecord
     group: Group
+    previous_secret: bool = False
+    """The call came with the secret the key's last rotation replaced."""
+
+    def may_use(self, model: str) -> bool:
+        """Whether both the group and the key may use this public model name."""
+        return self.group.may_use(model) and self.key.may_use(model)
 
 
 async def authenticate(authorization: str | None, directory: Directory) -> Caller:
@@ -37,22 +44,29 @@ async def identify(authorization: str | None, directory: Directory) -> Caller:
     token = _bearer_token(authorization)
     wanted = digest(token)
     record = await directory.find_key(wanted)
-    if record is None or not same_digest(record.digest, wanted):
+    if record is None:
+        raise AuthenticationFailed(WRONG)
+    previous = record.previous_digest is not None and same_digest(record.previous_digest, wanted)
+    if not previous and not same_digest(record.digest, wanted):
         raise AuthenticationFailed(WRONG)
     group = directory.group(record.group_id)
     if group is None:
         raise AuthenticationFailed(WRONG)
-    return Caller(key=record, group=group)
+    return Caller(key=record, group=group, previous_secret=previous)
 
 
 def check_usable(caller: Caller) -> None:
-    """Refuse a revoked or expired key (401) and a disabled group (403). Apart from
-    ``identify`` so that such a refusal still has its key for the request log."""
+    """Refuse a revoked or expired key, or a secret past its rotation's grace (401), and
+    a disabled group (403). Apart from ``identify`` so that such a refusal still has its
+    key for the request log."""
     record = caller.key
+    now = datetime.now(UTC)
     if record.revoked_at is not None:
         raise AuthenticationFailed(REVOKED)
-    if not record.usable_at(datetime.now(UTC)):
+    if not record.usable_at(now):
         raise AuthenticationFailed(EXPIRED)
+    if caller.previous_secret and not record.previous_valid_at(now):
+        raise AuthenticationFailed(ROTATED)
     if caller.group.disabled_at is not None:
         raise PermissionDenied(DISABLED, code="group_disabled")
 

@@ -25,9 +25,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
-from parley.errors import UpstreamError, UpstreamTimeout
+from parley.errors import UpstreamError, UpstreamRefused, UpstreamTimeout, UpstreamUnreachable
 from parley.pipeline.route import Route
-from parley.providers.base import UpstreamRefused, UpstreamUnreachable
 from parley.settings import BreakerOptions, ChannelSettings
 
 log = logging.getLogger("parley.breaker")
@@ -167,21 +166,36 @@ class Breakers:
         self._not_closed = 0
         self._failed_once = False
         self.transitions: list[Listener] = []
+        self._breakers = self._built(channels)
+
+    def _built(self, channels: Iterable[ChannelSettings]) -> dict[str, Breaker]:
+        """The breakers of ``channels``, those already here kept as they are."""
+        built: dict[str, Breaker] = {}
         for channel in channels:
             if not channel.breaker.enabled:
                 continue
             lease = channel.timeouts.connect + channel.timeouts.first_token
-            self._add(channel.name, channel.name, "", channel.breaker, lease)
-            for served in channel.models:
-                upstream = served.upstream or served.name
-                key = model_key(channel.name, upstream)
-                if key not in self._breakers:
-                    self._add(key, channel.name, upstream, channel.breaker, lease)
+            keys = [(channel.name, "")]
+            keys += [
+                (model_key(channel.name, s.upstream or s.name), s.upstream or s.name)
+                for s in channel.models
+            ]
+            for key, upstream in keys:
+                if key in built:
+                    continue
+                kept = self._breakers.get(key)
+                if kept is not None and kept.options == channel.breaker:
+                    built[key] = kept
+                else:
+                    built[key] = Breaker(key, channel.name, upstream, channel.breaker, lease)
+        return built
 
-    def _add(
-        self, key: str, channel: str, model: str, options: BreakerOptions, lease: float
-    ) -> None:
-        self._breakers[key] = Breaker(key, channel, model, options, lease)
+    def update(self, channels: Iterable[ChannelSettings]) -> None:
+        """The channels changed (``ChannelBook``): breakers for new ones, none for those
+        gone, and the state of the others kept."""
+        built = self._built(channels)
+        self._breakers = built
+        self._not_closed = sum(1 for b in built.values() if b.state != State.CLOSED)
 
     def arrange(self, routes: Sequence[Route]) -> Sequence[Route]:
         """The routes a call may try now, those due a probe first; empty when every one

@@ -1,4 +1,4 @@
-"""Spend per group in the current budget period, kept in memory for admission.
+"""Spend per group and per key in the current budget period, kept in memory for admission.
 
 What the store has (summed from the daily rollups, refreshed in the background with the
 directory) plus what this instance has metered but not yet written. It is the floor of
@@ -14,6 +14,7 @@ from datetime import UTC, date, datetime
 from typing import Literal
 
 from parley.domain.groups import Group
+from parley.domain.keys import KeyRecord
 from parley.domain.usage import UsageRecord
 from parley.limits.base import Budget
 from parley.store.base import Store
@@ -40,6 +41,8 @@ class SpendLedger:
         self._start = period_start(period, datetime.now(UTC))
         self._committed: dict[int, int] = {}
         self._pending: dict[int, int] = {}
+        self._key_committed: dict[int, int] = {}
+        self._key_pending: dict[int, int] = {}
         self._writes = 0
 
     def budget(self, group: Group) -> Budget | None:
@@ -53,6 +56,17 @@ class SpendLedger:
             seconds_left=self.seconds_to_reset(datetime.now(UTC)),
         )
 
+    def key_budget(self, key: KeyRecord) -> Budget | None:
+        """The key's own budget for admission (``None`` when it has none)."""
+        if key.budget_nanos is None:
+            return None
+        return Budget(
+            name=f"k:{key.id}:{self._start.isoformat()}",
+            limit_nanos=key.budget_nanos,
+            spent_nanos=self.key_spent(key.id),
+            seconds_left=self.seconds_to_reset(datetime.now(UTC)),
+        )
+
     def seconds_to_reset(self, now: datetime) -> float:
         """How long until the current period ends (midnight UTC of its next first day)."""
         end = next_period_start(self.period, now)
@@ -61,10 +75,15 @@ class SpendLedger:
     def spent(self, group_id: int) -> int:
         return self._committed.get(group_id, 0) + self._pending.get(group_id, 0)
 
-    def add(self, group_id: int, nanos: int) -> None:
+    def key_spent(self, key_id: int) -> int:
+        return self._key_committed.get(key_id, 0) + self._key_pending.get(key_id, 0)
+
+    def add(self, group_id: int, nanos: int, key_id: int | None = None) -> None:
         """A call was metered and its record queued for writing."""
         if nanos:
             self._pending[group_id] = self._pending.get(group_id, 0) + nanos
+            if key_id is not None:
+                self._key_pending[key_id] = self._key_pending.get(key_id, 0) + nanos
 
     def written(self, records: Iterable[UsageRecord]) -> None:
         """Records reached the store: move their cost from pending to committed."""
@@ -72,19 +91,22 @@ class SpendLedger:
         for record in records:
             if not record.cost_nanos:
                 continue
-            left = self._pending.get(record.group_id, 0) - record.cost_nanos
-            self._pending[record.group_id] = max(0, left)
+            cost = record.cost_nanos
+            self._pending[record.group_id] = max(0, self._pending.get(record.group_id, 0) - cost)
+            key = record.key_id
+            self._key_pending[key] = max(0, self._key_pending.get(key, 0) - cost)
             if record.created_at.date() >= self._start:
-                self._committed[record.group_id] = (
-                    self._committed.get(record.group_id, 0) + record.cost_nanos
-                )
+                self._committed[record.group_id] = self._committed.get(record.group_id, 0) + cost
+                self._key_committed[key] = self._key_committed.get(key, 0) + cost
 
     async def refresh(self) -> None:
         """Replace committed spend with the store's totals for the current period."""
         writes = self._writes
         start = period_start(self.period, datetime.now(UTC))
         totals = await self._store.spend_since(start)
+        key_totals = await self._store.key_spend_since(start)
         if writes != self._writes:
             return  # a write landed meanwhile; the next refresh will include it
         self._start = start
         self._committed = totals
+        self._key_committed = key_totals

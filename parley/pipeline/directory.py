@@ -77,6 +77,10 @@ class Directory:
         self.lookups_refused = 0
         """Unknown digests refused without a look-up because the budget was spent."""
         self._keys: dict[str, KeyRecord] = {}
+        """Each key by the digest of its secret, and of the secret its last rotation
+        replaced while that one is kept (``KeyRecord.previous_digest``)."""
+        self._digests: dict[int, tuple[str, ...]] = {}
+        """The digests each key id is filed under in ``_keys``."""
         self._groups: dict[int, Group] = {}
         self._unknown: OrderedDict[str, float] = OrderedDict()
         self._looking: dict[str, asyncio.Task[Found]] = {}
@@ -104,8 +108,7 @@ class Directory:
         self._groups = fresh
         for record in changed:
             if self._pinned.get(record.digest, -1) <= seen:
-                self._keys[record.digest] = record
-                self._unknown.pop(record.digest, None)
+                self._file(record)
         self._pinned = {name: change for name, change in self._pinned.items() if change > seen}
         self._since = started - CLOCK_SKEW
         self.loaded_at = time.time()
@@ -114,8 +117,21 @@ class Directory:
         """A key this instance just created, changed or revoked: effective at once."""
         self._changes += 1
         self._pinned[record.digest] = self._changes
-        self._keys[record.digest] = record
-        self._unknown.pop(record.digest, None)
+        self._file(record)
+
+    def _file(self, record: KeyRecord) -> None:
+        """File the record under its digests, and under no digest it no longer has (a
+        secret two rotations back is forgotten)."""
+        digests: tuple[str, ...] = (record.digest,)
+        if record.previous_digest is not None:
+            digests += (record.previous_digest,)
+        for stale in self._digests.get(record.id, ()):
+            if stale not in digests:
+                self._keys.pop(stale, None)
+        self._digests[record.id] = digests
+        for value in digests:
+            self._keys[value] = record
+            self._unknown.pop(value, None)
 
     def remember_group(self, group: Group) -> None:
         """A group this instance just created or changed: effective at once."""

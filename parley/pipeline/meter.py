@@ -130,9 +130,11 @@ class Meter:
         )
         self.writer.submit(record)
         self.health.observe(record)
-        self.ledger.add(record.group_id, cost)
+        self.ledger.add(record.group_id, cost, record.key_id)
         if admission.budget is not None:
             self.release(admission.budget, call.request_id, admission.held_nanos, cost)
+        if admission.key_budget is not None:
+            self.release(admission.key_budget, call.request_id, admission.held_nanos, cost)
         for observe in self.observers:
             observe(call, record)
         delta = usage.total_tokens - admission.reserved_tokens

@@ -19,9 +19,9 @@ from collections.abc import Iterable, MutableMapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-from parley.domain.groups import Group
 from parley.domain.models import ModelRegistry, Resolved
 from parley.errors import ParleyError
+from parley.pipeline.authenticate import Caller
 from parley.pipeline.breaker import Breakers
 from parley.pipeline.call import Call
 from parley.pipeline.job import Batches, Job
@@ -59,6 +59,10 @@ class Planner:
             if model.fallbacks_on_context:
                 self._on_context[model.name] = self._resolved(model.fallbacks_on_context)
 
+    def use(self, router: Router) -> None:
+        """Route with ``router`` from now on (the channels changed)."""
+        self._router = router
+
     def _resolved(self, names: Iterable[str]) -> tuple[Resolved, ...]:
         found = (self._registry.resolve(name) for name in names)
         return tuple(resolved for resolved in found if resolved is not None)
@@ -76,9 +80,8 @@ class Planner:
             if not routes and own:
                 routes = (self._breakers.least_recently_failed(own),)
             return routes, self._policy, None
-        group = call.caller.group
-        usable = _accepted(job, call.model, group, fallbacks)
-        context = _accepted(job, call.model, group, on_context)
+        usable = _accepted(job, call.model, call.caller, fallbacks)
+        context = _accepted(job, call.model, call.caller, on_context)
         planned = list(routes)
         for fallback in usable:
             planned.extend(self._breakers.arrange(self._router.routes(fallback.spec.name)))
@@ -97,15 +100,15 @@ class Planner:
 
 
 def _accepted(
-    job: Job, model: Resolved, group: Group, fallbacks: Sequence[Resolved]
+    job: Job, model: Resolved, caller: Caller, fallbacks: Sequence[Resolved]
 ) -> list[Resolved]:
-    """The fallbacks ``group`` may use and ``job`` accepts (then the job is given its
-    own model back)."""
+    """The fallbacks the caller's group and key may use and ``job`` accepts (then the
+    job is given its own model back)."""
     if not fallbacks:
         return []
     usable: list[Resolved] = []
     for fallback in fallbacks:
-        if not group.may_use(fallback.spec.name):
+        if not caller.may_use(fallback.spec.name):
             continue
         try:
             job.accept(fallback)

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from parley.api.context import CALLER, SERVICES
 from parley.errors import QuotaExceeded, RateLimited
 from parley.pipeline.admit import check_room
+from parley.pipeline.context import CALLER, SERVICES
 
 
 async def refuse_before_upload(request: web.Request) -> None:

@@ -29,11 +29,16 @@ from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
-from parley.errors import ServiceUnavailable, UpstreamError, UpstreamTimeout
+from parley.errors import (
+    ServiceUnavailable,
+    UpstreamError,
+    UpstreamRefused,
+    UpstreamTimeout,
+    UpstreamUnreachable,
+)
 from parley.pipeline.job import Batches
 from parley.pipeline.retries import UNLIMITED, RetryPolicy, Tries
 from parley.pipeline.route import Route
-from parley.providers.base import UpstreamRefused, UpstreamUnreachable
 
 R = TypeVar("R")
 B = TypeVar("B")
@@ -76,7 +81,9 @@ def _no_route(model: str) -> ServiceUnavailable:
 
 
 Failed = Callable[[Route, UpstreamError, float], None]
-"""Told of each failed attempt: the route, the error, the attempt's seconds."""
+"""Told of each failed attempt: the route, the error, the attempt's seconds. How the
+caller learns which channel failed: the route of the last call before an error is raised
+is the one whose upstream failed (a failure after a stream started is its route's)."""
 
 
 def _ignore(route: Route, error: UpstreamError, seconds: float) -> None:
@@ -100,6 +107,8 @@ async def relay(
     while route is not None:
         started = time.monotonic()
         try:
+            if route.total is None:  # ``_attempt``'s common case, without its coroutine
+                return await call(route), route
             return await _attempt(route, call), route
         except UpstreamError as error:
             failed(route, error, time.monotonic() - started)
@@ -112,17 +121,13 @@ async def relay(
 
 
 async def _attempt(route: Route, call: Callable[[Route], Awaitable[R]]) -> R:
+    if route.total is None:
+        return await call(route)
     try:
-        if route.total is None:
+        async with asyncio.timeout(route.total):
             return await call(route)
-        try:
-            async with asyncio.timeout(route.total):
-                return await call(route)
-        except TimeoutError:
-            raise _out_of_time(route.target.channel) from None
-    except UpstreamError as error:
-        error.channel = route.target.channel  # the usage record names the failing channel
-        raise
+    except TimeoutError:
+        raise _out_of_time(route.target.channel) from None
 
 
 def _out_of_time(channel: str) -> UpstreamTimeout:
@@ -247,7 +252,6 @@ class _StreamRelay(Generic[B]):
                 continue
             finally:
                 deadline.cancel()
-            error.channel = route.target.channel
             self._failed(route, error, time.monotonic() - started)
             tries = tries or self._policy.start()
             route, left = _next_route(tries, error, True, routes[1:] if left is None else left)
@@ -279,7 +283,6 @@ class _StreamRelay(Generic[B]):
             except TimeoutError:
                 assert self._route is not None
                 late = _out_of_time(self._route.target.channel)
-                late.channel = self._route.target.channel
                 await opened.__aexit__(UpstreamTimeout, late, None)
                 raise late from None
         return await opened.__aexit__(kind, error, traceback)

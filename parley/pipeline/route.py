@@ -32,6 +32,8 @@ class Route:
     """Seconds a stream may take to send its first event before the next route."""
     total: float | None = None
     """Seconds the whole call may take, from the attempt's start; ``None``: unbounded."""
+    responses_native: bool = False
+    """The channel serves the Responses API itself (``responses: native``)."""
 
 
 class Router:
@@ -48,6 +50,7 @@ class Router:
                     connect_timeout=channel.timeouts.connect,
                     read_timeout=channel.timeouts.read,
                     idle_timeout=channel.timeouts.idle,
+                    options=channel.options,
                 )
                 timeouts = channel.timeouts
                 routes[served.name].append(
@@ -60,6 +63,7 @@ class Router:
                         breaker_key=f"{channel.name}:{target.model}",
                         first_token=timeouts.first_token,
                         total=timeouts.total,
+                        responses_native=channel.responses == "native",
                     )
                 )
         self._routes = {

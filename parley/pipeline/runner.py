@@ -34,9 +34,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from parley.api.context import CALLER, REPLY_HEADERS, SERVICES
 from parley.domain.usage import Usage
-from parley.edge.request_log import ADMITTED, REFUSED_MODEL
 from parley.errors import (
     INTERNAL_ERROR_MESSAGE,
     ParleyError,
@@ -47,13 +45,14 @@ from parley.errors import (
 )
 from parley.pipeline.admit import admit, resolve_model
 from parley.pipeline.call import Call
+from parley.pipeline.context import ADMITTED, CALLER, REFUSED_MODEL, REPLY_HEADERS, SERVICES
+from parley.pipeline.in_flight import SHUTDOWN_STATUS
 from parley.pipeline.job import Job, ReplyJob, StreamJob
 from parley.pipeline.meter import Meter
 from parley.pipeline.plan import Switching
 from parley.pipeline.relay import Failed, relay, relay_stream
 from parley.pipeline.route import Route
-from parley.pipeline.streams import SHUTDOWN_STATUS
-from parley.services import Services
+from parley.pipeline.services import Services
 
 log = logging.getLogger("parley.runner")
 
@@ -73,8 +72,8 @@ OVERLOADED = "The gateway is catching up on usage records; retry shortly."
 async def reply(request: web.Request, job: ReplyJob[R]) -> web.StreamResponse:
     """Admit, route, relay and meter a call answered with one whole reply."""
     svc, call = await _admitted(request, job)
-    task = svc.streams.current()
-    svc.streams.add(task)  # shutdown ends a call still waiting at the end of its grace too
+    task = svc.in_flight.current()
+    svc.in_flight.add(task)  # shutdown ends a call still waiting at the end of its grace too
     with Metered(svc.meter, call) as metered:
         try:
             model = call.model.spec.name
@@ -83,19 +82,19 @@ async def reply(request: web.Request, job: ReplyJob[R]) -> web.StreamResponse:
                 routes,
                 switching.call if switching else job.call,
                 model,
-                _failed(svc, call),
+                _failed(svc, metered),
                 policy=policy,
             )
             reply_headers = request[REPLY_HEADERS]
             _answered(svc, route, switching, call, reply_headers)
         except asyncio.CancelledError:
-            if not svc.streams.ending(task):
+            if not svc.in_flight.ending(task):
                 raise
             task.uncancel()
-            metered.failed(SHUTDOWN_STATUS, ServiceUnavailable.code)
+            metered.record_failure(SHUTDOWN_STATUS, ServiceUnavailable.code)
             raise ServiceUnavailable(SHUTTING_DOWN) from None
         finally:
-            svc.streams.discard(task)
+            svc.in_flight.discard(task)
         metered.channel = route.target.channel
         metered.first_byte = call.age()  # the whole reply is ready to send
         usage = svc.meter.capped(call, job.usage(found), metered.channel)  # as billed
@@ -108,8 +107,8 @@ async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
     """Admit, route, relay and meter a call whose reply is relayed as it arrives."""
     svc, call = await _admitted(request, job)
     response = _stream_response(job.content_type, request[REPLY_HEADERS])
-    task = svc.streams.current()
-    svc.streams.add(task)
+    task = svc.in_flight.current()
+    svc.in_flight.add(task)
     with Metered(svc.meter, call) as metered:
         try:
             # Stages 3 to 5 (written here, not in a helper: a stream's task wakes up once
@@ -118,7 +117,7 @@ async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
             # then the end.
             routes, policy, switching = svc.planner.plan(call, job)
             open_route = switching.open if switching else job.open
-            failed = _failed(svc, call)
+            failed = _failed(svc, metered)
             async with relay_stream(
                 routes, open_route, call.model.spec.name, failed, policy=policy, task=task
             ) as opened:
@@ -143,22 +142,24 @@ async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
         except ParleyError as error:
             await _stream_failed(request, response, job, metered, error)
         except CLIENT_GONE:
-            metered.failed(CLIENT_CLOSED)
+            metered.record_failure(CLIENT_CLOSED)
         except asyncio.CancelledError:
-            if not svc.streams.ending(task):
-                metered.failed(CLIENT_CLOSED)
+            if not svc.in_flight.ending(task):
+                metered.record_failure(CLIENT_CLOSED)
                 raise
             task.uncancel()  # shutdown ended the stream: end the reply cleanly
-            if metered.failed(SHUTDOWN_STATUS, ServiceUnavailable.code):
-                await _tell(request, response, job, ServiceUnavailable(SHUTTING_DOWN))
+            metered.record_failure(SHUTDOWN_STATUS, ServiceUnavailable.code)
+            await _raise_or_tell(request, response, job, metered, ServiceUnavailable(SHUTTING_DOWN))
         except Exception:  # the started reply's own error boundary (see the docstring)
             if not response.prepared:
                 raise
             log.exception("a stream failed after its reply started (%s)", call.endpoint)
-            if metered.failed(INTERNAL_ERROR):
-                await _tell(request, response, job, ParleyError(INTERNAL_ERROR_MESSAGE))
+            metered.record_failure(INTERNAL_ERROR)
+            await _raise_or_tell(
+                request, response, job, metered, ParleyError(INTERNAL_ERROR_MESSAGE)
+            )
         finally:
-            svc.streams.discard(task)
+            svc.in_flight.discard(task)
             metered.delivered(job.delivered())
     return response
 
@@ -173,7 +174,7 @@ async def _admitted(request: web.Request, job: Job) -> tuple[Services, Call]:
     meter = svc.meter
     resolved = ""
     try:
-        model = resolve_model(svc.models, caller.group, job.model, operation.kinds, operation.name)
+        model = resolve_model(svc.models, caller, job.model, operation.kinds, operation.name)
         resolved = model.spec.name
         job.accept(model)
         if meter.writer.overloaded:
@@ -223,12 +224,11 @@ async def _stream_failed(
     """A stream ended by a ``ParleyError``: an upstream's failure (told to the watchers
     when it cut a started reply), or a refusal."""
     call = metered.call
-    metered.channel = metered.channel or error.channel
     if isinstance(error, UpstreamError) and response.prepared:  # cut mid-stream
         watchers = request.app[SERVICES].watchers
         watchers.tell_upstream_failed(call, metered.channel, error, call.age())
-    if metered.failed(error.status, error.code):
-        await _tell(request, response, job, error)
+    metered.record_failure(error.status, error.code)
+    await _raise_or_tell(request, response, job, metered, error)
 
 
 def _answered(
@@ -244,23 +244,33 @@ def _answered(
         switching.answered(call, headers)
 
 
-def _failed(svc: Services, call: Call) -> Failed:
-    """Each failed upstream attempt, told to the breakers and the watchers (logs, metrics)."""
+def _failed(svc: Services, metered: Metered) -> Failed:
+    """Each failed upstream attempt, told to the breakers and the watchers (logs, metrics);
+    its channel is the record's until another route answers."""
+    call = metered.call
 
     def failed(route: Route, error: UpstreamError, seconds: float) -> None:
+        metered.channel = route.target.channel
         svc.breakers.failed(route, error)
         svc.watchers.tell_upstream_failed(call, route.target.channel, error, seconds)
 
     return failed
 
 
-async def _tell(
-    request: web.Request, response: web.StreamResponse, job: StreamJob[Any], error: ParleyError
+async def _raise_or_tell(
+    request: web.Request,
+    response: web.StreamResponse,
+    job: StreamJob[Any],
+    metered: Metered,
+    error: ParleyError,
 ) -> None:
-    """Tell the caller the call failed: the error envelope while nothing was sent, else in
-    the stream's own format, or by cutting the connection when it has none."""
+    """Tell the caller the call failed: raise ``error`` for its envelope while nothing was
+    sent, else write it in the stream's own format, or cut the connection when the format
+    has none; nothing once the stream's end is being written (``metered.closing``)."""
     if not response.prepared:
         raise error
+    if metered.closing:
+        return
     tail = job.failure(error)
     if tail is None:
         if request.transport is not None:
@@ -310,13 +320,12 @@ class Metered:
         if usage is not None:
             self.usage = usage
 
-    def failed(self, status: int, code: str | None = None) -> bool:
-        """Record a failure and its error code (the first one counts); ``True`` when the
-        caller should be told, ``False`` once the stream's end is being written."""
+    def record_failure(self, status: int, code: str | None = None) -> None:
+        """Record a failure and its error code (the first one counts). The caller is told
+        of it unless the stream's end is being written (``closing``)."""
         if self.status is None:
             self.status = status
             self.error_code = code
-        return not self.closing
 
     def delivered(self, usage: Usage | None) -> None:
         """A stream is billed for what it delivered, whatever its status."""
@@ -336,8 +345,6 @@ class Metered:
             self.status = failure_status(error)
             if isinstance(error, ParleyError):
                 self.error_code = error.code
-        if not self.channel and isinstance(error, ParleyError):
-            self.channel = error.channel  # the channel that failed, when an upstream did
         self._meter.finish(
             self.call,
             usage=self.usage,

@@ -21,14 +21,9 @@ from typing import Any
 import orjson
 
 from parley import upstream_json
+from parley.errors import UpstreamRefused
 from parley.http import HttpClient, Prepared, Reply, prepare
-from parley.providers.base import (
-    ReplyBounds,
-    SpeechAudio,
-    Target,
-    UpstreamRefused,
-    upstream_errors,
-)
+from parley.providers.base import ReplyBounds, SpeechAudio, Target, upstream_errors
 from parley.providers.openai.refusal import refusal
 
 FORMAT_OF_MEDIA_TYPE = {

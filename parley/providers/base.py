@@ -11,14 +11,16 @@ given a ``Target`` (where and as what to call) and a body.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import dataclass
-from typing import IO, Any, Protocol, TypeVar
+from typing import IO, Protocol, TypeVar
 
+from parley.catalog_settings import ChannelOptions
 from parley.dialects.translator import ChunkTranslator, Translator
 from parley.domain.transcripts import ResponseFormat, Task
-from parley.errors import ParleyError, UpstreamError, UpstreamTimeout
+from parley.domain.wire import JSON
+from parley.errors import ParleyError, UpstreamError, UpstreamTimeout, UpstreamUnreachable
 from parley.http import (
     BrokenReply,
     ConnectFailed,
@@ -32,7 +34,6 @@ from parley.http import (
 from parley.providers.shapes import ShapedBatches
 from parley.sse import EventTooLarge
 
-JSON = dict[str, Any]
 Batches = AsyncIterator[Sequence[JSON]]
 """A stream's chunks, grouped as they arrived: each item holds what one read from the
 upstream delivered (never empty), so the caller can relay them in one write."""
@@ -55,6 +56,9 @@ class Target:
     """Silence allowed while a whole reply, or a reply's head, is awaited."""
     idle_timeout: float | None = None
     """Silence allowed between a stream's reads (``read_timeout`` when unset)."""
+    options: ChannelOptions | None = None
+    """The channel's provider-specific settings (``bedrock``'s AWS credentials, an
+    ``azure-openai`` channel's endpoint style), for the adapters that need them."""
 
     @property
     def stream_timeout(self) -> float:
@@ -69,63 +73,8 @@ class ReplyBounds:
     max_event_bytes: int = 8 * 1024 * 1024
 
 
-RELAYED_HEADER = "x-parley-upstream-error"
-RELAYED_MARK = "relayed"
-"""The header on an error relayed from the upstream: its message (redacted), type, code
-and param are the upstream's own. It names no channel, URL or key."""
-
-
-@dataclass(frozen=True, slots=True)
-class Relayed:
-    """What an upstream said about a request it refused, safe to hand to the caller."""
-
-    message: str
-    type: str | None = None
-    code: str | None = None
-    param: str | None = None
-
-
-class UpstreamUnreachable(UpstreamError):
-    """No connection to the upstream: the request never left, and the whole channel is
-    at fault, not one of its models."""
-
-
-class UpstreamRefused(UpstreamError):
-    """The upstream answered with an error status.
-
-    ``retryable`` says whether another channel may succeed where this one failed
-    (5xx, 429, or the channel's own credentials refused); otherwise the request itself
-    was at fault and the upstream's status, message, type, code and param are relayed
-    to the caller (given as ``relayed``), marked by the ``RELAYED_HEADER``.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        upstream_status: int,
-        retryable: bool,
-        relayed: Relayed | None = None,
-        retry_after: float | None = None,
-    ) -> None:
-        super().__init__(relayed.message if relayed is not None else message)
-        self.upstream_status = upstream_status
-        self.retryable = retryable
-        self.retry_after = retry_after
-        """Seconds the upstream asked to be left alone (its ``retry-after``), if it did."""
-        if not retryable:
-            self.status = upstream_status if upstream_status in (400, 413, 422) else 400
-            self.type = "invalid_request_error"
-            self.code = None
-            self.headers[RELAYED_HEADER] = RELAYED_MARK
-        if relayed is not None:
-            self.type = relayed.type or self.type
-            self.code = relayed.code
-            self.param = relayed.param
-
-
 class Chat(Protocol):
-    async def chat(self, target: Target, body: JSON) -> JSON:
+    def chat(self, target: Target, body: JSON) -> Awaitable[JSON]:
         """A whole chat completion, as OpenAI's ``chat.completion`` object."""
 
     def chat_stream(
@@ -160,8 +109,20 @@ class Messages(Protocol):
         """The upstream's count of the request's input tokens."""
 
 
+class Responses(Protocol):
+    """OpenAI's Responses API, relayed to a channel that serves it (``responses: native``)."""
+
+    def responses(self, target: Target, body: JSON) -> Awaitable[JSON]:
+        """A whole ``response``: ``body`` sent as it came but for the upstream's model."""
+
+    def responses_stream(
+        self, target: Target, body: JSON, translator: Translator[T]
+    ) -> Translations[T]:
+        """A streamed ``response``: the events' bytes fed to ``translator``."""
+
+
 class Completion(Protocol):
-    async def completion(self, target: Target, body: JSON) -> JSON:
+    def completion(self, target: Target, body: JSON) -> Awaitable[JSON]:
         """A whole classic completion, as OpenAI's ``text_completion`` object."""
 
     def completion_stream(self, target: Target, body: JSON) -> AbstractAsyncContextManager[Batches]:
@@ -170,7 +131,7 @@ class Completion(Protocol):
 
 
 class Embeddings(Protocol):
-    async def embeddings(self, target: Target, body: JSON) -> JSON:
+    def embeddings(self, target: Target, body: JSON) -> Awaitable[JSON]:
         """Embeddings of the body's ``input``, as OpenAI's ``list`` of ``embedding`` objects."""
 
 

@@ -13,6 +13,7 @@ from typing import TypeVar
 
 from parley.http import HttpClient
 from parley.providers.anthropic import AnthropicAdapter
+from parley.providers.azure import AzureEndpoint
 from parley.providers.base import (
     Chat,
     ChatTranslation,
@@ -20,17 +21,19 @@ from parley.providers.base import (
     Embeddings,
     Messages,
     ReplyBounds,
+    Responses,
     Speech,
     Transcription,
     Voices,
 )
+from parley.providers.bedrock import BedrockAdapter
 from parley.providers.gemini import GeminiAdapter
 from parley.providers.openai import OpenAIAdapter
 from parley.providers.openai.transcription import TranscriptionAdapter
 from parley.providers.openai_audio import OpenAIAudioAdapter
 from parley.providers.supertonic import SupertonicAdapter
 from parley.providers.vertex.adapter import VertexAdapter
-from parley.providers.vertex.channels import vertex_channels
+from parley.providers.vertex.channels import VertexChannels
 from parley.settings import ChannelSettings, ConfigError
 
 OPENAI_COMPATIBLE_TYPES = ("openai", "vllm", "ollama", "llamacpp")
@@ -71,6 +74,7 @@ class ProviderRegistry:
         "_completion",
         "_embeddings",
         "_messages",
+        "_responses",
         "_speech",
         "_transcription",
         "_voices",
@@ -80,6 +84,7 @@ class ProviderRegistry:
         self._chat: dict[str, Chat] = {}
         self._chat_translation: dict[str, ChatTranslation] = {}
         self._messages: dict[str, Messages] = {}
+        self._responses: dict[str, Responses] = {}
         self._completion: dict[str, Completion] = {}
         self._embeddings: dict[str, Embeddings] = {}
         self._transcription: dict[str, Transcription] = {}
@@ -96,20 +101,29 @@ class ProviderRegistry:
     ) -> ProviderRegistry:
         """Every built-in adapter, calling upstreams through the one shared ``http`` client
         and accepting what ``bounds`` allow. ``default_max_tokens`` is what an upstream that
-        needs a limit (Anthropic) is sent when the caller gave none. ``channels`` gives the
-        Vertex AI channels their service accounts (their keys are loaded here)."""
+        needs a limit (Anthropic) is sent when the caller gave none. ``channels`` are the
+        configured ones: Vertex AI channels' keys are loaded here (channels added later
+        have theirs loaded at their first call)."""
         registry = cls()
         openai = OpenAIAdapter(http, bounds)
         for type_name in OPENAI_COMPATIBLE_TYPES:
             registry.register(type_name, chat=openai, completion=openai)
             registry.register(type_name, embeddings=openai, chat_translation=openai)
+            registry.register(type_name, responses=openai)
         anthropic = AnthropicAdapter(http, bounds, default_max_tokens)
         registry.register("anthropic", chat=anthropic, completion=anthropic, messages=anthropic)
         registry.register("anthropic", chat_translation=anthropic)
+        azure = OpenAIAdapter(http, bounds, AzureEndpoint())
+        registry.register("azure-openai", chat=azure, completion=azure)
+        registry.register("azure-openai", embeddings=azure, chat_translation=azure)
+        bedrock = BedrockAdapter(http, bounds)
+        registry.register("bedrock", chat=bedrock, completion=bedrock, chat_translation=bedrock)
         gemini = GeminiAdapter(http, bounds)
         registry.register("gemini", chat=gemini, chat_translation=gemini, completion=gemini)
         registry.register("gemini", embeddings=gemini)
-        vertex = VertexAdapter(http, bounds, vertex_channels(channels, http), default_max_tokens)
+        google_cloud = VertexChannels(http)
+        google_cloud.prepare(channels)
+        vertex = VertexAdapter(http, bounds, google_cloud, default_max_tokens)
         registry.register("vertex", chat=vertex, chat_translation=vertex, completion=vertex)
         for type_name in TRANSCRIPTION_TYPES:
             adapter = TranscriptionAdapter(http, bounds, writes_subtitles=type_name != "vllm")
@@ -127,6 +141,7 @@ class ProviderRegistry:
         chat: Chat | None = None,
         chat_translation: ChatTranslation | None = None,
         messages: Messages | None = None,
+        responses: Responses | None = None,
         completion: Completion | None = None,
         embeddings: Embeddings | None = None,
         transcription: Transcription | None = None,
@@ -140,6 +155,8 @@ class ProviderRegistry:
             self._chat_translation[type_name] = chat_translation
         if messages is not None:
             self._messages[type_name] = messages
+        if responses is not None:
+            self._responses[type_name] = responses
         if completion is not None:
             self._completion[type_name] = completion
         if embeddings is not None:
@@ -161,6 +178,11 @@ class ProviderRegistry:
         """The type's Messages adapter, when its upstreams speak Anthropic's Messages API
         (a Messages caller's call is then passed through); ``None`` otherwise."""
         return self._messages.get(type_name)
+
+    def responses(self, type_name: str) -> Responses | None:
+        """The type's Responses adapter, when its upstreams can serve OpenAI's Responses
+        API (used for channels that say ``responses: native``); ``None`` otherwise."""
+        return self._responses.get(type_name)
 
     def completion(self, type_name: str) -> Completion:
         return self._find(self._completion, type_name, "completions")
@@ -195,6 +217,17 @@ class ProviderRegistry:
             return table[type_name]
         except KeyError:
             raise UnknownProviderType(type_name, capability, self.types()) from None
+
+
+def check_native_responses(channels: Sequence[ChannelSettings], registry: ProviderRegistry) -> None:
+    """Raise ``ConfigError`` naming the first channel that says ``responses: native``
+    although no adapter of its type can relay the Responses API."""
+    for index, channel in enumerate(channels):
+        if channel.responses == "native" and registry.responses(channel.type) is None:
+            raise ConfigError(
+                f"channels[{index}].responses: the channel type '{channel.type}' cannot "
+                "serve the Responses API natively (use 'translate')"
+            )
 
 
 def check_channel_types(channels: Sequence[ChannelSettings], known: Collection[str]) -> None:

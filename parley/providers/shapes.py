@@ -19,11 +19,10 @@ found in the wrong place (another field holding the same text) is never learned.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
 
 import orjson
 
-JSON = dict[str, Any]
+from parley.domain.wire import JSON
 
 
 class Shape:

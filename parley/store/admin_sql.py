@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import Connection, Date, Select, String, cast, func, select, text
 from sqlalchemy.sql.elements import ColumnElement
 
-from parley.domain.audit import AuditEntry
+from parley.domain.audit import AuditEntry, AuditQuery
 from parley.domain.groups import Group
 from parley.domain.requests import StatusCounts
 from parley.domain.usage import GroupDailyUsage
@@ -25,6 +25,7 @@ from parley.store.schema import (
     audit_log,
     groups,
     usage_daily,
+    usage_daily_keys,
     usage_records,
 )
 
@@ -63,6 +64,27 @@ def usage_rollups(
     return [GroupDailyUsage(**row) for row in conn.execute(query).mappings()]
 
 
+def key_usage_rollups(
+    conn: Connection,
+    start: date,
+    end: date,
+    *,
+    group_id: int | None = None,
+    model: str | None = None,
+) -> list[GroupDailyUsage]:
+    """Per-key rollup rows for ``start <= day < end``, by day, group, key and model."""
+    daily = usage_daily_keys.c
+    totals = (daily[n] for n in ROLLUP_TOTALS)
+    query = select(daily.group_id, daily.key_id, daily.day, daily.model, *totals)
+    query = query.where(daily.day >= start, daily.day < end)
+    if group_id is not None:
+        query = query.where(daily.group_id == group_id)
+    if model is not None:
+        query = query.where(daily.model == model)
+    query = query.order_by(daily.day, daily.group_id, daily.key_id, daily.model)
+    return [GroupDailyUsage(**row) for row in conn.execute(query).mappings()]
+
+
 def _utc_day(conn: Connection, column: ColumnElement[datetime]) -> ColumnElement[Any]:
     """The UTC calendar day of a timestamp column, in the dialect's own words (SQLite
     keeps UTC text, whose ``date()`` is the day as 'YYYY-MM-DD')."""
@@ -97,7 +119,7 @@ def _as_date(value: date | str) -> date:
     return value if isinstance(value, date) else date.fromisoformat(value)
 
 
-def keys_last_used(conn: Connection, group_id: int | None) -> dict[int, datetime]:
+def keys_last_used(conn: Connection, group_id: int | None = None) -> dict[int, datetime]:
     """Each used key's ``last_used_at`` (moved forward as the usage writer stores records)."""
     keys = api_keys.c
     query = select(keys.id, keys.last_used_at).where(keys.last_used_at.is_not(None))
@@ -119,10 +141,37 @@ def record_audit(conn: Connection, entry: AuditEntry) -> AuditEntry:
     return AuditEntry(**{**values, "detail": entry.detail, "id": result.scalar_one()})
 
 
-def list_audit(conn: Connection, *, limit: int, before_id: int | None = None) -> list[AuditEntry]:
-    """The newest entries first; ``before_id`` pages back."""
-    query = select(audit_log).order_by(audit_log.c.id.desc()).limit(limit)
+def list_audit(
+    conn: Connection,
+    *,
+    limit: int,
+    before_id: int | None = None,
+    query: AuditQuery | None = None,
+) -> list[AuditEntry]:
+    """The newest entries first that match ``query``; ``before_id`` pages back."""
+    log = audit_log.c
+    statement = select(audit_log).order_by(log.id.desc()).limit(limit)
     if before_id is not None:
-        query = query.where(audit_log.c.id < before_id)
-    rows = conn.execute(query).mappings()
+        statement = statement.where(log.id < before_id)
+    if query is not None:
+        statement = statement.where(*_audit_conditions(query))
+    rows = conn.execute(statement).mappings()
     return [AuditEntry(**{**row, "detail": json.loads(row["detail"])}) for row in rows]
+
+
+def _audit_conditions(query: AuditQuery) -> list[ColumnElement[bool]]:
+    log = audit_log.c
+    conditions: list[ColumnElement[bool]] = []
+    if query.actor:
+        conditions.append(log.actor == query.actor)
+    if query.action.endswith("."):
+        conditions.append(log.action.startswith(query.action, autoescape=True))
+    elif query.action:
+        conditions.append(log.action == query.action)
+    if query.target:
+        conditions.append(func.lower(log.target).contains(query.target.lower(), autoescape=True))
+    if query.since is not None:
+        conditions.append(log.created_at >= query.since)
+    if query.until is not None:
+        conditions.append(log.created_at < query.until)
+    return conditions

@@ -11,12 +11,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Protocol
+from typing import Any, Protocol
 
-from parley.domain.audit import AuditEntry
+from parley.domain.accounts import Account
+from parley.domain.audit import AuditEntry, AuditQuery
+from parley.domain.channels import ChannelEvent, StoredChannel
 from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord
 from parley.domain.requests import LoggedRequest, RequestQuery, StatusCounts
+from parley.domain.responses import StoredResponse
 from parley.domain.usage import DailyUsage, GroupDailyUsage, UsageRecord
 from parley.domain.voices import Clone
 
@@ -42,6 +45,14 @@ class Conflict(StoreError):
     """A unique name is taken."""
 
 
+class Replay(StoreError):
+    """A key was already created with this idempotency key: ``record`` is that key."""
+
+    def __init__(self, record: KeyRecord) -> None:
+        super().__init__(f"key {record.id} was created with this idempotency key")
+        self.record = record
+
+
 class Missing(StoreError):
     """The named group or key does not exist."""
 
@@ -60,7 +71,41 @@ class GroupChanges:
     clear_budget: bool = False
 
 
-class Store(Protocol):
+class ResponseStore(Protocol):
+    """Stored responses of the Responses API (``store/responses_sql.py``). Reads and
+    deletes name the group: another group's response is not found."""
+
+    async def save_responses(self, responses: Sequence[StoredResponse]) -> int:
+        """Store each response not stored yet; how many were new."""
+
+    async def find_response(self, response_id: str, group_id: int) -> StoredResponse | None:
+        """The group's unexpired response with this id, or ``None``."""
+
+    async def delete_response(self, response_id: str, group_id: int) -> bool:
+        """Delete the group's response; ``False`` if it had none with this id."""
+
+    async def prune_responses(self) -> int:
+        """Delete every expired response; how many were."""
+
+
+@dataclass(frozen=True, slots=True)
+class KeyChanges:
+    """Fields to change on a key; ``None`` leaves a field as it is."""
+
+    name: str | None = None
+    rpm: int | None = None
+    tpm: int | None = None
+    models: frozenset[str] | None = None
+    budget_nanos: int | None = None
+    expires_at: datetime | None = None
+    clear_rpm: bool = False
+    clear_tpm: bool = False
+    clear_models: bool = False
+    clear_budget: bool = False
+    clear_expiry: bool = False
+
+
+class Store(ResponseStore, Protocol):
     async def migrate(self) -> None:
         """Bring the schema to the newest migration (idempotent)."""
 
@@ -94,8 +139,12 @@ class Store(Protocol):
         prefix: str,
         expires_at: datetime | None = None,
         quota: Quota = Quota(),
+        models: frozenset[str] | None = None,
+        budget_nanos: int | None = None,
+        idempotency_key: str | None = None,
     ) -> KeyRecord:
-        """Raises ``Missing`` when the group does not exist."""
+        """Raises ``Missing`` when the group does not exist, and ``Replay`` when a key
+        was already created with ``idempotency_key``."""
 
     async def find_key(self, digest: str) -> KeyRecord | None: ...
 
@@ -106,6 +155,15 @@ class Store(Protocol):
 
     async def keys_changed_since(self, since: datetime) -> list[KeyRecord]:
         """Keys created, revoked or changed at or after ``since`` (by ``updated_at``)."""
+
+    async def update_key(self, key_id: int, changes: KeyChanges) -> KeyRecord:
+        """Raises ``Missing`` when there is no such key."""
+
+    async def rotate_key(
+        self, key_id: int, *, digest: str, prefix: str, previous_until: datetime
+    ) -> KeyRecord:
+        """Give the key a new secret (``digest``, ``prefix``); the one it replaces stays
+        accepted until ``previous_until``. Raises ``Missing``."""
 
     # usage
     async def record_usage(self, records: Sequence[UsageRecord]) -> int:
@@ -120,6 +178,9 @@ class Store(Protocol):
 
     async def spend_since(self, day: date) -> dict[int, int]:
         """Cost in nano-dollars per group id, summed from the rollups for days >= ``day``."""
+
+    async def key_spend_since(self, day: date) -> dict[int, int]:
+        """Cost in nano-dollars per key id, from the per-key rollups for days >= ``day``."""
 
     async def count_usage(self, group_id: int | None = None) -> int:
         """How many raw usage records of admitted calls are kept (refusals, which are
@@ -149,6 +210,12 @@ class Store(Protocol):
     ) -> list[GroupDailyUsage]:
         """Rollup rows of every group (or one, or one model) for ``start <= day < end``."""
 
+    async def key_usage_rollups(
+        self, start: date, end: date, *, group_id: int | None = None, model: str | None = None
+    ) -> list[GroupDailyUsage]:
+        """Per-key rollup rows (of every key, or one group's, or one model's) for
+        ``start <= day < end``."""
+
     async def failures_by_day(self, since: datetime) -> dict[date, StatusCounts]:
         """Failed calls and refusals (status >= 400) per UTC day, counted apart: 4xx but
         429, 429, and 5xx; from the raw records since ``since``."""
@@ -166,6 +233,41 @@ class Store(Protocol):
         """Append an entry; returns it with its id."""
 
     async def list_audit(
-        self, *, limit: int = 100, before_id: int | None = None
+        self, *, limit: int = 100, before_id: int | None = None, query: AuditQuery | None = None
     ) -> list[AuditEntry]:
-        """The newest entries first; ``before_id`` pages back."""
+        """The newest entries first that match ``query``; ``before_id`` pages back."""
+
+    # channels managed from the admin surface (the config file's are not stored)
+    async def list_channels(self) -> list[StoredChannel]:
+        """Every stored channel, by name."""
+
+    async def add_channel(self, channel: StoredChannel) -> StoredChannel:
+        """Raises ``Conflict`` when the name is taken."""
+
+    async def replace_channel(self, channel: StoredChannel) -> StoredChannel:
+        """Rewrite the named channel; raises ``Missing`` when there is none."""
+
+    async def delete_channel(self, name: str) -> bool:
+        """Forget a channel; False when there was none."""
+
+    async def record_channel_events(self, events: Sequence[ChannelEvent]) -> None:
+        """Append breaker transitions and test results."""
+
+    async def channel_events(self, channel: str, limit: int = 100) -> list[ChannelEvent]:
+        """The channel's newest events first."""
+
+    async def prune_channel_events(self, before: datetime) -> int:
+        """Delete events older than ``before`` (kept as long as usage records)."""
+
+    # administrator accounts
+    async def list_accounts(self) -> list[Account]: ...
+
+    async def get_account(self, name: str) -> Account | None: ...
+
+    async def add_account(self, account: Account) -> Account:
+        """Raises ``Conflict`` when the name is taken."""
+
+    async def update_account(self, name: str, changes: dict[str, Any]) -> Account:
+        """Set columns (``role``, ``password_hash``, ``disabled_at``); raises ``Missing``."""
+
+    async def delete_account(self, name: str) -> bool: ...

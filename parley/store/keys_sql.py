@@ -7,11 +7,12 @@ import json
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, RowMapping, func, literal, select
+from sqlalchemy import Connection, RowMapping, func, literal, or_, select
 
 from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord
-from parley.store.base import GroupChanges, Missing
+from parley.store.base import GroupChanges, KeyChanges, Missing, Replay
+from parley.store.rows import record
 from parley.store.schema import UtcDateTime, api_keys, groups
 
 
@@ -28,7 +29,7 @@ def create_group(
         "name": name,
         "rpm": quota.rpm,
         "tpm": quota.tpm,
-        "models": _models_json(models),
+        "models": models_json(models),
         "budget_nanos": budget_nanos,
         "created_at": now,
         "updated_at": now,
@@ -59,17 +60,61 @@ def create_key(conn: Connection, values: dict[str, Any]) -> KeyRecord:
     group_id = values["group_id"]
     if conn.execute(select(groups.c.id).where(groups.c.id == group_id)).first() is None:
         raise Missing(f"there is no group with id {group_id}")
+    if values.get("idempotency_key") is not None:
+        earlier = created_with(conn, values["idempotency_key"])
+        if earlier is not None:
+            raise Replay(earlier)
     result = conn.execute(api_keys.insert().values(values).returning(*api_keys.c))
     return key(result.mappings().one())
 
 
-def find_key(conn: Connection, digest: str) -> KeyRecord | None:
-    query = select(api_keys).where(api_keys.c.digest == digest)
+def created_with(conn: Connection, idempotency_key: str) -> KeyRecord | None:
+    query = select(api_keys).where(api_keys.c.idempotency_key == idempotency_key)
     row = conn.execute(query).mappings().one_or_none()
     return None if row is None else key(row)
 
 
-def list_keys(conn: Connection, group_id: int | None) -> list[KeyRecord]:
+def find_key(conn: Connection, digest: str) -> KeyRecord | None:
+    """The key whose secret, or whose secret replaced by a rotation, has this digest."""
+    keys = api_keys.c
+    query = select(api_keys).where(or_(keys.digest == digest, keys.previous_digest == digest))
+    row = conn.execute(query.limit(1)).mappings().one_or_none()
+    return None if row is None else key(row)
+
+
+def update_key(conn: Connection, key_id: int, changes: KeyChanges, now: datetime) -> KeyRecord:
+    values = _key_changes(changes) | {"updated_at": now}
+    return _update_key(conn, key_id, values)
+
+
+def rotate_key(
+    conn: Connection, key_id: int, *, digest: str, prefix: str, until: datetime, now: datetime
+) -> KeyRecord:
+    """Give the key a new secret; the current one stays accepted until ``until``."""
+    current = conn.execute(select(api_keys.c.digest).where(api_keys.c.id == key_id)).first()
+    if current is None:
+        raise Missing(f"there is no key with id {key_id}")
+    values = {
+        "digest": digest,
+        "prefix": prefix,
+        "previous_digest": current.digest,
+        "previous_until": until,
+        "updated_at": now,
+    }
+    return _update_key(conn, key_id, values)
+
+
+def _update_key(conn: Connection, key_id: int, values: dict[str, Any]) -> KeyRecord:
+    statement = (
+        api_keys.update().where(api_keys.c.id == key_id).values(values).returning(*api_keys.c)
+    )
+    row = conn.execute(statement).mappings().one_or_none()
+    if row is None:
+        raise Missing(f"there is no key with id {key_id}")
+    return key(row)
+
+
+def list_keys(conn: Connection, group_id: int | None = None) -> list[KeyRecord]:
     query = select(api_keys).order_by(api_keys.c.id)
     if group_id is not None:
         query = query.where(api_keys.c.group_id == group_id)
@@ -95,7 +140,7 @@ def keys_changed_since(conn: Connection, since: datetime) -> list[KeyRecord]:
     return [key(row) for row in conn.execute(query).mappings()]
 
 
-def _models_json(models: frozenset[str] | None) -> str | None:
+def models_json(models: frozenset[str] | None) -> str | None:
     return None if models is None else json.dumps(sorted(models))
 
 
@@ -106,7 +151,26 @@ def _group_changes(changes: GroupChanges) -> dict[str, Any]:
         ("rpm", changes.rpm, changes.clear_rpm),
         ("tpm", changes.tpm, changes.clear_tpm),
         ("budget_nanos", changes.budget_nanos, changes.clear_budget),
-        ("models", _models_json(changes.models), changes.clear_models),
+        ("models", models_json(changes.models), changes.clear_models),
+    ):
+        if clear:
+            values[column] = None
+        elif value is not None:
+            values[column] = value
+    return values
+
+
+def _key_changes(changes: KeyChanges) -> dict[str, Any]:
+    """Column values for the key's fields that change; a clear flag wins over a value."""
+    values: dict[str, Any] = {}
+    if changes.name is not None:
+        values["name"] = changes.name
+    for column, value, clear in (
+        ("rpm", changes.rpm, changes.clear_rpm),
+        ("tpm", changes.tpm, changes.clear_tpm),
+        ("budget_nanos", changes.budget_nanos, changes.clear_budget),
+        ("models", models_json(changes.models), changes.clear_models),
+        ("expires_at", changes.expires_at, changes.clear_expiry),
     ):
         if clear:
             values[column] = None
@@ -117,26 +181,14 @@ def _group_changes(changes: GroupChanges) -> dict[str, Any]:
 
 def group(row: RowMapping) -> Group:
     models = row["models"]
-    return Group(
-        id=row["id"],
-        name=row["name"],
+    return record(
+        Group,
+        row,
         quota=Quota(rpm=row["rpm"], tpm=row["tpm"]),
         models=None if models is None else frozenset(json.loads(models)),
-        budget_nanos=row["budget_nanos"],
-        created_at=row["created_at"],
-        disabled_at=row["disabled_at"],
     )
 
 
 def key(row: RowMapping) -> KeyRecord:
-    return KeyRecord(
-        id=row["id"],
-        group_id=row["group_id"],
-        name=row["name"],
-        digest=row["digest"],
-        prefix=row["prefix"],
-        created_at=row["created_at"],
-        expires_at=row["expires_at"],
-        revoked_at=row["revoked_at"],
-        quota=Quota(rpm=row["rpm"], tpm=row["tpm"]),
-    )
+    models = None if row["models"] is None else frozenset(json.loads(row["models"]))
+    return record(KeyRecord, row, quota=Quota(rpm=row["rpm"], tpm=row["tpm"]), models=models)

@@ -35,8 +35,10 @@ from dataclasses import asdict, dataclass
 from sqlalchemy import make_url
 
 from parley.store.base import StoreError, StoreUnavailable
+from parley.store.boundary import database_errors
+from parley.store.boundary import reason as first_line
 from parley.store.database import Database
-from parley.store.engine import at_head
+from parley.store.engine import at_head, open_database, upgrade_to_head
 
 CHILD_MODULE = "parley.store.migrate_apart"
 
@@ -111,15 +113,14 @@ def _reason(answer: bytes, code: int | None) -> str:
 
 
 async def _upgrade(target: Target) -> None:
-    from parley.store.sql import open_store
-
-    store = await open_store(
-        target.url, pool_size=1, schema=target.schema, timeout_seconds=target.timeout
-    )
+    """The in-process upgrade, on the database as ``open_store`` opened it."""
+    database = open_database(target.url, pool_size=1, schema=target.schema, timeout=target.timeout)
     try:
-        await store.migrate()
+        with database_errors():
+            await upgrade_to_head(database)
     finally:
-        await store.close()
+        with database_errors():
+            await database.close()
 
 
 def main() -> int:
@@ -132,8 +133,6 @@ def main() -> int:
     except StoreError as error:
         reason = str(error)
     except Exception as error:  # an Alembic error (an unknown revision): its first line
-        from parley.store.boundary import reason as first_line
-
         reason = f"migration failed: {first_line(error)}"
     else:
         return 0

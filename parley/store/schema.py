@@ -86,9 +86,16 @@ api_keys = Table(
     Column("tpm", Integer),
     Column("updated_at", UtcDateTime, nullable=False),
     Column("last_used_at", UtcDateTime),
+    Column("models", Text),  # JSON array within the group's; NULL means the group's
+    Column("budget_nanos", BigInteger),  # the key's own limit per period, on top of the group's
+    Column("previous_digest", String(64)),  # the secret a rotation replaced, in its grace
+    Column("previous_until", UtcDateTime),
+    Column("idempotency_key", String(64)),  # what the request that created it said, if any
     ForeignKeyConstraint(["group_id"], ["groups.id"], name="fk_api_keys_group_id"),
     UniqueConstraint("digest", name="uq_api_keys_digest"),
     Index("ix_api_keys_updated_at", "updated_at"),
+    Index("ix_api_keys_previous_digest", "previous_digest"),
+    Index("uq_api_keys_idempotency_key", "idempotency_key", unique=True),
     sqlite_autoincrement=True,
 )
 
@@ -149,6 +156,17 @@ usage_daily = Table(
     *(Column(name, BigInteger, nullable=False, server_default="0") for name in ROLLUP_TOTALS),
 )
 
+usage_daily_keys = Table(
+    "usage_daily_keys",
+    metadata,
+    Column("key_id", Integer, primary_key=True),
+    Column("day", Date, primary_key=True),
+    Column("model", String(200), primary_key=True),
+    Column("group_id", Integer, nullable=False),
+    *(Column(name, BigInteger, nullable=False, server_default="0") for name in ROLLUP_TOTALS),
+)
+"""The same sums as ``usage_daily``, per key: what per-key reports and budgets read."""
+
 voice_clones = Table(
     "voice_clones",
     metadata,
@@ -181,4 +199,65 @@ audit_log = Table(
     Column("detail", Text, nullable=False),  # JSON, never a secret
     Index("ix_audit_log_created_at", "created_at"),
     sqlite_autoincrement=True,
+)
+
+channels = Table(
+    "channels",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("name", String(200), nullable=False),
+    Column("spec", Text, nullable=False),  # JSON: the channel's settings but its credential
+    Column("api_key_sealed", Text),  # the credential, encrypted (parley/credentials.py)
+    Column("key_hint", String(32)),  # its last characters, for the operator to recognise
+    Column("disabled_at", UtcDateTime),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+    UniqueConstraint("name", name="uq_channels_name"),
+    sqlite_autoincrement=True,
+)
+
+channel_events = Table(
+    "channel_events",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("channel", String(200), nullable=False),
+    Column("model", String(200), nullable=False),  # "" for the whole channel
+    Column("kind", String(20), nullable=False),  # "breaker" or "test"
+    Column("state", String(20), nullable=False),  # open/half_open/closed, or ok/failed
+    Column("status", Integer),  # a test's HTTP status
+    Column("latency_ms", Integer),
+    Column("message", Text, nullable=False),  # the upstream's error, redacted; never a secret
+    Column("actor", String(200), nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Index("ix_channel_events_channel_id", "channel", "id"),
+    sqlite_autoincrement=True,
+)
+
+admin_accounts = Table(
+    "admin_accounts",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("name", String(64), nullable=False),
+    Column("role", String(20), nullable=False),  # owner, operator or viewer
+    Column("password_hash", String(300), nullable=False),  # scrypt (parley/admin/passwords.py)
+    Column("disabled_at", UtcDateTime),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+    UniqueConstraint("name", name="uq_admin_accounts_name"),
+    sqlite_autoincrement=True,
+)
+
+stored_responses = Table(
+    "stored_responses",
+    metadata,
+    Column("id", String(100), primary_key=True),  # resp_..., as the caller knows it
+    Column("group_id", Integer, nullable=False),  # the only group that may read it
+    Column("model", String(200), nullable=False),  # the public model name
+    Column("response", Text, nullable=False),  # JSON: the response object
+    Column("input_items", Text, nullable=False),  # JSON: this request's input, with ids
+    Column("history", Text, nullable=False),  # JSON: the earlier turns' items before them
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("expires_at", UtcDateTime, nullable=False),
+    ForeignKeyConstraint(["group_id"], ["groups.id"], name="fk_stored_responses_group_id"),
+    Index("ix_stored_responses_expires_at", "expires_at"),
 )

@@ -12,24 +12,29 @@ and any failure of the database itself (refused, dropped, timed out) is
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import UTC, date, datetime
+from collections.abc import Callable, Coroutine, Sequence
+from datetime import UTC, datetime
+from typing import Any, Concatenate
 
-from parley.domain.audit import AuditEntry
+from parley.domain.accounts import Account
+from parley.domain.audit import AuditEntry, AuditQuery
+from parley.domain.channels import ChannelEvent, StoredChannel
 from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord
-from parley.domain.requests import LoggedRequest, RequestQuery, StatusCounts
-from parley.domain.usage import DailyUsage, GroupDailyUsage, UsageRecord
+from parley.domain.responses import StoredResponse
+from parley.domain.usage import UsageRecord
 from parley.domain.voices import Clone
 from parley.store import (
     admin_sql,
+    channels_sql,
     keys_sql,
     requests_sql,
+    responses_sql,
     usage_sql,
     usage_sqlite,
     voices_sql,
 )
-from parley.store.base import Conflict, GroupChanges, Missing
+from parley.store.base import Conflict, GroupChanges, KeyChanges, Missing, Replay
 from parley.store.boundary import database_errors
 from parley.store.database import Database, P, T, Work
 from parley.store.engine import (
@@ -45,6 +50,28 @@ DEFAULT_TIMEOUT_SECONDS = 10.0
 """The longest a connect or a statement may take before the database counts as away."""
 DEFAULT_QUOTA = Quota()
 """No rates of its own: unlimited for a group, inherit the group's for a key."""
+
+
+def reading(work: Work[P, T]) -> Callable[Concatenate[SqlStore, P], Coroutine[Any, Any, T]]:
+    """A ``SqlStore`` method that runs the query ``work`` on a connection for reading: its
+    signature is the query's without the connection, so it is written once, there."""
+
+    async def method(self: SqlStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self._read(work, *args, **kwargs)
+
+    method.__name__, method.__doc__ = work.__name__, work.__doc__
+    return method
+
+
+def writing(work: Work[P, T]) -> Callable[Concatenate[SqlStore, P], Coroutine[Any, Any, T]]:
+    """A ``SqlStore`` method that runs the query ``work`` in one transaction, as
+    ``reading`` does for a read."""
+
+    async def method(self: SqlStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self._write(work, *args, **kwargs)
+
+    method.__name__, method.__doc__ = work.__name__, work.__doc__
+    return method
 
 
 class SqlStore:
@@ -119,11 +146,8 @@ class SqlStore:
     async def update_group(self, name: str, changes: GroupChanges) -> Group:
         return await self._write(keys_sql.update_group, name, changes, _now())
 
-    async def get_group(self, name: str) -> Group | None:
-        return await self._read(keys_sql.get_group, name)
-
-    async def list_groups(self) -> list[Group]:
-        return await self._read(keys_sql.list_groups)
+    get_group = reading(keys_sql.get_group)
+    list_groups = reading(keys_sql.list_groups)
 
     # keys
 
@@ -136,6 +160,9 @@ class SqlStore:
         prefix: str,
         expires_at: datetime | None = None,
         quota: Quota = DEFAULT_QUOTA,
+        models: frozenset[str] | None = None,
+        budget_nanos: int | None = None,
+        idempotency_key: str | None = None,
     ) -> KeyRecord:
         now = _now()
         values = {
@@ -147,24 +174,42 @@ class SqlStore:
             "expires_at": expires_at,
             "rpm": quota.rpm,
             "tpm": quota.tpm,
+            "models": keys_sql.models_json(models),
+            "budget_nanos": budget_nanos,
+            "idempotency_key": idempotency_key,
             "updated_at": now,
         }
         try:
             return await self._write(keys_sql.create_key, values)
         except Conflict as error:
+            if idempotency_key is not None:  # a concurrent twin won the race
+                earlier = await self._read(keys_sql.created_with, idempotency_key)
+                if earlier is not None:
+                    raise Replay(earlier) from error
             raise Conflict("a key with this digest already exists") from error
 
-    async def find_key(self, digest: str) -> KeyRecord | None:
-        return await self._read(keys_sql.find_key, digest)
-
-    async def list_keys(self, group_id: int | None = None) -> list[KeyRecord]:
-        return await self._read(keys_sql.list_keys, group_id)
+    find_key = reading(keys_sql.find_key)
+    list_keys = reading(keys_sql.list_keys)
 
     async def revoke_key(self, key_id: int, at: datetime) -> KeyRecord:
         return await self._write(keys_sql.revoke_key, key_id, at, _now())
 
-    async def keys_changed_since(self, since: datetime) -> list[KeyRecord]:
-        return await self._read(keys_sql.keys_changed_since, since)
+    keys_changed_since = reading(keys_sql.keys_changed_since)
+
+    async def update_key(self, key_id: int, changes: KeyChanges) -> KeyRecord:
+        return await self._write(keys_sql.update_key, key_id, changes, _now())
+
+    async def rotate_key(
+        self, key_id: int, *, digest: str, prefix: str, previous_until: datetime
+    ) -> KeyRecord:
+        return await self._write(
+            keys_sql.rotate_key,
+            key_id,
+            digest=digest,
+            prefix=prefix,
+            until=previous_until,
+            now=_now(),
+        )
 
     # usage
 
@@ -174,30 +219,35 @@ class SqlStore:
                 return await self._usage.record_usage(records)
         return await self._write(usage_sql.record_usage, records)
 
-    async def daily_usage(self, group_id: int, start: date, end: date) -> list[DailyUsage]:
-        return await self._read(usage_sql.daily_usage, group_id, start, end)
-
-    async def spend_since(self, day: date) -> dict[int, int]:
-        return await self._read(usage_sql.spend_since, day)
-
-    async def count_usage(self, group_id: int | None = None) -> int:
-        return await self._read(usage_sql.count_usage, group_id)
-
-    async def prune_usage(self, before: datetime) -> int:
-        return await self._write(usage_sql.prune_usage, before)
+    daily_usage = reading(usage_sql.daily_usage)
+    spend_since = reading(usage_sql.spend_since)
+    key_spend_since = reading(usage_sql.key_spend_since)
+    count_usage = reading(usage_sql.count_usage)
+    prune_usage = writing(usage_sql.prune_usage)
 
     # voice clones
-
-    async def add_clone(self, clone: Clone) -> Clone:
-        return await self._write(voices_sql.add_clone, clone)
+    add_clone = writing(voices_sql.add_clone)
 
     async def list_clones(
         self, *, model: str | None = None, group_id: int | None = None
     ) -> list[Clone]:
         return await self._read(voices_sql.list_clones, model, group_id)
 
-    async def delete_clone(self, model: str, voice_id: str) -> bool:
-        return await self._write(voices_sql.delete_clone, model, voice_id)
+    delete_clone = writing(voices_sql.delete_clone)
+
+    # stored responses (parley/store/responses_sql.py)
+
+    async def save_responses(self, responses: Sequence[StoredResponse]) -> int:
+        return await self._write(responses_sql.save_responses, responses)
+
+    async def find_response(self, response_id: str, group_id: int) -> StoredResponse | None:
+        return await self._read(responses_sql.find_response, response_id, group_id, _now())
+
+    async def delete_response(self, response_id: str, group_id: int) -> bool:
+        return await self._write(responses_sql.delete_response, response_id, group_id)
+
+    async def prune_responses(self) -> int:
+        return await self._write(responses_sql.prune_responses, _now())
 
     # the admin surface (parley/store/admin_sql.py)
 
@@ -207,30 +257,56 @@ class SqlStore:
             raise Missing(f"there is no group named `{name}`")
         return group
 
-    async def usage_rollups(
-        self, start: date, end: date, *, group_id: int | None = None, model: str | None = None
-    ) -> list[GroupDailyUsage]:
-        return await self._read(admin_sql.usage_rollups, start, end, group_id=group_id, model=model)
-
-    async def failures_by_day(self, since: datetime) -> dict[date, StatusCounts]:
-        return await self._read(admin_sql.failures_by_day, since)
-
-    async def list_requests(self, query: RequestQuery) -> list[LoggedRequest]:
-        return await self._read(requests_sql.list_requests, query)
-
-    async def find_request(self, request_id: str) -> LoggedRequest | None:
-        return await self._read(requests_sql.find_request, request_id)
-
-    async def keys_last_used(self, group_id: int | None = None) -> dict[int, datetime]:
-        return await self._read(admin_sql.keys_last_used, group_id)
-
-    async def record_audit(self, entry: AuditEntry) -> AuditEntry:
-        return await self._write(admin_sql.record_audit, entry)
+    usage_rollups = reading(admin_sql.usage_rollups)
+    key_usage_rollups = reading(admin_sql.key_usage_rollups)
+    failures_by_day = reading(admin_sql.failures_by_day)
+    list_requests = reading(requests_sql.list_requests)
+    find_request = reading(requests_sql.find_request)
+    keys_last_used = reading(admin_sql.keys_last_used)
+    record_audit = writing(admin_sql.record_audit)
 
     async def list_audit(
-        self, *, limit: int = 100, before_id: int | None = None
+        self, *, limit: int = 100, before_id: int | None = None, query: AuditQuery | None = None
     ) -> list[AuditEntry]:
-        return await self._read(admin_sql.list_audit, limit=limit, before_id=before_id)
+        return await self._read(admin_sql.list_audit, limit=limit, before_id=before_id, query=query)
+
+    # channels managed live, their history, and administrator accounts (channels_sql.py)
+
+    async def list_channels(self) -> list[StoredChannel]:
+        return await self._read(channels_sql.list_channels)
+
+    async def add_channel(self, channel: StoredChannel) -> StoredChannel:
+        return await self._write(channels_sql.add_channel, channel)
+
+    async def replace_channel(self, channel: StoredChannel) -> StoredChannel:
+        return await self._write(channels_sql.replace_channel, channel)
+
+    async def delete_channel(self, name: str) -> bool:
+        return await self._write(channels_sql.delete_channel, name)
+
+    async def record_channel_events(self, events: Sequence[ChannelEvent]) -> None:
+        await self._write(channels_sql.record_channel_events, list(events))
+
+    async def channel_events(self, channel: str, limit: int = 100) -> list[ChannelEvent]:
+        return await self._read(channels_sql.channel_events_of, channel, limit)
+
+    async def prune_channel_events(self, before: datetime) -> int:
+        return await self._write(channels_sql.prune_channel_events, before)
+
+    async def list_accounts(self) -> list[Account]:
+        return await self._read(channels_sql.list_accounts)
+
+    async def get_account(self, name: str) -> Account | None:
+        return await self._read(channels_sql.get_account, name)
+
+    async def add_account(self, account: Account) -> Account:
+        return await self._write(channels_sql.add_account, account)
+
+    async def update_account(self, name: str, changes: dict[str, Any]) -> Account:
+        return await self._write(channels_sql.update_account, name, changes, _now())
+
+    async def delete_account(self, name: str) -> bool:
+        return await self._write(channels_sql.delete_account, name)
 
 
 async def open_store(

@@ -19,7 +19,14 @@ from sqlalchemy import Connection, Table, bindparam, delete, func, or_, select, 
 from sqlalchemy.dialects import sqlite
 
 from parley.domain.usage import DailyUsage, UsageRecord
-from parley.store.schema import ROLLUP_TOTALS, api_keys, as_utc, usage_daily, usage_records
+from parley.store.schema import (
+    ROLLUP_TOTALS,
+    api_keys,
+    as_utc,
+    usage_daily,
+    usage_daily_keys,
+    usage_records,
+)
 
 if TYPE_CHECKING:
     from sqlalchemy.dialects import postgresql
@@ -38,6 +45,7 @@ def record_usage(conn: Connection, records: Sequence[UsageRecord]) -> int:
         calls = [record for record in fresh if record.admitted]  # refusals: the log only
         if calls:
             _add_to_rollups(conn, calls)
+            _add_to_key_rollups(conn, calls)
         _stamp_last_use(conn, fresh)
     return len(fresh)
 
@@ -64,7 +72,17 @@ def spend_since(conn: Connection, day: date) -> dict[int, int]:
     return {group_id: int(total) for group_id, total in rows}
 
 
-def count_usage(conn: Connection, group_id: int | None) -> int:
+def key_spend_since(conn: Connection, day: date) -> dict[int, int]:
+    daily = usage_daily_keys.c
+    query = (
+        select(daily.key_id, func.sum(daily.cost_nanos))
+        .where(daily.day >= day)
+        .group_by(daily.key_id)
+    )
+    return {key_id: int(total) for key_id, total in conn.execute(query)}
+
+
+def count_usage(conn: Connection, group_id: int | None = None) -> int:
     query = select(func.count()).select_from(usage_records).where(usage_records.c.admitted)
     if group_id is not None:
         query = query.where(usage_records.c.group_id == group_id)
@@ -102,6 +120,38 @@ def _add_to_rollups(conn: Connection, records: Sequence[UsageRecord]) -> None:
         set_={name: daily[name] + insert.excluded[name] for name in ROLLUP_TOTALS},
     )
     conn.execute(statement, _rollup_rows(records))
+
+
+def _add_to_key_rollups(conn: Connection, records: Sequence[UsageRecord]) -> None:
+    insert = _insert(conn, usage_daily_keys)
+    daily = usage_daily_keys.c
+    statement = insert.on_conflict_do_update(
+        index_elements=[daily.key_id, daily.day, daily.model],
+        set_={name: daily[name] + insert.excluded[name] for name in ROLLUP_TOTALS},
+    )
+    conn.execute(statement, _key_rollup_rows(records))
+
+
+def _key_rollup_rows(records: Sequence[UsageRecord]) -> list[dict[str, Any]]:
+    """The records summed per (key, UTC day, model), in key order."""
+    totals: dict[RollupKey, list[int]] = {}
+    groups: dict[int, int] = {}
+    for record in records:
+        key = (record.key_id, as_utc(record.created_at).date(), record.model)
+        groups[record.key_id] = record.group_id
+        sums = totals.setdefault(key, [0] * len(ROLLUP_TOTALS))
+        for index, value in enumerate(_totals(record)):
+            sums[index] += value
+    return [
+        {
+            "key_id": key_id,
+            "day": day,
+            "model": model,
+            "group_id": groups[key_id],
+            **dict(zip(ROLLUP_TOTALS, sums, strict=True)),
+        }
+        for (key_id, day, model), sums in sorted(totals.items())
+    ]
 
 
 def _stamp_last_use(conn: Connection, records: Sequence[UsageRecord]) -> None:

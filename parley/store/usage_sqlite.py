@@ -1,4 +1,4 @@
-"""``record_usage`` on a SQLite file: a whole batch in one thread hop and five statements.
+"""``record_usage`` on a SQLite file: a whole batch in one thread hop and six statements.
 
 Through SQLAlchemy and aiosqlite a batch costs statement compilation and per-row bind
 processing on the event loop, and a round trip between the loop and a thread for each
@@ -6,13 +6,14 @@ processing on the event loop, and a round trip between the loop and a thread for
 turn of the busy loop and for the GIL, so such a writer falls behind and admission refuses
 calls (``usage.queue_size``). Here the batch is one call into a thread of its own
 with its own connection, and every statement carries its rows as one JSON parameter read
-with ``json_each``: five statements, each one step, whatever the batch size, and fixed
+with ``json_each``: six statements, each one step, whatever the batch size, and fixed
 statement texts (so they stay prepared: no growing cache of one text per batch size).
 
 Same semantics as ``usage_sql.record_usage``: inside ``BEGIN IMMEDIATE`` (the file's
 write lock, so no other writer runs between the statements) the ids already stored are
-looked up, only the others are inserted, added to ``usage_daily`` (admitted calls only:
-refusals are request-log lines) and move the keys' ``last_used_at`` forward. Values are
+looked up, only the others are inserted, added to ``usage_daily`` and
+``usage_daily_keys`` (admitted calls only: refusals are request-log lines) and move the
+keys' ``last_used_at`` forward. Values are
 written in the text forms SQLAlchemy's SQLite types write and read back
 (``UtcDateTime``: ``YYYY-MM-DD HH:MM:SS.ffffff`` in UTC; ``Date``: ``YYYY-MM-DD``;
 booleans 0/1), pinned by the store contract tests.
@@ -89,6 +90,13 @@ ADD_TO_ROLLUPS = (
     + " FROM json_each(?) WHERE true ON CONFLICT (group_id, day, model) DO UPDATE SET "
     + ", ".join(f"{name} = {name} + excluded.{name}" for name in ROLLUP_TOTALS)
 )
+_KEY_ROLLUP_COLUMNS = ("key_id", "day", "model", "group_id", *ROLLUP_TOTALS)
+ADD_TO_KEY_ROLLUPS = (
+    f"INSERT INTO usage_daily_keys ({', '.join(_KEY_ROLLUP_COLUMNS)}) SELECT "
+    + ", ".join(f"json_extract(value, '$[{index}]')" for index in range(len(_KEY_ROLLUP_COLUMNS)))
+    + " FROM json_each(?) WHERE true ON CONFLICT (key_id, day, model) DO UPDATE SET "
+    + ", ".join(f"{name} = {name} + excluded.{name}" for name in ROLLUP_TOTALS)
+)
 STAMP_LAST_USE = (
     "UPDATE api_keys SET last_used_at = stamp.at FROM"
     " (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS at"
@@ -136,7 +144,7 @@ class SqliteUsageWriter:
         back (docs/performance.md)."""
         if self._cursor is None:
             # autocommit mode: the transaction is this module's own BEGIN IMMEDIATE / COMMIT
-            statements = 2 * len(CHUNKS) + 8  # every text this module runs, kept prepared
+            statements = 2 * len(CHUNKS) + 9  # every text this module runs, kept prepared
             conn = sqlite3.connect(
                 self._path,
                 timeout=self._timeout,
@@ -167,6 +175,7 @@ class SqliteUsageWriter:
                 del unique[stored]
             if unique:
                 rows, rollups, last_use = _rows(unique.values())
+                key_rollups = _key_rollups(unique.values())
                 inserts = INSERT_RAW
                 if any(r.cached_tokens or r.cache_write_tokens for r in unique.values()):
                     inserts = INSERT_CACHED
@@ -179,6 +188,7 @@ class SqliteUsageWriter:
                         cursor.execute(inserts[size], [value for row in chunk for value in row])
                         start += size
                 cursor.execute(ADD_TO_ROLLUPS, (orjson.dumps(rollups),))
+                cursor.execute(ADD_TO_KEY_ROLLUPS, (orjson.dumps(key_rollups),))
                 cursor.execute(STAMP_LAST_USE, (orjson.dumps(last_use),))
             cursor.execute("COMMIT")
         except BaseException:
@@ -246,3 +256,24 @@ def _rows(records: Iterable[UsageRecord]) -> tuple[list[Row], list[list[object]]
         sums[6] += record.cached_tokens
         sums[7] += record.cache_write_tokens
     return rows, [[*key, *sums] for key, sums in totals.items()], list(newest.items())
+
+
+def _key_rollups(records: Iterable[UsageRecord]) -> list[list[object]]:
+    """The admitted calls summed per (key, UTC day, model), with the key's group."""
+    totals: dict[tuple[int, str, str], list[int]] = {}
+    for record in records:
+        if not record.admitted:
+            continue
+        key = (record.key_id, _text(record.created_at)[:10], record.model)
+        sums = totals.get(key)
+        if sums is None:
+            sums = totals[key] = [record.group_id, 0, 0, 0, 0, 0, 0, 0, 0]
+        sums[1] += 1
+        sums[2] += record.prompt_tokens
+        sums[3] += record.completion_tokens
+        sums[4] += record.characters
+        sums[5] += record.audio_ms
+        sums[6] += record.cost_nanos
+        sums[7] += record.cached_tokens
+        sums[8] += record.cache_write_tokens
+    return [[*key, *sums] for key, sums in totals.items()]

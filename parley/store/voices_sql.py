@@ -11,22 +11,12 @@ from sqlalchemy.exc import IntegrityError
 
 from parley.domain.voices import Clone
 from parley.store.base import Conflict
+from parley.store.rows import columns, record
 from parley.store.schema import voice_clones
 
 
 def add_clone(conn: Connection, clone: Clone) -> Clone:
-    values = {
-        "group_id": clone.group_id,
-        "model": clone.model,
-        "label": clone.label,
-        "voice_id": clone.voice_id,
-        "engine_name": clone.engine_name,
-        "channel": clone.channel,
-        "transcript": clone.transcript,
-        "consent": clone.consent,
-        "duration_ms": clone.duration_ms,
-        "created_at": clone.created_at,
-    }
+    values = columns(clone)
     try:
         with conn.begin_nested():
             conn.execute(voice_clones.insert().values(values))
@@ -52,15 +42,4 @@ def delete_clone(conn: Connection, model: str, voice_id: str) -> bool:
 
 
 def _clone(row: RowMapping) -> Clone:
-    return Clone(
-        group_id=row["group_id"],
-        model=row["model"],
-        label=row["label"],
-        voice_id=row["voice_id"],
-        engine_name=row["engine_name"],
-        channel=row["channel"],
-        duration_ms=row["duration_ms"],
-        created_at=row["created_at"],
-        transcript=row["transcript"],
-        consent=row["consent"],
-    )
+    return record(Clone, row)

@@ -18,9 +18,9 @@ from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 from aiohttp.web_request import BaseRequest
 
-from parley.api.context import CALLER
 from parley.domain.usage import UsageRecord
 from parley.pipeline.call import Call
+from parley.pipeline.context import CALLER
 from parley.telemetry.logs import FIELDS
 from parley.telemetry.request_ids import HEADER
 

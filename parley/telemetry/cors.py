@@ -14,9 +14,8 @@ Credentials are keys in ``Authorization``, never cookies, so no ``Allow-Credenti
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from parley.api.reply import error_response
 from parley.errors import PermissionDenied
@@ -42,7 +41,6 @@ EXPOSED_HEADERS = ", ".join(
         "x-parley-stream",
     )
 )
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class CorsPolicy:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from parley.api.context import SERVICES
 from parley.pipeline.call import RequestIds
+from parley.pipeline.context import SERVICES
 
 HEADER = "x-request-id"
 REQUEST_ID = web.RequestKey("request_id", str)

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import logging
 
-from parley.errors import UpstreamError
+from parley.errors import UpstreamError, UpstreamRefused
 from parley.pipeline.call import Call
-from parley.providers.base import UpstreamRefused
 from parley.telemetry.logs import FIELDS
 
 log = logging.getLogger("parley.upstream")

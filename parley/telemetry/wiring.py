@@ -14,15 +14,15 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
-from parley.api.context import SERVICES
 from parley.domain.keys import digest, same_digest
 from parley.domain.usage import UsageRecord
 from parley.errors import AuthenticationFailed, UpstreamError
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.breaker import Breakers, Transition
 from parley.pipeline.call import Call
+from parley.pipeline.context import SERVICES
+from parley.pipeline.services import Services
 from parley.pipeline.watch import CallWatchers
-from parley.services import Services
 from parley.settings import MetricsSettings, Settings
 from parley.telemetry import cors
 from parley.telemetry.access import ACCESS_RECORDS, AccessRecords

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from parley.errors import ServiceUnavailable, UpstreamError
-from parley.pipeline.route import Route
 from parley.providers.base import EngineRoster, VoicesUnsupported
 from parley.providers.registry import ProviderRegistry
+
+if TYPE_CHECKING:  # routes are handed in by the endpoints; voices sit below the pipeline
+    from parley.pipeline.route import Route
 
 TTL_SECONDS = 30.0
 

@@ -22,13 +22,13 @@ import openai
 from aiohttp import web
 from sqlalchemy import select
 
-from parley.api.context import SERVICES
 from parley.app import create_app
 from parley.domain.groups import Group, Quota
 from parley.domain.keys import digest, display_prefix, new_key
 from parley.domain.usage import UsageRecord
 from parley.edge.runner import EdgeRunner
-from parley.services import Services
+from parley.pipeline.context import SERVICES
+from parley.pipeline.services import Services
 from parley.settings import Settings
 from parley.store.schema import usage_records
 

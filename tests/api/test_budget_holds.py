@@ -108,7 +108,7 @@ async def shutdown_ends_a_stream(
     engine.behaviour = Behaviour(delay=0.05)
     async with s.post(f"{gateway.v1}/chat/completions", json={**BODY, "stream": True}) as reply:
         await reply.content.readline()
-        assert await gateway.services.streams.end_all() == 1
+        assert await gateway.services.in_flight.end_all() == 1
         await reply.read()
 
 
@@ -118,7 +118,7 @@ async def shutdown_ends_a_waiting_call(
     engine.behaviour = Behaviour(hang=5.0)
     call = asyncio.create_task(s.post(f"{gateway.v1}/chat/completions", json=BODY))
     await wait_for_upstream(engine)
-    assert await gateway.services.streams.end_all() == 1
+    assert await gateway.services.in_flight.end_all() == 1
     reply = await call
     assert reply.status == 503
     reply.release()

@@ -39,7 +39,7 @@ async def test_every_reply_carries_the_six_rate_limit_headers(
     # The buckets' clock stands still, so no refill between the calls: the counts below
     # hold however slowly a busy machine runs them.
     frozen = MemoryLimiter(clock=lambda: 1000.0)
-    monkeypatch.setattr("parley.services.build_limiter", lambda *_args, **_kw: frozen)
+    monkeypatch.setattr("parley.pipeline.services.build_limiter", lambda *_args, **_kw: frozen)
     gateway = await start_gateway()
     assert gateway.services.limiter is frozen
     key = await gateway.key(await gateway.group("team", rpm=100, tpm=100_000))

@@ -18,17 +18,18 @@ import orjson
 import pytest
 from aiohttp import web
 
-from parley.api.context import services
 from parley.app import create_app
 from parley.domain.models import Resolved
 from parley.domain.usage import Allowance, Usage, UsageRecord
+from parley.domain.wire import JSON
 from parley.errors import ParleyError
 from parley.pipeline import runner
 from parley.pipeline.authenticate import Caller
+from parley.pipeline.context import services
+from parley.pipeline.in_flight import SHUTDOWN_STATUS
 from parley.pipeline.job import NO_HEADERS, Operation
 from parley.pipeline.route import Route
-from parley.pipeline.streams import SHUTDOWN_STATUS
-from parley.providers.base import JSON, Batches, Target
+from parley.providers.base import Batches, Target
 from parley.providers.openai import OpenAIAdapter
 from parley.providers.shapes import Item, ShapedBatches
 from parley.settings import Settings
@@ -162,7 +163,7 @@ async def test_shutdown_ends_open_streams_with_an_error_event_and_bills_the_deli
 ) -> None:
     engine.behaviour = Behaviour(delay=0.05, words=200)
     body = {"model": "chat-large", "messages": MESSAGES, "stream": True}
-    streams = gateway.services.streams
+    streams = gateway.services.in_flight
     async with (
         aiohttp.ClientSession(headers={"Authorization": f"Bearer {key}"}) as session,
         session.post(f"{gateway.v1}/chat/completions", json=body) as response,
@@ -195,12 +196,12 @@ async def test_shutdown_ends_a_plain_call_still_waiting_with_a_503_not_billed(
         async with asyncio.timeout(5):
             while not engine.requests:  # noqa: ASYNC110
                 await asyncio.sleep(0.01)
-        assert await gateway.services.streams.end_all() == 1
+        assert await gateway.services.in_flight.end_all() == 1
         response = await call
         assert response.status == 503
         assert (await response.json())["error"]["code"] == "service_unavailable"
         response.release()
-    assert len(gateway.services.streams) == 0
+    assert len(gateway.services.in_flight) == 0
     record = await only_record(gateway)
     assert (record.status, record.cost_nanos) == (SHUTDOWN_STATUS, 0)
 
@@ -215,7 +216,7 @@ async def test_shutdown_before_a_stream_started_is_a_503_and_not_billed(
         async with asyncio.timeout(5):
             while not engine.requests:  # noqa: ASYNC110
                 await asyncio.sleep(0.01)
-        assert await gateway.services.streams.end_all() == 1
+        assert await gateway.services.in_flight.end_all() == 1
         response = await call
         assert response.status == 503
         assert (await response.json())["error"]["code"] == "service_unavailable"

@@ -14,17 +14,10 @@ from typing import Any, Protocol, cast
 
 import pytest
 
-from parley.errors import UpstreamError, UpstreamTimeout
+from parley.domain.wire import JSON
+from parley.errors import UpstreamError, UpstreamRefused, UpstreamTimeout, UpstreamUnreachable
 from parley.http import HttpClient
-from parley.providers.base import (
-    JSON,
-    Batches,
-    Chat,
-    Completion,
-    Target,
-    UpstreamRefused,
-    UpstreamUnreachable,
-)
+from parley.providers.base import Batches, Chat, Completion, Target
 from parley.providers.registry import (
     OPENAI_COMPATIBLE_TYPES,
     ProviderRegistry,
@@ -376,7 +369,7 @@ def test_an_unknown_type_is_a_key_error_naming_the_known_ones(
 ) -> None:
     registry = ProviderRegistry.default(session)
     with pytest.raises(UnknownProviderType) as caught:
-        registry.chat("bedrock")
+        registry.chat("carrier-pigeon")
     assert isinstance(caught.value, KeyError)
-    assert "`bedrock`" in str(caught.value)
+    assert "`carrier-pigeon`" in str(caught.value)
     assert "openai" in str(caught.value)

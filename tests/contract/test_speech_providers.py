@@ -12,14 +12,13 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from parley.errors import UpstreamError
+from parley.errors import UpstreamError, UpstreamRefused
 from parley.http import HttpClient
 from parley.providers.base import (
     ReplyBounds,
     SpeechAudio,
     SpeechRequest,
     Target,
-    UpstreamRefused,
     VoiceClip,
     VoicesUnsupported,
 )

@@ -14,15 +14,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from parley.domain.transcripts import FORMATS, ResponseFormat, Task
-from parley.errors import UpstreamError
+from parley.errors import UpstreamError, UpstreamRefused
 from parley.http import HttpClient
-from parley.providers.base import (
-    AudioUpload,
-    Target,
-    Transcription,
-    TranscriptionRequest,
-    UpstreamRefused,
-)
+from parley.providers.base import AudioUpload, Target, Transcription, TranscriptionRequest
 from parley.providers.registry import TRANSCRIPTION_TYPES, ProviderRegistry
 from tests.clips import clip
 from tests.upstreams.transcribers import FakeTranscriber

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from parley.demo.children import Child
-from parley.demo.config import demo_config
+from parley.local.demo.children import Child
+from parley.local.demo.config import demo_config
 from tests.api.harness import Gateway
 from tests.api.speech.conftest import engines, tenants  # noqa: F401 (the speech gateway)
 from tests.engines.local import (

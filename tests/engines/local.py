@@ -1,5 +1,5 @@
 """The local engines as child processes for the tests, started as ``parley serve --demo``
-starts them (``parley.demo``): ``parley engine serve`` and llama.cpp's server.
+starts them (``parley.local.demo``): ``parley engine serve`` and llama.cpp's server.
 
 Where the ``local`` extra is not installed the tests that need them skip with the reason,
 which ``PARLEY_REQUIRE_SERVICES=1`` (CI) turns into a failure.
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from parley.demo.children import Child, ChildFailed, free_port
-from parley.demo.run import llama_command
+from parley.local.demo.children import Child, ChildFailed, free_port
+from parley.local.demo.run import llama_command
 
 READY_SECONDS = 300.0
 """Generous: on a loaded 2-core machine loading PocketSphinx's model or the GGUF file

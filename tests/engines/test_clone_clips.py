@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from parley.demo.children import Child
+from parley.local.demo.children import Child
 from tests.api.speech.conftest import Tenants
 from tests.api.speech.test_voice_clones import clone, uploads
 from tests.clips import FORMATS

@@ -17,7 +17,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from parley.demo.config import CHAT_MODEL, SPEECH_MODEL, TRANSCRIPTION_MODEL
+from parley.local.demo.config import CHAT_MODEL, SPEECH_MODEL, TRANSCRIPTION_MODEL
 from tests.engines.local import CHAT_PACKAGES, READY_SECONDS, SPEECH_PACKAGES, require
 from tests.engines.test_through_parley import SENTENCE, most_words
 from tests.process.procs import REPO, environment, free_port

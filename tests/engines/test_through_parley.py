@@ -1,4 +1,4 @@
-"""The demo's gateway (``parley.demo.config``) in front of the real local engines, called
+"""The demo's gateway (``parley.local.demo.config``) in front of the real local engines, called
 with the official openai SDK: speech that PocketSphinx hears back, and chat (plain and
 streamed) from llama.cpp, every call metered."""
 
@@ -11,7 +11,7 @@ import openai
 import orjson
 import pytest
 
-from parley.demo.config import CHAT_MODEL, SPEECH_MODEL, TRANSCRIPTION_MODEL
+from parley.local.demo.config import CHAT_MODEL, SPEECH_MODEL, TRANSCRIPTION_MODEL
 from tests.api.harness import Gateway, records
 
 pytestmark = pytest.mark.engines

@@ -149,5 +149,5 @@ async def test_an_idle_connection_keeps_no_headers_of_the_reply_it_carried(
         assert await reply.read() == b"ok"  # the connection goes back to the pool
         assert reply.headers[b"x-marker"] == b"1", "the reply keeps its own"
         (idle,) = client._pools[("http", "127.0.0.1", server.port)].idle
-        assert idle.headers == {}
+        assert idle.parser.headers == {}
     assert server.connections == 1

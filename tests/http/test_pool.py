@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from parley.http import Disconnected, HttpClient, PoolTimeout, Reply, prepare
+from parley.http import Disconnected, HttpClient, PoolTimeout, ReadTimeout, Reply, prepare
 from tests.http.rawserver import RawServer, keep_alive_reply
 
 
@@ -177,5 +177,29 @@ async def test_a_connection_reused_in_time_is_not_reaped() -> None:
         for _ in range(3):
             assert await call(client, server) == b"ok"
             clock.now += 10.0  # each call finds the connection 10 s idle: within 15
+    await client.close()
+    assert server.connections == 1
+
+
+async def test_a_reused_connection_times_out_on_its_own_calls_read_timeout() -> None:
+    """The silence watch a first call armed (a long read timeout) must not let a later
+    call on the same connection, with a short one, wait longer than its own."""
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(keep_alive_reply(b"ok"))
+        await server.read_request(reader)
+        await asyncio.sleep(HANG_GUARD)  # the second reply never comes
+
+    client = HttpClient()
+    async with RawServer(handler) as server:
+        request = prepare("POST", server.url, {})
+        first = await client.send(request, b"{}", connect_timeout=2.0, read_timeout=HANG_GUARD)
+        assert await first.read() == b"ok"
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        with pytest.raises(ReadTimeout):
+            await client.send(request, b"{}", connect_timeout=2.0, read_timeout=0.2)
+        assert loop.time() - began < HANG_GUARD / 2
     await client.close()
     assert server.connections == 1

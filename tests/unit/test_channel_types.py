@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from parley.http import HttpClient
+from parley.pipeline.services import Services
 from parley.providers.openai import OpenAIAdapter
 from parley.providers.registry import ProviderRegistry, check_channel_types
-from parley.services import Services
 from parley.settings import ConfigError, Settings
 
 

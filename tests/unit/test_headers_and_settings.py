@@ -126,3 +126,39 @@ def test_the_example_config_is_valid() -> None:
         model.name for model in settings.models
     }
     assert settings.capabilities["LLM_CHAT"] == "chat-large"
+
+
+def test_a_bedrock_channel_takes_its_credentials_from_the_aws_variables(tmp_path: Path) -> None:
+    config = tmp_path / "parley.yaml"
+    config.write_text(
+        "channels:\n"
+        "  - name: aws\n    type: bedrock\n    models: [claude]\n"
+        "  - name: pinned\n    type: bedrock\n    models: [claude]\n"
+        "    aws: {region: eu-west-3, access_key_id: AKIACONFIGURED, secret_access_key: s}\n"
+        "models:\n  - name: claude\n"
+    )
+    environ = {
+        "AWS_REGION": "us-west-2",
+        "AWS_ACCESS_KEY_ID": "ASIAFROMENVIRONMENT",
+        "AWS_SECRET_ACCESS_KEY": "env/secret",
+        "AWS_SESSION_TOKEN": "token",
+    }
+    settings = load_settings(config, environ)
+    aws, pinned = settings.channels
+    assert aws.base_url == "https://bedrock-runtime.us-west-2.amazonaws.com"
+    assert aws.aws is not None and aws.aws.access_key_id == "ASIAFROMENVIRONMENT"
+    assert (aws.aws.secret_access_key, aws.aws.session_token) == ("env/secret", "token")
+    assert "env/secret" not in repr(aws)
+    assert pinned.base_url == "https://bedrock-runtime.eu-west-3.amazonaws.com"
+    assert pinned.aws is not None and pinned.aws.session_token is None  # never mixed
+    with pytest.raises(ConfigError, match=r"channels.0.aws.region: a bedrock channel needs"):
+        load_settings(config, {})
+    with pytest.raises(ConfigError, match=r"channels.0.aws.access_key_id: Field required"):
+        load_settings(config, {"AWS_REGION": "us-east-1"})
+    config.write_text(
+        "channels:\n  - name: az\n    base_url: https://x.openai.azure.com\n"
+        "    azure: {api_version: '2024-10-21'}\n    models: [gpt]\n"
+        "models:\n  - name: gpt\n"
+    )
+    with pytest.raises(ConfigError, match="azure is for channels of type azure-openai"):
+        load_settings(config, {})

@@ -43,6 +43,9 @@ NOT_AT_START = (
     "greenlet",
     "alembic",
     "mako",
+    "botocore",  # Bedrock signs with parley/providers/bedrock/sigv4.py
+    "boto3",
+    "cryptography",  # loaded only when channel secret keys are configured
 )
 SERVE_A_LITTLE = """
 import asyncio, sys
@@ -177,7 +180,7 @@ def test_a_target_without_a_function_is_refused_at_once() -> None:
 
 DEMO_COMMAND = """
 import sys
-import parley.cli.demo
+import parley.local.demo.command
 from parley.settings import Settings
 
 def run_demo(workdir, address, serve, with_store, load):
@@ -189,8 +192,8 @@ def run_demo(workdir, address, serve, with_store, load):
     with_store(settings, nothing)  # the demo's first store work: a fresh database
     print(" ".join(name for name in ("alembic", "mako") if name in sys.modules))
 
-parley.cli.demo.run_demo = run_demo
-parley.cli.demo.serve_demo(None, None)
+parley.local.demo.command.run_demo = run_demo
+parley.local.demo.command.serve_demo(None, None)
 """
 
 

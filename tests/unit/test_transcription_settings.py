@@ -10,7 +10,7 @@ import yaml
 
 from parley.audio.budget import DecodeBudget
 from parley.domain.transcripts import TranscriptionAbilities
-from parley.services import model_specs, probe_pool
+from parley.pipeline.services import model_specs, probe_pool
 from parley.settings import ConfigError, Settings, load_settings
 
 

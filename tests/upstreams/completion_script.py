@@ -13,6 +13,15 @@ With ``tools`` asked for (the engine's ``tools`` knob), a chat request that offe
 and whose last message is not a tool result is answered with a call of the first tool,
 ``{"query": <the echo>}`` (``finish_reason: tool_calls``; streamed as the call's name,
 then its arguments in two pieces).
+
+A chat request asking for JSON (``response_format`` ``json_object`` or ``json_schema``)
+is answered with its last user message as it is, without ``echo:`` (a model that writes
+the JSON it was shown).
+
+With ``reasoning`` (the engine's knob), a chat reply first thinks ``THOUGHT`` as
+``reasoning_content`` (a whole reply's message field; streamed, one delta per piece
+before the text), counted in ``completion_tokens`` and told as
+``completion_tokens_details.reasoning_tokens``.
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ from tests.upstreams.server import JSON
 CREATED = 1_700_000_000
 SENTENCE = ("the", "quick", "brown", "fox", "jumps", "over", "the", "lazy", "dog")
 Kind = Literal["chat", "completion", "embedding"]
+THOUGHT = ("Let", " me", " think", " it", " over.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,12 +55,13 @@ class Script:
     cached_tokens: int = 0
     """Of the prompt's tokens, those reported read from a prompt cache (never more than
     the prompt's)."""
+    thought: tuple[str, ...] = ()
 
     @property
     def usage(self) -> JSON:
         if self.reported is not None:
             return self.reported
-        produced = len(self.pieces)
+        produced = len(self.pieces) + len(self.thought)
         total = self.prompt_tokens + produced
         usage: JSON = {
             "prompt_tokens": self.prompt_tokens,
@@ -60,6 +71,8 @@ class Script:
         if self.cached_tokens:
             cached = min(self.cached_tokens, self.prompt_tokens)
             usage["prompt_tokens_details"] = {"cached_tokens": cached}
+        if self.thought:
+            usage["completion_tokens_details"] = {"reasoning_tokens": len(self.thought)}
         return usage
 
 
@@ -72,10 +85,13 @@ def script_for(
     reported: JSON | None = None,
     overlong: bool = False,
     tools: bool = False,
+    reasoning: bool = False,
 ) -> Script:
     texts, last = _chat_texts(body) if kind == "chat" else _prompt_texts(body)
     if words is not None:
         reply = [SENTENCE[i % len(SENTENCE)] for i in range(words)]
+    elif _wants_json(body) and kind == "chat":
+        reply = last.split(" ")
     else:
         reply = f"echo: {last}".split()
     limit = body.get("max_tokens", body.get("max_completion_tokens"))
@@ -88,9 +104,23 @@ def script_for(
     if call is not None:
         finish = "tool_calls"
     model = str(body.get("model"))
+    thought = THOUGHT if reasoning and kind == "chat" else ()
     return Script(
-        kind, reply_id, model, pieces, finish, prompt_tokens, reported=reported, tool_call=call
+        kind,
+        reply_id,
+        model,
+        pieces,
+        finish,
+        prompt_tokens,
+        reported=reported,
+        tool_call=call,
+        thought=thought,
     )
+
+
+def _wants_json(body: JSON) -> bool:
+    form = body.get("response_format")
+    return isinstance(form, dict) and form.get("type") in ("json_object", "json_schema")
 
 
 def _tool_call(body: JSON, echo: str, reply_id: str) -> JSON | None:
@@ -130,6 +160,8 @@ def whole_reply(script: Script) -> JSON:
     text = "".join(script.pieces)
     if script.kind == "chat":
         message: JSON = {"role": "assistant", "content": text, "refusal": None}
+        if script.thought:
+            message["reasoning_content"] = "".join(script.thought)
         if script.tool_call is not None:
             message["tool_calls"] = [script.tool_call]
         choice: JSON = {"index": 0, "message": message, "logprobs": None}
@@ -149,6 +181,7 @@ def chunks_for(script: Script, with_usage: bool) -> list[Any]:
     if script.kind == "chat":
         deltas: list[JSON] = [
             {"role": "assistant", "content": ""},
+            *({"reasoning_content": p} for p in script.thought),
             *({"content": p} for p in script.pieces),
             *_tool_deltas(script.tool_call),
             {},

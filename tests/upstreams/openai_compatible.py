@@ -6,7 +6,8 @@ Start it as an async context manager (or ``await engine.start()`` / ``await engi
         engine.base_url          # "http://127.0.0.1:<free port>/v1", for a channel's base_url
         engine.requests          # every request received, oldest first (ReceivedRequest)
 
-Endpoints: ``POST /v1/embeddings`` (``tests/upstreams/embeddings.py``), and
+Endpoints: ``POST /v1/embeddings`` (``tests/upstreams/embeddings.py``), ``POST
+/v1/responses`` (OpenAI's Responses API, ``tests/upstreams/responses_api.py``), and
 ``POST /v1/chat/completions`` and ``POST /v1/completions``, whole or streamed
 (``"stream": true``: SSE ``data: {chunk}`` events ending with ``data: [DONE]``), and
 ``GET /v1/models`` (``engine.models``). With ``FakeEngine(api_key="k")`` any request not
@@ -53,6 +54,8 @@ other model name behaves normally and is echoed in replies. ``engine.behaviour``
 - ``overlong``: ignore ``max_tokens`` (the whole echo, or ``words-N``, is sent).
 - ``tools``: a chat request that offers tools gets a call of the first one
   (``completion_script.py``).
+- ``reasoning``: a chat reply thinks first (``reasoning_content``, counted as reasoning
+  tokens; ``completion_script.py``).
 - ``cached-N``: usage reports N of the prompt's tokens (at most all) as cached
   (``prompt_tokens_details.cached_tokens``).
 - ``leak-<spelling>``: like ``leak``, with the key written in one of the forms of
@@ -79,6 +82,7 @@ from typing import Any, ClassVar, Literal
 import orjson
 from aiohttp import web
 
+from tests.upstreams import responses_api
 from tests.upstreams.completion_script import (
     CREATED,
     Kind,
@@ -166,6 +170,7 @@ class Behaviour:
     reported: JSON | None = None
     overlong: bool = False
     tools: bool = False
+    reasoning: bool = False
     cached: int = 0
     spelling: str | None = None
     deep: int | None = None
@@ -190,6 +195,7 @@ class Behaviour:
             "usage-absent": {"reported": {}},
             "overlong": {"overlong": True},
             "tools": {"tools": True},
+            "reasoning": {"reasoning": True},
         }
         if part in flags:
             return replace(self, **flags[part])
@@ -233,6 +239,7 @@ class FakeEngine(FakeServer):
         app.router.add_post("/v1/chat/completions", self._endpoint("chat"))
         app.router.add_post("/v1/completions", self._endpoint("completion"))
         app.router.add_post("/v1/embeddings", self._endpoint("embedding"))
+        app.router.add_post("/v1/responses", self._responses)
         app.router.add_get("/v1/models", self._list_models)
         return app
 
@@ -251,6 +258,22 @@ class FakeEngine(FakeServer):
             return await self._answer(request, kind)
 
         return handle
+
+    async def _responses(self, request: web.Request) -> web.StreamResponse:
+        """OpenAI's Responses API, served natively (``tests/upstreams/responses_api.py``)."""
+        try:
+            body = orjson.loads(await request.read())
+        except orjson.JSONDecodeError:
+            body = None
+        self._record(request, body)
+        refusal = self._refusal(request, body)
+        if refusal is not None:
+            return refusal
+        behaviour = self.behaviour.with_model(str(body.get("model", "")))
+        if behaviour.fail is not None:
+            message = f"Fake engine failure (status {behaviour.fail})."
+            return _error(behaviour.fail, message, "server_error", None)
+        return await responses_api.answer(request, body, next(self._ids))
 
     async def _list_models(self, request: web.Request) -> web.Response:
         self._record(request, None)
@@ -319,6 +342,7 @@ class FakeEngine(FakeServer):
             reported=behaviour.reported,
             overlong=behaviour.overlong,
             tools=behaviour.tools,
+            reasoning=behaviour.reasoning,
         )
         if behaviour.cached:
             script = replace(script, cached_tokens=behaviour.cached)

@@ -68,3 +68,48 @@ def _label(x: float, text: str, anchor: str) -> str:
     return (
         f'<text class="tick" x="{x}" y="{HEIGHT - 6}" text-anchor="{anchor}">{escape(text)}</text>'
     )
+
+
+ROW, LABEL_W, VALUE_W, RANK_W = 26, 180, 110, 480
+MAX_LABEL = 18
+
+
+def ranking_chart(
+    rows: Sequence[Bar],
+    *,
+    title: str,
+    fmt: Callable[[float], str] = lambda v: f"{v:,.0f}",
+    limit: int = 10,
+) -> Markup:
+    """Horizontal bars, largest first (the top ``limit``, the rest summed as "others"):
+    a category's name on the left (shortened, whole in its tooltip), its value on the
+    right. Drawn in a viewBox, so it shrinks with the page and never overflows it."""
+    ranked = sorted(rows, key=lambda bar: bar.value, reverse=True)
+    if len(ranked) > limit:
+        rest = sum(bar.value for bar in ranked[limit - 1 :])
+        ranked = [*ranked[: limit - 1], Bar(f"{len(rows) - limit + 1} others", rest)]
+    top = max((bar.value for bar in ranked), default=0.0) or 1.0
+    height = max(1, len(ranked)) * ROW + 8
+    plot_w = RANK_W - LABEL_W - VALUE_W
+    parts = [
+        f'<svg class="chart" viewBox="0 0 {RANK_W} {height}" role="img" '
+        f'aria-label="{escape(title)}">',
+        f"<title>{escape(title)}</title>",
+    ]
+    for index, bar in enumerate(ranked):
+        y = 4 + index * ROW
+        width = plot_w * bar.value / top
+        name = bar.label if len(bar.label) <= MAX_LABEL else bar.label[: MAX_LABEL - 1] + "…"
+        tip = f"{bar.label}: {fmt(bar.value)}"
+        parts.append(
+            f'<text class="tick" x="{LABEL_W - 8}" y="{y + 17}" text-anchor="end">'
+            f"<title>{escape(tip)}</title>{escape(name)}</text>"
+            f'<rect class="bar" x="{LABEL_W}" y="{y + 3}" width="{max(width, 1):.1f}" '
+            f'height="{ROW - 8}"><title>{escape(tip)}</title></rect>'
+            f'<text class="tick" x="{RANK_W - 4}" y="{y + 17}" text-anchor="end">'
+            f"{escape(fmt(bar.value))}</text>"
+        )
+    if not ranked:
+        parts.append(f'<text class="tick" x="8" y="20">{escape("Nothing in this range.")}</text>')
+    parts.append("</svg>")
+    return Markup("".join(parts))

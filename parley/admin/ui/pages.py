@@ -2,25 +2,48 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from urllib.parse import urlencode
+
 from aiohttp import web
+from markupsafe import Markup
 
 from parley.admin.context import admin_service
-from parley.admin.monitor import DayTotals, channels, health_state, overview
-from parley.admin.reports import DIMENSIONS, query_from_params
-from parley.admin.ui.charts import Bar, bar_chart
+from parley.admin.finding import audit_query_from_params
+from parley.admin.monitor import DayTotals, overview
+from parley.admin.reports import DIMENSIONS, UsageQuery, query_from_params
+from parley.admin.service import AdminService
+from parley.admin.ui.channel_pages import channels_list
+from parley.admin.ui.charts import Bar, bar_chart, ranking_chart
 from parley.admin.ui.render import page, usd
-from parley.api.context import SERVICES
+from parley.domain.audit import AuditQuery
 from parley.domain.pricing import nanos_to_usd
 from parley.errors import InvalidRequest
+from parley.pipeline.context import SERVICES
 
 AUDIT_PAGE = 100
+AUDIT_ACTIONS = (
+    ("group.", "any group change"),
+    ("group.create", "group.create"),
+    ("group.update", "group.update"),
+    ("group.disable", "group.disable"),
+    ("group.enable", "group.enable"),
+    ("key.", "any key change"),
+    ("key.create", "key.create"),
+    ("key.update", "key.update"),
+    ("key.rotate", "key.rotate"),
+    ("key.revoke", "key.revoke"),
+    ("voice.delete", "voice.delete"),
+    ("session.", "sign-ins and sign-outs"),
+)
+"""The actions the audit page offers to filter by (any other can be typed in the URL)."""
 
 
 def axis_usd(value: float) -> str:
     """Dollars short enough for a chart's axis."""
-    if value == 0 or value >= 0.01:
+    if value == 0 or value >= 0.0001:
         return usd(value)
-    return f"${value:.4f}" if value >= 0.0001 else "<$0.0001"
+    return "<$0.0001"
 
 
 def _bars(days: list[DayTotals], field: str) -> list[Bar]:
@@ -49,10 +72,14 @@ async def overview_page(request: web.Request) -> web.Response:
 
 
 async def usage_page(request: web.Request) -> web.Response:
+    """The usage report as a table, and spend in the same range and filters charted by
+    model, group and key."""
     service = admin_service(request)
-    error, report = "", None
+    error, report, charts = "", None, {}
     try:
-        report = await service.usage(query_from_params(request.query))
+        query = query_from_params(request.query)
+        report = await service.usage(query)
+        charts = await _usage_charts(service, query)
     except InvalidRequest as problem:
         error = problem.message
     svc = request.config_dict[SERVICES]
@@ -61,13 +88,26 @@ async def usage_page(request: web.Request) -> web.Response:
         "usage.html",
         {
             "report": report,
+            "charts": charts,
             "error": error,
             "groups": [group.name for group in await service.groups()],
             "models": [model.name for model in svc.settings.models],
             "dimensions": DIMENSIONS,
             "csv_query": request.query_string,
+            "key_filter": report.query.key if report else None,
         },
     )
+
+
+async def _usage_charts(service: AdminService, query: UsageQuery) -> dict[str, Markup]:
+    charts = {}
+    for dimension, title in (("model", "model"), ("group", "group"), ("key", "key")):
+        split = await service.usage(replace(query, by=(dimension,)))
+        bars = [
+            Bar(keys[dimension], nanos_to_usd(totals.cost_nanos)) for keys, totals in split.rows
+        ]
+        charts[dimension] = ranking_chart(bars, title=f"Spend by {title}", fmt=usd)
+    return charts
 
 
 async def usage_csv(request: web.Request) -> web.Response:
@@ -81,15 +121,38 @@ async def usage_csv(request: web.Request) -> web.Response:
 
 
 async def channels_page(request: web.Request) -> web.Response:
-    svc = request.config_dict[SERVICES]
-    views = channels(svc.settings.channels, svc.meter.health, svc.breakers)
-    rows = [(view, health_state(view.health)) for view in views]
-    return page(request, "channels.html", {"rows": rows})
+    """Every channel, and the form that adds one (``channel_pages.py``)."""
+    return await channels_list(request)
 
 
 async def audit_page(request: web.Request) -> web.Response:
+    """The audit log, newest first, filtered by actor, action, target and days."""
     raw = request.query.get("before", "")
-    before = int(raw) if raw.isdigit() else None
-    entries = await admin_service(request).audit_log(limit=AUDIT_PAGE, before_id=before)
+    before = int(raw) if raw.isdigit() and len(raw) <= 10 else None
+    error, entries, query = "", [], AuditQuery()
+    try:
+        query = audit_query_from_params(request.query)
+        entries = await admin_service(request).audit_log(
+            limit=AUDIT_PAGE, before_id=before, query=query
+        )
+    except InvalidRequest as problem:
+        error = problem.message
     older = entries[-1].id if len(entries) == AUDIT_PAGE else None
-    return page(request, "audit.html", {"entries": entries, "older": older})
+    filters = {
+        name: request.query.get(name, "")
+        for name in ("actor", "action", "target", "since", "until")
+    }
+    kept = {name: value for name, value in filters.items() if value}
+    return page(
+        request,
+        "audit.html",
+        {
+            "entries": entries,
+            "older": older,
+            "filters": filters,
+            "older_url": "/admin/ui/audit?" + urlencode({**kept, "before": older or ""}),
+            "error": error,
+            "actions": AUDIT_ACTIONS,
+            "filtered": bool(kept),
+        },
+    )

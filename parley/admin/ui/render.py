@@ -3,6 +3,7 @@ value escaped), built when the first page is rendered."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 from aiohttp import web
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
-from parley.admin.context import SESSION, TEMPLATES
+from parley.admin.context import ROLE, SESSION, TEMPLATES
 
 
 def environment() -> Environment:
@@ -35,14 +36,19 @@ def when(value: datetime | None) -> str:
 
 
 def usd(value: float | None) -> str:
-    """Dollars with cents, and the small sums a few calls cost to six decimals."""
+    """Dollars to the cent from $1 up; below a dollar to three significant digits (a
+    call's cost of $0.0134 is not rounded to $0.01), at most six decimals."""
     if value is None:
         return "—"
-    if value == 0 or abs(value) >= 0.01:
+    size = abs(value)
+    if value == 0 or size >= 1:
         return f"${value:,.2f}"
-    if abs(value) >= 0.000001:
-        return "$" + f"{value:.6f}".rstrip("0")
-    return "<\u00a0$0.000001"
+    if size < 0.000001:
+        return "<\u00a0$0.000001"
+    places = min(6, 2 - math.floor(math.log10(size)))
+    text = f"{value:.{places}f}".rstrip("0")
+    whole, _, fraction = text.partition(".")
+    return f"${whole}.{fraction.ljust(2, '0')}"
 
 
 def page(
@@ -54,11 +60,16 @@ def page(
 ) -> web.Response:
     env = request.config_dict[TEMPLATES].environment(environment)
     session = request.get(SESSION)
+    role = request.get(ROLE, "viewer")
     html = env.get_template(template).render(
         {
             "csrf": session.csrf if session is not None else "",
             "signed_in": session is not None,
             "path": request.path,
+            "who": session.who if session is not None else "",
+            "role": role,
+            "can_operate": role in ("operator", "owner"),
+            "is_owner": role == "owner",
             **context,
         }
     )

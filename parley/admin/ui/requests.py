@@ -18,8 +18,8 @@ from parley.admin.request_log import (
     read_page,
 )
 from parley.admin.ui.render import page
-from parley.api.context import SERVICES
 from parley.errors import InvalidRequest, NotFound
+from parley.pipeline.context import SERVICES
 
 STATUS_CHOICES = ("2xx", "4xx", "429", "404", "401", "5xx")
 

@@ -12,17 +12,20 @@ import secrets
 from aiohttp import web
 
 from parley.admin.auth import same_secret, token_matches
-from parley.admin.context import ACTOR, ADMIN_STATE, SESSION, client_address
+from parley.admin.context import ACTOR, ADMIN_STATE, ROLE, SESSION, client_address
 from parley.admin.service import AdminService
+from parley.admin.signin import TOKEN_ROLE, account_role, audit_failed_sign_in, check_password
 from parley.admin.ui.render import page
-from parley.api.context import SERVICES
 from parley.domain.audit import Actor
 from parley.errors import PermissionDenied, RateLimited
+from parley.pipeline.context import SERVICES
+from parley.store.base import Store
 
 SESSION_COOKIE = "parley_admin"
 LOGIN_COOKIE = "parley_login"
 COOKIE_PATH = "/admin"
 OPEN_PATHS = ("/admin/login", "/admin/static/")
+NOT_TOKEN = "That is not the admin token (leave the name empty to sign in with it)."
 FORGED = (
     "This form did not come from this dashboard, or it has expired. Reload the page and try again."
 )
@@ -50,8 +53,14 @@ async def enter(request: web.Request) -> None:
     session = state.sessions.read(request.cookies.get(SESSION_COOKIE))
     if session is None:
         raise web.HTTPSeeOther("/admin/login")
+    role = (
+        TOKEN_ROLE if session.who == "token" else await account_role(_store(request), session.who)
+    )
+    if role is None:  # the account was disabled or deleted since
+        raise web.HTTPSeeOther("/admin/login")
     request[SESSION] = session
     request[ACTOR] = Actor(session.actor, client_address(request))
+    request[ROLE] = role
     if request.method == "POST":
         form = await request.post()
         given = form.get("csrf")
@@ -81,12 +90,27 @@ async def login(request: web.Request) -> web.Response:
     nonce, cookie = form.get("nonce"), request.cookies.get(LOGIN_COOKIE, "")
     if not isinstance(nonce, str) or not cookie or not same_secret(nonce, cookie):
         return await login_form(request, error=FORGED, status=403)
-    given = form.get("token")
-    if not token_matches(given if isinstance(given, str) else None, state.token):
+    given, account = form.get("token"), form.get("account")
+    password = given if isinstance(given, str) else ""
+    name = account.strip() if isinstance(account, str) else ""
+    if name:
+        try:
+            state.attempts.check(f"account:{name}")
+        except RateLimited as error:
+            return await login_form(request, error=error.message, status=429)
+        found = await check_password(state, _store(request), name, password)
+        who = found.name if found is not None else None
+    else:
+        who = "token" if token_matches(password, state.token) else None
+    if who is None:
         state.attempts.failed(address)
-        return await login_form(request, error="That is not the admin token.", status=401)
+        if name:
+            state.attempts.failed(f"account:{name}")
+        await audit_failed_sign_in(request, name[:64] or "token", "dashboard")
+        wrong = "That name and password do not match an account." if name else NOT_TOKEN
+        return await login_form(request, error=wrong, status=401)
     state.attempts.succeeded(address)
-    session, cookie_value = state.sessions.new()
+    session, cookie_value = state.sessions.new(who)
     await _audit(request, Actor(session.actor, address), "session.login")
     response = web.HTTPSeeOther("/admin/")
     _set_cookie(request, response, SESSION_COOKIE, cookie_value, state.sessions.max_age)
@@ -100,6 +124,11 @@ async def logout(request: web.Request) -> web.Response:
     response = web.HTTPSeeOther("/admin/login")
     response.del_cookie(SESSION_COOKIE, path=COOKIE_PATH)
     raise response
+
+
+def _store(request: web.Request) -> Store:
+    store: Store = request.config_dict[SERVICES].store
+    return store
 
 
 async def _audit(request: web.Request, actor: Actor, action: str) -> None:

@@ -1,15 +1,20 @@
-"""The dashboard's Voices page: every group's clones, filtered by group and model, each
-deletable (on its engine, then in the registry) through ``AdminService.delete_clone``."""
+"""The dashboard's Voices page: every group's clones, searched and filtered by group and
+model, each deletable (on its engine, then in the registry) through
+``AdminService.delete_clone``; and a speech model's built-in roster when one is chosen."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from urllib.parse import urlencode
 
 from aiohttp import web
 
 from parley.admin.context import admin_service
+from parley.admin.finding import DEFAULT_PAGE, clone_finder, listing_from_params
+from parley.admin.roster import builtin_voices
 from parley.admin.ui.render import page
-from parley.api.context import SERVICES
+from parley.errors import ParleyError
+from parley.pipeline.context import SERVICES
 
 VOICES = "/admin/ui/voices"
 
@@ -20,20 +25,45 @@ async def voices_page(request: web.Request) -> web.Response:
     model = request.query.get("model") or None
     clones = await service.clones(group, model)
     groups = await service.groups()
+    names = {g.id: g.name for g in groups}
+    finder = clone_finder(names)
+    listing = listing_from_params(request.query, finder.sort_names(), default_limit=DEFAULT_PAGE)
+    if not request.query.get("sort"):
+        listing = replace(listing, descending=True)  # newest first
+    found = finder.find(clones, listing)
     svc = request.config_dict[SERVICES]
+    roster, roster_error = None, ""
+    if model is not None:
+        try:
+            roster = await builtin_voices(svc, model)
+        except ParleyError as error:
+            roster_error = error.message
+    back = _filtered(group, model, listing.q)
     return page(
         request,
         "voices.html",
         {
-            "clones": clones,
-            "names": {g.id: g.name for g in groups},
+            "found": found,
+            "names": names,
             "groups": [g.name for g in groups],
             "models": [m.name for m in svc.settings.models if m.kind == "speech"],
             "group": group,
             "model": model,
-            "back": _filtered(group, model),
+            "q": listing.q,
+            "roster": roster,
+            "roster_error": roster_error,
+            "back": back,
+            "next_url": _page_url(back, found.next_offset),
+            "previous_url": _page_url(back, found.previous_offset),
         },
     )
+
+
+def _page_url(base: str, offset: int | None) -> str:
+    if offset is None:
+        return ""
+    joiner = "&" if "?" in base else "?"
+    return f"{base}{joiner}offset={offset}" if offset else base
 
 
 async def delete_voice(request: web.Request) -> web.Response:
@@ -46,6 +76,7 @@ async def delete_voice(request: web.Request) -> web.Response:
     raise web.HTTPSeeOther(target)
 
 
-def _filtered(group: str | None, model: str | None) -> str:
-    query = {name: value for name, value in (("group", group), ("model", model)) if value}
+def _filtered(group: str | None, model: str | None, q: str = "") -> str:
+    pairs = (("group", group), ("model", model), ("q", q))
+    query = {name: value for name, value in pairs if value}
     return f"{VOICES}?{urlencode(query)}" if query else VOICES

@@ -20,19 +20,18 @@ from typing import TypeVar
 
 import orjson
 
-from parley import upstream_json
 from parley.dialects import anthropic_messages, openai_chat
 from parley.dialects.canonical import Unsupported
 from parley.dialects.messages_to_chat import MessagesToChat
-from parley.dialects.translator import Chained, ChunkTranslator, Failure, Translator
+from parley.dialects.translator import Chained, ChunkTranslator, Translator
+from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, UpstreamError
 from parley.http import HttpClient, Prepared, Reply, prepare
 from parley.providers.anthropic.completions import CompletionChunks, as_chat, as_completion
 from parley.providers.anthropic.refusal import stream_failure
-from parley.providers.base import JSON, ReplyBounds, Target, upstream_errors, upstream_failure
-from parley.providers.openai.refusal import refusal
+from parley.providers.base import ReplyBounds, Target
+from parley.providers.openai.answers import faults, stream_start, whole_reply
 from parley.providers.translated import TranslatedStream
-from parley.sse import EventTooLarge
 
 T = TypeVar("T")
 MESSAGES_PATH = "/messages"
@@ -109,20 +108,9 @@ class AnthropicAdapter:
         payload.pop("stream", None)
         return payload
 
-    async def _reply(self, target: Target, path: str, payload: JSON, beta: str | None) -> JSON:
-        with upstream_errors(target.channel):
-            response = await _post(self._http, target, path, payload, beta)
-            raw = await response.read(self._bounds.max_reply_bytes)
-            if response.status >= 300:
-                raise refusal(
-                    target.channel, response.status, raw, target.api_key, response.headers
-                )
-            reply = upstream_json.loads(raw)
-        if not isinstance(reply, dict):
-            raise UpstreamError(
-                f"The upstream channel `{target.channel}` sent a reply that is not a JSON object."
-            )
-        return reply
+    def _reply(self, target: Target, path: str, payload: JSON, beta: str | None) -> Awaitable[JSON]:
+        sending = _post(self._http, target, path, payload, beta)
+        return whole_reply(sending, target, self._bounds.max_reply_bytes)
 
     def _stream(
         self, target: Target, payload: JSON, beta: str | None, translator: Translator[T]
@@ -132,12 +120,8 @@ class AnthropicAdapter:
         def send() -> Awaitable[Reply]:
             return _post(self._http, target, MESSAGES_PATH, payload, beta)
 
-        def start(reply: Reply) -> Awaitable[None]:
-            return _check_stream_start(reply, target, limit)
-
-        def fault(failure: Failure) -> UpstreamError:
-            return _fault(target, failure)
-
+        start = stream_start(target, limit, _is_error, stream_failure)
+        fault = faults(target, stream_failure)
         return TranslatedStream(target.channel, send, start, translator, fault)
 
 
@@ -177,27 +161,5 @@ def _headers(api_key: str | None) -> dict[str, str]:
     return headers
 
 
-async def _check_stream_start(reply: Reply, target: Target, limit: int) -> None:
-    """Raise if the upstream refused, or answered without streaming."""
-    channel = target.channel
-    if reply.status >= 300:
-        raw = await reply.read(limit)
-        raise refusal(channel, reply.status, raw, target.api_key, reply.headers)
-    if reply.content_type == "text/event-stream":
-        return
-    body = upstream_json.loads(await reply.read(limit))
-    if isinstance(body, dict) and body.get("type") == "error":
-        raise stream_failure(channel, body, target.api_key)
-    raise UpstreamError(f"The upstream channel `{channel}` did not stream its reply.")
-
-
-def _fault(target: Target, failure: Failure) -> UpstreamError:
-    if failure.payload is not None:
-        return stream_failure(target.channel, failure.payload, target.api_key)
-    if failure.too_large:
-        error = upstream_failure(target.channel, EventTooLarge(0, []))
-        assert error is not None
-        return error
-    return UpstreamError(
-        f"The upstream channel `{target.channel}` sent a reply that is not a JSON object."
-    )
+def _is_error(reply: JSON) -> bool:
+    return reply.get("type") == "error"

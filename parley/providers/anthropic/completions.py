@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from parley.dialects.canonical import JSON
 from parley.dialects.translator import Failure, Translator
 from parley.domain.usage import Usage
+from parley.domain.wire import JSON
 from parley.errors import InvalidRequest
 
 COMPLETION_ONLY = {"echo": False, "suffix": None, "best_of": 1, "logprobs": None}
@@ -63,8 +63,8 @@ def as_completion(reply: JSON) -> JSON:
 
 
 class CompletionChunks:
-    """``Translator[JSON]``: a chat reader's chunks (``MessagesToChat``, ``GeminiToChat``)
-    as ``text_completion`` chunks."""
+    """``Translator[JSON]``: a chat-chunk reader's chunks (``MessagesToChat``'s,
+    ``ConverseToChat``'s, ``GeminiToChat``'s) as ``text_completion`` chunks."""
 
     __slots__ = ("_chat",)
 

@@ -1,4 +1,4 @@
-"""An Anthropic stream's ``error`` event as ``UpstreamRefused``.
+"""An Anthropic stream's ``error`` event as ``UpstreamRejected`` or ``UpstreamRefused``.
 
 An ``invalid_request_error`` (or another 4xx type) is the request's fault: its message
 is relayed, redacted, as for an error status. Anything else (``overloaded_error``,
@@ -8,8 +8,9 @@ on another channel (an overloaded upstream fails over like a 503).
 
 from __future__ import annotations
 
-from parley.providers.base import JSON, UpstreamRefused
-from parley.providers.openai.refusal import relayed
+from parley.domain.wire import JSON
+from parley.errors import UpstreamRefused
+from parley.providers.openai.refusal import rejected
 
 REQUEST_FAULTS = {
     "invalid_request_error": 400,
@@ -23,13 +24,7 @@ def stream_failure(channel: str, event: JSON, secret: str | None) -> UpstreamRef
     kind = details.get("type") if isinstance(details, dict) else None
     status = REQUEST_FAULTS.get(kind) if isinstance(kind, str) else None
     if status is not None:
-        fallback = f"The upstream rejected the request (status {status})."
-        return UpstreamRefused(
-            fallback,
-            upstream_status=status,
-            retryable=False,
-            relayed=relayed(event, fallback, secret),
-        )
+        return rejected(status, event, secret)
     upstream_status = RETRYABLE.get(kind, 502) if isinstance(kind, str) else 502
     return UpstreamRefused(
         f"The upstream channel `{channel}` failed during the stream ({kind or 'error'}).",

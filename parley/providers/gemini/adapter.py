@@ -28,10 +28,11 @@ from parley.dialects import gemini, openai_chat
 from parley.dialects.canonical import Unsupported
 from parley.dialects.gemini_to_chat import GeminiToChat
 from parley.dialects.translator import Chained, ChunkTranslator, Failure, Translator
+from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, UpstreamError
 from parley.http import HttpClient, Prepared, Reply, prepare
 from parley.providers.anthropic.completions import CompletionChunks, as_chat, as_completion
-from parley.providers.base import JSON, ReplyBounds, Target, upstream_errors, upstream_failure
+from parley.providers.base import ReplyBounds, Target, upstream_errors, upstream_failure
 from parley.providers.gemini.refusal import google_refusal, stream_failure
 from parley.providers.translated import TranslatedStream
 from parley.sse import EventTooLarge

@@ -19,8 +19,9 @@ from collections.abc import Mapping
 import orjson
 
 from parley.dialects.gemini import error_envelope, key_refused
-from parley.providers.base import JSON, UpstreamRefused
-from parley.providers.openai.refusal import refusal, relayed
+from parley.domain.wire import JSON
+from parley.errors import UpstreamRefused
+from parley.providers.openai.refusal import refusal, rejected
 
 _ENUM = re.compile(r"[A-Z_]{1,40}")
 """A Google status name (``UNAVAILABLE``): the only part of a failure event that goes
@@ -48,14 +49,8 @@ def stream_failure(channel: str, event: JSON, secret: str | None) -> UpstreamRef
     details = details if isinstance(details, dict) else {}
     code = details.get("code")
     if isinstance(code, int) and 400 <= code < 500 and code != 429:
-        fallback = f"The upstream rejected the request (status {code})."
         envelope = {"error": {"message": details.get("message"), "code": details.get("status")}}
-        return UpstreamRefused(
-            fallback,
-            upstream_status=code,
-            retryable=False,
-            relayed=relayed(envelope, fallback, secret),
-        )
+        return rejected(code, envelope, secret)
     status = details.get("status")
     kind = status if isinstance(status, str) and _ENUM.fullmatch(status) else "error"
     return UpstreamRefused(

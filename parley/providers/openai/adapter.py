@@ -1,8 +1,12 @@
-"""The adapter for upstreams that speak OpenAI's wire format (OpenAI, vLLM, Ollama, llama.cpp).
+"""The adapter for upstreams that speak OpenAI's wire format (OpenAI, vLLM, Ollama, llama.cpp,
+Azure OpenAI).
 
 The canonical request already is this format, so the adapter only names the upstream's
 model, asks streams for their usage, calls, and maps failures to the error tree. Replies
 are returned as the upstream sent them; the caller rewrites ``model`` for its own caller.
+Where a request goes and how it authenticates is its ``Endpoint``: ``BEARER`` (the
+base URL and the path, the key as ``Authorization: Bearer``) unless another is given
+(``providers/azure/``).
 """
 
 from __future__ import annotations
@@ -11,23 +15,24 @@ import functools
 from collections.abc import Awaitable
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import Any, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 import orjson
 
 from parley import upstream_json
-from parley.dialects.translator import ChunkTranslator, Failure
+from parley.dialects.translator import ChunkTranslator, Translator
+from parley.domain.wire import JSON
 from parley.errors import UpstreamError
 from parley.http import HttpClient, Prepared, Reply, prepare
-from parley.providers.base import (
-    JSON,
-    Batches,
-    ReplyBounds,
-    Target,
-    upstream_errors,
-    upstream_failure,
+from parley.providers.base import Batches, ReplyBounds, Target, upstream_errors, upstream_failure
+from parley.providers.openai.answers import (
+    check_stream_start,
+    faults,
+    malformed,
+    stream_start,
+    whole_reply,
 )
-from parley.providers.openai.refusal import refusal, stream_failure
+from parley.providers.openai.refusal import stream_failure
 from parley.providers.shapes import Item, SameShape, Shape, ShapedBatches, learn
 from parley.providers.translated import TranslatedStream
 from parley.sse import EventTooLarge, SseParser
@@ -37,6 +42,7 @@ T = TypeVar("T")
 CHAT_PATH = "/chat/completions"
 COMPLETION_PATH = "/completions"
 EMBEDDINGS_PATH = "/embeddings"
+RESPONSES_PATH = "/responses"
 _DONE = "[DONE]"
 _DONE_BYTES = b"[DONE]"
 TRIES = 4
@@ -47,23 +53,45 @@ Each read the shape takes sets it back, so a shape that changes now and then (a 
 llama.cpp's ``created`` each second) is learned again."""
 
 
+class Endpoint(Protocol):
+    """Where an OpenAI-shaped request for ``target`` goes, and with what credentials."""
+
+    def head(self, target: Target, path: str) -> Prepared:
+        """The request head for the operation at ``path`` (``/chat/completions``...)."""
+
+
+class BearerEndpoint:
+    """``{base_url}{path}``, the channel's key as ``Authorization: Bearer``."""
+
+    __slots__ = ()
+
+    def head(self, target: Target, path: str) -> Prepared:
+        return _request(target.base_url, path, target.api_key)
+
+
+BEARER = BearerEndpoint()
+
+
 class OpenAIAdapter:
     """``Chat``, ``Completion`` and ``Embeddings`` over the process's one ``HttpClient``,
-    accepting replies and streamed events within ``bounds``."""
+    accepting replies and streamed events within ``bounds``, calling ``endpoint``."""
 
-    __slots__ = ("_bounds", "_http")
+    __slots__ = ("_bounds", "_endpoint", "_http")
 
-    def __init__(self, http: HttpClient, bounds: ReplyBounds | None = None) -> None:
+    def __init__(
+        self, http: HttpClient, bounds: ReplyBounds | None = None, endpoint: Endpoint = BEARER
+    ) -> None:
         self._http = http
         self._bounds = bounds or ReplyBounds()
+        self._endpoint = endpoint
 
-    async def chat(self, target: Target, body: JSON) -> JSON:
-        return await self._reply(target, CHAT_PATH, body)
+    def chat(self, target: Target, body: JSON) -> Awaitable[JSON]:
+        return self._reply(target, CHAT_PATH, body)  # no coroutine of its own on the way
 
     def chat_stream(
         self, target: Target, body: JSON, *, shapes: bool = False
     ) -> AbstractAsyncContextManager[ShapedBatches]:
-        return _Stream(self._http, self._bounds, target, CHAT_PATH, body, shapes=shapes)
+        return _Stream(self, target, CHAT_PATH, body, shapes=shapes)
 
     def chat_translated(
         self, target: Target, body: JSON, translator: ChunkTranslator[T]
@@ -72,52 +100,58 @@ class OpenAIAdapter:
         bounds = self._bounds
 
         def send() -> Awaitable[Reply]:
-            return _post(self._http, target, CHAT_PATH, stream_body(body, target.model))
+            return self._post(target, CHAT_PATH, stream_body(body, target.model))
 
-        def start(reply: Reply) -> Awaitable[None]:
-            return _check_stream_start(reply, target, bounds.max_reply_bytes)
+        start = stream_start(target, bounds.max_reply_bytes, _is_error, stream_failure)
+        return TranslatedStream(
+            target.channel, send, start, translator, faults(target, stream_failure)
+        )
 
-        def fault(failure: Failure) -> UpstreamError:
-            return _fault(target, failure)
+    def responses(self, target: Target, body: JSON) -> Awaitable[JSON]:
+        """A whole ``response`` from an upstream that serves the Responses API."""
+        return self._reply(target, RESPONSES_PATH, body)
 
-        return TranslatedStream(target.channel, send, start, translator, fault)
+    def responses_stream(
+        self, target: Target, body: JSON, translator: Translator[T]
+    ) -> TranslatedStream[T]:
+        """A Responses stream's bytes fed to ``translator`` (``ResponsesRelay``)."""
+        payload = {**body, "model": target.model, "stream": True}
 
-    async def completion(self, target: Target, body: JSON) -> JSON:
-        return await self._reply(target, COMPLETION_PATH, body)
+        def send() -> Awaitable[Reply]:
+            return self._post(target, RESPONSES_PATH, payload, stream=True)
+
+        start = stream_start(target, self._bounds.max_reply_bytes, _is_error, stream_failure)
+        return TranslatedStream(
+            target.channel, send, start, translator, faults(target, stream_failure)
+        )
+
+    def completion(self, target: Target, body: JSON) -> Awaitable[JSON]:
+        return self._reply(target, COMPLETION_PATH, body)
 
     def completion_stream(self, target: Target, body: JSON) -> AbstractAsyncContextManager[Batches]:
-        stream = _Stream(self._http, self._bounds, target, COMPLETION_PATH, body, shapes=False)
+        stream = _Stream(self, target, COMPLETION_PATH, body, shapes=False)
         return cast("AbstractAsyncContextManager[Batches]", stream)  # no shapes: chunks only
 
-    async def embeddings(self, target: Target, body: JSON) -> JSON:
-        return await self._reply(target, EMBEDDINGS_PATH, body)
+    def embeddings(self, target: Target, body: JSON) -> Awaitable[JSON]:
+        return self._reply(target, EMBEDDINGS_PATH, body)
 
-    async def _reply(self, target: Target, path: str, body: JSON) -> JSON:
-        with upstream_errors(target.channel):
-            response = await _post(self._http, target, path, plain_body(body, target.model))
-            raw = await response.read(self._bounds.max_reply_bytes)
-            if response.status >= 300:
-                raise refusal(
-                    target.channel, response.status, raw, target.api_key, response.headers
-                )
-            reply = upstream_json.loads(raw)
-        if not isinstance(reply, dict):
-            raise _malformed(target.channel)
-        return reply
+    def _reply(self, target: Target, path: str, body: JSON) -> Awaitable[JSON]:
+        """``whole_reply``'s coroutine, for the caller to await (no coroutine of its own)."""
+        sending = self._post(target, path, plain_body(body, target.model))
+        return whole_reply(sending, target, self._bounds.max_reply_bytes)
 
-
-def _post(
-    http: HttpClient, target: Target, path: str, payload: JSON, *, stream: bool = False
-) -> Awaitable[Reply]:
-    """The client's coroutine that sends the request: returned for the caller to await,
-    with no coroutine of this function's on the way. A stream's reads may each take the
-    channel's idle timeout; a whole reply's, its read timeout."""
-    return http.send(
-        _request(target.base_url, path, target.api_key),
-        orjson.dumps(payload),
-        connect_timeout=target.connect_timeout,
-        read_timeout=target.stream_timeout if stream else target.read_timeout,
-    )
+    def _post(
+        self, target: Target, path: str, payload: JSON, *, stream: bool = False
+    ) -> Awaitable[Reply]:
+        """The client's coroutine that sends the request: returned for the caller to
+        await, with no coroutine of this method's on the way. A stream's reads may each
+        take the channel's idle timeout; a whole reply's, its read timeout."""
+        return self._http.send(
+            self._endpoint.head(target, path),
+            orjson.dumps(payload),
+            connect_timeout=target.connect_timeout,
+            read_timeout=target.stream_timeout if stream else target.read_timeout,
+        )
 
 
 def plain_body(body: JSON, model: str) -> JSON:
@@ -147,18 +181,8 @@ def _request(base_url: str, path: str, api_key: str | None) -> Prepared:
     return prepare("POST", f"{base_url}{path}", headers)
 
 
-async def _check_stream_start(response: Reply, target: Target, limit: int) -> None:
-    """Raise if the upstream refused, or answered without streaming."""
-    channel = target.channel
-    if response.status >= 300:
-        raw = await response.read(limit)
-        raise refusal(channel, response.status, raw, target.api_key, response.headers)
-    if response.content_type == "text/event-stream":
-        return
-    reply = upstream_json.loads(await response.read(limit))
-    if isinstance(reply, dict) and "error" in reply:
-        raise stream_failure(channel, reply, target.api_key)
-    raise UpstreamError(f"The upstream channel `{channel}` did not stream its reply.")
+def _is_error(reply: JSON) -> bool:
+    return "error" in reply
 
 
 class _Stream:
@@ -167,20 +191,18 @@ class _Stream:
     What ``@asynccontextmanager`` did, written out (it cost every stream a generator and
     its context object)."""
 
-    __slots__ = ("_body", "_bounds", "_http", "_path", "_reply", "_shapes", "_target")
+    __slots__ = ("_adapter", "_body", "_path", "_reply", "_shapes", "_target")
 
     def __init__(
         self,
-        http: HttpClient,
-        bounds: ReplyBounds,
+        adapter: OpenAIAdapter,
         target: Target,
         path: str,
         body: JSON,
         *,
         shapes: bool,
     ) -> None:
-        self._http = http
-        self._bounds = bounds
+        self._adapter = adapter
         self._target = target
         self._path = path
         self._body = body
@@ -188,13 +210,16 @@ class _Stream:
         self._reply: Reply | None = None
 
     async def __aenter__(self) -> ShapedBatches:
-        target, bounds = self._target, self._bounds
+        target, adapter = self._target, self._adapter
+        bounds = adapter._bounds
         with upstream_errors(target.channel):
             payload = stream_body(self._body, target.model)
-            reply = self._reply = await _post(self._http, target, self._path, payload, stream=True)
+            reply = self._reply = await adapter._post(target, self._path, payload, stream=True)
         try:
             with upstream_errors(target.channel):
-                await _check_stream_start(reply, target, bounds.max_reply_bytes)
+                await check_stream_start(
+                    reply, target, bounds.max_reply_bytes, _is_error, stream_failure
+                )
         except BaseException:
             self._reply = None
             reply.release()
@@ -366,26 +391,9 @@ class _Chunks:
         except orjson.JSONDecodeError:
             chunk = None
         if not isinstance(chunk, dict):
-            self._end = _malformed(self._channel)
+            self._end = malformed(self._channel)
             return None
         if "error" in chunk or named_error:
             self._end = stream_failure(self._channel, chunk, self._secret)
             return None
         return chunk
-
-
-def _fault(target: Target, failure: Failure) -> UpstreamError:
-    """The error for what a translator saw go wrong in a chat stream."""
-    if failure.payload is not None:
-        return stream_failure(target.channel, failure.payload, target.api_key)
-    if failure.too_large:
-        error = upstream_failure(target.channel, EventTooLarge(0, []))
-        assert error is not None
-        return error
-    return _malformed(target.channel)
-
-
-def _malformed(channel: str) -> UpstreamError:
-    return UpstreamError(
-        f"The upstream channel `{channel}` sent a reply that is not a JSON object."
-    )

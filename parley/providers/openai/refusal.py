@@ -1,4 +1,5 @@
-"""Turning an upstream's error answer into ``UpstreamRefused``, without leaking its details.
+"""Turning an upstream's error answer into ``UpstreamRefused`` or ``UpstreamRejected``,
+without leaking its details.
 
 A refusal another channel may not share (5xx, 429, the channel's own 401 or 403, an
 unexpected redirect) gets a message naming only the channel. A refusal of the request
@@ -12,12 +13,24 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from parley.providers.base import Relayed, UpstreamRefused
+from parley.errors import UpstreamRefused, UpstreamRejected
 from parley.providers.redaction import redact
+
+
+@dataclass(frozen=True, slots=True)
+class Relayed:
+    """What an upstream said about a request it refused, safe to hand to the caller."""
+
+    message: str
+    type: str | None = None
+    code: str | None = None
+    param: str | None = None
+
 
 MESSAGE_LIMIT = 500
 _CHANNEL_FAULTS = frozenset({401, 403, 429, 404})
@@ -41,18 +54,23 @@ def refusal(
     relayed."""
     if is_retryable(status):
         message = f"The upstream channel `{channel}` failed (status {status})."
+        said = upstream_message(_parse(raw))
         return UpstreamRefused(
             message,
             upstream_status=status,
             retryable=True,
             retry_after=retry_after(headers) if headers is not None else None,
+            detail=_redacted(said, secret) if said is not None else None,
         )
-    fallback = f"The upstream rejected the request (status {status})."
-    return UpstreamRefused(
-        fallback,
-        upstream_status=status,
-        retryable=False,
-        relayed=relayed(_parse(raw), fallback, secret),
+    return rejected(status, _parse(raw), secret)
+
+
+def rejected(status: int, reply: object, secret: str | None) -> UpstreamRejected:
+    """The upstream's refusal of the request itself (a 4xx ``status``, whose answer is
+    ``reply``), relayed to the caller as far as it is safe (``relayed``)."""
+    said = relayed(reply, f"The upstream rejected the request (status {status}).", secret)
+    return UpstreamRejected(
+        said.message, upstream_status=status, kind=said.type, code=said.code, param=said.param
     )
 
 
@@ -81,21 +99,12 @@ def stream_failure(channel: str, envelope: dict[str, Any], secret: str | None) -
     """
     code = _details(envelope).get("code")
     if isinstance(code, int) and 400 <= code < 500:
-        fallback = f"The upstream rejected the request (status {code})."
-        return UpstreamRefused(
-            fallback,
-            upstream_status=code,
-            retryable=False,
-            relayed=relayed(envelope, fallback, secret),
-        )
-    error = UpstreamRefused(
+        return rejected(code, envelope, secret)
+    return UpstreamRefused(
         f"The upstream channel `{channel}` failed during the stream.",
         upstream_status=502,
         retryable=False,
     )
-    error.status, error.type, error.code = 502, "upstream_error", "bad_gateway"
-    error.headers.clear()
-    return error
 
 
 def relayed(reply: object, fallback: str, secret: str | None) -> Relayed:

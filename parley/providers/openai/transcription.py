@@ -20,13 +20,8 @@ from typing import Any
 import orjson
 
 from parley import upstream_json
-from parley.domain.transcripts import (
-    JSON,
-    ResponseFormat,
-    engine_seconds,
-    subtitles,
-    verbose,
-)
+from parley.domain.transcripts import ResponseFormat, engine_seconds, subtitles, verbose
+from parley.domain.wire import JSON
 from parley.errors import UpstreamError
 from parley.http import HttpClient, Reply, prepare
 from parley.http.multipart import FilePart, MultipartBody

@@ -30,6 +30,7 @@ from urllib.parse import quote
 import orjson
 
 from parley import upstream_json
+from parley.domain.wire import JSON
 from parley.errors import UpstreamError
 from parley.http import Reply
 from parley.providers.audio_replies import (
@@ -41,7 +42,6 @@ from parley.providers.audio_replies import (
     reply_format,
 )
 from parley.providers.base import (
-    JSON,
     EngineRoster,
     SpeechAudio,
     SpeechRequest,

@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from parley.domain.wire import JSON
 from parley.errors import UpstreamError
 from parley.http import Reply
 from parley.providers.audio_replies import (
@@ -27,7 +28,6 @@ from parley.providers.audio_replies import (
     reply_format,
 )
 from parley.providers.base import (
-    JSON,
     EngineRoster,
     SpeechAudio,
     SpeechRequest,

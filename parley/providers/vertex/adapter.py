@@ -16,7 +16,6 @@ with ``anthropic_version: vertex-2023-10-16``, read back as on an Anthropic chan
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from dataclasses import dataclass
 from typing import TypeVar
 
 import orjson
@@ -26,28 +25,20 @@ from parley.dialects import anthropic_messages, openai_chat
 from parley.dialects.canonical import Unsupported
 from parley.dialects.messages_to_chat import MessagesToChat
 from parley.dialects.translator import Chained, ChunkTranslator, Failure, Translator
+from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, UpstreamError
 from parley.http import HttpClient, Prepared, Reply, prepare
 from parley.providers.anthropic.completions import CompletionChunks, as_chat, as_completion
 from parley.providers.anthropic.refusal import stream_failure as messages_failure
-from parley.providers.base import JSON, ReplyBounds, Target, upstream_errors, upstream_failure
+from parley.providers.base import ReplyBounds, Target, upstream_errors, upstream_failure
 from parley.providers.gemini.adapter import HEADERS, GeminiAdapter
 from parley.providers.gemini.refusal import google_refusal
 from parley.providers.translated import TranslatedStream
-from parley.providers.vertex.tokens import AccessTokens
+from parley.providers.vertex.channels import VertexChannels
 from parley.sse import EventTooLarge
 
 T = TypeVar("T")
 ANTHROPIC_VERSION = "vertex-2023-10-16"
-
-
-@dataclass(frozen=True, slots=True)
-class VertexChannel:
-    """Where one channel's project lives, and its tokens."""
-
-    project: str
-    region: str
-    tokens: AccessTokens
 
 
 def publisher(model: str) -> tuple[str, str]:
@@ -63,13 +54,11 @@ class VertexEndpoint:
 
     __slots__ = ("_channels",)
 
-    def __init__(self, channels: dict[str, VertexChannel]) -> None:
+    def __init__(self, channels: VertexChannels) -> None:
         self._channels = channels
 
     async def head(self, target: Target, method: str) -> Prepared:
-        channel = self._channels.get(target.channel)
-        if channel is None:
-            raise UpstreamError(f"The channel `{target.channel}` has no Vertex AI credentials.")
+        channel = self._channels.of(target)
         owner, model = publisher(target.model)
         url = (
             f"{target.base_url}/projects/{channel.project}/locations/{channel.region}"
@@ -81,9 +70,8 @@ class VertexEndpoint:
     def refused(self, target: Target, status: int) -> None:
         """A 401 says the token was refused (revoked, or the clock is off): the next call
         mints a new one."""
-        channel = self._channels.get(target.channel)
-        if status == 401 and channel is not None:
-            channel.tokens.forget()
+        if status == 401:
+            self._channels.of(target).tokens.forget()
 
 
 class VertexAdapter:
@@ -95,7 +83,7 @@ class VertexAdapter:
         self,
         http: HttpClient,
         bounds: ReplyBounds | None,
-        channels: dict[str, VertexChannel],
+        channels: VertexChannels,
         default_max_tokens: int,
     ) -> None:
         endpoint = VertexEndpoint(channels)

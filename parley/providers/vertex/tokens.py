@@ -21,9 +21,9 @@ from collections.abc import Callable
 from urllib.parse import urlencode
 
 from parley import upstream_json
-from parley.errors import UpstreamError
+from parley.errors import UpstreamError, UpstreamRefused
 from parley.http import HttpClient, prepare
-from parley.providers.base import UpstreamRefused, upstream_errors
+from parley.providers.base import upstream_errors
 from parley.providers.vertex.account import Signer
 
 log = logging.getLogger("parley.vertex")

@@ -139,4 +139,47 @@ async def test_the_dashboard_lists_voices_and_deletes_one_with_its_csrf_token(
     assert set(tenants.engines.omni.uploaded) == {id_a.lower()}
     _, log = await call(tenants.gateway, "GET", "/admin/audit")
     assert log["data"][0]["action"] == "voice.delete"
-    assert log["data"][0]["actor"].startswith("session:")
+    assert log["data"][0]["actor"] == "token"  # signed in with the admin token
+
+
+async def test_the_admin_sees_a_models_builtin_roster_and_searches_clones(
+    admin_tenants: Tenants,
+) -> None:
+    tenants = admin_tenants
+    id_a, id_b = await _two_clones(tenants)
+    status, roster = await call(tenants.gateway, "GET", "/admin/voices/roster?model=tts-pro")
+    assert status == 200, roster
+    ids = [voice["id"] for voice in roster["data"]]
+    assert ids == ["vivian", "ryan", "aiden", "serena"]  # no group's clone among them
+    assert roster["data"][0]["label"] == "Vivian" and roster["data"][0]["builtin"]
+    for model, code in (("tts-plain", "voices_not_supported"), ("nope", "model_not_found")):
+        status, error = await call(tenants.gateway, "GET", f"/admin/voices/roster?model={model}")
+        assert status == 404 and error["error"]["code"] == code, model
+    assert (await call(tenants.gateway, "GET", "/admin/voices/roster"))[0] == 400
+
+    _, found = await call(tenants.gateway, "GET", "/admin/voices?q=bert")
+    assert [row["id"] for row in found["data"]] == [id_b] and found["total"] == 1
+    _, ordered = await call(tenants.gateway, "GET", "/admin/voices?sort=-created&limit=1")
+    assert [row["id"] for row in ordered["data"]] == [id_b] and ordered["next_offset"] == 1
+    _, by_group = await call(tenants.gateway, "GET", "/admin/voices?q=ALPHA")
+    assert [row["id"] for row in by_group["data"]] == [id_a]
+
+
+async def test_the_voices_page_shows_a_models_roster_and_finds_clones(
+    admin_tenants: Tenants,
+) -> None:
+    tenants = admin_tenants
+    id_a, id_b = await _two_clones(tenants)
+    base = tenants.gateway.base_url
+    async with browser_session() as session:
+        await login(session, base, ADMIN)
+        async with session.get(f"{base}/admin/ui/voices?model=tts-pro") as page:
+            html = await page.text()
+        assert page.status == 200 and "data-roster" in html and "Vivian" in html
+        assert id_a in html and id_b in html
+        async with session.get(f"{base}/admin/ui/voices?q=anna") as page:
+            html = await page.text()
+        assert id_a in html and id_b not in html and "data-roster" not in html
+        async with session.get(f"{base}/admin/ui/voices?model=tts-plain") as page:
+            html = await page.text()
+        assert "no voices to list" in html

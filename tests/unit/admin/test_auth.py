@@ -52,4 +52,6 @@ def test_sessions_are_signed_by_the_token_and_end_on_logout() -> None:
     assert Sessions("token-one", max_age=-1).read(cookie) is None  # expired
     sessions.end(session)
     assert sessions.read(cookie) is None
-    assert session.actor.startswith("session:") and len(session.actor) == len("session:") + 8
+    assert session.actor == "token"  # the audit log names who signed in, not the session
+    named, _ = sessions.new("olivia")
+    assert named.actor == "olivia"

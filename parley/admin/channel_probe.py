@@ -1,0 +1,109 @@
+"""A channel's test button: one minimal real call to one of its models, timed.
+
+The cheapest call the model's kind allows: a chat or a completion of at most one token,
+the embedding of one word, the synthesis of one short word, the transcription of half a
+second of silence. The outcome is the latency, the status (200, or the upstream's or
+the gateway's error status) and the upstream's error message, redacted of the channel's
+credential and of anything shaped like one. Nothing is metered: the call is the
+operator's, not a group's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import time
+import wave
+from dataclasses import dataclass
+
+from parley.errors import ParleyError, UpstreamRefused
+from parley.providers.base import AudioUpload, SpeechRequest, Target, TranscriptionRequest
+from parley.providers.redaction import redact
+from parley.providers.registry import ProviderRegistry, UnknownProviderType
+from parley.settings import ChannelModel, ChannelSettings, ModelKind
+
+PROMPT = "Say OK."
+PROBE_SECONDS = 30.0
+"""The longest a test may take, whatever the channel's own timeouts."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeResult:
+    model: str
+    ok: bool
+    status: int
+    latency_ms: int
+    message: str
+    """The upstream's (or the gateway's) error, redacted; empty on success."""
+
+
+def target_of(channel: ChannelSettings, served: ChannelModel) -> Target:
+    timeouts = channel.timeouts
+    return Target(
+        channel=channel.name,
+        base_url=channel.base_url,
+        api_key=channel.api_key,
+        model=served.upstream or served.name,
+        connect_timeout=min(timeouts.connect, PROBE_SECONDS),
+        read_timeout=min(timeouts.read, PROBE_SECONDS),
+        idle_timeout=min(timeouts.idle, PROBE_SECONDS),
+    )
+
+
+def _silence() -> bytes:
+    """Half a second of 16 kHz mono silence as a WAV file."""
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(16_000)
+        out.writeframes(b"\0\0" * 8_000)
+    return buffer.getvalue()
+
+
+async def _call(providers: ProviderRegistry, kind: ModelKind, type_: str, target: Target) -> None:
+    model = target.model
+    if kind == "chat":
+        body = {"model": model, "messages": [{"role": "user", "content": PROMPT}], "max_tokens": 1}
+        await providers.chat(type_).chat(target, body)
+    elif kind == "completion":
+        await providers.completion(type_).completion(
+            target, {"model": model, "prompt": PROMPT, "max_tokens": 1}
+        )
+    elif kind == "embedding":
+        await providers.embeddings(type_).embeddings(target, {"model": model, "input": "ok"})
+    elif kind == "speech":
+        request = SpeechRequest(input="OK.", voice=None, response_format="wav")
+        async with providers.speech(type_).speech(target, request) as audio:
+            async for _ in audio.pieces:
+                pass
+    else:
+        upload = AudioUpload(io.BytesIO(_silence()), "probe.wav", "audio/wav")
+        request_ = TranscriptionRequest("transcribe", upload, "json")
+        await providers.transcription(type_).transcribe(target, request_)
+
+
+async def probe(
+    providers: ProviderRegistry, channel: ChannelSettings, served: ChannelModel, kind: ModelKind
+) -> ProbeResult:
+    started = time.perf_counter()
+    status, message = 200, ""
+    try:
+        async with asyncio.timeout(PROBE_SECONDS):
+            await _call(providers, kind, channel.type, target_of(channel, served))
+    except UpstreamRefused as error:
+        status, message = error.upstream_status, error.detail or error.message
+    except ParleyError as error:
+        status, message = error.status, error.message
+    except UnknownProviderType:
+        status, message = 400, f"A {channel.type} channel cannot serve {kind} models."
+    except TimeoutError:
+        status, message = 504, f"No answer within {PROBE_SECONDS:.0f} seconds."
+    latency = round((time.perf_counter() - started) * 1000)
+    return ProbeResult(
+        model=served.name,
+        ok=status == 200,
+        status=status,
+        latency_ms=latency,
+        message=redact(message, channel.api_key)[:1000],
+    )

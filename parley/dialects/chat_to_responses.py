@@ -1,0 +1,382 @@
+"""Chat chunks → OpenAI Responses stream events, sans-IO.
+
+Fed an OpenAI chat stream's bytes (``feed``) or chat chunks another provider's reader
+made (``feed_chunks``), it writes what the Responses API sends, each event with the
+next ``sequence_number``: ``response.created`` and ``response.in_progress``; for each
+output item ``response.output_item.added``, then
+
+- a reasoning item (``reasoning_content`` deltas): ``response.content_part.added`` of a
+  ``reasoning_text`` part, ``response.reasoning_text.delta``... and ``.done``,
+  ``response.content_part.done``;
+- a message (``content`` deltas): ``response.content_part.added`` of an ``output_text``
+  part, ``response.output_text.delta``... and ``.done``, ``response.content_part.done``;
+- a function call (each ``tool_calls`` index): ``response.function_call_arguments.delta``
+  ... and ``.done``;
+
+then ``response.output_item.done``; and at the end ``response.completed`` (or
+``response.incomplete`` when the output limit cut the reply) with the whole response
+and its usage. A delta of another kind closes the open item (function calls stay open
+together until something else comes, since a chat stream may interleave them).
+
+``failed`` writes how a stream that began and then failed ends: an ``error`` event and
+``response.failed``. ``response`` is the final object, for storing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import orjson
+
+from parley import upstream_json
+from parley.dialects.canonical import Stop
+from parley.dialects.openai_chat import FINISH_TO_STOP, read_usage
+from parley.dialects.responses_objects import (
+    call_item,
+    finished,
+    message_item,
+    new_id,
+    text_part,
+    usage_fields,
+)
+from parley.dialects.translator import Failure, estimate
+from parley.domain.usage import Usage
+from parley.domain.wire import JSON
+from parley.sse import EventTooLarge, SseParser
+
+_DONE = "[DONE]"
+REASONING_PART: JSON = {"type": "reasoning_text", "text": ""}
+
+
+def sse(payload: JSON) -> bytes:
+    """One Responses event: its type as the SSE event name, and its JSON data."""
+    name: str = payload["type"]
+    return b"event: " + name.encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
+
+
+class _Item:
+    """One output item being streamed: its place, its JSON and the text so far."""
+
+    __slots__ = ("head", "index", "item", "kind", "tail", "text")
+
+    def __init__(self, index: int, kind: str, item: JSON) -> None:
+        self.index = index
+        self.kind = kind
+        self.item = item
+        self.text: list[str] = []
+        name = "output_text" if kind == "message" else "reasoning_text"
+        self.head = (
+            f"event: response.{name}.delta\ndata: "
+            f'{{"type":"response.{name}.delta","item_id":{orjson.dumps(item["id"]).decode()},'
+            f'"output_index":{index},"content_index":0,"delta":'
+        ).encode()
+        """A delta event's bytes before its text, and after (``tail``, then its number)."""
+        self.tail = (
+            b',"logprobs":[],"sequence_number":' if kind == "message" else (b',"sequence_number":')
+        )
+
+
+class ChatToResponses:
+    """``ChunkTranslator[bytes]``: chat chunks in, Responses events out."""
+
+    __slots__ = (
+        "_calls",
+        "_characters",
+        "_ids",
+        "_open",
+        "_output",
+        "_parser",
+        "_pieces",
+        "_prompt_estimate",
+        "_reported",
+        "_sequence",
+        "_started",
+        "_stop",
+        "done",
+        "failure",
+        "response",
+    )
+
+    def __init__(
+        self,
+        response: JSON,
+        prompt_estimate: int,
+        max_event_bytes: int,
+        ids: Callable[[str], str] = new_id,
+    ) -> None:
+        self.response = response
+        """The ``response`` object (``responses_objects.skeleton``), whole once ``done``."""
+        self._prompt_estimate = prompt_estimate
+        self._ids = ids
+        """Makes each output item's id from its prefix (``new_id``)."""
+        self._parser = SseParser(max_event_bytes)
+        self._sequence = 0
+        self._started = False
+        self._output: list[_Item] = []
+        self._open: _Item | None = None
+        """The open reasoning or message item."""
+        self._calls: dict[int, _Item] = {}
+        """A chat tool call's index → its open function call item."""
+        self._stop: Stop | None = None
+        self._reported: Usage | None = None
+        self._characters = 0
+        self._pieces = 0
+        self.done = False
+        self.failure: Failure | None = None
+
+    def feed(self, data: bytes) -> list[bytes]:
+        if self.done or self.failure is not None:
+            return []
+        out: list[bytes] = []
+        try:
+            events = self._parser.feed(data)
+        except EventTooLarge as error:
+            self._events([event.data for event in error.events], out)
+            if self.failure is None and not self.done:
+                self.failure = Failure(too_large=True)
+            return out
+        self._events([event.data for event in events], out)
+        return out
+
+    def feed_chunks(self, chunks: Sequence[JSON]) -> list[bytes]:
+        out: list[bytes] = []
+        for chunk in chunks:
+            if self.done or self.failure is not None:
+                break
+            self._chunk(chunk, out)
+        return out
+
+    def end(self) -> list[bytes]:
+        if self.done or self.failure is not None:
+            return []
+        out: list[bytes] = []
+        self._finish(out)
+        return out
+
+    def delivered(self) -> Usage | None:
+        if self._reported is not None:
+            return self._reported
+        if not self._pieces:
+            return None
+        return estimate(self._prompt_estimate, self._characters, self._pieces)
+
+    def failed(self, code: str | None, message: str) -> bytes:
+        """How a started stream ends on a failure: ``error``, then ``response.failed``
+        with what was produced so far (``response.created`` first if it was not sent)."""
+        out: list[bytes] = []
+        if not self._started:
+            self._start(out)
+        self._event(out, {"type": "error", "code": code, "message": message, "param": None})
+        response = self.response
+        response["status"] = "failed"
+        response["error"] = {"code": code or "server_error", "message": message}
+        response["output"] = [item.item for item in self._output]
+        usage = self.delivered()
+        response["usage"] = usage_fields(usage) if usage is not None else None
+        self._event(out, {"type": "response.failed", "response": response})
+        self.done = True
+        return b"".join(out)
+
+    def _events(self, payloads: list[str], out: list[bytes]) -> None:
+        for payload in payloads:
+            if self.done or self.failure is not None:
+                return
+            if payload == _DONE:
+                self._finish(out)
+                return
+            if not payload or payload.isspace():
+                continue
+            try:
+                chunk = upstream_json.loads(payload)
+            except orjson.JSONDecodeError:
+                chunk = None
+            if not isinstance(chunk, dict):
+                self.failure = Failure(malformed=True)
+                return
+            if "error" in chunk:
+                self.failure = Failure(payload=chunk)
+                return
+            self._chunk(chunk, out)
+
+    def _chunk(self, chunk: JSON, out: list[bytes]) -> None:
+        if not self._started:
+            self._start(out)
+        usage = read_usage(chunk.get("usage"))
+        if usage is not None:
+            self._reported = usage
+        choices = chunk.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            return
+        choice = choices[0]
+        delta = choice.get("delta")
+        if isinstance(delta, dict):
+            self._delta(delta, out)
+        finish = choice.get("finish_reason")
+        if isinstance(finish, str):
+            self._stop = FINISH_TO_STOP.get(finish, "end")
+
+    def _event(self, out: list[bytes], payload: JSON) -> None:
+        payload["sequence_number"] = self._sequence
+        self._sequence += 1
+        out.append(sse(payload))
+
+    def _start(self, out: list[bytes]) -> None:
+        """``response.created`` and ``response.in_progress``: one response, written once."""
+        self._started = True
+        written = orjson.dumps(self.response)
+        for kind in (b"response.created", b"response.in_progress"):
+            number = str(self._sequence).encode()
+            self._sequence += 1
+            out.append(
+                b"event: " + kind + b'\ndata: {"type":"' + kind + b'","response":' + written
+                + b',"sequence_number":' + number + b"}\n\n"
+            )  # fmt: skip
+
+    def _delta(self, delta: JSON, out: list[bytes]) -> None:
+        reasoning = delta.get("reasoning_content")
+        if reasoning is None:
+            reasoning = delta.get("reasoning")
+        if isinstance(reasoning, str) and reasoning:
+            self._text("reasoning", reasoning, out)
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            self._text("message", content, out)
+        calls = delta.get("tool_calls")
+        if isinstance(calls, list):
+            for call in calls:
+                if isinstance(call, dict):
+                    self._tool_call(call, out)
+
+    def _text(self, kind: str, text: str, out: list[bytes]) -> None:
+        item = self._open
+        if item is None or item.kind != kind:
+            item = self._open_text(kind, out)
+        item.text.append(text)
+        # The item's delta events differ only in their text and number: written around
+        # them from the head ``_open_text`` rendered once (what orjson writes for the dict).
+        out.append(
+            item.head + orjson.dumps(text) + item.tail + str(self._sequence).encode() + b"}\n\n"
+        )
+        self._sequence += 1
+        self._characters += len(text)
+        self._pieces += 1
+
+    def _open_text(self, kind: str, out: list[bytes]) -> _Item:
+        self._close_all(out)
+        if kind == "message":
+            written = message_item(self._ids("msg_"), "", "in_progress")
+            part = text_part("")
+        else:
+            written = {"id": self._ids("rs_"), "type": "reasoning", "summary": [], "content": []}
+            part = dict(REASONING_PART)
+        item = _Item(len(self._output), kind, written)
+        self._output.append(item)
+        self._open = item
+        added = {"type": "response.output_item.added", "output_index": item.index}
+        self._event(out, {**added, "item": dict(item.item)})
+        self._event(
+            out,
+            {
+                "type": "response.content_part.added",
+                "item_id": item.item["id"],
+                "output_index": item.index,
+                "content_index": 0,
+                "part": part,
+            },
+        )
+        return item
+
+    def _tool_call(self, call: JSON, out: list[bytes]) -> None:
+        position = call.get("index", 0)
+        function = call.get("function")
+        function = function if isinstance(function, dict) else {}
+        item = self._calls.get(position) if isinstance(position, int) else None
+        if item is None:
+            if self._open is not None:
+                self._close(self._open, out)
+                self._open = None
+            name = str(function.get("name") or "")
+            call_id = str(call.get("id") or self._ids("call_"))
+            written = call_item(self._ids("fc_"), call_id, name, "", "in_progress")
+            item = _Item(len(self._output), "function_call", written)
+            self._output.append(item)
+            self._calls[position if isinstance(position, int) else len(self._calls)] = item
+            self._event(
+                out,
+                {
+                    "type": "response.output_item.added",
+                    "output_index": item.index,
+                    "item": dict(written),
+                },
+            )
+            self._characters += len(name)
+        arguments = function.get("arguments")
+        if isinstance(arguments, str) and arguments:
+            item.text.append(arguments)
+            self._event(
+                out,
+                {
+                    "type": "response.function_call_arguments.delta",
+                    "item_id": item.item["id"],
+                    "output_index": item.index,
+                    "delta": arguments,
+                },
+            )
+            self._characters += len(arguments)
+            self._pieces += 1
+
+    def _close_all(self, out: list[bytes]) -> None:
+        if self._open is not None:
+            self._close(self._open, out)
+            self._open = None
+        for item in self._calls.values():
+            self._close(item, out)
+        self._calls.clear()
+
+    def _close(self, item: _Item, out: list[bytes]) -> None:
+        text = "".join(item.text)
+        at = {"item_id": item.item["id"], "output_index": item.index}
+        if item.kind == "function_call":
+            item.item["arguments"] = text or "{}"
+            done = {"type": "response.function_call_arguments.done", **at}
+            self._event(
+                out, {**done, "name": item.item["name"], "arguments": item.item["arguments"]}
+            )
+        else:
+            if item.kind == "message":
+                part = text_part(text)
+                self._event(
+                    out,
+                    {
+                        "type": "response.output_text.done",
+                        **at,
+                        "content_index": 0,
+                        "text": text,
+                        "logprobs": [],
+                    },
+                )
+            else:
+                part = {"type": "reasoning_text", "text": text}
+                done = {"type": "response.reasoning_text.done", **at, "content_index": 0}
+                self._event(out, {**done, "text": text})
+            part_done = {"type": "response.content_part.done", **at, "content_index": 0}
+            self._event(out, {**part_done, "part": part})
+            item.item["content"] = [part]
+        if item.kind != "reasoning":
+            item.item["status"] = "completed"
+        self._event(
+            out,
+            {"type": "response.output_item.done", "output_index": item.index, "item": item.item},
+        )
+
+    def _finish(self, out: list[bytes]) -> None:
+        """The end: open items closed, then ``response.completed`` (or ``.incomplete``)."""
+        if not self._started:
+            self._start(out)
+        self._close_all(out)
+        usage = self.delivered() or Usage(prompt_tokens=self._prompt_estimate)
+        response = self.response
+        finished(response, [item.item for item in self._output], self._stop, usage)
+        kind = "response.completed" if response["status"] == "completed" else "response.incomplete"
+        self._event(out, {"type": kind, "response": response})
+        self.done = True

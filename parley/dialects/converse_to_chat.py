@@ -1,0 +1,167 @@
+"""A Bedrock ConverseStream body → ``chat.completion.chunk`` objects, sans-IO.
+
+The body is AWS event-stream frames (``dialects/eventstream.py``), each an event named
+by its ``:event-type`` header with a JSON payload: ``messageStart`` gives the role
+chunk; a ``contentBlockDelta``'s ``text`` becomes ``content``, its
+``reasoningContent.text`` ``reasoning_content``; a ``contentBlockStart`` with a
+``toolUse`` opens a ``tool_calls`` entry whose ``toolUse.input`` pieces are its
+``arguments``; ``messageStop`` gives the ``finish_reason``; ``metadata`` (the last
+event) the usage chunk (``"choices": []``, cached tokens in ``prompt_tokens_details``),
+which the chat job passes on only to a caller that asked for usage. A reasoning
+signature has no chat form and goes no further. An ``exception`` frame
+(``:exception-type``, a ``message`` payload) or an ``error`` frame (``:error-code``,
+``:error-message``) is the stream's ``failure``, and so is broken framing.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import orjson
+
+from parley import upstream_json
+from parley.dialects.bedrock_converse import STOP_REASONS, read_usage
+from parley.dialects.eventstream import EventStreamDecoder, Frame
+from parley.dialects.openai_chat import STOP_TO_FINISH, usage_fields
+from parley.dialects.translator import Failure
+from parley.domain.usage import Usage
+from parley.domain.wire import JSON
+
+
+class ConverseToChat:
+    """``Translator[JSON]``: ConverseStream frames in, chat chunks out."""
+
+    __slots__ = ("_created", "_decoder", "_model", "_tools", "_usage", "done", "failure")
+
+    def __init__(self, max_event_bytes: int, model: str, created: int | None = None) -> None:
+        self._decoder = EventStreamDecoder(max_event_bytes)
+        self._model = model
+        self._created = created if created is not None else int(time.time())
+        self._tools: dict[int, int] = {}
+        """A ``toolUse`` block's ``contentBlockIndex`` → its position in ``tool_calls``."""
+        self._usage: Usage | None = None
+        self.done = False
+        self.failure: Failure | None = None
+
+    def feed(self, data: bytes) -> list[JSON]:
+        out: list[JSON] = []
+        if self._ended():
+            return out
+        decoder = self._decoder
+        for frame in decoder.feed(data):
+            self._frame(frame, out)
+            if self._ended():
+                return out
+        if decoder.error is not None:
+            self.failure = Failure(too_large=decoder.too_large, malformed=not decoder.too_large)
+        return out
+
+    def _ended(self) -> bool:
+        return self.done or self.failure is not None
+
+    def end(self) -> list[JSON]:
+        return []
+
+    def delivered(self) -> Usage | None:
+        return self._usage
+
+    def _frame(self, frame: Frame, out: list[JSON]) -> None:
+        kind = frame.header(":message-type")
+        if kind == "exception":
+            name = frame.header(":exception-type") or "exception"
+            self.failure = Failure(payload={"type": name, "message": _message(frame.payload)})
+            return
+        if kind == "error":
+            name = frame.header(":error-code") or "error"
+            message = frame.header(":error-message")
+            self.failure = Failure(payload={"type": name, "message": message})
+            return
+        if kind != "event":
+            return
+        try:
+            event = upstream_json.loads(frame.payload or b"{}")
+        except orjson.JSONDecodeError:
+            event = None
+        if not isinstance(event, dict):
+            self.failure = Failure(malformed=True)
+            return
+        self._event(frame.header(":event-type"), event, out)
+
+    def _event(self, name: str | None, event: JSON, out: list[JSON]) -> None:
+        if name == "messageStart":
+            out.append(self._delta({"role": "assistant", "content": ""}))
+        elif name == "contentBlockStart":
+            start = event.get("start")
+            use = start.get("toolUse") if isinstance(start, dict) else None
+            if isinstance(use, dict):
+                position = len(self._tools)
+                self._tools[_int(event.get("contentBlockIndex"))] = position
+                call = {
+                    "index": position,
+                    "id": str(use.get("toolUseId") or ""),
+                    "type": "function",
+                    "function": {"name": str(use.get("name") or ""), "arguments": ""},
+                }
+                out.append(self._delta({"tool_calls": [call]}))
+        elif name == "contentBlockDelta":
+            self._block_delta(event, out)
+        elif name == "messageStop":
+            reason = event.get("stopReason")
+            stop = STOP_REASONS.get(reason, "end") if isinstance(reason, str) else "end"
+            choice = {"index": 0, "delta": {}, "logprobs": None, "finish_reason": None}
+            choice["finish_reason"] = STOP_TO_FINISH[stop]
+            out.append(self._chunk([choice]))
+        elif name == "metadata":
+            self._usage = read_usage(event.get("usage"))
+            if self._usage is not None:
+                out.append(self._chunk([], usage=usage_fields(self._usage)))
+            self.done = True
+
+    def _block_delta(self, event: JSON, out: list[JSON]) -> None:
+        delta = event.get("delta")
+        if not isinstance(delta, dict):
+            return
+        text = delta.get("text")
+        if isinstance(text, str):
+            out.append(self._delta({"content": text}))
+            return
+        use = delta.get("toolUse")
+        if isinstance(use, dict):
+            position = self._tools.get(_int(event.get("contentBlockIndex")), 0)
+            call = {"index": position, "function": {"arguments": str(use.get("input") or "")}}
+            out.append(self._delta({"tool_calls": [call]}))
+            return
+        reasoning = delta.get("reasoningContent")
+        if isinstance(reasoning, dict) and isinstance(reasoning.get("text"), str):
+            out.append(self._delta({"reasoning_content": reasoning["text"]}))
+
+    def _delta(self, delta: JSON) -> JSON:
+        return self._chunk([{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}])
+
+    def _chunk(self, choices: list[JSON], usage: JSON | None = None) -> JSON:
+        chunk: JSON = {
+            "id": "",
+            "object": "chat.completion.chunk",
+            "created": self._created,
+            "model": self._model,
+            "choices": choices,
+        }
+        if usage is not None:
+            chunk["usage"] = usage
+        return chunk
+
+
+def _message(payload: bytes) -> str | None:
+    try:
+        body = upstream_json.loads(payload or b"{}")
+    except orjson.JSONDecodeError:
+        return None
+    if isinstance(body, dict):
+        message = body.get("message", body.get("Message"))
+        return message if isinstance(message, str) else None
+    return None
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -1,0 +1,364 @@
+"""OpenAI's Responses API as a dialect: its request read into the canonical call.
+
+A Responses body says in ``input`` what a chat body says in ``messages``, as a list of
+items: ``message`` items (``input_text``, ``input_image`` and ``output_text`` parts),
+``function_call`` and ``function_call_output`` items, and ``reasoning`` items (their
+text and ``encrypted_content``). ``decode_request`` reads the items (and ``instructions``,
+``tools``, ``text.format``, ``reasoning.effort``...) into a ``Request``; what no upstream
+behind the canonical call can do (a built-in tool such as ``web_search``, ``background``)
+is an ``Unsupported`` naming the field. The reply side, the ``response`` object and its
+output items, is ``responses_objects``.
+
+``normalized_input`` rewrites ``input`` as items with ids (a string is one user
+message), the form stored responses keep and ``input_items`` lists.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from parley.dialects.canonical import (
+    Image,
+    Message,
+    Reasoning,
+    Request,
+    ResponseFormat,
+    Text,
+    Thinking,
+    Tool,
+    ToolCall,
+    ToolChoice,
+    ToolResult,
+    Unsupported,
+)
+from parley.dialects.openai_chat import REASONING_BUDGETS
+from parley.dialects.responses_objects import new_id
+from parley.domain.wire import JSON
+
+READ = frozenset(
+    {
+        "model",
+        "input",
+        "instructions",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "text",
+        "max_output_tokens",
+        "temperature",
+        "top_p",
+        "reasoning",
+        "metadata",
+        "store",
+        "previous_response_id",
+        "stream",
+        "user",
+        "background",
+    }
+)
+"""The fields Parley reads."""
+IGNORED = frozenset(
+    {
+        "include",
+        "truncation",
+        "safety_identifier",
+        "prompt_cache_key",
+        "prompt_cache_retention",
+        "service_tier",
+        "stream_options",
+        "top_logprobs",
+        "max_tool_calls",
+    }
+)
+"""Fields that ask nothing of the generation Parley can honour or refuse: accepted and
+not passed on (an upstream behind the canonical call has no such setting)."""
+UNSUPPORTED = {
+    "conversation": "Conversations are not supported; use 'previous_response_id'.",
+    "prompt": "Stored prompts are not supported; send 'instructions' and 'input'.",
+}
+BUILT_IN_TOOLS = frozenset(
+    {
+        "web_search",
+        "web_search_preview",
+        "web_search_preview_2025_03_11",
+        "file_search",
+        "computer_use_preview",
+        "computer_use",
+        "code_interpreter",
+        "image_generation",
+        "mcp",
+        "local_shell",
+        "shell",
+        "apply_patch",
+        "custom",
+    }
+)
+TOOL_TYPES_NAMED = "function"
+EFFORT_NONE = frozenset({"none"})
+
+
+def check_fields(body: JSON) -> None:
+    """A 400 for a field Parley does not know or cannot do (OpenAI's own answer to an
+    unknown parameter), and for ``background: true``."""
+    for name in body:
+        if name in READ or name in IGNORED:
+            continue
+        if name in UNSUPPORTED:
+            raise Unsupported(UNSUPPORTED[name], name)
+        raise Unsupported(f"Unknown parameter: '{name}'.", name)
+    if body.get("background"):
+        raise Unsupported(
+            "Background responses are not supported; call without 'background' (or stream).",
+            "background",
+        )
+
+
+def normalized_input(value: Any) -> list[JSON]:
+    """``input`` as a list of items, each with an ``id`` where it names no other item (a
+    string is one user message; a message's string content becomes an ``input_text`` or
+    ``output_text`` part). Items of other types are kept as they are: ``decode_request``
+    refuses what it cannot read, a native channel takes them."""
+    if isinstance(value, str):
+        value = [{"role": "user", "content": value}]
+    if not isinstance(value, list):
+        raise Unsupported("'input' must be a string or an array of items.", "input")
+    items: list[JSON] = []
+    for index, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise Unsupported(f"'input[{index}]' must be an object.", f"input[{index}]")
+        kind = item.get("type", "message" if "role" in item else None)
+        written = dict(item)
+        written["type"] = kind
+        if kind == "message":
+            content = item.get("content")
+            if isinstance(content, str):
+                part = "output_text" if item.get("role") == "assistant" else "input_text"
+                written["content"] = [{"type": part, "text": content}]
+            written.setdefault("status", "completed")
+        elif kind == "item_reference" and not isinstance(item.get("id"), str):
+            raise Unsupported(f"'input[{index}].id' must be a string.", f"input[{index}].id")
+        if kind != "item_reference" and not item.get("id"):
+            written["id"] = new_id(ITEM_PREFIXES.get(str(kind), "item_"))
+        items.append(written)
+    return items
+
+
+ITEM_PREFIXES = {
+    "message": "msg_",
+    "function_call": "fc_",
+    "function_call_output": "fco_",
+    "reasoning": "rs_",
+}
+
+
+def decode_request(body: JSON, items: list[JSON]) -> Request:
+    """The body, with ``items`` as its whole input (earlier turns first), as a canonical
+    ``Request``; a field or item that has no canonical form is ``Unsupported``."""
+    check_fields(body)
+    instructions: list[Text] = []
+    given = body.get("instructions")
+    if isinstance(given, str) and given:
+        instructions.append(Text(given))
+    elif given is not None and not isinstance(given, str):
+        raise Unsupported("'instructions' must be a string.", "instructions")
+    messages: list[Message] = []
+    for index, item in enumerate(items):
+        _read_item(item, f"input[{index}]", instructions, messages)
+    return Request(
+        model=str(body.get("model", "")),
+        messages=tuple(_merged(messages)),
+        instructions=tuple(instructions),
+        tools=_tools(body.get("tools")),
+        tool_choice=_tool_choice(body.get("tool_choice"), body.get("parallel_tool_calls")),
+        max_output_tokens=_positive(body, "max_output_tokens"),
+        temperature=_number(body, "temperature"),
+        top_p=_number(body, "top_p"),
+        response_format=_format(body.get("text")),
+        thinking=_thinking(body.get("reasoning")),
+        user=_user(body),
+        stream=bool(body.get("stream")),
+    )
+
+
+def _read_item(item: JSON, where: str, instructions: list[Text], messages: list[Message]) -> None:
+    kind = item.get("type")
+    if kind == "message":
+        role = item.get("role")
+        blocks = _parts(item.get("content"), where)
+        if role in ("system", "developer"):
+            instructions.extend(block for block in blocks if isinstance(block, Text))
+        elif role in ("user", "assistant"):
+            messages.append(Message(role, blocks))
+        else:
+            raise Unsupported(f"The role '{role}' is not one a message can have.", f"{where}.role")
+    elif kind == "function_call":
+        name, call_id = item.get("name"), item.get("call_id")
+        if not isinstance(name, str) or not isinstance(call_id, str):
+            raise Unsupported(f"'{where}' must have a 'name' and a 'call_id'.", where)
+        arguments = item.get("arguments")
+        text = arguments if isinstance(arguments, str) and arguments else "{}"
+        messages.append(Message("assistant", (ToolCall(call_id, name, text),)))
+    elif kind == "function_call_output":
+        call_id = item.get("call_id")
+        if not isinstance(call_id, str):
+            raise Unsupported(f"'{where}.call_id' must be a string.", f"{where}.call_id")
+        output = item.get("output")
+        content = (Text(output),) if isinstance(output, str) else _parts(output, f"{where}.output")
+        messages.append(Message("user", (ToolResult(call_id, content),)))
+    elif kind == "reasoning":
+        messages.append(Message("assistant", (_reasoning(item),)))
+    else:
+        raise Unsupported(f"Input items of type '{kind}' are not supported.", f"{where}.type")
+
+
+def _reasoning(item: JSON) -> Reasoning:
+    texts = [
+        str(part.get("text", ""))
+        for part in item.get("content") or item.get("summary") or ()
+        if isinstance(part, dict)
+    ]
+    encrypted = item.get("encrypted_content")
+    return Reasoning("".join(texts), redacted=encrypted if isinstance(encrypted, str) else None)
+
+
+def _parts(content: Any, where: str) -> tuple[Text | Image, ...]:
+    if content is None:
+        return ()
+    if isinstance(content, str):
+        return (Text(content),) if content else ()
+    if not isinstance(content, list):
+        raise Unsupported(f"'{where}.content' must be a string or an array.", f"{where}.content")
+    blocks: list[Text | Image] = []
+    for index, part in enumerate(content):
+        at = f"{where}.content[{index}]"
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind in ("input_text", "output_text", "text", "refusal"):
+            assert isinstance(part, dict)
+            text = part.get("refusal") if kind == "refusal" else part.get("text")
+            blocks.append(Text(str(text or "")))
+        elif kind == "input_image":
+            assert isinstance(part, dict)
+            blocks.append(_image(part, at))
+        else:
+            raise Unsupported(f"Content of type '{kind}' is not supported.", f"{at}.type")
+    return tuple(blocks)
+
+
+def _image(part: JSON, where: str) -> Image:
+    url = part.get("image_url")
+    if not isinstance(url, str):
+        raise Unsupported(
+            "An input_image needs an 'image_url' (uploaded files are not supported).",
+            f"{where}.image_url",
+        )
+    if url.startswith("data:"):
+        header, _, data = url.partition(",")
+        return Image(media_type=header[5:].partition(";")[0] or "image/png", data=data)
+    return Image(url=url)
+
+
+def _merged(messages: list[Message]) -> list[Message]:
+    """Consecutive messages of one role as one turn (a reply's text and its calls; tool
+    results and the user's next words)."""
+    merged: list[Message] = []
+    for message in messages:
+        if merged and merged[-1].role == message.role:
+            merged[-1] = Message(message.role, merged[-1].blocks + message.blocks)
+        else:
+            merged.append(message)
+    return merged
+
+
+def _tools(tools: Any) -> tuple[Tool, ...]:
+    if tools is None:
+        return ()
+    if not isinstance(tools, list):
+        raise Unsupported("'tools' must be an array.", "tools")
+    found: list[Tool] = []
+    for index, tool in enumerate(tools):
+        kind = tool.get("type") if isinstance(tool, dict) else None
+        if kind != TOOL_TYPES_NAMED:
+            named = f"The built-in tool '{kind}'" if kind in BUILT_IN_TOOLS else f"'{kind}'"
+            raise Unsupported(
+                f"{named} is not supported here; only 'function' tools are.",
+                f"tools[{index}].type",
+            )
+        assert isinstance(tool, dict)
+        name = tool.get("name")
+        if not isinstance(name, str) or not name:
+            raise Unsupported(f"'tools[{index}].name' must be a string.", f"tools[{index}].name")
+        parameters = tool.get("parameters")
+        description = tool.get("description")
+        found.append(
+            Tool(
+                name=name,
+                description=description if isinstance(description, str) else None,
+                parameters=parameters if isinstance(parameters, dict) else {"type": "object"},
+            )
+        )
+    return tuple(found)
+
+
+def _tool_choice(choice: Any, parallel: Any) -> ToolChoice | None:
+    allowed = None if parallel is None else bool(parallel)
+    if choice is None:
+        return ToolChoice("auto", parallel=allowed) if allowed is not None else None
+    if choice in ("auto", "none", "required"):
+        return ToolChoice(choice, parallel=allowed)
+    kind = choice.get("type") if isinstance(choice, dict) else None
+    if kind == "function" and isinstance(choice.get("name"), str):
+        return ToolChoice("tool", choice["name"], parallel=allowed)
+    raise Unsupported(f"The tool_choice '{kind or choice}' is not supported.", "tool_choice")
+
+
+def _format(text: Any) -> ResponseFormat | None:
+    if text is None:
+        return None
+    form = text.get("format") if isinstance(text, dict) else None
+    if form is None:
+        return None
+    kind = form.get("type") if isinstance(form, dict) else None
+    if kind in ("text", "json_object"):
+        return ResponseFormat(kind)
+    if kind == "json_schema":
+        assert isinstance(form, dict)
+        schema = form.get("schema")
+        if not isinstance(schema, dict):
+            raise Unsupported("'text.format.schema' must be an object.", "text.format.schema")
+        written: JSON = {"name": str(form.get("name") or "response"), "schema": schema}
+        for name in ("strict", "description"):
+            if form.get(name) is not None:
+                written[name] = form[name]
+        return ResponseFormat("json_schema", written)
+    raise Unsupported(f"The text.format type '{kind}' is unknown.", "text.format.type")
+
+
+def _thinking(reasoning: Any) -> Thinking | None:
+    effort = reasoning.get("effort") if isinstance(reasoning, dict) else None
+    if effort is None:
+        return None
+    if effort in EFFORT_NONE:
+        return Thinking(enabled=False)
+    budget = REASONING_BUDGETS.get(str(effort))
+    if budget is None:
+        raise Unsupported(f"The reasoning effort '{effort}' is unknown.", "reasoning.effort")
+    return Thinking(enabled=True, budget_tokens=budget)
+
+
+def _user(body: JSON) -> str | None:
+    user = body.get("user") or body.get("safety_identifier")
+    return user if isinstance(user, str) else None
+
+
+def _positive(body: JSON, name: str) -> int | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise Unsupported(f"'{name}' must be a positive integer.", name)
+    return value
+
+
+def _number(body: JSON, name: str) -> float | None:
+    value = body.get(name)
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None

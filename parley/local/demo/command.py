@@ -1,0 +1,34 @@
+"""``parley serve --demo``: the offline demo (``parley.local.demo``), run by the serve command."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from parley.cli.context import with_store
+from parley.cli.serve import run_worker
+from parley.local.demo.run import run_demo
+from parley.settings import ConfigError, Settings, load_settings
+from parley.telemetry.logs import configure_logging
+
+DEMO_DIR = Path("parley-demo")
+
+
+def _load(path: Path) -> Settings:
+    try:
+        return load_settings(path, os.environ)
+    except ConfigError as error:  # a PARLEY_* override the demo's config cannot take
+        raise SystemExit(f"parley: {error}") from None
+
+
+def serve_demo(host: str | None, port: int | None) -> None:
+    """Start the local engines and serve Parley in front of them (the ``local`` extra);
+    ``PARLEY_*`` overrides apply as they do to ``parley serve``."""
+    configure_logging()
+    run_demo(
+        DEMO_DIR.resolve(),
+        (host, port),
+        lambda raw: run_worker(raw, reuse_port=False),
+        with_store,
+        _load,
+    )

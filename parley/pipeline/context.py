@@ -1,0 +1,24 @@
+"""Typed keys for what the app and a request carry between middleware and handlers."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from parley.pipeline.authenticate import Caller
+from parley.pipeline.services import Services
+
+SERVICES = web.AppKey("services", Services)
+CALLER = web.RequestKey("caller", Caller)
+REPLY_HEADERS = web.RequestKey("reply_headers", dict[str, str])
+ADMITTED = web.RequestKey("admitted", bool)
+"""Set by the runner once a call is admitted: ``Metered`` logs it, the middleware does not."""
+REFUSED_MODEL = web.RequestKey("refused_model", tuple[str, str])
+"""The model name the caller gave, and the public model it resolved to ("" if none)."""
+
+
+def services(request: web.Request) -> Services:
+    return request.app[SERVICES]
+
+
+def caller(request: web.Request) -> Caller:
+    return request[CALLER]

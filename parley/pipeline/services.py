@@ -1,0 +1,361 @@
+"""Services: everything a request needs, built once at start-up and passed down.
+
+The HTTP app, the CLI and the tests all build the same ``Services`` from ``Settings``;
+nothing lives in module globals. ``Services.close`` stops the background work in order:
+stop refreshing, finish background settlements, write every queued usage record, close
+the upstream HTTP client, the limiter and the store; all of it within
+``server.shutdown_close_seconds``, whatever the database does (the records it has not
+taken by then are spilled, and a connection that does not close is left to the exit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import TYPE_CHECKING
+
+from parley.audio.budget import DecodeBudget
+from parley.audio.pool import ProbePool
+from parley.credentials import CredentialBox, SealError
+from parley.domain.models import ModelRegistry, ModelSpec
+from parley.domain.pricing import Price, usd_to_nanos
+from parley.domain.speech import SpeechProfile
+from parley.domain.transcripts import TranscriptionAbilities
+from parley.http import HeadLimits, HttpClient
+from parley.limits.base import Limiter
+from parley.limits.factory import build_limiter
+from parley.pipeline.breaker import Breakers
+from parley.pipeline.budget import SpendLedger
+from parley.pipeline.call import RequestIds
+from parley.pipeline.channel_book import ChannelBook
+from parley.pipeline.directory import Directory
+from parley.pipeline.in_flight import CallsInFlight
+from parley.pipeline.meter import BackgroundTasks, Meter
+from parley.pipeline.plan import Planner
+from parley.pipeline.response_book import ResponseBook
+from parley.pipeline.route import Router
+from parley.pipeline.watch import CallWatchers
+from parley.pipeline.writer import UsageWriter
+from parley.providers.base import ReplyBounds
+from parley.providers.registry import (
+    ProviderRegistry,
+    check_channel_types,
+    check_native_responses,
+)
+from parley.settings import ConfigError, ModelSettings, Prices, Settings, SpeechOptions
+from parley.store.base import Store, StoreUnavailable
+from parley.store.sql import open_store
+from parley.voices.book import CloneBook
+from parley.voices.catalogue import load_catalogue
+from parley.voices.rosters import Rosters
+
+if TYPE_CHECKING:
+    from parley.pipeline.shared_breakers import SharedBreakers
+
+log = logging.getLogger("parley")
+SETTLEMENT_SECONDS = 5.0
+"""The longest ``close`` waits for the limiter settlements still running (at most a
+quarter of the closing time: the usage records come first)."""
+CLOSING_SECONDS = 1.0
+"""Of the closing time, what the usage writer leaves for closing connections (at most a
+quarter of it)."""
+
+
+def model_specs(settings: Settings, created: int) -> list[ModelSpec]:
+    return [_spec(model, created) for model in settings.models]
+
+
+def _spec(model: ModelSettings, created: int) -> ModelSpec:
+    prices = model.prices
+    return ModelSpec(
+        name=model.name,
+        kind=model.kind,
+        price=Price(
+            input_per_1k=usd_to_nanos(prices.input_per_1k),
+            output_per_1k=usd_to_nanos(prices.output_per_1k),
+            per_1k_characters=usd_to_nanos(prices.per_1k_characters),
+            per_minute=usd_to_nanos(prices.per_minute),
+            cached_input_per_1k=usd_to_nanos(_or_input(prices.cached_input_per_1k, prices)),
+            cache_write_per_1k=usd_to_nanos(_or_input(prices.cache_write_per_1k, prices)),
+        ),
+        context_window=model.context_window,
+        vision=model.vision,
+        owned_by=model.owned_by,
+        aliases=model.aliases,
+        retired_aliases=model.retired_aliases,
+        created=created,
+        transcription=_abilities(model),
+        speech=speech_profile(model.audio or SpeechOptions()) if model.kind == "speech" else None,
+    )
+
+
+def _or_input(price: Decimal | None, prices: Prices) -> Decimal:
+    """A cache price, or the input price when the model sets none."""
+    return prices.input_per_1k if price is None else price
+
+
+def speech_profile(options: SpeechOptions) -> SpeechProfile:
+    """A speech model's profile; its catalogue file is read here, once."""
+    return SpeechProfile(
+        catalogue=load_catalogue(options.voices_catalogue),
+        default_voice=options.default_voice,
+        fallback_to_wav=options.unsupported_formats == "wav",
+        quality_steps={str(level): steps for level, steps in (options.quality_steps or {}).items()},
+        default_quality=options.default_quality,
+        instruction=options.instruction,
+        cloning=options.cloning,
+        transcript_cloning=options.transcript_cloning,
+        voice_listing=options.voice_listing,
+        status_on_every_voice=options.status_on_every_voice,
+        max_input_chars=options.max_input_chars,
+        sample_rate=options.sample_rate,
+        max_clip_bytes=options.max_clip_bytes,
+        engine_clip_seconds=options.engine_clip_seconds,
+    )
+
+
+def probe_pool(settings: Settings) -> ProbePool:
+    """The audio threads, with the decode budget of the ``audio`` settings."""
+    audio = settings.audio
+    budget = DecodeBudget(
+        audio.max_seconds, audio.decode_cpu_seconds, audio.decode_cpu_seconds_per_hour
+    )
+    return ProbePool(audio.threads, audio.threads_per_group, budget)
+
+
+def _abilities(model: ModelSettings) -> TranscriptionAbilities | None:
+    if model.kind != "transcription":
+        return None
+    options = model.transcription
+    if options is None:
+        return TranscriptionAbilities()
+    return TranscriptionAbilities(options.translate, options.stream, options.formats)
+
+
+@dataclass
+class Services:
+    settings: Settings
+    store: Store
+    limiter: Limiter
+    models: ModelRegistry
+    router: Router
+    providers: ProviderRegistry
+    directory: Directory
+    meter: Meter
+    http: HttpClient
+    tasks: BackgroundTasks
+    clones: CloneBook
+    rosters: Rosters
+    probes: ProbePool
+    """The threads that measure uploaded audio, shared fairly between groups."""
+    breakers: Breakers
+    planner: Planner
+    channels: ChannelBook
+    """The channels routed to: the config file's and those managed live."""
+    responses: ResponseBook
+    """Stored responses of the Responses API, written behind the reply."""
+    started_at: int = field(default_factory=lambda: int(time.time()))
+    request_ids: RequestIds = field(default_factory=RequestIds)
+    watchers: CallWatchers = field(default_factory=CallWatchers)
+    in_flight: CallsInFlight = field(default_factory=CallsInFlight)
+    """The streams being relayed; shutdown ends them with ``streams.end_all()``."""
+    shared_breakers: SharedBreakers | None = None
+    """The breakers' link to the other workers and instances, when Redis is configured."""
+    close_by: float | None = None
+    """When ``close`` must be done, on the event loop's clock: set by ``serve`` when the
+    shutdown grace ends; otherwise ``server.shutdown_close_seconds`` from its start."""
+    _loops: list[asyncio.Task[None]] = field(default_factory=list)
+    _pruning: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    @classmethod
+    async def start(cls, settings: Settings, *, store: Store | None = None) -> Services:
+        """Raises ``ConfigError`` for a channel type no adapter serves, or a Vertex AI
+        channel whose service-account key cannot be loaded."""
+        # One client serves every group. It keeps no cookies: a cookie one upstream reply
+        # sets must never ride along on another group's call.
+        upstream = settings.upstream
+        http = HttpClient(
+            max_per_origin=upstream.max_connections_per_origin,
+            head_limits=HeadLimits(upstream.max_head_bytes, upstream.max_headers),
+        )
+        bounds = ReplyBounds(upstream.max_reply_bytes, upstream.max_event_bytes)
+        providers = ProviderRegistry.default(
+            http, bounds, settings.limits.default_max_tokens, settings.channels
+        )
+        check_channel_types(settings.channels, providers.types())
+        check_native_responses(settings.channels, providers)
+        if store is None:
+            opened = await open_store(
+                settings.database.url,
+                pool_size=settings.database.pool_size,
+                timeout_seconds=settings.database.timeout_seconds,
+            )
+            await opened.migrate(apart=True)  # Alembic never loads in a serving process
+            store = opened
+        limiter = build_limiter(settings.limits, settings.redis)
+        directory = Directory(
+            store,
+            refresh_seconds=settings.limits.cache_refresh_seconds,
+            unknown_lookups_per_second=settings.limits.unknown_key_lookups_per_second,
+        )
+        await directory.load()
+        ledger = SpendLedger(store, settings.limits.budget_period)
+        await ledger.refresh()
+        writer = UsageWriter(store, ledger, settings.usage)
+        await writer.start()
+        tasks = BackgroundTasks()
+        started_at = int(time.time())
+        clones = CloneBook(store)
+        await clones.load()
+        try:
+            box = CredentialBox(settings.admin.secret_keys)
+            book = ChannelBook(settings.channels, box, providers.types())
+        except SealError as error:
+            raise ConfigError(f"admin.secret_keys: {error}") from None
+        await book.load(store)
+        router = Router(book.active, random.Random())
+        models = ModelRegistry(model_specs(settings, started_at), settings.capabilities)
+        breakers = Breakers(book.active)
+        breakers.transitions.append(book.transition)
+        services = cls(
+            settings=settings,
+            store=store,
+            limiter=limiter,
+            models=models,
+            router=router,
+            providers=providers,
+            directory=directory,
+            meter=Meter(writer, ledger, limiter, tasks),
+            http=http,
+            tasks=tasks,
+            clones=clones,
+            rosters=Rosters(providers),
+            probes=probe_pool(settings),
+            breakers=breakers,
+            planner=Planner(router, breakers, models, settings.models, settings.routing),
+            channels=book,
+            responses=ResponseBook(store, settings.responses),
+            started_at=started_at,
+        )
+        services.responses.start()
+        services._loops = [
+            asyncio.create_task(services._refresh_loop(), name="parley-refresh"),
+            asyncio.create_task(services._prune_loop(), name="parley-prune"),
+            asyncio.create_task(services._prune_responses_loop(), name="parley-prune-responses"),
+        ]
+        if settings.redis is not None:
+            # Imported only with Redis: redis-py is megabytes a gateway without it need not
+            # carry (as ``parley.limits.factory``).
+            from parley.pipeline.shared_breakers import SharedBreakers
+
+            shared = services.shared_breakers = SharedBreakers.connect(breakers, settings.redis)
+            services._loops.append(asyncio.create_task(shared.run(), name="parley-breakers"))
+        return services
+
+    async def close(self) -> None:
+        """Stop, write the usage records (or spill them) and close, by ``close_by``."""
+        clock = asyncio.get_running_loop().time
+        deadline = self.close_by
+        if deadline is None:
+            deadline = clock() + self.settings.server.shutdown_close_seconds
+
+        def left() -> float:
+            return max(0.0, deadline - clock())
+
+        await self._stop_loops(left() / 2)
+        await self.tasks.drain(seconds=min(SETTLEMENT_SECONDS, left() / 4))
+        await self.meter.writer.close(left() - min(CLOSING_SECONDS, left() / 4))
+        await self.responses.close(min(CLOSING_SECONDS, left() / 4))
+        self.probes.close()
+        await self.http.close()
+        await _within(self.limiter.close(), left(), "the limiter")
+        if self.shared_breakers is not None:
+            await _within(self.shared_breakers.close(), left(), "the shared breakers")
+        await _within(self.store.close(), left(), "the database")
+
+    async def _stop_loops(self, seconds: float) -> None:
+        """Cancel the refresh and prune loops, waiting (up to ``seconds``) for a prune in
+        progress: a DELETE cut midway keeps SQLite locked for the usage records."""
+        held = False
+        try:
+            held = await asyncio.wait_for(self._pruning.acquire(), max(seconds, 0.001))
+        except TimeoutError:
+            log.warning("usage pruning did not finish within the shutdown's time; cancelled")
+        for loop in self._loops:
+            loop.cancel()
+        if held:
+            self._pruning.release()
+        for loop in self._loops:
+            with contextlib.suppress(asyncio.CancelledError):
+                await loop
+
+    async def refresh(self) -> None:
+        """Reload groups, changed keys, period spend and channels from the store, and
+        write the channels' breaker transitions."""
+        await self.directory.load()
+        await self.meter.ledger.refresh()
+        await self.clones.load()
+        await self.reload_channels()
+        await self.channels.flush(self.store)
+
+    async def reload_channels(self) -> None:
+        """Read the stored channels; when they changed, route with a new ``Router``."""
+        if await self.channels.load(self.store):
+            active = self.channels.active
+            self.router = Router(active, random.Random())
+            self.planner.use(self.router)
+            self.breakers.update(active)
+            log.info("channels changed: now routing to %d", len(active))
+
+    async def _refresh_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.limits.cache_refresh_seconds)
+            try:
+                await self.refresh()
+            except StoreUnavailable as error:
+                log.warning("directory refresh failed (%s); serving from cache", error.reason)
+
+    async def _prune_loop(self) -> None:
+        retention = timedelta(days=self.settings.usage.retention_days)
+        while True:
+            try:
+                async with self._pruning:
+                    pruned = await self.store.prune_usage(datetime.now(UTC) - retention)
+                    await self.store.prune_channel_events(datetime.now(UTC) - retention)
+            except StoreUnavailable as error:
+                log.warning("usage pruning failed (%s); will try again", error.reason)
+            else:
+                if pruned:
+                    log.info("pruned %d usage records older than %s", pruned, retention)
+            await asyncio.sleep(self.settings.usage.prune_every_seconds)
+
+    async def _prune_responses_loop(self) -> None:
+        while True:
+            try:
+                async with self._pruning:
+                    pruned = await self.responses.prune()
+            except StoreUnavailable as error:
+                log.warning("pruning stored responses failed (%s); will try again", error.reason)
+            else:
+                if pruned:
+                    log.info("pruned %d expired stored responses", pruned)
+            await asyncio.sleep(self.settings.responses.prune_every_seconds)
+
+
+async def _within(closing: Awaitable[None], seconds: float, what: str) -> None:
+    """Wait up to ``seconds`` for ``closing``; past that, leave it (the exit closes the
+    sockets) rather than hold the shutdown on a server that does not answer."""
+    task = asyncio.ensure_future(closing)
+    done, _ = await asyncio.wait({task}, timeout=seconds)
+    if done:
+        task.result()
+        return
+    task.cancel()
+    log.warning("closing %s did not finish within the shutdown's time; leaving it", what)

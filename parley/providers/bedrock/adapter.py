@@ -1,0 +1,179 @@
+"""The adapter for Amazon Bedrock's Converse API (``type: bedrock``).
+
+An OpenAI chat body is read into the canonical call (``dialects/openai_chat.py``) and
+written as a Converse body (``dialects/bedrock_converse.py``), sent to
+``{base_url}/model/{model id}/converse`` (``/converse-stream`` for a stream) with the
+model id percent-encoded, and signed with AWS Signature Version 4 (service
+``bedrock``) by the channel's credentials (``sigv4.py``). A stream's event-stream frames
+are read into chat chunks (``dialects/converse_to_chat.py``), which a caller of another
+dialect's translator renders (``Chained``). Classic completions are sent as one user
+turn, as for Anthropic. Errors map by Bedrock's exception names (``refusal.py``).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import TypeVar
+
+import orjson
+from yarl import URL
+
+from parley import upstream_json
+from parley.catalog_settings import AwsSettings
+from parley.dialects import bedrock_converse, openai_chat
+from parley.dialects.canonical import Unsupported
+from parley.dialects.converse_to_chat import ConverseToChat
+from parley.dialects.translator import Chained, ChunkTranslator, Failure, Translator
+from parley.domain.wire import JSON
+from parley.errors import InvalidRequest, UpstreamError
+from parley.http import HttpClient, Reply, prepare
+from parley.providers.anthropic.completions import CompletionChunks, as_chat, as_completion
+from parley.providers.base import ReplyBounds, Target, upstream_errors, upstream_failure
+from parley.providers.bedrock.refusal import refusal, stream_failure
+from parley.providers.bedrock.sigv4 import Credentials, Signer, encode_segment
+from parley.providers.translated import TranslatedStream
+from parley.sse import EventTooLarge
+
+T = TypeVar("T")
+SERVICE = "bedrock"
+EVENT_STREAM = "application/vnd.amazon.eventstream"
+Clock = Callable[[], datetime]
+
+
+class BedrockAdapter:
+    """``Chat``, ``ChatTranslation`` and ``Completion`` over the one ``HttpClient``."""
+
+    __slots__ = ("_bounds", "_clock", "_http", "_signers")
+
+    def __init__(
+        self, http: HttpClient, bounds: ReplyBounds | None = None, clock: Clock | None = None
+    ) -> None:
+        self._http = http
+        self._bounds = bounds or ReplyBounds()
+        self._clock = clock or _utc_now
+        self._signers: dict[AwsSettings, Signer] = {}
+        """One signer per channel's credentials, which keeps the day's signing key."""
+
+    async def chat(self, target: Target, body: JSON) -> JSON:
+        payload = _translated(body)
+        with upstream_errors(target.channel):
+            reply = await self._send(target, "converse", payload)
+            raw = await reply.read(self._bounds.max_reply_bytes)
+            if reply.status >= 300:
+                raise refusal(target.channel, reply.status, raw, _secret(target), reply.headers)
+            found = upstream_json.loads(raw)
+        if not isinstance(found, dict):
+            raise _malformed(target.channel)
+        return openai_chat.encode_reply(bedrock_converse.decode_reply(found, target.model))
+
+    def chat_stream(
+        self, target: Target, body: JSON, *, shapes: bool = False
+    ) -> TranslatedStream[JSON]:
+        return self._stream(target, _translated(body), self._reader(target))
+
+    def chat_translated(
+        self, target: Target, body: JSON, translator: ChunkTranslator[T]
+    ) -> TranslatedStream[T]:
+        """A chat stream for a caller of a third dialect: the Converse events read into
+        chat chunks, which ``translator`` renders."""
+        return self._stream(target, _translated(body), Chained(self._reader(target), translator))
+
+    async def completion(self, target: Target, body: JSON) -> JSON:
+        return as_completion(await self.chat(target, as_chat(body)))
+
+    def completion_stream(self, target: Target, body: JSON) -> TranslatedStream[JSON]:
+        payload = _translated(as_chat(body))
+        return self._stream(target, payload, CompletionChunks(self._reader(target)))
+
+    def _reader(self, target: Target) -> ConverseToChat:
+        return ConverseToChat(self._bounds.max_event_bytes, target.model)
+
+    def _stream(
+        self, target: Target, payload: JSON, translator: Translator[T]
+    ) -> TranslatedStream[T]:
+        limit = self._bounds.max_reply_bytes
+
+        def send() -> Awaitable[Reply]:
+            return self._send(target, "converse-stream", payload)
+
+        def start(reply: Reply) -> Awaitable[None]:
+            return _check_stream_start(reply, target, limit)
+
+        def fault(failure: Failure) -> UpstreamError:
+            return _fault(target, failure)
+
+        return TranslatedStream(target.channel, send, start, translator, fault)
+
+    def _send(self, target: Target, action: str, payload: JSON) -> Awaitable[Reply]:
+        """The client's coroutine sending ``payload`` to the model's ``action``, signed."""
+        aws = target.options
+        if not isinstance(aws, AwsSettings):
+            raise UpstreamError(f"The channel `{target.channel}` has no AWS credentials.")
+        signer = self._signers.get(aws)
+        if signer is None:
+            credentials = Credentials(aws.access_key_id, aws.secret_access_key, aws.session_token)
+            signer = self._signers[aws] = Signer(credentials, aws.region, SERVICE)
+        origin, host, prefix = _origin(target.base_url)
+        path = f"{prefix}/model/{encode_segment(target.model)}/{action}"
+        body = orjson.dumps(payload)
+        now = self._clock()
+        headers = signer.headers(
+            "POST", host, path, query="", body=body, content_type="application/json", now=now
+        )
+        headers["Accept"] = EVENT_STREAM if action == "converse-stream" else "application/json"
+        head = prepare("POST", f"{origin}{path}", headers, encoded=True)
+        timeout = target.stream_timeout if action == "converse-stream" else target.read_timeout
+        return self._http.send(
+            head, body, connect_timeout=target.connect_timeout, read_timeout=timeout
+        )
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@functools.cache
+def _origin(base_url: str) -> tuple[str, str, str]:
+    """``scheme://host[:port]``, the ``Host`` header as sent, and the path before
+    ``/model`` (empty for Bedrock's own endpoint)."""
+    url = URL(base_url)
+    host = url.host_port_subcomponent or ""
+    return f"{url.scheme}://{host}", host, url.raw_path.rstrip("/")
+
+
+def _translated(body: JSON) -> JSON:
+    """An OpenAI chat body as a Converse body; what Converse cannot say is a 400."""
+    try:
+        return bedrock_converse.encode_request(openai_chat.decode_request(body))
+    except Unsupported as error:
+        raise InvalidRequest(error.message, param=error.param) from None
+
+
+def _secret(target: Target) -> str | None:
+    aws = target.options
+    return aws.secret_access_key if isinstance(aws, AwsSettings) else target.api_key
+
+
+async def _check_stream_start(reply: Reply, target: Target, limit: int) -> None:
+    """Raise if the upstream refused, or answered without an event stream."""
+    if reply.status >= 300:
+        raw = await reply.read(limit)
+        raise refusal(target.channel, reply.status, raw, _secret(target), reply.headers)
+    if reply.content_type != EVENT_STREAM:
+        raise UpstreamError(f"The upstream channel `{target.channel}` did not stream its reply.")
+
+
+def _fault(target: Target, failure: Failure) -> UpstreamError:
+    if failure.payload is not None:
+        return stream_failure(target.channel, failure.payload, _secret(target))
+    if failure.too_large:
+        error = upstream_failure(target.channel, EventTooLarge(0, []))
+        assert error is not None
+        return error
+    return _malformed(target.channel)
+
+
+def _malformed(channel: str) -> UpstreamError:
+    return UpstreamError(f"The upstream channel `{channel}` sent a reply that is not well formed.")

@@ -1,0 +1,465 @@
+"""A channel of ``type: bedrock``: OpenAI chat and completion callers (the official
+``openai`` SDK) and Messages callers (the ``anthropic`` SDK) translated to Bedrock's
+Converse API, every request SigV4-signed and verified by the fake, event-stream frames
+read, errors mapped, throttled models fallen over, cached tokens billed exactly."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import openai
+import orjson
+import pytest
+
+from parley.domain.pricing import Price, usd_to_nanos
+from tests.api.harness import CHANNEL_KEY, Gateway, local_state, records, starting
+from tests.upstreams.bedrock import AwsKeys, Behaviour, FakeBedrock
+from tests.upstreams.openai_compatible import FakeEngine
+
+KEYS = AwsKeys("ASIAFAKEACCESS01", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYfake", "FwoGZXIvYXdzEJr//fake=")
+MODEL_ID = "anthropic.claude-3-5-sonnet-20240620-v1:0"
+HELLO = [{"role": "user", "content": "hello there"}]
+DOCUMENT = "x" * 1500
+DOWN = "fail-ServiceUnavailableException"
+PRICES = {
+    "input_per_1k": "0.003",
+    "output_per_1k": "0.015",
+    "cached_input_per_1k": "0.0003",
+    "cache_write_per_1k": "0.00375",
+}
+
+
+def bedrock_config(endpoint: str, backup_url: str, workdir: Path) -> dict[str, Any]:
+    aws = {
+        "region": "us-east-1",
+        "access_key_id": KEYS.access_key_id,
+        "secret_access_key": KEYS.secret_access_key,
+        "session_token": KEYS.session_token,
+    }
+    return {
+        **local_state(workdir),
+        "channels": [
+            {
+                "name": "aws",
+                "type": "bedrock",
+                "base_url": endpoint,
+                "aws": aws,
+                "models": [
+                    {"name": "claude-bedrock", "upstream": MODEL_ID},
+                    {"name": "bedrock-cached", "upstream": f"{MODEL_ID}+cache-1000-200"},
+                    {"name": "bedrock-busy", "upstream": f"{MODEL_ID}+fail-ThrottlingException"},
+                    {"name": "bedrock-stalls", "upstream": f"{MODEL_ID}+throttle-after-0"},
+                    {"name": "bedrock-down", "upstream": f"{MODEL_ID}+{DOWN}"},
+                ],
+                "priority": 1,
+                "timeouts": {"connect": 2, "read": 5},
+            },
+            {
+                "name": "backup",
+                "base_url": backup_url,
+                "models": [
+                    {"name": "bedrock-busy", "upstream": "backup-chat"},
+                    {"name": "bedrock-stalls", "upstream": "backup-chat"},
+                ],
+                "timeouts": {"connect": 2, "read": 5},
+            },
+        ],
+        "models": [
+            {"name": "claude-bedrock", "vision": True,
+             "prices": {"input_per_1k": "0.003", "output_per_1k": "0.015"}},
+            {"name": "bedrock-cached", "prices": PRICES},
+            {"name": "bedrock-busy"},
+            {"name": "bedrock-stalls"},
+            {"name": "bedrock-down"},
+        ],
+    }  # fmt: skip
+
+
+@pytest.fixture
+async def upstream() -> AsyncIterator[FakeBedrock]:
+    async with FakeBedrock(credentials=KEYS, region="us-east-1") as running:
+        yield running
+
+
+@pytest.fixture
+async def gateway(upstream: FakeBedrock, tmp_path: Path) -> AsyncIterator[Gateway]:
+    async with (
+        FakeEngine() as backup,
+        starting(lambda: bedrock_config(upstream.endpoint, backup.base_url, tmp_path)) as start,
+    ):
+        yield await start()
+
+
+@pytest.fixture
+async def key(gateway: Gateway) -> str:
+    return await gateway.key(await gateway.group("team"))
+
+
+def claude(gateway: Gateway, key: str) -> anthropic.AsyncAnthropic:
+    client = anthropic.AsyncAnthropic(base_url=gateway.base_url, api_key=key, max_retries=0)
+    gateway.clients.append(client)  # type: ignore[arg-type]
+    return client
+
+
+async def test_a_chat_call_reaches_bedrock_signed(
+    gateway: Gateway, key: str, upstream: FakeBedrock
+) -> None:
+    reply = await gateway.client(key).chat.completions.create(
+        model="claude-bedrock",
+        messages=[{"role": "system", "content": "Be brief."}, *HELLO],  # type: ignore[list-item]
+        stop=["END"],
+        max_tokens=50,
+        temperature=0.5,
+        top_p=0.9,
+    )
+    assert reply.choices[0].message.content == "echo: hello there"
+    assert reply.choices[0].finish_reason == "stop"
+    assert reply.model == "claude-bedrock" and reply.id.startswith("chatcmpl-")
+    assert reply.usage is not None
+    assert (reply.usage.prompt_tokens, reply.usage.completion_tokens) == (4, 3)
+    assert upstream.raw_paths[-1] == "/model/anthropic.claude-3-5-sonnet-20240620-v1%3A0/converse"
+    sent = upstream.last_request
+    assert sent.headers["X-Amz-Security-Token"] == KEYS.session_token
+    assert sent.headers["Authorization"].startswith(
+        f"AWS4-HMAC-SHA256 Credential={KEYS.access_key_id}/"
+    )
+    assert sent.body == {
+        "messages": [{"role": "user", "content": [{"text": "hello there"}]}],
+        "system": [{"text": "Be brief."}],
+        "inferenceConfig": {"maxTokens": 50, "temperature": 0.5, "topP": 0.9,
+                            "stopSequences": ["END"]},
+    }  # fmt: skip
+    found = await records(gateway)
+    assert [(r.channel, r.prompt_tokens, r.completion_tokens) for r in found] == [("aws", 4, 3)]
+    assert found[0].cost_nanos == 4 * 3000 + 3 * 15000
+
+
+async def test_a_streamed_chat_call_reads_event_stream_frames(
+    gateway: Gateway, key: str, upstream: FakeBedrock
+) -> None:
+    upstream.behaviour = Behaviour(reasoning=True)
+    stream = await gateway.client(key).chat.completions.create(
+        model="claude-bedrock",
+        messages=HELLO,  # type: ignore[arg-type]
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    chunks = [chunk async for chunk in stream]
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "echo: hello there"
+    reasoning = "".join(
+        getattr(c.choices[0].delta, "reasoning_content", None) or "" for c in chunks if c.choices
+    )
+    assert reasoning == "I should echo."
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+    assert all(c.model == "claude-bedrock" for c in chunks)
+    assert len({c.id for c in chunks}) == 1
+    usage = chunks[-1].usage
+    assert usage is not None and (usage.prompt_tokens, usage.completion_tokens) == (2, 6)
+    assert upstream.raw_paths[-1].endswith("%3A0/converse-stream")
+    (record,) = await records(gateway)
+    assert (record.prompt_tokens, record.completion_tokens) == (2, 6)
+
+
+async def test_tools_and_images_round_trip_through_bedrock(
+    gateway: Gateway, key: str, upstream: FakeBedrock
+) -> None:
+    upstream.behaviour = Behaviour(tool=True)
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "lookup",
+                "description": "Look it up",
+                "parameters": {"type": "object"},
+            },
+        }
+    ]
+    client = gateway.client(key)
+    first = await client.chat.completions.create(
+        model="claude-bedrock",
+        messages=[{"role": "user", "content": [
+            {"type": "text", "text": "what is this"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+        ]}],  # type: ignore[list-item]
+        tools=tools,  # type: ignore[arg-type]
+        tool_choice="required",
+    )  # fmt: skip
+    assert first.choices[0].finish_reason == "tool_calls"
+    (tool_call,) = first.choices[0].message.tool_calls or []
+    assert tool_call.function.name == "lookup"  # type: ignore[union-attr]
+    assert orjson.loads(tool_call.function.arguments) == {"query": "echo: what is this"}  # type: ignore[union-attr]
+    sent = upstream.last_request.body
+    assert sent["messages"][0]["content"][1] == {
+        "image": {"format": "png", "source": {"bytes": "iVBORw0KGgo="}}
+    }
+    assert sent["toolConfig"] == {
+        "tools": [{"toolSpec": {"name": "lookup", "description": "Look it up",
+                                "inputSchema": {"json": {"type": "object"}}}}],
+        "toolChoice": {"any": {}},
+    }  # fmt: skip
+
+    history = [
+        {"role": "user", "content": "what is this"},
+        first.choices[0].message.model_dump(exclude_none=True),
+        {"role": "tool", "tool_call_id": tool_call.id, "content": "a cat"},
+    ]
+    second = await client.chat.completions.create(
+        model="claude-bedrock",
+        messages=history,
+        tools=tools,  # type: ignore[arg-type]
+    )
+    assert second.choices[0].finish_reason == "stop"
+    sent_messages = upstream.last_request.body["messages"]
+    use = {"toolUseId": tool_call.id, "name": "lookup", "input": {"query": "echo: what is this"}}
+    assert sent_messages[1]["content"][-1] == {"toolUse": use}
+    assert sent_messages[2] == {"role": "user", "content": [{"toolResult": {
+        "toolUseId": tool_call.id, "content": [{"text": "a cat"}]}}]}  # fmt: skip
+
+    stream = await client.chat.completions.create(
+        model="claude-bedrock",
+        messages=HELLO,
+        tools=tools,
+        stream=True,  # type: ignore[arg-type]
+    )
+    chunks = [chunk async for chunk in stream]
+    calls = [
+        c.choices[0].delta.tool_calls for c in chunks if c.choices and c.choices[0].delta.tool_calls
+    ]
+    assert calls[0][0].function.name == "lookup"  # type: ignore[index, union-attr]
+    arguments = "".join(call[0].function.arguments or "" for call in calls)  # type: ignore[index, union-attr]
+    assert orjson.loads(arguments) == {"query": "echo: hello there"}
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "tool_calls"
+
+
+async def test_what_converse_cannot_say_is_a_400_naming_the_field(
+    gateway: Gateway, key: str, upstream: FakeBedrock
+) -> None:
+    link = [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "https://example.com/cat.jpg"}}]}]  # fmt: skip
+    schema = {"name": "x", "schema": {"type": "object"}}
+    for field, value in (
+        ("response_format", {"type": "json_schema", "json_schema": schema}),
+        ("response_format", {"type": "json_object"}),
+        ("messages", link),
+        ("n", 2),
+    ):
+        request: dict[str, Any] = {"model": "claude-bedrock", "messages": HELLO, field: value}
+        with pytest.raises(openai.BadRequestError) as refused:
+            await gateway.client(key).chat.completions.create(**request)
+        assert refused.value.body["param"] == field  # type: ignore[index]
+    assert upstream.requests == []  # refused before anything was sent
+
+
+async def test_bedrock_errors_map_to_the_envelope(
+    gateway: Gateway, key: str, upstream: FakeBedrock
+) -> None:
+    client = gateway.client(key)
+    upstream.behaviour = Behaviour(fail="ValidationException")
+    with pytest.raises(openai.BadRequestError) as refused:
+        await client.chat.completions.create(model="claude-bedrock", messages=HELLO)  # type: ignore[arg-type]
+    assert refused.value.body["message"] == "Fake failure (ValidationException)."  # type: ignore[index]
+    assert refused.value.body["code"] == "ValidationException"  # type: ignore[index]
+    for name in (
+        "AccessDeniedException",
+        "InternalServerException",
+        "ModelErrorException",
+        "ModelNotReadyException",
+        "ModelTimeoutException",
+        "ThrottlingException",
+    ):
+        upstream.behaviour = Behaviour(fail=name)
+        with pytest.raises(openai.APIStatusError) as failed:
+            await client.chat.completions.create(model="claude-bedrock", messages=HELLO)  # type: ignore[arg-type]
+        assert failed.value.status_code == 502, name
+        assert "`aws`" in str(failed.value.body)
+    with pytest.raises(openai.APIStatusError) as down:
+        await client.chat.completions.create(model="bedrock-down", messages=HELLO)  # type: ignore[arg-type]
+    assert down.value.status_code == 502
+
+
+async def test_a_throttled_bedrock_model_fails_over(gateway: Gateway, key: str) -> None:
+    reply = await gateway.client(key).chat.completions.create(model="bedrock-busy", messages=HELLO)  # type: ignore[arg-type]
+    assert reply.choices[0].message.content == "echo: hello there"  # from the backup
+    stream = await gateway.client(key).chat.completions.create(
+        model="bedrock-stalls",
+        messages=HELLO,
+        stream=True,  # type: ignore[arg-type]
+    )
+    text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+    assert text == "echo: hello there"  # a throttlingException before the first event
+    found = await records(gateway)
+    assert {record.channel for record in found} == {"backup"}
+
+
+async def test_a_wrong_secret_is_refused_by_the_signature_check(
+    upstream: FakeBedrock, tmp_path: Path
+) -> None:
+    def config() -> dict[str, Any]:
+        settings = bedrock_config(upstream.endpoint, "http://127.0.0.1:9", tmp_path)
+        settings["channels"][0]["aws"]["secret_access_key"] = "not/the/secret"
+        return settings
+
+    async with starting(config) as start:
+        gateway = await start()
+        key = await gateway.key(await gateway.group("team"))
+        with pytest.raises(openai.APIStatusError) as failed:
+            await gateway.client(key).chat.completions.create(
+                model="claude-bedrock",
+                messages=HELLO,  # type: ignore[arg-type]
+            )
+    assert failed.value.status_code == 502
+    assert "not/the/secret" not in str(failed.value.body)
+    assert upstream.last_request.headers["Authorization"].startswith("AWS4-HMAC-SHA256")
+
+
+async def test_stream_exceptions_and_broken_frames_end_the_stream(
+    gateway: Gateway, key: str, upstream: FakeBedrock
+) -> None:
+    for behaviour in (Behaviour(exception_after=3), Behaviour(bad_crc=True)):
+        upstream.behaviour = behaviour
+        stream = await gateway.client(key).chat.completions.create(
+            model="claude-bedrock",
+            messages=HELLO,
+            stream=True,  # type: ignore[arg-type]
+        )
+        with pytest.raises(openai.APIError):
+            _ = [chunk async for chunk in stream]
+    found = await records(gateway)
+    assert sorted(record.status for record in found) == [502, 502]
+
+
+async def test_a_guardrail_is_a_content_filter_finish(
+    gateway: Gateway, key: str, upstream: FakeBedrock
+) -> None:
+    upstream.behaviour = Behaviour(guardrail=True)
+    reply = await gateway.client(key).chat.completions.create(
+        model="claude-bedrock", messages=HELLO
+    )  # type: ignore[arg-type]
+    assert reply.choices[0].finish_reason == "content_filter"
+    message = await claude(gateway, key).messages.create(
+        model="claude-bedrock",
+        max_tokens=20,
+        messages=HELLO,  # type: ignore[arg-type]
+    )
+    assert message.stop_reason == "refusal"
+    async with claude(gateway, key).messages.stream(
+        model="claude-bedrock",
+        max_tokens=20,
+        messages=HELLO,  # type: ignore[arg-type]
+    ) as stream:
+        assert (await stream.get_final_message()).stop_reason == "refusal"
+
+
+async def test_bedrock_cached_tokens_are_billed_exactly(gateway: Gateway, key: str) -> None:
+    messages = [{"role": "user", "content": f"hello {DOCUMENT}"}]
+    reply = await gateway.client(key).chat.completions.create(
+        model="bedrock-cached",
+        messages=messages,  # type: ignore[arg-type]
+    )
+    assert reply.usage is not None and reply.usage.prompt_tokens == 2 + 1000 + 200
+    assert reply.usage.prompt_tokens_details is not None
+    assert reply.usage.prompt_tokens_details.cached_tokens == 1000
+    stream = await gateway.client(key).chat.completions.create(
+        model="bedrock-cached",
+        messages=messages,  # type: ignore[arg-type]
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    last = [chunk async for chunk in stream][-1]
+    assert last.usage is not None and last.usage.prompt_tokens == 1202
+    price = Price(
+        input_per_1k=usd_to_nanos("0.003"),
+        output_per_1k=usd_to_nanos("0.015"),
+        cached_input_per_1k=usd_to_nanos("0.0003"),
+        cache_write_per_1k=usd_to_nanos("0.00375"),
+    )
+    found = await records(gateway)
+    assert len(found) == 2
+    for record in found:
+        assert (record.cached_tokens, record.cache_write_tokens) == (1000, 200)
+        assert record.cost_nanos == price.cost(
+            prompt_tokens=1202, completion_tokens=3, cached_tokens=1000, cache_write_tokens=200
+        )
+        assert record.cost_nanos == 2 * 3000 + 1000 * 300 + 200 * 3750 + 3 * 15000
+
+
+async def test_a_messages_caller_reaches_bedrock(
+    gateway: Gateway, key: str, upstream: FakeBedrock
+) -> None:
+    upstream.behaviour = Behaviour(tool=True)
+    message = await claude(gateway, key).messages.create(
+        model="claude-bedrock",
+        max_tokens=100,
+        system="Be brief.",
+        messages=HELLO,  # type: ignore[arg-type]
+    )
+    assert message.model == "claude-bedrock"
+    assert message.content[0].text == "echo: hello there"  # type: ignore[union-attr]
+    assert message.stop_reason == "end_turn"
+    assert (message.usage.input_tokens, message.usage.output_tokens) == (4, 3)
+    assert upstream.last_request.body["inferenceConfig"] == {"maxTokens": 100}
+
+    async with claude(gateway, key).messages.stream(
+        model="claude-bedrock",
+        max_tokens=100,
+        messages=HELLO,  # type: ignore[arg-type]
+        tools=[{"name": "lookup", "input_schema": {"type": "object"}}],
+    ) as stream:
+        final = await stream.get_final_message()
+    assert [block.type for block in final.content] == ["text", "tool_use"]
+    assert final.content[0].text == "echo: hello there"  # type: ignore[union-attr]
+    assert final.content[1].input == {"query": "echo: hello there"}  # type: ignore[union-attr]
+    assert final.stop_reason == "tool_use" and final.model == "claude-bedrock"
+    assert upstream.raw_paths[-1].endswith("/converse-stream")
+
+
+async def test_a_messages_callers_thinking_reaches_bedrock(
+    gateway: Gateway, key: str, upstream: FakeBedrock
+) -> None:
+    upstream.behaviour = Behaviour(reasoning=True)
+    async with claude(gateway, key).messages.stream(
+        model="claude-bedrock",
+        max_tokens=2000,
+        messages=HELLO,  # type: ignore[arg-type]
+        thinking={"type": "enabled", "budget_tokens": 1024},
+    ) as stream:
+        final = await stream.get_final_message()
+    assert final.content[0].type == "thinking"
+    assert final.content[0].thinking == "I should echo."  # type: ignore[union-attr]
+    sent = upstream.last_request.body
+    assert sent["additionalModelRequestFields"] == {
+        "thinking": {"type": "enabled", "budget_tokens": 1024}
+    }
+
+
+async def test_bedrock_errors_reach_a_messages_caller_in_its_shape(
+    gateway: Gateway, key: str, upstream: FakeBedrock
+) -> None:
+    upstream.behaviour = Behaviour(fail="ValidationException")
+    with pytest.raises(anthropic.BadRequestError) as refused:
+        await claude(gateway, key).messages.create(
+            model="claude-bedrock",
+            max_tokens=5,
+            messages=HELLO,  # type: ignore[arg-type]
+        )
+    assert refused.value.body["error"]["message"] == "Fake failure (ValidationException)."  # type: ignore[index]
+    assert CHANNEL_KEY not in str(refused.value.body)
+
+
+async def test_classic_completions_reach_bedrock(
+    gateway: Gateway, key: str, upstream: FakeBedrock
+) -> None:
+    client = gateway.client(key)
+    reply = await client.completions.create(model="claude-bedrock", prompt="hello there")
+    assert reply.choices[0].text == "echo: hello there"
+    assert reply.choices[0].finish_reason == "stop"
+    stream = await client.completions.create(
+        model="claude-bedrock", prompt="hello there", max_tokens=2, stream=True
+    )
+    chunks = [chunk async for chunk in stream]
+    assert "".join(c.choices[0].text for c in chunks if c.choices) == "echo: hello"
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "length"
