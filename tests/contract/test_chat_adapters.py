@@ -374,3 +374,15 @@ async def test_a_messages_caller_gets_the_same_shapes(running: Running) -> None:
         final = await stream.get_final_message()
     assert final.stop_reason == "tool_use"
     assert [block.type for block in final.content][-1] == "tool_use"
+
+
+async def test_a_responses_caller_gets_the_same_shapes(running: Running) -> None:
+    response = await running.client.responses.create(model="plain", input="hello there")
+    assert response.status == "completed"
+    assert response.output_text == "echo: hello there"
+    assert response.usage is not None
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (2, 3)
+    stream = await running.client.responses.create(model="plain", input="hello there", stream=True)
+    kinds = [event.type async for event in stream]
+    assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
+    assert "response.output_text.delta" in kinds
