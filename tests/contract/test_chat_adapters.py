@@ -12,7 +12,8 @@ but ``name`` and ``models``, the fake's base model name, and how to read the bod
 received. The fake must echo the last user text as ``"echo: <text>"`` with usage in
 words, take ``+``-separated knobs in the model name (``fail-N``, and the case's
 ``tool_knob`` and ``cached_knob``), and call the first offered tool with
-``{"query": <the echo>}`` under the tool knob. ``cached_usage`` is what the cached knob
+``{"query": <the echo>}`` under the tool knob (``bad_knob`` and ``down_knob`` when its
+failure knobs are spelled otherwise). ``cached_usage`` is what the cached knob
 makes the usage of "hello there" (prompt, completion, cached tokens); ``json_sent`` says
 how the upstream's body asks for JSON (``None``: the adapter refuses ``response_format``).
 """
@@ -38,6 +39,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from parley.domain.pricing import Price, usd_to_nanos
 from tests.api.harness import CHANNEL_KEY, Gateway, local_state, records, starting
 from tests.upstreams.anthropic import FakeAnthropic
+from tests.upstreams.azure import API_VERSIONS, FakeAzure
+from tests.upstreams.bedrock import AwsKeys, FakeBedrock
 from tests.upstreams.gemini import FakeGemini
 from tests.upstreams.openai_compatible import FakeEngine
 from tests.upstreams.server import ReceivedRequest
@@ -81,6 +84,10 @@ class Case:
     cached_knob: str
     cached_usage: tuple[int, int, int]
     json_sent: Callable[[Any], bool] | None
+    bad_knob: str = "fail-400"
+    """Makes the fake refuse the request itself (a 400 whose message says ``Fake``)."""
+    down_knob: str = "fail-503"
+    """Makes the fake fail as the upstream's own fault (a 5xx)."""
 
 
 @asynccontextmanager
@@ -102,6 +109,31 @@ async def gemini(workdir: Path) -> AsyncIterator[Upstream]:
     async with FakeGemini(api_key=CHANNEL_KEY) as fake:
         channel = {"type": "gemini", "base_url": fake.base_url, "api_key": CHANNEL_KEY}
         yield Upstream(channel, "gemini-up", fake.requests)
+
+
+@asynccontextmanager
+async def bedrock(workdir: Path) -> AsyncIterator[Upstream]:
+    keys = AwsKeys("AKIACONTRACT0001", "contract/secret")
+    async with FakeBedrock(credentials=keys, region="us-east-1") as fake:
+        aws = {"region": "us-east-1", "access_key_id": keys.access_key_id}
+        channel = {
+            "type": "bedrock",
+            "base_url": fake.endpoint,
+            "aws": {**aws, "secret_access_key": keys.secret_access_key},
+        }
+        yield Upstream(channel, "anthropic.claude-up", fake.requests)
+
+
+@asynccontextmanager
+async def azure(workdir: Path) -> AsyncIterator[Upstream]:
+    async with FakeAzure(api_key=CHANNEL_KEY, deployments={"gpt4o": "gpt-4o"}) as fake:
+        channel = {
+            "type": "azure-openai",
+            "base_url": fake.endpoint,
+            "api_key": CHANNEL_KEY,
+            "azure": {"api_version": min(API_VERSIONS)},
+        }
+        yield Upstream(channel, "gpt4o", fake.requests)
 
 
 @functools.cache
@@ -177,6 +209,24 @@ CASES = [
         json_sent=_gemini_json,
     ),
     Case(
+        "bedrock",
+        bedrock,
+        tool_knob="tool",
+        cached_knob="cache-1000-0",
+        cached_usage=(1002, 3, 1000),
+        json_sent=None,
+        bad_knob="fail-ValidationException",
+        down_knob="fail-ServiceUnavailableException",
+    ),
+    Case(
+        "azure-openai",
+        azure,
+        tool_knob="tools",
+        cached_knob="cached-2",
+        cached_usage=(4, 3, 2),
+        json_sent=lambda body: body["response_format"] == {"type": "json_object"},
+    ),
+    Case(
         "vertex-claude",
         _vertex("claude-up"),
         tool_knob="tool",
@@ -213,8 +263,8 @@ def config(case: Case, upstream: Upstream, workdir: Path) -> dict[str, Any]:
         "plain": base,
         "tool": f"{base}+{case.tool_knob}",
         "cached": f"{base}+{case.cached_knob}",
-        "bad": f"{base}+fail-400",
-        "down": f"{base}+fail-503",
+        "bad": f"{base}+{case.bad_knob}",
+        "down": f"{base}+{case.down_knob}",
     }
     channel = {
         **upstream.channel,
@@ -266,8 +316,9 @@ async def test_a_stream(running: Running) -> None:
         stream_options={"include_usage": True},
     )
     chunks = [chunk async for chunk in stream]
-    assert all(chunk.object == "chat.completion.chunk" for chunk in chunks)
-    assert chunks[0].choices[0].delta.role == "assistant"
+    said = [chunk for chunk in chunks if chunk.choices]  # Azure opens with its filter results
+    assert all(chunk.object == "chat.completion.chunk" for chunk in said)
+    assert said[0].choices[0].delta.role == "assistant"
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == "echo: hello there"
     finishes = [c.choices[0].finish_reason for c in chunks if c.choices]
