@@ -10,8 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from parley.catalog_settings import VertexOptions
+from parley.errors import UpstreamError
 from parley.http import HttpClient
+from parley.providers.base import Target
 from parley.providers.vertex.account import Signer, read_account
+from parley.providers.vertex.channels import VertexChannels
 from parley.providers.vertex.tokens import AccessTokens
 from tests.api.test_vertex_channel import EMAIL, make_key, service_account
 from tests.upstreams.vertex import FakeVertex
@@ -67,3 +71,26 @@ async def test_a_refused_mint_is_an_error_naming_the_channel(
             await tokens.token()
         assert "`gcp`" in str(failed.value) and "status 400" in str(failed.value)
         assert vertex.mints == 0
+
+
+def test_a_channel_added_live_gets_its_tokens_at_its_first_call(
+    http: HttpClient, tmp_path: Path
+) -> None:
+    key = make_key()
+    first = service_account(key, "https://oauth2.example/token", tmp_path / "a.json")
+    second = service_account(key, "https://oauth2.example/token", tmp_path / "b.json")
+
+    def target(path: Path | None) -> Target:
+        options = None
+        if path is not None:
+            options = VertexOptions(
+                project="parley-test", region="us-east5", credentials_file=str(path)
+            )
+        return Target("live", "https://x.example/v1", None, "gemini", 1, 1, options=options)
+
+    channels = VertexChannels(http)
+    found = channels.of(target(first))
+    assert channels.of(target(first)) is found and found.project == "parley-test"
+    assert channels.of(target(second)) is not found  # its settings changed: new tokens
+    with pytest.raises(UpstreamError, match="`live` has no Vertex AI settings"):
+        channels.of(target(None))
