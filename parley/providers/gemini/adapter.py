@@ -27,15 +27,15 @@ from parley import upstream_json
 from parley.dialects import gemini, openai_chat
 from parley.dialects.canonical import Unsupported
 from parley.dialects.gemini_to_chat import GeminiToChat
-from parley.dialects.translator import Chained, ChunkTranslator, Failure, Translator
+from parley.dialects.translator import Chained, ChunkTranslator, Translator
 from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, UpstreamError
 from parley.http import HttpClient, Prepared, Reply, prepare
 from parley.providers.anthropic.completions import CompletionChunks, as_chat, as_completion
-from parley.providers.base import ReplyBounds, Target, upstream_errors, upstream_failure
+from parley.providers.base import ReplyBounds, Target, upstream_errors
 from parley.providers.gemini.refusal import google_refusal, stream_failure
+from parley.providers.openai.answers import faults, malformed
 from parley.providers.translated import TranslatedStream
-from parley.sse import EventTooLarge
 
 T = TypeVar("T")
 GENERATE = "generateContent"
@@ -170,9 +170,7 @@ class GeminiAdapter:
                 )
             reply = upstream_json.loads(raw)
         if not isinstance(reply, dict):
-            raise UpstreamError(
-                f"The upstream channel `{target.channel}` sent a reply that is not a JSON object."
-            )
+            raise malformed(target.channel)
         return reply
 
     async def _post(self, target: Target, method: str, payload: JSON) -> Reply:
@@ -197,10 +195,9 @@ class GeminiAdapter:
                 self._endpoint.refused(target, reply.status)
             return _check_stream_start(reply, target, limit)
 
-        def fault(failure: Failure) -> UpstreamError:
-            return _fault(target, failure)
-
-        return TranslatedStream(target.channel, send, start, translator, fault)
+        return TranslatedStream(
+            target.channel, send, start, translator, faults(target, stream_failure)
+        )
 
 
 async def _check_stream_start(reply: Reply, target: Target, limit: int) -> None:
@@ -215,15 +212,3 @@ async def _check_stream_start(reply: Reply, target: Target, limit: int) -> None:
     if isinstance(body, dict) and "error" in body:
         raise stream_failure(channel, body, target.api_key)
     raise UpstreamError(f"The upstream channel `{channel}` did not stream its reply.")
-
-
-def _fault(target: Target, failure: Failure) -> UpstreamError:
-    if failure.payload is not None:
-        return stream_failure(target.channel, failure.payload, target.api_key)
-    if failure.too_large:
-        error = upstream_failure(target.channel, EventTooLarge(0, []))
-        assert error is not None
-        return error
-    return UpstreamError(
-        f"The upstream channel `{target.channel}` sent a reply that is not a JSON object."
-    )

@@ -24,18 +24,18 @@ from parley import upstream_json
 from parley.dialects import anthropic_messages, openai_chat
 from parley.dialects.canonical import Unsupported
 from parley.dialects.messages_to_chat import MessagesToChat
-from parley.dialects.translator import Chained, ChunkTranslator, Failure, Translator
+from parley.dialects.translator import Chained, ChunkTranslator, Translator
 from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, UpstreamError
 from parley.http import HttpClient, Prepared, Reply, prepare
 from parley.providers.anthropic.completions import CompletionChunks, as_chat, as_completion
 from parley.providers.anthropic.refusal import stream_failure as messages_failure
-from parley.providers.base import ReplyBounds, Target, upstream_errors, upstream_failure
+from parley.providers.base import ReplyBounds, Target, upstream_errors
 from parley.providers.gemini.adapter import HEADERS, GeminiAdapter
 from parley.providers.gemini.refusal import google_refusal
+from parley.providers.openai.answers import faults, malformed
 from parley.providers.translated import TranslatedStream
 from parley.providers.vertex.channels import VertexChannels
-from parley.sse import EventTooLarge
 
 T = TypeVar("T")
 ANTHROPIC_VERSION = "vertex-2023-10-16"
@@ -181,9 +181,7 @@ class VertexClaude:
                 raise google_refusal(target.channel, response.status, raw, None, response.headers)
             reply = upstream_json.loads(raw)
         if not isinstance(reply, dict):
-            raise UpstreamError(
-                f"The upstream channel `{target.channel}` sent a reply that is not a JSON object."
-            )
+            raise malformed(target.channel)
         return reply
 
     def _stream(self, target: Target, body: JSON, translator: Translator[T]) -> TranslatedStream[T]:
@@ -203,15 +201,5 @@ class VertexClaude:
                     f"The upstream channel `{target.channel}` did not stream its reply."
                 )
 
-        def fault(failure: Failure) -> UpstreamError:
-            if failure.payload is not None:
-                return messages_failure(target.channel, failure.payload, None)
-            if failure.too_large:
-                error = upstream_failure(target.channel, EventTooLarge(0, []))
-                assert error is not None
-                return error
-            return UpstreamError(
-                f"The upstream channel `{target.channel}` sent a reply that is not a JSON object."
-            )
-
+        fault = faults(target, messages_failure)
         return TranslatedStream(target.channel, send, start, translator, fault)
