@@ -29,7 +29,6 @@ from parley.store.sql import open_store
 REPO = Path(__file__).resolve().parents[2]
 NOT_AT_START = (
     "av",
-    "cryptography",
     "asyncpg",
     "jinja2",
     "sqlalchemy.dialects.postgresql",
@@ -45,7 +44,7 @@ NOT_AT_START = (
     "mako",
     "botocore",  # Bedrock signs with parley/providers/bedrock/sigv4.py
     "boto3",
-    "cryptography",  # loaded only when channel secret keys are configured
+    "cryptography",  # only with channel secret keys configured, or a Vertex channel
 )
 SERVE_A_LITTLE = """
 import asyncio, sys
