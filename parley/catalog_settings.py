@@ -94,7 +94,28 @@ class AzureSettings(Strict):
     Microsoft Entra access token, sent as ``Authorization: Bearer``."""
 
 
-ChannelOptions = AwsSettings | AzureSettings
+class VertexOptions(Strict):
+    """A ``type: vertex`` channel's Google Cloud project, region and service account."""
+
+    project: str = Field(pattern=r"^[a-z][a-z0-9-]{4,62}$")
+    region: str = Field(pattern=r"^[a-z0-9-]+$")
+    """``us-central1``, ``europe-west4``... or ``global``."""
+    credentials_file: str
+    """A service-account key file (JSON): Parley signs a token request with its key."""
+
+    @field_validator("credentials_file")
+    @classmethod
+    def _service_account(cls, path: str) -> str:
+        from parley.providers.vertex.account import AccountError, read_account
+
+        try:
+            read_account(path)
+        except AccountError as error:
+            raise ValueError(str(error)) from None
+        return path
+
+
+ChannelOptions = AwsSettings | AzureSettings | VertexOptions
 """A channel's provider-specific settings, handed to its adapter with each call."""
 
 
@@ -112,6 +133,8 @@ class ChannelSettings(Strict):
     """``type: bedrock`` only (and needed there)."""
     azure: AzureSettings | None = None
     """``type: azure-openai`` only (defaults apply when unset)."""
+    vertex: VertexOptions | None = None
+    """``type: vertex`` only (and needed there)."""
 
     @model_validator(mode="after")
     def _provider_options(self) -> ChannelSettings:
@@ -124,6 +147,11 @@ class ChannelSettings(Strict):
             raise ValueError("aws is for channels of type bedrock")
         if self.azure is not None and self.type != "azure-openai":
             raise ValueError("azure is for channels of type azure-openai")
+        if (self.type == "vertex") != (self.vertex is not None):
+            raise ValueError(
+                "a channel of type vertex needs `vertex` (project, region, "
+                "credentials_file), and only such a channel takes it"
+            )
         return self
 
     @property
@@ -131,6 +159,8 @@ class ChannelSettings(Strict):
         """The provider-specific settings its adapter needs, if any."""
         if self.aws is not None:
             return self.aws
+        if self.vertex is not None:
+            return self.vertex
         if self.type == "azure-openai":
             return self.azure or AzureSettings()
         return None

@@ -176,7 +176,8 @@ class Services:
 
     @classmethod
     async def start(cls, settings: Settings, *, store: Store | None = None) -> Services:
-        """Raises ``ConfigError`` for a channel type no adapter serves."""
+        """Raises ``ConfigError`` for a channel type no adapter serves, or a Vertex AI
+        channel whose service-account key cannot be loaded."""
         # One client serves every group. It keeps no cookies: a cookie one upstream reply
         # sets must never ride along on another group's call.
         upstream = settings.upstream
@@ -185,7 +186,9 @@ class Services:
             head_limits=HeadLimits(upstream.max_head_bytes, upstream.max_headers),
         )
         bounds = ReplyBounds(upstream.max_reply_bytes, upstream.max_event_bytes)
-        providers = ProviderRegistry.default(http, bounds, settings.limits.default_max_tokens)
+        providers = ProviderRegistry.default(
+            http, bounds, settings.limits.default_max_tokens, settings.channels
+        )
         check_channel_types(settings.channels, providers.types())
         check_native_responses(settings.channels, providers)
         if store is None:

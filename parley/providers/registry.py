@@ -27,10 +27,13 @@ from parley.providers.base import (
     Voices,
 )
 from parley.providers.bedrock import BedrockAdapter
+from parley.providers.gemini import GeminiAdapter
 from parley.providers.openai import OpenAIAdapter
 from parley.providers.openai.transcription import TranscriptionAdapter
 from parley.providers.openai_audio import OpenAIAudioAdapter
 from parley.providers.supertonic import SupertonicAdapter
+from parley.providers.vertex.adapter import VertexAdapter
+from parley.providers.vertex.channels import VertexChannels
 from parley.settings import ChannelSettings, ConfigError
 
 OPENAI_COMPATIBLE_TYPES = ("openai", "vllm", "ollama", "llamacpp")
@@ -94,10 +97,13 @@ class ProviderRegistry:
         http: HttpClient,
         bounds: ReplyBounds | None = None,
         default_max_tokens: int = DEFAULT_MAX_TOKENS,
+        channels: Sequence[ChannelSettings] = (),
     ) -> ProviderRegistry:
         """Every built-in adapter, calling upstreams through the one shared ``http`` client
         and accepting what ``bounds`` allow. ``default_max_tokens`` is what an upstream that
-        needs a limit (Anthropic) is sent when the caller gave none."""
+        needs a limit (Anthropic) is sent when the caller gave none. ``channels`` are the
+        configured ones: Vertex AI channels' keys are loaded here (channels added later
+        have theirs loaded at their first call)."""
         registry = cls()
         openai = OpenAIAdapter(http, bounds)
         for type_name in OPENAI_COMPATIBLE_TYPES:
@@ -112,6 +118,13 @@ class ProviderRegistry:
         registry.register("azure-openai", embeddings=azure, chat_translation=azure)
         bedrock = BedrockAdapter(http, bounds)
         registry.register("bedrock", chat=bedrock, completion=bedrock, chat_translation=bedrock)
+        gemini = GeminiAdapter(http, bounds)
+        registry.register("gemini", chat=gemini, chat_translation=gemini, completion=gemini)
+        registry.register("gemini", embeddings=gemini)
+        google_cloud = VertexChannels(http)
+        google_cloud.prepare(channels)
+        vertex = VertexAdapter(http, bounds, google_cloud, default_max_tokens)
+        registry.register("vertex", chat=vertex, chat_translation=vertex, completion=vertex)
         for type_name in TRANSCRIPTION_TYPES:
             adapter = TranscriptionAdapter(http, bounds, writes_subtitles=type_name != "vllm")
             registry.register(type_name, transcription=adapter)

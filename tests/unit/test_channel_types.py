@@ -26,13 +26,13 @@ def settings_with_types(*types: str, workdir: Path | None = None) -> Settings:
 
 def test_an_unknown_type_is_one_line_naming_the_field_and_the_known_types() -> None:
     registry = ProviderRegistry.default(HttpClient())
-    settings = settings_with_types("anthropic", "gemini")
+    settings = settings_with_types("anthropic", "watsonx")
     with pytest.raises(ConfigError) as refused:
         check_channel_types(settings.channels, registry.types())
     known = ", ".join(sorted(registry.types()))  # other adapters join as they register
     assert {"anthropic", "llamacpp", "ollama", "openai", "vllm"} <= registry.types()
     assert str(refused.value) == (
-        f"channels[1].type: unknown channel type 'gemini' (known: {known})"
+        f"channels[1].type: unknown channel type 'watsonx' (known: {known})"
     )
 
 
@@ -48,5 +48,5 @@ def test_a_type_is_known_once_an_adapter_is_registered_for_it() -> None:
 
 async def test_services_refuse_to_start_with_an_unknown_type(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"channels\[0\]\.type"):
-        await Services.start(settings_with_types("gemini", workdir=tmp_path))
+        await Services.start(settings_with_types("watsonx", workdir=tmp_path))
     assert not (tmp_path / "parley.db").exists()

@@ -44,7 +44,7 @@ NOT_AT_START = (
     "mako",
     "botocore",  # Bedrock signs with parley/providers/bedrock/sigv4.py
     "boto3",
-    "cryptography",  # loaded only when channel secret keys are configured
+    "cryptography",  # only with channel secret keys configured, or a Vertex channel
 )
 SERVE_A_LITTLE = """
 import asyncio, sys

@@ -64,7 +64,7 @@ def as_completion(reply: JSON) -> JSON:
 
 class CompletionChunks:
     """``Translator[JSON]``: a chat-chunk reader's chunks (``MessagesToChat``'s,
-    ``ConverseToChat``'s) as ``text_completion`` chunks."""
+    ``ConverseToChat``'s, ``GeminiToChat``'s) as ``text_completion`` chunks."""
 
     __slots__ = ("_chat",)
 

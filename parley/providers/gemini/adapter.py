@@ -1,0 +1,214 @@
+"""The adapter for upstreams that speak Google's ``generateContent`` (``type: gemini``, and
+the Gemini models of ``type: vertex``).
+
+An OpenAI chat body is read into the canonical call (``dialects/openai_chat.py``) and
+written as a ``GenerateContentRequest`` (``dialects/gemini.py``); a whole reply comes
+back the same way, and a stream (``:streamGenerateContent?alt=sse``) is read into chat
+chunks by ``GeminiToChat``, which ``chat_translated`` chains with the caller's own
+renderer (Anthropic Messages, Responses). Classic completions are chat calls with the
+prompt as the one user turn (as on Anthropic channels); embeddings go through
+``:batchEmbedContents``.
+
+Where the call goes and how it is signed is the ``Endpoint``'s: the Gemini API's
+``{base_url}/models/{model}:{method}`` with the key in ``x-goog-api-key``
+(``ApiKeyEndpoint``), or Vertex AI's project path with an OAuth token
+(``providers/vertex/``). Errors map as ``refusal.py`` says.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable
+from typing import Protocol, TypeVar
+
+import orjson
+
+from parley import upstream_json
+from parley.dialects import gemini, openai_chat
+from parley.dialects.canonical import Unsupported
+from parley.dialects.gemini_to_chat import GeminiToChat
+from parley.dialects.translator import Chained, ChunkTranslator, Translator
+from parley.domain.wire import JSON
+from parley.errors import InvalidRequest, UpstreamError
+from parley.http import HttpClient, Prepared, Reply, prepare
+from parley.providers.anthropic.completions import CompletionChunks, as_chat, as_completion
+from parley.providers.base import ReplyBounds, Target, upstream_errors
+from parley.providers.gemini.refusal import google_refusal, stream_failure
+from parley.providers.openai.answers import faults, malformed
+from parley.providers.translated import TranslatedStream
+
+T = TypeVar("T")
+GENERATE = "generateContent"
+STREAM = "streamGenerateContent?alt=sse"
+EMBED = "batchEmbedContents"
+
+
+class Endpoint(Protocol):
+    """Where a channel's calls go and how they are signed."""
+
+    def head(self, target: Target, method: str) -> Awaitable[Prepared]:
+        """The request head for ``method`` (``generateContent``...) of the target's model."""
+
+    def refused(self, target: Target, status: int) -> None:
+        """The upstream answered ``status`` (an error): a 401 may mean the credentials
+        the endpoint holds went stale."""
+
+
+class ApiKeyEndpoint:
+    """The Gemini API (Google AI Studio): ``{base_url}/models/{model}:{method}``, the
+    channel's key in ``x-goog-api-key`` (never in the URL, where logs would keep it)."""
+
+    __slots__ = ()
+
+    async def head(self, target: Target, method: str) -> Prepared:
+        return _api_key_head(target.base_url, target.model, method, target.api_key)
+
+    def refused(self, target: Target, status: int) -> None:
+        pass  # a key is what the operator configured: nothing to renew
+
+
+@functools.cache
+def _api_key_head(base_url: str, model: str, method: str, api_key: str | None) -> Prepared:
+    headers = dict(HEADERS)
+    if api_key:
+        headers["x-goog-api-key"] = api_key
+    return prepare("POST", f"{base_url}/models/{model}:{method}", headers)
+
+
+HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+
+class GeminiAdapter:
+    """``Chat``, ``ChatTranslation``, ``Completion`` and ``Embeddings`` over the one
+    ``HttpClient``. ``remote_images``: the upstream fetches images by URL (Vertex AI)."""
+
+    __slots__ = ("_bounds", "_endpoint", "_http", "_remote_images")
+
+    def __init__(
+        self,
+        http: HttpClient,
+        bounds: ReplyBounds | None,
+        endpoint: Endpoint | None = None,
+        *,
+        remote_images: bool = False,
+    ) -> None:
+        self._http = http
+        self._bounds = bounds or ReplyBounds()
+        self._endpoint = endpoint or ApiKeyEndpoint()
+        self._remote_images = remote_images
+
+    async def chat(self, target: Target, body: JSON) -> JSON:
+        reply = await self._reply(target, GENERATE, self._translated(body))
+        return openai_chat.encode_reply(gemini.decode_reply(reply, target.model))
+
+    def chat_stream(
+        self, target: Target, body: JSON, *, shapes: bool = False
+    ) -> TranslatedStream[JSON]:
+        reader = GeminiToChat(self._bounds.max_event_bytes, target.model)
+        return self._stream(target, self._translated(body), reader)
+
+    def chat_translated(
+        self, target: Target, body: JSON, translator: ChunkTranslator[T]
+    ) -> TranslatedStream[T]:
+        """A chat stream for a caller of a third dialect: Gemini's events read into chat
+        chunks, which ``translator`` renders."""
+        reader = GeminiToChat(self._bounds.max_event_bytes, target.model)
+        return self._stream(target, self._translated(body), Chained(reader, translator))
+
+    async def completion(self, target: Target, body: JSON) -> JSON:
+        return as_completion(await self.chat(target, as_chat(body)))
+
+    def completion_stream(self, target: Target, body: JSON) -> TranslatedStream[JSON]:
+        reader = GeminiToChat(self._bounds.max_event_bytes, target.model)
+        payload = self._translated(as_chat(body))
+        return self._stream(target, payload, CompletionChunks(reader))
+
+    async def embeddings(self, target: Target, body: JSON) -> JSON:
+        """OpenAI's embeddings call through ``batchEmbedContents``: one vector per text, in
+        order. Token-id input has no Gemini form (a 400); usage is Parley's estimate (the
+        API reports none)."""
+        texts = body.get("input")
+        texts = [texts] if isinstance(texts, str) else texts
+        if not isinstance(texts, list) or not all(isinstance(text, str) for text in texts):
+            raise InvalidRequest(
+                "This model's upstream embeds text: 'input' must be a string or an array "
+                "of strings.",
+                param="input",
+            )
+        dimensions = body.get("dimensions")
+        payload = gemini.embed_request(
+            target.model, texts, dimensions if isinstance(dimensions, int) else None
+        )
+        vectors = gemini.embed_vectors(await self._reply(target, EMBED, payload))
+        if vectors is None or len(vectors) != len(texts):
+            raise UpstreamError(
+                f"The upstream channel `{target.channel}` sent embeddings that could not be read."
+            )
+        data = [
+            {"object": "embedding", "index": index, "embedding": vector}
+            for index, vector in enumerate(vectors)
+        ]
+        return {"object": "list", "data": data, "model": target.model}
+
+    def _translated(self, body: JSON) -> JSON:
+        """An OpenAI chat body as a ``GenerateContentRequest``; what Gemini cannot say is
+        a 400."""
+        try:
+            request = openai_chat.decode_request(body)
+            return gemini.encode_request(request, remote_images=self._remote_images)
+        except Unsupported as error:
+            raise InvalidRequest(error.message, param=error.param) from None
+
+    async def _reply(self, target: Target, method: str, payload: JSON) -> JSON:
+        with upstream_errors(target.channel):
+            response = await self._post(target, method, payload)
+            raw = await response.read(self._bounds.max_reply_bytes)
+            if response.status >= 300:
+                self._endpoint.refused(target, response.status)
+                raise google_refusal(
+                    target.channel, response.status, raw, target.api_key, response.headers
+                )
+            reply = upstream_json.loads(raw)
+        if not isinstance(reply, dict):
+            raise malformed(target.channel)
+        return reply
+
+    async def _post(self, target: Target, method: str, payload: JSON) -> Reply:
+        head = await self._endpoint.head(target, method)
+        return await self._http.send(
+            head,
+            orjson.dumps(payload),
+            connect_timeout=target.connect_timeout,
+            read_timeout=target.read_timeout,
+        )
+
+    def _stream(
+        self, target: Target, payload: JSON, translator: Translator[T]
+    ) -> TranslatedStream[T]:
+        limit = self._bounds.max_reply_bytes
+
+        def send() -> Awaitable[Reply]:
+            return self._post(target, STREAM, payload)
+
+        def start(reply: Reply) -> Awaitable[None]:
+            if reply.status >= 300:
+                self._endpoint.refused(target, reply.status)
+            return _check_stream_start(reply, target, limit)
+
+        return TranslatedStream(
+            target.channel, send, start, translator, faults(target, stream_failure)
+        )
+
+
+async def _check_stream_start(reply: Reply, target: Target, limit: int) -> None:
+    """Raise if the upstream refused, or answered without streaming."""
+    channel = target.channel
+    if reply.status >= 300:
+        raw = await reply.read(limit)
+        raise google_refusal(channel, reply.status, raw, target.api_key, reply.headers)
+    if reply.content_type == "text/event-stream":
+        return
+    body = upstream_json.loads(await reply.read(limit))
+    if isinstance(body, dict) and "error" in body:
+        raise stream_failure(channel, body, target.api_key)
+    raise UpstreamError(f"The upstream channel `{channel}` did not stream its reply.")

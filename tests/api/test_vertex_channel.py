@@ -1,0 +1,296 @@
+"""A channel of ``type: vertex``: Gemini and Claude models on Vertex AI, reached by OpenAI
+chat callers (``openai`` SDK) and Messages callers (``anthropic`` SDK), signed with an
+access token minted from a service account (a throwaway RSA key made here) whose JWT the
+fake's token endpoint verifies; one mint serves many calls, and no token reaches a log."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+import yaml
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from parley.settings import ConfigError, load_settings
+from tests.api.harness import Gateway, call, local_state, records, starting
+from tests.upstreams.vertex import FakeVertex
+
+HELLO = [{"role": "user", "content": "hello there"}]
+EMAIL = "parley@parley-test.iam.gserviceaccount.com"
+
+
+def make_key() -> rsa.RSAPrivateKey:
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+def service_account(key: rsa.RSAPrivateKey, token_uri: str, path: Path) -> Path:
+    pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ).decode()
+    account = {
+        "type": "service_account",
+        "project_id": "parley-test",
+        "private_key_id": "k1",
+        "private_key": pem,
+        "client_email": EMAIL,
+        "token_uri": token_uri,
+    }
+    path.write_text(json.dumps(account))
+    return path
+
+
+def vertex_config(vertex: FakeVertex, credentials: Path, workdir: Path) -> dict[str, Any]:
+    return {
+        **local_state(workdir),
+        "channels": [
+            {
+                "name": "gcp",
+                "type": "vertex",
+                "base_url": vertex.base_url,
+                "vertex": {
+                    "project": vertex.project,
+                    "region": vertex.region,
+                    "credentials_file": str(credentials),
+                },
+                "models": [
+                    {"name": "gemini-flash", "upstream": "gemini-2.5-flash"},
+                    {"name": "gemini-cached", "upstream": "gemini-2.5-flash+cached-500"},
+                    {"name": "claude-sonnet", "upstream": "claude-sonnet-4@20250514"},
+                    {"name": "claude-tool", "upstream": "claude-sonnet-4@20250514+tool"},
+                ],
+                "timeouts": {"connect": 2, "read": 5},
+            }
+        ],
+        "models": [
+            {"name": "gemini-flash", "vision": True},
+            {
+                "name": "gemini-cached",
+                "prices": {
+                    "input_per_1k": "0.0003",
+                    "output_per_1k": "0.0025",
+                    "cached_input_per_1k": "0.000075",
+                },
+            },
+            {"name": "claude-sonnet"},
+            {"name": "claude-tool"},
+        ],
+    }
+
+
+@pytest.fixture(scope="module")
+def key_pair() -> rsa.RSAPrivateKey:
+    return make_key()
+
+
+@pytest.fixture
+async def vertex(key_pair: rsa.RSAPrivateKey) -> AsyncIterator[FakeVertex]:
+    async with FakeVertex(key_pair.public_key(), EMAIL) as running:
+        yield running
+
+
+@pytest.fixture
+async def gateway(
+    vertex: FakeVertex, key_pair: rsa.RSAPrivateKey, tmp_path: Path
+) -> AsyncIterator[Gateway]:
+    credentials = service_account(key_pair, vertex.token_uri, tmp_path / "sa.json")
+    async with starting(lambda: vertex_config(vertex, credentials, tmp_path)) as start:
+        yield await start()
+
+
+@pytest.fixture
+async def key(gateway: Gateway) -> str:
+    return await gateway.key(await gateway.group("team"))
+
+
+async def test_gemini_on_vertex_with_one_minted_token(
+    gateway: Gateway, key: str, vertex: FakeVertex, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    for _ in range(100):  # the first token is minted at start-up, before any call
+        if vertex.mints:
+            break
+        await asyncio.sleep(0.01)
+    assert vertex.mints == 1 and not any(r.path.startswith("/v1/") for r in vertex.requests)
+    client = gateway.client(key)
+    reply = await client.chat.completions.create(model="gemini-flash", messages=HELLO)  # type: ignore[arg-type]
+    assert reply.choices[0].message.content == "echo: hello there"
+    sent = vertex.last_request
+    assert sent.path == (
+        "/v1/projects/parley-test/locations/us-east5/publishers/google/models/"
+        "gemini-2.5-flash:generateContent"
+    )
+    token = sent.headers["Authorization"].removeprefix("Bearer ")
+    assert token in vertex.tokens
+    picture = {"type": "image_url", "image_url": {"url": "https://example.com/cat.jpg"}}
+    await client.chat.completions.create(
+        model="gemini-flash",
+        messages=[{"role": "user", "content": [picture]}],  # type: ignore[list-item]
+    )
+    assert vertex.last_request.body["contents"][0]["parts"] == [
+        {"fileData": {"mimeType": "image/jpeg", "fileUri": "https://example.com/cat.jpg"}}
+    ]
+    stream = await client.chat.completions.create(
+        model="gemini-cached",
+        messages=HELLO,  # type: ignore[arg-type]
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    chunks = [chunk async for chunk in stream]
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == (
+        "echo: hello there"
+    )
+    assert vertex.last_request.path.endswith(":streamGenerateContent")
+    assert vertex.mints == 1
+    found = await records(gateway)
+    cached = [r for r in found if r.model == "gemini-cached"]
+    assert len(cached) == 1
+    (record,) = cached
+    assert (record.prompt_tokens, record.completion_tokens, record.cached_tokens) == (502, 3, 500)
+    assert record.cost_nanos == 2 * 300 + 500 * 75 + 3 * 2500
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert "ya29." not in logged and token not in logged
+
+
+async def test_claude_on_vertex_through_raw_predict(
+    gateway: Gateway, key: str, vertex: FakeVertex
+) -> None:
+    client = gateway.client(key)
+    reply = await client.chat.completions.create(
+        model="claude-sonnet",
+        messages=[{"role": "system", "content": "Be brief."}, *HELLO],  # type: ignore[list-item]
+    )
+    assert reply.choices[0].message.content == "echo: hello there"
+    assert reply.choices[0].finish_reason == "stop"
+    sent = vertex.last_request
+    assert sent.path == (
+        "/v1/projects/parley-test/locations/us-east5/publishers/anthropic/models/"
+        "claude-sonnet-4@20250514:rawPredict"
+    )
+    assert sent.body == {
+        "anthropic_version": "vertex-2023-10-16",
+        "max_tokens": 1024,
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "hello there"}]}],
+        "system": [{"type": "text", "text": "Be brief."}],
+    }
+    stream = await client.chat.completions.create(
+        model="claude-sonnet",
+        messages=HELLO,  # type: ignore[arg-type]
+        stream=True,
+    )
+    chunks = [chunk async for chunk in stream]
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == (
+        "echo: hello there"
+    )
+    assert vertex.last_request.path.endswith(":streamRawPredict")
+    assert vertex.last_request.body["stream"] is True
+    messages = anthropic.AsyncAnthropic(base_url=gateway.base_url, api_key=key, max_retries=0)
+    gateway.clients.append(messages)  # type: ignore[arg-type]
+    async with messages.messages.stream(
+        model="claude-tool",
+        max_tokens=64,
+        tools=[{"name": "lookup", "input_schema": {"type": "object"}}],
+        messages=[{"role": "user", "content": "hello there"}],
+    ) as events:
+        final = await events.get_final_message()
+    assert [block.type for block in final.content] == ["text", "tool_use"]
+    assert final.stop_reason == "tool_use"
+    gemini = await messages.messages.create(
+        model="gemini-flash", max_tokens=64, messages=[{"role": "user", "content": "hi"}]
+    )
+    assert gemini.content[0].type == "text" and gemini.content[0].text == "echo: hi"
+    assert vertex.mints == 1
+
+
+async def test_a_token_the_upstream_refuses_is_the_channels_fault(
+    vertex: FakeVertex, tmp_path: Path
+) -> None:
+    stranger = make_key()  # not the key the fake knows: its JWT fails verification
+    credentials = service_account(stranger, vertex.token_uri, tmp_path / "sa.json")
+    async with starting(lambda: vertex_config(vertex, credentials, tmp_path)) as start:
+        gateway = await start()
+        key = await gateway.key(await gateway.group("team"))
+        status, body = await call(
+            gateway,
+            "POST",
+            "/v1/chat/completions",
+            key,
+            json={"model": "gemini-flash", "messages": HELLO},
+        )
+        assert status == 502
+        assert "gcp" in body["error"]["message"]
+        assert "PRIVATE" not in str(body) and "eyJ" not in str(body)
+        with pytest.raises(openai.APIStatusError):
+            await gateway.client(key).chat.completions.create(
+                model="claude-sonnet",
+                messages=HELLO,  # type: ignore[arg-type]
+            )
+    assert vertex.mints == 0
+
+
+@pytest.mark.parametrize(
+    ("account", "expected"),
+    [
+        (None, "cannot read"),
+        ("not json", "is not a JSON service-account key file"),
+        ({"type": "authorized_user"}, "its type must be service_account"),
+        ({"type": "service_account", "client_email": "a@b"}, "has no private_key"),
+    ],
+)
+def test_a_bad_credentials_file_stops_the_start_in_one_line(
+    tmp_path: Path, account: Any, expected: str
+) -> None:
+    credentials = tmp_path / "sa.json"
+    if account is not None:
+        credentials.write_text(account if isinstance(account, str) else json.dumps(account))
+    config = {
+        "channels": [
+            {
+                "name": "gcp",
+                "type": "vertex",
+                "base_url": "https://us-east5-aiplatform.googleapis.com/v1",
+                "vertex": {
+                    "project": "parley-test",
+                    "region": "us-east5",
+                    "credentials_file": str(credentials),
+                },
+                "models": ["gemini-2.5-flash"],
+            }
+        ]
+    }
+    path = tmp_path / "parley.yaml"
+    path.write_text(yaml.safe_dump(config))
+    with pytest.raises(ConfigError) as failed:
+        load_settings(path, {})
+    message = str(failed.value)
+    assert "channels.0.vertex.credentials_file" in message and expected in message
+    assert "\n" not in message
+    config["channels"][0].pop("vertex")
+    path.write_text(yaml.safe_dump(config))
+    with pytest.raises(ConfigError, match="needs `vertex`"):
+        load_settings(path, {})
+
+
+async def test_a_revoked_token_is_replaced_after_the_upstream_refuses_it(
+    gateway: Gateway, key: str, vertex: FakeVertex
+) -> None:
+    client = gateway.client(key)
+    await client.chat.completions.create(model="gemini-flash", messages=HELLO)  # type: ignore[arg-type]
+    assert vertex.mints == 1
+    vertex.tokens.clear()  # revoked upstream: the next call is refused with a 401
+    with pytest.raises(openai.APIStatusError) as refused:
+        await client.chat.completions.create(model="claude-sonnet", messages=HELLO)  # type: ignore[arg-type]
+    assert refused.value.status_code == 502
+    reply = await client.chat.completions.create(model="gemini-flash", messages=HELLO)  # type: ignore[arg-type]
+    assert reply.choices[0].message.content == "echo: hello there"
+    assert vertex.mints == 1  # the fresh token is the only one the fake now knows
+    assert vertex.last_request.headers["Authorization"].removeprefix("Bearer ") in vertex.tokens
