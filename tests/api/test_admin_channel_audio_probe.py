@@ -13,6 +13,7 @@ from cryptography.fernet import Fernet
 from tests.api.admin_client import ADMIN, call
 from tests.api.harness import Gateway
 from tests.upstreams.openai_audio import FakeAudioEngine
+from tests.upstreams.supertonic import FakeSupertonic
 from tests.upstreams.transcribers import FakeTranscriber
 
 SECRET_KEY = Fernet.generate_key().decode()
@@ -141,3 +142,27 @@ async def test_an_engine_with_its_own_error_shape_is_reported_as_it_said(
         result = await press_test(gateway, "speaches")
         assert result["ok"] and result["status"] == 200, result
         assert engine.last.fields["model"] == "whisper"
+
+
+async def test_every_speech_and_transcription_channel_type_answers_the_probe(
+    start_gateway: Any,
+) -> None:
+    gateway = await audio_gateway(start_gateway)
+    async with (
+        FakeSupertonic() as tonic,
+        FakeAudioEngine.plain() as kokoro,
+        FakeTranscriber("vllm") as vllm,
+    ):
+        channels = [
+            channel("tonic", "supertonic", tonic, None, "tts-live", "supertonic"),
+            channel("kokoro", "openai-audio", kokoro, None, "tts-live", "kokoro"),
+            channel("vllm", "vllm", vllm, None, "stt-live", "openai/whisper-large-v3"),
+        ]
+        for body in channels:
+            assert (await call(gateway, "POST", "/admin/channels", body=body))[0] == 201
+        for body in channels:
+            result = await press_test(gateway, body["name"])
+            assert (result["ok"], result["status"]) == (True, 200), (body["name"], result)
+        assert tonic.last_body["text"] == "OK." and tonic.last_body["response_format"] == "wav"
+        assert kokoro.requests[-1].body["response_format"] == "wav"
+        assert vllm.last.fields["model"] == "openai/whisper-large-v3"
