@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import click
 
-from parley.admin.fields import MAX_GRACE_SECONDS, grace, key_changes
+from parley.admin.fields import MAX_GRACE_SECONDS, budget_field, grace, key_changes
 from parley.admin.reports import parse_query, table
 from parley.admin.service import AdminService, KeyState
 from parley.cli.context import fail, note, settings_from, with_store
@@ -72,6 +72,11 @@ def _models(value: str | None) -> frozenset[str] | None:
     if value is None or value.lower() in (CLEAR, "all", "*"):
         return None
     return frozenset(name.strip() for name in value.split(",") if name.strip())
+
+
+def _cleared(value: Any) -> Any:
+    """An option's value in the admin API's body: ``none`` is null (back to the group's)."""
+    return None if value == CLEAR else value
 
 
 def _group_line(group: Group) -> str:
@@ -173,6 +178,8 @@ def keys() -> None:
 @click.option("--expires-in-days", type=click.IntRange(min=1), help="Expire after N days.")
 @click.option("--rpm", type=click.IntRange(min=1), help="Per-key requests per minute.")
 @click.option("--tpm", type=click.IntRange(min=1), help="Per-key tokens per minute.")
+@click.option("--models", help="Comma-separated models the key may use, within the group's.")
+@click.option("--budget-usd", type=BUDGET, help=f"The key's own {BUDGET_HELP}.")
 @click.pass_context
 def create_key(
     ctx: click.Context,
@@ -181,12 +188,23 @@ def create_key(
     expires_in_days: int | None,
     rpm: int | None,
     tpm: int | None,
+    models: str | None,
+    budget_usd: Any,
 ) -> None:
     """Create a key and print it (the only time it is shown)."""
+    try:
+        budget = budget_field({"budget_usd": _cleared(budget_usd)})
+    except ParleyError as error:
+        fail(error.message)
     state, secret = as_admin(
         ctx,
         lambda admin: admin.create_key(
-            group_name, name=name, expires_in_days=expires_in_days, quota=Quota(rpm=rpm, tpm=tpm)
+            group_name,
+            name=name,
+            expires_in_days=expires_in_days,
+            quota=Quota(rpm=rpm, tpm=tpm),
+            models=_models(models) if models is not None else None,
+            budget_nanos=budget,
         ),
     )
     click.echo(secret)
@@ -241,11 +259,6 @@ def _key_settings(record: KeyRecord) -> str:
     budget = f"${nanos_to_usd(record.budget_nanos):g}" if record.budget_nanos is not None else "-"
     rpm, tpm = record.quota.rpm or "-", record.quota.tpm or "-"
     return f"rpm={rpm}\ttpm={tpm}\tbudget={budget}\tmodels={models}"
-
-
-def _cleared(value: Any) -> Any:
-    """An option's value in the admin API's body: ``none`` is null (back to the group's)."""
-    return None if value == CLEAR else value
 
 
 def _edit_body(

@@ -229,3 +229,15 @@ def test_keys_rotate_prints_a_new_secret_and_keeps_the_old_for_the_grace(
     assert "at most 30d" in run("keys", "rotate", "1", "--grace", "31d", code=2)
     assert "is not a duration" in run("keys", "rotate", "1", "--grace", "an hour", code=2)
     assert "No key with id '5'" in run("keys", "rotate", "5", code=2)
+
+
+def test_keys_create_takes_the_keys_own_models_and_budget(run: Invoke, tmp_path: Path) -> None:
+    run("groups", "create", "team")
+    run("keys", "create", "--group", "team", "--models", "chat-a,chat-b", "--budget-usd", "0.5")
+    run("keys", "create", "--group", "team")
+    first, second = sorted(_stored(tmp_path)[0], key=lambda record: record.id)
+    assert first.models == frozenset({"chat-a", "chat-b"}) and first.budget_nanos == 500_000_000
+    assert second.models is None and second.budget_nanos is None
+    refused = run("keys", "create", "--group", "team", "--budget-usd", "2000000000", code=2)
+    assert "'budget_usd' must be a number from 0 to 1000000000" in refused
+    assert len(_stored(tmp_path)[0]) == 2
