@@ -8,12 +8,13 @@ are documented in ``docs/admin-api.md``.
 
 from __future__ import annotations
 
-from typing import Any
-
 from aiohttp import web
 
 from parley.admin.channel_admin import ChannelAdmin
 from parley.admin.context import admin_service
+from parley.admin.fields import MAX_LIMIT, optional_int, printable
+from parley.admin.fields import budget_field as _budget
+from parley.admin.fields import models_field as _models
 from parley.admin.finding import (
     GROUPS,
     MAX_PAGE,
@@ -35,61 +36,12 @@ from parley.admin.views import audit_view, clone_view, group_view, key_view
 from parley.api.body import read_json
 from parley.api.reply import json_reply
 from parley.domain.groups import Quota
-from parley.domain.pricing import usd_to_nanos
 from parley.errors import InvalidRequest, NotFound
 from parley.pipeline.context import SERVICES
 from parley.store.base import GroupChanges
 
 MAX_AUDIT_PAGE = 500
-MAX_LIMIT = 2_147_483_647
-"""Largest rpm, tpm, key id or day count the store's columns hold (32-bit on PostgreSQL)."""
-MAX_BUDGET_USD = 1_000_000_000
-"""Largest budget: its nano-dollars fit the store's 64-bit column."""
-MAX_NAME = 200
 MAX_IDEMPOTENCY_KEY = 64
-
-
-def optional_int(body: dict[str, Any], name: str) -> int | None:
-    value = body.get(name)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LIMIT:
-        raise InvalidRequest(
-            f"'{name}' must be a positive integer (at most {MAX_LIMIT}) or null.", param=name
-        )
-    return value
-
-
-def printable(value: Any, name: str) -> str:
-    """A name the store can hold: a string of at most 200 characters, no control bytes."""
-    if not isinstance(value, str) or len(value) > MAX_NAME or not value.isprintable():
-        raise InvalidRequest(
-            f"'{name}' must be a string of at most {MAX_NAME} printable characters.", param=name
-        )
-    return value
-
-
-def _models(body: dict[str, Any]) -> frozenset[str] | None:
-    value = body.get("models")
-    if value is None:
-        return None
-    if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
-        raise InvalidRequest("'models' must be an array of model names or null.", param="models")
-    return frozenset(printable(name, "models") for name in value)
-
-
-def _budget(body: dict[str, Any]) -> int | None:
-    value = body.get("budget_usd")
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        value = -1
-    if not 0 <= value <= MAX_BUDGET_USD:
-        raise InvalidRequest(
-            f"'budget_usd' must be a number from 0 to {MAX_BUDGET_USD} or null.",
-            param="budget_usd",
-        )
-    return usd_to_nanos(value)
 
 
 def idempotency_key(request: web.Request) -> str | None:

@@ -6,13 +6,15 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from parley.cli import cli
+from parley.domain.audit import AuditEntry
+from parley.domain.keys import KeyRecord, digest
 from parley.domain.usage import UsageRecord
 from parley.domain.voices import Clone
 from parley.store.sql import open_store
@@ -139,3 +141,103 @@ def test_voices_list_shows_every_groups_clones_and_filters(run: Invoke, tmp_path
     assert "g2__Bert" in run("voices", "list", "--model", "tts-max")
     assert run("voices", "list", "--model", "tts-none") == ""
     assert "No group named 'nobody'" in run("voices", "list", "--group", "nobody", code=2)
+
+
+def _stored(tmp_path: Path) -> tuple[list[KeyRecord], list[AuditEntry]]:
+    async def read() -> tuple[list[KeyRecord], list[AuditEntry]]:
+        store = await open_store(f"sqlite:///{tmp_path / 'parley.db'}")
+        try:
+            return await store.list_keys(), await store.list_audit()
+        finally:
+            await store.close()
+
+    return asyncio.run(read())
+
+
+def test_keys_edit_changes_what_the_admin_api_changes(run: Invoke, tmp_path: Path) -> None:
+    run("groups", "create", "team", "--models", "chat-a,chat-b,chat-c")
+    run("keys", "create", "--group", "team", "--name", "laptop")
+    out = run(
+        "keys", "edit", "1", "--name", "ci runner", "--rpm", "30", "--tpm", "9000",
+        "--models", "chat-b, chat-a", "--budget-usd", "2.5", "--expires-at", "2030-01-31T00:00",
+    )  # fmt: skip
+    line, settings = out.splitlines()
+    assert line.split("\t")[-1] == "ci runner" and "expires=2030-01-31T00:00:00+00:00" in line
+    assert settings == "rpm=30\ttpm=9000\tbudget=$2.5\tmodels=chat-a,chat-b"
+    (record,), audit = _stored(tmp_path)
+    assert (record.name, record.quota.rpm, record.quota.tpm) == ("ci runner", 30, 9000)
+    assert record.models == frozenset({"chat-a", "chat-b"}) and record.budget_nanos == 2_500_000_000
+    assert record.expires_at == datetime(2030, 1, 31, tzinfo=UTC)
+    assert (audit[0].action, audit[0].actor) == ("key.update", "cli")
+    assert audit[0].detail["budget_usd"] == 2.5
+
+    # 'none' hands a field back to the group; an option left out is left as it is
+    cleared = run("keys", "edit", "1", "--rpm", "none", "--models", "all", "--expires-at", "none")
+    assert cleared.splitlines()[1] == "rpm=-\ttpm=9000\tbudget=$2.5\tmodels=*"
+    assert "expires=-" in cleared.splitlines()[0]
+    later = run("keys", "edit", "1", "--expires-in-days", "10").splitlines()[0]
+    (record,), _ = _stored(tmp_path)
+    assert record.expires_at is not None and f"expires={record.expires_at.date()}" in later
+    assert record.quota.rpm is None and record.models is None and record.name == "ci runner"
+
+
+def test_keys_edit_refuses_as_the_admin_api_does(run: Invoke, tmp_path: Path) -> None:
+    run("groups", "create", "team")
+    run("keys", "create", "--group", "team")
+    assert "nothing to change" in run("keys", "edit", "1", code=2)
+    assert "No key with id '9'" in run("keys", "edit", "9", "--name", "x", code=2)
+    assert "'expires_at' must be an ISO 8601 time" in run(
+        "keys", "edit", "1", "--expires-at", "next week", code=2
+    )
+    assert "'name' must be a string of at most 200" in run(
+        "keys", "edit", "1", "--name", "x" * 201, code=2
+    )
+    assert "must be greater than zero" in run("keys", "edit", "1", "--rpm", "0", code=2)
+    assert "not both" in run(
+        "keys", "edit", "1", "--expires-in-days", "3", "--expires-at", "2030-01-01", code=2
+    )
+    (record,), audit = _stored(tmp_path)
+    assert record.name == "" and record.expires_at is None
+    assert [entry.action for entry in audit] == ["key.create", "group.create"]
+
+
+def test_keys_rotate_prints_a_new_secret_and_keeps_the_old_for_the_grace(
+    run: Invoke, tmp_path: Path
+) -> None:
+    run("groups", "create", "team")
+    old = run("keys", "create", "--group", "team", "--name", "laptop").strip()
+    began = datetime.now(UTC)
+    new = run("keys", "rotate", "1", "--grace", "90m").strip()
+    assert new != old and new.startswith(old[:3])
+    (record,), audit = _stored(tmp_path)
+    assert record.digest == digest(new) and record.previous_digest == digest(old)
+    assert record.previous_until is not None
+    assert timedelta(minutes=89) < record.previous_until - began < timedelta(minutes=91)
+    assert record.name == "laptop" and record.id == 1
+    assert (audit[0].action, audit[0].actor) == ("key.rotate", "cli")
+    assert old not in str(audit[0].detail) and new not in str(audit[0].detail)
+
+    # the default grace is the API's hour; 0 ends the old secret at once
+    run("keys", "rotate", "1")
+    (record,), _ = _stored(tmp_path)
+    assert record.previous_until is not None
+    assert timedelta(minutes=59) < record.previous_until - datetime.now(UTC) <= timedelta(hours=1)
+    run("keys", "rotate", "1", "--grace", "0")
+    (record,), _ = _stored(tmp_path)
+    assert record.previous_until is not None and not record.previous_valid_at(datetime.now(UTC))
+
+    assert "at most 30d" in run("keys", "rotate", "1", "--grace", "31d", code=2)
+    assert "is not a duration" in run("keys", "rotate", "1", "--grace", "an hour", code=2)
+    assert "No key with id '5'" in run("keys", "rotate", "5", code=2)
+
+
+def test_keys_create_takes_the_keys_own_models_and_budget(run: Invoke, tmp_path: Path) -> None:
+    run("groups", "create", "team")
+    run("keys", "create", "--group", "team", "--models", "chat-a,chat-b", "--budget-usd", "0.5")
+    run("keys", "create", "--group", "team")
+    first, second = sorted(_stored(tmp_path)[0], key=lambda record: record.id)
+    assert first.models == frozenset({"chat-a", "chat-b"}) and first.budget_nanos == 500_000_000
+    assert second.models is None and second.budget_nanos is None
+    refused = run("keys", "create", "--group", "team", "--budget-usd", "2000000000", code=2)
+    assert "'budget_usd' must be a number from 0 to 1000000000" in refused
+    assert len(_stored(tmp_path)[0]) == 2

@@ -41,7 +41,8 @@ error, e.g. 503, while speech and uploads still work), ``delay`` (seconds before
 streamed piece), ``gate`` (an event the engine waits for after the first piece),
 ``error_after`` (after N pieces: an ``speech.audio.error`` event, or a dropped connection
 for raw audio), ``drop_after`` (after N pieces, drop the connection), ``drop_voice_list``
-(send half the voice list, then drop).
+(send half the voice list, then drop), ``leak`` (a refused speech request's error message
+quotes the request's ``Authorization`` header, as a careless proxy in front of it would).
 Counters: ``completed_streams``, ``cancelled_streams``.
 """
 
@@ -112,6 +113,7 @@ class FakeAudioEngine(FakeServer):
     drop_voice_list: bool = False
     voice_folding: Folding = "lower"
     roster_status: int | None = None
+    leak: bool = False
     spoken: list[str] = field(default_factory=list)
     uploaded: dict[str, JSON] = field(default_factory=dict)
     samples: dict[str, bytes] = field(default_factory=dict)
@@ -160,6 +162,9 @@ class FakeAudioEngine(FakeServer):
                 raise Refused(400, "The body is not a JSON object.")
             return await self._speak(request, body)
         except Refused as refused:
+            if self.leak:
+                quoted = request.headers.get("Authorization", "")
+                refused = Refused(refused.status, f"{refused.message} (Authorization: {quoted})")
             return self._error(refused)
 
     async def _speak(self, request: web.Request, body: JSON) -> web.StreamResponse:

@@ -26,7 +26,9 @@ multipart form. Each engine decodes the uploaded file with PyAV, so durations ar
 
 Knobs in the model name, ``+``-separated: ``fail-N`` (answer status N in the engine's own
 error shape), ``error-after-N`` (a stream fails after N deltas), ``hang-S`` (wait S s),
-``slow-S`` (wait S s before each streamed event).
+``slow-S`` (wait S s before each streamed event). With ``leak=True`` the errors of a wrong
+key and of ``fail-N`` quote the request's ``Authorization`` header, as a careless proxy
+in front of the engine would.
 """
 
 from __future__ import annotations
@@ -94,6 +96,7 @@ class Asked:
 class FakeTranscriber(FakeServer):
     flavour: Flavour = "openai"
     api_key: str | None = None
+    leak: bool = False
     uploads: list[ReceivedUpload] = field(default_factory=list)
     completed_streams: int = 0
 
@@ -115,15 +118,17 @@ class FakeTranscriber(FakeServer):
 
     async def _answer(self, request: web.Request, task: Task) -> web.StreamResponse:
         style = STYLES[self.flavour]
+        header = request.headers.get("Authorization", "")
+        quoted = f" (Authorization: {header})" if self.leak else ""
         if not authorized(request, self.api_key):
-            return style.error(401, "Incorrect API key provided.")
+            return style.error(401, f"Incorrect API key provided.{quoted}")
         upload = await self._receive(request)
         model = upload.fields.get("model", "")
         if upload.file is None:
             return style.error(400, "Field required: file")
         fail = Asked(task, model, upload.fields, Script(task, 0, "en", 0)).knob("fail")
         if fail is not None:
-            return style.error(int(fail), f"Fake engine failure (status {fail}).")
+            return style.error(int(fail), f"Fake engine failure (status {fail}).{quoted}")
         try:
             temperature = float(upload.fields.get("temperature", "0"))
             script = script_for(upload.file, task, upload.fields.get("language"), temperature)

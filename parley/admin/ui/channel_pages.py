@@ -18,11 +18,16 @@ from parley.admin.channel_admin import ChannelAdmin
 from parley.admin.channel_probe import ProbeResult
 from parley.admin.context import admin_service
 from parley.admin.monitor import health_state
+from parley.admin.ui.fields import FormState
 from parley.admin.ui.render import page
 from parley.errors import InvalidRequest, ParleyError
 from parley.pipeline.context import SERVICES
 
 Form = MultiDictProxy[Any]
+
+EDIT_FORM = "channel"
+EDIT_FIELDS = ("type", "base_url", "models", "priority", "weight")
+"""The settings form's fields sent back as typed when it fails (never ``api_key``)."""
 
 
 def channel_url(name: str) -> str:
@@ -113,11 +118,38 @@ async def create_channel(request: web.Request) -> web.Response:
     raise web.HTTPSeeOther(channel_url(body["name"]))
 
 
+def stored_form(view: dict[str, Any]) -> FormState:
+    """The settings form as the channel is now."""
+    models = "\n".join(
+        m["name"] if m["upstream"] == m["name"] else f"{m['name']} = {m['upstream']}"
+        for m in view["models"]
+    )
+    values = {"type": view["type"], "base_url": view["base_url"], "models": models}
+    return FormState.fresh(
+        EDIT_FORM, {**values, "priority": view["priority"], "weight": view["weight"]}
+    )
+
+
+def typed_form(sent: Form, problem: ParleyError) -> FormState:
+    """The settings form as the operator sent it, the error beside the field it names.
+
+    The credential typed is not sent back (the field stays empty); its error still shows
+    beside it."""
+    values = {name: sent.get(name, "") for name in EDIT_FIELDS}
+    values["clear_api_key"] = "1" if sent.get("clear_api_key") else ""
+    state = FormState(EDIT_FORM, {k: v if isinstance(v, str) else "" for k, v in values.items()})
+    if problem.param in (*EDIT_FIELDS, "api_key"):
+        state.errors[problem.param] = problem.message
+    else:
+        state.message = problem.message
+    return state
+
+
 async def channel_page(
     request: web.Request,
     *,
     result: ProbeResult | None = None,
-    error: str = "",
+    form: FormState | None = None,
     status: int = 200,
 ) -> web.Response:
     name = request.match_info["name"]
@@ -128,12 +160,8 @@ async def channel_page(
         "c": view,
         "history": await admin.history(name),
         "result": result,
-        "error": error,
         "types": sorted(svc.providers.types()),
-        "models_text": "\n".join(
-            m["name"] if m["upstream"] == m["name"] else f"{m['name']} = {m['upstream']}"
-            for m in view["models"]
-        ),
+        "f": form or stored_form(view),
     }
     return page(request, "channel.html", context, status=status)
 
@@ -144,7 +172,8 @@ async def update_channel(request: web.Request) -> web.Response:
     try:
         await _admin(request).update(name, body_from(form, new=False))
     except ParleyError as problem:
-        return await channel_page(request, error=problem.message, status=problem.status)
+        typed = typed_form(form, problem)
+        return await channel_page(request, form=typed, status=problem.status)
     raise web.HTTPSeeOther(channel_url(name))
 
 
