@@ -76,7 +76,7 @@ UNDECLARED_MODEL = {
 }
 UNKNOWN_TYPE = {
     "channels": [
-        {"name": "gem", "type": "gemini", "base_url": "http://127.0.0.1:9", "models": ["c"]}
+        {"name": "gem", "type": "watsonx", "base_url": "http://127.0.0.1:9", "models": ["c"]}
     ],
     "models": [{"name": "c"}],
 }
@@ -106,7 +106,7 @@ UNSET_VARIABLE = {
         ({"surprise": 1}, ["surprise"]),
         (
             UNKNOWN_TYPE,
-            ["channels[0].type: unknown channel type 'gemini' (known: ", "openai", "vllm"],
+            ["channels[0].type: unknown channel type 'watsonx' (known: ", "openai", "vllm"],
         ),
     ],
     ids=[
