@@ -73,6 +73,13 @@ OVERLOADED = "The gateway is catching up on usage records; retry shortly."
 async def reply(request: web.Request, job: ReplyJob[R]) -> web.StreamResponse:
     """Admit, route, relay and meter a call answered with one whole reply."""
     svc, call = await _admitted(request, job)
+    return await _whole(request, svc, call, job)
+
+
+async def _whole(
+    request: web.Request, svc: Services, call: Call, job: ReplyJob[R]
+) -> web.StreamResponse:
+    """Stages 3 to 6 of a call answered with one whole reply."""
     task = svc.streams.current()
     svc.streams.add(task)  # shutdown ends a call still waiting at the end of its grace too
     with Metered(svc.meter, call) as metered:
@@ -105,8 +112,11 @@ async def reply(request: web.Request, job: ReplyJob[R]) -> web.StreamResponse:
 
 
 async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
-    """Admit, route, relay and meter a call whose reply is relayed as it arrives."""
+    """Admit, route, relay and meter a call whose reply is relayed as it arrives (or
+    answered whole, when the job says so once it accepted the model: ``job.whole``)."""
     svc, call = await _admitted(request, job)
+    if job.whole is not None:
+        return await _whole(request, svc, call, job.whole)
     response = _stream_response(job.content_type, request[REPLY_HEADERS])
     task = svc.streams.current()
     svc.streams.add(task)
@@ -145,12 +155,8 @@ async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
         except CLIENT_GONE:
             metered.failed(CLIENT_CLOSED)
         except asyncio.CancelledError:
-            if not svc.streams.ending(task):
-                metered.failed(CLIENT_CLOSED)
+            if not await _ended_by_shutdown(request, response, job, metered, task):
                 raise
-            task.uncancel()  # shutdown ended the stream: end the reply cleanly
-            if metered.failed(SHUTDOWN_STATUS, ServiceUnavailable.code):
-                await _tell(request, response, job, ServiceUnavailable(SHUTTING_DOWN))
         except Exception:  # the started reply's own error boundary (see the docstring)
             if not response.prepared:
                 raise
@@ -159,7 +165,8 @@ async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
                 await _tell(request, response, job, ParleyError(INTERNAL_ERROR_MESSAGE))
         finally:
             svc.streams.discard(task)
-            metered.delivered(job.delivered())
+            # a translator may have counted a read that never reached the caller
+            metered.delivered(job.delivered() if response.prepared else None)
     return response
 
 
@@ -200,6 +207,24 @@ async def _admitted(request: web.Request, job: Job) -> tuple[Services, Call]:
     # The v1 middleware adds these to any reply that is not a started stream.
     request[REPLY_HEADERS] = call.reply_headers()
     return svc, call
+
+
+async def _ended_by_shutdown(
+    request: web.Request,
+    response: web.StreamResponse,
+    job: StreamJob[B],
+    metered: Metered,
+    task: asyncio.Task[Any],
+) -> bool:
+    """A stream cancelled: by shutdown (its reply ended cleanly, ``True``), or by its
+    caller leaving (``False``: the cancellation goes on)."""
+    if not request.app[SERVICES].streams.ending(task):
+        metered.failed(CLIENT_CLOSED)
+        return False
+    task.uncancel()
+    if metered.failed(SHUTDOWN_STATUS, ServiceUnavailable.code):
+        await _tell(request, response, job, ServiceUnavailable(SHUTTING_DOWN))
+    return True
 
 
 def _stream_response(content_type: str, headers: dict[str, str]) -> web.StreamResponse:
