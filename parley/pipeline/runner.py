@@ -37,6 +37,7 @@ from aiohttp import web
 from parley.api.context import CALLER, REPLY_HEADERS, SERVICES
 from parley.domain.usage import Usage
 from parley.edge.request_log import ADMITTED, REFUSED_MODEL
+from parley.edge.started import end_started_reply
 from parley.errors import (
     INTERNAL_ERROR_MESSAGE,
     ParleyError,
@@ -283,18 +284,11 @@ async def _tell(
     request: web.Request, response: web.StreamResponse, job: StreamJob[Any], error: ParleyError
 ) -> None:
     """Tell the caller the call failed: the error envelope while nothing was sent, else in
-    the stream's own format, or by cutting the connection when it has none."""
+    the stream's own format (``job.failure``), or by cutting the connection when it has
+    none (``edge/started.py``)."""
     if not response.prepared:
         raise error
-    tail = job.failure(error)
-    if tail is None:
-        if request.transport is not None:
-            request.transport.close()
-        return
-    try:
-        await response.write(tail)
-    except CLIENT_GONE:
-        return
+    await end_started_reply(request, response, job.failure(error))
 
 
 class Metered:
