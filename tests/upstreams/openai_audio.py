@@ -41,7 +41,8 @@ error, e.g. 503, while speech and uploads still work), ``delay`` (seconds before
 streamed piece), ``gate`` (an event the engine waits for after the first piece),
 ``error_after`` (after N pieces: an ``speech.audio.error`` event, or a dropped connection
 for raw audio), ``drop_after`` (after N pieces, drop the connection), ``drop_voice_list``
-(send half the voice list, then drop).
+(send half the voice list, then drop), ``busy`` (speech answers this status, 429 or 503,
+with ``retry-after: busy_retry_after`` seconds, as an overloaded server does).
 Counters: ``completed_streams``, ``cancelled_streams``.
 """
 
@@ -112,6 +113,8 @@ class FakeAudioEngine(FakeServer):
     drop_voice_list: bool = False
     voice_folding: Folding = "lower"
     roster_status: int | None = None
+    busy: int | None = None
+    busy_retry_after: float = 30.0
     spoken: list[str] = field(default_factory=list)
     uploaded: dict[str, JSON] = field(default_factory=dict)
     samples: dict[str, bytes] = field(default_factory=dict)
@@ -158,6 +161,10 @@ class FakeAudioEngine(FakeServer):
             self._authorize(request)
             if not isinstance(body, dict):
                 raise Refused(400, "The body is not a JSON object.")
+            if self.busy is not None:
+                refused = self._error(Refused(self.busy, "The engine is overloaded."))
+                refused.headers["retry-after"] = f"{self.busy_retry_after:g}"
+                return refused
             return await self._speak(request, body)
         except Refused as refused:
             return self._error(refused)
