@@ -72,7 +72,6 @@ class OpenAIRelay(ChunkParsing):
         "_tally",
         "_tries",
         "_upstream_id",
-        "by_shape",
     )
 
     def __init__(
@@ -86,7 +85,7 @@ class OpenAIRelay(ChunkParsing):
         max_event_bytes: int,
         shapes: bool,
     ) -> None:
-        super().__init__(max_event_bytes)
+        ChunkParsing.__init__(self, max_event_bytes)
         self._model = model
         self._prefix = id_prefix
         self._object = chunk_object
@@ -104,8 +103,6 @@ class OpenAIRelay(ChunkParsing):
         """The shape ``_head`` and ``_tail`` are rendered for; dropped by any chunk that
         goes the dict way (it may change the id the next one gets)."""
         self._head = self._tail = b""
-        self.by_shape = 0
-        """Reads relayed by their learned shape (that the dict way would have parsed)."""
 
     @property
     def tally(self) -> StreamTally:
@@ -113,14 +110,13 @@ class OpenAIRelay(ChunkParsing):
         return self._tally
 
     def feed(self, data: bytes) -> list[bytes]:
-        if self.done or self.failure is not None:
-            return []
         shape = self._shape
         # The learned shape's read: ``data: H"...."T`` and the blank line, nothing else.
         # Only the literal between the quotes is parsed; if it is not exactly one JSON
         # string, the read goes the way below and is judged by its rules. The parser is
         # left as ``whole_data`` would leave it (a shape is kept only while every read is
-        # whole events), so it is not called.
+        # whole events), so it is not called. (No shape is kept once the stream is done
+        # or failed: ``_relayed`` drops it.)
         if (
             shape is not None
             and data.startswith(shape.head)
@@ -134,8 +130,9 @@ class OpenAIRelay(ChunkParsing):
                 text = None
             if type(text) is str:
                 self._tries = TRIES
-                self.by_shape += 1
                 return [self._same(shape, literal, text)]
+        if self.done or self.failure is not None:
+            return []
         parser = self._parser
         payloads = parser.whole_data(data)
         if payloads is None:
@@ -162,6 +159,8 @@ class OpenAIRelay(ChunkParsing):
 
     def _relayed(self, chunks: list[JSON]) -> list[bytes]:
         """The caller's events for ``chunks`` (none when nothing is owed)."""
+        if self.done or self.failure is not None:
+            self._shape = None  # nothing is relayed after the stream's end
         events = self._events(chunks, self._tally) if chunks else b""
         return [events] if events else []
 

@@ -166,8 +166,8 @@ async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
                 await _tell(request, response, job, ParleyError(INTERNAL_ERROR_MESSAGE))
         finally:
             svc.streams.discard(task)
-            # a translator may have counted a read that never reached the caller
-            metered.delivered(job.delivered() if response.prepared else None)
+            # billed once the reply started (a translator may count a read before that)
+            metered.delivered(job.delivered() if metered.first_byte is not None else None)
     return response
 
 

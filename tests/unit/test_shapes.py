@@ -64,11 +64,25 @@ class Relayed:
     error: UpstreamError | None
 
 
+class Counting(openai_relay.OpenAIRelay):
+    """The relay, counting the reads it relays by their shape."""
+
+    __slots__ = ("by_shape",)
+
+    def __init__(self, *args: Any, **options: Any) -> None:
+        super().__init__(*args, **options)
+        self.by_shape = 0
+
+    def _same(self, shape: shapes.Shape, literal: bytes, text: str) -> bytes:
+        self.by_shape += 1
+        return super()._same(shape, literal, text)
+
+
 def relay(
     reads: list[bytes], *, shapes: bool, include_usage: bool = False, limit: int = 1 << 20
 ) -> Relayed:
     """The reads fed to a relay as ``providers/translated.py`` feeds it."""
-    relay = openai_relay.OpenAIRelay(
+    relay = Counting(
         "public",
         "chatcmpl-",
         "chat.completion.chunk",
