@@ -17,7 +17,6 @@ from parley.pipeline import runner
 from parley.pipeline.job import Operation
 from parley.pipeline.route import Route
 from parley.providers.base import JSON, Translations
-from parley.services import Services
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 
@@ -46,16 +45,12 @@ async def create_chat_completion(request: web.Request) -> web.StreamResponse:
 class ChatReply(TextReply):
     """A whole chat completion."""
 
-    __slots__ = ("_max_image",)
+    __slots__ = ()
     operation = CHAT
     id_prefix = "chatcmpl-"
 
-    def __init__(self, text: TextRequest, svc: Services) -> None:
-        super().__init__(text, svc)
-        self._max_image = svc.settings.server.max_image_bytes
-
     def check(self, model: Resolved) -> None:
-        check_images(self._text.body, model, self._max_image)
+        check_images(self._text.body, model, self._settings.server.max_image_bytes)
 
     def call(self, route: Route) -> Awaitable[JSON]:
         return self._providers.chat(route.provider_type).chat(route.target, self._text.body)
@@ -67,18 +62,14 @@ class ChatReply(TextReply):
 class ChatStream(TextStream):
     """A streamed chat completion, its one-event reads relayed by their learned shape."""
 
-    __slots__ = ("_max_image",)
+    __slots__ = ()
     operation = CHAT
     id_prefix = "chatcmpl-"
     chunk_object = "chat.completion.chunk"
     shapes = True
 
-    def __init__(self, text: TextRequest, svc: Services) -> None:
-        super().__init__(text, svc)
-        self._max_image = svc.settings.server.max_image_bytes
-
     def check(self, model: Resolved) -> None:
-        check_images(self._text.body, model, self._max_image)
+        check_images(self._text.body, model, self._settings.server.max_image_bytes)
 
     def open(self, route: Route) -> Translations[bytes]:
         adapter = self._providers.chat_translation(route.provider_type)

@@ -88,7 +88,7 @@ class TextJob:
     reservation and the allowance. A subclass names its ``operation`` and ``id_prefix``
     and may check the resolved model (``check``)."""
 
-    __slots__ = ("_default_max_tokens", "_providers", "_text")
+    __slots__ = ("_providers", "_settings", "_text")
     operation: ClassVar[Operation]
     id_prefix: ClassVar[str]
     """The prefix of the ids the caller sees (``chatcmpl-``, ``cmpl-``)."""
@@ -96,7 +96,7 @@ class TextJob:
     def __init__(self, text: TextRequest, svc: Services) -> None:
         self._text = text
         self._providers = svc.providers
-        self._default_max_tokens = svc.settings.limits.default_max_tokens
+        self._settings = svc.settings
 
     @property
     def model(self) -> str:
@@ -109,10 +109,10 @@ class TextJob:
         """Refuse what the resolved model cannot take (raise a ``ParleyError``)."""
 
     def reservation(self, model: Resolved, caller: Caller) -> int:
-        return reservation(self._text, model, caller, self._default_max_tokens)
+        return reservation(self._text, model, caller, self._settings.limits.default_max_tokens)
 
     def allowance(self, model: Resolved) -> Allowance:
-        return allowance(self._text, model, self._default_max_tokens)
+        return allowance(self._text, model, self._settings.limits.default_max_tokens)
 
 
 class TextReply(TextJob):
@@ -149,7 +149,7 @@ class TextStream(TextJob):
     OpenAI does.
     """
 
-    __slots__ = ("_max_event_bytes", "_model_name", "_relay")
+    __slots__ = ("_model_name", "_relay")
     content_type = "text/event-stream"
     reply_headers = NO_HEADERS
     whole = None
@@ -159,8 +159,7 @@ class TextStream(TextJob):
     """Whether reads are relayed by their learned shape (chat)."""
 
     def __init__(self, text: TextRequest, svc: Services) -> None:
-        super().__init__(text, svc)
-        self._max_event_bytes = svc.settings.upstream.max_event_bytes
+        TextJob.__init__(self, text, svc)
         self._model_name = ""
         self._relay: OpenAIRelay | None = None
 
@@ -180,7 +179,7 @@ class TextStream(TextJob):
             self.chunk_object,
             include_usage=text.include_usage,
             prompt_estimate=text.prompt_estimate,
-            max_event_bytes=self._max_event_bytes,
+            max_event_bytes=self._settings.upstream.max_event_bytes,
             shapes=self.shapes,
         )
         return relay
