@@ -31,7 +31,13 @@ from parley.edge import bodies as edge_bodies
 from parley.edge.bodies import BODY_SECONDS, PENDING_BODIES, BodyTimeout, start_body_clock
 from parley.edge.deferred import deferred
 from parley.edge.request_log import log_refusal
-from parley.edge.started import end_started_reply, remember_started, started_reply
+from parley.edge.started import (
+    MESSAGES,
+    end_started_reply,
+    failure_tail,
+    remember_started,
+    started_reply,
+)
 from parley.errors import (
     INTERNAL_ERROR_MESSAGE,
     InvalidRequest,
@@ -51,8 +57,6 @@ from parley.telemetry.wiring import install as install_telemetry
 
 log = logging.getLogger("parley")
 V1 = "/v1/"
-MESSAGES = "/v1/messages"
-"""Anthropic's Messages API: its callers send ``x-api-key`` and read Anthropic's errors."""
 DATABASE_UNAVAILABLE = "The database is unavailable right now; try again shortly."
 BODY_TIMEOUT_MESSAGE = "The request body did not arrive in time; send it whole, faster."
 BAD_BODY_MESSAGE = (
@@ -129,7 +133,9 @@ async def _error_reply(
                 request.path,
                 error.message,
             )
-        return await end_started_reply(request, started, error)
+        started.force_close()  # a failure that escaped its job: the connection's state is unknown
+        await end_started_reply(request, started, failure_tail(request, started, error))
+        return started
     anthropic = request.path.startswith(MESSAGES)
     response = error_response(error, request.get(REPLY_HEADERS), anthropic=anthropic)
     if not request.content.is_eof():  # the body is still arriving: close, do not keep reading

@@ -3,25 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from aiohttp import web
 
-from parley.api.body import (
-    read_json,
-    required_string,
-)
-from parley.api.textgen import Endpoint, TextRequest, run_text_job, text_request
+from parley.api.body import read_json, required_string
+from parley.api.textgen import TextReply, TextRequest, TextStream, text_request
 from parley.domain.models import CHAT_KINDS, Resolved
 from parley.domain.tokens import count_images, estimate_messages
 from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, PayloadTooLarge
+from parley.pipeline import runner
 from parley.pipeline.context import services
 from parley.pipeline.job import Operation
 from parley.pipeline.route import Route
-from parley.providers.registry import ProviderRegistry
-from parley.providers.shapes import ShapedBatches
+from parley.providers.base import Translations
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 
@@ -35,32 +31,50 @@ def _message_text(reply: dict[str, Any]) -> str:
     return "".join(texts)
 
 
-def _call(providers: ProviderRegistry, route: Route, body: JSON) -> Awaitable[JSON]:
-    return providers.chat(route.provider_type).chat(route.target, body)
-
-
-def _open(
-    providers: ProviderRegistry, route: Route, body: JSON
-) -> AbstractAsyncContextManager[ShapedBatches]:
-    return providers.chat(route.provider_type).chat_stream(route.target, body, shapes=True)
-
-
-CHAT = Endpoint(
-    Operation("chat completions", "/v1/chat/completions", CHAT_KINDS),
-    id_prefix="chatcmpl-",
-    produced_text=_message_text,
-    call=_call,
-    open=_open,
-)
+CHAT = Operation("chat completions", "/v1/chat/completions", CHAT_KINDS)
 
 
 async def create_chat_completion(request: web.Request) -> web.StreamResponse:
     body = await read_json(request)
     text = parse_chat(body, len(await request.read()))  # the body read once, kept by aiohttp
-    max_image = services(request).settings.server.max_image_bytes
-    return await run_text_job(
-        request, CHAT, text, lambda model: check_images(body, model, max_image)
-    )
+    svc = services(request)
+    if text.stream:
+        return await runner.stream(request, ChatStream(text, svc))
+    return await runner.reply(request, ChatReply(text, svc))
+
+
+class ChatReply(TextReply):
+    """A whole chat completion."""
+
+    __slots__ = ()
+    operation = CHAT
+    id_prefix = "chatcmpl-"
+
+    def check(self, model: Resolved) -> None:
+        check_images(self._text.body, model, self._settings.server.max_image_bytes)
+
+    def call(self, route: Route) -> Awaitable[JSON]:
+        return self._providers.chat(route.provider_type).chat(route.target, self._text.body)
+
+    def produced(self, reply: JSON) -> str:
+        return _message_text(reply)
+
+
+class ChatStream(TextStream):
+    """A streamed chat completion, its one-event reads relayed by their learned shape."""
+
+    __slots__ = ()
+    operation = CHAT
+    id_prefix = "chatcmpl-"
+    chunk_object = "chat.completion.chunk"
+    shapes = True
+
+    def check(self, model: Resolved) -> None:
+        check_images(self._text.body, model, self._settings.server.max_image_bytes)
+
+    def open(self, route: Route) -> Translations[bytes]:
+        adapter = self._providers.chat_translation(route.provider_type)
+        return adapter.chat_translated(route.target, self._text.body, self.relay())
 
 
 def parse_chat(body: dict[str, Any], body_bytes: int) -> TextRequest:

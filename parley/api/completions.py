@@ -3,24 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from aiohttp import web
 
-from parley.api.body import (
-    read_json,
-    required_string,
-)
-from parley.api.textgen import Endpoint, TextRequest, run_text_job, text_request
+from parley.api.body import read_json, required_string
+from parley.api.textgen import TextReply, TextRequest, TextStream, text_request
 from parley.domain.models import COMPLETION_KINDS
 from parley.domain.tokens import estimate_prompt
 from parley.domain.wire import JSON
 from parley.errors import InvalidRequest
+from parley.pipeline import runner
+from parley.pipeline.context import services
 from parley.pipeline.job import Operation
 from parley.pipeline.route import Route
-from parley.providers.registry import ProviderRegistry
-from parley.providers.shapes import ShapedBatches
+from parley.providers.base import Translations
 
 
 def _choice_text(reply: dict[str, Any]) -> str:
@@ -31,29 +28,45 @@ def _choice_text(reply: dict[str, Any]) -> str:
     )
 
 
-def _call(providers: ProviderRegistry, route: Route, body: JSON) -> Awaitable[JSON]:
-    return providers.completion(route.provider_type).completion(route.target, body)
-
-
-def _open(
-    providers: ProviderRegistry, route: Route, body: JSON
-) -> AbstractAsyncContextManager[ShapedBatches]:
-    return providers.completion(route.provider_type).completion_stream(route.target, body)
-
-
-COMPLETIONS = Endpoint(
-    Operation("completions", "/v1/completions", COMPLETION_KINDS),
-    id_prefix="cmpl-",
-    produced_text=_choice_text,
-    call=_call,
-    open=_open,
-)
+COMPLETIONS = Operation("completions", "/v1/completions", COMPLETION_KINDS)
 
 
 async def create_completion(request: web.Request) -> web.StreamResponse:
     body = await read_json(request)
     text = parse_completion(body, len(await request.read()))  # the body read once, kept
-    return await run_text_job(request, COMPLETIONS, text)
+    svc = services(request)
+    if text.stream:
+        return await runner.stream(request, CompletionStream(text, svc))
+    return await runner.reply(request, CompletionReply(text, svc))
+
+
+class CompletionReply(TextReply):
+    """A whole classic completion."""
+
+    __slots__ = ()
+    operation = COMPLETIONS
+    id_prefix = "cmpl-"
+
+    def call(self, route: Route) -> Awaitable[JSON]:
+        adapter = self._providers.completion(route.provider_type)
+        return adapter.completion(route.target, self._text.body)
+
+    def produced(self, reply: JSON) -> str:
+        return _choice_text(reply)
+
+
+class CompletionStream(TextStream):
+    """A streamed classic completion (``text_completion`` chunks, never by shape: a
+    learned shape knows a chat delta's text, not ``choices[].text``)."""
+
+    __slots__ = ()
+    operation = COMPLETIONS
+    id_prefix = "cmpl-"
+    chunk_object = "text_completion"
+
+    def open(self, route: Route) -> Translations[bytes]:
+        adapter = self._providers.completion(route.provider_type)
+        return adapter.completion_stream(route.target, self._text.body, self.relay())
 
 
 def parse_completion(body: dict[str, Any], body_bytes: int) -> TextRequest:

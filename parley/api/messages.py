@@ -258,6 +258,7 @@ class MessagesStream(_MessagesJob):
     __slots__ = ("_max_event_bytes", "_translator")
     content_type = "text/event-stream"
     reply_headers = NO_HEADERS
+    whole = None
 
     def __init__(
         self, messages: MessagesRequest, providers: ProviderRegistry, max_event_bytes: int

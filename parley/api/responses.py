@@ -384,6 +384,7 @@ class ResponsesStream(_ResponsesJob):
     __slots__ = ("_max_event_bytes", "_translator")
     content_type = "text/event-stream"
     reply_headers = NO_HEADERS
+    whole = None
 
     def __init__(
         self,

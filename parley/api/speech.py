@@ -98,6 +98,8 @@ async def create_speech(request: web.Request) -> web.StreamResponse:
 class SpeechJob:
     """One speech call, as the runner's ``StreamJob`` of audio pieces."""
 
+    whole = None
+
     def __init__(self, svc: Services, who: Caller, body: JSON) -> None:
         self._svc = svc
         self._caller = who

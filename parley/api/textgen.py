@@ -1,40 +1,36 @@
-"""Chat and classic completions: the request fields they share, and their jobs.
+"""Chat and classic completions: the request fields they share, and their jobs' bases.
 
 The handlers in ``chat.py`` and ``completions.py`` parse a request into a
-``TextRequest``; ``run_text_job`` wraps it in a ``TextReply`` or ``TextStream`` job and hands
-it to the runner (``pipeline/runner.py``), which admits, routes, relays and meters it.
-The jobs only call the adapter for one route and render what it returned.
+``TextRequest`` and hand one of their jobs (``TextReply`` or ``TextStream`` subclasses,
+which call their adapter for one route) to the runner (``pipeline/runner.py``), which
+admits, routes, relays and meters it.
 """
 
 from __future__ import annotations
 
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 from aiohttp import web
 
 from parley.api.body import optional_bool, optional_number, optional_positive_int, stream_options
-from parley.api.streaming import DONE, ChunkShaper, StreamTally
 from parley.dialects.openai_chat import read_usage, usage_fields
+from parley.dialects.openai_relay import DONE, OpenAIRelay
 from parley.domain.models import Resolved
 from parley.domain.tokens import prompt_ceiling
 from parley.domain.usage import Allowance, Usage
 from parley.domain.value import value
 from parley.domain.wire import JSON
 from parley.errors import ParleyError, encode_error_event
-from parley.pipeline import runner
 from parley.pipeline.admit import scopes_for
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.call import Call
-from parley.pipeline.context import services
 from parley.pipeline.job import NO_HEADERS, Operation
 from parley.pipeline.route import Route
-from parley.providers.registry import ProviderRegistry
-from parley.providers.shapes import Item, ShapedBatches
+from parley.pipeline.services import Services
+from parley.providers.base import Translations
 
 DEFAULT_SHARE_OF_TPM = 10
 
@@ -88,151 +84,122 @@ def _choices(value: Any) -> int:
     return value if type(value) is int and value > 1 else 1
 
 
-CHUNK_OBJECTS = {"chatcmpl-": "chat.completion.chunk"}
-"""A stream chunk's ``object`` by endpoint (classic completions stream ``text_completion``),
-for a usage chunk made before the upstream sent any chunk."""
+class TextJob:
+    """What every chat and completions job shares: the model, its checks, the
+    reservation and the allowance. A subclass names its ``operation`` and ``id_prefix``
+    and may check the resolved model (``check``)."""
 
+    __slots__ = ("_providers", "_settings", "_text")
+    operation: ClassVar[Operation]
+    id_prefix: ClassVar[str]
+    """The prefix of the ids the caller sees (``chatcmpl-``, ``cmpl-``)."""
 
-@dataclass(frozen=True, slots=True)
-class Endpoint:
-    """A text-generating endpoint: what the runner needs, and how to call and render it."""
-
-    operation: Operation
-    id_prefix: str
-    produced_text: Callable[[JSON], str]
-    """The text a reply produced, for estimating usage an upstream did not report."""
-    call: Callable[[ProviderRegistry, Route, JSON], Awaitable[JSON]]
-    """One whole reply from the adapter behind a route."""
-    open: Callable[[ProviderRegistry, Route, JSON], AbstractAsyncContextManager[ShapedBatches]]
-    """A stream from the adapter behind a route (asking it for shapes, or not)."""
-
-
-def run_text_job(
-    request: web.Request,
-    endpoint: Endpoint,
-    text: TextRequest,
-    check_model: Callable[[Resolved], None] | None = None,
-) -> Awaitable[web.StreamResponse]:
-    """Hand the parsed request to the runner, whole or streamed: the runner's coroutine,
-    for the handler to await (not a coroutine of its own, which the call's task would go
-    through at each of a stream's wake-ups)."""
-    svc = services(request)
-    default_max_tokens = svc.settings.limits.default_max_tokens
-    if text.stream:
-        job = TextStream(endpoint, text, svc.providers, default_max_tokens, check_model)
-        return runner.stream(request, job)
-    whole = TextReply(endpoint, text, svc.providers, default_max_tokens, check_model)
-    return runner.reply(request, whole)
-
-
-class _TextJob:
-    """What a whole and a streamed text job share: the model, its checks, the reservation."""
-
-    __slots__ = ("_check", "_default_max_tokens", "_endpoint", "_providers", "_text")
-
-    def __init__(
-        self,
-        endpoint: Endpoint,
-        text: TextRequest,
-        providers: ProviderRegistry,
-        default_max_tokens: int,
-        check_model: Callable[[Resolved], None] | None,
-    ) -> None:
-        self._endpoint = endpoint
+    def __init__(self, text: TextRequest, svc: Services) -> None:
         self._text = text
-        self._providers = providers
-        self._default_max_tokens = default_max_tokens
-        self._check = check_model
-
-    @property
-    def operation(self) -> Operation:
-        return self._endpoint.operation
+        self._providers = svc.providers
+        self._settings = svc.settings
 
     @property
     def model(self) -> str:
         return self._text.model
 
     def accept(self, model: Resolved) -> None:
-        if self._check is not None:
-            self._check(model)
+        self.check(model)
+
+    def check(self, model: Resolved) -> None:
+        """Refuse what the resolved model cannot take (raise a ``ParleyError``)."""
 
     def reservation(self, model: Resolved, caller: Caller) -> int:
-        return reservation(self._text, model, caller, self._default_max_tokens)
+        return reservation(self._text, model, caller, self._settings.limits.default_max_tokens)
 
     def allowance(self, model: Resolved) -> Allowance:
-        return allowance(self._text, model, self._default_max_tokens)
+        return allowance(self._text, model, self._settings.limits.default_max_tokens)
 
 
-class TextReply(_TextJob):
-    """A whole chat or classic completion."""
+class TextReply(TextJob):
+    """A whole chat or classic completion: a subclass calls its adapter (``call``) and
+    says what text a reply produced (``produced``)."""
 
     __slots__ = ()
 
     def call(self, route: Route) -> Awaitable[JSON]:
-        return self._endpoint.call(self._providers, route, self._text.body)
+        raise NotImplementedError
+
+    def produced(self, reply: JSON) -> str:
+        """The text a reply produced, for estimating usage an upstream did not report."""
+        raise NotImplementedError
 
     def usage(self, reply: JSON) -> Usage:
-        return reply_usage(reply, self._text.prompt_estimate, self._endpoint.produced_text)
+        return reply_usage(reply, self._text.prompt_estimate, self.produced)
 
     def render(self, reply: JSON, call: Call, usage: Usage) -> web.StreamResponse:
         reply["model"] = call.model.spec.name
-        reply["id"] = _with_prefix(reply.get("id"), self._endpoint.id_prefix)
+        reply["id"] = _with_prefix(reply.get("id"), self.id_prefix)
         reply["usage"] = {**_as_dict(reply.get("usage")), **usage_fields(usage)}
         # The reply headers are added once, by the v1 middleware, from request[REPLY_HEADERS].
         return web.Response(body=orjson.dumps(reply), content_type="application/json")
 
 
-class TextStream(_TextJob):
-    """A streamed chat or classic completion, relayed as Server-Sent Events.
+class TextStream(TextJob):
+    """A streamed chat or classic completion, relayed as Server-Sent Events by an
+    ``OpenAIRelay`` (``dialects/openai_relay.py``) that the subclass's ``open`` hands its
+    adapter.
 
     Parley always asks the upstream for usage (``stream_options.include_usage``) so it
     can meter the stream; the caller sees the usage chunk only when it asked for it, as
     OpenAI does.
     """
 
-    __slots__ = ("_shaper", "_tally")
+    __slots__ = ("_model_name", "_relay")
     content_type = "text/event-stream"
     reply_headers = NO_HEADERS
-    _shaper: ChunkShaper
+    whole = None
+    chunk_object: ClassVar[str]
+    """The ``object`` of the stream's chunks (``chat.completion.chunk``...)."""
+    shapes: ClassVar[bool] = False
+    """Whether reads are relayed by their learned shape (chat)."""
 
-    def __init__(
-        self,
-        endpoint: Endpoint,
-        text: TextRequest,
-        providers: ProviderRegistry,
-        default_max_tokens: int,
-        check_model: Callable[[Resolved], None] | None,
-    ) -> None:
-        super().__init__(endpoint, text, providers, default_max_tokens, check_model)
-        self._tally = StreamTally(text.prompt_estimate)
+    def __init__(self, text: TextRequest, svc: Services) -> None:
+        TextJob.__init__(self, text, svc)
+        self._model_name = ""
+        self._relay: OpenAIRelay | None = None
 
     def accept(self, model: Resolved) -> None:
-        super().accept(model)
-        self._shaper = ChunkShaper(
-            model.spec.name, self._endpoint.id_prefix, self._text.include_usage
+        self.check(model)
+        self._model_name = model.spec.name
+
+    def open(self, route: Route) -> Translations[bytes]:
+        raise NotImplementedError
+
+    def relay(self) -> OpenAIRelay:
+        """A new relay for one route's stream (the one that starts is kept)."""
+        text = self._text
+        relay = self._relay = OpenAIRelay(
+            self._model_name,
+            self.id_prefix,
+            self.chunk_object,
+            include_usage=text.include_usage,
+            prompt_estimate=text.prompt_estimate,
+            max_event_bytes=self._settings.upstream.max_event_bytes,
+            shapes=self.shapes,
         )
+        return relay
 
-    def open(self, route: Route) -> AbstractAsyncContextManager[ShapedBatches]:
-        return self._endpoint.open(self._providers, route, self._text.body)
-
-    def render(self, batch: Sequence[Item]) -> bytes:
-        return self._shaper.events(batch, self._tally)
+    def render(self, batch: Sequence[bytes]) -> bytes:
+        return batch[0] if len(batch) == 1 else b"".join(batch)
 
     def end(self) -> bytes:
         """``[DONE]``, after Parley's own usage chunk if the caller asked for usage and the
-        upstream sent none (the usage record is marked estimated)."""
-        tally = self._tally
-        if self._text.include_usage and tally.reported is None:
-            chunk_object = CHUNK_OBJECTS.get(self._endpoint.id_prefix, "text_completion")
-            return self._shaper.usage_event(tally.usage(), chunk_object) + DONE
-        return DONE
+        upstream sent none."""
+        relay = self._relay
+        return relay.closing() if relay is not None else DONE
 
     def failure(self, error: ParleyError) -> bytes:
         return encode_error_event(error) + DONE
 
     def delivered(self) -> Usage | None:
-        tally = self._tally
-        return tally.usage() if tally.produced else None
+        relay = self._relay
+        return relay.delivered() if relay is not None else None
 
 
 def reservation(text: TextRequest, model: Resolved, who: Caller, default_max_tokens: int) -> int:

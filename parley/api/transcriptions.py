@@ -73,23 +73,11 @@ async def _serve(request: web.Request, task: Task) -> web.StreamResponse:
     form = await read_form(request, svc.settings.server.max_audio_bytes)
     try:
         asked = await speech_to_text(form, task, svc.probes, caller(request).group.id)
-        if asked.stream and _streams(svc.models.resolve(asked.model)):
+        if asked.stream:
             return await runner.stream(request, StreamedTranscription(asked, svc.providers))
-        if asked.stream:  # OpenAI answers whisper-1 whole too
-            ignored = dataclasses.replace(asked, stream=False)
-            whole = WholeTranscription(ignored, svc.providers, stream_ignored=True)
-            return await runner.reply(request, whole)
         return await runner.reply(request, WholeTranscription(asked, svc.providers))
     finally:
         form.close()
-
-
-def _streams(model: Resolved | None) -> bool:
-    """False only for a transcription model that says it does not stream; any other name
-    takes the stream's path, where the runner refuses it as it refuses every call."""
-    if model is None or model.spec.transcription is None:
-        return True
-    return model.spec.transcription.stream
 
 
 class TranscriptionJob:
@@ -216,6 +204,17 @@ class StreamedTranscription(TranscriptionJob):
         super().__init__(asked, providers)
         self._relayed = False
         self._upstream_failed = False
+        self.whole: WholeTranscription | None = None
+        """The whole reply that answers instead on a model that does not stream
+        (``models[].transcription.stream``), as OpenAI answers whisper-1 whole."""
+
+    def accept(self, model: Resolved) -> None:
+        super().accept(model)
+        abilities = model.spec.transcription
+        self.whole = None
+        if abilities is not None and not abilities.stream:
+            ignored = dataclasses.replace(self.asked, stream=False)
+            self.whole = WholeTranscription(ignored, self.providers, stream_ignored=True)
 
     def open(self, route: Route) -> AbstractAsyncContextManager[Batches[JSON]]:
         adapter = self.providers.transcription(route.provider_type)

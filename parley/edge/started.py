@@ -2,10 +2,16 @@
 
 Once a handler has called ``prepare()``, the status line and headers are on the wire; an
 error envelope written after them would be a second ``HTTP/1.1 500`` in the middle of
-the first reply's body. Instead, an event stream (``text/event-stream``) gets the error
-as one last event and ``[DONE]``, then ends; any other reply is cut (the connection is
-closed without ending the body, so the client sees it incomplete, never as whole). The
-connection is closed either way.
+the first reply's body. ``end_started_reply`` is the one way such a reply ends: with its
+last bytes, the failure told in the stream's own format (an event stream's error event),
+or, when the format cannot say it (raw audio), by closing the connection without ending
+the body, so the client sees it incomplete, never whole.
+
+The runner (``pipeline/runner.py``) knows its job's format and hands over the job's own
+``failure`` bytes. The gateway's boundary (``parley/app.py``), for a failure that escaped
+any job, tells it by the reply's content type and the endpoint's dialect
+(``failure_tail``): Anthropic's ``error`` event on the Messages API, OpenAI's error
+event and ``[DONE]`` on any other event stream; it also closes the connection.
 """
 
 from __future__ import annotations
@@ -14,10 +20,13 @@ import contextlib
 
 from aiohttp import web
 
-from parley.errors import ParleyError, encode_error_event
+from parley.errors import ParleyError, encode_anthropic_error_event, encode_error_event
 
 STARTED = web.RequestKey("started_reply", web.StreamResponse)
 DONE = b"data: [DONE]\n\n"
+MESSAGES = "/v1/messages"
+"""Anthropic's Messages API: its callers send ``x-api-key`` and read Anthropic's errors
+(envelopes, and events once a stream began)."""
 
 
 def remember_started(request: web.Request, response: web.StreamResponse) -> None:
@@ -31,14 +40,26 @@ def started_reply(request: web.Request) -> web.StreamResponse | None:
 
 
 async def end_started_reply(
+    request: web.Request, response: web.StreamResponse, tail: bytes | None
+) -> None:
+    """End ``response`` after a failure: write ``tail`` (the failure in the reply's own
+    format), or cut the connection when there is none. A caller already gone, or a reply
+    already ended, is left as it is."""
+    if tail is None:
+        if request.transport is not None:
+            request.transport.close()
+        return
+    with contextlib.suppress(ConnectionError, RuntimeError):  # gone, or already ended
+        await response.write(tail)
+
+
+def failure_tail(
     request: web.Request, response: web.StreamResponse, error: ParleyError
-) -> web.StreamResponse:
-    """End ``response`` after ``error``: one error event if it is SSE, then close."""
-    response.force_close()
-    if response.content_type == "text/event-stream":
-        with contextlib.suppress(ConnectionError, RuntimeError):  # gone, or already ended
-            await response.write(encode_error_event(error) + DONE)
-        return response
-    if request.transport is not None:
-        request.transport.close()
-    return response
+) -> bytes | None:
+    """How a started reply tells ``error`` when no job said: an event stream's error
+    event in the caller's dialect; ``None`` (cut) for any other reply."""
+    if response.content_type != "text/event-stream":
+        return None
+    if request.path.startswith(MESSAGES):
+        return encode_anthropic_error_event(error)
+    return encode_error_event(error) + DONE

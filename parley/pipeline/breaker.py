@@ -6,9 +6,11 @@ model (opened by 5xx, 429 and timeouts, so an upstream that fails one model keep
 serving the others). A breaker opens after ``failures`` failures in a row, or when the
 share of failures over its last ``window`` calls passes ``error_rate``. While open, its
 routes are skipped; once its cool-down is over, one call is let through first as a
-probe, and that call's outcome closes or reopens it. A caller's own 4xx is never a
-failure. When every route of a call is open, the one that failed least recently is
-tried anyway: a breaker never refuses a call by itself.
+probe, and that call's outcome closes or reopens it (one probe per process, or, while
+the breakers are shared through Redis, one across every instance: the one that took the
+probe's lease, ``leased``). A caller's own 4xx is never a failure. When every route of
+a call is open, the one that failed least recently is tried anyway: a breaker never
+refuses a call by itself.
 
 State is kept per process in plain objects, read and changed synchronously on the hot
 path (no I/O, nothing allocated once a breaker exists). Each transition is told to the
@@ -82,11 +84,13 @@ class Breaker:
         "_errors",
         "_index",
         "_outcomes",
+        "asked",
         "channel",
         "consecutive",
         "key",
         "last_error",
         "last_failure_at",
+        "lease_until",
         "model",
         "options",
         "probe_lease",
@@ -104,6 +108,10 @@ class Breaker:
         self.state = State.CLOSED
         self.until = 0.0
         self.probe_until = 0.0
+        self.lease_until = 0.0
+        """Wall-clock end of the probe lease this process holds (``Breakers.grant``)."""
+        self.asked = 0.0
+        """When a call here last found it due a probe it had no lease for."""
         self.consecutive = 0
         self.last_error = ""
         self.last_failure_at = 0.0
@@ -166,6 +174,10 @@ class Breakers:
         self._not_closed = 0
         self._failed_once = False
         self.transitions: list[Listener] = []
+        self.leased = False
+        """Probes are leased across instances (``shared_breakers``, while Redis is
+        reachable): an open breaker lets its probe through only while this process holds
+        the lease (``grant``). Otherwise each process lets its own probe through."""
         self._breakers = self._built(channels)
 
     def _built(self, channels: Iterable[ChannelSettings]) -> dict[str, Breaker]:
@@ -211,11 +223,52 @@ class Breakers:
             shut = [b for b in (channel, model) if b is not None and b.state != State.CLOSED]
             if not shut:
                 closed.append(route)
-            elif all(breaker.due(now) for breaker in shut):
+            elif all(self._due(breaker, now) for breaker in shut):
                 for breaker in shut:
                     self._probe(breaker, now)
                 probes.append(route)
         return probes + closed
+
+    def _due(self, breaker: Breaker, now: float) -> bool:
+        """Whether ``breaker`` lets a call through now: closed, or due a probe (and, when
+        probes are leased, this process holds the lease)."""
+        if not breaker.due(now):
+            return False
+        if breaker.state == State.CLOSED or not self.leased or now < breaker.lease_until:
+            return True
+        breaker.asked = now  # a call wants the probe: the shared store may take the lease
+        return False
+
+    def lease_wanted(self) -> list[Breaker]:
+        """The open breakers past their cool-down that a call here wanted to probe, with
+        no probe under way here and no lease held: those whose probe lease the shared
+        store may try to take (an instance without calls for the channel never takes it)."""
+        if not self._not_closed:
+            return []
+        now = self._clock()
+        return [
+            breaker
+            for breaker in self._breakers.values()
+            if breaker.state != State.CLOSED
+            and breaker.asked >= breaker.until
+            and breaker.due(now)
+            and now >= breaker.lease_until
+        ]
+
+    def grant(self, key: str, until: float) -> None:
+        """This process took breaker ``key``'s probe lease, until ``until`` (wall clock):
+        its next call through is the probe."""
+        breaker = self._breakers.get(key)
+        if breaker is not None and breaker.state != State.CLOSED:
+            breaker.lease_until = until
+            breaker.asked = 0.0
+
+    def find(self, key: str) -> Breaker | None:
+        return self._breakers.get(key)
+
+    def now(self) -> float:
+        """The breakers' clock (wall-clock seconds)."""
+        return self._clock()
 
     def _probe(self, breaker: Breaker, now: float) -> None:
         """Let one call through ``breaker``: half-open until that call's outcome, or
@@ -302,6 +355,8 @@ class Breakers:
             self._not_closed -= 1
         breaker.state, breaker.until = state, until
         breaker.probe_until = 0.0
+        if state != State.HALF_OPEN:  # the probe's outcome: its lease is spent
+            breaker.lease_until = 0.0
         if state == State.CLOSED:
             breaker.consecutive = 0
         change = Transition(

@@ -14,7 +14,8 @@ this order:
 3. Then, for a ``ReplyJob`` (one reply, rendered whole):
    ``call(route)`` on each route until one answers, ``usage(reply)``, and
    ``render(reply, call, usage)`` → the HTTP response.
-   For a ``StreamJob`` (relayed as the upstream produces it):
+   For a ``StreamJob`` (relayed as the upstream produces it), unless it names a
+   ``whole`` job to answer instead (then that one, as above):
    ``open(route)`` on each route until one starts, ``render(batch)`` → the bytes each
    batch becomes, ``end()`` → the bytes that close a complete stream,
    ``failure(error)`` → the bytes that tell the caller a started stream failed, and
@@ -30,7 +31,7 @@ from collections.abc import AsyncIterator, Awaitable, Collection, Mapping, Seque
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from aiohttp import web
 
@@ -111,6 +112,12 @@ class StreamJob(Job, Protocol[B]):
     def reply_headers(self) -> Mapping[str, str]:
         """Headers known once the upstream answered (a speech reply's sample rate), added
         to the reply before it starts; usually none."""
+
+    @property
+    def whole(self) -> ReplyJob[Any] | None:
+        """The job that answers with one whole reply instead, when ``accept`` found that
+        the model cannot stream what was asked (a transcription model that does not
+        stream); ``None`` for nearly every job."""
 
     def open(self, route: Route) -> AbstractAsyncContextManager[Batches[B]]:
         """Open the upstream's stream behind ``route`` (through its adapter)."""

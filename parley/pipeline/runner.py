@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from parley.domain.usage import Usage
+from parley.edge.started import end_started_reply
 from parley.errors import (
     INTERNAL_ERROR_MESSAGE,
     ParleyError,
@@ -72,6 +73,13 @@ OVERLOADED = "The gateway is catching up on usage records; retry shortly."
 async def reply(request: web.Request, job: ReplyJob[R]) -> web.StreamResponse:
     """Admit, route, relay and meter a call answered with one whole reply."""
     svc, call = await _admitted(request, job)
+    return await _whole(request, svc, call, job)
+
+
+async def _whole(
+    request: web.Request, svc: Services, call: Call, job: ReplyJob[R]
+) -> web.StreamResponse:
+    """Stages 3 to 6 of a call answered with one whole reply."""
     task = svc.in_flight.current()
     svc.in_flight.add(task)  # shutdown ends a call still waiting at the end of its grace too
     with Metered(svc.meter, call) as metered:
@@ -104,8 +112,11 @@ async def reply(request: web.Request, job: ReplyJob[R]) -> web.StreamResponse:
 
 
 async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
-    """Admit, route, relay and meter a call whose reply is relayed as it arrives."""
+    """Admit, route, relay and meter a call whose reply is relayed as it arrives (or
+    answered whole, when the job says so once it accepted the model: ``job.whole``)."""
     svc, call = await _admitted(request, job)
+    if job.whole is not None:
+        return await _whole(request, svc, call, job.whole)
     response = _stream_response(job.content_type, request[REPLY_HEADERS])
     task = svc.in_flight.current()
     svc.in_flight.add(task)
@@ -144,12 +155,8 @@ async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
         except CLIENT_GONE:
             metered.record_failure(CLIENT_CLOSED)
         except asyncio.CancelledError:
-            if not svc.in_flight.ending(task):
-                metered.record_failure(CLIENT_CLOSED)
+            if not await _ended_by_shutdown(request, response, job, metered, task):
                 raise
-            task.uncancel()  # shutdown ended the stream: end the reply cleanly
-            metered.record_failure(SHUTDOWN_STATUS, ServiceUnavailable.code)
-            await _raise_or_tell(request, response, job, metered, ServiceUnavailable(SHUTTING_DOWN))
         except Exception:  # the started reply's own error boundary (see the docstring)
             if not response.prepared:
                 raise
@@ -160,7 +167,8 @@ async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
             )
         finally:
             svc.in_flight.discard(task)
-            metered.delivered(job.delivered())
+            # billed once the reply started (a translator may count a read before that)
+            metered.delivered(job.delivered() if metered.first_byte is not None else None)
     return response
 
 
@@ -201,6 +209,24 @@ async def _admitted(request: web.Request, job: Job) -> tuple[Services, Call]:
     # The v1 middleware adds these to any reply that is not a started stream.
     request[REPLY_HEADERS] = call.reply_headers()
     return svc, call
+
+
+async def _ended_by_shutdown(
+    request: web.Request,
+    response: web.StreamResponse,
+    job: StreamJob[B],
+    metered: Metered,
+    task: asyncio.Task[Any],
+) -> bool:
+    """A stream cancelled: by shutdown (its reply ended cleanly, ``True``), or by its
+    caller leaving (``False``: the cancellation goes on)."""
+    if not request.app[SERVICES].in_flight.ending(task):
+        metered.record_failure(CLIENT_CLOSED)
+        return False
+    task.uncancel()
+    metered.record_failure(SHUTDOWN_STATUS, ServiceUnavailable.code)
+    await _raise_or_tell(request, response, job, metered, ServiceUnavailable(SHUTTING_DOWN))
+    return True
 
 
 def _stream_response(content_type: str, headers: dict[str, str]) -> web.StreamResponse:
@@ -265,21 +291,14 @@ async def _raise_or_tell(
     error: ParleyError,
 ) -> None:
     """Tell the caller the call failed: raise ``error`` for its envelope while nothing was
-    sent, else write it in the stream's own format, or cut the connection when the format
-    has none; nothing once the stream's end is being written (``metered.closing``)."""
+    sent, else write it in the stream's own format (``job.failure``), or cut the
+    connection when the format has none (``edge/started.py``); nothing once the stream's
+    end is being written (``metered.closing``)."""
     if not response.prepared:
         raise error
     if metered.closing:
         return
-    tail = job.failure(error)
-    if tail is None:
-        if request.transport is not None:
-            request.transport.close()
-        return
-    try:
-        await response.write(tail)
-    except CLIENT_GONE:
-        return
+    await end_started_reply(request, response, job.failure(error))
 
 
 class Metered:

@@ -6,11 +6,21 @@ closes here, ``SharedBreakers`` writes its state to a Redis hash
 same name, from a task of its own: no call waits on Redis. A background loop follows
 the channel and applies the others' transitions (``Breakers.apply``), and reads the
 whole hash when it (re)connects and every ``refresh_seconds``, so a message missed
-during an outage is caught up. Half-open is not shared: each process lets its own
-probe through once the cool-down is over.
+during an outage is caught up.
 
-When Redis is unreachable each process keeps its own breakers (one error line when it
-goes, one info line when it is back), as without Redis.
+The half-open probe is one across every instance: whoever takes the breaker's probe
+lease, ``SET <prefix>:probe:<breaker> <instance> NX PX <lease>``, lets one call through
+(``Breakers.grant``); the others skip the channel until the probe's outcome, shared as
+any transition, closes or reopens the breaker everywhere, or the lease expires. The
+instance that opened a breaker asks for the lease just before its cool-down ends, for
+``LEASE_GRACE_SECONDS`` (its probe, when it comes, stretches the lease to the probe's
+own: the channel's connect and first-token timeouts); any other instance asks when one
+of its calls wanted the probe (a loop, every ``lease_poll_seconds``), so an instance
+without calls for the channel never holds it for long. A lease is released (deleted if
+still its own) once its probe's outcome is known.
+
+When Redis is unreachable each process keeps its own breakers and lets its own probe
+through (one error line when it goes, one info line when it is back), as without Redis.
 """
 
 from __future__ import annotations
@@ -18,18 +28,35 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+from collections.abc import Coroutine
 from typing import Any
 
 import orjson
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from parley.pipeline.breaker import Breakers, State, Transition
+from parley.pipeline.breaker import Breaker, Breakers, State, Transition
 from parley.settings import RedisSettings
 
 log = logging.getLogger("parley.breaker")
 
 TIMEOUT_SECONDS = 1.0
+LEASE_POLL_SECONDS = 0.2
+LEASE_LEAD_SECONDS = 0.1
+"""How long before a breaker's cool-down ends the instance that opened it asks for the
+probe lease."""
+LEASE_GRACE_SECONDS = 1.0
+"""How long that lease waits for this instance's probe after the cool-down."""
+_RELEASE = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
+return 0
+"""
+"""Delete a probe lease only if this instance still holds it."""
+_STRETCH = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end
+return 0
+"""
+"""Stretch a probe lease to the probe's own time, only if this instance holds it."""
 KEEP_SECONDS = 86_400
 """How long the hash outlives its last change."""
 _UNREACHABLE = (RedisError, OSError)
@@ -47,10 +74,18 @@ class SharedBreakers:
         *,
         refresh_seconds: float = 2.0,
         retry_seconds: float = 5.0,
+        lease_poll_seconds: float = LEASE_POLL_SECONDS,
     ) -> None:
         self._breakers = breakers
         self._client = client
         self._key = f"{prefix}:breakers"
+        self._lease_prefix = f"{prefix}:probe:"
+        self._lease_poll = lease_poll_seconds
+        self._held: dict[str, float] = {}
+        """Breakers whose probe lease this instance took, and when it ends."""
+        self._lost: dict[str, float] = {}
+        """Breakers whose lease another instance holds: when to ask again."""
+        self._timers: set[asyncio.TimerHandle] = set()
         self._me = secrets.token_hex(8)
         self._refresh = refresh_seconds
         self._retry = retry_seconds
@@ -70,9 +105,45 @@ class SharedBreakers:
         return cls(breakers, client, settings.prefix, retry_seconds=settings.retry_seconds)
 
     def _changed(self, change: Transition) -> None:
+        key = change.key
+        if change.state in _SHARED:
+            self._lost.pop(key, None)
+            if self._held.pop(key, None) is not None:  # the probe's outcome (anywhere)
+                self._spawn(self._release(key))
+        elif key in self._held and not change.remote:  # this instance's probe is under way
+            self._spawn(self._stretch(key))
         if change.remote or change.state not in _SHARED:
             return
-        task = asyncio.get_running_loop().create_task(self._write(change))
+        if change.state == State.OPEN:
+            self._lease_before(change)
+        self._spawn(self._write(change))
+
+    def _lease_before(self, change: Transition) -> None:
+        """Ask for the probe lease of a breaker this instance opened just before its
+        cool-down ends."""
+        delay = max(0.0, change.until - self._breakers.now() - LEASE_LEAD_SECONDS)
+        loop = asyncio.get_running_loop()
+        timer = loop.call_later(delay, self._lease_due, change.key, change.until)
+        self._timers.add(timer)
+
+    def _lease_due(self, key: str, until: float) -> None:
+        self._timers = {timer for timer in self._timers if not timer.cancelled()}
+        breaker = self._breakers.find(key)
+        if breaker is None or breaker.state != State.OPEN or breaker.until != until:
+            return  # closed, or reopened since (a new cool-down, a new lease)
+        if not self.connected.is_set():
+            return
+        seconds = until - self._breakers.now() + LEASE_GRACE_SECONDS
+        self._spawn(self._lease(breaker, seconds))
+
+    async def _lease(self, breaker: Breaker, seconds: float) -> None:
+        try:
+            await self._take_lease(breaker, seconds)
+        except _UNREACHABLE as exc:
+            self._went_down(exc)
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
         self._writes.add(task)
         task.add_done_callback(self._writes.discard)
 
@@ -95,15 +166,63 @@ class SharedBreakers:
         except _UNREACHABLE as exc:
             self._went_down(exc)
 
+    async def _release(self, key: str) -> None:
+        try:
+            await self._client.eval(_RELEASE, 1, self._lease_prefix + key, self._me)
+        except _UNREACHABLE as exc:
+            self._went_down(exc)
+
+    async def _stretch(self, key: str) -> None:
+        breaker = self._breakers.find(key)
+        if breaker is None:
+            return
+        self._held[key] = self._breakers.now() + breaker.probe_lease
+        lease_ms = max(1, int(breaker.probe_lease * 1000))
+        try:
+            await self._client.eval(_STRETCH, 1, self._lease_prefix + key, self._me, lease_ms)
+        except _UNREACHABLE as exc:
+            self._went_down(exc)
+
     async def run(self) -> None:
-        """Follow the others' transitions until cancelled, reconnecting after outages."""
+        """Follow the others' transitions and take probe leases until cancelled,
+        reconnecting after outages."""
+        leases = asyncio.get_running_loop().create_task(self._lease_loop())
+        try:
+            while True:
+                try:
+                    await self._follow()
+                except _UNREACHABLE as exc:
+                    self.connected.clear()
+                    self._breakers.leased = False
+                    self._went_down(exc)
+                    await asyncio.sleep(self._retry)
+        finally:
+            leases.cancel()
+
+    async def _lease_loop(self) -> None:
         while True:
+            await asyncio.sleep(self._lease_poll)
+            if not self.connected.is_set():
+                continue
             try:
-                await self._follow()
+                for breaker in self._breakers.lease_wanted():
+                    await self._take_lease(breaker, breaker.probe_lease)
             except _UNREACHABLE as exc:
-                self.connected.clear()
                 self._went_down(exc)
-                await asyncio.sleep(self._retry)
+
+    async def _take_lease(self, breaker: Breaker, seconds: float) -> None:
+        """Try to take ``breaker``'s probe lease for ``seconds``; when another instance
+        holds it, ask again once it expires."""
+        key, now = breaker.key, self._breakers.now()
+        if self._lost.get(key, 0.0) > now or self._held.get(key, 0.0) > now:
+            return
+        name = self._lease_prefix + key
+        if await self._client.set(name, self._me, nx=True, px=max(1, int(seconds * 1000))):
+            self._held[key] = now + seconds
+            self._breakers.grant(key, now + seconds)
+            return
+        left = await self._client.pttl(name)
+        self._lost[key] = now + max(left, 50) / 1000
 
     async def _follow(self) -> None:
         pubsub = self._client.pubsub()
@@ -112,6 +231,7 @@ class SharedBreakers:
             await self._load()
             self._came_back()
             self.connected.set()
+            self._breakers.leased = True
             clock = asyncio.get_running_loop().time
             next_load = clock() + self._refresh
             while True:
@@ -158,6 +278,8 @@ class SharedBreakers:
             log.info("Redis is reachable again; breakers are shared again")
 
     async def close(self) -> None:
+        for timer in self._timers:
+            timer.cancel()
         for task in list(self._writes):
             task.cancel()
         try:

@@ -14,7 +14,7 @@ be an object with a ``message``) and FastAPI's validation ``{"detail": [{"loc", 
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -56,24 +56,29 @@ class EngineAdapter:
         path: str,
         body: bytes,
         content_type: str = "application/json",
+        *,
+        stream: bool = False,
     ) -> Reply:
+        """Send a request. A synthesis's reads (``stream``) may each take the channel's
+        idle timeout, as any stream's; anything else's, its read timeout."""
         return await self._http.send(
             engine_request(method, target.base_url + path, target.api_key, content_type),
             body,
             connect_timeout=target.connect_timeout,
-            read_timeout=target.read_timeout,
+            read_timeout=target.stream_timeout if stream else target.read_timeout,
         )
 
     async def _synthesis(self, target: Target, path: str, body: bytes) -> Reply:
         """The engine's reply to a synthesis ``POST``ed to ``path``, once it said yes."""
         with upstream_errors(target.channel):
-            reply = await self._send(target, "POST", path, body)
+            reply = await self._send(target, "POST", path, body, stream=True)
             if reply.status >= 300:
                 raise engine_refusal(
                     target.channel,
                     reply.status,
                     await reply.read(self._bounds.max_reply_bytes),
                     target.api_key,
+                    reply.headers,
                 )
         return reply
 
@@ -91,10 +96,17 @@ def reply_format(content_type: str, asked: str) -> str:
     return FORMAT_OF_MEDIA_TYPE.get(content_type, asked)
 
 
-def engine_refusal(channel: str, status: int, raw: bytes, secret: str | None) -> UpstreamRefused:
+def engine_refusal(
+    channel: str,
+    status: int,
+    raw: bytes,
+    secret: str | None,
+    headers: Mapping[bytes, bytes] | None = None,
+) -> UpstreamRefused:
     """The error for an engine's error answer, whatever its body's shape; ``secret`` (the
-    channel's key) is never relayed."""
-    return refusal(channel, status, _as_envelope(raw), secret)
+    channel's key) is never relayed, and a 429 or 5xx keeps the ``retry-after`` of
+    ``headers`` (the breaker's cool-down)."""
+    return refusal(channel, status, _as_envelope(raw), secret, headers)
 
 
 async def read_answer(reply: Reply, target: Target, limit: int) -> Any:
@@ -102,7 +114,7 @@ async def read_answer(reply: Reply, target: Target, limit: int) -> Any:
     as the refusal it means."""
     raw = await reply.read(limit)
     if reply.status >= 300:
-        raise engine_refusal(target.channel, reply.status, raw, target.api_key)
+        raise engine_refusal(target.channel, reply.status, raw, target.api_key, reply.headers)
     return upstream_json.loads(raw)
 
 

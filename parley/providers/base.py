@@ -3,8 +3,10 @@
 ``Chat`` and ``Completion`` take and return OpenAI's wire shapes, as Python dicts: an
 adapter for an OpenAI-compatible upstream mostly forwards them; an adapter for another
 wire format translates both ways through the canonical call (``parley/dialects/``).
-``Messages`` relays Anthropic's Messages API to a caller that speaks it, and
-``ChatTranslation`` feeds a chat stream to a translator for a caller that does not.
+Every generation stream is fed to the caller's sans-IO translator
+(``providers/translated.py``): ``ChatTranslation`` and ``Completion.completion_stream``
+for chat and completions, ``Messages`` for Anthropic's Messages API relayed to a caller
+that speaks it.
 Adapters see neither the caller's HTTP request, nor the store, nor billing: they are
 given a ``Target`` (where and as what to call) and a body.
 """
@@ -31,7 +33,6 @@ from parley.http import (
     PoolTimeout,
     ReplyTooLarge,
 )
-from parley.providers.shapes import ShapedBatches
 from parley.sse import EventTooLarge
 
 Batches = AsyncIterator[Sequence[JSON]]
@@ -77,21 +78,15 @@ class Chat(Protocol):
     def chat(self, target: Target, body: JSON) -> Awaitable[JSON]:
         """A whole chat completion, as OpenAI's ``chat.completion`` object."""
 
-    def chat_stream(
-        self, target: Target, body: JSON, *, shapes: bool = False
-    ) -> AbstractAsyncContextManager[ShapedBatches]:
-        """Streamed chat: ``chat.completion.chunk`` objects, in batches as they arrive.
-        With ``shapes``, a read may come as a ``SameShape`` instead of its chunk
-        (``providers/shapes.py``); without, every item is a chunk (``Batches``)."""
-
 
 class ChatTranslation(Protocol):
     def chat_translated(
         self, target: Target, body: JSON, translator: ChunkTranslator[T]
     ) -> Translations[T]:
-        """A streamed chat completion for a caller of another dialect (``parley/dialects/``):
-        an OpenAI-compatible upstream's bytes go to ``translator`` as they are; any other
-        upstream's are read into chat chunks first (``dialects.translator.Chained``)."""
+        """A streamed chat completion, rendered for the caller by ``translator``
+        (``parley/dialects/``: ``OpenAIRelay`` for an OpenAI caller): an
+        OpenAI-compatible upstream's bytes go to it as they are; any other upstream's
+        are read into chat chunks first (``dialects.translator.Chained``)."""
 
 
 class Messages(Protocol):
@@ -125,9 +120,12 @@ class Completion(Protocol):
     def completion(self, target: Target, body: JSON) -> Awaitable[JSON]:
         """A whole classic completion, as OpenAI's ``text_completion`` object."""
 
-    def completion_stream(self, target: Target, body: JSON) -> AbstractAsyncContextManager[Batches]:
-        """Streamed classic completion: ``text_completion`` chunks, in batches as they arrive
-        (never by shape: ``shapes.learn`` knows a chat delta's text, not ``choices[].text``)."""
+    def completion_stream(
+        self, target: Target, body: JSON, translator: ChunkTranslator[T]
+    ) -> Translations[T]:
+        """A streamed classic completion, rendered for the caller by ``translator``: an
+        OpenAI-compatible upstream's bytes as they are, any other upstream's read into
+        ``text_completion`` chunks first."""
 
 
 class Embeddings(Protocol):

@@ -10,7 +10,7 @@ import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 import openai
@@ -19,6 +19,8 @@ import pytest
 from aiohttp import web
 
 from parley.app import create_app
+from parley.dialects.chunk_reader import ChunkReader
+from parley.dialects.translator import ChunkTranslator
 from parley.domain.models import Resolved
 from parley.domain.usage import Allowance, Usage, UsageRecord
 from parley.domain.wire import JSON
@@ -31,12 +33,12 @@ from parley.pipeline.job import NO_HEADERS, Operation
 from parley.pipeline.route import Route
 from parley.providers.base import Batches, Target
 from parley.providers.openai import OpenAIAdapter
-from parley.providers.shapes import Item, ShapedBatches
 from parley.settings import Settings
 from tests.api.harness import Gateway, default_config, records
 from tests.upstreams.openai_compatible import Behaviour, FakeEngine
 
 MESSAGES: Any = [{"role": "user", "content": "hello there friend"}]
+T = TypeVar("T")
 
 
 class BuggyAdapter:
@@ -51,19 +53,19 @@ class BuggyAdapter:
         reply = await self._real.chat(target, body)
         return {"choices": reply["no such field"]}
 
-    def chat_stream(
-        self, target: Target, body: JSON, *, shapes: bool = False
-    ) -> AbstractAsyncContextManager[ShapedBatches]:
-        return self._stream(target, body, shapes)
+    def chat_translated(
+        self, target: Target, body: JSON, translator: ChunkTranslator[T]
+    ) -> AbstractAsyncContextManager[AsyncIterator[Sequence[T]]]:
+        return self._stream(target, body, translator)
 
     @asynccontextmanager
     async def _stream(
-        self, target: Target, body: JSON, shapes: bool
-    ) -> AsyncIterator[ShapedBatches]:
-        async with self._real.chat_stream(target, body, shapes=shapes) as batches:
+        self, target: Target, body: JSON, translator: ChunkTranslator[T]
+    ) -> AsyncIterator[AsyncIterator[Sequence[T]]]:
+        async with self._real.chat_translated(target, body, translator) as batches:
             yield self._translate(batches)
 
-    async def _translate(self, batches: ShapedBatches) -> AsyncIterator[Sequence[Item]]:
+    async def _translate(self, batches: AsyncIterator[Sequence[T]]) -> AsyncIterator[Sequence[T]]:
         relayed = 0
         async for batch in batches:
             if relayed == self._fail_after:
@@ -74,9 +76,8 @@ class BuggyAdapter:
 
 def install_bug(gateway: Gateway, *, fail_after_batches: int = 0) -> None:
     real = OpenAIAdapter(gateway.services.http)
-    gateway.services.providers.register(
-        "openai", chat=BuggyAdapter(real, fail_after_batches=fail_after_batches)
-    )
+    buggy = BuggyAdapter(real, fail_after_batches=fail_after_batches)
+    gateway.services.providers.register("openai", chat=buggy, chat_translation=buggy)
 
 
 async def read_events(response: aiohttp.ClientResponse) -> list[bytes]:
@@ -231,6 +232,7 @@ class RawTextJob:
 
     content_type = "text/plain"
     reply_headers = NO_HEADERS
+    whole = None
     operation = Operation("raw text", "/v1/test/raw-text", frozenset({"chat"}))
 
     def __init__(self, providers: Any, body: JSON) -> None:
@@ -252,7 +254,8 @@ class RawTextJob:
         return Allowance(characters=1_000_000)  # far above the fake engine's short echoes
 
     def open(self, route: Route) -> AbstractAsyncContextManager[Batches]:
-        return self._providers.chat(route.provider_type).chat_stream(route.target, self._body)
+        adapter = self._providers.chat_translation(route.provider_type)
+        return adapter.chat_translated(route.target, self._body, ChunkReader(1 << 20))
 
     def render(self, batch: Sequence[JSON]) -> bytes:
         text = "".join(

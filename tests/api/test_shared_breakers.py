@@ -131,3 +131,34 @@ async def test_without_reachable_redis_each_instance_keeps_its_own(
             await chat(gateway, key)
         assert state(gateway, SICK) == State.OPEN
         assert len(sick.requests) == 5
+
+
+async def test_one_half_open_probe_across_instances(start: StartGateway, sick: FakeEngine) -> None:
+    def slow_probe(config: Config) -> None:
+        config["channels"][0]["timeouts"].update(first_token=3)  # a probe lease of 4 s
+
+    one, two = await start(slow_probe), await start(slow_probe)
+    await connected(one)
+    await connected(two)
+    key_one = await one.key(await one.group("team"))
+    key_two = await two.key(await two.group("team"))
+    sick.behaviour = Behaviour(fail=503)
+    for _ in range(5):
+        await chat(one, key_one)
+    await until(two, SICK, State.OPEN)
+    sick.behaviour = Behaviour(hang=1.5)  # the upstream recovered; the probe takes a while
+    before = len(sick.requests)
+    await asyncio.sleep(COOLDOWN + 0.05)
+    # Both instances call on and on: one of them takes the probe's lease and lets its
+    # probe through; while it is under way, every other call goes to the healthy channel.
+    calls: list[asyncio.Task[Any]] = []
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 1.0
+    while loop.time() < deadline:
+        calls.append(loop.create_task(chat(one, key_one)))
+        calls.append(loop.create_task(chat(two, key_two)))
+        await asyncio.sleep(0.05)
+    assert len(sick.requests) == before + 1, "one probe, whichever instance took it"
+    await asyncio.gather(*calls)
+    await until(one, SICK, State.CLOSED)
+    await until(two, SICK, State.CLOSED)

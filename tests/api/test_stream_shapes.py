@@ -1,5 +1,5 @@
 """A chat stream whose events arrive one a read (how engines send tokens) is relayed by
-its learned shape (``providers/shapes.py``), through the real client, adapter and shaper:
+its learned shape (``dialects/openai_relay.py``), through the real client, adapter and relay:
 the caller gets what a stream read the dict way gets — the caller's model name, one id
 with the caller's prefix, the same text — and the call is metered the same."""
 
@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from parley.providers.openai import adapter
-from parley.providers.shapes import SameShape
+from parley.dialects import openai_relay
 from tests.api.harness import Gateway, records, usage_stream
 from tests.upstreams.openai_compatible import Behaviour, FakeEngine
 
@@ -30,16 +29,14 @@ def text_of(chunks: list[Any]) -> str:
 async def test_one_event_reads_are_relayed_by_shape_as_the_dict_way_would(
     gateway: Gateway, key: str, engine: FakeEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    taken: list[SameShape] = []
+    taken: list[bytes] = []
+    same = openai_relay.OpenAIRelay._same
 
-    class Counted(SameShape):
-        __slots__ = ()
+    def counted(relay: openai_relay.OpenAIRelay, *args: Any) -> bytes:
+        taken.append(args[1])
+        return same(relay, *args)
 
-        def __init__(self, *args: Any) -> None:
-            super().__init__(*args)
-            taken.append(self)
-
-    monkeypatch.setattr(adapter, "SameShape", Counted)
+    monkeypatch.setattr(openai_relay.OpenAIRelay, "_same", counted)
 
     engine.behaviour = Behaviour(joined=True, words=WORDS)  # one read: the dict way
     whole, whole_usage = await streamed(gateway, key)

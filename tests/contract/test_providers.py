@@ -14,10 +14,11 @@ from typing import Any, Protocol, cast
 
 import pytest
 
+from parley.dialects.chunk_reader import ChunkReader
 from parley.domain.wire import JSON
 from parley.errors import UpstreamError, UpstreamRefused, UpstreamTimeout, UpstreamUnreachable
 from parley.http import HttpClient
-from parley.providers.base import Batches, Chat, Completion, Target
+from parley.providers.base import Batches, Chat, ChatTranslation, Completion, Target
 from parley.providers.registry import (
     OPENAI_COMPATIBLE_TYPES,
     ProviderRegistry,
@@ -29,9 +30,11 @@ ADAPTER_TYPES = ["openai"]
 CHANNEL_KEY = "sk-channel-secret"
 HELLO = {"model": "public-name", "messages": [{"role": "user", "content": "hello there"}]}
 PROMPT = {"model": "public-name", "prompt": "once upon"}
+LIMIT = 1 << 20
+"""The reader's bound on one event."""
 
 
-class Adapter(Chat, Completion, Protocol):
+class Adapter(Chat, ChatTranslation, Completion, Protocol):
     pass
 
 
@@ -158,7 +161,7 @@ async def test_a_reply_that_is_not_an_object_is_an_upstream_error(
 
 
 async def test_a_stream_yields_the_chunks_in_order(adapter: Adapter, engine: FakeEngine) -> None:
-    chunks = await collect(adapter.chat_stream(target(engine), HELLO))
+    chunks = await collect(adapter.chat_translated(target(engine), HELLO, ChunkReader(LIMIT)))
     assert chat_text(chunks) == "echo: hello there"
     assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
     assert chunks[-2]["choices"][0]["finish_reason"] == "stop"
@@ -169,7 +172,7 @@ async def test_a_stream_asks_for_usage_and_keeps_the_callers_options(
     adapter: Adapter, engine: FakeEngine
 ) -> None:
     body = {**HELLO, "stream_options": {"include_usage": False, "continuous_usage_stats": True}}
-    chunks = await collect(adapter.chat_stream(target(engine), body))
+    chunks = await collect(adapter.chat_translated(target(engine), body, ChunkReader(LIMIT)))
     sent = engine.last_request.body
     assert sent["stream"] is True
     assert sent["stream_options"] == {"include_usage": True, "continuous_usage_stats": True}
@@ -179,7 +182,9 @@ async def test_a_stream_asks_for_usage_and_keeps_the_callers_options(
 
 
 async def test_a_completion_stream(adapter: Adapter, engine: FakeEngine) -> None:
-    chunks = await collect(adapter.completion_stream(target(engine), {**PROMPT, "max_tokens": 2}))
+    chunks = await collect(
+        adapter.completion_stream(target(engine), {**PROMPT, "max_tokens": 2}, ChunkReader(LIMIT))
+    )
     assert engine.last_request.path == "/v1/completions"
     assert "".join(c["choices"][0]["text"] for c in chunks if c["choices"]) == "echo: once"
     assert chunks[-2]["choices"][0]["finish_reason"] == "length"
@@ -187,7 +192,9 @@ async def test_a_completion_stream(adapter: Adapter, engine: FakeEngine) -> None
 
 
 async def test_a_stream_without_usage_still_ends(adapter: Adapter, engine: FakeEngine) -> None:
-    chunks = await collect(adapter.chat_stream(target(engine, "no-usage"), HELLO))
+    chunks = await collect(
+        adapter.chat_translated(target(engine, "no-usage"), HELLO, ChunkReader(LIMIT))
+    )
     assert chat_text(chunks) == "echo: hello there"
     assert all(chunk["choices"] for chunk in chunks)
 
@@ -195,7 +202,9 @@ async def test_a_stream_without_usage_still_ends(adapter: Adapter, engine: FakeE
 async def test_a_stream_closed_without_done_ends_cleanly(
     adapter: Adapter, engine: FakeEngine
 ) -> None:
-    chunks = await collect(adapter.chat_stream(target(engine, "cut-3"), HELLO))
+    chunks = await collect(
+        adapter.chat_translated(target(engine, "cut-3"), HELLO, ChunkReader(LIMIT))
+    )
     assert chat_text(chunks) == "echo: hello"
 
 
@@ -204,7 +213,9 @@ async def test_a_connection_dropped_mid_stream_is_an_upstream_error(
 ) -> None:
     received: list[JSON] = []
     with pytest.raises(UpstreamError) as caught:
-        async with adapter.chat_stream(target(engine, "drop-2"), HELLO) as batches:
+        async with adapter.chat_translated(
+            target(engine, "drop-2"), HELLO, ChunkReader(LIMIT)
+        ) as batches:
             async for batch in batches:
                 received.extend(batch)
     assert len(received) == 2
@@ -214,7 +225,9 @@ async def test_a_connection_dropped_mid_stream_is_an_upstream_error(
 async def test_an_error_event_mid_stream_raises(adapter: Adapter, engine: FakeEngine) -> None:
     received: list[JSON] = []
     with pytest.raises(UpstreamRefused) as caught:
-        async with adapter.chat_stream(target(engine, "error-after-2"), HELLO) as batches:
+        async with adapter.chat_translated(
+            target(engine, "error-after-2"), HELLO, ChunkReader(LIMIT)
+        ) as batches:
             async for batch in batches:
                 received.extend(batch)
     assert len(received) == 2
@@ -229,7 +242,9 @@ async def test_an_error_event_after_chunks_of_the_same_read_delivers_them_first(
     received: list[JSON] = []
     reads = 0
     with pytest.raises(UpstreamRefused):
-        async with adapter.chat_stream(target(engine, "error-after-3" + knobs), HELLO) as batches:
+        async with adapter.chat_translated(
+            target(engine, "error-after-3" + knobs), HELLO, ChunkReader(LIMIT)
+        ) as batches:
             async for batch in batches:
                 reads += 1
                 received.extend(batch)
@@ -241,7 +256,9 @@ async def test_an_error_event_after_chunks_of_the_same_read_delivers_them_first(
 async def test_a_stream_read_at_once_is_one_batch_in_order(
     adapter: Adapter, engine: FakeEngine
 ) -> None:
-    async with adapter.chat_stream(target(engine, "joined"), HELLO) as batches:
+    async with adapter.chat_translated(
+        target(engine, "joined"), HELLO, ChunkReader(LIMIT)
+    ) as batches:
         seen = [list(batch) async for batch in batches]
     assert len(seen) == 1
     assert chat_text(seen[0]) == "echo: hello there"
@@ -250,7 +267,7 @@ async def test_a_stream_read_at_once_is_one_batch_in_order(
 
 async def test_a_malformed_event_is_an_upstream_error(adapter: Adapter, engine: FakeEngine) -> None:
     with pytest.raises(UpstreamError):
-        await collect(adapter.chat_stream(target(engine, "junk"), HELLO))
+        await collect(adapter.chat_translated(target(engine, "junk"), HELLO, ChunkReader(LIMIT)))
 
 
 @pytest.mark.parametrize("how", ["break", "exception"])
@@ -258,7 +275,9 @@ async def test_leaving_a_stream_early_closes_the_upstream(
     adapter: Adapter, engine: FakeEngine, how: str
 ) -> None:
     with pytest.raises(RuntimeError) if how == "exception" else nullcontext():
-        async with adapter.chat_stream(target(engine, "slow-0.02+words-200"), HELLO) as batches:
+        async with adapter.chat_translated(
+            target(engine, "slow-0.02+words-200"), HELLO, ChunkReader(LIMIT)
+        ) as batches:
             async for batch in batches:
                 if any(chunk["choices"][0]["delta"].get("content") for chunk in batch):
                     if how == "exception":
@@ -277,7 +296,7 @@ def _call(adapter: Adapter, way: str, target: Target) -> Any:
         return adapter.chat(target, HELLO)
     if way == "completion":
         return adapter.completion(target, PROMPT)
-    return collect(adapter.chat_stream(target, HELLO))
+    return collect(adapter.chat_translated(target, HELLO, ChunkReader(LIMIT)))
 
 
 WAYS = ["chat", "completion", "chat_stream"]
@@ -349,7 +368,11 @@ async def test_an_upstream_too_slow_mid_stream_is_a_504(
     adapter: Adapter, engine: FakeEngine
 ) -> None:
     with pytest.raises(UpstreamTimeout):
-        await collect(adapter.chat_stream(target(engine, "slow-2", read_timeout=0.1), HELLO))
+        await collect(
+            adapter.chat_translated(
+                target(engine, "slow-2", read_timeout=0.1), HELLO, ChunkReader(LIMIT)
+            )
+        )
 
 
 # The registry

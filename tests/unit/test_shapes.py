@@ -1,6 +1,6 @@
-"""Reads relayed by their learned shape (``providers/shapes.py``): for the same upstream
-bytes, the caller gets what the dict way gives it, counted the same, and anything the
-shape does not fit goes the dict way and is judged by its rules."""
+"""Reads relayed by their learned shape (``OpenAIRelay``, ``dialects/chunk_shapes.py``): for
+the same upstream bytes, the caller gets what the dict way gives it, counted the same, and
+anything the shape does not fit goes the dict way and is judged by its rules."""
 
 from __future__ import annotations
 
@@ -12,14 +12,12 @@ from typing import Any
 import orjson
 import pytest
 
-from parley.api import streaming
-from parley.api.streaming import ChunkShaper, StreamTally
+from parley.dialects import chunk_shapes as shapes
+from parley.dialects import openai_relay
+from parley.dialects.openai_relay import DONE, TRIES, StreamTally
 from parley.errors import UpstreamError
-from parley.providers import shapes
 from parley.providers.base import Target
-from parley.providers.openai import adapter
-from parley.providers.openai.adapter import TRIES, _Chunks
-from parley.providers.shapes import SameShape
+from parley.providers.openai.adapter import _fault
 
 TARGET = Target("one", "http://upstream", "sk-secret", "engine-model", 1.0, 1.0)
 TEXTS = ["Hel", "lo", ", ", "wor", "ld", "!"]
@@ -56,40 +54,61 @@ def stream(texts: list[str], dumps: Callable[[Any], bytes] = orjson.dumps) -> li
     return [*reads, b"data: [DONE]\n\n"]
 
 
-class Reads:
-    """The ``Reply`` a ``_Chunks`` reads from: the given reads, then the body's end."""
-
-    def __init__(self, reads: list[bytes]) -> None:
-        self._reads = list(reads)
-
-    async def next_piece(self) -> bytes:
-        return self._reads.pop(0) if self._reads else b""
-
-
 @dataclass
 class Relayed:
     events: list[bytes]
+    """What each read gave the caller, and the closing (``data: [DONE]`` left out)."""
     tally: StreamTally
     same: int
-    """Reads that came as ``SameShape``."""
+    """Reads relayed by their shape."""
     error: UpstreamError | None
 
 
-async def relay(
+class Counting(openai_relay.OpenAIRelay):
+    """The relay, counting the reads it relays by their shape."""
+
+    __slots__ = ("by_shape",)
+
+    def __init__(self, *args: Any, **options: Any) -> None:
+        super().__init__(*args, **options)
+        self.by_shape = 0
+
+    def _same(self, shape: shapes.Shape, literal: bytes, text: str) -> bytes:
+        self.by_shape += 1
+        return super()._same(shape, literal, text)
+
+
+def relay(
     reads: list[bytes], *, shapes: bool, include_usage: bool = False, limit: int = 1 << 20
 ) -> Relayed:
-    chunks = _Chunks(Reads(reads), TARGET, limit, shapes)  # type: ignore[arg-type]
-    shaper, tally = ChunkShaper("public", "chatcmpl-", include_usage), StreamTally(5)
-    out, same, error = [], 0, None
-    try:
-        async for batch in chunks:
-            shaped = sum(isinstance(item, SameShape) for item in batch)
-            assert shaped == 0 or len(batch) == 1, "a SameShape is a batch of its own"
-            same += shaped
-            out.append(shaper.events(batch, tally))
-    except UpstreamError as failure:
-        error = failure
-    return Relayed(out, tally, same, error)
+    """The reads fed to a relay as ``providers/translated.py`` feeds it."""
+    relay = Counting(
+        "public",
+        "chatcmpl-",
+        "chat.completion.chunk",
+        include_usage=include_usage,
+        prompt_estimate=5,
+        max_event_bytes=limit,
+        shapes=shapes,
+    )
+    out: list[bytes] = []
+    error = None
+    for data in reads:
+        before = relay.by_shape
+        produced = relay.feed(data)
+        assert relay.by_shape == before or len(produced) == 1, "a read by its shape alone"
+        out.extend(produced)
+        if relay.failure is not None:
+            error = _fault(TARGET, relay.failure)
+            break
+        if relay.done:
+            break
+    if error is None:
+        out.extend(relay.end())
+        last = relay.closing()
+        assert last.endswith(DONE)
+        out.extend([last[: -len(DONE)]] if last != DONE else [])
+    return Relayed(out, relay.tally, relay.by_shape, error)
 
 
 def parsed(events: list[bytes]) -> list[Any]:
@@ -104,8 +123,8 @@ async def both(
 ) -> tuple[Relayed, Relayed]:
     """The shape way and the dict way, for the same reads: the caller's events JSON-equal,
     counted and reported the same, ended by the same error."""
-    fast = await relay(reads, shapes=True, include_usage=include_usage, limit=limit)
-    dicts = await relay(reads, shapes=False, include_usage=include_usage, limit=limit)
+    fast = relay(reads, shapes=True, include_usage=include_usage, limit=limit)
+    dicts = relay(reads, shapes=False, include_usage=include_usage, limit=limit)
     assert dicts.same == 0
     assert parsed(fast.events) == parsed(dicts.events)
     assert (fast.tally.characters, fast.tally.pieces) == (
@@ -239,7 +258,7 @@ async def test_a_shape_that_never_holds_stops_being_learned(
         learned.append(payload)
         return shapes.learn(payload, chunk)
 
-    monkeypatch.setattr(adapter, "learn", counted)
+    monkeypatch.setattr(openai_relay, "learn", counted)
     reads = [read(chunk(text, obfuscation=str(index))) for index, text in enumerate(TEXTS * 3)]
     fast, _ = await both(reads)
     assert fast.same == 0
@@ -282,7 +301,7 @@ async def test_reasoning_is_relayed_by_its_shape_too() -> None:
 async def test_chunks_without_an_id_take_the_id_the_dict_way_gives_them(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(streaming.secrets, "token_hex", lambda size: "made")  # both ways
+    monkeypatch.setattr(openai_relay.secrets, "token_hex", lambda size: "made")  # both ways
 
     def bare(text: str) -> bytes:
         return read({key: value for key, value in chunk(text).items() if key != "id"})

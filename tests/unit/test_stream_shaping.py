@@ -7,8 +7,30 @@ from typing import Any
 import orjson
 import pytest
 
-from parley.api.streaming import ChunkShaper, StreamTally
+from parley.dialects.openai_relay import OpenAIRelay, StreamTally
 from parley.domain.usage import Usage
+
+
+class ChunkShaper:
+    """An ``OpenAIRelay`` fed chunks another reader made, each batch's events joined."""
+
+    def __init__(self, model: str, id_prefix: str, include_usage: bool) -> None:
+        self.relay = OpenAIRelay(
+            model,
+            id_prefix,
+            "chat.completion.chunk",
+            include_usage=include_usage,
+            prompt_estimate=0,
+            max_event_bytes=1 << 20,
+            shapes=False,
+        )
+
+    def events(self, batch: list[dict[str, Any]]) -> bytes:
+        return b"".join(self.relay.feed_chunks(batch))
+
+    @property
+    def tally(self) -> StreamTally:
+        return self.relay.tally
 
 
 def chunk(content: str | None = None, **extra: Any) -> dict[str, Any]:
@@ -25,20 +47,20 @@ def events(data: bytes) -> list[dict[str, Any]]:
 
 
 def test_a_batch_becomes_one_event_per_chunk_with_the_callers_model_and_id() -> None:
-    shaper, tally = ChunkShaper("public", "chatcmpl-", True), StreamTally(3)
-    out = events(shaper.events([chunk("Hel"), chunk("lo")], tally))
+    shaper = ChunkShaper("public", "chatcmpl-", True)
+    out = events(shaper.events([chunk("Hel"), chunk("lo")]))
     assert [e["choices"][0]["delta"]["content"] for e in out] == ["Hel", "lo"]
     assert {e["model"] for e in out} == {"public"}
     assert {e["id"] for e in out} == {"chatcmpl-up-1"}
 
 
 def test_an_id_already_prefixed_is_kept_and_a_missing_one_is_made_once() -> None:
-    shaper, tally = ChunkShaper("m", "chatcmpl-", True), StreamTally(0)
-    kept = events(shaper.events([chunk("a", id="chatcmpl-x")], tally))
+    shaper = ChunkShaper("m", "chatcmpl-", True)
+    kept = events(shaper.events([chunk("a", id="chatcmpl-x")]))
     assert kept[0]["id"] == "chatcmpl-x"
     shaper = ChunkShaper("m", "chatcmpl-", True)
-    made = events(shaper.events([chunk("a", id=None), chunk("b", id=None)], tally))
-    made += events(shaper.events([chunk("c", id=None)], tally))
+    made = events(shaper.events([chunk("a", id=None), chunk("b", id=None)]))
+    made += events(shaper.events([chunk("c", id=None)]))
     ids = {e["id"] for e in made}
     assert len(ids) == 1
     assert next(iter(ids)).startswith("chatcmpl-")
@@ -47,16 +69,16 @@ def test_an_id_already_prefixed_is_kept_and_a_missing_one_is_made_once() -> None
 def test_the_usage_chunk_is_dropped_unless_asked_for() -> None:
     usage = {"prompt_tokens": 4, "completion_tokens": 2, "total_tokens": 6}
     batch = [chunk("hi"), {"id": "up-1", "choices": [], "usage": usage}]
-    tally = StreamTally(0)
-    assert len(events(ChunkShaper("m", "p-", False).events(batch, tally))) == 1
-    assert tally.usage() == Usage(prompt_tokens=4, completion_tokens=2)
-    both = events(ChunkShaper("m", "p-", True).events([dict(c) for c in batch], StreamTally(0)))
+    shaper = ChunkShaper("m", "p-", False)
+    assert len(events(shaper.events(batch))) == 1
+    assert shaper.tally.usage() == Usage(prompt_tokens=4, completion_tokens=2)
+    both = events(ChunkShaper("m", "p-", True).events([dict(c) for c in batch]))
     assert both[-1]["usage"] == usage
 
 
 def test_usage_riding_on_a_content_chunk_is_removed_but_the_content_kept() -> None:
     usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
-    out = events(ChunkShaper("m", "p-", False).events([chunk("x", usage=usage)], StreamTally(0)))
+    out = events(ChunkShaper("m", "p-", False).events([chunk("x", usage=usage)]))
     assert "usage" not in out[0]
     assert out[0]["choices"][0]["delta"]["content"] == "x"
 
@@ -64,7 +86,7 @@ def test_usage_riding_on_a_content_chunk_is_removed_but_the_content_kept() -> No
 def test_a_batch_of_nothing_owed_is_empty() -> None:
     usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
     batch = [{"id": "u", "choices": [], "usage": usage}]
-    assert ChunkShaper("m", "p-", False).events(batch, StreamTally(0)) == b""
+    assert ChunkShaper("m", "p-", False).events(batch) == b""
 
 
 def test_the_estimate_counts_content_reasoning_tool_calls_and_completion_text() -> None:

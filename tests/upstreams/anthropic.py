@@ -17,6 +17,8 @@ words produced. Knobs, as ``+``-separated parts of the model name (or
 
 - ``fail-N``: answer status N with the error type Anthropic uses for it (``ERROR_TYPES``).
 - ``error-after-N``: a stream sends N events, then an ``overloaded_error`` event.
+- ``stall-after-N``: a stream sends N events, then nothing (until the caller leaves, or
+  ``STALL_SECONDS``).
 - ``thinking``: the reply opens with a thinking block and its signature (``SIGNATURE``).
 - ``tool``: with ``tools`` in the request, and no ``tool_result`` last, the reply calls
   the first tool with ``{"query": <the echo>}`` (``stop_reason: tool_use``).
@@ -30,6 +32,7 @@ A stream is what the API sends: ``message_start``, ``ping``, each block's
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -39,6 +42,7 @@ from aiohttp import web
 
 from tests.upstreams.server import JSON, FakeServer, ReceivedRequest, json_reply, received
 
+STALL_SECONDS = 30.0
 SIGNATURE = "EqQBCkYIBRgCIkB0aGUgc2lnbmF0dXJlIG9mIHRoZSB0aGlua2luZw=="
 THOUGHT = ("I", " should", " echo.")
 ERROR_TYPES = {
@@ -57,6 +61,7 @@ ERROR_TYPES = {
 class Behaviour:
     fail: int | None = None
     error_after: int | None = None
+    stall_after: int | None = None
     thinking: bool = False
     tool: bool = False
     cache_read: int = 0
@@ -74,6 +79,8 @@ class Behaviour:
                 behaviour = replace(behaviour, fail=int(arg))
             elif part.startswith("error-after-"):
                 behaviour = replace(behaviour, error_after=int(part.rpartition("-")[2]))
+            elif part.startswith("stall-after-"):
+                behaviour = replace(behaviour, stall_after=int(part.rpartition("-")[2]))
             elif name == "cache":
                 read, _, write = arg.partition("-")
                 behaviour = replace(behaviour, cache_read=int(read), cache_write=int(write))
@@ -193,6 +200,8 @@ class FakeAnthropic(FakeServer):
             if index == behaviour.error_after:
                 await response.write(event("error", error_body("overloaded_error", "Overloaded")))
                 break
+            if index == behaviour.stall_after:
+                await asyncio.sleep(STALL_SECONDS)
             await response.write(data)
         await response.write_eof()
         return response

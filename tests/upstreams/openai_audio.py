@@ -42,7 +42,9 @@ streamed piece), ``gate`` (an event the engine waits for after the first piece),
 ``error_after`` (after N pieces: an ``speech.audio.error`` event, or a dropped connection
 for raw audio), ``drop_after`` (after N pieces, drop the connection), ``drop_voice_list``
 (send half the voice list, then drop), ``leak`` (a refused speech request's error message
-quotes the request's ``Authorization`` header, as a careless proxy in front of it would).
+quotes the request's ``Authorization`` header, as a careless proxy in front of it would),
+``busy`` (speech answers this status, 429 or 503, with ``retry-after: busy_retry_after``
+seconds, as an overloaded server does).
 Counters: ``completed_streams``, ``cancelled_streams``.
 """
 
@@ -114,6 +116,8 @@ class FakeAudioEngine(FakeServer):
     voice_folding: Folding = "lower"
     roster_status: int | None = None
     leak: bool = False
+    busy: int | None = None
+    busy_retry_after: float = 30.0
     spoken: list[str] = field(default_factory=list)
     uploaded: dict[str, JSON] = field(default_factory=dict)
     samples: dict[str, bytes] = field(default_factory=dict)
@@ -160,6 +164,10 @@ class FakeAudioEngine(FakeServer):
             self._authorize(request)
             if not isinstance(body, dict):
                 raise Refused(400, "The body is not a JSON object.")
+            if self.busy is not None:
+                refused = self._error(Refused(self.busy, "The engine is overloaded."))
+                refused.headers["retry-after"] = f"{self.busy_retry_after:g}"
+                return refused
             return await self._speak(request, body)
         except Refused as refused:
             if self.leak:

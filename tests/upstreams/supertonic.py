@@ -39,6 +39,9 @@ MEDIA_TYPES = {"wav": "audio/wav", "flac": "audio/flac", "ogg": "audio/ogg"}
 @dataclass
 class FakeSupertonic(FakeServer):
     custom_styles: tuple[str, ...] = ("imported_narrator",)
+    busy: int | None = None
+    """Answer ``/tts`` with this status (429, 503) and ``retry-after: busy_retry_after``."""
+    busy_retry_after: float = 30.0
     requests: list[Any] = field(default_factory=list)
 
     def application(self) -> web.Application:
@@ -58,6 +61,10 @@ class FakeSupertonic(FakeServer):
         except orjson.JSONDecodeError:
             return _detail("body", "JSON decode error")
         self.requests.append(body)
+        if self.busy is not None:
+            busy = _error(self.busy, "The server is busy.", "busy")
+            busy.headers["retry-after"] = f"{self.busy_retry_after:g}"
+            return busy
         if not isinstance(body, dict):
             return _detail("body", "Input should be a valid dictionary")
         invalid = _invalid(body)

@@ -25,10 +25,12 @@ multipart form. Each engine decodes the uploaded file with PyAV, so durations ar
   (``object: "transcription.chunk"``, ``choices[].delta.content``) ending in ``[DONE]``.
 
 Knobs in the model name, ``+``-separated: ``fail-N`` (answer status N in the engine's own
-error shape), ``error-after-N`` (a stream fails after N deltas), ``hang-S`` (wait S s),
-``slow-S`` (wait S s before each streamed event). With ``leak=True`` the errors of a wrong
-key and of ``fail-N`` quote the request's ``Authorization`` header, as a careless proxy
-in front of the engine would.
+error shape; with ``retry-after-S``, a ``retry-after: S`` header too, as an overloaded
+server answers 429 or 503), ``error-after-N`` (a stream fails after N deltas), ``hang-S``
+(wait S s), ``slow-S`` (wait S s before each streamed event), ``stall-after-N`` (a stream
+sends N events, then falls silent for ``MAX_HANG`` s). With ``leak=True`` the errors of a
+wrong key and of ``fail-N`` quote the request's ``Authorization`` header, as a careless
+proxy in front of the engine would.
 """
 
 from __future__ import annotations
@@ -126,9 +128,14 @@ class FakeTranscriber(FakeServer):
         model = upload.fields.get("model", "")
         if upload.file is None:
             return style.error(400, "Field required: file")
-        fail = Asked(task, model, upload.fields, Script(task, 0, "en", 0)).knob("fail")
+        knobs = Asked(task, model, upload.fields, Script(task, 0, "en", 0))
+        fail = knobs.knob("fail")
         if fail is not None:
-            return style.error(int(fail), f"Fake engine failure (status {fail}).{quoted}")
+            failed = style.error(int(fail), f"Fake engine failure (status {fail}).{quoted}")
+            retry_after = knobs.knob("retry-after")
+            if retry_after is not None:
+                failed.headers["retry-after"] = retry_after
+            return failed
         try:
             temperature = float(upload.fields.get("temperature", "0"))
             script = script_for(upload.file, task, upload.fields.get("language"), temperature)
@@ -172,9 +179,12 @@ async def _events(
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await response.prepare(request)
     delay = float(asked.knob("slow") or 0)
-    for event in events:
+    stall = asked.knob("stall-after")
+    for index, event in enumerate(events):
         if delay:
             await asyncio.sleep(min(delay, MAX_HANG))
+        if stall is not None and index == int(stall):
+            await asyncio.sleep(MAX_HANG)
         await response.write(sse_data(event))
     if done:
         await response.write(b"data: [DONE]\n\n")

@@ -57,13 +57,6 @@ class AnthropicAdapter:
         reply = await self._reply(target, MESSAGES_PATH, self._translated(target, body), None)
         return openai_chat.encode_reply(anthropic_messages.decode_reply(reply))
 
-    def chat_stream(
-        self, target: Target, body: JSON, *, shapes: bool = False
-    ) -> TranslatedStream[JSON]:
-        payload = {**self._translated(target, body), "stream": True}
-        translator = MessagesToChat(self._bounds.max_event_bytes)
-        return self._stream(target, payload, None, translator)
-
     def chat_translated(
         self, target: Target, body: JSON, translator: ChunkTranslator[T]
     ) -> TranslatedStream[T]:
@@ -76,10 +69,14 @@ class AnthropicAdapter:
     async def completion(self, target: Target, body: JSON) -> JSON:
         return as_completion(await self.chat(target, as_chat(body)))
 
-    def completion_stream(self, target: Target, body: JSON) -> TranslatedStream[JSON]:
+    def completion_stream(
+        self, target: Target, body: JSON, translator: ChunkTranslator[T]
+    ) -> TranslatedStream[T]:
+        """A completion stream: the Messages events read into ``text_completion``
+        chunks, which ``translator`` renders."""
         payload = {**self._translated(target, as_chat(body)), "stream": True}
-        translator = CompletionChunks(MessagesToChat(self._bounds.max_event_bytes))
-        return self._stream(target, payload, None, translator)
+        reader = CompletionChunks(MessagesToChat(self._bounds.max_event_bytes))
+        return self._stream(target, payload, None, Chained(reader, translator))
 
     async def messages(self, target: Target, body: JSON, beta: str | None) -> JSON:
         return await self._reply(target, MESSAGES_PATH, {**body, "model": target.model}, beta)
@@ -118,7 +115,7 @@ class AnthropicAdapter:
         limit = self._bounds.max_reply_bytes
 
         def send() -> Awaitable[Reply]:
-            return _post(self._http, target, MESSAGES_PATH, payload, beta)
+            return _post(self._http, target, MESSAGES_PATH, payload, beta, stream=True)
 
         start = stream_start(target, limit, _is_error, stream_failure)
         fault = faults(target, stream_failure)
@@ -126,14 +123,22 @@ class AnthropicAdapter:
 
 
 def _post(
-    http: HttpClient, target: Target, path: str, payload: JSON, beta: str | None
+    http: HttpClient,
+    target: Target,
+    path: str,
+    payload: JSON,
+    beta: str | None,
+    *,
+    stream: bool = False,
 ) -> Awaitable[Reply]:
+    """Send the request. A stream's reads may each take the channel's idle timeout (its
+    silence between events); a whole reply's, its read timeout."""
     head = _request(target.base_url, path, target.api_key, beta)
     return http.send(
         head,
         orjson.dumps(payload),
         connect_timeout=target.connect_timeout,
-        read_timeout=target.read_timeout,
+        read_timeout=target.stream_timeout if stream else target.read_timeout,
     )
 
 

@@ -68,11 +68,6 @@ class BedrockAdapter:
             raise _malformed(target.channel)
         return openai_chat.encode_reply(bedrock_converse.decode_reply(found, target.model))
 
-    def chat_stream(
-        self, target: Target, body: JSON, *, shapes: bool = False
-    ) -> TranslatedStream[JSON]:
-        return self._stream(target, _translated(body), self._reader(target))
-
     def chat_translated(
         self, target: Target, body: JSON, translator: ChunkTranslator[T]
     ) -> TranslatedStream[T]:
@@ -83,9 +78,12 @@ class BedrockAdapter:
     async def completion(self, target: Target, body: JSON) -> JSON:
         return as_completion(await self.chat(target, as_chat(body)))
 
-    def completion_stream(self, target: Target, body: JSON) -> TranslatedStream[JSON]:
+    def completion_stream(
+        self, target: Target, body: JSON, translator: ChunkTranslator[T]
+    ) -> TranslatedStream[T]:
         payload = _translated(as_chat(body))
-        return self._stream(target, payload, CompletionChunks(self._reader(target)))
+        reader = CompletionChunks(self._reader(target))
+        return self._stream(target, payload, Chained(reader, translator))
 
     def _reader(self, target: Target) -> ConverseToChat:
         return ConverseToChat(self._bounds.max_event_bytes, target.model)

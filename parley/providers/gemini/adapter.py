@@ -101,12 +101,6 @@ class GeminiAdapter:
         reply = await self._reply(target, GENERATE, self._translated(body))
         return openai_chat.encode_reply(gemini.decode_reply(reply, target.model))
 
-    def chat_stream(
-        self, target: Target, body: JSON, *, shapes: bool = False
-    ) -> TranslatedStream[JSON]:
-        reader = GeminiToChat(self._bounds.max_event_bytes, target.model)
-        return self._stream(target, self._translated(body), reader)
-
     def chat_translated(
         self, target: Target, body: JSON, translator: ChunkTranslator[T]
     ) -> TranslatedStream[T]:
@@ -118,10 +112,12 @@ class GeminiAdapter:
     async def completion(self, target: Target, body: JSON) -> JSON:
         return as_completion(await self.chat(target, as_chat(body)))
 
-    def completion_stream(self, target: Target, body: JSON) -> TranslatedStream[JSON]:
-        reader = GeminiToChat(self._bounds.max_event_bytes, target.model)
+    def completion_stream(
+        self, target: Target, body: JSON, translator: ChunkTranslator[T]
+    ) -> TranslatedStream[T]:
+        reader = CompletionChunks(GeminiToChat(self._bounds.max_event_bytes, target.model))
         payload = self._translated(as_chat(body))
-        return self._stream(target, payload, CompletionChunks(reader))
+        return self._stream(target, payload, Chained(reader, translator))
 
     async def embeddings(self, target: Target, body: JSON) -> JSON:
         """OpenAI's embeddings call through ``batchEmbedContents``: one vector per text, in

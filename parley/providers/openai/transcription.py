@@ -70,7 +70,7 @@ class TranscriptionAdapter:
             raw = await response.read(self._bounds.max_reply_bytes)
             if response.status >= 300:
                 status = _judged_status(response.status)
-                raise refusal(target.channel, status, raw, target.api_key)
+                raise refusal(target.channel, status, raw, target.api_key, response.headers)
             return shape(request, response.content_type, raw, target.channel)
 
     def transcribe_stream(
@@ -87,7 +87,7 @@ class TranscriptionAdapter:
             if response.status >= 300:
                 raw = await response.read(self._bounds.max_reply_bytes)
                 status = _judged_status(response.status)
-                raise refusal(target.channel, status, raw, target.api_key)
+                raise refusal(target.channel, status, raw, target.api_key, response.headers)
         events = _events(response, target, self._bounds)
         try:
             yield events
@@ -111,11 +111,11 @@ class TranscriptionAdapter:
             headers["Accept"] = "text/event-stream"
         if target.api_key:
             headers["Authorization"] = f"Bearer {target.api_key}"
-        return await self._http.send(
+        return await self._http.send(  # a stream's reads may each take the idle timeout
             prepare("POST", f"{target.base_url}{PATHS[request.task]}", headers),
             body,
             connect_timeout=target.connect_timeout,
-            read_timeout=target.read_timeout,
+            read_timeout=target.stream_timeout if stream else target.read_timeout,
         )
 
 

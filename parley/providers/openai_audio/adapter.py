@@ -98,7 +98,9 @@ class OpenAIAudioAdapter(EngineAdapter):
                     f"The upstream channel `{target.channel}` has no voice management."
                 )
             if reply.status >= 300:
-                raise engine_refusal(target.channel, reply.status, raw, target.api_key)
+                raise engine_refusal(
+                    target.channel, reply.status, raw, target.api_key, reply.headers
+                )
             return roster(orjson.loads(raw), target.channel)
 
     async def create_voice(self, target: Target, clip: VoiceClip) -> str:
@@ -122,7 +124,7 @@ class OpenAIAudioAdapter(EngineAdapter):
         if reply.status == 404:
             return False
         if reply.status >= 300:
-            raise engine_refusal(target.channel, reply.status, raw, target.api_key)
+            raise engine_refusal(target.channel, reply.status, raw, target.api_key, reply.headers)
         return True
 
 

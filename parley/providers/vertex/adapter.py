@@ -96,11 +96,6 @@ class VertexAdapter:
     async def chat(self, target: Target, body: JSON) -> JSON:
         return await self._adapter(target).chat(target, body)
 
-    def chat_stream(
-        self, target: Target, body: JSON, *, shapes: bool = False
-    ) -> TranslatedStream[JSON]:
-        return self._adapter(target).chat_stream(target, body)
-
     def chat_translated(
         self, target: Target, body: JSON, translator: ChunkTranslator[T]
     ) -> TranslatedStream[T]:
@@ -109,8 +104,10 @@ class VertexAdapter:
     async def completion(self, target: Target, body: JSON) -> JSON:
         return as_completion(await self.chat(target, as_chat(body)))
 
-    def completion_stream(self, target: Target, body: JSON) -> TranslatedStream[JSON]:
-        return self._adapter(target).completion_stream(target, body)
+    def completion_stream(
+        self, target: Target, body: JSON, translator: ChunkTranslator[T]
+    ) -> TranslatedStream[T]:
+        return self._adapter(target).completion_stream(target, body, translator)
 
 
 class VertexClaude:
@@ -134,20 +131,17 @@ class VertexClaude:
         reply = await self._reply(target, self._translated(target, body))
         return openai_chat.encode_reply(anthropic_messages.decode_reply(reply))
 
-    def chat_stream(
-        self, target: Target, body: JSON, *, shapes: bool = False
-    ) -> TranslatedStream[JSON]:
-        return self._stream(target, body, MessagesToChat(self._bounds.max_event_bytes))
-
     def chat_translated(
         self, target: Target, body: JSON, translator: ChunkTranslator[T]
     ) -> TranslatedStream[T]:
         reader = MessagesToChat(self._bounds.max_event_bytes)
         return self._stream(target, body, Chained(reader, translator))
 
-    def completion_stream(self, target: Target, body: JSON) -> TranslatedStream[JSON]:
+    def completion_stream(
+        self, target: Target, body: JSON, translator: ChunkTranslator[T]
+    ) -> TranslatedStream[T]:
         reader = CompletionChunks(MessagesToChat(self._bounds.max_event_bytes))
-        return self._stream(target, as_chat(body), reader)
+        return self._stream(target, as_chat(body), Chained(reader, translator))
 
     def _translated(self, target: Target, body: JSON) -> JSON:
         """An OpenAI chat body as a Vertex Messages body; what Messages cannot say is a 400."""

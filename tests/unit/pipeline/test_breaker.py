@@ -235,3 +235,32 @@ def test_fallbacks_must_name_other_models_of_the_kind(
     )
     with pytest.raises(ConfigError, match=problem):
         load_settings(config, {})
+
+
+def test_leased_probes_wait_for_the_lease_and_the_outcome_spends_it() -> None:
+    breakers, router, clock, _ = setup(failures=1, cooldown_seconds=10)
+    breakers.leased = True  # shared through Redis: one probe across instances
+    a = route_of(router, "a")
+    breakers.failed(a, refused(503))
+    clock.now += 10
+    assert breakers.lease_wanted() == [], "no call wanted the probe yet"
+    assert names(breakers.arrange(router.routes("m"))) == ["b"]  # no lease: skipped
+    (wanted,) = breakers.lease_wanted()
+    assert wanted.key == a.breaker_key
+    breakers.grant(wanted.key, clock.now + 5)
+    assert breakers.lease_wanted() == []
+    assert names(breakers.arrange(router.routes("m"))) == ["a", "b"]  # the probe
+    assert names(breakers.arrange(router.routes("m"))) == ["b"]  # one at a time
+    breakers.failed(a, refused(503))  # the probe failed: open again, the lease spent
+    assert wanted.state == State.OPEN and wanted.lease_until == 0.0
+    clock.now += 10
+    assert names(breakers.arrange(router.routes("m"))) == ["b"]
+
+
+def test_unleased_probes_are_each_process_own() -> None:
+    breakers, router, clock, _ = setup(failures=1, cooldown_seconds=10)
+    a = route_of(router, "a")
+    breakers.failed(a, refused(503))
+    clock.now += 10
+    assert names(breakers.arrange(router.routes("m"))) == ["a", "b"]
+    assert breakers.lease_wanted() == []

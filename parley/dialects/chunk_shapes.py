@@ -1,15 +1,14 @@
-"""A stream's content chunks relayed by their learned shape, without parsing them.
+"""A chat stream's content chunks, recognised by their learned shape without parsing them.
 
 The chunks of a chat stream differ only in their text: ``H + "<text>" + T``, where ``H``
 and ``T`` (the id, the model, ``created``, the rest of the choice) repeat from one chunk
-to the next. The OpenAI adapter learns them (``learn``) from a chunk it parsed the usual
-way whose one choice's delta holds only a non-empty string ``content`` (or
-``reasoning_content``), and for a later
-read that is one event ``data: H"..."T`` it hands on a ``SameShape``: the read's string
-literal and its text, parsed alone (``orjson`` checks its escapes and UTF-8, and that it
-is exactly one JSON string: nothing can hide structure in it). The job's shaper
-(``api/streaming.py``) renders the same shape once for its caller and writes each such
-read as its own head, the upstream's literal and its own tail.
+to the next. The OpenAI relay (``dialects/openai_relay.py``) learns them (``learn``)
+from a chunk it parsed the usual way whose one choice's delta holds only a non-empty
+string ``content`` (or ``reasoning_content``). A later read that is one event
+``data: H"..."T`` is then taken by its string literal alone, parsed on its own
+(``orjson`` checks its escapes and UTF-8, and that it is exactly one JSON string:
+nothing can hide structure in it), and the relay writes it as its caller's head, the
+upstream's literal and its caller's tail.
 
 A shape is what parsing ``H + '""' + T`` gives back: the chunk with an empty text. It is
 learned only when that parse, with the text put back, equals the chunk, so a literal
@@ -17,8 +16,6 @@ found in the wrong place (another field holding the same text) is never learned.
 """
 
 from __future__ import annotations
-
-from collections.abc import AsyncIterator, Sequence
 
 import orjson
 
@@ -46,24 +43,6 @@ class Shape:
         """The chunk with the text whose JSON string ``literal`` is, as a new dict."""
         chunk: JSON = orjson.loads(self._before + literal + self._after)
         return chunk
-
-
-class SameShape:
-    """A read relayed by its shape: what the chunk ``shape.chunk(literal)`` would say,
-    without the chunk. ``text`` is the literal's string: its content."""
-
-    __slots__ = ("literal", "shape", "text")
-
-    def __init__(self, shape: Shape, literal: bytes, text: str) -> None:
-        self.shape = shape
-        self.literal = literal
-        self.text = text
-
-
-Item = JSON | SameShape
-ShapedBatches = AsyncIterator[Sequence[Item]]
-"""``Batches`` whose items may be ``SameShape`` (only when the stream was opened asking for
-them): each one the whole of one upstream read."""
 
 
 TEXT_FIELDS = ("content", "reasoning_content")

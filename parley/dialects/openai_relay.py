@@ -1,0 +1,325 @@
+"""An OpenAI-compatible upstream's stream relayed to an OpenAI caller, sans-IO.
+
+``OpenAIRelay`` is the translator of the OpenAI chat and completions jobs, fed by
+``providers/translated.py`` like every other: the upstream's bytes in, the caller's
+``data:`` events out. Both ends speak one dialect, but Parley still rewrites each chunk
+(the caller's model name, the id with the caller's prefix, the usage chunk only when
+the caller asked for it) and counts what it produced (``StreamTally``), so every event
+is parsed (``ChunkParsing``, the reading ``ChunkReader`` does) and written again, except one kind.
+
+Most of a chat stream's reads are relayed **by their learned shape**
+(``dialects/chunk_shapes.py``): from a one-event read parsed the usual way whose chunk
+is one choice with one text field, the relay learns the upstream's bytes around the
+text's string literal; a later read that is exactly ``data: `` + those bytes around one
+string literal + the blank line is written as the caller's head, the upstream's literal
+and the caller's tail (rendered once the dict way, with a marker for the text, and again
+after any chunk that went the dict way, which may change the id), and counted as
+``observe`` would count its chunk. Everything else (several events in a read, partial
+lines, errors, usage, a head or tail that changed) goes the dict way; a changed shape is
+learned again, and a stream stops trying after ``TRIES`` one-event reads in a row the
+shape did not take. Completion streams are relayed without shapes.
+
+Once the upstream's stream is complete (``[DONE]``, or the body's end), ``closing`` is
+what ends the caller's: Parley's own usage chunk when the caller asked for usage and the
+upstream sent none, then ``data: [DONE]``. ``feed`` runs once per upstream read on the
+hottest path Parley has: keep it lean.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from parley.dialects.chunk_reader import ChunkParsing
+from parley.dialects.chunk_shapes import Shape, learn
+from parley.dialects.openai_chat import read_usage, usage_fields
+from parley.domain.usage import Usage
+from parley.domain.wire import JSON
+
+DONE = b"data: [DONE]\n\n"
+TRIES = 4
+"""One-event reads in a row the shape did not take that a stream may learn from (the
+role chunk and the first text chunk take two), before it stops trying: an upstream whose
+every chunk differs (OpenAI's ``obfuscation``) or that sends no text stops paying for it.
+Each read the shape takes sets it back, so a shape that changes now and then (a new id,
+llama.cpp's ``created`` each second) is learned again."""
+_MARK_LITERAL = orjson.dumps("\x00parley-shape-text\x00")
+"""A text no chunk holds, as ``orjson`` writes it: marks where a shape's text goes."""
+
+
+class OpenAIRelay(ChunkParsing):
+    """``ChunkTranslator[bytes]``: an OpenAI stream in, the caller's OpenAI events out.
+
+    ``chunk_object`` is the stream's chunk ``object`` (``chat.completion.chunk``,
+    ``text_completion``), for a usage chunk made before the upstream sent any chunk;
+    ``shapes`` turns the learned-shape path on (chat streams)."""
+
+    __slots__ = (
+        "_head",
+        "_id",
+        "_include_usage",
+        "_last",
+        "_model",
+        "_object",
+        "_prefix",
+        "_rendered",
+        "_shape",
+        "_tail",
+        "_tally",
+        "_tries",
+        "_upstream_id",
+    )
+
+    def __init__(
+        self,
+        model: str,
+        id_prefix: str,
+        chunk_object: str,
+        *,
+        include_usage: bool,
+        prompt_estimate: int,
+        max_event_bytes: int,
+        shapes: bool,
+    ) -> None:
+        ChunkParsing.__init__(self, max_event_bytes)
+        self._model = model
+        self._prefix = id_prefix
+        self._object = chunk_object
+        self._include_usage = include_usage
+        self._tally = StreamTally(prompt_estimate)
+        self._upstream_id: object = None
+        self._id = ""
+        self._last: JSON = {}
+        self._shape: Shape | None = None
+        """The upstream's learned shape, while it holds."""
+        self._tries = TRIES if shapes else 0
+        """One-event reads the stream may still try to learn a shape from (none without
+        ``shapes``); set back whenever the shape takes a read."""
+        self._rendered: Shape | None = None
+        """The shape ``_head`` and ``_tail`` are rendered for; dropped by any chunk that
+        goes the dict way (it may change the id the next one gets)."""
+        self._head = self._tail = b""
+
+    @property
+    def tally(self) -> StreamTally:
+        """What the caller was given so far, and the usage the upstream reported."""
+        return self._tally
+
+    def feed(self, data: bytes) -> list[bytes]:
+        shape = self._shape
+        # The learned shape's read: ``data: H"...."T`` and the blank line, nothing else.
+        # Only the literal between the quotes is parsed; if it is not exactly one JSON
+        # string, the read goes the way below and is judged by its rules. The parser is
+        # left as ``whole_data`` would leave it (a shape is kept only while every read is
+        # whole events), so it is not called. (No shape is kept once the stream is done
+        # or failed: ``_relayed`` drops it.)
+        if (
+            shape is not None
+            and data.startswith(shape.head)
+            and data.endswith(shape.tail)
+            and len(data) <= self._limit
+        ):
+            literal = data[shape.start : len(data) - shape.end]
+            try:
+                text = orjson.loads(literal)
+            except orjson.JSONDecodeError:
+                text = None
+            if type(text) is str:
+                self._tries = TRIES
+                return [self._same(shape, literal, text)]
+        if self.done or self.failure is not None:
+            return []
+        parser = self._parser
+        payloads = parser.whole_data(data)
+        if payloads is None:
+            self._shape = None
+            chunks = self._parsed(data, parser)
+        else:
+            chunks = self._whole(payloads)
+            if self._tries and len(payloads) == 1 and chunks:
+                self._learn(payloads[0], chunks[0])
+        return self._relayed(chunks)
+
+    def feed_chunks(self, chunks: Sequence[JSON]) -> list[bytes]:
+        """Chunks another reader made (an upstream of another dialect: ``Chained``)."""
+        if self.done or self.failure is not None:
+            return []
+        return self._relayed(list(chunks))
+
+    def end(self) -> list[bytes]:
+        return []  # what closes the caller's stream is the job's to write: ``closing``
+
+    def delivered(self) -> Usage | None:
+        tally = self._tally
+        return tally.usage() if tally.produced else None
+
+    def _relayed(self, chunks: list[JSON]) -> list[bytes]:
+        """The caller's events for ``chunks`` (none when nothing is owed)."""
+        if self.done or self.failure is not None:
+            self._shape = None  # nothing is relayed after the stream's end
+        events = self._events(chunks, self._tally) if chunks else b""
+        return [events] if events else []
+
+    def _learn(self, payload: bytes, chunk: JSON) -> None:
+        """Learn the shape of a one-event read's chunk, which the learned shape (if any)
+        did not take: the first text chunk, or one whose head or tail changed (a new id, a
+        per-second ``created``). Not from reads of several events, which the shape would
+        not take anyway."""
+        self._tries -= 1
+        self._shape = learn(payload, chunk) or self._shape
+
+    def _events(self, chunks: Sequence[JSON], tally: StreamTally) -> bytes:
+        """The chunks, counted by ``tally``, as the caller's SSE bytes (empty when nothing
+        is owed)."""
+        self._rendered = None  # a chunk the dict way may change the id the next one gets
+        shaped: list[bytes] = []
+        observe, dumps, model = tally.observe, orjson.dumps, self._model
+        for chunk in chunks:
+            observe(chunk)
+            if "usage" in chunk and not self._include_usage:
+                if not chunk.get("choices"):
+                    continue
+                del chunk["usage"]
+            chunk["model"] = model
+            upstream = chunk.get("id")
+            if upstream != self._upstream_id or not self._id:
+                self._upstream_id, self._id = upstream, self._caller_id(upstream)
+            chunk["id"] = self._id
+            shaped.append(dumps(chunk))
+        if not shaped:
+            return b""
+        self._last = chunk
+        events = shaped[0] if len(shaped) == 1 else b"\n\ndata: ".join(shaped)
+        return b"".join((b"data: ", events, b"\n\n"))
+
+    def _same(self, shape: Shape, literal: bytes, text: str) -> bytes:
+        """A read relayed by its shape: counted as ``observe`` counts its chunk (one
+        choice, a delta holding only its text), written as the caller's head, the
+        upstream's literal and the caller's tail: what the dict way would write, byte for
+        byte when the upstream escapes as ``orjson`` does."""
+        if shape is not self._rendered and not self._render(shape):
+            return self._events([shape.chunk(literal)], self._tally)  # the dict way
+        if text:
+            tally = self._tally
+            tally.characters += len(text)
+            tally.pieces += 1
+        return self._head + literal + self._tail
+
+    def _render(self, shape: Shape) -> bool:
+        """Render ``shape``'s chunk the dict way (its id and model, for the stream's state
+        now), with a marker for its text, and split the event there."""
+        rendered = self._events([shape.chunk(_MARK_LITERAL)], StreamTally(0))
+        if rendered.count(_MARK_LITERAL) != 1:
+            return False
+        self._head, _, self._tail = rendered.partition(_MARK_LITERAL)
+        self._rendered = shape
+        return True
+
+    def closing(self) -> bytes:
+        """What ends a complete stream for the caller: ``[DONE]``, after Parley's own
+        usage chunk if the caller asked for usage and the upstream sent none (the usage
+        record is then marked estimated). The job writes it as the reply's last bytes
+        (with the reply's end, in one write), not with the upstream's ``[DONE]`` read."""
+        tally = self._tally
+        if not self._include_usage or tally.reported is not None:
+            return DONE
+        chunk = {
+            "id": self._id or self._caller_id(None),
+            "object": self._last.get("object", self._object),
+            "created": self._last.get("created", int(time.time())),
+            "model": self._model,
+            "choices": [],
+            "usage": usage_fields(tally.usage()),
+        }
+        return b"data: " + orjson.dumps(chunk) + b"\n\n" + DONE
+
+    def _caller_id(self, upstream: object) -> str:
+        """The upstream's id with the caller's prefix; one made up when it sent none."""
+        if isinstance(upstream, str) and upstream.startswith(self._prefix):
+            return upstream
+        if isinstance(upstream, str) and upstream:
+            return self._prefix + upstream
+        return self._id or self._prefix + secrets.token_hex(12)
+
+
+class StreamTally:
+    """What a stream has produced so far, and the usage the upstream reported."""
+
+    __slots__ = ("characters", "pieces", "prompt_estimate", "reported")
+
+    def __init__(self, prompt_estimate: int) -> None:
+        self.prompt_estimate = prompt_estimate
+        self.characters = 0
+        self.pieces = 0
+        self.reported: Usage | None = None
+
+    def observe(self, chunk: dict[str, Any]) -> None:
+        """Count what the chunk produced (this runs once per token: keep it lean)."""
+        if "usage" in chunk:
+            self._report(chunk["usage"])
+        # Nearly every chunk is one choice whose delta holds only its text: read it by
+        # subscripts (a ``get`` is a method call, several times the cost here), any other
+        # shape raising its way to ``_count``, which reads every choice by the rules.
+        try:
+            (choice,) = chunk["choices"]
+            delta = choice["delta"]
+            text = delta["content"]
+        except (KeyError, TypeError, ValueError):
+            self._count(chunk)
+            return
+        if type(text) is not str or len(delta) != 1:
+            self._count(chunk)
+        elif text:
+            self.characters += len(text)
+            self.pieces += 1
+
+    def _count(self, chunk: dict[str, Any]) -> None:
+        choices = chunk.get("choices")
+        if choices and type(choices) is list:
+            for choice in choices:
+                produced = _choice_text(choice) if type(choice) is dict else 0
+                if produced:
+                    self.characters += produced
+                    self.pieces += 1
+
+    def _report(self, usage: Any) -> None:
+        if usage:  # streams that asked for usage carry ``"usage": null`` on every chunk
+            self.reported = read_usage(usage, source="the upstream's stream") or self.reported
+
+    def usage(self) -> Usage:
+        if self.reported is not None:
+            return self.reported
+        completion = max(self.pieces, (self.characters + 3) // 4)
+        return Usage(
+            prompt_tokens=self.prompt_estimate, completion_tokens=completion, estimated=True
+        )
+
+    @property
+    def produced(self) -> bool:
+        return self.pieces > 0 or self.reported is not None
+
+
+def _choice_text(choice: dict[str, Any]) -> int:
+    """Characters a choice produced: content, reasoning and tool-call text."""
+    delta = choice.get("delta")
+    if type(delta) is not dict:
+        text = choice.get("text")  # a classic completion's choice
+        return len(text) if type(text) is str else 0
+    content = delta.get("content")
+    size = len(content) if type(content) is str else 0
+    if "reasoning_content" in delta:
+        reasoning = delta["reasoning_content"]
+        if type(reasoning) is str:
+            size += len(reasoning)
+    if "tool_calls" in delta:
+        calls = delta["tool_calls"]
+        if calls and type(calls) is list:
+            for call in calls:
+                function = call.get("function") if type(call) is dict else None
+                if type(function) is dict:
+                    size += len(function.get("arguments") or "") + len(function.get("name") or "")
+    return size
