@@ -79,6 +79,8 @@ async def count_tokens(request: web.Request) -> web.StreamResponse:
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise InvalidRequest("'model' must be a non-empty string.", param="model")
+    if not isinstance(body.get("messages"), list) or not body["messages"]:
+        raise InvalidRequest("'messages' must be a non-empty array.", param="messages")
     counting = MessagesRequest(
         model, body, False, 0, _estimate(body), request.headers.get("anthropic-beta")
     )

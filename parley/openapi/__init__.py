@@ -1,10 +1,11 @@
 """The OpenAPI 3.1 description of ``/v1`` and ``/admin``, served at ``GET /openapi.json``.
 
 Written by hand, as data: one module per area (``textgen``, ``catalog``, ``billing``,
-``admin``), each with ``PATHS`` and ``SCHEMAS``; ``document()`` merges them (a path or a
-schema named twice is an error). To describe a new area, add a module with the same two
-names and list it in ``PARTS``. ``tests/edge/test_fuzz.py`` fuzzes every operation listed
-here against a live gateway, and checks that every route the app serves is described.
+``admin``, ``admin_channels``…), each with ``PATHS`` and ``SCHEMAS``; ``document()``
+merges them (a path or a schema named twice is an error). To describe a new area, add a
+module with the same two names and list it in ``PARTS``. ``tests/edge/test_fuzz.py``
+fuzzes every operation listed here against a live gateway, and checks that every route
+the app serves is described.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from aiohttp import web
 import parley
 from parley.openapi import (
     admin,
+    admin_channels,
+    admin_keys,
     billing,
     catalog,
     components,
@@ -40,6 +43,8 @@ PARTS: tuple[ModuleType, ...] = (
     speech,
     transcription,
     admin,
+    admin_channels,
+    admin_keys,
 )
 
 

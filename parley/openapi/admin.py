@@ -1,14 +1,19 @@
-"""The admin JSON API (``parley.admin.api``, ``docs/admin-api.md``), with the operator's
-admin token. The dashboard's pages (``/admin/``, ``/admin/ui/…``) are HTML, not described."""
+"""The admin JSON API's groups, keys, usage, request log, overview, audit log and voices
+(``parley.admin.api``, ``docs/admin-api.md``); channels are in ``admin_channels``, one
+key, administrator accounts and the voice roster in ``admin_keys``. The dashboard's pages
+(``/admin/``, ``/admin/ui/…``) are HTML, not described."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from parley.domain.wire import JSON
 from parley.openapi.components import (
     ERROR_REPLY,
+    admin_operation,
     json_body,
     json_reply,
-    operation,
+    list_of,
     path_param,
     query_param,
     ref,
@@ -128,22 +133,6 @@ SCHEMAS: JSON = {
             "next_cursor": {"type": ["string", "null"]},
         },
     },
-    "Channel": {
-        "type": "object",
-        "required": ["name", "type", "base_url", "has_api_key", "models", "health"],
-        "properties": {
-            "name": {"type": "string"},
-            "type": {"type": "string"},
-            "base_url": {"type": "string"},
-            "has_api_key": {"type": "boolean"},
-            "models": {"type": "array", "items": {"type": "object"}},
-            "priority": {"type": "integer"},
-            "weight": {"type": "integer"},
-            "timeouts": {"type": "object"},
-            "health": {"type": "object"},
-            "circuit": {"type": "null"},
-        },
-    },
     "AuditEntry": {
         "type": "object",
         "required": ["id", "created_at", "actor", "address", "action", "target", "detail"],
@@ -197,11 +186,20 @@ SCHEMAS: JSON = {
             "expires_at": {"type": ["string", "null"]},
             "revoked_at": {"type": ["string", "null"]},
             "group": {"type": ["string", "null"]},
-            "status": {"enum": ["active", "revoked", "expired"]},
+            "status": {"enum": ["active", "revoked", "expired", "group_disabled"]},
             "last_used_at": {"type": ["string", "null"]},
             "rpm": {"type": ["integer", "null"]},
             "tpm": {"type": ["integer", "null"]},
-            "key": {"type": "string", "description": "Only when created: shown once."},
+            "models": {"type": ["array", "null"], "items": {"type": "string"}},
+            "budget_usd": {"type": ["number", "null"]},
+            "previous_secret_valid_until": {
+                "type": ["string", "null"],
+                "description": "Until when a rotated key's old secret still works.",
+            },
+            "key": {
+                "type": "string",
+                "description": "Only when created or rotated: shown once.",
+            },
         },
     },
     "NewKey": {
@@ -211,29 +209,20 @@ SCHEMAS: JSON = {
             "group": {"type": "string", "description": "An existing group's name."},
             "name": {"type": "string"},
             "expires_in_days": _LIMIT,
-            "rpm": _LIMIT,
-            "tpm": _LIMIT,
+            **_GROUP_FIELDS,
         },
     },
 }
 
 
-def _list_of(name: str) -> JSON:
-    return {
-        "type": "object",
-        "required": ["object", "data"],
-        "properties": {"object": {"const": "list"}, "data": {"type": "array", "items": ref(name)}},
-    }
-
-
-def _admin(operation_id: str, summary: str, responses: JSON, **more: object) -> JSON:
-    return operation(operation_id, summary, responses, security="adminToken", **more)
-
-
-def _on_group(operation_id: str, summary: str, schema: str = "Group", **more: object) -> JSON:
+def _on_group(
+    operation_id: str, summary: str, schema: str = "Group", role: str = "operator", **more: Any
+) -> JSON:
     """An operation on the group named in the path, answering with that group."""
     reply = json_reply("The group", ref(schema))
-    return _admin(operation_id, summary, reply, parameters=[path_param("name")], **more)
+    return admin_operation(
+        operation_id, summary, reply, role=role, parameters=[path_param("name")], **more
+    )
 
 
 _LIMIT_QUERY: JSON = {"type": "integer", "minimum": 1}
@@ -241,17 +230,20 @@ _LIMIT_QUERY: JSON = {"type": "integer", "minimum": 1}
 
 PATHS: JSON = {
     "/admin/groups": {
-        "get": _admin("listGroups", "Every group", json_reply("The groups", _list_of("Group"))),
-        "post": _admin(
+        "get": admin_operation(
+            "listGroups", "Every group", json_reply("The groups", list_of("Group"))
+        ),
+        "post": admin_operation(
             "createGroup",
             "Create a group",
             json_reply("The group", ref("Group"), status="201"),
             requestBody=json_body(ref("NewGroup")),
+            role="operator",
         ),
     },
     "/admin/groups/{name}": {
         "get": _on_group(
-            "getGroup", "One group, with its budget and spend this period", "GroupDetail"
+            "getGroup", "One group, with its budget and spend this period", "GroupDetail", "viewer"
         ),
         "patch": _on_group(
             "updateGroup",
@@ -268,7 +260,7 @@ PATHS: JSON = {
         "post": _on_group("enableGroup", "Accept a disabled group's keys again")
     },
     "/admin/usage": {
-        "get": _admin(
+        "get": admin_operation(
             "usageReport",
             "Usage across groups from the daily rollups (JSON or CSV)",
             {
@@ -283,20 +275,22 @@ PATHS: JSON = {
             },
             parameters=[
                 query_param(
-                    "since", description="First day, YYYY-MM-DD (default: the 1st of this month)"
+                    "since",
+                    description="First day, YYYY-MM-DD (default: the 1st of this month)",
                 ),
                 query_param("until", description="Last day, included (default: today)"),
                 query_param("group", description="One group's name"),
                 query_param("model", description="One public model name"),
                 query_param(
-                    "by", description="Dimensions of the rows: day, group, model (comma-separated)"
+                    "by",
+                    description="Dimensions of the rows: day, group, model (comma-separated)",
                 ),
                 query_param("format", {"enum": ["json", "csv"]}),
             ],
         )
     },
     "/admin/requests": {
-        "get": _admin(
+        "get": admin_operation(
             "requestLog",
             "Calls with a known key, admitted or refused, newest first (JSON pages or CSV)",
             {
@@ -323,7 +317,7 @@ PATHS: JSON = {
         )
     },
     "/admin/requests/{request_id}": {
-        "get": _admin(
+        "get": admin_operation(
             "getLoggedRequest",
             "One line of the request log, by its x-request-id",
             json_reply("The line", ref("LoggedRequest")),
@@ -331,22 +325,17 @@ PATHS: JSON = {
         )
     },
     "/admin/overview": {
-        "get": _admin(
-            "overview", "Today and the last 30 days", json_reply("The overview", ref("Overview"))
-        )
-    },
-    "/admin/channels": {
-        "get": _admin(
-            "listChannels",
-            "Configured channels (no credentials) with live health",
-            json_reply("The channels", _list_of("Channel")),
+        "get": admin_operation(
+            "overview",
+            "Today and the last 30 days",
+            json_reply("The overview", ref("Overview")),
         )
     },
     "/admin/audit": {
-        "get": _admin(
+        "get": admin_operation(
             "auditLog",
             "Admin changes, newest first",
-            json_reply("The entries", _list_of("AuditEntry")),
+            json_reply("The entries", list_of("AuditEntry")),
             parameters=[
                 query_param("limit", _LIMIT_QUERY),
                 query_param("before", _LIMIT_QUERY),
@@ -354,32 +343,25 @@ PATHS: JSON = {
         )
     },
     "/admin/keys": {
-        "get": _admin(
+        "get": admin_operation(
             "listKeys",
             "Keys (never the secret), optionally of one group",
-            json_reply("The keys", _list_of("Key")),
+            json_reply("The keys", list_of("Key")),
             parameters=[query_param("group")],
         ),
-        "post": _admin(
+        "post": admin_operation(
             "createKey",
             "Issue a key to a group (the secret is in this reply only)",
             json_reply("The key", ref("Key"), status="201"),
             requestBody=json_body(ref("NewKey")),
+            role="operator",
         ),
     },
-    "/admin/keys/{key_id}": {
-        "delete": _admin(
-            "revokeKey",
-            "Revoke a key",
-            json_reply("The revoked key", ref("Key")),
-            parameters=[path_param("key_id", "integer")],
-        )
-    },
     "/admin/voices": {
-        "get": _admin(
+        "get": admin_operation(
             "listVoices",
             "Every group's cloned voices, oldest first",
-            json_reply("The clones", _list_of("AdminVoice")),
+            json_reply("The clones", list_of("AdminVoice")),
             parameters=[
                 query_param("group", description="One group's name"),
                 query_param("model", description="One model's name"),
@@ -387,11 +369,12 @@ PATHS: JSON = {
         )
     },
     "/admin/voices/{model}/{voice_id}": {
-        "delete": _admin(
+        "delete": admin_operation(
             "deleteVoice",
             "Delete a clone on its engine, then in the registry",
             json_reply("The deleted clone", ref("AdminVoice")),
             parameters=[path_param("model"), path_param("voice_id")],
+            role="operator",
         )
     },
 }

@@ -1,5 +1,5 @@
-"""What every part of the description shares: the error envelope, the two credentials,
-and helpers that build a JSON reply, an operation and its parameters."""
+"""What every part of the description shares: the error envelope, the credentials, and
+helpers that build a JSON reply, an operation and its parameters."""
 
 from __future__ import annotations
 
@@ -36,7 +36,14 @@ SECURITY_SCHEMES: JSON = {
     "adminToken": {
         "type": "http",
         "scheme": "bearer",
-        "description": "The operator's `admin.token` (without it the admin API answers 404).",
+        "description": "The operator's `admin.token` (without it the admin API answers 404). "
+        "It acts as an owner.",
+    },
+    "adminAccount": {
+        "type": "http",
+        "scheme": "basic",
+        "description": "An administrator account's name and password; its role limits the "
+        "routes it may call (403 `insufficient_role` otherwise).",
     },
 }
 
@@ -87,6 +94,39 @@ def operation(
         "operationId": operation_id,
         "summary": summary,
         "security": [{security: []}],
+        "responses": responses,
+        **more,
+    }
+
+
+def list_of(name: str) -> JSON:
+    """``{"object": "list", "data": [...]}`` of the schema ``name``."""
+    return {
+        "type": "object",
+        "required": ["object", "data"],
+        "properties": {"object": {"const": "list"}, "data": {"type": "array", "items": ref(name)}},
+    }
+
+
+def admin_operation(
+    operation_id: str,
+    summary: str,
+    responses: JSON,
+    *,
+    role: str = "viewer",
+    description: str = "",
+    **more: Any,
+) -> JSON:
+    """An /admin operation: the admin token or an administrator account of ``role`` or
+    higher, stated in the description and as ``x-required-role``
+    (``tests/unit/test_openapi_roles.py`` holds it to ``parley.admin.roles``)."""
+    needs = f"Needs the `{role}` role (an administrator account's, or the admin token)."
+    return {
+        "operationId": operation_id,
+        "summary": summary,
+        "description": f"{description}\n\n{needs}" if description else needs,
+        "security": [{"adminToken": []}, {"adminAccount": []}],
+        "x-required-role": role,
         "responses": responses,
         **more,
     }

@@ -170,6 +170,22 @@ async def test_count_tokens_is_parleys_estimate(gateway: Gateway, key: str) -> N
     assert counted.input_tokens == 3 + 4 + 2
 
 
+@pytest.mark.parametrize("messages", [-2.5e53, "hello", [], None])
+async def test_count_tokens_refuses_messages_that_are_no_array(
+    gateway: Gateway, key: str, messages: Any
+) -> None:
+    body = {"model": "chat-large", "messages": messages}
+    status, reply = await call(
+        gateway, "POST", "/v1/messages/count_tokens", None, json=body, headers={"x-api-key": key}
+    )
+    assert status == 400
+    assert reply["type"] == "error"
+    assert reply["error"] == {
+        "type": "invalid_request_error",
+        "message": "messages: 'messages' must be a non-empty array.",
+    }
+
+
 async def test_x_api_key_authenticates(gateway: Gateway, key: str) -> None:
     body = {"model": "chat-large", "max_tokens": 10, "messages": HELLO}
     status, reply = await call(
