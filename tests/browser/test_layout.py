@@ -1,0 +1,77 @@
+"""The dashboard's layout at a laptop's width: every menu entry is visible without
+scrolling the menu, and no table breaks a word in two (a header, a number, an address),
+which the body's ``overflow-wrap: anywhere`` did to narrow columns."""
+
+from __future__ import annotations
+
+from playwright.async_api import Browser, Page
+
+from tests.api.harness import Gateway, call
+from tests.browser.conftest import ADMIN_TOKEN
+from tests.browser.test_dashboard import sign_in
+
+CHAT = {"model": "chat-large", "messages": [{"role": "user", "content": "hello there"}]}
+
+# The words of each table header and of each cell named here that a line break cuts in
+# two: a word whose text spans more than one line box.
+BROKEN_WORDS = """(selector) => {
+  const broken = [];
+  for (const cell of document.querySelectorAll(selector)) {
+    const text = cell.textContent;
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      for (const match of node.data.matchAll(/\\S+/g)) {
+        const range = document.createRange();
+        range.setStart(node, match.index);
+        range.setEnd(node, match.index + match[0].length);
+        const tops = new Set([...range.getClientRects()].map((r) => Math.round(r.top)));
+        if (tops.size > 1) broken.push(match[0] + " in " + text.trim());
+      }
+    }
+  }
+  return broken;
+}"""
+
+
+async def broken_words(page: Page, selector: str) -> list[str]:
+    found: list[str] = await page.evaluate(BROKEN_WORDS, selector)
+    return found
+
+
+async def test_every_menu_entry_shows_at_laptop_widths(
+    browser: Browser, dashboard: Gateway
+) -> None:
+    page = await (await browser.new_context(viewport={"width": 1280, "height": 900})).new_page()
+    await sign_in(page, dashboard.base_url, ADMIN_TOKEN)
+    for width in (1440, 1280, 1024, 800):
+        await page.set_viewport_size({"width": width, "height": 900})
+        hidden = await page.evaluate(
+            """() => {
+              const nav = document.querySelector("header.top nav");
+              const box = nav.getBoundingClientRect();
+              return [...nav.querySelectorAll("a")].filter((a) => {
+                const r = a.getBoundingClientRect();
+                return r.left < box.left - 0.5 || r.right > box.right + 0.5;
+              }).map((a) => a.textContent.trim());
+            }"""
+        )
+        assert hidden == [], f"menu entries cut off at {width} px: {hidden}"
+
+
+async def test_tables_break_no_word_in_two(browser: Browser, dashboard: Gateway) -> None:
+    made = {"name": "acme", "rpm": 1, "budget_usd": 1, "models": ["chat-large"]}
+    assert (await call(dashboard, "POST", "/admin/groups", ADMIN_TOKEN, json=made))[0] == 201
+    group = await dashboard.services.store.get_group("acme")
+    assert group is not None
+    key = await dashboard.key(group)
+    assert (await call(dashboard, "POST", "/v1/chat/completions", key, json=CHAT))[0] == 200
+    assert (await call(dashboard, "POST", "/v1/chat/completions", key, json=CHAT))[0] == 429
+    await dashboard.flush_usage()
+
+    page = await (await browser.new_context(viewport={"width": 1280, "height": 900})).new_page()
+    await sign_in(page, dashboard.base_url, ADMIN_TOKEN)
+    cells = "table th, table td.num, table td[data-label=Who], table td[data-label=From]"
+    for path in ("/admin/ui/requests", "/admin/ui/audit", "/admin/ui/groups", "/admin/ui/usage"):
+        await page.goto(dashboard.base_url + path)
+        assert await page.locator("table tbody tr").count() > 0, path
+        assert await broken_words(page, cells) == [], path
