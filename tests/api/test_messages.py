@@ -170,6 +170,20 @@ async def test_count_tokens_is_parleys_estimate(gateway: Gateway, key: str) -> N
     assert counted.input_tokens == 3 + 4 + 2
 
 
+@pytest.mark.parametrize("messages", [None, [], "hello", {"role": "user"}])
+async def test_count_tokens_needs_messages(gateway: Gateway, key: str, messages: Any) -> None:
+    """As Anthropic's own endpoint: no count for a body without a conversation."""
+    body: dict[str, Any] = {"model": "chat-large"}
+    if messages is not None:
+        body["messages"] = messages
+    status, reply = await call(
+        gateway, "POST", "/v1/messages/count_tokens", None, json=body, headers={"x-api-key": key}
+    )
+    assert status == 400
+    assert reply["type"] == "error" and reply["error"]["type"] == "invalid_request_error"
+    assert reply["error"]["message"].startswith("messages: ")
+
+
 async def test_x_api_key_authenticates(gateway: Gateway, key: str) -> None:
     body = {"model": "chat-large", "max_tokens": 10, "messages": HELLO}
     status, reply = await call(
