@@ -19,6 +19,7 @@ from aiohttp import web
 import parley
 from parley.openapi import (
     admin,
+    admin_live,
     billing,
     catalog,
     components,
@@ -40,6 +41,7 @@ PARTS: tuple[ModuleType, ...] = (
     speech,
     transcription,
     admin,
+    admin_live,
 )
 
 

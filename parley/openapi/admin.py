@@ -1,5 +1,6 @@
 """The admin JSON API (``parley.admin.api``, ``docs/admin-api.md``), with the operator's
-admin token. The dashboard's pages (``/admin/``, ``/admin/ui/…``) are HTML, not described."""
+admin token. The dashboard's pages (``/admin/``, ``/admin/ui/…``) are HTML, not described.
+A key's own routes, channels and administrator accounts are in ``admin_live.py``."""
 
 from __future__ import annotations
 
@@ -197,7 +198,7 @@ SCHEMAS: JSON = {
             "expires_at": {"type": ["string", "null"]},
             "revoked_at": {"type": ["string", "null"]},
             "group": {"type": ["string", "null"]},
-            "status": {"enum": ["active", "revoked", "expired"]},
+            "status": {"enum": ["active", "revoked", "expired", "group_disabled"]},
             "last_used_at": {"type": ["string", "null"]},
             "rpm": {"type": ["integer", "null"]},
             "tpm": {"type": ["integer", "null"]},
@@ -335,13 +336,6 @@ PATHS: JSON = {
             "overview", "Today and the last 30 days", json_reply("The overview", ref("Overview"))
         )
     },
-    "/admin/channels": {
-        "get": _admin(
-            "listChannels",
-            "Configured channels (no credentials) with live health",
-            json_reply("The channels", _list_of("Channel")),
-        )
-    },
     "/admin/audit": {
         "get": _admin(
             "auditLog",
@@ -366,14 +360,6 @@ PATHS: JSON = {
             json_reply("The key", ref("Key"), status="201"),
             requestBody=json_body(ref("NewKey")),
         ),
-    },
-    "/admin/keys/{key_id}": {
-        "delete": _admin(
-            "revokeKey",
-            "Revoke a key",
-            json_reply("The revoked key", ref("Key")),
-            parameters=[path_param("key_id", "integer")],
-        )
     },
     "/admin/voices": {
         "get": _admin(
