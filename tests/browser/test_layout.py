@@ -75,3 +75,28 @@ async def test_tables_break_no_word_in_two(browser: Browser, dashboard: Gateway)
         await page.goto(dashboard.base_url + path)
         assert await page.locator("table tbody tr").count() > 0, path
         assert await broken_words(page, cells) == [], path
+
+
+async def test_a_phone_keeps_each_stacked_value_in_one_piece(
+    browser: Browser, dashboard: Gateway
+) -> None:
+    """At 390 px a table row becomes label: value lines; a value made of text and a note
+    ("$0.00 (no limit)") reads as one phrase, not spread across the line."""
+    made = {"name": "acme", "models": ["chat-large"]}
+    assert (await call(dashboard, "POST", "/admin/groups", ADMIN_TOKEN, json=made))[0] == 201
+    page = await (await browser.new_context(viewport={"width": 390, "height": 900})).new_page()
+    await sign_in(page, dashboard.base_url, ADMIN_TOKEN)
+    await page.goto(dashboard.base_url + "/admin/ui/groups")
+    gap = await page.evaluate(
+        """() => {
+          const cell = document.querySelector("td[data-label^='Budget']");
+          const text = [...cell.childNodes]
+            .find((n) => n.nodeType === Node.TEXT_NODE && n.data.trim());
+          const range = document.createRange();
+          range.selectNodeContents(text);
+          const rects = [...range.getClientRects()].filter((r) => r.width > 0);
+          const note = cell.querySelector(".muted").getBoundingClientRect();
+          return note.left - rects[rects.length - 1].right;
+        }"""
+    )
+    assert 0 <= gap < 12, f"the budget's note stands {gap:.0f} px from its amount"
