@@ -4,11 +4,16 @@ which the body's ``overflow-wrap: anywhere`` did to narrow columns."""
 
 from __future__ import annotations
 
-from playwright.async_api import Browser, Page
+import asyncio
+import re
+from pathlib import Path
 
-from tests.api.harness import Gateway, call
+from playwright.async_api import Browser, Page, expect
+
+from tests.api.harness import Gateway, call, default_config
 from tests.browser.conftest import ADMIN_TOKEN
 from tests.browser.test_dashboard import sign_in
+from tests.upstreams.openai_compatible import FakeEngine
 
 CHAT = {"model": "chat-large", "messages": [{"role": "user", "content": "hello there"}]}
 
@@ -100,3 +105,42 @@ async def test_a_phone_keeps_each_stacked_value_in_one_piece(
         }"""
     )
     assert 0 <= gap < 12, f"the budget's note stands {gap:.0f} px from its amount"
+
+
+async def test_an_open_breaker_reads_as_a_time_and_whole_words(
+    browser: Browser, tmp_path: Path
+) -> None:
+    """A channel's page with a breaker just opened: its next probe is a time written as
+    the dashboard writes times, and the history's short words stay whole."""
+    async with FakeEngine() as engine:
+        config = default_config(engine.base_url, tmp_path)
+        config["admin"] = {"token": ADMIN_TOKEN}
+        config["limits"] = {"cache_refresh_seconds": 0.2}
+        config["channels"][0]["models"].append({"name": "unserved", "upstream": "fail-500"})
+        gateway = await Gateway.start(config)
+        try:
+            key = await gateway.key(await gateway.group("acme"))
+            ask = {**CHAT, "model": "unserved"}
+            for _ in range(5):
+                assert (await call(gateway, "POST", "/v1/chat/completions", key, json=ask))[
+                    0
+                ] == 502
+            page = await (
+                await browser.new_context(viewport={"width": 1280, "height": 900})
+            ).new_page()
+            await sign_in(page, gateway.base_url, ADMIN_TOKEN)
+            history = page.locator("td[data-label=What]")
+            for _ in range(50):  # the refresh loop writes the transition
+                await page.goto(gateway.base_url + "/admin/ui/channels/engine")
+                if await history.count():
+                    break
+                await asyncio.sleep(0.2)
+            probe = page.locator("tr:has(.breaker-open) td[data-label='Next probe']")
+            await expect(probe).to_have_text(
+                re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} UTC$")
+            )
+            await expect(history.first).to_have_text("breaker")
+            cells = "table th, table td[data-label=What], table td[data-label=By]"
+            assert await broken_words(page, cells) == []
+        finally:
+            await gateway.stop()
