@@ -95,7 +95,7 @@ async def gateway(request: web.Request, handler: Handler) -> web.StreamResponse:
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        refused = http_exception_as_error(exc)
+        refused = http_exception_as_error(exc, request.client_max_size)
         log_refusal(request, caller, refused, began)
         return await _error_reply(request, refused)
     except StoreUnavailable as problem:  # billing, admin: the database is down or broken

@@ -329,9 +329,11 @@ def anthropic_body(error: ParleyError) -> dict[str, Any]:
     so the message names it first, as Anthropic's own do (``max_tokens: ...``)."""
     status = error.status
     kind = ANTHROPIC_TYPES.get(status, "invalid_request_error" if status < 500 else "api_error")
-    message = error.message
-    if error.param and not message.startswith(error.param):
-        message = f"{error.param}: {message}"
+    message, param = error.message, error.param
+    if param and message.startswith(f"'{param}' "):  # "'x' must be..." reads "x: must be..."
+        message = f"{param}: {message[len(param) + 3 :]}"
+    elif param and not message.startswith(param):
+        message = f"{param}: {message}"
     return {"type": "error", "error": {"type": kind, "message": message}}
 
 

@@ -25,6 +25,13 @@ from parley.settings import ChannelModel, ChannelSettings, ModelKind
 PROMPT = "Say OK."
 PROBE_SECONDS = 30.0
 """The longest a test may take, whatever the channel's own timeouts."""
+NO_SUCH_PATH = (
+    "The upstream has no such path: check the channel's base URL (Parley adds the API's"
+    " own path to it, such as /chat/completions or /messages; most providers' base URL"
+    " ends in /v1)."
+)
+"""Said of a bare 404 (no error of the provider's): the usual cause is an address
+without its version path, as the Anthropic SDK takes it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +100,8 @@ async def probe(
             await _call(providers, kind, channel.type, target_of(channel, served))
     except UpstreamRefused as error:
         status, message = error.upstream_status, error.detail or error.message
+        if status == 404 and not error.detail:
+            message = f"{message} {NO_SUCH_PATH}"
     except ParleyError as error:
         status, message = error.status, error.message
     except UnknownProviderType:

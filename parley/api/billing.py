@@ -41,12 +41,15 @@ def _window(window: Window | None) -> dict[str, Any] | None:
     }
 
 
-def _budget(request: web.Request) -> dict[str, Any]:
+def _budget(request: web.Request, *, of_key: bool = False) -> dict[str, Any]:
+    """The group's budget this period, or (``of_key``) the key's own on top of it."""
     svc, who = services(request), caller(request)
     now = datetime.now(UTC)
     period = svc.meter.ledger.period
-    spent = svc.meter.ledger.spent(who.group.id)
-    limit = who.group.budget_nanos
+    if of_key:
+        spent, limit = svc.meter.ledger.key_spent(who.key.id), who.key.budget_nanos
+    else:
+        spent, limit = svc.meter.ledger.spent(who.group.id), who.group.budget_nanos
     return {
         "period": period,
         "period_start": period_start(period, now).isoformat(),
@@ -68,6 +71,7 @@ async def quota(request: web.Request) -> web.Response:
         "requests": _window(decision.requests),
         "tokens": _window(decision.tokens),
         "budget": _budget(request),
+        "key_budget": _budget(request, of_key=True) if who.key.budget_nanos is not None else None,
     }
     return json_reply(payload)
 

@@ -79,8 +79,7 @@ async def count_tokens(request: web.Request) -> web.StreamResponse:
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise InvalidRequest("'model' must be a non-empty string.", param="model")
-    if not isinstance(body.get("messages"), list) or not body["messages"]:
-        raise InvalidRequest("'messages' must be a non-empty array.", param="messages")
+    _require_messages(body)
     counting = MessagesRequest(
         model, body, False, 0, _estimate(body), request.headers.get("anthropic-beta")
     )
@@ -96,15 +95,20 @@ def parse_messages(body: dict[str, Any], beta: str | None, body_bytes: int) -> M
     max_tokens = body.get("max_tokens")
     if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
         raise InvalidRequest("'max_tokens' must be a positive integer.", param="max_tokens")
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise InvalidRequest("'messages' must be a non-empty array.", param="messages")
+    _require_messages(body)
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise InvalidRequest("'stream' must be a boolean.", param="stream")
     estimate = _estimate(body)
     ceiling = prompt_ceiling(body_bytes, _images(body.get("messages")))
     return MessagesRequest(model, body, stream, max_tokens, estimate, beta, max(estimate, ceiling))
+
+
+def _require_messages(body: dict[str, Any]) -> None:
+    """Both routes take a conversation: a non-empty array under ``messages``."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise InvalidRequest("'messages' must be a non-empty array.", param="messages")
 
 
 def _estimate(body: dict[str, Any]) -> int:

@@ -14,7 +14,7 @@ from parley.pipeline.context import caller, services
 from parley.pipeline.services import Services
 
 ENDPOINTS = {
-    "chat": ["/v1/chat/completions", "/v1/completions"],
+    "chat": ["/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages"],
     "completion": ["/v1/completions"],
     "embedding": ["/v1/embeddings"],
     "speech": ["/v1/audio/speech"],

@@ -50,10 +50,16 @@ def error_response(
     )
 
 
-def http_exception_as_error(exc: web.HTTPException) -> ParleyError:
-    """Map aiohttp's own routing and size errors into the tree."""
+def http_exception_as_error(exc: web.HTTPException, body_limit: int | None = None) -> ParleyError:
+    """Map aiohttp's own routing and size errors into the tree; ``body_limit`` is the
+    request's body cap in bytes, named in a 413 so the caller knows what fits."""
     if isinstance(exc, web.HTTPRequestEntityTooLarge):
-        return PayloadTooLarge("The request body is too large.")
+        if body_limit is None:
+            return PayloadTooLarge("The request body is too large.")
+        mib = f" ({body_limit / 1_048_576:.1f} MiB)" if body_limit >= 1_048_576 else ""
+        return PayloadTooLarge(
+            f"The request body is too large: the limit is {body_limit} bytes{mib}."
+        )
     if isinstance(exc, web.HTTPNotFound):
         return NotFound("Unknown request URL. Check the path and method.")
     if isinstance(exc, web.HTTPMethodNotAllowed):

@@ -277,6 +277,11 @@ def _tools(tools: Any) -> tuple[Tool, ...]:
     found: list[Tool] = []
     for index, tool in enumerate(tools):
         kind = tool.get("type") if isinstance(tool, dict) else None
+        if kind is None:
+            raise Unsupported(
+                f"Each tool needs a 'type' ('function' here); tools[{index}] has none.",
+                f"tools[{index}].type",
+            )
         if kind != TOOL_TYPES_NAMED:
             named = f"The built-in tool '{kind}'" if kind in BUILT_IN_TOOLS else f"'{kind}'"
             raise Unsupported(

@@ -23,6 +23,10 @@ SCHEMAS: JSON = {
             "requests": {"type": ["object", "null"]},
             "tokens": {"type": ["object", "null"]},
             "budget": {"type": "object"},
+            "key_budget": {
+                "type": ["object", "null"],
+                "description": "The key's own budget this period, when it has one.",
+            },
         },
     },
     "UsageReport": {

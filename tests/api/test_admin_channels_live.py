@@ -240,3 +240,24 @@ async def test_the_test_button_uses_the_cheapest_call_of_the_models_kind(
         assert status == 200 and result["ok"], result
         assert embedder.last_request.path == "/v1/embeddings"
         assert embedder.last_request.body["input"] == "ok"
+
+
+async def test_a_base_url_without_its_version_path_is_named_in_the_test(
+    start_gateway: Any,
+) -> None:
+    """An address without the provider's ``/v1`` (as the Anthropic SDK takes it) gets a
+    bare 404 from the upstream: the test says where to look, not only the status."""
+    gateway = await sealing_gateway(start_gateway)
+    async with FakeEngine(api_key=SPARE_KEY) as engine:
+        root = engine.base_url.removesuffix("/v1")
+        await call(gateway, "POST", "/admin/channels", body=spare(engine, base_url=root))
+        status, result = await call(gateway, "POST", "/admin/channels/spare/test")
+        assert status == 200 and not result["ok"] and result["status"] == 404
+        assert "check the channel's base URL" in result["message"]
+        assert "/chat/completions" in result["message"]
+
+        await call(gateway, "PATCH", "/admin/channels/spare", body={"base_url": engine.base_url})
+        status, result = await call(
+            gateway, "POST", "/admin/channels/spare/test", body={"model": "unserved"}
+        )
+        assert result["ok"], result

@@ -251,3 +251,23 @@ async def test_a_viewer_reads_a_key_but_an_operator_edits_and_rotates_it(
     assert status == 200 and rotated["key"] != key["key"]
     _, audit = await call(gateway, "GET", "/admin/audit?actor=oscar&action=key.")
     assert [e["action"] for e in audit["data"]] == ["key.rotate", "key.update"]
+
+
+async def test_the_quota_endpoint_shows_a_keys_own_budget(start_gateway: Any) -> None:
+    """A caller whose key has a budget of its own reads it beside the group's: the group
+    may have plenty left while this key is spent."""
+    gateway = await admin_gateway(start_gateway)
+    await call(gateway, "POST", "/admin/groups", body={"name": "team", "budget_usd": 100})
+    capped = await _key(gateway, "team", budget_usd=0.00000001)
+    free = await _key(gateway, "team")
+    assert (await chat_status(gateway, capped["key"]))[0] == 200
+    assert (await chat_status(gateway, capped["key"]))[0] == 429
+
+    _, quota = await call_as(gateway, "GET", "/v1/dashboard/billing/quota", capped["key"])
+    assert quota["budget"]["limit_usd"] == 100 and quota["budget"]["remaining_usd"] > 99
+    mine = quota["key_budget"]
+    assert mine["limit_usd"] == 0.00000001 and mine["remaining_usd"] == 0
+    assert mine["spent_usd"] > 0
+    assert mine["period_end"] == quota["budget"]["period_end"]
+    _, quota = await call_as(gateway, "GET", "/v1/dashboard/billing/quota", free["key"])
+    assert quota["key_budget"] is None

@@ -236,6 +236,12 @@ async def test_a_disabled_group_a_stream_and_odd_text_on_postgres(start_gateway:
         assert (unknown["status"], unknown["model_requested"]) == (404, "ab")
         assert streamed["status"] == 200 and streamed["first_byte_ms"] is not None
         assert streamed["first_byte_ms"] <= streamed["latency_ms"]
+        async with browser_session() as session:  # a page cursor beyond PostgreSQL's integer
+            await login(session, gateway.base_url, ADMIN)
+            for before in ("9999999999", "2147483648"):
+                audit = f"{gateway.base_url}/admin/ui/audit?before={before}"
+                async with session.get(audit) as page:
+                    assert page.status == 200 and "group.disable" in await page.text()
     finally:
         await gateway.stop()
         await postgres_execute(f'DROP DATABASE "{database}" WITH (FORCE)')

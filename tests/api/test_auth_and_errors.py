@@ -143,7 +143,9 @@ async def test_body_over_the_limit_is_413(start_gateway: Any) -> None:
     body = {**CHAT, "messages": [{"role": "user", "content": "x" * 5000}]}
     status, payload = await post(gateway, key, body)
     assert status == 413
-    assert_envelope(payload)
+    error = assert_envelope(payload)
+    assert error["code"] == "payload_too_large"
+    assert error["message"] == "The request body is too large: the limit is 2000 bytes."
 
 
 async def test_unknown_and_inaccessible_models_get_the_same_404(gateway: Gateway) -> None:

@@ -170,20 +170,29 @@ async def test_count_tokens_is_parleys_estimate(gateway: Gateway, key: str) -> N
     assert counted.input_tokens == 3 + 4 + 2
 
 
-@pytest.mark.parametrize("messages", [-2.5e53, "hello", [], None])
-async def test_count_tokens_refuses_messages_that_are_no_array(
-    gateway: Gateway, key: str, messages: Any
-) -> None:
-    body = {"model": "chat-large", "messages": messages}
+async def test_a_refused_field_is_named_once(gateway: Gateway, key: str) -> None:
+    """Anthropic's shape has no ``param``: the message starts with the field, as
+    Anthropic's own do (``temperature: ...``), without naming it twice."""
+    body = {"model": "chat-large", "max_tokens": 5, "temperature": 3, "messages": HELLO}
+    status, reply = await call(
+        gateway, "POST", "/v1/messages", None, json=body, headers={"x-api-key": key}
+    )
+    assert status == 400
+    assert reply["error"]["message"] == "temperature: must be a number from 0 to 1."
+
+
+@pytest.mark.parametrize("messages", [None, [], "hello", {"role": "user"}, -2.5e53])
+async def test_count_tokens_needs_messages(gateway: Gateway, key: str, messages: Any) -> None:
+    """As Anthropic's own endpoint: no count for a body without a conversation."""
+    body: dict[str, Any] = {"model": "chat-large"}
+    if messages is not None:
+        body["messages"] = messages
     status, reply = await call(
         gateway, "POST", "/v1/messages/count_tokens", None, json=body, headers={"x-api-key": key}
     )
     assert status == 400
-    assert reply["type"] == "error"
-    assert reply["error"] == {
-        "type": "invalid_request_error",
-        "message": "messages: 'messages' must be a non-empty array.",
-    }
+    assert reply["type"] == "error" and reply["error"]["type"] == "invalid_request_error"
+    assert reply["error"]["message"].startswith("messages: ")
 
 
 async def test_x_api_key_authenticates(gateway: Gateway, key: str) -> None:

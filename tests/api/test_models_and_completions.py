@@ -5,6 +5,14 @@ from __future__ import annotations
 import openai
 import pytest
 
+from parley.api.chat import CHAT
+from parley.api.completions import COMPLETIONS
+from parley.api.embeddings import EMBEDDINGS
+from parley.api.messages import MESSAGES
+from parley.api.responses import RESPONSES
+from parley.api.speech import SPEECH
+from parley.api.transcriptions import OPERATIONS as TRANSCRIPTION
+from parley.pipeline.job import Operation
 from tests.api.harness import Gateway
 from tests.upstreams.openai_compatible import FakeEngine
 
@@ -21,6 +29,31 @@ async def test_models_lists_served_models_the_group_may_use_without_aliases(
     assert extra["kind"] == "chat" and extra["context_window"] == 32768
     assert extra["capabilities"] == ["LLM_CHAT"]
     assert extra["pricing"]["input_per_1k_tokens"] == pytest.approx(0.00001)
+
+
+OPERATIONS: list[Operation] = [
+    CHAT.operation,
+    COMPLETIONS.operation,
+    EMBEDDINGS,
+    MESSAGES,
+    RESPONSES,
+    SPEECH,
+    *TRANSCRIPTION.values(),
+]
+
+
+async def test_each_model_lists_every_endpoint_that_serves_its_kind(
+    gateway: Gateway, key: str
+) -> None:
+    """A chat model answers on chat, completions, Responses and Messages: its record says
+    so, as every other kind's says what serves it."""
+    listed = await gateway.client(key).get("/models", cast_to=dict)
+    assert listed["data"]
+    for record in listed["data"]:
+        serving = {op.path for op in OPERATIONS if record["kind"] in op.kinds}
+        assert set(record["endpoints"]) == serving, record["id"]
+    chat = next(record for record in listed["data"] if record["kind"] == "chat")
+    assert "/v1/responses" in chat["endpoints"] and "/v1/messages" in chat["endpoints"]
 
 
 async def test_a_narrow_group_sees_only_its_models_and_capabilities(gateway: Gateway) -> None:

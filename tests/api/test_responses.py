@@ -287,6 +287,8 @@ async def test_another_group_never_sees_a_stored_response(
         ({"tools": [{"type": "web_search"}]}, "tools[0].type", "web_search"),
         ({"tools": [{"type": "file_search", "vector_store_ids": ["v"]}]}, "tools[0].type",
          "file_search"),
+        ({"tools": [{"name": "f"}]}, "tools[0].type", "needs a 'type'"),
+        ({"tools": ["f"]}, "tools[0].type", "needs a 'type'"),
         ({"background": True}, "background", "ackground"),
         ({"input": 5}, "input", "input"),
         ({"store": "yes"}, "store", "store"),

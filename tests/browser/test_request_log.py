@@ -4,6 +4,7 @@ codes, and one line opens on its own page. Photographed at 1280 and 390 px wide.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from playwright.async_api import Browser, expect
@@ -48,6 +49,13 @@ async def test_filter_the_request_log_for_refusals(
     facts = page.locator("dl[data-request]")
     await expect(facts).to_contain_text("rate_limit_exceeded")
     await expect(facts).to_contain_text("refused before admission")
+    # Read as the rest of the dashboard writes times, to the millisecond, not raw ISO.
+    await expect(facts).to_contain_text(re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} UTC"))
+    await expect(facts).not_to_contain_text("+00:00")
+    await expect(facts.get_by_role("link", name="acme")).to_have_attribute(
+        "href", "/admin/ui/groups/acme"
+    )
+    assert await facts.locator("a[href^='/admin/ui/keys/']").count() == 1
     await snap(page, artifacts, "request")
     assert key not in await page.content()
 

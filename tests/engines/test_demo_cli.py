@@ -5,6 +5,7 @@ stops the gateway and both engines. On a port already taken it stops at once, as
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -12,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import openai
@@ -24,6 +26,9 @@ from tests.process.procs import REPO, environment, free_port
 
 pytestmark = pytest.mark.engines
 KEY = re.compile(r"key:\s+(pk-\S+)")
+DASHBOARD = re.compile(
+    r"dashboard:\s+(http://\S+/admin/)\s+\(sign in: leave the name empty, password (\S+)\)"
+)
 
 
 def children_of(pid: int) -> list[int]:
@@ -73,6 +78,22 @@ def run_printed_examples(output: str, workdir: Path) -> str:
     return done.stdout
 
 
+def assert_dashboard_opens(output: str, port: int, config: Path) -> None:
+    """The printed dashboard address and token open the admin surface, which shows the
+    demo's group; the token is in no file."""
+    found = DASHBOARD.search(output)
+    assert found, output
+    address, token = found.groups()
+    assert address == f"http://127.0.0.1:{port}/admin/"
+    assert len(token) >= 16 and token not in config.read_text()
+    asked = urllib.request.Request(
+        f"http://127.0.0.1:{port}/admin/groups", headers={"Authorization": f"Bearer {token}"}
+    )
+    with urllib.request.urlopen(asked, timeout=10) as reply:
+        groups = json.load(reply)
+    assert [group["name"] for group in groups["data"]] == ["demo"]
+
+
 def test_the_demo_serves_chat_speech_and_transcription_then_stops_its_engines(
     tmp_path: Path,
 ) -> None:
@@ -103,6 +124,7 @@ def test_the_demo_serves_chat_speech_and_transcription_then_stops_its_engines(
             model=CHAT_MODEL, messages=[{"role": "user", "content": "Hi"}], max_tokens=8
         )
         assert chat.choices[0].message.content
+        assert_dashboard_opens(log.read_text(), port, tmp_path / "parley-demo" / "parley.yaml")
         speech = client.audio.speech.create(
             model=SPEECH_MODEL, voice="en-f2", input=SENTENCE, response_format="wav"
         )

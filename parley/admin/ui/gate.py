@@ -1,6 +1,8 @@
 """How a dashboard request goes through ``site.gate``: the session (or the login page)
 and the CSRF check first, and every failure shown as a page, not the JSON envelope (a
-database that is down too: a 503 page, where the admin API answers the envelope).
+database that is down too: a 503 page, where the admin API answers the envelope; a
+form's address opened with GET, a 405 page; a fault in a page, a 500 page, the
+traceback only in the log).
 
 Imported by the first dashboard request (with the pages and Jinja2), never by a gateway
 whose dashboard nobody opens.
@@ -23,6 +25,11 @@ from parley.store.base import StoreUnavailable
 DATABASE_DOWN = (
     "The database is unavailable right now, so this page cannot be shown. Try again shortly."
 )
+PAGE_FAILED = (
+    "This page could not be shown because of a fault in Parley; the details are in the"
+    " server's log."
+)
+NO_SUCH_PAGE = "There is no such page in the dashboard."
 log = logging.getLogger("parley.admin")
 
 
@@ -35,12 +42,21 @@ async def serve_page(request: web.Request, handler: Handler) -> web.StreamRespon
     except ParleyError as error:
         return _error_page(request, error.message, error.status)
     except web.HTTPNotFound:
-        return _error_page(request, "There is no such page in the dashboard.", 404)
+        return _error_page(request, NO_SUCH_PAGE, 404)
+    except web.HTTPMethodNotAllowed as refused:  # a form's address opened as a page
+        response = _error_page(request, NO_SUCH_PAGE, 405)
+        response.headers["Allow"] = ",".join(sorted(refused.allowed_methods))
+        return response
     except StoreUnavailable as error:
         log.warning("%s %s: %s", request.method, request.path, error)
         response = _error_page(request, DATABASE_DOWN, 503)
         response.headers["Retry-After"] = "1"
         return response
+    except web.HTTPException:  # redirects after a form, and aiohttp's own answers
+        raise
+    except Exception:  # a bug: said on a page, its traceback only in the log
+        log.exception("unhandled error on dashboard page %s %s", request.method, request.path)
+        return _error_page(request, PAGE_FAILED, 500)
 
 
 def _error_page(request: web.Request, message: str, status: int) -> web.Response:

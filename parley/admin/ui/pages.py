@@ -9,6 +9,7 @@ from aiohttp import web
 from markupsafe import Markup
 
 from parley.admin.context import admin_service
+from parley.admin.fields import MAX_LIMIT
 from parley.admin.finding import audit_query_from_params
 from parley.admin.monitor import DayTotals, overview
 from parley.admin.reports import DIMENSIONS, UsageQuery, query_from_params
@@ -129,6 +130,8 @@ async def audit_page(request: web.Request) -> web.Response:
     """The audit log, newest first, filtered by actor, action, target and days."""
     raw = request.query.get("before", "")
     before = int(raw) if raw.isdigit() and len(raw) <= 10 else None
+    if before is not None and before > MAX_LIMIT:  # past every id PostgreSQL's column holds
+        before = None
     error, entries, query = "", [], AuditQuery()
     try:
         query = audit_query_from_params(request.query)

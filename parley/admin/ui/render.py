@@ -23,6 +23,7 @@ def environment() -> Environment:
         lstrip_blocks=True,
     )
     env.filters["when"] = when
+    env.filters["instant"] = instant
     env.filters["usd"] = usd
     env.filters["number"] = lambda value: f"{value:,}"
     env.filters["epoch"] = lambda seconds: when(datetime.fromtimestamp(seconds, UTC))
@@ -33,6 +34,14 @@ def when(value: datetime | None) -> str:
     if value is None:
         return "—"
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def instant(value: str | datetime | None) -> str:
+    """One moment to the millisecond (a request's time), in ``when``'s form."""
+    if value is None:
+        return "—"
+    moment = datetime.fromisoformat(value) if isinstance(value, str) else value
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
 
 
 def usd(value: float | None) -> str:

@@ -11,13 +11,16 @@
    which reads it as ``parley serve`` would) names the engines' ports; once they answer,
    the address is checked again, the database migrated, the group ``demo`` created if
    missing, and a new key made for it.
-3. The key and copy-paste examples are printed; the gateway serves until Ctrl-C or
+3. The key and copy-paste examples are printed, with the dashboard's address and a
+   sign-in token made for this run (kept in memory only, never in the written file;
+   ``PARLEY_ADMIN_TOKEN`` is used instead when set); the gateway serves until Ctrl-C or
    SIGTERM; the children are stopped however it ends.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import secrets
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -127,15 +130,25 @@ def demo_key(settings: Settings, with_store: StoreWork) -> str:
     return secret
 
 
-def welcome(base_url: str, key: str, config_path: Path) -> str:
+def dashboard_line(base_url: str, token: str | None) -> str:
+    """Where the dashboard is and what signs in: the token made for this run, or the
+    operator's own (not repeated)."""
+    if token is None:
+        return f"{base_url}/admin/   (sign in with your PARLEY_ADMIN_TOKEN)"
+    return f"{base_url}/admin/   (sign in: leave the name empty, password {token})"
+
+
+def welcome(base_url: str, key: str, config_path: Path, token: str | None = None) -> str:
     """What to paste: the key as ``PARLEY_KEY`` (the README's examples read it), a curl
-    per engine and the official openai SDK."""
+    per engine and the official openai SDK; and the dashboard's address with ``token``,
+    the sign-in token made for this run (``None`` when the operator set their own)."""
     v1 = f"{base_url}/v1"
     return f"""
 Parley is serving offline, with local engines, at {v1}
-  key:     {key}
-  models:  {CHAT_MODEL} (chat), {SPEECH_MODEL} (speech), {TRANSCRIPTION_MODEL} (transcription)
-  config:  {config_path}   (admin commands: parley --config {config_path} usage ...)
+  key:       {key}
+  models:    {CHAT_MODEL} (chat), {SPEECH_MODEL} (speech), {TRANSCRIPTION_MODEL} (transcription)
+  dashboard: {dashboard_line(base_url, token)}
+  config:    {config_path}   (admin commands: parley --config {config_path} usage ...)
 
 For the README's examples, in the terminal you run them from:
 export PARLEY_KEY={key}
@@ -193,9 +206,13 @@ def run_demo(
     try:
         _check_listen(host, port)  # again: the engines took a while to load
         key = demo_key(settings, with_store)
+        raw = settings.model_dump(mode="json")
+        token = None
+        if not settings.admin.token:  # a dashboard for this run only, its token never on disk
+            token = raw["admin"]["token"] = secrets.token_urlsafe(24)
         shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-        click.echo(welcome(f"http://{shown}:{port}", key, path))
-        serve(settings.model_dump(mode="json"))
+        click.echo(welcome(f"http://{shown}:{port}", key, path, token))
+        serve(raw)
     finally:
         engine.stop()
         llama.stop()
