@@ -10,7 +10,7 @@ One middleware, ``gateway``, does in order what every request needs:
 
 They were three middlewares; each layer cost every call a wrapper call and a coroutine,
 so they are one (``docs/performance.md``, CPU per call). A failure after a reply has
-begun ends that reply instead (``parley.edge.started``). One ``on_response_prepare``
+begun ends that reply instead (``parley.pipeline.started``). One ``on_response_prepare``
 hook notes the reply that began and gives it its ``x-request-id``.
 """
 
@@ -31,13 +31,6 @@ from parley.edge import bodies as edge_bodies
 from parley.edge.bodies import BODY_SECONDS, PENDING_BODIES, BodyTimeout, start_body_clock
 from parley.edge.deferred import deferred
 from parley.edge.request_log import log_refusal
-from parley.edge.started import (
-    MESSAGES,
-    end_started_reply,
-    failure_tail,
-    remember_started,
-    started_reply,
-)
 from parley.errors import (
     INTERNAL_ERROR_MESSAGE,
     InvalidRequest,
@@ -50,6 +43,13 @@ from parley.pipeline.admit import scopes_for
 from parley.pipeline.authenticate import Caller, check_usable, identify
 from parley.pipeline.context import CALLER, REPLY_HEADERS, SERVICES
 from parley.pipeline.services import Services
+from parley.pipeline.started import (
+    MESSAGES,
+    end_started_reply,
+    failure_tail,
+    remember_started,
+    started_reply,
+)
 from parley.settings import Settings
 from parley.store.base import Store, StoreUnavailable
 from parley.telemetry.request_ids import stamp_request_id
@@ -123,7 +123,7 @@ async def gateway(request: web.Request, handler: Handler) -> web.StreamResponse:
 async def _error_reply(
     request: web.Request, error: ParleyError, *, logged: bool = False
 ) -> web.StreamResponse:
-    """The envelope; or, once a reply has begun, its end (``parley.edge.started``)."""
+    """The envelope; or, once a reply has begun, its end (``parley.pipeline.started``)."""
     started = started_reply(request)
     if started is not None:
         if not logged:

@@ -35,7 +35,6 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from parley.domain.usage import Usage
-from parley.edge.started import end_started_reply
 from parley.errors import (
     INTERNAL_ERROR_MESSAGE,
     ParleyError,
@@ -54,6 +53,7 @@ from parley.pipeline.plan import Switching
 from parley.pipeline.relay import Failed, relay, relay_stream
 from parley.pipeline.route import Route
 from parley.pipeline.services import Services
+from parley.pipeline.started import end_started_reply
 
 log = logging.getLogger("parley.runner")
 
@@ -292,7 +292,7 @@ async def _raise_or_tell(
 ) -> None:
     """Tell the caller the call failed: raise ``error`` for its envelope while nothing was
     sent, else write it in the stream's own format (``job.failure``), or cut the
-    connection when the format has none (``edge/started.py``); nothing once the stream's
+    connection when the format has none (``pipeline/started.py``); nothing once the stream's
     end is being written (``metered.closing``)."""
     if not response.prepared:
         raise error

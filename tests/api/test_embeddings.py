@@ -159,7 +159,7 @@ async def test_auth_and_limits_apply(gateway: Gateway) -> None:
 
 
 def test_every_model_kind_the_config_accepts_has_an_endpoint() -> None:
-    served = set(CHAT.operation.kinds) | set(COMPLETIONS.operation.kinds) | set(EMBEDDINGS.kinds)
+    served = set(CHAT.kinds) | set(COMPLETIONS.kinds) | set(EMBEDDINGS.kinds)
     assert set(get_args(ModelKind)) == served | AUDIO_KINDS
 
 

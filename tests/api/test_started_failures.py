@@ -1,6 +1,6 @@
 """A reply that already started ends in its caller's dialect, whoever tells the failure:
 the runner (with the job's own ``failure``) or, for a failure that escaped every job, the
-gateway's boundary (``edge/started.py``). On ``/v1/messages`` that is Anthropic's
+gateway's boundary (``pipeline/started.py``). On ``/v1/messages`` that is Anthropic's
 ``error`` event, never OpenAI's ``data: {"error": ...}`` and ``[DONE]``."""
 
 from __future__ import annotations

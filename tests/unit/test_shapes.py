@@ -17,7 +17,8 @@ from parley.dialects import openai_relay
 from parley.dialects.openai_relay import DONE, TRIES, StreamTally
 from parley.errors import UpstreamError
 from parley.providers.base import Target
-from parley.providers.openai.adapter import _fault
+from parley.providers.openai.answers import stream_fault
+from parley.providers.openai.refusal import stream_failure
 
 TARGET = Target("one", "http://upstream", "sk-secret", "engine-model", 1.0, 1.0)
 TEXTS = ["Hel", "lo", ", ", "wor", "ld", "!"]
@@ -99,7 +100,7 @@ def relay(
         assert relay.by_shape == before or len(produced) == 1, "a read by its shape alone"
         out.extend(produced)
         if relay.failure is not None:
-            error = _fault(TARGET, relay.failure)
+            error = stream_fault(TARGET, relay.failure, stream_failure)
             break
         if relay.done:
             break
