@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import Connection, RowMapping, delete, select
+from sqlalchemy import Connection, Insert, RowMapping, delete, select
+from sqlalchemy.dialects import postgresql, sqlite
 
 from parley.domain.responses import StoredResponse
 from parley.store.schema import stored_responses
@@ -19,15 +20,16 @@ _table = stored_responses
 
 
 def save_responses(conn: Connection, responses: Sequence[StoredResponse]) -> int:
-    """Insert each response not stored yet (a replayed batch adds nothing twice)."""
+    """Insert each response not stored yet: a replayed batch, or one whose first write
+    was still committing when it was sent again (a flush cut short at shutdown), adds
+    nothing twice and fails on nothing."""
     if not responses:
         return 0
-    ids = [response.id for response in responses]
-    known = set(conn.execute(select(_table.c.id).where(_table.c.id.in_(ids))).scalars())
-    rows = [_row(response) for response in responses if response.id not in known]
-    if rows:
-        conn.execute(_table.insert(), rows)
-    return len(rows)
+    insert: Insert = (
+        postgresql.insert(_table) if conn.dialect.name == "postgresql" else sqlite.insert(_table)
+    ).on_conflict_do_nothing(index_elements=[_table.c.id])
+    rows = [_row(response) for response in responses]
+    return len(conn.execute(insert.returning(_table.c.id), rows).all())
 
 
 def find_response(

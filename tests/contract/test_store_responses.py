@@ -52,6 +52,16 @@ async def test_a_replayed_batch_adds_nothing_twice(store: SqlStore) -> None:  # 
     assert await store.save_responses(batch) == 1
 
 
+async def test_two_writes_of_one_batch_at_once_store_it_once(store: SqlStore) -> None:  # noqa: F811
+    """A flush cut short at shutdown may still be committing when the batch is written
+    again: neither write fails, and each response is stored once."""
+    team, _ = await two_groups(store)
+    batch = [stored(f"resp_{n}", team, expires_in=timedelta(days=1)) for n in range(20)]
+    counts = await asyncio.gather(*(store.save_responses(batch) for _ in range(4)))
+    assert sum(counts) == 20
+    assert all([await store.find_response(f"resp_{n}", team) for n in range(20)])
+
+
 async def test_expired_responses_are_not_found_and_are_pruned(store: SqlStore) -> None:  # noqa: F811
     team, _ = await two_groups(store)
     await store.save_responses(
