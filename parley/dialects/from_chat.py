@@ -18,10 +18,10 @@ import orjson
 from parley import upstream_json
 from parley.dialects.canonical import Stop
 from parley.dialects.openai_chat import FINISH_TO_STOP, read_usage
-from parley.dialects.translator import Failure, estimate
+from parley.dialects.translator import Failure, estimate, sse_data
 from parley.domain.usage import Usage
 from parley.domain.wire import JSON
-from parley.sse import EventTooLarge, SseParser
+from parley.sse import SseParser
 
 DONE = "[DONE]"
 
@@ -58,14 +58,10 @@ class FromChatChunks:
         if self.done or self.failure is not None:
             return []
         out: list[bytes] = []
-        try:
-            events = self._parser.feed(data)
-        except EventTooLarge as error:
-            self._events([event.data for event in error.events], out)
-            if self.failure is None and not self.done:
-                self.failure = Failure(too_large=True)
-            return out
-        self._events([event.data for event in events], out)
+        payloads, too_large = sse_data(self._parser, data)
+        self._events(payloads, out)
+        if too_large and self.failure is None and not self.done:
+            self.failure = Failure(too_large=True)
         return out
 
     def feed_chunks(self, chunks: Sequence[JSON]) -> list[bytes]:
