@@ -4,7 +4,10 @@ Every reader of a non-OpenAI stream (``MessagesToChat``, ``GeminiToChat``,
 ``ConverseToChat``) turns its upstream's events into the canonical stream of chat
 chunks; ``ChunkWriter`` is what they share: the chunk's envelope (id, ``created``,
 model), a one-choice delta, the finishing choice, the usage chunk (``"choices": []``)
-and a tool call's first and later pieces.
+and a tool call's first and later pieces. ``SseToChunks`` is the reading half the
+SSE-fed ones share: each event's data parsed as one JSON object (anything else is a
+malformed stream), an event past the size bound failing the stream after what came
+before it.
 """
 
 from __future__ import annotations
@@ -12,9 +15,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import orjson
+
+from parley import upstream_json
 from parley.dialects.openai_chat import usage_fields
+from parley.dialects.translator import Failure, sse_data
 from parley.domain.usage import Usage
 from parley.domain.wire import JSON
+from parley.sse import SseParser
 
 
 class ChunkWriter:
@@ -73,3 +81,43 @@ class ChunkWriter:
 def as_int(value: Any) -> int:
     """An upstream's integer field, 0 when it is absent or not an integer."""
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+class SseToChunks:
+    """``Translator[JSON]``'s common part for an SSE stream of JSON events: a subclass
+    reads each event (``_event``) into chunks written with ``_write``."""
+
+    __slots__ = ("_parser", "_write", "done", "failure")
+
+    def __init__(self, max_event_bytes: int, write: ChunkWriter) -> None:
+        self._parser = SseParser(max_event_bytes)
+        self._write = write
+        self.done = False
+        self.failure: Failure | None = None
+
+    def feed(self, data: bytes) -> list[JSON]:
+        if self.done or self.failure is not None:
+            return []
+        out: list[JSON] = []
+        payloads, too_large = sse_data(self._parser, data)
+        self._events(payloads, out)
+        if too_large and self.failure is None and not self.done:
+            self.failure = Failure(too_large=True)
+        return out
+
+    def _events(self, payloads: list[str], out: list[JSON]) -> None:
+        for payload in payloads:
+            if self.done or self.failure is not None:
+                return
+            try:
+                event = upstream_json.loads(payload)
+            except orjson.JSONDecodeError:
+                event = None
+            if not isinstance(event, dict):
+                self.failure = Failure(malformed=True)
+                return
+            self._event(event, out)
+
+    def _event(self, event: JSON, out: list[JSON]) -> None:
+        """One event's chunks; sets ``done`` or ``failure`` when it ends the stream."""
+        raise NotImplementedError

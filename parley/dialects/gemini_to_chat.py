@@ -16,53 +16,32 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
-from parley import upstream_json
 from parley.dialects.canonical import Reasoning, Text, ToolCall
-from parley.dialects.chunks import ChunkWriter
+from parley.dialects.chunks import ChunkWriter, SseToChunks
 from parley.dialects.gemini import parts_of, read_part, read_usage, stop_of
 from parley.dialects.openai_chat import STOP_TO_FINISH
-from parley.dialects.translator import Failure, sse_data
+from parley.dialects.translator import Failure
 from parley.domain.usage import Usage
 from parley.domain.wire import JSON
-from parley.sse import SseParser
 
 
-class GeminiToChat:
+class GeminiToChat(SseToChunks):
     """``Translator[JSON]``: Gemini's SSE events in, chat chunks out."""
 
     __slots__ = (
         "_calls",
         "_finished",
-        "_parser",
         "_started",
         "_usage",
-        "_write",
-        "done",
-        "failure",
     )
 
     def __init__(self, max_event_bytes: int, model: str = "", created: int | None = None) -> None:
-        self._parser = SseParser(max_event_bytes)
-        self._write = ChunkWriter(model, created)
+        super().__init__(max_event_bytes, ChunkWriter(model, created))
         self._started = False
         self._finished = False
         self._calls = 0
         self._usage: Any = None
         """The last ``usageMetadata`` (each event's is the running total)."""
-        self.done = False
-        self.failure: Failure | None = None
-
-    def feed(self, data: bytes) -> list[JSON]:
-        if self.done or self.failure is not None:
-            return []
-        out: list[JSON] = []
-        payloads, too_large = sse_data(self._parser, data)
-        self._events(payloads, out)
-        if too_large and self.failure is None and not self.done:
-            self.failure = Failure(too_large=True)
-        return out
 
     def end(self) -> list[JSON]:
         if self.done or self.failure is not None:
@@ -76,23 +55,10 @@ class GeminiToChat:
     def delivered(self) -> Usage | None:
         return read_usage(self._usage)
 
-    def _events(self, payloads: list[str], out: list[JSON]) -> None:
-        for payload in payloads:
-            if self.failure is not None:
-                return
-            try:
-                event = upstream_json.loads(payload)
-            except orjson.JSONDecodeError:
-                event = None
-            if not isinstance(event, dict):
-                self.failure = Failure(malformed=True)
-                return
-            if "error" in event:
-                self.failure = Failure(payload=event)
-                return
-            self._event(event, out)
-
     def _event(self, event: JSON, out: list[JSON]) -> None:
+        if "error" in event:
+            self.failure = Failure(payload=event)
+            return
         if not self._started:
             self._started = True
             self._write.id = str(event.get("responseId") or "")

@@ -13,70 +13,36 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
-from parley import upstream_json
 from parley.dialects.anthropic_messages import STOP_REASONS, read_usage
-from parley.dialects.chunks import ChunkWriter, as_int
+from parley.dialects.chunks import ChunkWriter, SseToChunks, as_int
 from parley.dialects.openai_chat import STOP_TO_FINISH
-from parley.dialects.translator import Failure, sse_data
+from parley.dialects.translator import Failure
 from parley.domain.usage import Usage
 from parley.domain.wire import JSON
-from parley.sse import SseParser
 
 
-class MessagesToChat:
+class MessagesToChat(SseToChunks):
     """``Translator[JSON]``: Messages events in, chat chunks out."""
 
     __slots__ = (
         "_input",
         "_output",
-        "_parser",
         "_tools",
-        "_write",
-        "done",
-        "failure",
     )
 
     def __init__(self, max_event_bytes: int, created: int | None = None) -> None:
-        self._parser = SseParser(max_event_bytes)
-        self._write = ChunkWriter(created=created)
+        super().__init__(max_event_bytes, ChunkWriter(created=created))
         self._input: JSON = {}
         """``message_start``'s usage (input and cache counts), updated by ``message_delta``."""
         self._output = 0
         self._tools: dict[int, int] = {}
         """A ``tool_use`` block's index → its position in ``tool_calls``."""
-        self.done = False
-        self.failure: Failure | None = None
-
-    def feed(self, data: bytes) -> list[JSON]:
-        if self.done or self.failure is not None:
-            return []
-        out: list[JSON] = []
-        payloads, too_large = sse_data(self._parser, data)
-        self._events(payloads, out)
-        if too_large and self.failure is None and not self.done:
-            self.failure = Failure(too_large=True)
-        return out
 
     def end(self) -> list[JSON]:
         return []
 
     def delivered(self) -> Usage | None:
         return read_usage(self._input, self._output)
-
-    def _events(self, payloads: list[str], out: list[JSON]) -> None:
-        for payload in payloads:
-            if self.done or self.failure is not None:
-                return
-            try:
-                event = upstream_json.loads(payload)
-            except orjson.JSONDecodeError:
-                event = None
-            if not isinstance(event, dict):
-                self.failure = Failure(malformed=True)
-                return
-            self._event(event, out)
 
     def _event(self, event: JSON, out: list[JSON]) -> None:
         kind = event.get("type")
