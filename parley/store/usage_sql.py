@@ -113,23 +113,25 @@ def _insert_new(conn: Connection, records: Iterable[UsageRecord]) -> set[str]:
 
 
 def _add_to_rollups(conn: Connection, records: Sequence[UsageRecord]) -> None:
-    insert = _insert(conn, usage_daily)
-    daily = usage_daily.c
-    statement = insert.on_conflict_do_update(
-        index_elements=[daily.group_id, daily.day, daily.model],
-        set_={name: daily[name] + insert.excluded[name] for name in ROLLUP_TOTALS},
-    )
-    conn.execute(statement, _rollup_rows(records))
+    _add_to(conn, usage_daily, ("group_id", "day", "model"), _rollup_rows(records))
 
 
 def _add_to_key_rollups(conn: Connection, records: Sequence[UsageRecord]) -> None:
-    insert = _insert(conn, usage_daily_keys)
-    daily = usage_daily_keys.c
+    _add_to(conn, usage_daily_keys, ("key_id", "day", "model"), _key_rollup_rows(records))
+
+
+def _add_to(
+    conn: Connection, table: Table, keys: tuple[str, ...], rows: list[dict[str, Any]]
+) -> None:
+    """Add ``rows``' totals to a rollup table's rows of the same ``keys``, inserting those
+    not there yet."""
+    insert = _insert(conn, table)
+    daily = table.c
     statement = insert.on_conflict_do_update(
-        index_elements=[daily.key_id, daily.day, daily.model],
+        index_elements=[daily[name] for name in keys],
         set_={name: daily[name] + insert.excluded[name] for name in ROLLUP_TOTALS},
     )
-    conn.execute(statement, _key_rollup_rows(records))
+    conn.execute(statement, rows)
 
 
 def _key_rollup_rows(records: Sequence[UsageRecord]) -> list[dict[str, Any]]:
