@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import anthropic
 import openai
 from aiohttp import web
 from sqlalchemy import select
@@ -31,6 +32,7 @@ from parley.pipeline.context import SERVICES
 from parley.pipeline.services import Services
 from parley.settings import Settings
 from parley.store.schema import usage_records
+from tests.upstreams.openai_compatible import FakeEngine
 
 CHANNEL_KEY = "sk-channel-secret-0123456789"
 Config = dict[str, Any]
@@ -85,7 +87,7 @@ class Gateway:
     runner: web.AppRunner | None = None
     base_url: str = ""
     keys: list[str] = field(default_factory=list)
-    clients: list[openai.AsyncOpenAI] = field(default_factory=list)
+    clients: list[openai.AsyncOpenAI | anthropic.AsyncAnthropic] = field(default_factory=list)
 
     @classmethod
     async def start(cls, config: dict[str, Any]) -> Gateway:
@@ -162,6 +164,12 @@ class Gateway:
         self.clients.append(client)
         return client
 
+    def claude(self, key: str) -> anthropic.AsyncAnthropic:
+        """An ``anthropic`` SDK client of this gateway's Messages endpoint, closed at stop."""
+        client = anthropic.AsyncAnthropic(base_url=self.base_url, api_key=key, max_retries=0)
+        self.clients.append(client)
+        return client
+
     async def flush_usage(self) -> None:
         """Write every queued usage record now."""
         assert await self.services.meter.writer.flush()
@@ -191,6 +199,14 @@ async def starting(config: Callable[[], Config]) -> AsyncIterator[StartGateway]:
     finally:
         for gateway in started:
             await gateway.stop()
+
+
+@asynccontextmanager
+async def with_backup(config: Callable[[str], Config]) -> AsyncIterator[Gateway]:
+    """A gateway on ``config(backup_url)``, where a fake OpenAI-compatible engine serves
+    the models a provider's channel falls over to; both stop when the block ends."""
+    async with FakeEngine() as backup, starting(lambda: config(backup.base_url)) as start:
+        yield await start()
 
 
 async def call(

@@ -8,14 +8,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import anthropic
 import openai
 import orjson
 import pytest
 
-from tests.api.harness import CHANNEL_KEY, Gateway, local_state, records, starting
+from tests.api.harness import CHANNEL_KEY, Gateway, local_state, records, starting, with_backup
 from tests.upstreams.azure import PROMPT_FILTERED, FakeAzure
-from tests.upstreams.openai_compatible import FakeEngine
 
 TOKEN = "eyJ0eXAiOiJKV1QiLCJhbGciOiJSUzI1NiJ9.fake-entra-token"
 HELLO = [{"role": "user", "content": "hello there"}]
@@ -98,16 +96,10 @@ async def upstream() -> AsyncIterator[FakeAzure]:
 
 @pytest.fixture
 async def gateway(upstream: FakeAzure, tmp_path: Path) -> AsyncIterator[Gateway]:
-    async with (
-        FakeEngine() as backup,
-        starting(lambda: azure_config(upstream.endpoint, backup.base_url, tmp_path)) as start,
-    ):
-        yield await start()
-
-
-@pytest.fixture
-async def key(gateway: Gateway) -> str:
-    return await gateway.key(await gateway.group("team"))
+    async with with_backup(
+        lambda backup: azure_config(upstream.endpoint, backup, tmp_path)
+    ) as gateway:
+        yield gateway
 
 
 async def test_a_chat_call_reaches_an_azure_deployment(
@@ -286,8 +278,7 @@ async def test_azure_cached_tokens_are_billed_exactly(gateway: Gateway, key: str
 async def test_a_messages_caller_reaches_azure(
     gateway: Gateway, key: str, upstream: FakeAzure
 ) -> None:
-    client = anthropic.AsyncAnthropic(base_url=gateway.base_url, api_key=key, max_retries=0)
-    gateway.clients.append(client)  # type: ignore[arg-type]
+    client = gateway.claude(key)
     message = await client.messages.create(
         model="gpt-azure",
         max_tokens=50,

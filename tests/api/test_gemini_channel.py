@@ -11,15 +11,21 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import anthropic
 import openai
 import orjson
 import pytest
 
 from parley.domain.pricing import Price, usd_to_nanos
-from tests.api.harness import CHANNEL_KEY, Gateway, call, local_state, records, starting
+from tests.api.harness import (
+    CHANNEL_KEY,
+    Gateway,
+    call,
+    local_state,
+    records,
+    starting,
+    with_backup,
+)
 from tests.upstreams.gemini import SIGNATURE, FakeGemini
-from tests.upstreams.openai_compatible import FakeEngine
 
 HELLO = [{"role": "user", "content": "hello there"}]
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n fake pixels").decode()
@@ -102,22 +108,10 @@ async def upstream() -> AsyncIterator[FakeGemini]:
 
 @pytest.fixture
 async def gateway(upstream: FakeGemini, tmp_path: Path) -> AsyncIterator[Gateway]:
-    async with (
-        FakeEngine() as backup,
-        starting(lambda: gemini_config(upstream.base_url, backup.base_url, tmp_path)) as start,
-    ):
-        yield await start()
-
-
-@pytest.fixture
-async def key(gateway: Gateway) -> str:
-    return await gateway.key(await gateway.group("team"))
-
-
-def claude(gateway: Gateway, key: str) -> anthropic.AsyncAnthropic:
-    client = anthropic.AsyncAnthropic(base_url=gateway.base_url, api_key=key, max_retries=0)
-    gateway.clients.append(client)  # type: ignore[arg-type]
-    return client
+    async with with_backup(
+        lambda backup: gemini_config(upstream.base_url, backup, tmp_path)
+    ) as gateway:
+        yield gateway
 
 
 async def test_an_openai_chat_call_reaches_a_gemini_channel(
@@ -381,7 +375,7 @@ async def test_a_bad_channel_key_is_the_channels_fault(
 async def test_a_messages_caller_reaches_a_gemini_channel(
     gateway: Gateway, key: str, upstream: FakeGemini
 ) -> None:
-    client = claude(gateway, key)
+    client = gateway.claude(key)
     message = await client.messages.create(
         model="gemini-cached",
         max_tokens=100,

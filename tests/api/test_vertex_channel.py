@@ -12,7 +12,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import anthropic
 import openai
 import pytest
 import yaml
@@ -107,11 +106,6 @@ async def gateway(
         yield await start()
 
 
-@pytest.fixture
-async def key(gateway: Gateway) -> str:
-    return await gateway.key(await gateway.group("team"))
-
-
 async def test_gemini_on_vertex_with_one_minted_token(
     gateway: Gateway, key: str, vertex: FakeVertex, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -193,8 +187,7 @@ async def test_claude_on_vertex_through_raw_predict(
     )
     assert vertex.last_request.path.endswith(":streamRawPredict")
     assert vertex.last_request.body["stream"] is True
-    messages = anthropic.AsyncAnthropic(base_url=gateway.base_url, api_key=key, max_retries=0)
-    gateway.clients.append(messages)  # type: ignore[arg-type]
+    messages = gateway.claude(key)
     async with messages.messages.stream(
         model="claude-tool",
         max_tokens=64,
