@@ -45,7 +45,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from tests.upstreams.server import JSON, FakeServer, ReceivedRequest, json_reply, received
+from tests.upstreams.server import JSON, FakeServer, json_reply, received
 
 STATUSES = {
     400: "INVALID_ARGUMENT",
@@ -355,7 +355,6 @@ def _input_words(body: JSON) -> int:
 class FakeGemini(FakeServer):
     api_key: str | None = None
     content: GoogleContent = field(default_factory=GoogleContent)
-    requests: list[ReceivedRequest] = field(default_factory=list)
 
     @property
     def behaviour(self) -> Behaviour:
@@ -364,10 +363,6 @@ class FakeGemini(FakeServer):
     @behaviour.setter
     def behaviour(self, value: Behaviour) -> None:
         self.content.behaviour = value
-
-    @property
-    def last_request(self) -> ReceivedRequest:
-        return self.requests[-1]
 
     def application(self) -> web.Application:
         app = web.Application()
