@@ -125,14 +125,7 @@ class FakeVertex(FakeServer):
             return await self._claude(request, body, model, method)
         if info["publisher"] != "google":
             return json_reply(404, google_error(404, "Publisher not found."))
-        if method not in ("generateContent", "streamGenerateContent"):
-            return json_reply(404, google_error(404, f"Method {method} not found."))
-        status, reply, behaviour = self.content.generate(body, model)
-        if status != 200 or method == "generateContent":
-            return json_reply(status, reply)
-        if request.query.get("alt") != "sse":
-            return json_reply(400, google_error(400, "This fake streams with alt=sse only."))
-        return await stream(request, self.content.events(reply, behaviour))
+        return await self.content.answer(request, body, model, method)
 
     async def _claude(
         self, request: web.Request, body: Any, model: str, method: str
