@@ -18,7 +18,7 @@ import orjson
 from parley import upstream_json
 from parley.dialects.canonical import Stop
 from parley.dialects.openai_chat import FINISH_TO_STOP, read_usage
-from parley.dialects.translator import Failure, estimate, sse_data
+from parley.dialects.translator import Failure, delivered_estimate, sse_data
 from parley.domain.usage import Usage
 from parley.domain.wire import JSON
 from parley.sse import SseParser
@@ -82,9 +82,7 @@ class FromChatChunks:
     def delivered(self) -> Usage | None:
         if self._reported is not None:
             return self._reported
-        if not self._pieces:
-            return None
-        return estimate(self._prompt_estimate, self._characters, self._pieces)
+        return delivered_estimate(self._prompt_estimate, self._characters, self._pieces)
 
     def _events(self, payloads: list[str], out: list[bytes]) -> None:
         for payload in payloads:

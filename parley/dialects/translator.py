@@ -122,6 +122,11 @@ def estimate(prompt_estimate: int, characters: int, pieces: int) -> Usage:
     return Usage(prompt_tokens=prompt_estimate, completion_tokens=completion, estimated=True)
 
 
+def delivered_estimate(prompt_estimate: int, characters: int, pieces: int) -> Usage | None:
+    """``estimate`` of what a stream delivered, ``None`` when it delivered nothing."""
+    return estimate(prompt_estimate, characters, pieces) if pieces else None
+
+
 def sse_data(parser: SseParser, data: bytes) -> tuple[list[str], bool]:
     """The data of each event ``data`` completes, and whether the next one went past the
     parser's size bound (the events before it are still given, for the translator to
