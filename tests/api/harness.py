@@ -236,13 +236,20 @@ async def records(gateway: Gateway) -> list[UsageRecord]:
     return [UsageRecord(**row._asdict()) for row in rows]
 
 
-async def usage_stream(gateway: Gateway, key: str, messages: Any) -> list[Any]:
-    """The chunks of a streamed ``chat-large`` call that asks for usage, as the official
-    SDK gives them."""
+async def usage_stream(
+    gateway: Gateway, key: str, messages: Any, model: str = "chat-large"
+) -> list[Any]:
+    """The chunks of a streamed ``model`` call that asks for usage, as the official SDK
+    gives them."""
     stream = await gateway.client(key).chat.completions.create(
-        model="chat-large",
+        model=model,
         messages=messages,
         stream=True,
         stream_options={"include_usage": True},
     )
     return [chunk async for chunk in stream]
+
+
+def streamed_text(chunks: list[Any]) -> str:
+    """The text a chat stream's chunks carry, joined."""
+    return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)

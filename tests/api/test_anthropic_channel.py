@@ -14,7 +14,15 @@ import openai
 import orjson
 import pytest
 
-from tests.api.harness import CHANNEL_KEY, Gateway, call, local_state, records, with_backup
+from tests.api.harness import (
+    CHANNEL_KEY,
+    Gateway,
+    call,
+    local_state,
+    records,
+    streamed_text,
+    with_backup,
+)
 from tests.upstreams.anthropic import SIGNATURE, Behaviour, FakeAnthropic
 
 HELLO = [{"role": "user", "content": "hello there"}]
@@ -108,7 +116,7 @@ async def test_a_streamed_chat_call_to_an_anthropic_channel(
         stream_options={"include_usage": True},
     )
     chunks = [chunk async for chunk in stream]
-    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    text = streamed_text(chunks)
     assert text == "echo: hello there"
     reasoning = "".join(
         getattr(c.choices[0].delta, "reasoning_content", None) or "" for c in chunks if c.choices

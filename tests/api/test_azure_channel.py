@@ -12,7 +12,16 @@ import openai
 import orjson
 import pytest
 
-from tests.api.harness import CHANNEL_KEY, Gateway, local_state, records, starting, with_backup
+from tests.api.harness import (
+    CHANNEL_KEY,
+    Gateway,
+    local_state,
+    records,
+    starting,
+    streamed_text,
+    usage_stream,
+    with_backup,
+)
 from tests.upstreams.azure import PROMPT_FILTERED, FakeAzure
 
 TOKEN = "eyJ0eXAiOiJKV1QiLCJhbGciOiJSUzI1NiJ9.fake-entra-token"
@@ -127,16 +136,8 @@ async def test_a_chat_call_reaches_an_azure_deployment(
 async def test_a_stream_from_a_deployment_with_its_prompt_filter_chunk(
     gateway: Gateway, key: str, upstream: FakeAzure
 ) -> None:
-    stream = await gateway.client(key).chat.completions.create(
-        model="gpt-azure",
-        messages=HELLO,  # type: ignore[arg-type]
-        stream=True,
-        stream_options={"include_usage": True},
-    )
-    chunks = [chunk async for chunk in stream]
-    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == (
-        "echo: hello there"
-    )
+    chunks = await usage_stream(gateway, key, HELLO, model="gpt-azure")
+    assert streamed_text(chunks) == ("echo: hello there")
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
     assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 3
     assert upstream.last_request.body["stream_options"] == {"include_usage": True}

@@ -15,7 +15,16 @@ import orjson
 import pytest
 
 from parley.domain.pricing import Price, usd_to_nanos
-from tests.api.harness import CHANNEL_KEY, Gateway, local_state, records, starting, with_backup
+from tests.api.harness import (
+    CHANNEL_KEY,
+    Gateway,
+    local_state,
+    records,
+    starting,
+    streamed_text,
+    usage_stream,
+    with_backup,
+)
 from tests.upstreams.bedrock import AwsKeys, Behaviour, FakeBedrock
 
 KEYS = AwsKeys("ASIAFAKEACCESS01", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYfake", "FwoGZXIvYXdzEJr//fake=")
@@ -128,14 +137,8 @@ async def test_a_streamed_chat_call_reads_event_stream_frames(
     gateway: Gateway, key: str, upstream: FakeBedrock
 ) -> None:
     upstream.behaviour = Behaviour(reasoning=True)
-    stream = await gateway.client(key).chat.completions.create(
-        model="claude-bedrock",
-        messages=HELLO,  # type: ignore[arg-type]
-        stream=True,
-        stream_options={"include_usage": True},
-    )
-    chunks = [chunk async for chunk in stream]
-    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    chunks = await usage_stream(gateway, key, HELLO, model="claude-bedrock")
+    text = streamed_text(chunks)
     assert text == "echo: hello there"
     reasoning = "".join(
         getattr(c.choices[0].delta, "reasoning_content", None) or "" for c in chunks if c.choices

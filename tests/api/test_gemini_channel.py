@@ -23,6 +23,7 @@ from tests.api.harness import (
     local_state,
     records,
     starting,
+    streamed_text,
     with_backup,
 )
 from tests.upstreams.gemini import SIGNATURE, FakeGemini
@@ -157,7 +158,7 @@ async def test_a_streamed_chat_call_to_a_gemini_channel(
         stream_options={"include_usage": True},
     )
     chunks = [chunk async for chunk in stream]
-    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    text = streamed_text(chunks)
     assert text == "echo: hello there"
     reasoning = "".join(
         getattr(c.choices[0].delta, "reasoning_content", None) or "" for c in chunks if c.choices

@@ -19,7 +19,15 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from parley.settings import ConfigError, load_settings
-from tests.api.harness import Gateway, call, local_state, records, starting
+from tests.api.harness import (
+    Gateway,
+    call,
+    local_state,
+    records,
+    starting,
+    streamed_text,
+    usage_stream,
+)
 from tests.upstreams.vertex import FakeVertex
 
 HELLO = [{"role": "user", "content": "hello there"}]
@@ -133,16 +141,8 @@ async def test_gemini_on_vertex_with_one_minted_token(
     assert vertex.last_request.body["contents"][0]["parts"] == [
         {"fileData": {"mimeType": "image/jpeg", "fileUri": "https://example.com/cat.jpg"}}
     ]
-    stream = await client.chat.completions.create(
-        model="gemini-cached",
-        messages=HELLO,  # type: ignore[arg-type]
-        stream=True,
-        stream_options={"include_usage": True},
-    )
-    chunks = [chunk async for chunk in stream]
-    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == (
-        "echo: hello there"
-    )
+    chunks = await usage_stream(gateway, key, HELLO, model="gemini-cached")
+    assert streamed_text(chunks) == ("echo: hello there")
     assert vertex.last_request.path.endswith(":streamGenerateContent")
     assert vertex.mints == 1
     found = await records(gateway)
@@ -182,9 +182,7 @@ async def test_claude_on_vertex_through_raw_predict(
         stream=True,
     )
     chunks = [chunk async for chunk in stream]
-    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == (
-        "echo: hello there"
-    )
+    assert streamed_text(chunks) == ("echo: hello there")
     assert vertex.last_request.path.endswith(":streamRawPredict")
     assert vertex.last_request.body["stream"] is True
     messages = gateway.claude(key)
