@@ -34,7 +34,7 @@ from parley.http import HttpClient, Prepared, Reply, prepare
 from parley.providers.anthropic.completions import CompletionChunks, as_chat, as_completion
 from parley.providers.base import ReplyBounds, Target, upstream_errors
 from parley.providers.gemini.refusal import google_refusal, stream_failure
-from parley.providers.openai.answers import faults, malformed
+from parley.providers.openai.answers import check_stream_start, faults, malformed
 from parley.providers.translated import TranslatedStream
 
 T = TypeVar("T")
@@ -180,7 +180,9 @@ class GeminiAdapter:
         def start(reply: Reply) -> Awaitable[None]:
             if reply.status >= 300:
                 self._endpoint.refused(target, reply.status)
-            return _check_stream_start(reply, target, limit)
+            return check_stream_start(
+                reply, target, limit, _is_error, stream_failure, refused=google_refusal
+            )
 
         return TranslatedStream(
             target.channel, send, start, translator, faults(target, stream_failure)
@@ -225,15 +227,5 @@ async def endpoint_reply(
     return reply
 
 
-async def _check_stream_start(reply: Reply, target: Target, limit: int) -> None:
-    """Raise if the upstream refused, or answered without streaming."""
-    channel = target.channel
-    if reply.status >= 300:
-        raw = await reply.read(limit)
-        raise google_refusal(channel, reply.status, raw, target.api_key, reply.headers)
-    if reply.content_type == "text/event-stream":
-        return
-    body = upstream_json.loads(await reply.read(limit))
-    if isinstance(body, dict) and "error" in body:
-        raise stream_failure(channel, body, target.api_key)
-    raise UpstreamError(f"The upstream channel `{channel}` did not stream its reply.")
+def _is_error(body: JSON) -> bool:
+    return "error" in body
