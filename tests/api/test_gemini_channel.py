@@ -115,6 +115,26 @@ async def gateway(upstream: FakeGemini, tmp_path: Path) -> AsyncIterator[Gateway
         yield gateway
 
 
+async def streamed_tool_calls(
+    client: openai.AsyncOpenAI, model: str
+) -> tuple[list[Any], list[Any]]:
+    """A streamed chat call offering ``TOOLS``: its chunks, and the tool call pieces in them."""
+    stream = await client.chat.completions.create(
+        model=model,
+        messages=HELLO,  # type: ignore[arg-type]
+        tools=TOOLS,  # type: ignore[arg-type]
+        stream=True,
+    )
+    chunks = [chunk async for chunk in stream]
+    calls = [
+        call
+        for c in chunks
+        if c.choices and c.choices[0].delta.tool_calls
+        for call in c.choices[0].delta.tool_calls
+    ]
+    return chunks, calls
+
+
 async def test_an_openai_chat_call_reaches_a_gemini_channel(
     gateway: Gateway, key: str, upstream: FakeGemini
 ) -> None:
@@ -248,17 +268,8 @@ async def test_a_streamed_tool_call_and_an_unanswerable_tool_result(
     gateway: Gateway, key: str
 ) -> None:
     client = gateway.client(key)
-    stream = await client.chat.completions.create(
-        model="gemini-tool",
-        messages=HELLO,  # type: ignore[arg-type]
-        tools=TOOLS,  # type: ignore[arg-type]
-        stream=True,
-    )
-    chunks = [chunk async for chunk in stream]
-    calls = [
-        c.choices[0].delta.tool_calls for c in chunks if c.choices and c.choices[0].delta.tool_calls
-    ]
-    (entry,) = [call for found in calls for call in found]
+    chunks, calls = await streamed_tool_calls(client, "gemini-tool")
+    (entry,) = calls
     assert entry.function is not None and entry.function.name == "lookup"
     assert entry.id is not None and entry.id.startswith("call_resp-")
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "tool_calls"
@@ -442,19 +453,7 @@ async def test_a_thought_signature_rides_in_the_call_id_and_goes_back(
     gateway: Gateway, key: str, upstream: FakeGemini
 ) -> None:
     client = gateway.client(key)
-    stream = await client.chat.completions.create(
-        model="gemini-signed",
-        messages=HELLO,  # type: ignore[arg-type]
-        tools=TOOLS,  # type: ignore[arg-type]
-        stream=True,
-    )
-    chunks = [chunk async for chunk in stream]
-    calls = [
-        call
-        for c in chunks
-        if c.choices and c.choices[0].delta.tool_calls
-        for call in c.choices[0].delta.tool_calls
-    ]
+    _, calls = await streamed_tool_calls(client, "gemini-signed")
     (entry,) = calls
     assert entry.id is not None and re.fullmatch(r"[A-Za-z0-9_-]+", entry.id)
     assert entry.function is not None
