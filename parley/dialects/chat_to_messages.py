@@ -15,20 +15,14 @@ Anthropic's are).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import orjson
 
-from parley import upstream_json
 from parley.dialects.anthropic_messages import STOP_TO_REASON, usage_fields
-from parley.dialects.openai_chat import FINISH_TO_STOP, read_usage
-from parley.dialects.translator import Failure, estimate
+from parley.dialects.from_chat import FromChatChunks
 from parley.domain.usage import Usage
 from parley.domain.wire import JSON
-from parley.sse import EventTooLarge, SseParser
-
-_DONE = "[DONE]"
 
 
 def sse(name: str, payload: JSON) -> bytes:
@@ -36,122 +30,23 @@ def sse(name: str, payload: JSON) -> bytes:
     return b"event: " + name.encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
 
 
-class ChatToMessages:
+class ChatToMessages(FromChatChunks):
     """``Translator[bytes]``: a chat stream in, Messages events out."""
 
-    __slots__ = (
-        "_block",
-        "_characters",
-        "_id",
-        "_index",
-        "_model",
-        "_parser",
-        "_pieces",
-        "_prompt_estimate",
-        "_reported",
-        "_started",
-        "_stop",
-        "_tools",
-        "done",
-        "failure",
-    )
+    __slots__ = ("_block", "_id", "_index", "_model", "_tools")
 
     def __init__(
         self, model: str, message_id: str, prompt_estimate: int, max_event_bytes: int
     ) -> None:
+        super().__init__(prompt_estimate, max_event_bytes)
         self._model = model
         self._id = message_id
-        self._prompt_estimate = prompt_estimate
-        self._parser = SseParser(max_event_bytes)
-        self._started = False
         self._index = -1
         """The open content block's index (-1: none yet)."""
         self._block: str | None = None
         """The open block's kind: ``text``, ``thinking`` or ``tool_use``; ``None`` if closed."""
         self._tools: dict[int, int] = {}
         """An OpenAI tool call's index → its ``tool_use`` block's index."""
-        self._stop: str | None = None
-        self._reported: Usage | None = None
-        self._characters = 0
-        self._pieces = 0
-        self.done = False
-        self.failure: Failure | None = None
-
-    def feed(self, data: bytes) -> list[bytes]:
-        if self.done or self.failure is not None:
-            return []
-        out: list[bytes] = []
-        try:
-            events = self._parser.feed(data)
-        except EventTooLarge as error:
-            events = error.events
-            self._events([event.data for event in events], out)
-            if self.failure is None and not self.done:
-                self.failure = Failure(too_large=True)
-            return out
-        self._events([event.data for event in events], out)
-        return out
-
-    def feed_chunks(self, chunks: Sequence[JSON]) -> list[bytes]:
-        out: list[bytes] = []
-        for chunk in chunks:
-            if self.done or self.failure is not None:
-                break
-            self._chunk(chunk, out)
-        return out
-
-    def end(self) -> list[bytes]:
-        if self.done or self.failure is not None:
-            return []
-        out: list[bytes] = []
-        self._finish(out)
-        return out
-
-    def delivered(self) -> Usage | None:
-        if self._reported is not None:
-            return self._reported
-        if not self._pieces:
-            return None
-        return estimate(self._prompt_estimate, self._characters, self._pieces)
-
-    def _events(self, payloads: list[str], out: list[bytes]) -> None:
-        for payload in payloads:
-            if self.done or self.failure is not None:
-                return
-            if payload == _DONE:
-                self._finish(out)
-                return
-            if not payload or payload.isspace():
-                continue
-            try:
-                chunk = upstream_json.loads(payload)
-            except orjson.JSONDecodeError:
-                chunk = None
-            if not isinstance(chunk, dict):
-                self.failure = Failure(malformed=True)
-                return
-            if "error" in chunk:
-                self.failure = Failure(payload=chunk)
-                return
-            self._chunk(chunk, out)
-
-    def _chunk(self, chunk: JSON, out: list[bytes]) -> None:
-        if not self._started:
-            self._start(out)
-        usage = read_usage(chunk.get("usage"))
-        if usage is not None:
-            self._reported = usage
-        choices = chunk.get("choices")
-        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            return
-        choice = choices[0]
-        delta = choice.get("delta")
-        if isinstance(delta, dict):
-            self._delta(delta, out)
-        finish = choice.get("finish_reason")
-        if isinstance(finish, str):
-            stop = FINISH_TO_STOP.get(finish, "end")
-            self._stop = STOP_TO_REASON[stop]
 
     def _start(self, out: list[bytes]) -> None:
         self._started = True
@@ -231,7 +126,10 @@ class ChatToMessages:
             self._start(out)
         self._close(out)
         usage = self.delivered() or Usage(prompt_tokens=self._prompt_estimate)
-        delta: dict[str, Any] = {"stop_reason": self._stop or "end_turn", "stop_sequence": None}
+        delta: dict[str, Any] = {
+            "stop_reason": STOP_TO_REASON[self._stop] if self._stop else "end_turn",
+            "stop_sequence": None,
+        }
         out.append(
             sse(
                 "message_delta",

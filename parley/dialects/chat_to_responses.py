@@ -24,13 +24,11 @@ together until something else comes, since a chat stream may interleave them).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import orjson
 
-from parley import upstream_json
-from parley.dialects.canonical import Stop
-from parley.dialects.openai_chat import FINISH_TO_STOP, read_usage
+from parley.dialects.from_chat import FromChatChunks
 from parley.dialects.responses_objects import (
     call_item,
     finished,
@@ -39,10 +37,8 @@ from parley.dialects.responses_objects import (
     text_part,
     usage_fields,
 )
-from parley.dialects.translator import Failure, estimate
 from parley.domain.usage import Usage
 from parley.domain.wire import JSON
-from parley.sse import EventTooLarge, SseParser
 
 _DONE = "[DONE]"
 REASONING_PART: JSON = {"type": "reasoning_text", "text": ""}
@@ -76,24 +72,15 @@ class _Item:
         )
 
 
-class ChatToResponses:
+class ChatToResponses(FromChatChunks):
     """``ChunkTranslator[bytes]``: chat chunks in, Responses events out."""
 
     __slots__ = (
         "_calls",
-        "_characters",
         "_ids",
         "_open",
         "_output",
-        "_parser",
-        "_pieces",
-        "_prompt_estimate",
-        "_reported",
         "_sequence",
-        "_started",
-        "_stop",
-        "done",
-        "failure",
         "response",
     )
 
@@ -104,61 +91,17 @@ class ChatToResponses:
         max_event_bytes: int,
         ids: Callable[[str], str] = new_id,
     ) -> None:
+        super().__init__(prompt_estimate, max_event_bytes)
         self.response = response
         """The ``response`` object (``responses_objects.skeleton``), whole once ``done``."""
-        self._prompt_estimate = prompt_estimate
         self._ids = ids
         """Makes each output item's id from its prefix (``new_id``)."""
-        self._parser = SseParser(max_event_bytes)
         self._sequence = 0
-        self._started = False
         self._output: list[_Item] = []
         self._open: _Item | None = None
         """The open reasoning or message item."""
         self._calls: dict[int, _Item] = {}
         """A chat tool call's index → its open function call item."""
-        self._stop: Stop | None = None
-        self._reported: Usage | None = None
-        self._characters = 0
-        self._pieces = 0
-        self.done = False
-        self.failure: Failure | None = None
-
-    def feed(self, data: bytes) -> list[bytes]:
-        if self.done or self.failure is not None:
-            return []
-        out: list[bytes] = []
-        try:
-            events = self._parser.feed(data)
-        except EventTooLarge as error:
-            self._events([event.data for event in error.events], out)
-            if self.failure is None and not self.done:
-                self.failure = Failure(too_large=True)
-            return out
-        self._events([event.data for event in events], out)
-        return out
-
-    def feed_chunks(self, chunks: Sequence[JSON]) -> list[bytes]:
-        out: list[bytes] = []
-        for chunk in chunks:
-            if self.done or self.failure is not None:
-                break
-            self._chunk(chunk, out)
-        return out
-
-    def end(self) -> list[bytes]:
-        if self.done or self.failure is not None:
-            return []
-        out: list[bytes] = []
-        self._finish(out)
-        return out
-
-    def delivered(self) -> Usage | None:
-        if self._reported is not None:
-            return self._reported
-        if not self._pieces:
-            return None
-        return estimate(self._prompt_estimate, self._characters, self._pieces)
 
     def failed(self, code: str | None, message: str) -> bytes:
         """How a started stream ends on a failure: ``error``, then ``response.failed``
@@ -176,44 +119,6 @@ class ChatToResponses:
         self._event(out, {"type": "response.failed", "response": response})
         self.done = True
         return b"".join(out)
-
-    def _events(self, payloads: list[str], out: list[bytes]) -> None:
-        for payload in payloads:
-            if self.done or self.failure is not None:
-                return
-            if payload == _DONE:
-                self._finish(out)
-                return
-            if not payload or payload.isspace():
-                continue
-            try:
-                chunk = upstream_json.loads(payload)
-            except orjson.JSONDecodeError:
-                chunk = None
-            if not isinstance(chunk, dict):
-                self.failure = Failure(malformed=True)
-                return
-            if "error" in chunk:
-                self.failure = Failure(payload=chunk)
-                return
-            self._chunk(chunk, out)
-
-    def _chunk(self, chunk: JSON, out: list[bytes]) -> None:
-        if not self._started:
-            self._start(out)
-        usage = read_usage(chunk.get("usage"))
-        if usage is not None:
-            self._reported = usage
-        choices = chunk.get("choices")
-        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            return
-        choice = choices[0]
-        delta = choice.get("delta")
-        if isinstance(delta, dict):
-            self._delta(delta, out)
-        finish = choice.get("finish_reason")
-        if isinstance(finish, str):
-            self._stop = FINISH_TO_STOP.get(finish, "end")
 
     def _event(self, out: list[bytes], payload: JSON) -> None:
         payload["sequence_number"] = self._sequence

@@ -15,15 +15,13 @@ signature has no chat form and goes no further. An ``exception`` frame
 
 from __future__ import annotations
 
-import time
-from typing import Any
-
 import orjson
 
 from parley import upstream_json
 from parley.dialects.bedrock_converse import STOP_REASONS, read_usage
+from parley.dialects.chunks import ChunkWriter, as_int
 from parley.dialects.eventstream import EventStreamDecoder, Frame
-from parley.dialects.openai_chat import STOP_TO_FINISH, usage_fields
+from parley.dialects.openai_chat import STOP_TO_FINISH
 from parley.dialects.translator import Failure
 from parley.domain.usage import Usage
 from parley.domain.wire import JSON
@@ -32,12 +30,11 @@ from parley.domain.wire import JSON
 class ConverseToChat:
     """``Translator[JSON]``: ConverseStream frames in, chat chunks out."""
 
-    __slots__ = ("_created", "_decoder", "_model", "_tools", "_usage", "done", "failure")
+    __slots__ = ("_decoder", "_tools", "_usage", "_write", "done", "failure")
 
     def __init__(self, max_event_bytes: int, model: str, created: int | None = None) -> None:
         self._decoder = EventStreamDecoder(max_event_bytes)
-        self._model = model
-        self._created = created if created is not None else int(time.time())
+        self._write = ChunkWriter(model, created)
         self._tools: dict[int, int] = {}
         """A ``toolUse`` block's ``contentBlockIndex`` → its position in ``tool_calls``."""
         self._usage: Usage | None = None
@@ -90,32 +87,25 @@ class ConverseToChat:
 
     def _event(self, name: str | None, event: JSON, out: list[JSON]) -> None:
         if name == "messageStart":
-            out.append(self._delta({"role": "assistant", "content": ""}))
+            out.append(self._write.delta({"role": "assistant", "content": ""}))
         elif name == "contentBlockStart":
             start = event.get("start")
             use = start.get("toolUse") if isinstance(start, dict) else None
             if isinstance(use, dict):
                 position = len(self._tools)
-                self._tools[_int(event.get("contentBlockIndex"))] = position
-                call = {
-                    "index": position,
-                    "id": str(use.get("toolUseId") or ""),
-                    "type": "function",
-                    "function": {"name": str(use.get("name") or ""), "arguments": ""},
-                }
-                out.append(self._delta({"tool_calls": [call]}))
+                self._tools[as_int(event.get("contentBlockIndex"))] = position
+                call_id, tool = str(use.get("toolUseId") or ""), str(use.get("name") or "")
+                out.append(self._write.call(position, call_id, tool))
         elif name == "contentBlockDelta":
             self._block_delta(event, out)
         elif name == "messageStop":
             reason = event.get("stopReason")
             stop = STOP_REASONS.get(reason, "end") if isinstance(reason, str) else "end"
-            choice = {"index": 0, "delta": {}, "logprobs": None, "finish_reason": None}
-            choice["finish_reason"] = STOP_TO_FINISH[stop]
-            out.append(self._chunk([choice]))
+            out.append(self._write.finish(STOP_TO_FINISH[stop]))
         elif name == "metadata":
             self._usage = read_usage(event.get("usage"))
             if self._usage is not None:
-                out.append(self._chunk([], usage=usage_fields(self._usage)))
+                out.append(self._write.usage(self._usage))
             self.done = True
 
     def _block_delta(self, event: JSON, out: list[JSON]) -> None:
@@ -124,32 +114,16 @@ class ConverseToChat:
             return
         text = delta.get("text")
         if isinstance(text, str):
-            out.append(self._delta({"content": text}))
+            out.append(self._write.delta({"content": text}))
             return
         use = delta.get("toolUse")
         if isinstance(use, dict):
-            position = self._tools.get(_int(event.get("contentBlockIndex")), 0)
-            call = {"index": position, "function": {"arguments": str(use.get("input") or "")}}
-            out.append(self._delta({"tool_calls": [call]}))
+            position = self._tools.get(as_int(event.get("contentBlockIndex")), 0)
+            out.append(self._write.arguments(position, str(use.get("input") or "")))
             return
         reasoning = delta.get("reasoningContent")
         if isinstance(reasoning, dict) and isinstance(reasoning.get("text"), str):
-            out.append(self._delta({"reasoning_content": reasoning["text"]}))
-
-    def _delta(self, delta: JSON) -> JSON:
-        return self._chunk([{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}])
-
-    def _chunk(self, choices: list[JSON], usage: JSON | None = None) -> JSON:
-        chunk: JSON = {
-            "id": "",
-            "object": "chat.completion.chunk",
-            "created": self._created,
-            "model": self._model,
-            "choices": choices,
-        }
-        if usage is not None:
-            chunk["usage"] = usage
-        return chunk
+            out.append(self._write.delta({"reasoning_content": reasoning["text"]}))
 
 
 def _message(payload: bytes) -> str | None:
@@ -161,7 +135,3 @@ def _message(payload: bytes) -> str | None:
         message = body.get("message", body.get("Message"))
         return message if isinstance(message, str) else None
     return None
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0

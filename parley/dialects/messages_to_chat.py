@@ -11,80 +11,38 @@ no chat form and go no further; an ``error`` event is the stream's ``failure``.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-import orjson
-
-from parley import upstream_json
 from parley.dialects.anthropic_messages import STOP_REASONS, read_usage
-from parley.dialects.openai_chat import STOP_TO_FINISH, usage_fields
+from parley.dialects.chunks import ChunkWriter, SseToChunks, as_int
+from parley.dialects.openai_chat import STOP_TO_FINISH
 from parley.dialects.translator import Failure
 from parley.domain.usage import Usage
 from parley.domain.wire import JSON
-from parley.sse import EventTooLarge, SseParser
 
 
-class MessagesToChat:
+class MessagesToChat(SseToChunks):
     """``Translator[JSON]``: Messages events in, chat chunks out."""
 
     __slots__ = (
-        "_created",
-        "_id",
         "_input",
-        "_model",
         "_output",
-        "_parser",
         "_tools",
-        "done",
-        "failure",
     )
 
     def __init__(self, max_event_bytes: int, created: int | None = None) -> None:
-        self._parser = SseParser(max_event_bytes)
-        self._created = created if created is not None else int(time.time())
-        self._id = ""
-        self._model = ""
+        super().__init__(max_event_bytes, ChunkWriter(created=created))
         self._input: JSON = {}
         """``message_start``'s usage (input and cache counts), updated by ``message_delta``."""
         self._output = 0
         self._tools: dict[int, int] = {}
         """A ``tool_use`` block's index → its position in ``tool_calls``."""
-        self.done = False
-        self.failure: Failure | None = None
-
-    def feed(self, data: bytes) -> list[JSON]:
-        if self.done or self.failure is not None:
-            return []
-        out: list[JSON] = []
-        try:
-            events = self._parser.feed(data)
-        except EventTooLarge as error:
-            self._events([event.data for event in error.events], out)
-            if self.failure is None and not self.done:
-                self.failure = Failure(too_large=True)
-            return out
-        self._events([event.data for event in events], out)
-        return out
 
     def end(self) -> list[JSON]:
         return []
 
     def delivered(self) -> Usage | None:
         return read_usage(self._input, self._output)
-
-    def _events(self, payloads: list[str], out: list[JSON]) -> None:
-        for payload in payloads:
-            if self.done or self.failure is not None:
-                return
-            try:
-                event = upstream_json.loads(payload)
-            except orjson.JSONDecodeError:
-                event = None
-            if not isinstance(event, dict):
-                self.failure = Failure(malformed=True)
-                return
-            self._event(event, out)
 
     def _event(self, event: JSON, out: list[JSON]) -> None:
         kind = event.get("type")
@@ -97,19 +55,19 @@ class MessagesToChat:
         elif kind == "message_delta":
             self._message_delta(event, out)
         elif kind == "message_stop":
-            out.append(self._chunk([], usage=usage_fields(self._usage())))
+            out.append(self._write.usage(self._usage()))
             self.done = True
         elif kind == "error":
             self.failure = Failure(payload=event)
 
     def _message_start(self, message: Any, out: list[JSON]) -> None:
         message = message if isinstance(message, dict) else {}
-        self._id = str(message.get("id") or "")
-        self._model = str(message.get("model") or "")
+        self._write.id = str(message.get("id") or "")
+        self._write.model = str(message.get("model") or "")
         usage = message.get("usage")
         self._input = dict(usage) if isinstance(usage, dict) else {}
-        self._output = _int(self._input.get("output_tokens"))
-        out.append(self._delta({"role": "assistant", "content": ""}))
+        self._output = as_int(self._input.get("output_tokens"))
+        out.append(self._write.delta({"role": "assistant", "content": ""}))
 
     def _block_start(self, event: JSON, out: list[JSON]) -> None:
         block = event.get("content_block")
@@ -118,16 +76,11 @@ class MessagesToChat:
         kind = block.get("type")
         if kind == "tool_use":
             position = len(self._tools)
-            self._tools[_int(event.get("index"))] = position
-            call = {
-                "index": position,
-                "id": str(block.get("id") or ""),
-                "type": "function",
-                "function": {"name": str(block.get("name") or ""), "arguments": ""},
-            }
-            out.append(self._delta({"tool_calls": [call]}))
+            self._tools[as_int(event.get("index"))] = position
+            call_id, name = str(block.get("id") or ""), str(block.get("name") or "")
+            out.append(self._write.call(position, call_id, name))
         elif kind == "text" and block.get("text"):
-            out.append(self._delta({"content": str(block["text"])}))
+            out.append(self._write.delta({"content": str(block["text"])}))
 
     def _block_delta(self, event: JSON, out: list[JSON]) -> None:
         delta = event.get("delta")
@@ -135,49 +88,26 @@ class MessagesToChat:
             return
         kind = delta.get("type")
         if kind == "text_delta":
-            out.append(self._delta({"content": str(delta.get("text", ""))}))
+            out.append(self._write.delta({"content": str(delta.get("text", ""))}))
         elif kind == "thinking_delta":
-            out.append(self._delta({"reasoning_content": str(delta.get("thinking", ""))}))
+            out.append(self._write.delta({"reasoning_content": str(delta.get("thinking", ""))}))
         elif kind == "input_json_delta":
-            position = self._tools.get(_int(event.get("index")), 0)
-            arguments = str(delta.get("partial_json", ""))
-            call = {"index": position, "function": {"arguments": arguments}}
-            out.append(self._delta({"tool_calls": [call]}))
+            position = self._tools.get(as_int(event.get("index")), 0)
+            out.append(self._write.arguments(position, str(delta.get("partial_json", ""))))
 
     def _message_delta(self, event: JSON, out: list[JSON]) -> None:
         usage = event.get("usage")
         if isinstance(usage, dict):
             for name, value in usage.items():
                 if name == "output_tokens":
-                    self._output = _int(value)
+                    self._output = as_int(value)
                 elif value is not None:
                     self._input[name] = value
         delta = event.get("delta")
         reason = delta.get("stop_reason") if isinstance(delta, dict) else None
         if isinstance(reason, str):
             finish = STOP_TO_FINISH[STOP_REASONS.get(reason, "end")]
-            out.append(
-                self._chunk([{"index": 0, "delta": {}, "logprobs": None, "finish_reason": finish}])
-            )
+            out.append(self._write.finish(finish))
 
     def _usage(self) -> Usage:
         return self.delivered() or Usage(completion_tokens=self._output)
-
-    def _delta(self, delta: JSON) -> JSON:
-        return self._chunk([{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}])
-
-    def _chunk(self, choices: list[JSON], usage: JSON | None = None) -> JSON:
-        chunk: JSON = {
-            "id": self._id,
-            "object": "chat.completion.chunk",
-            "created": self._created,
-            "model": self._model,
-            "choices": choices,
-        }
-        if usage is not None:
-            chunk["usage"] = usage
-        return chunk
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0

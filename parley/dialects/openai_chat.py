@@ -93,12 +93,12 @@ def decode_request(body: JSON) -> Request:
         tools=_tools(body.get("tools")),
         tool_choice=_tool_choice(body.get("tool_choice"), body.get("parallel_tool_calls")),
         max_output_tokens=_int(body, "max_completion_tokens") or _int(body, "max_tokens"),
-        temperature=_number(body, "temperature"),
-        top_p=_number(body, "top_p"),
+        temperature=number_of(body, "temperature"),
+        top_p=number_of(body, "top_p"),
         top_k=_int(body, "top_k"),
         stop=_stop(body.get("stop")),
         response_format=_response_format(body.get("response_format")),
-        thinking=_thinking(body.get("reasoning_effort")),
+        thinking=thinking_of(body.get("reasoning_effort"), "reasoning_effort", "reasoning_effort"),
         user=body.get("user") if isinstance(body.get("user"), str) else None,
         stream=bool(body.get("stream")),
     )
@@ -250,14 +250,17 @@ def _response_format(value: Any) -> ResponseFormat | None:
     raise Unsupported(f"The response_format type '{kind}' is unknown.", "response_format")
 
 
-def _thinking(effort: Any) -> Thinking | None:
+def thinking_of(effort: Any, param: str, label: str) -> Thinking | None:
+    """The canonical thinking an OpenAI reasoning effort asks for: ``none`` turns it off,
+    a known effort is its budget (``REASONING_BUDGETS``); an unknown one is refused,
+    named ``label`` in the message and ``param`` in the error."""
     if effort is None:
         return None
     if effort == "none":
         return Thinking(enabled=False)
     budget = REASONING_BUDGETS.get(str(effort))
     if budget is None:
-        raise Unsupported(f"The reasoning_effort '{effort}' is unknown.", "reasoning_effort")
+        raise Unsupported(f"The {label} '{effort}' is unknown.", param)
     return Thinking(enabled=True, budget_tokens=budget)
 
 
@@ -266,7 +269,8 @@ def _int(body: JSON, name: str) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _number(body: JSON, name: str) -> float | None:
+def number_of(body: JSON, name: str) -> float | None:
+    """The body's field ``name`` when it is a number (a bool is not), else ``None``."""
     value = body.get(name)
     return value if isinstance(value, int | float) and not isinstance(value, bool) else None
 

@@ -31,7 +31,7 @@ from parley.dialects.canonical import (
     ToolResult,
     Unsupported,
 )
-from parley.dialects.openai_chat import REASONING_BUDGETS
+from parley.dialects.openai_chat import number_of, thinking_of
 from parley.dialects.responses_objects import new_id
 from parley.domain.wire import JSON
 
@@ -94,7 +94,6 @@ BUILT_IN_TOOLS = frozenset(
     }
 )
 TOOL_TYPES_NAMED = "function"
-EFFORT_NONE = frozenset({"none"})
 
 
 def check_fields(body: JSON) -> None:
@@ -171,8 +170,8 @@ def decode_request(body: JSON, items: list[JSON]) -> Request:
         tools=_tools(body.get("tools")),
         tool_choice=_tool_choice(body.get("tool_choice"), body.get("parallel_tool_calls")),
         max_output_tokens=_positive(body, "max_output_tokens"),
-        temperature=_number(body, "temperature"),
-        top_p=_number(body, "top_p"),
+        temperature=number_of(body, "temperature"),
+        top_p=number_of(body, "top_p"),
         response_format=_format(body.get("text")),
         thinking=_thinking(body.get("reasoning")),
         user=_user(body),
@@ -340,14 +339,7 @@ def _format(text: Any) -> ResponseFormat | None:
 
 def _thinking(reasoning: Any) -> Thinking | None:
     effort = reasoning.get("effort") if isinstance(reasoning, dict) else None
-    if effort is None:
-        return None
-    if effort in EFFORT_NONE:
-        return Thinking(enabled=False)
-    budget = REASONING_BUDGETS.get(str(effort))
-    if budget is None:
-        raise Unsupported(f"The reasoning effort '{effort}' is unknown.", "reasoning.effort")
-    return Thinking(enabled=True, budget_tokens=budget)
+    return thinking_of(effort, "reasoning.effort", "reasoning effort")
 
 
 def _user(body: JSON) -> str | None:
@@ -362,8 +354,3 @@ def _positive(body: JSON, name: str) -> int | None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise Unsupported(f"'{name}' must be a positive integer.", name)
     return value
-
-
-def _number(body: JSON, name: str) -> float | None:
-    value = body.get(name)
-    return value if isinstance(value, int | float) and not isinstance(value, bool) else None

@@ -16,7 +16,7 @@ import orjson
 from parley import upstream_json
 from parley.dialects.chat_to_responses import sse
 from parley.dialects.openai_chat import read_usage as read_chat_usage
-from parley.dialects.translator import Failure, estimate
+from parley.dialects.translator import Failure, delivered_estimate
 from parley.domain.usage import Usage
 from parley.domain.wire import JSON
 from parley.sse import EventTooLarge, SseEvent, SseParser, encode_event
@@ -108,9 +108,7 @@ class ResponsesRelay:
     def delivered(self) -> Usage | None:
         if self._reported is not None:
             return self._reported
-        if not self._pieces:
-            return None
-        return estimate(self._prompt_estimate, self._characters, self._pieces)
+        return delivered_estimate(self._prompt_estimate, self._characters, self._pieces)
 
     def failed(self, code: str | None, message: str) -> bytes:
         """How a started stream ends on a failure: ``error``, then ``response.failed``

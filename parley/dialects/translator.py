@@ -22,6 +22,7 @@ from typing import Generic, Protocol, TypeVar
 
 from parley.domain.usage import Usage
 from parley.domain.wire import JSON
+from parley.sse import EventTooLarge, SseParser
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
@@ -119,3 +120,18 @@ def estimate(prompt_estimate: int, characters: int, pieces: int) -> Usage:
     produced (at least one a piece), and the prompt's estimate."""
     completion = max(pieces, (characters + 3) // 4)
     return Usage(prompt_tokens=prompt_estimate, completion_tokens=completion, estimated=True)
+
+
+def delivered_estimate(prompt_estimate: int, characters: int, pieces: int) -> Usage | None:
+    """``estimate`` of what a stream delivered, ``None`` when it delivered nothing."""
+    return estimate(prompt_estimate, characters, pieces) if pieces else None
+
+
+def sse_data(parser: SseParser, data: bytes) -> tuple[list[str], bool]:
+    """The data of each event ``data`` completes, and whether the next one went past the
+    parser's size bound (the events before it are still given, for the translator to
+    read before it records ``Failure(too_large=True)``)."""
+    try:
+        return [event.data for event in parser.feed(data)], False
+    except EventTooLarge as error:
+        return [event.data for event in error.events], True

@@ -9,7 +9,7 @@ import json
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Date, Select, String, cast, func, select, text
+from sqlalchemy import Connection, Date, Select, String, Table, cast, func, select, text
 from sqlalchemy.sql.elements import ColumnElement
 
 from parley.domain.audit import AuditEntry, AuditQuery
@@ -53,15 +53,8 @@ def usage_rollups(
     model: str | None = None,
 ) -> list[GroupDailyUsage]:
     """Rollup rows of every group (or one) for ``start <= day < end``, by day, group, model."""
-    daily = usage_daily.c
-    query = select(daily.group_id, daily.day, daily.model, *(daily[n] for n in ROLLUP_TOTALS))
-    query = query.where(daily.day >= start, daily.day < end)
-    if group_id is not None:
-        query = query.where(daily.group_id == group_id)
-    if model is not None:
-        query = query.where(daily.model == model)
-    query = query.order_by(daily.day, daily.group_id, daily.model)
-    return [GroupDailyUsage(**row) for row in conn.execute(query).mappings()]
+    keys = ("day", "group_id", "model")
+    return _rollups(conn, usage_daily, keys, start, end, group_id=group_id, model=model)
 
 
 def key_usage_rollups(
@@ -73,15 +66,31 @@ def key_usage_rollups(
     model: str | None = None,
 ) -> list[GroupDailyUsage]:
     """Per-key rollup rows for ``start <= day < end``, by day, group, key and model."""
-    daily = usage_daily_keys.c
-    totals = (daily[n] for n in ROLLUP_TOTALS)
-    query = select(daily.group_id, daily.key_id, daily.day, daily.model, *totals)
+    keys = ("day", "group_id", "key_id", "model")
+    return _rollups(conn, usage_daily_keys, keys, start, end, group_id=group_id, model=model)
+
+
+def _rollups(
+    conn: Connection,
+    table: Table,
+    keys: tuple[str, ...],
+    start: date,
+    end: date,
+    *,
+    group_id: int | None,
+    model: str | None,
+) -> list[GroupDailyUsage]:
+    """A rollup table's rows for ``start <= day < end`` (one group's, one model's if
+    given): its ``keys`` columns and totals, ordered by ``keys``."""
+    daily = table.c
+    order = [daily[name] for name in keys]
+    query = select(*order, *(daily[n] for n in ROLLUP_TOTALS))
     query = query.where(daily.day >= start, daily.day < end)
     if group_id is not None:
         query = query.where(daily.group_id == group_id)
     if model is not None:
         query = query.where(daily.model == model)
-    query = query.order_by(daily.day, daily.group_id, daily.key_id, daily.model)
+    query = query.order_by(*order)
     return [GroupDailyUsage(**row) for row in conn.execute(query).mappings()]
 
 

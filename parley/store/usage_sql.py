@@ -11,7 +11,7 @@ and cannot deadlock each other on PostgreSQL.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -113,35 +113,31 @@ def _insert_new(conn: Connection, records: Iterable[UsageRecord]) -> set[str]:
 
 
 def _add_to_rollups(conn: Connection, records: Sequence[UsageRecord]) -> None:
-    insert = _insert(conn, usage_daily)
-    daily = usage_daily.c
-    statement = insert.on_conflict_do_update(
-        index_elements=[daily.group_id, daily.day, daily.model],
-        set_={name: daily[name] + insert.excluded[name] for name in ROLLUP_TOTALS},
-    )
-    conn.execute(statement, _rollup_rows(records))
+    _add_to(conn, usage_daily, ("group_id", "day", "model"), _rollup_rows(records))
 
 
 def _add_to_key_rollups(conn: Connection, records: Sequence[UsageRecord]) -> None:
-    insert = _insert(conn, usage_daily_keys)
-    daily = usage_daily_keys.c
+    _add_to(conn, usage_daily_keys, ("key_id", "day", "model"), _key_rollup_rows(records))
+
+
+def _add_to(
+    conn: Connection, table: Table, keys: tuple[str, ...], rows: list[dict[str, Any]]
+) -> None:
+    """Add ``rows``' totals to a rollup table's rows of the same ``keys``, inserting those
+    not there yet."""
+    insert = _insert(conn, table)
+    daily = table.c
     statement = insert.on_conflict_do_update(
-        index_elements=[daily.key_id, daily.day, daily.model],
+        index_elements=[daily[name] for name in keys],
         set_={name: daily[name] + insert.excluded[name] for name in ROLLUP_TOTALS},
     )
-    conn.execute(statement, _key_rollup_rows(records))
+    conn.execute(statement, rows)
 
 
 def _key_rollup_rows(records: Sequence[UsageRecord]) -> list[dict[str, Any]]:
     """The records summed per (key, UTC day, model), in key order."""
-    totals: dict[RollupKey, list[int]] = {}
-    groups: dict[int, int] = {}
-    for record in records:
-        key = (record.key_id, as_utc(record.created_at).date(), record.model)
-        groups[record.key_id] = record.group_id
-        sums = totals.setdefault(key, [0] * len(ROLLUP_TOTALS))
-        for index, value in enumerate(_totals(record)):
-            sums[index] += value
+    groups = {record.key_id: record.group_id for record in records}
+    totals = _summed(records, lambda record: record.key_id)
     return [
         {
             "key_id": key_id,
@@ -150,7 +146,7 @@ def _key_rollup_rows(records: Sequence[UsageRecord]) -> list[dict[str, Any]]:
             "group_id": groups[key_id],
             **dict(zip(ROLLUP_TOTALS, sums, strict=True)),
         }
-        for (key_id, day, model), sums in sorted(totals.items())
+        for (key_id, day, model), sums in totals
     ]
 
 
@@ -175,12 +171,6 @@ def _stamp_last_use(conn: Connection, records: Sequence[UsageRecord]) -> None:
 
 def _rollup_rows(records: Sequence[UsageRecord]) -> list[dict[str, Any]]:
     """The records summed per (group, UTC day, model), in key order."""
-    totals: dict[RollupKey, list[int]] = {}
-    for record in records:
-        key = (record.group_id, as_utc(record.created_at).date(), record.model)
-        sums = totals.setdefault(key, [0] * len(ROLLUP_TOTALS))
-        for index, value in enumerate(_totals(record)):
-            sums[index] += value
     return [
         {
             "group_id": group_id,
@@ -188,8 +178,21 @@ def _rollup_rows(records: Sequence[UsageRecord]) -> list[dict[str, Any]]:
             "model": model,
             **dict(zip(ROLLUP_TOTALS, sums, strict=True)),
         }
-        for (group_id, day, model), sums in sorted(totals.items())
+        for (group_id, day, model), sums in _summed(records, lambda record: record.group_id)
     ]
+
+
+def _summed(
+    records: Sequence[UsageRecord], owner: Callable[[UsageRecord], int]
+) -> list[tuple[RollupKey, list[int]]]:
+    """The records' ``ROLLUP_TOTALS`` summed per (``owner``, UTC day, model), sorted."""
+    totals: dict[RollupKey, list[int]] = {}
+    for record in records:
+        key = (owner(record), as_utc(record.created_at).date(), record.model)
+        sums = totals.setdefault(key, [0] * len(ROLLUP_TOTALS))
+        for index, value in enumerate(_totals(record)):
+            sums[index] += value
+    return sorted(totals.items())
 
 
 def _totals(record: UsageRecord) -> tuple[int, ...]:

@@ -247,14 +247,7 @@ def _rows(records: Iterable[UsageRecord]) -> tuple[list[Row], list[list[object]]
         sums = totals.get(key)
         if sums is None:
             sums = totals[key] = [0, 0, 0, 0, 0, 0, 0, 0]  # ROLLUP_TOTALS, in order
-        sums[0] += 1
-        sums[1] += record.prompt_tokens
-        sums[2] += record.completion_tokens
-        sums[3] += record.characters
-        sums[4] += record.audio_ms
-        sums[5] += record.cost_nanos
-        sums[6] += record.cached_tokens
-        sums[7] += record.cache_write_tokens
+        _add(sums, 0, record)
     return rows, [[*key, *sums] for key, sums in totals.items()], list(newest.items())
 
 
@@ -268,12 +261,17 @@ def _key_rollups(records: Iterable[UsageRecord]) -> list[list[object]]:
         sums = totals.get(key)
         if sums is None:
             sums = totals[key] = [record.group_id, 0, 0, 0, 0, 0, 0, 0, 0]
-        sums[1] += 1
-        sums[2] += record.prompt_tokens
-        sums[3] += record.completion_tokens
-        sums[4] += record.characters
-        sums[5] += record.audio_ms
-        sums[6] += record.cost_nanos
-        sums[7] += record.cached_tokens
-        sums[8] += record.cache_write_tokens
+        _add(sums, 1, record)
     return [[*key, *sums] for key, sums in totals.items()]
+
+
+def _add(sums: list[int], at: int, record: UsageRecord) -> None:
+    """Add one admitted call to the ``ROLLUP_TOTALS`` sums that start at ``sums[at]``."""
+    sums[at] += 1
+    sums[at + 1] += record.prompt_tokens
+    sums[at + 2] += record.completion_tokens
+    sums[at + 3] += record.characters
+    sums[at + 4] += record.audio_ms
+    sums[at + 5] += record.cost_nanos
+    sums[at + 6] += record.cached_tokens
+    sums[at + 7] += record.cache_write_tokens

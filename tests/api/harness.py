@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import anthropic
 import openai
 from aiohttp import web
 from sqlalchemy import select
@@ -31,6 +32,7 @@ from parley.pipeline.context import SERVICES
 from parley.pipeline.services import Services
 from parley.settings import Settings
 from parley.store.schema import usage_records
+from tests.upstreams.openai_compatible import FakeEngine
 
 CHANNEL_KEY = "sk-channel-secret-0123456789"
 Config = dict[str, Any]
@@ -85,7 +87,7 @@ class Gateway:
     runner: web.AppRunner | None = None
     base_url: str = ""
     keys: list[str] = field(default_factory=list)
-    clients: list[openai.AsyncOpenAI] = field(default_factory=list)
+    clients: list[openai.AsyncOpenAI | anthropic.AsyncAnthropic] = field(default_factory=list)
 
     @classmethod
     async def start(cls, config: dict[str, Any]) -> Gateway:
@@ -162,6 +164,12 @@ class Gateway:
         self.clients.append(client)
         return client
 
+    def claude(self, key: str) -> anthropic.AsyncAnthropic:
+        """An ``anthropic`` SDK client of this gateway's Messages endpoint, closed at stop."""
+        client = anthropic.AsyncAnthropic(base_url=self.base_url, api_key=key, max_retries=0)
+        self.clients.append(client)
+        return client
+
     async def flush_usage(self) -> None:
         """Write every queued usage record now."""
         assert await self.services.meter.writer.flush()
@@ -193,6 +201,14 @@ async def starting(config: Callable[[], Config]) -> AsyncIterator[StartGateway]:
             await gateway.stop()
 
 
+@asynccontextmanager
+async def with_backup(config: Callable[[str], Config]) -> AsyncIterator[Gateway]:
+    """A gateway on ``config(backup_url)``, where a fake OpenAI-compatible engine serves
+    the models a provider's channel falls over to; both stop when the block ends."""
+    async with FakeEngine() as backup, starting(lambda: config(backup.base_url)) as start:
+        yield await start()
+
+
 async def call(
     gateway: Gateway, method: str, path: str, key: str | None, **request: Any
 ) -> tuple[int, Any]:
@@ -220,13 +236,20 @@ async def records(gateway: Gateway) -> list[UsageRecord]:
     return [UsageRecord(**row._asdict()) for row in rows]
 
 
-async def usage_stream(gateway: Gateway, key: str, messages: Any) -> list[Any]:
-    """The chunks of a streamed ``chat-large`` call that asks for usage, as the official
-    SDK gives them."""
+async def usage_stream(
+    gateway: Gateway, key: str, messages: Any, model: str = "chat-large"
+) -> list[Any]:
+    """The chunks of a streamed ``model`` call that asks for usage, as the official SDK
+    gives them."""
     stream = await gateway.client(key).chat.completions.create(
-        model="chat-large",
+        model=model,
         messages=messages,
         stream=True,
         stream_options={"include_usage": True},
     )
     return [chunk async for chunk in stream]
+
+
+def streamed_text(chunks: list[Any]) -> str:
+    """The text a chat stream's chunks carry, joined."""
+    return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)

@@ -14,9 +14,16 @@ import openai
 import orjson
 import pytest
 
-from tests.api.harness import CHANNEL_KEY, Gateway, call, local_state, records, starting
+from tests.api.harness import (
+    CHANNEL_KEY,
+    Gateway,
+    call,
+    local_state,
+    records,
+    streamed_text,
+    with_backup,
+)
 from tests.upstreams.anthropic import SIGNATURE, Behaviour, FakeAnthropic
-from tests.upstreams.openai_compatible import FakeEngine
 
 HELLO = [{"role": "user", "content": "hello there"}]
 EPHEMERAL = {"type": "ephemeral"}
@@ -64,22 +71,10 @@ async def upstream() -> AsyncIterator[FakeAnthropic]:
 
 @pytest.fixture
 async def gateway(upstream: FakeAnthropic, tmp_path: Path) -> AsyncIterator[Gateway]:
-    async with (
-        FakeEngine() as backup,
-        starting(lambda: anthropic_config(upstream.base_url, backup.base_url, tmp_path)) as start,
-    ):
-        yield await start()
-
-
-@pytest.fixture
-async def key(gateway: Gateway) -> str:
-    return await gateway.key(await gateway.group("team"))
-
-
-def claude(gateway: Gateway, key: str) -> anthropic.AsyncAnthropic:
-    client = anthropic.AsyncAnthropic(base_url=gateway.base_url, api_key=key, max_retries=0)
-    gateway.clients.append(client)  # type: ignore[arg-type]
-    return client
+    async with with_backup(
+        lambda backup: anthropic_config(upstream.base_url, backup, tmp_path)
+    ) as gateway:
+        yield gateway
 
 
 async def test_an_openai_chat_call_reaches_an_anthropic_channel(
@@ -121,7 +116,7 @@ async def test_a_streamed_chat_call_to_an_anthropic_channel(
         stream_options={"include_usage": True},
     )
     chunks = [chunk async for chunk in stream]
-    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    text = streamed_text(chunks)
     assert text == "echo: hello there"
     reasoning = "".join(
         getattr(c.choices[0].delta, "reasoning_content", None) or "" for c in chunks if c.choices
@@ -228,7 +223,7 @@ async def test_an_overloaded_anthropic_channel_fails_over_like_a_503(
 ) -> None:
     reply = await gateway.client(key).chat.completions.create(model="claude-busy", messages=HELLO)  # type: ignore[arg-type]
     assert reply.choices[0].message.content == "echo: hello there"  # from the backup
-    message = await claude(gateway, key).messages.create(
+    message = await gateway.claude(key).messages.create(
         model="claude-busy", max_tokens=20, messages=HELLO
     )
     assert message.content[0].text == "echo: hello there"  # type: ignore[union-attr]
@@ -240,7 +235,7 @@ async def test_a_message_is_passed_through_to_an_anthropic_channel(
     gateway: Gateway, key: str, upstream: FakeAnthropic
 ) -> None:
     upstream.behaviour = Behaviour(thinking=True)
-    message = await claude(gateway, key).messages.create(
+    message = await gateway.claude(key).messages.create(
         model="claude-large",
         max_tokens=100,
         messages=HELLO,
@@ -260,7 +255,7 @@ async def test_a_message_is_passed_through_to_an_anthropic_channel(
         {"role": "assistant", "content": said},
         {"role": "user", "content": "and?"},
     ]
-    await claude(gateway, key).messages.create(
+    await gateway.claude(key).messages.create(
         model="claude-large",
         max_tokens=100,
         messages=follow_up,  # type: ignore[arg-type]
@@ -325,7 +320,7 @@ async def test_a_passed_through_stream_through_the_sdk(
     gateway: Gateway, key: str, upstream: FakeAnthropic
 ) -> None:
     upstream.behaviour = Behaviour(thinking=True, tool=True)
-    async with claude(gateway, key).messages.stream(
+    async with gateway.claude(key).messages.stream(
         model="claude-large",
         max_tokens=100,
         messages=HELLO,
@@ -341,7 +336,7 @@ async def test_a_passed_through_stream_through_the_sdk(
 async def test_count_tokens_asks_an_anthropic_channel(
     gateway: Gateway, key: str, upstream: FakeAnthropic
 ) -> None:
-    counted = await claude(gateway, key).messages.count_tokens(
+    counted = await gateway.claude(key).messages.count_tokens(
         model="claude-large", messages=[{"role": "user", "content": "one two three four five"}]
     )
     assert counted.input_tokens == 5
@@ -377,7 +372,7 @@ async def test_anthropic_errors_reach_a_messages_caller_in_its_shape(
 ) -> None:
     upstream.behaviour = Behaviour(fail=400)
     with pytest.raises(anthropic.BadRequestError) as refused:
-        await claude(gateway, key).messages.create(
+        await gateway.claude(key).messages.create(
             model="claude-large", max_tokens=5, messages=HELLO
         )
     assert refused.value.body["error"] == {  # type: ignore[index]
@@ -435,7 +430,7 @@ async def test_every_upstream_error_type_reaches_a_messages_caller(
     outage, its overload) are a 502 naming only the channel, after any failover."""
     upstream.behaviour = Behaviour(fail=status)
     with pytest.raises(error_class) as failed:
-        await claude(gateway, key).messages.create(
+        await gateway.claude(key).messages.create(
             model="claude-large", max_tokens=5, messages=HELLO
         )
     assert failed.value.status_code == caller_status

@@ -8,14 +8,21 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import anthropic
 import openai
 import orjson
 import pytest
 
-from tests.api.harness import CHANNEL_KEY, Gateway, local_state, records, starting
+from tests.api.harness import (
+    CHANNEL_KEY,
+    Gateway,
+    local_state,
+    records,
+    starting,
+    streamed_text,
+    usage_stream,
+    with_backup,
+)
 from tests.upstreams.azure import PROMPT_FILTERED, FakeAzure
-from tests.upstreams.openai_compatible import FakeEngine
 
 TOKEN = "eyJ0eXAiOiJKV1QiLCJhbGciOiJSUzI1NiJ9.fake-entra-token"
 HELLO = [{"role": "user", "content": "hello there"}]
@@ -98,16 +105,10 @@ async def upstream() -> AsyncIterator[FakeAzure]:
 
 @pytest.fixture
 async def gateway(upstream: FakeAzure, tmp_path: Path) -> AsyncIterator[Gateway]:
-    async with (
-        FakeEngine() as backup,
-        starting(lambda: azure_config(upstream.endpoint, backup.base_url, tmp_path)) as start,
-    ):
-        yield await start()
-
-
-@pytest.fixture
-async def key(gateway: Gateway) -> str:
-    return await gateway.key(await gateway.group("team"))
+    async with with_backup(
+        lambda backup: azure_config(upstream.endpoint, backup, tmp_path)
+    ) as gateway:
+        yield gateway
 
 
 async def test_a_chat_call_reaches_an_azure_deployment(
@@ -135,16 +136,8 @@ async def test_a_chat_call_reaches_an_azure_deployment(
 async def test_a_stream_from_a_deployment_with_its_prompt_filter_chunk(
     gateway: Gateway, key: str, upstream: FakeAzure
 ) -> None:
-    stream = await gateway.client(key).chat.completions.create(
-        model="gpt-azure",
-        messages=HELLO,  # type: ignore[arg-type]
-        stream=True,
-        stream_options={"include_usage": True},
-    )
-    chunks = [chunk async for chunk in stream]
-    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == (
-        "echo: hello there"
-    )
+    chunks = await usage_stream(gateway, key, HELLO, model="gpt-azure")
+    assert streamed_text(chunks) == ("echo: hello there")
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
     assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 3
     assert upstream.last_request.body["stream_options"] == {"include_usage": True}
@@ -286,8 +279,7 @@ async def test_azure_cached_tokens_are_billed_exactly(gateway: Gateway, key: str
 async def test_a_messages_caller_reaches_azure(
     gateway: Gateway, key: str, upstream: FakeAzure
 ) -> None:
-    client = anthropic.AsyncAnthropic(base_url=gateway.base_url, api_key=key, max_retries=0)
-    gateway.clients.append(client)  # type: ignore[arg-type]
+    client = gateway.claude(key)
     message = await client.messages.create(
         model="gpt-azure",
         max_tokens=50,

@@ -15,9 +15,17 @@ import orjson
 import pytest
 
 from parley.domain.pricing import Price, usd_to_nanos
-from tests.api.harness import CHANNEL_KEY, Gateway, local_state, records, starting
+from tests.api.harness import (
+    CHANNEL_KEY,
+    Gateway,
+    local_state,
+    records,
+    starting,
+    streamed_text,
+    usage_stream,
+    with_backup,
+)
 from tests.upstreams.bedrock import AwsKeys, Behaviour, FakeBedrock
-from tests.upstreams.openai_compatible import FakeEngine
 
 KEYS = AwsKeys("ASIAFAKEACCESS01", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYfake", "FwoGZXIvYXdzEJr//fake=")
 MODEL_ID = "anthropic.claude-3-5-sonnet-20240620-v1:0"
@@ -86,22 +94,10 @@ async def upstream() -> AsyncIterator[FakeBedrock]:
 
 @pytest.fixture
 async def gateway(upstream: FakeBedrock, tmp_path: Path) -> AsyncIterator[Gateway]:
-    async with (
-        FakeEngine() as backup,
-        starting(lambda: bedrock_config(upstream.endpoint, backup.base_url, tmp_path)) as start,
-    ):
-        yield await start()
-
-
-@pytest.fixture
-async def key(gateway: Gateway) -> str:
-    return await gateway.key(await gateway.group("team"))
-
-
-def claude(gateway: Gateway, key: str) -> anthropic.AsyncAnthropic:
-    client = anthropic.AsyncAnthropic(base_url=gateway.base_url, api_key=key, max_retries=0)
-    gateway.clients.append(client)  # type: ignore[arg-type]
-    return client
+    async with with_backup(
+        lambda backup: bedrock_config(upstream.endpoint, backup, tmp_path)
+    ) as gateway:
+        yield gateway
 
 
 async def test_a_chat_call_reaches_bedrock_signed(
@@ -141,14 +137,8 @@ async def test_a_streamed_chat_call_reads_event_stream_frames(
     gateway: Gateway, key: str, upstream: FakeBedrock
 ) -> None:
     upstream.behaviour = Behaviour(reasoning=True)
-    stream = await gateway.client(key).chat.completions.create(
-        model="claude-bedrock",
-        messages=HELLO,  # type: ignore[arg-type]
-        stream=True,
-        stream_options={"include_usage": True},
-    )
-    chunks = [chunk async for chunk in stream]
-    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    chunks = await usage_stream(gateway, key, HELLO, model="claude-bedrock")
+    text = streamed_text(chunks)
     assert text == "echo: hello there"
     reasoning = "".join(
         getattr(c.choices[0].delta, "reasoning_content", None) or "" for c in chunks if c.choices
@@ -340,13 +330,13 @@ async def test_a_guardrail_is_a_content_filter_finish(
         model="claude-bedrock", messages=HELLO
     )  # type: ignore[arg-type]
     assert reply.choices[0].finish_reason == "content_filter"
-    message = await claude(gateway, key).messages.create(
+    message = await gateway.claude(key).messages.create(
         model="claude-bedrock",
         max_tokens=20,
         messages=HELLO,  # type: ignore[arg-type]
     )
     assert message.stop_reason == "refusal"
-    async with claude(gateway, key).messages.stream(
+    async with gateway.claude(key).messages.stream(
         model="claude-bedrock",
         max_tokens=20,
         messages=HELLO,  # type: ignore[arg-type]
@@ -391,7 +381,7 @@ async def test_a_messages_caller_reaches_bedrock(
     gateway: Gateway, key: str, upstream: FakeBedrock
 ) -> None:
     upstream.behaviour = Behaviour(tool=True)
-    message = await claude(gateway, key).messages.create(
+    message = await gateway.claude(key).messages.create(
         model="claude-bedrock",
         max_tokens=100,
         system="Be brief.",
@@ -403,7 +393,7 @@ async def test_a_messages_caller_reaches_bedrock(
     assert (message.usage.input_tokens, message.usage.output_tokens) == (4, 3)
     assert upstream.last_request.body["inferenceConfig"] == {"maxTokens": 100}
 
-    async with claude(gateway, key).messages.stream(
+    async with gateway.claude(key).messages.stream(
         model="claude-bedrock",
         max_tokens=100,
         messages=HELLO,  # type: ignore[arg-type]
@@ -421,7 +411,7 @@ async def test_a_messages_callers_thinking_reaches_bedrock(
     gateway: Gateway, key: str, upstream: FakeBedrock
 ) -> None:
     upstream.behaviour = Behaviour(reasoning=True)
-    async with claude(gateway, key).messages.stream(
+    async with gateway.claude(key).messages.stream(
         model="claude-bedrock",
         max_tokens=2000,
         messages=HELLO,  # type: ignore[arg-type]
@@ -441,7 +431,7 @@ async def test_bedrock_errors_reach_a_messages_caller_in_its_shape(
 ) -> None:
     upstream.behaviour = Behaviour(fail="ValidationException")
     with pytest.raises(anthropic.BadRequestError) as refused:
-        await claude(gateway, key).messages.create(
+        await gateway.claude(key).messages.create(
             model="claude-bedrock",
             max_tokens=5,
             messages=HELLO,  # type: ignore[arg-type]

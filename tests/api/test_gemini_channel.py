@@ -11,15 +11,22 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import anthropic
 import openai
 import orjson
 import pytest
 
 from parley.domain.pricing import Price, usd_to_nanos
-from tests.api.harness import CHANNEL_KEY, Gateway, call, local_state, records, starting
+from tests.api.harness import (
+    CHANNEL_KEY,
+    Gateway,
+    call,
+    local_state,
+    records,
+    starting,
+    streamed_text,
+    with_backup,
+)
 from tests.upstreams.gemini import SIGNATURE, FakeGemini
-from tests.upstreams.openai_compatible import FakeEngine
 
 HELLO = [{"role": "user", "content": "hello there"}]
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n fake pixels").decode()
@@ -102,22 +109,30 @@ async def upstream() -> AsyncIterator[FakeGemini]:
 
 @pytest.fixture
 async def gateway(upstream: FakeGemini, tmp_path: Path) -> AsyncIterator[Gateway]:
-    async with (
-        FakeEngine() as backup,
-        starting(lambda: gemini_config(upstream.base_url, backup.base_url, tmp_path)) as start,
-    ):
-        yield await start()
+    async with with_backup(
+        lambda backup: gemini_config(upstream.base_url, backup, tmp_path)
+    ) as gateway:
+        yield gateway
 
 
-@pytest.fixture
-async def key(gateway: Gateway) -> str:
-    return await gateway.key(await gateway.group("team"))
-
-
-def claude(gateway: Gateway, key: str) -> anthropic.AsyncAnthropic:
-    client = anthropic.AsyncAnthropic(base_url=gateway.base_url, api_key=key, max_retries=0)
-    gateway.clients.append(client)  # type: ignore[arg-type]
-    return client
+async def streamed_tool_calls(
+    client: openai.AsyncOpenAI, model: str
+) -> tuple[list[Any], list[Any]]:
+    """A streamed chat call offering ``TOOLS``: its chunks, and the tool call pieces in them."""
+    stream = await client.chat.completions.create(
+        model=model,
+        messages=HELLO,  # type: ignore[arg-type]
+        tools=TOOLS,  # type: ignore[arg-type]
+        stream=True,
+    )
+    chunks = [chunk async for chunk in stream]
+    calls = [
+        call
+        for c in chunks
+        if c.choices and c.choices[0].delta.tool_calls
+        for call in c.choices[0].delta.tool_calls
+    ]
+    return chunks, calls
 
 
 async def test_an_openai_chat_call_reaches_a_gemini_channel(
@@ -163,7 +178,7 @@ async def test_a_streamed_chat_call_to_a_gemini_channel(
         stream_options={"include_usage": True},
     )
     chunks = [chunk async for chunk in stream]
-    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    text = streamed_text(chunks)
     assert text == "echo: hello there"
     reasoning = "".join(
         getattr(c.choices[0].delta, "reasoning_content", None) or "" for c in chunks if c.choices
@@ -253,17 +268,8 @@ async def test_a_streamed_tool_call_and_an_unanswerable_tool_result(
     gateway: Gateway, key: str
 ) -> None:
     client = gateway.client(key)
-    stream = await client.chat.completions.create(
-        model="gemini-tool",
-        messages=HELLO,  # type: ignore[arg-type]
-        tools=TOOLS,  # type: ignore[arg-type]
-        stream=True,
-    )
-    chunks = [chunk async for chunk in stream]
-    calls = [
-        c.choices[0].delta.tool_calls for c in chunks if c.choices and c.choices[0].delta.tool_calls
-    ]
-    (entry,) = [call for found in calls for call in found]
+    chunks, calls = await streamed_tool_calls(client, "gemini-tool")
+    (entry,) = calls
     assert entry.function is not None and entry.function.name == "lookup"
     assert entry.id is not None and entry.id.startswith("call_resp-")
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "tool_calls"
@@ -381,7 +387,7 @@ async def test_a_bad_channel_key_is_the_channels_fault(
 async def test_a_messages_caller_reaches_a_gemini_channel(
     gateway: Gateway, key: str, upstream: FakeGemini
 ) -> None:
-    client = claude(gateway, key)
+    client = gateway.claude(key)
     message = await client.messages.create(
         model="gemini-cached",
         max_tokens=100,
@@ -447,19 +453,7 @@ async def test_a_thought_signature_rides_in_the_call_id_and_goes_back(
     gateway: Gateway, key: str, upstream: FakeGemini
 ) -> None:
     client = gateway.client(key)
-    stream = await client.chat.completions.create(
-        model="gemini-signed",
-        messages=HELLO,  # type: ignore[arg-type]
-        tools=TOOLS,  # type: ignore[arg-type]
-        stream=True,
-    )
-    chunks = [chunk async for chunk in stream]
-    calls = [
-        call
-        for c in chunks
-        if c.choices and c.choices[0].delta.tool_calls
-        for call in c.choices[0].delta.tool_calls
-    ]
+    _, calls = await streamed_tool_calls(client, "gemini-signed")
     (entry,) = calls
     assert entry.id is not None and re.fullmatch(r"[A-Za-z0-9_-]+", entry.id)
     assert entry.function is not None

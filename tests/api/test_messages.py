@@ -24,15 +24,14 @@ WEATHER_TOOL = {
 
 
 def claude(gateway: Gateway, key: str) -> anthropic.AsyncAnthropic:
-    client = anthropic.AsyncAnthropic(base_url=gateway.base_url, api_key=key, max_retries=0)
-    gateway.clients.append(client)  # type: ignore[arg-type]
+    client = gateway.claude(key)
     return client
 
 
 async def test_a_message_over_an_openai_channel(
     gateway: Gateway, key: str, engine: FakeEngine
 ) -> None:
-    message = await claude(gateway, key).messages.create(
+    message = await gateway.claude(key).messages.create(
         model="chat-large", max_tokens=100, system="Be brief.", messages=HELLO
     )
     assert message.type == "message" and message.role == "assistant"
@@ -51,13 +50,13 @@ async def test_a_message_over_an_openai_channel(
 
 
 async def test_max_tokens_maps_to_the_stop_reason(gateway: Gateway, key: str) -> None:
-    message = await claude(gateway, key).messages.create(model="chat", max_tokens=1, messages=HELLO)
+    message = await gateway.claude(key).messages.create(model="chat", max_tokens=1, messages=HELLO)
     assert message.stop_reason == "max_tokens"
     assert message.model == "chat-large"
 
 
 async def test_a_streamed_message_over_an_openai_channel(gateway: Gateway, key: str) -> None:
-    client = claude(gateway, key)
+    client = gateway.claude(key)
     async with client.messages.stream(model="chat-large", max_tokens=100, messages=HELLO) as stream:
         names = [event.type async for event in stream]
         final = await stream.get_final_message()
@@ -92,7 +91,7 @@ async def test_tools_round_trip_over_an_openai_channel(
     gateway: Gateway, key: str, engine: FakeEngine
 ) -> None:
     engine.behaviour = Behaviour(tools=True)
-    client = claude(gateway, key)
+    client = gateway.claude(key)
     first = await client.messages.create(
         model="chat-large",
         max_tokens=100,
@@ -133,7 +132,7 @@ async def test_a_streamed_tool_call_over_an_openai_channel(
     gateway: Gateway, key: str, engine: FakeEngine
 ) -> None:
     engine.behaviour = Behaviour(tools=True)
-    async with claude(gateway, key).messages.stream(
+    async with gateway.claude(key).messages.stream(
         model="chat-large",
         max_tokens=100,
         messages=[{"role": "user", "content": "weather in Oslo"}],
@@ -149,7 +148,7 @@ async def test_a_streamed_tool_call_over_an_openai_channel(
 async def test_thinking_asks_an_openai_upstream_for_reasoning(
     gateway: Gateway, key: str, engine: FakeEngine
 ) -> None:
-    await claude(gateway, key).messages.create(
+    await gateway.claude(key).messages.create(
         model="chat-large",
         max_tokens=5000,
         messages=HELLO,
@@ -164,7 +163,7 @@ async def test_thinking_asks_an_openai_upstream_for_reasoning(
 
 
 async def test_count_tokens_is_parleys_estimate(gateway: Gateway, key: str) -> None:
-    counted = await claude(gateway, key).messages.count_tokens(
+    counted = await gateway.claude(key).messages.count_tokens(
         model="chat-large", messages=[{"role": "user", "content": "abcdefgh"}]
     )
     assert counted.input_tokens == 3 + 4 + 2
@@ -223,7 +222,7 @@ async def test_authentication_errors_are_anthropic_shaped(
 async def test_the_sdk_raises_anthropics_error_classes(
     gateway: Gateway, key: str, engine: FakeEngine
 ) -> None:
-    client = claude(gateway, key)
+    client = gateway.claude(key)
     with pytest.raises(anthropic.NotFoundError) as missing:
         await client.messages.create(model="no-such-model", max_tokens=5, messages=HELLO)
     assert missing.value.body["error"]["type"] == "not_found_error"  # type: ignore[index]
@@ -254,13 +253,13 @@ async def test_a_disabled_group_is_a_permission_error(gateway: Gateway) -> None:
     disabled = await gateway.services.store.set_group_disabled(group.name, datetime.now(UTC))
     gateway.services.directory.remember_group(disabled)
     with pytest.raises(anthropic.PermissionDeniedError) as refused:
-        await claude(gateway, key).messages.create(model="chat-large", max_tokens=5, messages=HELLO)
+        await gateway.claude(key).messages.create(model="chat-large", max_tokens=5, messages=HELLO)
     assert refused.value.body["error"]["type"] == "permission_error"  # type: ignore[index]
 
 
 async def test_a_rate_limited_message_is_a_429_with_the_rate_headers(gateway: Gateway) -> None:
     key = await gateway.key(await gateway.group("slow", rpm=1))
-    client = claude(gateway, key)
+    client = gateway.claude(key)
     await client.messages.create(model="chat-large", max_tokens=5, messages=HELLO)
     with pytest.raises(anthropic.RateLimitError) as limited:
         await client.messages.create(model="chat-large", max_tokens=5, messages=HELLO)
@@ -286,13 +285,13 @@ async def test_a_too_large_body_is_request_too_large(start_gateway: Any) -> None
 async def test_a_group_sees_only_its_models(gateway: Gateway) -> None:
     key = await gateway.key(await gateway.group("narrow", models=["vision-small"]))
     with pytest.raises(anthropic.NotFoundError):
-        await claude(gateway, key).messages.create(model="chat-large", max_tokens=5, messages=HELLO)
+        await gateway.claude(key).messages.create(model="chat-large", max_tokens=5, messages=HELLO)
     with pytest.raises(anthropic.NotFoundError):
-        await claude(gateway, key).messages.count_tokens(model="chat-large", messages=HELLO)
+        await gateway.claude(key).messages.count_tokens(model="chat-large", messages=HELLO)
 
 
 async def test_messages_are_metered_exactly(gateway: Gateway, key: str) -> None:
-    client = claude(gateway, key)
+    client = gateway.claude(key)
     await client.messages.create(model="chat-large", max_tokens=100, messages=HELLO)
     async with client.messages.stream(model="chat-large", max_tokens=100, messages=HELLO) as s:
         await s.get_final_message()

@@ -12,7 +12,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import anthropic
 import openai
 import pytest
 import yaml
@@ -20,7 +19,15 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from parley.settings import ConfigError, load_settings
-from tests.api.harness import Gateway, call, local_state, records, starting
+from tests.api.harness import (
+    Gateway,
+    call,
+    local_state,
+    records,
+    starting,
+    streamed_text,
+    usage_stream,
+)
 from tests.upstreams.vertex import FakeVertex
 
 HELLO = [{"role": "user", "content": "hello there"}]
@@ -107,11 +114,6 @@ async def gateway(
         yield await start()
 
 
-@pytest.fixture
-async def key(gateway: Gateway) -> str:
-    return await gateway.key(await gateway.group("team"))
-
-
 async def test_gemini_on_vertex_with_one_minted_token(
     gateway: Gateway, key: str, vertex: FakeVertex, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -139,16 +141,8 @@ async def test_gemini_on_vertex_with_one_minted_token(
     assert vertex.last_request.body["contents"][0]["parts"] == [
         {"fileData": {"mimeType": "image/jpeg", "fileUri": "https://example.com/cat.jpg"}}
     ]
-    stream = await client.chat.completions.create(
-        model="gemini-cached",
-        messages=HELLO,  # type: ignore[arg-type]
-        stream=True,
-        stream_options={"include_usage": True},
-    )
-    chunks = [chunk async for chunk in stream]
-    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == (
-        "echo: hello there"
-    )
+    chunks = await usage_stream(gateway, key, HELLO, model="gemini-cached")
+    assert streamed_text(chunks) == ("echo: hello there")
     assert vertex.last_request.path.endswith(":streamGenerateContent")
     assert vertex.mints == 1
     found = await records(gateway)
@@ -188,13 +182,10 @@ async def test_claude_on_vertex_through_raw_predict(
         stream=True,
     )
     chunks = [chunk async for chunk in stream]
-    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == (
-        "echo: hello there"
-    )
+    assert streamed_text(chunks) == ("echo: hello there")
     assert vertex.last_request.path.endswith(":streamRawPredict")
     assert vertex.last_request.body["stream"] is True
-    messages = anthropic.AsyncAnthropic(base_url=gateway.base_url, api_key=key, max_retries=0)
-    gateway.clients.append(messages)  # type: ignore[arg-type]
+    messages = gateway.claude(key)
     async with messages.messages.stream(
         model="claude-tool",
         max_tokens=64,

@@ -40,7 +40,14 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from tests.upstreams.server import JSON, FakeServer, ReceivedRequest, json_reply, received
+from tests.upstreams.server import (
+    JSON,
+    FakeServer,
+    input_words,
+    json_reply,
+    last_user_text,
+    received,
+)
 
 STALL_SECONDS = 30.0
 SIGNATURE = "EqQBCkYIBRgCIkB0aGUgc2lnbmF0dXJlIG9mIHRoZSB0aGlua2luZw=="
@@ -99,7 +106,6 @@ def event(name: str, payload: JSON) -> bytes:
 class FakeAnthropic(FakeServer):
     api_key: str | None = None
     behaviour: Behaviour = field(default_factory=Behaviour)
-    requests: list[ReceivedRequest] = field(default_factory=list)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def application(self) -> web.Application:
@@ -107,10 +113,6 @@ class FakeAnthropic(FakeServer):
         app.router.add_post("/v1/messages", self._messages)
         app.router.add_post("/v1/messages/count_tokens", self._count_tokens)
         return app
-
-    @property
-    def last_request(self) -> ReceivedRequest:
-        return self.requests[-1]
 
     async def _read(self, request: web.Request) -> tuple[JSON | None, web.Response | None]:
         try:
@@ -134,7 +136,7 @@ class FakeAnthropic(FakeServer):
         body, refusal = await self._read(request)
         if refusal is not None or body is None:
             return refusal or json_reply(400, {})
-        return json_reply(200, {"input_tokens": _input_words(body)})
+        return json_reply(200, {"input_tokens": input_words(body, _texts)})
 
     async def _messages(self, request: web.Request) -> web.StreamResponse:
         body, refusal = await self._read(request)
@@ -154,7 +156,7 @@ class FakeAnthropic(FakeServer):
         return json_reply(200, reply)
 
     def _reply(self, body: JSON, behaviour: Behaviour) -> JSON:
-        words = f"echo: {_last_user_text(body)}".split()
+        words = f"echo: {last_user_text(body, _texts)}".split()
         limit = body["max_tokens"]
         stop = "end_turn"
         if len(words) > limit:
@@ -175,7 +177,7 @@ class FakeAnthropic(FakeServer):
             )  # fmt: skip
             stop = "tool_use"
         usage = {
-            "input_tokens": _input_words(body),
+            "input_tokens": input_words(body, _texts),
             "cache_creation_input_tokens": behaviour.cache_write,
             "cache_read_input_tokens": behaviour.cache_read,
             "output_tokens": len(words) + (len(THOUGHT) if behaviour.thinking else 0),
@@ -262,20 +264,6 @@ def _texts(content: Any) -> list[str]:
         elif isinstance(block, dict) and block.get("type") == "tool_result":
             found.extend(_texts(block.get("content")))
     return found
-
-
-def _input_words(body: JSON) -> int:
-    texts = _texts(body.get("system"))
-    for message in body.get("messages") or ():
-        texts.extend(_texts(message.get("content")))
-    return sum(len(text.split()) for text in texts)
-
-
-def _last_user_text(body: JSON) -> str:
-    for message in reversed(body.get("messages") or ()):
-        if message.get("role") == "user":
-            return " ".join(_texts(message.get("content")))
-    return ""
 
 
 def _tool_result_last(body: JSON) -> bool:

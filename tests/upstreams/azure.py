@@ -38,7 +38,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from tests.upstreams.server import JSON, FakeServer, ReceivedRequest, json_reply, received, sse_data
+from tests.upstreams.server import JSON, FakeServer, json_reply, last_user_text, received, sse_data
 
 API_VERSIONS = frozenset({"2024-10-21", "2025-04-01-preview"})
 SAFE = {name: {"filtered": False, "severity": "safe"}
@@ -86,16 +86,7 @@ class FakeAzure(FakeServer):
     deployments: dict[str, str] = field(default_factory=dict)
     """Deployment name → the model it runs."""
     behaviour: Behaviour = field(default_factory=Behaviour)
-    requests: list[ReceivedRequest] = field(default_factory=list)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
-
-    @property
-    def endpoint(self) -> str:
-        return self.base_url.removesuffix("/v1")
-
-    @property
-    def last_request(self) -> ReceivedRequest:
-        return self.requests[-1]
 
     def application(self) -> web.Application:
         app = web.Application()
@@ -164,7 +155,7 @@ class FakeAzure(FakeServer):
         return json_reply(200, reply)
 
     def _chat(self, body: JSON, model: str, behaviour: Behaviour) -> JSON:
-        words = f"echo: {_last_user_text(body)}".split()
+        words = f"echo: {last_user_text(body, _texts)}".split()
         limit = body.get("max_completion_tokens") or body.get("max_tokens")
         finish = "stop"
         if isinstance(limit, int) and len(words) > limit:
@@ -269,10 +260,3 @@ def _input_words(body: JSON) -> int:
         for message in body.get("messages") or ()
         for text in _texts(message.get("content"))
     )
-
-
-def _last_user_text(body: JSON) -> str:
-    for message in reversed(body.get("messages") or ()):
-        if message.get("role") == "user":
-            return " ".join(_texts(message.get("content")))
-    return ""

@@ -54,7 +54,7 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from tests.upstreams.server import JSON, FakeServer, ReceivedRequest, received
+from tests.upstreams.server import JSON, FakeServer, input_words, last_user_text, received
 
 SIGNATURE = "ErcBCkgIBRABGAIiQGZha2Ugc2lnbmF0dXJl"
 THOUGHT = ("I", " should", " echo.")
@@ -161,17 +161,8 @@ class FakeBedrock(FakeServer):
     credentials: AwsKeys = field(default_factory=lambda: AwsKeys("AKIAFAKE0000", "fake/secret"))
     region: str = "us-east-1"
     behaviour: Behaviour = field(default_factory=Behaviour)
-    requests: list[ReceivedRequest] = field(default_factory=list)
     raw_paths: list[str] = field(default_factory=list)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
-
-    @property
-    def endpoint(self) -> str:
-        return self.base_url.removesuffix("/v1")
-
-    @property
-    def last_request(self) -> ReceivedRequest:
-        return self.requests[-1]
 
     def application(self) -> web.Application:
         app = web.Application()
@@ -254,7 +245,7 @@ class FakeBedrock(FakeServer):
         return None
 
     def _reply(self, body: JSON, behaviour: Behaviour) -> JSON:
-        words = f"echo: {_last_user_text(body)}".split()
+        words = f"echo: {last_user_text(body, _texts)}".split()
         limit = (body.get("inferenceConfig") or {}).get("maxTokens")
         stop = "guardrail_intervened" if behaviour.guardrail else "end_turn"
         if isinstance(limit, int) and len(words) > limit:
@@ -274,9 +265,9 @@ class FakeBedrock(FakeServer):
             stop = "tool_use"
         output = len(words) + (len(THOUGHT) if behaviour.reasoning else 0)
         usage = {
-            "inputTokens": _input_words(body),
+            "inputTokens": input_words(body, _texts),
             "outputTokens": output,
-            "totalTokens": _input_words(body) + output + behaviour.cache_read
+            "totalTokens": input_words(body, _texts) + output + behaviour.cache_read
             + behaviour.cache_write,
         }  # fmt: skip
         if behaviour.cache_read or behaviour.cache_write:
@@ -383,20 +374,6 @@ def _texts(content: Any) -> list[str]:
         elif "toolResult" in block:
             found.extend(_texts(block["toolResult"].get("content")))
     return found
-
-
-def _input_words(body: JSON) -> int:
-    texts = _texts(body.get("system"))
-    for message in body.get("messages") or ():
-        texts.extend(_texts(message.get("content")))
-    return sum(len(text.split()) for text in texts)
-
-
-def _last_user_text(body: JSON) -> str:
-    for message in reversed(body.get("messages") or ()):
-        if message.get("role") == "user":
-            return " ".join(_texts(message.get("content")))
-    return ""
 
 
 def _tool_result_last(body: JSON) -> bool:

@@ -45,7 +45,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from tests.upstreams.server import JSON, FakeServer, ReceivedRequest, json_reply, received
+from tests.upstreams.server import JSON, FakeServer, json_reply, received
 
 STATUSES = {
     400: "INVALID_ARGUMENT",
@@ -208,6 +208,20 @@ class GoogleContent:
             "responseId": f"resp-{next(self._ids)}",
         }
 
+    async def answer(
+        self, request: web.Request, body: Any, model: str, method: str
+    ) -> web.StreamResponse:
+        """The reply to ``method`` (``generateContent``, or ``streamGenerateContent`` with
+        ``alt=sse``) of ``model``; any other method is a 404."""
+        if method not in ("generateContent", "streamGenerateContent"):
+            return json_reply(404, google_error(404, f"Method {method} not found."))
+        status, reply, behaviour = self.generate(body, model)
+        if status != 200 or method == "generateContent":
+            return json_reply(status, reply)
+        if request.query.get("alt") != "sse":
+            return json_reply(400, google_error(400, "This fake streams with alt=sse only."))
+        return await stream(request, self.events(reply, behaviour))
+
     def events(self, reply: JSON, behaviour: Behaviour) -> list[bytes]:
         """The reply as Gemini streams it: text a word an event, every other part in one,
         ``finishReason`` and the final ``usageMetadata`` on the last event."""
@@ -355,7 +369,6 @@ def _input_words(body: JSON) -> int:
 class FakeGemini(FakeServer):
     api_key: str | None = None
     content: GoogleContent = field(default_factory=GoogleContent)
-    requests: list[ReceivedRequest] = field(default_factory=list)
 
     @property
     def behaviour(self) -> Behaviour:
@@ -364,10 +377,6 @@ class FakeGemini(FakeServer):
     @behaviour.setter
     def behaviour(self, value: Behaviour) -> None:
         self.content.behaviour = value
-
-    @property
-    def last_request(self) -> ReceivedRequest:
-        return self.requests[-1]
 
     def application(self) -> web.Application:
         app = web.Application()
@@ -391,14 +400,7 @@ class FakeGemini(FakeServer):
         model, _, method = request.match_info["call"].partition(":")
         if method == "batchEmbedContents":
             return embed(body, model)
-        if method not in ("generateContent", "streamGenerateContent"):
-            return json_reply(404, google_error(404, f"Method {method} not found."))
-        status, reply, behaviour = self.content.generate(body, model)
-        if status != 200 or method == "generateContent":
-            return json_reply(status, reply)
-        if request.query.get("alt") != "sse":
-            return json_reply(400, google_error(400, "This fake streams with alt=sse only."))
-        return await stream(request, self.content.events(reply, behaviour))
+        return await self.content.answer(request, body, model, method)
 
 
 async def stream(request: web.Request, events: list[bytes]) -> web.StreamResponse:

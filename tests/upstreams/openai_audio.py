@@ -65,7 +65,6 @@ from aiohttp import web
 from tests.upstreams.server import (
     JSON,
     FakeServer,
-    ReceivedRequest,
     authorized,
     openai_error,
     received,
@@ -121,7 +120,6 @@ class FakeAudioEngine(FakeServer):
     spoken: list[str] = field(default_factory=list)
     uploaded: dict[str, JSON] = field(default_factory=dict)
     samples: dict[str, bytes] = field(default_factory=dict)
-    requests: list[ReceivedRequest] = field(default_factory=list)
     completed_streams: int = 0
     cancelled_streams: int = 0
 
@@ -147,10 +145,6 @@ class FakeAudioEngine(FakeServer):
             app.router.add_post("/v1/audio/voices", self._upload)
             app.router.add_delete("/v1/audio/voices/{name}", self._delete)
         return app
-
-    @property
-    def last_request(self) -> ReceivedRequest:
-        return self.requests[-1]
 
     # speech
 

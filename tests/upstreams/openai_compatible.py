@@ -96,7 +96,6 @@ from tests.upstreams.key_spellings import spellings
 from tests.upstreams.server import (
     JSON,
     FakeServer,
-    ReceivedRequest,
     authorized,
     json_reply,
     openai_error,
@@ -226,7 +225,6 @@ class FakeEngine(FakeServer):
     record_requests: bool = True
     behaviour: Behaviour = field(default_factory=Behaviour)
     models: list[str] = field(default_factory=lambda: list(DEFAULT_MODELS))
-    requests: list[ReceivedRequest] = field(default_factory=list)
     cancelled_streams: int = 0
     cancelled_requests: int = 0
     completed_streams: int = 0
@@ -242,10 +240,6 @@ class FakeEngine(FakeServer):
         app.router.add_post("/v1/responses", self._responses)
         app.router.add_get("/v1/models", self._list_models)
         return app
-
-    @property
-    def last_request(self) -> ReceivedRequest:
-        return self.requests[-1]
 
     async def wait_for_cancelled_streams(self, count: int = 1) -> None:
         """Wait until at least ``count`` streams were cut by their client (bound it yourself)."""

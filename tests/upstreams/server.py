@@ -15,11 +15,14 @@ A fake subclasses ``FakeServer`` (a dataclass) and builds its routes in ``applic
 ``FakeThing(port=N)`` listens on N instead of a free port. ``Running`` is the ``async with``
 part alone (``start()`` on entry, ``stop()`` on exit), for servers that are not aiohttp's.
 The helpers below are the wire pieces more than one fake writes: the record of a request,
-the Bearer-key check, a JSON reply, OpenAI's error envelope and an SSE ``data:`` event.
+the Bearer-key check, a JSON reply, OpenAI's error envelope, an SSE ``data:`` event, and
+the words and last user text of a Messages-shaped body (the Anthropic, Bedrock and Azure
+fakes echo and count them). ``FakeServer`` keeps the requests a fake received.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self
 
@@ -55,8 +58,19 @@ class FakeServer(Running):
     """Cancel a handler whose client went away (aiohttp's ``handler_cancellation``)."""
 
     port: int = field(default=0, kw_only=True)
+    requests: list[ReceivedRequest] = field(default_factory=list, kw_only=True)
+    """What the fake received, in order (each fake records the requests it serves)."""
     base_url: str = field(default="", init=False)
     _runner: web.AppRunner | None = field(default=None, init=False, repr=False)
+
+    @property
+    def last_request(self) -> ReceivedRequest:
+        return self.requests[-1]
+
+    @property
+    def endpoint(self) -> str:
+        """The base URL without ``/v1``, for the providers whose paths start at the root."""
+        return self.base_url.removesuffix("/v1")
 
     def application(self) -> web.Application:
         raise NotImplementedError
@@ -115,3 +129,20 @@ def openai_error(
 def sse_data(payload: object) -> bytes:
     """One SSE event of a ``data:`` line holding ``payload`` as JSON."""
     return b"data: " + orjson.dumps(payload) + b"\n\n"
+
+
+def input_words(body: JSON, texts: Callable[[Any], list[str]]) -> int:
+    """The words of a Messages-shaped body's ``system`` and every message's content, as
+    the fake counts input tokens; ``texts`` reads a content of the fake's dialect."""
+    found = texts(body.get("system"))
+    for message in body.get("messages") or ():
+        found.extend(texts(message.get("content")))
+    return sum(len(text.split()) for text in found)
+
+
+def last_user_text(body: JSON, texts: Callable[[Any], list[str]]) -> str:
+    """The text of the body's last ``user`` message, which the fakes echo back."""
+    for message in reversed(body.get("messages") or ()):
+        if message.get("role") == "user":
+            return " ".join(texts(message.get("content")))
+    return ""

@@ -42,7 +42,8 @@ class FakeSupertonic(FakeServer):
     busy: int | None = None
     """Answer ``/tts`` with this status (429, 503) and ``retry-after: busy_retry_after``."""
     busy_retry_after: float = 30.0
-    requests: list[Any] = field(default_factory=list)
+    requests: list[Any] = field(default_factory=list, kw_only=True)
+    """Each /tts request's JSON body (not a ``ReceivedRequest``)."""
 
     def application(self) -> web.Application:
         app = web.Application()

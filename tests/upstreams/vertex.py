@@ -39,7 +39,7 @@ from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
 from tests.upstreams.anthropic import FakeAnthropic, error_body
 from tests.upstreams.anthropic import _events as anthropic_events
 from tests.upstreams.gemini import GoogleContent, google_error, stream
-from tests.upstreams.server import FakeServer, ReceivedRequest, json_reply, received
+from tests.upstreams.server import FakeServer, json_reply, received
 
 GRANT = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 SCOPE = "https://www.googleapis.com/auth/cloud-platform"
@@ -54,7 +54,6 @@ class FakeVertex(FakeServer):
     lifetime: int = 3600
     content: GoogleContent = field(default_factory=GoogleContent)
     claude: FakeAnthropic = field(default_factory=FakeAnthropic)
-    requests: list[ReceivedRequest] = field(default_factory=list)
     tokens: dict[str, float] = field(default_factory=dict)
     """Issued token → when it expires (``time.time()``)."""
     _serial: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
@@ -66,10 +65,6 @@ class FakeVertex(FakeServer):
     @property
     def mints(self) -> int:
         return len(self.tokens)
-
-    @property
-    def last_request(self) -> ReceivedRequest:
-        return self.requests[-1]
 
     def application(self) -> web.Application:
         app = web.Application()
@@ -130,14 +125,7 @@ class FakeVertex(FakeServer):
             return await self._claude(request, body, model, method)
         if info["publisher"] != "google":
             return json_reply(404, google_error(404, "Publisher not found."))
-        if method not in ("generateContent", "streamGenerateContent"):
-            return json_reply(404, google_error(404, f"Method {method} not found."))
-        status, reply, behaviour = self.content.generate(body, model)
-        if status != 200 or method == "generateContent":
-            return json_reply(status, reply)
-        if request.query.get("alt") != "sse":
-            return json_reply(400, google_error(400, "This fake streams with alt=sse only."))
-        return await stream(request, self.content.events(reply, behaviour))
+        return await self.content.answer(request, body, model, method)
 
     async def _claude(
         self, request: web.Request, body: Any, model: str, method: str

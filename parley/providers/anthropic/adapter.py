@@ -39,6 +39,18 @@ COUNT_PATH = "/messages/count_tokens"
 VERSION = "2023-06-01"
 
 
+def messages_body(body: JSON, model: str, default_max_tokens: int) -> JSON:
+    """An OpenAI chat body as a Messages body, without ``stream`` (the caller sets it);
+    what Messages cannot say is a 400."""
+    try:
+        request = openai_chat.decode_request(body)
+        payload = anthropic_messages.encode_request(request, model, default_max_tokens)
+    except Unsupported as error:
+        raise InvalidRequest(error.message, param=error.param) from None
+    payload.pop("stream", None)
+    return payload
+
+
 class AnthropicAdapter:
     """``Chat``, ``ChatTranslation`` and ``Completion`` (translated) and ``Messages``
     (passed through) over the one ``HttpClient``.
@@ -94,16 +106,7 @@ class AnthropicAdapter:
         return tokens
 
     def _translated(self, target: Target, body: JSON) -> JSON:
-        """An OpenAI chat body as a Messages body; what Messages cannot say is a 400."""
-        try:
-            request = openai_chat.decode_request(body)
-            payload = anthropic_messages.encode_request(
-                request, target.model, self._default_max_tokens
-            )
-        except Unsupported as error:
-            raise InvalidRequest(error.message, param=error.param) from None
-        payload.pop("stream", None)
-        return payload
+        return messages_body(body, target.model, self._default_max_tokens)
 
     def _reply(self, target: Target, path: str, payload: JSON, beta: str | None) -> Awaitable[JSON]:
         sending = _post(self._http, target, path, payload, beta)

@@ -34,7 +34,7 @@ from parley.http import HttpClient, Prepared, Reply, prepare
 from parley.providers.anthropic.completions import CompletionChunks, as_chat, as_completion
 from parley.providers.base import ReplyBounds, Target, upstream_errors
 from parley.providers.gemini.refusal import google_refusal, stream_failure
-from parley.providers.openai.answers import faults, malformed
+from parley.providers.openai.answers import check_stream_start, faults, malformed
 from parley.providers.translated import TranslatedStream
 
 T = TypeVar("T")
@@ -155,28 +155,19 @@ class GeminiAdapter:
         except Unsupported as error:
             raise InvalidRequest(error.message, param=error.param) from None
 
-    async def _reply(self, target: Target, method: str, payload: JSON) -> JSON:
-        with upstream_errors(target.channel):
-            response = await self._post(target, method, payload)
-            raw = await response.read(self._bounds.max_reply_bytes)
-            if response.status >= 300:
-                self._endpoint.refused(target, response.status)
-                raise google_refusal(
-                    target.channel, response.status, raw, target.api_key, response.headers
-                )
-            reply = upstream_json.loads(raw)
-        if not isinstance(reply, dict):
-            raise malformed(target.channel)
-        return reply
-
-    async def _post(self, target: Target, method: str, payload: JSON) -> Reply:
-        head = await self._endpoint.head(target, method)
-        return await self._http.send(
-            head,
-            orjson.dumps(payload),
-            connect_timeout=target.connect_timeout,
-            read_timeout=target.read_timeout,
+    def _reply(self, target: Target, method: str, payload: JSON) -> Awaitable[JSON]:
+        return endpoint_reply(
+            self._http,
+            self._endpoint,
+            target,
+            method,
+            payload,
+            bounds=self._bounds,
+            secret=target.api_key,
         )
+
+    def _post(self, target: Target, method: str, payload: JSON) -> Awaitable[Reply]:
+        return post(self._http, self._endpoint, target, method, payload)
 
     def _stream(
         self, target: Target, payload: JSON, translator: Translator[T]
@@ -189,22 +180,52 @@ class GeminiAdapter:
         def start(reply: Reply) -> Awaitable[None]:
             if reply.status >= 300:
                 self._endpoint.refused(target, reply.status)
-            return _check_stream_start(reply, target, limit)
+            return check_stream_start(
+                reply, target, limit, _is_error, stream_failure, refused=google_refusal
+            )
 
         return TranslatedStream(
             target.channel, send, start, translator, faults(target, stream_failure)
         )
 
 
-async def _check_stream_start(reply: Reply, target: Target, limit: int) -> None:
-    """Raise if the upstream refused, or answered without streaming."""
-    channel = target.channel
-    if reply.status >= 300:
-        raw = await reply.read(limit)
-        raise google_refusal(channel, reply.status, raw, target.api_key, reply.headers)
-    if reply.content_type == "text/event-stream":
-        return
-    body = upstream_json.loads(await reply.read(limit))
-    if isinstance(body, dict) and "error" in body:
-        raise stream_failure(channel, body, target.api_key)
-    raise UpstreamError(f"The upstream channel `{channel}` did not stream its reply.")
+async def post(
+    http: HttpClient, endpoint: Endpoint, target: Target, method: str, payload: JSON
+) -> Reply:
+    """``payload`` sent to ``method`` of the target's model, with the endpoint's head."""
+    head = await endpoint.head(target, method)
+    return await http.send(
+        head,
+        orjson.dumps(payload),
+        connect_timeout=target.connect_timeout,
+        read_timeout=target.read_timeout,
+    )
+
+
+async def endpoint_reply(
+    http: HttpClient,
+    endpoint: Endpoint,
+    target: Target,
+    method: str,
+    payload: JSON,
+    *,
+    bounds: ReplyBounds,
+    secret: str | None,
+) -> JSON:
+    """A whole reply from a Google endpoint (Gemini API or Vertex AI) as a JSON object;
+    a refusal is told in the caller's words (``secret``, the key it must never show, is
+    redacted) and reported to the endpoint, which may renew its credentials."""
+    with upstream_errors(target.channel):
+        response = await post(http, endpoint, target, method, payload)
+        raw = await response.read(bounds.max_reply_bytes)
+        if response.status >= 300:
+            endpoint.refused(target, response.status)
+            raise google_refusal(target.channel, response.status, raw, secret, response.headers)
+        reply = upstream_json.loads(raw)
+    if not isinstance(reply, dict):
+        raise malformed(target.channel)
+    return reply
+
+
+def _is_error(body: JSON) -> bool:
+    return "error" in body

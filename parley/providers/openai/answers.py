@@ -8,7 +8,7 @@ translator's failure named in the error tree (``stream_fault``). An error status
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 from parley import upstream_json
 from parley.dialects.translator import Failure
@@ -22,6 +22,8 @@ from parley.sse import EventTooLarge
 ReadFailure = Callable[[str, JSON, str | None], UpstreamError]
 """A dialect's error for an upstream's error object: (channel, the object, its key)."""
 IsError = Callable[[JSON], bool]
+Refusal = Callable[[str, int, bytes, str | None, Mapping[bytes, bytes] | None], UpstreamError]
+"""How an adapter reads an HTTP error answer: ``refusal``, or its provider's own."""
 """Whether a JSON answer in place of a stream is the dialect's error object."""
 
 
@@ -55,14 +57,20 @@ async def whole_reply(sending: Awaitable[Reply], target: Target, limit: int) -> 
 
 
 async def check_stream_start(
-    reply: Reply, target: Target, limit: int, is_error: IsError, read_failure: ReadFailure
+    reply: Reply,
+    target: Target,
+    limit: int,
+    is_error: IsError,
+    read_failure: ReadFailure,
+    *,
+    refused: Refusal = refusal,
 ) -> None:
-    """Raise if the upstream refused, or answered without streaming (its error object
-    read by ``read_failure``)."""
+    """Raise if the upstream refused (the error ``refused`` reads from its answer), or
+    answered without streaming (its error object read by ``read_failure``)."""
     channel = target.channel
     if reply.status >= 300:
         raw = await reply.read(limit)
-        raise refusal(channel, reply.status, raw, target.api_key, reply.headers)
+        raise refused(channel, reply.status, raw, target.api_key, reply.headers)
     if reply.content_type == "text/event-stream":
         return
     body = upstream_json.loads(await reply.read(limit))

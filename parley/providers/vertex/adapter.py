@@ -18,22 +18,19 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import TypeVar
 
-import orjson
-
-from parley import upstream_json
 from parley.dialects import anthropic_messages, openai_chat
-from parley.dialects.canonical import Unsupported
 from parley.dialects.messages_to_chat import MessagesToChat
 from parley.dialects.translator import Chained, ChunkTranslator, Translator
 from parley.domain.wire import JSON
-from parley.errors import InvalidRequest, UpstreamError
+from parley.errors import UpstreamError
 from parley.http import HttpClient, Prepared, Reply, prepare
+from parley.providers.anthropic.adapter import messages_body
 from parley.providers.anthropic.completions import CompletionChunks, as_chat, as_completion
 from parley.providers.anthropic.refusal import stream_failure as messages_failure
-from parley.providers.base import ReplyBounds, Target, upstream_errors
-from parley.providers.gemini.adapter import HEADERS, GeminiAdapter
+from parley.providers.base import ReplyBounds, Target
+from parley.providers.gemini.adapter import HEADERS, GeminiAdapter, endpoint_reply, post
 from parley.providers.gemini.refusal import google_refusal
-from parley.providers.openai.answers import faults, malformed
+from parley.providers.openai.answers import faults
 from parley.providers.translated import TranslatedStream
 from parley.providers.vertex.channels import VertexChannels
 
@@ -144,39 +141,26 @@ class VertexClaude:
         return self._stream(target, as_chat(body), Chained(reader, translator))
 
     def _translated(self, target: Target, body: JSON) -> JSON:
-        """An OpenAI chat body as a Vertex Messages body; what Messages cannot say is a 400."""
-        try:
-            request = openai_chat.decode_request(body)
-            payload = anthropic_messages.encode_request(
-                request, target.model, self._default_max_tokens
-            )
-        except Unsupported as error:
-            raise InvalidRequest(error.message, param=error.param) from None
-        payload.pop("stream", None)
+        """An OpenAI chat body as a Vertex Messages body: the model is in the URL, and the
+        API version in the body."""
+        payload = messages_body(body, target.model, self._default_max_tokens)
         payload.pop("model", None)
         payload["anthropic_version"] = ANTHROPIC_VERSION
         return payload
 
-    async def _post(self, target: Target, method: str, payload: JSON) -> Reply:
-        head = await self._endpoint.head(target, method)
-        return await self._http.send(
-            head,
-            orjson.dumps(payload),
-            connect_timeout=target.connect_timeout,
-            read_timeout=target.read_timeout,
-        )
+    def _post(self, target: Target, method: str, payload: JSON) -> Awaitable[Reply]:
+        return post(self._http, self._endpoint, target, method, payload)
 
-    async def _reply(self, target: Target, payload: JSON) -> JSON:
-        with upstream_errors(target.channel):
-            response = await self._post(target, "rawPredict", payload)
-            raw = await response.read(self._bounds.max_reply_bytes)
-            if response.status >= 300:
-                self._endpoint.refused(target, response.status)
-                raise google_refusal(target.channel, response.status, raw, None, response.headers)
-            reply = upstream_json.loads(raw)
-        if not isinstance(reply, dict):
-            raise malformed(target.channel)
-        return reply
+    def _reply(self, target: Target, payload: JSON) -> Awaitable[JSON]:
+        return endpoint_reply(
+            self._http,
+            self._endpoint,
+            target,
+            "rawPredict",
+            payload,
+            bounds=self._bounds,
+            secret=None,
+        )
 
     def _stream(self, target: Target, body: JSON, translator: Translator[T]) -> TranslatedStream[T]:
         payload = {**self._translated(target, body), "stream": True}
