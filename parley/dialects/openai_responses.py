@@ -276,7 +276,7 @@ def _tools(tools: Any) -> tuple[Tool, ...]:
     found: list[Tool] = []
     for index, tool in enumerate(tools):
         kind = tool.get("type") if isinstance(tool, dict) else None
-        if kind is None:
+        if not isinstance(kind, str):
             raise Unsupported(
                 f"Each tool needs a 'type' ('function' here); tools[{index}] has none.",
                 f"tools[{index}].type",

@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import Connection, Insert, RowMapping, delete, select
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Connection, RowMapping, delete, select
 
 from parley.domain.responses import StoredResponse
 from parley.store.schema import stored_responses
@@ -25,11 +24,15 @@ def save_responses(conn: Connection, responses: Sequence[StoredResponse]) -> int
     nothing twice and fails on nothing."""
     if not responses:
         return 0
-    insert: Insert = (
-        postgresql.insert(_table) if conn.dialect.name == "postgresql" else sqlite.insert(_table)
-    ).on_conflict_do_nothing(index_elements=[_table.c.id])
+    # Each dialect's module loaded here, not at import: a worker on SQLite never loads
+    # PostgreSQL's (tests/unit/test_lean_worker.py).
+    if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert  # type: ignore[assignment]
+    statement = insert(_table).on_conflict_do_nothing(index_elements=[_table.c.id])
     rows = [_row(response) for response in responses]
-    return len(conn.execute(insert.returning(_table.c.id), rows).all())
+    return len(conn.execute(statement.returning(_table.c.id), rows).all())
 
 
 def find_response(

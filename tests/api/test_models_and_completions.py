@@ -32,8 +32,8 @@ async def test_models_lists_served_models_the_group_may_use_without_aliases(
 
 
 OPERATIONS: list[Operation] = [
-    CHAT.operation,
-    COMPLETIONS.operation,
+    CHAT,
+    COMPLETIONS,
     EMBEDDINGS,
     MESSAGES,
     RESPONSES,

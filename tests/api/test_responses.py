@@ -289,6 +289,8 @@ async def test_another_group_never_sees_a_stored_response(
          "file_search"),
         ({"tools": [{"name": "f"}]}, "tools[0].type", "needs a 'type'"),
         ({"tools": ["f"]}, "tools[0].type", "needs a 'type'"),
+        ({"tools": [{"type": {"a": 1}, "name": "f"}]}, "tools[0].type", "needs a 'type'"),
+        ({"tools": [{"type": ["function"]}]}, "tools[0].type", "needs a 'type'"),
         ({"background": True}, "background", "ackground"),
         ({"input": 5}, "input", "input"),
         ({"store": "yes"}, "store", "store"),
