@@ -8,7 +8,7 @@ reseal`` (or ``POST /admin/channels/reseal``) to seal every credential with the 
 then drop the old keys. The keys never leave this object; a credential that no key opens
 is an error naming the channel, never the bytes.
 
-``cryptography`` (about 6 MB a process) is imported only when keys are configured: a
+``cryptography`` (a sizeable import, docs/configuration.md) is loaded only when keys are set: a
 gateway that stores no credential never loads it.
 """
 

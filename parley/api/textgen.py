@@ -9,6 +9,7 @@ admits, routes, relays and meters it.
 from __future__ import annotations
 
 import secrets
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, ClassVar
 
@@ -116,18 +117,18 @@ class TextJob:
         return allowance(self._text, model, self._settings.limits.default_max_tokens)
 
 
-class TextReply(TextJob):
+class TextReply(TextJob, ABC):
     """A whole chat or classic completion: a subclass calls its adapter (``call``) and
     says what text a reply produced (``produced``)."""
 
     __slots__ = ()
 
-    def call(self, route: Route) -> Awaitable[JSON]:
-        raise NotImplementedError
+    @abstractmethod
+    def call(self, route: Route) -> Awaitable[JSON]: ...
 
+    @abstractmethod
     def produced(self, reply: JSON) -> str:
         """The text a reply produced, for estimating usage an upstream did not report."""
-        raise NotImplementedError
 
     def usage(self, reply: JSON) -> Usage:
         return reply_usage(reply, self._text.prompt_estimate, self.produced)
@@ -140,7 +141,7 @@ class TextReply(TextJob):
         return web.Response(body=orjson.dumps(reply), content_type="application/json")
 
 
-class TextStream(TextJob):
+class TextStream(TextJob, ABC):
     """A streamed chat or classic completion, relayed as Server-Sent Events by an
     ``OpenAIRelay`` (``dialects/openai_relay.py``) that the subclass's ``open`` hands its
     adapter.
@@ -168,8 +169,8 @@ class TextStream(TextJob):
         self.check(model)
         self._model_name = model.spec.name
 
-    def open(self, route: Route) -> Translations[bytes]:
-        raise NotImplementedError
+    @abstractmethod
+    def open(self, route: Route) -> Translations[bytes]: ...
 
     def relay(self) -> OpenAIRelay:
         """A new relay for one route's stream (the one that starts is kept)."""

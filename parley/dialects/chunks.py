@@ -13,6 +13,7 @@ before it.
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 from typing import Any
 
 import orjson
@@ -83,7 +84,7 @@ def as_int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-class SseToChunks:
+class SseToChunks(ABC):
     """``Translator[JSON]``'s common part for an SSE stream of JSON events: a subclass
     reads each event (``_event``) into chunks written with ``_write``."""
 
@@ -118,6 +119,6 @@ class SseToChunks:
                 return
             self._event(event, out)
 
+    @abstractmethod
     def _event(self, event: JSON, out: list[JSON]) -> None:
         """One event's chunks; sets ``done`` or ``failure`` when it ends the stream."""
-        raise NotImplementedError

@@ -11,6 +11,7 @@ delta, ``_finish`` at the end.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
 import orjson
@@ -26,7 +27,7 @@ from parley.sse import SseParser
 DONE = "[DONE]"
 
 
-class FromChatChunks:
+class FromChatChunks(ABC):
     """``ChunkTranslator[bytes]``'s common part: chat chunks in, a subclass's events out."""
 
     __slots__ = (
@@ -122,14 +123,14 @@ class FromChatChunks:
         if isinstance(finish, str):
             self._stop = FINISH_TO_STOP.get(finish, "end")
 
+    @abstractmethod
     def _start(self, out: list[bytes]) -> None:
         """The stream's opening events; sets ``_started``."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _delta(self, delta: JSON, out: list[bytes]) -> None:
         """One chunk's ``delta``, written as the dialect's events."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _finish(self, out: list[bytes]) -> None:
         """The stream's closing events; sets ``done``."""
-        raise NotImplementedError
