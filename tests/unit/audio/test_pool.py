@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import io
+import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -47,21 +49,44 @@ async def test_a_groups_bombs_do_not_delay_another_groups_clip() -> None:
     assert waited < 2.0, waited
 
 
+class HeldClip(io.BytesIO):
+    """A clip whose first read waits until ``release`` is set: its measurement holds the
+    pool's one thread for as long as the test needs, whatever the machine's load."""
+
+    def __init__(self, data: bytes, release: threading.Event) -> None:
+        super().__init__(data)
+        self._release = release
+
+    def read(self, size: int | None = -1, /) -> bytes:
+        self._release.wait(10)
+        return super().read(size)
+
+    def readinto(self, buffer: Any, /) -> int:
+        self._release.wait(10)
+        return super().readinto(buffer)
+
+
 async def test_clips_waiting_take_turns_group_by_group() -> None:
     pool = ProbePool(1, 1, DecodeBudget())
     data = clip("wav", 0.5)
     order: list[int] = []
+    release = threading.Event()
 
-    async def measure(group: int) -> None:
-        await pool.measure(group, io.BytesIO(data))
+    async def measure(group: int, file: io.BytesIO) -> None:
+        await pool.measure(group, file)
         order.append(group)
 
     try:
-        blocker = asyncio.create_task(measure(0))
+        blocker = asyncio.create_task(measure(0, HeldClip(data, release)))
         await asyncio.sleep(0)
-        tasks = [asyncio.create_task(measure(group)) for group in (1, 1, 1, 2, 2, 3)]
+        tasks = [
+            asyncio.create_task(measure(group, io.BytesIO(data))) for group in (1, 1, 1, 2, 2, 3)
+        ]
+        await asyncio.sleep(0)  # every clip is waiting for its turn
+        release.set()
         await asyncio.gather(blocker, *tasks)
     finally:
+        release.set()
         pool.close()
     assert order == [0, 1, 2, 3, 1, 2, 1]
 
