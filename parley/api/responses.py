@@ -29,7 +29,7 @@ from aiohttp import web
 
 from parley.api.body import read_json
 from parley.api.textgen import TextRequest, allowance, reservation
-from parley.dialects import openai_chat, openai_responses, responses_objects
+from parley.dialects import openai_chat, openai_chat_reply, openai_responses, responses_objects
 from parley.dialects.canonical import Request, Unsupported, produced_characters
 from parley.dialects.chat_to_responses import ChatToResponses
 from parley.dialects.responses_relay import ResponsesRelay
@@ -360,7 +360,7 @@ class ResponsesReply(_ResponsesJob):
             found_chat = await chat.chat(route.target, self._chat_body(route))
         except InvalidRequest as error:
             raise in_responses_terms(error) from None
-        reply = openai_chat.decode_reply(found_chat)
+        reply = openai_chat_reply.decode_reply(found_chat)
         usage = reply.usage or estimate(
             self._parsed.text.prompt_estimate, produced_characters(reply.blocks), 1
         )

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from parley.dialects import anthropic_messages, openai_chat
+from parley.dialects import anthropic_messages, openai_chat, openai_chat_reply
 from parley.dialects.canonical import Image, Reasoning, Text, ToolCall, ToolResult, Unsupported
 from parley.domain.usage import Usage
 
@@ -106,7 +106,7 @@ def test_what_cannot_be_translated_is_refused_by_name(change: dict[str, Any], pa
 
 
 def test_an_openai_reply_becomes_a_message() -> None:
-    reply = openai_chat.decode_reply(
+    reply = openai_chat_reply.decode_reply(
         {
             "id": "chatcmpl-9",
             "model": "up",
@@ -215,7 +215,7 @@ def test_a_message_becomes_an_openai_reply() -> None:
                       "cache_creation_input_tokens": 6},
         }
     )  # fmt: skip
-    written = openai_chat.encode_reply(reply, created=1)
+    written = openai_chat_reply.encode_reply(reply, created=1)
     message = written["choices"][0]["message"]
     assert message["content"] == "Hi" and message["reasoning_content"] == "hm"
     assert message["tool_calls"][0]["function"] == {"name": "f", "arguments": '{"b":[1]}'}
