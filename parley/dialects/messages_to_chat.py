@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from parley.dialects.anthropic_messages import STOP_REASONS, read_usage
+from parley.dialects.anthropic_messages_reply import STOP_REASONS, read_usage
 from parley.dialects.chunks import ChunkWriter, SseToChunks, as_int
 from parley.dialects.openai_chat_reply import STOP_TO_FINISH
 from parley.dialects.translator import Failure
