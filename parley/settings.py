@@ -4,18 +4,22 @@ This is the only module that reads the environment. Strings in the config may na
 environment variables as ``${NAME}`` (secrets stay out of the file); an unset variable is
 a configuration error naming the field. ``load_settings`` raises ``ConfigError`` with one
 line that names the field and the problem.
+
+``Settings`` composes the sections of ``runtime_settings`` (how the gateway runs) and
+``catalog_settings`` (what it serves), checks what spans them (every model a channel
+serves is declared, fallbacks name models of the same kind), and re-exports the
+section classes the rest of Parley names (``__all__``).
 """
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from parley.catalog_settings import (
     BreakerOptions,
@@ -30,6 +34,22 @@ from parley.catalog_settings import (
     Timeouts,
     TranscriptFormat,
     TranscriptionOptions,
+)
+from parley.runtime_settings import (
+    DEFAULT_DATABASE_URL,
+    ENV_REF,
+    AdminSettings,
+    AudioSettings,
+    CorsSettings,
+    DatabaseSettings,
+    LimitSettings,
+    MetricsSettings,
+    RedisSettings,
+    ResponsesSettings,
+    RoutingSettings,
+    ServerSettings,
+    UpstreamSettings,
+    UsageSettings,
 )
 
 __all__ = [
@@ -48,6 +68,7 @@ __all__ = [
     "Prices",
     "QualityLevel",
     "RedisSettings",
+    "ResponsesSettings",
     "RoutingSettings",
     "ServerSettings",
     "Settings",
@@ -61,211 +82,10 @@ __all__ = [
 ]
 
 DEFAULT_CONFIG = Path("parley.yaml")
-DEFAULT_DATABASE_URL = "sqlite:///./parley.db"
-_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 class ConfigError(Exception):
     """A configuration problem, worded for the operator in one line."""
-
-
-class CorsSettings(Strict):
-    """Browser access to ``/v1`` from other origins; off while ``allowed_origins`` is empty."""
-
-    allowed_origins: tuple[str, ...] = ()
-    """Exact origins (``https://app.example.com``), or ``"*"`` for any."""
-    max_age_seconds: int = Field(600, ge=0)
-
-    @field_validator("allowed_origins")
-    @classmethod
-    def _origins(cls, origins: tuple[str, ...]) -> tuple[str, ...]:
-        for origin in origins:
-            if origin != "*" and not re.fullmatch(r"https?://[^/\s]+", origin):
-                raise ValueError(f"`{origin}` is not an origin like https://app.example.com")
-        return tuple(origin.rstrip("/") for origin in origins)
-
-
-class MetricsSettings(Strict):
-    """Prometheus ``/metrics``."""
-
-    enabled: bool = True
-    token: str | None = None
-    """When set, a scrape must carry ``Authorization: Bearer <token>``. Without one the
-    series are open, and their labels name groups (tenants), models and channels."""
-    multiprocess_dir: str | None = None
-    """Set by ``serve --workers N`` (not in the file): where the workers' values meet."""
-
-
-class ServerSettings(Strict):
-    host: str = "127.0.0.1"
-    port: int = Field(8080, ge=0, le=65535)
-    max_body_bytes: int = Field(26_214_400, gt=0, description="largest request body accepted")
-    max_image_bytes: int = Field(5_242_880, gt=0, description="largest data-URL image accepted")
-    max_audio_bytes: int = Field(26_214_400, gt=0, description="largest audio upload accepted")
-    shutdown_grace_seconds: float = Field(10.0, ge=0)
-    shutdown_close_seconds: float = Field(
-        5.0,
-        gt=0,
-        description="after the calls, time to write usage records and close before spilling",
-    )
-    access_log: bool = False
-    log_format: Literal["text", "json"] = "text"
-    cors: CorsSettings = CorsSettings()
-    body_timeout_seconds: float = Field(
-        120.0, gt=0, description="time a request body may take to arrive whole (else 408)"
-    )
-    pending_bodies_per_key: int = Field(
-        16, gt=0, description="requests of one key whose bodies may be arriving at once"
-    )
-    keepalive_seconds: float = Field(
-        75.0, gt=0, description="an idle connection, or a request head not yet whole, closes"
-    )
-    backlog: int = Field(
-        16384, gt=0, description="connections the kernel queues before accept (capped by somaxconn)"
-    )
-
-
-class DatabaseSettings(Strict):
-    url: str = DEFAULT_DATABASE_URL
-    pool_size: int = Field(5, gt=0)
-    timeout_seconds: float = Field(10.0, gt=0)
-    """Bounds a connect and a statement (PostgreSQL), and the wait for a pooled connection."""
-
-    @field_validator("url")
-    @classmethod
-    def _known_scheme(cls, url: str) -> str:
-        if not url.startswith(("sqlite", "postgresql", "postgres")):
-            raise ValueError("must start with sqlite:// or postgresql://")
-        return url
-
-
-class RedisSettings(Strict):
-    url: str = "redis://127.0.0.1:6379/0"
-    on_failure: Literal["local", "reject"] = "local"
-    retry_seconds: float = Field(5.0, gt=0)
-    prefix: str = "parley"
-
-
-class LimitSettings(Strict):
-    backend: Literal["memory", "redis"] = "memory"
-    per_worker: bool = False
-    default_max_tokens: int = Field(1024, gt=0)
-    cache_refresh_seconds: float = Field(2.0, gt=0)
-    unknown_key_lookups_per_second: float = Field(20.0, gt=0)
-    """Store look-ups of keys not in the directory, across the process (a wrong-key flood)."""
-    budget_period: Literal["month", "day"] = "month"
-
-
-class UsageSettings(Strict):
-    retention_days: int = Field(30, ge=1)
-    flush_seconds: float = Field(1.0, gt=0)
-    queue_size: int = Field(10_000, gt=0)
-    batch_size: int = Field(500, gt=0)
-    prune_every_seconds: float = Field(3600.0, gt=0)
-    spill_dir: str = "."
-    """Where records are kept if the database is unreachable at shutdown (replayed at start)."""
-
-
-class ResponsesSettings(Strict):
-    """Stored responses of the Responses API (``POST /v1/responses`` with ``store``)."""
-
-    retention_days: float = Field(30, gt=0)
-    """How long a stored response can be retrieved or continued; pruned after."""
-    flush_seconds: float = Field(0.2, gt=0)
-    """How often stored responses waiting in memory are written (in batches)."""
-    queue_size: int = Field(2_000, gt=0)
-    """The most responses that may wait to be written; past it, new ones are not stored
-    (the call still succeeds, and a line is logged)."""
-    prune_every_seconds: float = Field(3600.0, gt=0)
-
-
-MIN_ADMIN_TOKEN_CHARS = 16
-"""The admin token opens every group, key and budget: a short one is refused at start."""
-
-
-class AdminSettings(Strict):
-    token: str | None = None
-    """The bearer token of ``/admin`` and the dashboard's password; unset or empty: off."""
-
-    secure_cookies: Literal["auto", "always"] = "auto"
-    """``auto``: the dashboard's cookies are ``Secure`` when the request came over HTTPS,
-    directly or through a trusted proxy that says so; ``always``: whatever the request."""
-    trusted_proxies: tuple[str, ...] = ()
-    """Addresses or networks (``10.0.0.0/8``) whose ``X-Forwarded-Proto`` is believed."""
-    secret_keys: tuple[str, ...] = ()
-    """Keys that seal the credentials of channels added from the admin surface (Fernet
-    keys, ``parley channels new-key``): the first seals, every one opens, so a key is
-    rotated by putting a new one first and running ``parley channels reseal``. Usually
-    ``PARLEY_SECRET_KEYS`` (comma-separated); unset: channels cannot be added live."""
-
-    @field_validator("secret_keys", mode="before")
-    @classmethod
-    def _comma_separated(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            return tuple(part.strip() for part in value.split(",") if part.strip())
-        return value
-
-    @field_validator("token")
-    @classmethod
-    def _long_enough(cls, token: str | None) -> str | None:
-        # A ``${NAME}`` left as written (admin commands, which never use the token) passes.
-        if token and len(token) < MIN_ADMIN_TOKEN_CHARS and not _ENV_REF.fullmatch(token):
-            raise ValueError(
-                f"must be at least {MIN_ADMIN_TOKEN_CHARS} characters long (it opens the "
-                "whole admin API); make one with: "
-                "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
-            )
-        return token
-
-    @field_validator("trusted_proxies")
-    @classmethod
-    def _networks(cls, proxies: tuple[str, ...]) -> tuple[str, ...]:
-        for proxy in proxies:
-            try:
-                ipaddress.ip_network(proxy, strict=False)
-            except ValueError:
-                raise ValueError(
-                    f"`{proxy}` is not an address or network like 10.0.0.5 or 10.0.0.0/8"
-                ) from None
-        return proxies
-
-
-class UpstreamSettings(Strict):
-    """Bounds on what Parley accepts from any upstream (defaults no real model reaches)."""
-
-    max_reply_bytes: int = Field(64 * 1024 * 1024, gt=0, description="largest whole reply")
-    max_event_bytes: int = Field(8 * 1024 * 1024, gt=0, description="largest streamed event")
-    max_connections_per_origin: int = Field(1000, gt=0)
-    max_head_bytes: int = Field(
-        64 * 1024, ge=1024, description="largest reply head (status line and header fields)"
-    )
-    max_headers: int = Field(100, gt=0, description="most header fields in one reply")
-
-
-class AudioSettings(Strict):
-    """Measuring uploaded audio: how long a clip may last, what decoding it may cost, and
-    the threads it runs on (``parley.audio.pool``)."""
-
-    max_seconds: float = Field(7200.0, gt=0, description="the longest clip accepted (else 400)")
-    decode_cpu_seconds: float = Field(2.0, gt=0, description="CPU time any clip may take to decode")
-    decode_cpu_seconds_per_hour: float = Field(
-        20.0, ge=0, description="more CPU time for each hour of audio decoded"
-    )
-    threads: int = Field(4, gt=0, description="clips measured at once")
-    threads_per_group: int = Field(1, gt=0, description="clips of one group measured at once")
-
-
-class RoutingSettings(Strict):
-    """How hard a call tries other channels and models before it fails."""
-
-    max_attempts: int = Field(4, ge=1)
-    """Upstream attempts one call may make, across channels and fallback models."""
-    retry_ratio: float = Field(0.2, ge=0, le=1)
-    """Across the process, retries (attempts after a call's first) may add at most this
-    share of the calls of the last ``retry_window_seconds``."""
-    min_retries: int = Field(10, ge=0)
-    """Retries always allowed per window, so a quiet gateway still fails over."""
-    retry_window_seconds: float = Field(10.0, gt=0)
 
 
 class Settings(Strict):
@@ -448,7 +268,7 @@ def _expand_env(
                 return match.group(0)
             return environ[name]
 
-        return _ENV_REF.sub(substitute, value)
+        return ENV_REF.sub(substitute, value)
     if isinstance(value, dict):
         return {
             k: _expand_env(v, environ, f"{where}.{k}" if where else str(k), unset)

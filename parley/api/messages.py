@@ -23,7 +23,12 @@ import orjson
 from aiohttp import web
 
 from parley.api.body import read_json
-from parley.dialects import anthropic_messages, openai_chat
+from parley.dialects import (
+    anthropic_messages,
+    anthropic_messages_reply,
+    openai_chat,
+    openai_chat_reply,
+)
 from parley.dialects.canonical import Request, Unsupported, produced_characters
 from parley.dialects.chat_to_messages import ChatToMessages
 from parley.dialects.messages_relay import MessagesRelay
@@ -234,14 +239,16 @@ class MessagesReply(_MessagesJob):
         adapter = self._providers.messages(route.provider_type)
         if adapter is not None:
             body = await adapter.messages(route.target, messages.body, messages.beta)
-            found = anthropic_messages.read_usage(body.get("usage"))
+            found = anthropic_messages_reply.read_usage(body.get("usage"))
             return Answer(body, found or self._estimated(produced=body.get("content")))
         chat = self._providers.chat(route.provider_type)
-        reply = openai_chat.decode_reply(await chat.chat(route.target, chat_body(messages, route)))
+        reply = openai_chat_reply.decode_reply(
+            await chat.chat(route.target, chat_body(messages, route))
+        )
         usage = reply.usage or estimate(
             messages.prompt_estimate, produced_characters(reply.blocks), 1
         )
-        written = anthropic_messages.encode_reply(reply, usage)
+        written = anthropic_messages_reply.encode_reply(reply, usage)
         written["id"] = ID_PREFIX + (reply.id or secrets.token_hex(12))
         return Answer(written, usage)
 

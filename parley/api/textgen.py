@@ -17,7 +17,7 @@ import orjson
 from aiohttp import web
 
 from parley.api.body import optional_bool, optional_number, optional_positive_int, stream_options
-from parley.dialects.openai_chat import read_usage, usage_fields
+from parley.dialects.openai_chat_reply import read_usage, usage_fields
 from parley.dialects.openai_relay import DONE, OpenAIRelay
 from parley.domain.models import Resolved
 from parley.domain.tokens import prompt_ceiling

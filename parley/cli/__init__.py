@@ -14,9 +14,9 @@ import click
 LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("parley.cli.serve_command:serve", "Serve the /v1 API."),
     "db": ("parley.cli.context:db", "Database schema."),
-    "groups": ("parley.cli.admin:groups", "Groups (tenants): quotas, budgets, model access."),
-    "keys": ("parley.cli.admin:keys", "API keys: create (shown once), list, edit, rotate, revoke."),
-    "usage": ("parley.cli.admin:usage", "Usage records."),
+    "groups": ("parley.cli.groups:groups", "Groups (tenants): quotas, budgets, model access."),
+    "keys": ("parley.cli.keys:keys", "API keys: create (shown once), list, edit, rotate, revoke."),
+    "usage": ("parley.cli.usage:usage", "Usage records."),
     "voices": ("parley.cli.voices:voices", "Cloned voices: list every group's."),
     "engine": ("parley.local.engine.command:engine", "The local speech and transcription engine."),
     "admin": ("parley.cli.accounts:admin", "Administrator accounts and their roles."),

@@ -1,10 +1,9 @@
-"""Anthropic Messages as a dialect: its bodies to the canonical call and back.
+"""Anthropic Messages as a dialect: its request bodies to the canonical call and back.
 
 ``decode_request`` checks and reads a caller's Messages body (a malformed field is an
 ``Unsupported`` naming it, a 400); ``encode_request`` writes a ``Request`` as a Messages
-body for an Anthropic upstream, refusing what Messages cannot say. ``decode_reply`` and
-``encode_reply`` do the same for ``message`` objects. Usage: Anthropic's
-``input_tokens`` leaves out the cached ones, which ``Usage.prompt_tokens`` counts.
+body for an Anthropic upstream, refusing what Messages cannot say. The reply half
+(``message`` objects, stop reasons, usage) is ``anthropic_messages_reply``.
 """
 
 from __future__ import annotations
@@ -13,15 +12,12 @@ from typing import Any, Literal, TypeGuard
 
 import orjson
 
-from parley import upstream_json
 from parley.dialects.canonical import (
     Block,
     Image,
     Message,
     Reasoning,
-    Reply,
     Request,
-    Stop,
     Text,
     Thinking,
     Tool,
@@ -30,25 +26,8 @@ from parley.dialects.canonical import (
     ToolResult,
     Unsupported,
 )
-from parley.domain.usage import Usage, reported_usage
 from parley.domain.wire import JSON
 
-STOP_REASONS: dict[str, Stop] = {
-    "end_turn": "end",
-    "max_tokens": "length",
-    "tool_use": "tool_calls",
-    "stop_sequence": "stop_sequence",
-    "refusal": "content_filter",
-    "pause_turn": "pause",
-}
-STOP_TO_REASON: dict[Stop, str] = {
-    "end": "end_turn",
-    "length": "max_tokens",
-    "tool_calls": "tool_use",
-    "stop_sequence": "stop_sequence",
-    "content_filter": "refusal",
-    "pause": "pause_turn",
-}
 FIELDS = frozenset(
     {
         "model",
@@ -309,7 +288,7 @@ def encode_request(request: Request, model: str, default_max_tokens: int) -> JSO
         "messages": [_write_message(message) for message in request.messages],
     }
     if request.instructions:
-        body["system"] = [_write_block(block) for block in request.instructions]
+        body["system"] = [write_block(block) for block in request.instructions]
     _write_options(request, body)
     return body
 
@@ -346,11 +325,13 @@ def _write_options(request: Request, body: JSON) -> None:
 
 
 def _write_message(message: Message) -> JSON:
-    blocks = [_write_block(block) for block in message.blocks]
+    blocks = [write_block(block) for block in message.blocks]
     return {"role": message.role, "content": [block for block in blocks if block]}
 
 
-def _write_block(block: Block) -> JSON:
+def write_block(block: Block) -> JSON:
+    """A canonical block as a Messages content block (``{}`` for reasoning without a
+    signature, which cannot go back to the model)."""
     written: JSON
     if isinstance(block, Text):
         written = {"type": "text", "text": block.text}
@@ -360,7 +341,7 @@ def _write_block(block: Block) -> JSON:
         written = {"type": "tool_use", "id": block.id, "name": block.name}
         written["input"] = _arguments(block.arguments)
     elif isinstance(block, ToolResult):
-        parts = [_write_block(part) for part in block.content]
+        parts = [write_block(part) for part in block.content]
         written = {"type": "tool_result", "tool_use_id": block.call_id, "content": parts}
         if block.is_error:
             written["is_error"] = True
@@ -399,109 +380,3 @@ def _write_tool(tool: Tool) -> JSON:
     if tool.cache is not None:
         written["cache_control"] = tool.cache
     return written
-
-
-def decode_reply(reply: JSON) -> Reply:
-    """A Messages ``message`` object as the canonical reply."""
-    blocks: list[Block] = []
-    for block in reply.get("content") or ():
-        kind = block.get("type") if isinstance(block, dict) else None
-        if kind == "text":
-            blocks.append(Text(str(block.get("text", ""))))
-        elif kind == "tool_use":
-            arguments = orjson.dumps(block.get("input", {})).decode()
-            blocks.append(ToolCall(str(block.get("id", "")), str(block.get("name")), arguments))
-        elif kind == "thinking":
-            blocks.append(Reasoning(str(block.get("thinking", "")), block.get("signature")))
-        elif kind == "redacted_thinking":
-            blocks.append(Reasoning(redacted=str(block.get("data", ""))))
-    reason = reply.get("stop_reason")
-    sequence = reply.get("stop_sequence")
-    return Reply(
-        id=str(reply.get("id") or ""),
-        model=str(reply.get("model") or ""),
-        blocks=tuple(blocks),
-        stop=STOP_REASONS.get(reason) if isinstance(reason, str) else None,
-        usage=read_usage(reply.get("usage")),
-        stop_sequence=sequence if isinstance(sequence, str) else None,
-    )
-
-
-def read_usage(usage: Any, output_tokens: int | None = None) -> Usage | None:
-    """Anthropic's ``usage`` as ``Usage``: ``prompt_tokens`` is input, cache reads and
-    cache writes together. ``None`` without an input and an output count."""
-    if not isinstance(usage, dict):
-        return None
-    output = usage.get("output_tokens") if output_tokens is None else output_tokens
-    counts = {"input_tokens": usage.get("input_tokens"), "output_tokens": output}
-    counted = reported_usage(
-        counts, source="the Anthropic upstream", prompt="input_tokens", completion="output_tokens"
-    )
-    if counted is None:
-        return None
-    fresh, output = counted.prompt_tokens, counted.completion_tokens
-    read = _count(usage.get("cache_read_input_tokens"))
-    write = _count(usage.get("cache_creation_input_tokens"))
-    return Usage(
-        prompt_tokens=fresh + read + write,
-        completion_tokens=output,
-        cached_tokens=read,
-        cache_write_tokens=write,
-    )
-
-
-def _count(value: Any) -> int:
-    return value if _is_int(value) and value > 0 else 0
-
-
-def usage_fields(usage: Usage) -> JSON:
-    """``usage`` in Anthropic's shape (``input_tokens`` without the cached ones)."""
-    fresh = max(0, usage.prompt_tokens - usage.cached_tokens - usage.cache_write_tokens)
-    return {
-        "input_tokens": fresh,
-        "cache_creation_input_tokens": usage.cache_write_tokens,
-        "cache_read_input_tokens": usage.cached_tokens,
-        "output_tokens": usage.completion_tokens,
-    }
-
-
-def encode_reply(reply: Reply, usage: Usage) -> JSON:
-    """The canonical reply as a Messages ``message`` (the job sets id and model)."""
-    content: list[JSON] = []
-    for block in reply.blocks:
-        if isinstance(block, Reasoning) and block.redacted is None:
-            content.append(
-                {"type": "thinking", "thinking": block.text, "signature": block.signature or ""}
-            )
-        elif isinstance(block, ToolCall):
-            content.append(
-                {
-                    "type": "tool_use",
-                    "id": block.id,
-                    "name": block.name,
-                    "input": _reply_arguments(block.arguments),
-                }
-            )
-        elif isinstance(block, Text | Reasoning):
-            content.append(_write_block(block))
-    stop = STOP_TO_REASON.get(reply.stop) if reply.stop is not None else "end_turn"
-    return {
-        "id": reply.id,
-        "type": "message",
-        "role": "assistant",
-        "model": reply.model,
-        "content": content,
-        "stop_reason": stop,
-        "stop_sequence": reply.stop_sequence,
-        "usage": usage_fields(usage),
-    }
-
-
-def _reply_arguments(arguments: str) -> Any:
-    """A tool call's arguments as its input: an object, or ``{}`` for what is not one (a
-    model that wrote broken JSON)."""
-    try:
-        value = upstream_json.loads(arguments or "{}")
-    except orjson.JSONDecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}

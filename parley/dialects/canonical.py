@@ -3,9 +3,11 @@
 A caller speaks a dialect (OpenAI chat, Anthropic Messages...) and so does an upstream.
 When they differ, an ingress codec turns the caller's body into a ``Request``, an egress
 codec turns that into the upstream's body, and the reply comes back the same way as a
-``Reply``. Every dialect's module (``openai_chat``, ``anthropic_messages``) holds both
-directions for its wire format, so a new dialect is one module that reads and writes
-these types, and a new provider is an adapter that calls one of them.
+``Reply``. Every dialect's codec holds both directions for its wire format (OpenAI chat's
+requests in ``openai_chat`` and its replies in ``openai_chat_reply``; Anthropic's in
+``anthropic_messages`` and ``anthropic_messages_reply``), so a new dialect is a codec
+that reads and writes these types, and a new provider is an adapter that calls one of
+them.
 
 Content is a message of blocks: text, image, tool call, tool result and reasoning (with
 the signature or encrypted content that lets it go back to the model that wrote it).

@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from parley.dialects.anthropic_messages import STOP_TO_REASON, usage_fields
+from parley.dialects.anthropic_messages_reply import STOP_TO_REASON, usage_fields
 from parley.dialects.from_chat import FromChatChunks
 from parley.domain.usage import Usage
 from parley.domain.wire import JSON

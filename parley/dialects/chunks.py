@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from parley import upstream_json
-from parley.dialects.openai_chat import usage_fields
+from parley.dialects.openai_chat_reply import usage_fields
 from parley.dialects.translator import Failure, sse_data
 from parley.domain.usage import Usage
 from parley.domain.wire import JSON

@@ -21,7 +21,7 @@ from parley import upstream_json
 from parley.dialects.bedrock_converse import STOP_REASONS, read_usage
 from parley.dialects.chunks import ChunkWriter, as_int
 from parley.dialects.eventstream import EventStreamDecoder, Frame
-from parley.dialects.openai_chat import STOP_TO_FINISH
+from parley.dialects.openai_chat_reply import STOP_TO_FINISH
 from parley.dialects.translator import Failure
 from parley.domain.usage import Usage
 from parley.domain.wire import JSON

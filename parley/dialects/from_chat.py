@@ -18,7 +18,7 @@ import orjson
 
 from parley import upstream_json
 from parley.dialects.canonical import Stop
-from parley.dialects.openai_chat import FINISH_TO_STOP, read_usage
+from parley.dialects.openai_chat_reply import FINISH_TO_STOP, read_usage
 from parley.dialects.translator import Failure, delivered_estimate, sse_data
 from parley.domain.usage import Usage
 from parley.domain.wire import JSON

@@ -19,7 +19,7 @@ from typing import Any
 from parley.dialects.canonical import Reasoning, Text, ToolCall
 from parley.dialects.chunks import ChunkWriter, SseToChunks
 from parley.dialects.gemini import parts_of, read_part, read_usage, stop_of
-from parley.dialects.openai_chat import STOP_TO_FINISH
+from parley.dialects.openai_chat_reply import STOP_TO_FINISH
 from parley.dialects.translator import Failure
 from parley.domain.usage import Usage
 from parley.domain.wire import JSON

@@ -15,7 +15,7 @@ from __future__ import annotations
 import orjson
 
 from parley import upstream_json
-from parley.dialects.anthropic_messages import read_usage
+from parley.dialects.anthropic_messages_reply import read_usage
 from parley.dialects.translator import Failure, estimate
 from parley.domain.usage import Usage
 from parley.domain.wire import JSON

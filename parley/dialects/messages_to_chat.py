@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from parley.dialects.anthropic_messages import STOP_REASONS, read_usage
+from parley.dialects.anthropic_messages_reply import STOP_REASONS, read_usage
 from parley.dialects.chunks import ChunkWriter, SseToChunks, as_int
-from parley.dialects.openai_chat import STOP_TO_FINISH
+from parley.dialects.openai_chat_reply import STOP_TO_FINISH
 from parley.dialects.translator import Failure
 from parley.domain.usage import Usage
 from parley.domain.wire import JSON

@@ -36,7 +36,7 @@ import orjson
 
 from parley.dialects.chunk_reader import ChunkParsing
 from parley.dialects.chunk_shapes import Shape, learn
-from parley.dialects.openai_chat import read_usage, usage_fields
+from parley.dialects.openai_chat_reply import read_usage, usage_fields
 from parley.domain.usage import Usage
 from parley.domain.wire import JSON
 

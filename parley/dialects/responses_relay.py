@@ -15,7 +15,7 @@ import orjson
 
 from parley import upstream_json
 from parley.dialects.chat_to_responses import sse
-from parley.dialects.openai_chat import read_usage as read_chat_usage
+from parley.dialects.openai_chat_reply import read_usage as read_chat_usage
 from parley.dialects.translator import Failure, delivered_estimate
 from parley.domain.usage import Usage
 from parley.domain.wire import JSON

@@ -20,7 +20,12 @@ from typing import TypeVar
 
 import orjson
 
-from parley.dialects import anthropic_messages, openai_chat
+from parley.dialects import (
+    anthropic_messages,
+    anthropic_messages_reply,
+    openai_chat,
+    openai_chat_reply,
+)
 from parley.dialects.canonical import Unsupported
 from parley.dialects.messages_to_chat import MessagesToChat
 from parley.dialects.translator import Chained, ChunkTranslator, Translator
@@ -67,7 +72,7 @@ class AnthropicAdapter:
 
     async def chat(self, target: Target, body: JSON) -> JSON:
         reply = await self._reply(target, MESSAGES_PATH, self._translated(target, body), None)
-        return openai_chat.encode_reply(anthropic_messages.decode_reply(reply))
+        return openai_chat_reply.encode_reply(anthropic_messages_reply.decode_reply(reply))
 
     def chat_translated(
         self, target: Target, body: JSON, translator: ChunkTranslator[T]

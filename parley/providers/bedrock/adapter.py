@@ -22,7 +22,7 @@ from yarl import URL
 
 from parley import upstream_json
 from parley.catalog_settings import AwsSettings
-from parley.dialects import bedrock_converse, openai_chat
+from parley.dialects import bedrock_converse, openai_chat, openai_chat_reply
 from parley.dialects.canonical import Unsupported
 from parley.dialects.converse_to_chat import ConverseToChat
 from parley.dialects.translator import Chained, ChunkTranslator, Failure, Translator
@@ -66,7 +66,7 @@ class BedrockAdapter:
             found = upstream_json.loads(raw)
         if not isinstance(found, dict):
             raise _malformed(target.channel)
-        return openai_chat.encode_reply(bedrock_converse.decode_reply(found, target.model))
+        return openai_chat_reply.encode_reply(bedrock_converse.decode_reply(found, target.model))
 
     def chat_translated(
         self, target: Target, body: JSON, translator: ChunkTranslator[T]

@@ -24,7 +24,7 @@ from typing import Protocol, TypeVar
 import orjson
 
 from parley import upstream_json
-from parley.dialects import gemini, openai_chat
+from parley.dialects import gemini, openai_chat, openai_chat_reply
 from parley.dialects.canonical import Unsupported
 from parley.dialects.gemini_to_chat import GeminiToChat
 from parley.dialects.translator import Chained, ChunkTranslator, Translator
@@ -99,7 +99,7 @@ class GeminiAdapter:
 
     async def chat(self, target: Target, body: JSON) -> JSON:
         reply = await self._reply(target, GENERATE, self._translated(body))
-        return openai_chat.encode_reply(gemini.decode_reply(reply, target.model))
+        return openai_chat_reply.encode_reply(gemini.decode_reply(reply, target.model))
 
     def chat_translated(
         self, target: Target, body: JSON, translator: ChunkTranslator[T]

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import TypeVar
 
-from parley.dialects import anthropic_messages, openai_chat
+from parley.dialects import anthropic_messages_reply, openai_chat_reply
 from parley.dialects.messages_to_chat import MessagesToChat
 from parley.dialects.translator import Chained, ChunkTranslator, Translator
 from parley.domain.wire import JSON
@@ -126,7 +126,7 @@ class VertexClaude:
 
     async def chat(self, target: Target, body: JSON) -> JSON:
         reply = await self._reply(target, self._translated(target, body))
-        return openai_chat.encode_reply(anthropic_messages.decode_reply(reply))
+        return openai_chat_reply.encode_reply(anthropic_messages_reply.decode_reply(reply))
 
     def chat_translated(
         self, target: Target, body: JSON, translator: ChunkTranslator[T]

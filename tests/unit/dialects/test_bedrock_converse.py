@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from parley.dialects import anthropic_messages, bedrock_converse, openai_chat
+from parley.dialects import anthropic_messages, bedrock_converse, openai_chat, openai_chat_reply
 from parley.dialects.canonical import Reasoning, Text, ToolCall, Unsupported
 from parley.domain.usage import Usage
 
@@ -117,7 +117,7 @@ def test_a_reply_is_read_with_its_blocks_stop_reason_and_usage() -> None:
     assert reply.usage == Usage(
         prompt_tokens=34, completion_tokens=6, cached_tokens=20, cache_write_tokens=10
     )
-    written = openai_chat.encode_reply(reply)
+    written = openai_chat_reply.encode_reply(reply)
     assert written["choices"][0]["finish_reason"] == "tool_calls"
     assert written["usage"]["prompt_tokens_details"] == {
         "cached_tokens": 20,
@@ -132,5 +132,5 @@ def test_a_reply_is_read_with_its_blocks_stop_reason_and_usage() -> None:
 )  # fmt: skip
 def test_stop_reasons_map_to_finish_reasons(reason: str, finish: str) -> None:
     reply = bedrock_converse.decode_reply({"stopReason": reason}, "m")
-    assert openai_chat.encode_reply(reply)["choices"][0]["finish_reason"] == finish
+    assert openai_chat_reply.encode_reply(reply)["choices"][0]["finish_reason"] == finish
     assert reply.usage is None

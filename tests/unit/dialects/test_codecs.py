@@ -7,7 +7,12 @@ from typing import Any
 
 import pytest
 
-from parley.dialects import anthropic_messages, openai_chat
+from parley.dialects import (
+    anthropic_messages,
+    anthropic_messages_reply,
+    openai_chat,
+    openai_chat_reply,
+)
 from parley.dialects.canonical import Image, Reasoning, Text, ToolCall, ToolResult, Unsupported
 from parley.domain.usage import Usage
 
@@ -106,7 +111,7 @@ def test_what_cannot_be_translated_is_refused_by_name(change: dict[str, Any], pa
 
 
 def test_an_openai_reply_becomes_a_message() -> None:
-    reply = openai_chat.decode_reply(
+    reply = openai_chat_reply.decode_reply(
         {
             "id": "chatcmpl-9",
             "model": "up",
@@ -120,7 +125,7 @@ def test_an_openai_reply_becomes_a_message() -> None:
         }
     )  # fmt: skip
     assert reply.usage == Usage(prompt_tokens=50, completion_tokens=8, cached_tokens=32)
-    message = anthropic_messages.encode_reply(reply, reply.usage)
+    message = anthropic_messages_reply.encode_reply(reply, reply.usage)
     assert message["content"] == [
         {"type": "text", "text": "Checking."},
         {"type": "tool_use", "id": "call_1", "name": "weather", "input": {"city": "Oslo"}},
@@ -202,7 +207,7 @@ def test_what_messages_cannot_say_is_refused_by_name(change: dict[str, Any], par
 
 
 def test_a_message_becomes_an_openai_reply() -> None:
-    reply = anthropic_messages.decode_reply(
+    reply = anthropic_messages_reply.decode_reply(
         {
             "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-up",
             "content": [
@@ -215,7 +220,7 @@ def test_a_message_becomes_an_openai_reply() -> None:
                       "cache_creation_input_tokens": 6},
         }
     )  # fmt: skip
-    written = openai_chat.encode_reply(reply, created=1)
+    written = openai_chat_reply.encode_reply(reply, created=1)
     message = written["choices"][0]["message"]
     assert message["content"] == "Hi" and message["reasoning_content"] == "hm"
     assert message["tool_calls"][0]["function"] == {"name": "f", "arguments": '{"b":[1]}'}

@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
-from parley.dialects import gemini, openai_chat
+from parley.dialects import gemini, openai_chat, openai_chat_reply
 from parley.dialects.canonical import Unsupported
 from parley.dialects.chat_to_messages import ChatToMessages
 from parley.dialects.gemini_to_chat import GeminiToChat
@@ -201,7 +201,7 @@ def test_images_by_url_only_where_the_upstream_fetches_them() -> None:
 
 def test_a_whole_reply_and_its_finish_reasons() -> None:
     reply = gemini.decode_reply(event([{"text": "Hi"}], "MAX_TOKENS", USAGE))
-    assert openai_chat.encode_reply(reply, created=1)["choices"][0] == {
+    assert openai_chat_reply.encode_reply(reply, created=1)["choices"][0] == {
         "index": 0,
         "message": {"role": "assistant", "content": "Hi"},
         "logprobs": None,

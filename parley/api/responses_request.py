@@ -1,0 +1,173 @@
+"""A Responses body read for ``POST /v1/responses``: checked, continued and translated.
+
+``parse_responses`` checks the body (a 400 naming what is wrong), fetches the earlier
+turns a ``previous_response_id`` names and the items an ``item_reference`` names (404
+when the group has none), reads the call into the canonical call and writes it once as
+an OpenAI chat body, and estimates the prompt for reservations. What the call cannot
+say to a chat channel is kept as the ``refusal``, not raised: a channel that serves the
+Responses API natively takes the body as it is. It stands apart from the handler and its
+jobs (``api/responses.py``) because it is everything that happens before the runner,
+and the only part of the call that looks up stored responses (through the
+``ResponseBook``, and only when the body names one).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from parley.api.textgen import TextRequest
+from parley.dialects import openai_chat, openai_responses, responses_objects
+from parley.dialects.canonical import Request, Unsupported
+from parley.domain.tokens import count_images, estimate_messages, estimate_text, prompt_ceiling
+from parley.domain.value import value
+from parley.domain.wire import JSON
+from parley.errors import InvalidRequest, NotFound, ParleyError
+from parley.pipeline.response_book import ResponseBook
+
+
+@value
+class ResponsesRequest:
+    """A Responses body read whole: the canonical call, its chat body (the model set
+    per route) and what storing the response needs."""
+
+    model: str
+    body: dict[str, Any]
+    stream: bool
+    store: bool
+    group_id: int
+    items: list[JSON]
+    """This request's input items, with ids."""
+    history: list[JSON]
+    """The earlier turns' items (``previous_response_id``), oldest first."""
+    chat: JSON | None
+    """``None`` when the call cannot be translated (``refusal`` says why)."""
+    refusal: ParleyError | None
+    """Why the call cannot go to a chat channel: raised for a translating route (before
+    admission when the model has no native route). A channel that serves the Responses
+    API natively takes the body as it is."""
+    text: TextRequest
+    """What reservations and allowances read (the prompt's estimate and ceiling)."""
+    images: int
+
+
+async def parse_responses(
+    body: dict[str, Any], body_bytes: int, group_id: int, book: ResponseBook
+) -> ResponsesRequest:
+    """The body checked and read whole (400 naming what is wrong), the earlier turns
+    fetched when ``previous_response_id`` names them (404 when the group has none)."""
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise InvalidRequest("'model' must be a non-empty string.", param="model")
+    if "input" not in body:
+        raise InvalidRequest("Missing required parameter: 'input'.", param="input")
+    stream, store = body.get("stream", False), body.get("store", True)
+    for name, flag in (("stream", stream), ("store", store)):
+        if not isinstance(flag, bool):
+            raise InvalidRequest(f"'{name}' must be a boolean.", param=name)
+    if body.get("background"):
+        raise InvalidRequest(
+            "Background responses are not supported; call without 'background' (or stream).",
+            param="background",
+        )
+    try:
+        items = openai_responses.normalized_input(body["input"])
+    except Unsupported as error:
+        raise InvalidRequest(error.message, param=error.param) from None
+    history = await earlier_turns(body.get("previous_response_id"), group_id, book)
+    chat: JSON | None = None
+    refusal: ParleyError | None = None
+    images = max_tokens = 0
+    try:
+        items = await resolved(items, history, group_id, book)
+        canonical = openai_responses.decode_request(body, history + items)
+        chat = openai_chat.encode_request(canonical, model)
+    except Unsupported as error:
+        refusal = InvalidRequest(error.message, param=error.param)
+    except NotFound as error:
+        refusal = error
+    if chat is not None:
+        if stream:
+            chat["stream_options"] = {"include_usage": True}
+        estimate = estimate_messages(chat["messages"]) + _tools_estimate(canonical)
+        images = count_images(chat["messages"])
+        max_tokens = canonical.max_output_tokens or 0
+    else:  # for a native channel only: a token per four characters of the body
+        estimate = estimate_text(orjson.dumps(body).decode())
+        limit = body.get("max_output_tokens")
+        max_tokens = limit if isinstance(limit, int) and not isinstance(limit, bool) else 0
+    earlier_bytes = len(orjson.dumps(history)) if history else 0
+    text = TextRequest(
+        model=model,
+        body=body,
+        stream=stream,
+        include_usage=True,
+        max_tokens=max_tokens if max_tokens > 0 else None,
+        prompt_estimate=estimate,
+        prompt_ceiling=max(estimate, prompt_ceiling(body_bytes + earlier_bytes, images)),
+        choices=1,
+    )
+    return ResponsesRequest(
+        model, body, stream, store, group_id, items, history, chat, refusal, text, images
+    )
+
+
+async def earlier_turns(previous: Any, group_id: int, book: ResponseBook) -> list[JSON]:
+    """The items a ``previous_response_id`` continues from: its earlier turns, its input
+    and its output; ``[]`` without one."""
+    if previous is None:
+        return []
+    if not isinstance(previous, str) or not previous:
+        raise InvalidRequest(
+            "'previous_response_id' must be a string.", param="previous_response_id"
+        )
+    found = await book.find(previous, group_id)
+    if found is None:
+        raise NotFound(
+            f"Previous response with id '{previous}' not found.",
+            param="previous_response_id",
+            code="previous_response_not_found",
+        )
+    response = orjson.loads(found.response)
+    history: list[JSON] = orjson.loads(found.history)
+    inputs: list[JSON] = orjson.loads(found.input_items)
+    return [*history, *inputs, *(response.get("output") or ())]
+
+
+async def resolved(
+    items: list[JSON], history: list[JSON], group_id: int, book: ResponseBook
+) -> list[JSON]:
+    """``items`` with each ``item_reference`` replaced by the item it names: one of the
+    earlier turns', or an output item of another stored response of the group (its id
+    names the response, ``responses_objects.item_ids``); a 404 when there is none."""
+    if not any(item["type"] == "item_reference" for item in items):
+        return items
+    known = {
+        item.get("id"): item for item in [*history, *items] if item["type"] != "item_reference"
+    }
+    found: list[JSON] = []
+    for index, item in enumerate(items):
+        if item["type"] != "item_reference":
+            found.append(item)
+            continue
+        wanted = item["id"]
+        target = known.get(wanted)
+        response_id = responses_objects.response_of_item(wanted)
+        if target is None and response_id is not None:
+            stored = await book.find(response_id, group_id)
+            if stored is not None:
+                output = orjson.loads(stored.response).get("output") or ()
+                known.update((each.get("id"), each) for each in output)
+                target = known.get(wanted)
+        if target is None:
+            raise NotFound(f"Item with id '{wanted}' not found.", param=f"input[{index}]")
+        found.append(target)
+    return found
+
+
+def _tools_estimate(canonical: Request) -> int:
+    if not canonical.tools:
+        return 0
+    written = [(tool.name, tool.description, tool.parameters) for tool in canonical.tools]
+    return estimate_text(orjson.dumps(written).decode())

@@ -1,0 +1,145 @@
+"""Anthropic Messages' replies as a dialect: ``message`` objects, stop reasons and usage.
+
+``decode_reply`` reads an Anthropic upstream's ``message`` into the canonical ``Reply``,
+and ``encode_reply`` writes one for a Messages caller; ``read_usage`` and
+``usage_fields`` do the same for usage (Anthropic's ``input_tokens`` leaves out the
+cached ones, which ``Usage.prompt_tokens`` counts), and the stop reasons map both ways.
+It stands apart from the request half (``anthropic_messages``) because the stream
+translators need these names and nothing of the request's: a Messages stream ends with
+a stop reason and carries usage in this shape.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from parley import upstream_json
+from parley.dialects.anthropic_messages import write_block
+from parley.dialects.canonical import Block, Reasoning, Reply, Stop, Text, ToolCall
+from parley.domain.usage import Usage, reported_usage
+from parley.domain.wire import JSON
+
+STOP_REASONS: dict[str, Stop] = {
+    "end_turn": "end",
+    "max_tokens": "length",
+    "tool_use": "tool_calls",
+    "stop_sequence": "stop_sequence",
+    "refusal": "content_filter",
+    "pause_turn": "pause",
+}
+STOP_TO_REASON: dict[Stop, str] = {
+    "end": "end_turn",
+    "length": "max_tokens",
+    "tool_calls": "tool_use",
+    "stop_sequence": "stop_sequence",
+    "content_filter": "refusal",
+    "pause": "pause_turn",
+}
+
+
+def decode_reply(reply: JSON) -> Reply:
+    """A Messages ``message`` object as the canonical reply."""
+    blocks: list[Block] = []
+    for block in reply.get("content") or ():
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text":
+            blocks.append(Text(str(block.get("text", ""))))
+        elif kind == "tool_use":
+            arguments = orjson.dumps(block.get("input", {})).decode()
+            blocks.append(ToolCall(str(block.get("id", "")), str(block.get("name")), arguments))
+        elif kind == "thinking":
+            blocks.append(Reasoning(str(block.get("thinking", "")), block.get("signature")))
+        elif kind == "redacted_thinking":
+            blocks.append(Reasoning(redacted=str(block.get("data", ""))))
+    reason = reply.get("stop_reason")
+    sequence = reply.get("stop_sequence")
+    return Reply(
+        id=str(reply.get("id") or ""),
+        model=str(reply.get("model") or ""),
+        blocks=tuple(blocks),
+        stop=STOP_REASONS.get(reason) if isinstance(reason, str) else None,
+        usage=read_usage(reply.get("usage")),
+        stop_sequence=sequence if isinstance(sequence, str) else None,
+    )
+
+
+def read_usage(usage: Any, output_tokens: int | None = None) -> Usage | None:
+    """Anthropic's ``usage`` as ``Usage``: ``prompt_tokens`` is input, cache reads and
+    cache writes together. ``None`` without an input and an output count."""
+    if not isinstance(usage, dict):
+        return None
+    output = usage.get("output_tokens") if output_tokens is None else output_tokens
+    counts = {"input_tokens": usage.get("input_tokens"), "output_tokens": output}
+    counted = reported_usage(
+        counts, source="the Anthropic upstream", prompt="input_tokens", completion="output_tokens"
+    )
+    if counted is None:
+        return None
+    fresh, output = counted.prompt_tokens, counted.completion_tokens
+    read = _count(usage.get("cache_read_input_tokens"))
+    write = _count(usage.get("cache_creation_input_tokens"))
+    return Usage(
+        prompt_tokens=fresh + read + write,
+        completion_tokens=output,
+        cached_tokens=read,
+        cache_write_tokens=write,
+    )
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def usage_fields(usage: Usage) -> JSON:
+    """``usage`` in Anthropic's shape (``input_tokens`` without the cached ones)."""
+    fresh = max(0, usage.prompt_tokens - usage.cached_tokens - usage.cache_write_tokens)
+    return {
+        "input_tokens": fresh,
+        "cache_creation_input_tokens": usage.cache_write_tokens,
+        "cache_read_input_tokens": usage.cached_tokens,
+        "output_tokens": usage.completion_tokens,
+    }
+
+
+def encode_reply(reply: Reply, usage: Usage) -> JSON:
+    """The canonical reply as a Messages ``message`` (the job sets id and model)."""
+    content: list[JSON] = []
+    for block in reply.blocks:
+        if isinstance(block, Reasoning) and block.redacted is None:
+            content.append(
+                {"type": "thinking", "thinking": block.text, "signature": block.signature or ""}
+            )
+        elif isinstance(block, ToolCall):
+            content.append(
+                {
+                    "type": "tool_use",
+                    "id": block.id,
+                    "name": block.name,
+                    "input": _reply_arguments(block.arguments),
+                }
+            )
+        elif isinstance(block, Text | Reasoning):
+            content.append(write_block(block))
+    stop = STOP_TO_REASON.get(reply.stop) if reply.stop is not None else "end_turn"
+    return {
+        "id": reply.id,
+        "type": "message",
+        "role": "assistant",
+        "model": reply.model,
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": reply.stop_sequence,
+        "usage": usage_fields(usage),
+    }
+
+
+def _reply_arguments(arguments: str) -> Any:
+    """A tool call's arguments as its input: an object, or ``{}`` for what is not one (a
+    model that wrote broken JSON)."""
+    try:
+        value = upstream_json.loads(arguments or "{}")
+    except orjson.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}

@@ -1,0 +1,152 @@
+"""OpenAI chat completions' replies as a dialect: ``chat.completion`` objects and usage.
+
+``decode_reply`` reads an upstream's ``chat.completion`` into the canonical ``Reply``, and
+``encode_reply`` writes one for an OpenAI caller; ``read_usage`` and ``usage_fields`` do
+the same for usage, cached tokens included (``prompt_tokens`` counts them,
+``prompt_tokens_details`` tells them). The finish reasons map both ways. It stands apart
+from the request half (``openai_chat``) because every stream reader and relay needs these
+names and nothing of the request's: a chat stream's chunks end with a finish reason and
+carry usage in this shape.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import orjson
+
+from parley.dialects.canonical import Block, Reasoning, Reply, Stop, Text, ToolCall
+from parley.domain.usage import Usage, reported_usage
+from parley.domain.wire import JSON
+
+FINISH_TO_STOP: dict[str, Stop] = {
+    "stop": "end",
+    "length": "length",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "content_filter": "content_filter",
+}
+STOP_TO_FINISH: dict[Stop, str] = {
+    "end": "stop",
+    "stop_sequence": "stop",
+    "pause": "stop",
+    "length": "length",
+    "tool_calls": "tool_calls",
+    "content_filter": "content_filter",
+}
+
+
+def decode_reply(reply: JSON) -> Reply:
+    """A ``chat.completion`` object as the canonical reply (its first choice)."""
+    choices = reply.get("choices")
+    choice = choices[0] if isinstance(choices, list) and choices else {}
+    message = choice.get("message") if isinstance(choice, dict) else None
+    message = message if isinstance(message, dict) else {}
+    blocks: list[Block] = []
+    reasoning = message.get("reasoning_content") or message.get("reasoning")
+    if isinstance(reasoning, str) and reasoning:
+        blocks.append(Reasoning(reasoning))
+    content = message.get("content")
+    if isinstance(content, str) and content:
+        blocks.append(Text(content))
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict):
+            name, arguments = function.get("name"), function.get("arguments")
+            blocks.append(ToolCall(str(call.get("id") or ""), str(name), str(arguments or "{}")))
+    finish = choice.get("finish_reason") if isinstance(choice, dict) else None
+    return Reply(
+        id=str(reply.get("id") or ""),
+        model=str(reply.get("model") or ""),
+        blocks=tuple(blocks),
+        stop=FINISH_TO_STOP.get(finish) if isinstance(finish, str) else None,
+        usage=read_usage(reply.get("usage")),
+    )
+
+
+def read_usage(usage: Any, *, source: str = "the upstream") -> Usage | None:
+    """An OpenAI ``usage`` object as ``Usage``, cached and reasoning tokens included;
+    ``None`` when it holds no valid prompt and completion counts (``reported_usage``
+    refuses and logs what cannot be a count). A detail that is not a count is 0, and
+    cached tokens are never more than the prompt, nor reasoning more than the output."""
+    counted = reported_usage(usage, source=source)
+    if counted is None:
+        return None
+    details = usage.get("prompt_tokens_details")
+    output = usage.get("completion_tokens_details")
+    if not details and not output:
+        return counted
+    prompt, completion = counted.prompt_tokens, counted.completion_tokens
+    cached = write = reasoning = 0
+    if isinstance(details, dict):
+        cached = min(_count(details.get("cached_tokens")), prompt)
+        write = min(_count(details.get("cache_write_tokens")), prompt - cached)
+    if isinstance(output, dict):
+        reasoning = min(_count(output.get("reasoning_tokens")), completion)
+    return Usage(
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        cached_tokens=cached,
+        cache_write_tokens=write,
+        reasoning_tokens=reasoning,
+    )
+
+
+def _count(value: Any) -> int:
+    return value if type(value) is int and value > 0 else 0
+
+
+def usage_fields(usage: Usage) -> JSON:
+    """``usage`` in OpenAI's shape: cached tokens counted in ``prompt_tokens`` and told
+    in ``prompt_tokens_details`` (``cache_write_tokens`` for what was written)."""
+    fields: JSON = {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.total_tokens,
+    }
+    if usage.cached_tokens or usage.cache_write_tokens:
+        fields["prompt_tokens_details"] = {
+            "cached_tokens": usage.cached_tokens,
+            "cache_write_tokens": usage.cache_write_tokens,
+        }
+    if usage.reasoning_tokens:
+        fields["completion_tokens_details"] = {"reasoning_tokens": usage.reasoning_tokens}
+    return fields
+
+
+def encode_reply(reply: Reply, created: int | None = None) -> JSON:
+    """The canonical reply as a ``chat.completion`` object (the job sets id and model)."""
+    message: JSON = {"role": "assistant", "content": None}
+    texts = [block.text for block in reply.blocks if isinstance(block, Text)]
+    if texts:
+        message["content"] = "".join(texts)
+    thoughts = [block.text for block in reply.blocks if isinstance(block, Reasoning)]
+    if any(thoughts):
+        message["reasoning_content"] = "".join(thoughts)
+    calls = [block for block in reply.blocks if isinstance(block, ToolCall)]
+    if calls:
+        message["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments},
+            }
+            for call in calls
+        ]
+    finish = STOP_TO_FINISH.get(reply.stop) if reply.stop is not None else None
+    written: JSON = {
+        "id": reply.id,
+        "object": "chat.completion",
+        "created": created if created is not None else int(time.time()),
+        "model": reply.model,
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
+    }
+    if reply.usage is not None:
+        written["usage"] = usage_fields(reply.usage)
+    return written
+
+
+def arguments_text(value: Any) -> str:
+    """A tool's input as the JSON text OpenAI carries in ``arguments``."""
+    return orjson.dumps(value if value is not None else {}).decode()
