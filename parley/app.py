@@ -51,7 +51,7 @@ from parley.pipeline.started import (
     started_reply,
 )
 from parley.settings import Settings
-from parley.store.base import Store, StoreUnavailable
+from parley.store.base import Store, StoreFault, StoreUnavailable
 from parley.telemetry.request_ids import stamp_request_id
 from parley.telemetry.wiring import install as install_telemetry
 
@@ -98,12 +98,8 @@ async def gateway(request: web.Request, handler: Handler) -> web.StreamResponse:
         refused = http_exception_as_error(exc, request.client_max_size)
         log_refusal(request, caller, refused, began)
         return await _error_reply(request, refused)
-    except StoreUnavailable as problem:  # billing, admin: the database is down or broken
-        unavailable = ServiceUnavailable(DATABASE_UNAVAILABLE, headers={"retry-after": "1"})
-        log_refusal(request, caller, unavailable, began)
-        await _limit_headers_for_refusal(request)
-        log.warning("%s %s: %s", request.method, request.path, problem)
-        return await _error_reply(request, unavailable)
+    except (StoreUnavailable, StoreFault) as problem:  # billing, admin: the database failed
+        return await _store_failed(request, caller, problem, began)
     except BodyTimeout:
         timeout = RequestTimeout(BODY_TIMEOUT_MESSAGE)
         log_refusal(request, caller, timeout, began)
@@ -118,6 +114,27 @@ async def gateway(request: web.Request, handler: Handler) -> web.StreamResponse:
         failure = ParleyError(INTERNAL_ERROR_MESSAGE)
         log_refusal(request, caller, failure, began)
         return await _error_reply(request, failure, logged=True)
+
+
+async def _store_failed(
+    request: web.Request,
+    caller: Caller | None,
+    problem: StoreUnavailable | StoreFault,
+    began: float,
+) -> web.StreamResponse:
+    """The database away (503, try again shortly) or refusing the query (500: a bug, a
+    schema behind the code); either logged in one line with the driver's reason, never
+    its statement, parameters or a traceback."""
+    failure: ParleyError
+    if isinstance(problem, StoreUnavailable):
+        failure = ServiceUnavailable(DATABASE_UNAVAILABLE, headers={"retry-after": "1"})
+        log.warning("%s %s: %s", request.method, request.path, problem)
+    else:
+        failure = ParleyError(INTERNAL_ERROR_MESSAGE)
+        log.error("%s %s: %s", request.method, request.path, problem)
+    log_refusal(request, caller, failure, began)
+    await _limit_headers_for_refusal(request)
+    return await _error_reply(request, failure, logged=True)
 
 
 async def _error_reply(

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from parley.errors import ParleyError, UpstreamRefused
 from parley.providers.base import AudioUpload, SpeechRequest, Target, TranscriptionRequest
+from parley.providers.not_found import NOT_FOUND, not_found_hint
 from parley.providers.redaction import redact
 from parley.providers.registry import ProviderRegistry, UnknownProviderType
 from parley.settings import ChannelModel, ChannelSettings, ModelKind
@@ -25,13 +26,6 @@ from parley.settings import ChannelModel, ChannelSettings, ModelKind
 PROMPT = "Say OK."
 PROBE_SECONDS = 30.0
 """The longest a test may take, whatever the channel's own timeouts."""
-NO_SUCH_PATH = (
-    "The upstream has no such path: check the channel's base URL (Parley adds the API's"
-    " own path to it, such as /chat/completions or /messages; most providers' base URL"
-    " ends in /v1)."
-)
-"""Said of a bare 404 (no error of the provider's): the usual cause is an address
-without its version path, as the Anthropic SDK takes it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,13 +89,14 @@ async def probe(
 ) -> ProbeResult:
     started = time.perf_counter()
     status, message = 200, ""
+    target = target_of(channel, served)
     try:
         async with asyncio.timeout(PROBE_SECONDS):
-            await _call(providers, kind, channel.type, target_of(channel, served))
+            await _call(providers, kind, channel.type, target)
     except UpstreamRefused as error:
         status, message = error.upstream_status, error.detail or error.message
-        if status == 404 and not error.detail:
-            message = f"{message} {NO_SUCH_PATH}"
+        if status == NOT_FOUND and not error.detail:  # the provider's own words say more
+            message = f"{message} {not_found_hint(channel.name, target.model)}"
     except ParleyError as error:
         status, message = error.status, error.message
     except UnknownProviderType:

@@ -91,7 +91,7 @@ def with_store(
     demo), and it costs one child once per database. ``migrate_apart=False`` upgrades in
     the foreground (``parley db upgrade``, which shows what went wrong).
     """
-    from parley.store.base import StoreError, StoreUnavailable
+    from parley.store.base import StoreError, StoreFault, StoreUnavailable
     from parley.store.sql import open_store
 
     if announce:
@@ -119,6 +119,9 @@ def with_store(
             f"cannot use the database at {database_shown(settings.database.url)}: {error.reason}",
             1,
         )
+    except StoreFault as error:
+        shown = database_shown(settings.database.url)
+        fail(f"the database at {shown} refused the query: {error.reason}", 1)
     except StoreError as error:
         fail(str(error), 1)
 

@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 
 from parley.domain.responses import StoredResponse
 from parley.settings import ResponsesSettings
-from parley.store.base import ResponseStore, StoreUnavailable
+from parley.store.base import ResponseStore, StoreFault, StoreUnavailable
 
 log = logging.getLogger("parley.responses")
 RETRY_SECONDS = 1.0
@@ -101,7 +101,7 @@ class ResponseBook:
             return
         try:
             await asyncio.wait_for(self._flush(), max(seconds, 0.001))
-        except (TimeoutError, StoreUnavailable) as error:
+        except (TimeoutError, StoreUnavailable, StoreFault) as error:
             log.warning(
                 "stored responses: %d not written at shutdown (%s)",
                 len(self._waiting),
@@ -113,8 +113,8 @@ class ResponseBook:
             await self._wake.wait()
             try:
                 await self._flush()
-            except StoreUnavailable as error:
-                log.warning("stored responses: write failed (%s); will try again", error.reason)
+            except (StoreUnavailable, StoreFault) as error:
+                log.warning("stored responses: write failed (%s); will try again", error)
                 self._wake.set()
                 await asyncio.sleep(RETRY_SECONDS)
                 continue

@@ -103,7 +103,7 @@ async def _whole(
             raise ServiceUnavailable(SHUTTING_DOWN) from None
         finally:
             svc.in_flight.discard(task)
-        metered.channel = route.target.channel
+        metered.route = route
         metered.first_byte = call.age()  # the whole reply is ready to send
         usage = svc.meter.capped(call, job.usage(found), metered.channel)  # as billed
         response = job.render(found, call, usage)
@@ -134,7 +134,7 @@ async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
             ) as opened:
                 route, first, batches = opened
                 _answered(svc, route, switching, call, response.headers)
-                metered.channel = route.target.channel
+                metered.route = route
                 response.headers.update(job.reply_headers)
                 await response.prepare(request)
                 metered.first_byte = first_byte = call.age()
@@ -250,9 +250,10 @@ async def _stream_failed(
     """A stream ended by a ``ParleyError``: an upstream's failure (told to the watchers
     when it cut a started reply), or a refusal."""
     call = metered.call
-    if isinstance(error, UpstreamError) and response.prepared:  # cut mid-stream
+    route = metered.route
+    if isinstance(error, UpstreamError) and response.prepared and route is not None:  # cut
         watchers = request.app[SERVICES].watchers
-        watchers.tell_upstream_failed(call, metered.channel, error, call.age())
+        watchers.tell_upstream_failed(call, route, error, call.age())
     metered.record_failure(error.status, error.code)
     await _raise_or_tell(request, response, job, metered, error)
 
@@ -276,9 +277,9 @@ def _failed(svc: Services, metered: Metered) -> Failed:
     call = metered.call
 
     def failed(route: Route, error: UpstreamError, seconds: float) -> None:
-        metered.channel = route.target.channel
+        metered.route = route
         svc.breakers.failed(route, error)
-        svc.watchers.tell_upstream_failed(call, route.target.channel, error, seconds)
+        svc.watchers.tell_upstream_failed(call, route, error, seconds)
 
     return failed
 
@@ -313,10 +314,10 @@ class Metered:
         "_meter",
         "billable",
         "call",
-        "channel",
         "closing",
         "error_code",
         "first_byte",
+        "route",
         "status",
         "usage",
     )
@@ -325,7 +326,8 @@ class Metered:
         self._meter = meter
         self.call = call
         self.status: int | None = None
-        self.channel = ""
+        self.route: Route | None = None
+        """The route that answered, or the last one that failed."""
         self.usage = NO_USAGE
         self.billable: bool | None = None
         self.closing = False
@@ -333,6 +335,11 @@ class Metered:
         self.error_code: str | None = None
         self.first_byte: float | None = None
         """Seconds from admission to the reply's first byte (None: nothing was sent)."""
+
+    @property
+    def channel(self) -> str:
+        """The record's channel: the route's, or none when no route was tried."""
+        return self.route.target.channel if self.route is not None else ""
 
     def succeed(self, usage: Usage | None = None) -> None:
         self.status = OK

@@ -50,7 +50,7 @@ from parley.providers.registry import (
     check_native_responses,
 )
 from parley.settings import ConfigError, ModelSettings, Prices, Settings, SpeechOptions
-from parley.store.base import Store, StoreUnavailable
+from parley.store.base import Store, StoreFault, StoreUnavailable
 from parley.store.sql import open_store
 from parley.voices.book import CloneBook
 from parley.voices.catalogue import load_catalogue
@@ -319,8 +319,8 @@ class Services:
             await asyncio.sleep(self.settings.limits.cache_refresh_seconds)
             try:
                 await self.refresh()
-            except StoreUnavailable as error:
-                log.warning("directory refresh failed (%s); serving from cache", error.reason)
+            except (StoreUnavailable, StoreFault) as error:
+                log.warning("directory refresh failed (%s); serving from cache", error)
 
     async def _prune_loop(self) -> None:
         retention = timedelta(days=self.settings.usage.retention_days)
@@ -329,8 +329,8 @@ class Services:
                 async with self._pruning:
                     pruned = await self.store.prune_usage(datetime.now(UTC) - retention)
                     await self.store.prune_channel_events(datetime.now(UTC) - retention)
-            except StoreUnavailable as error:
-                log.warning("usage pruning failed (%s); will try again", error.reason)
+            except (StoreUnavailable, StoreFault) as error:
+                log.warning("usage pruning failed (%s); will try again", error)
             else:
                 if pruned:
                     log.info("pruned %d usage records older than %s", pruned, retention)
@@ -341,8 +341,8 @@ class Services:
             try:
                 async with self._pruning:
                     pruned = await self.responses.prune()
-            except StoreUnavailable as error:
-                log.warning("pruning stored responses failed (%s); will try again", error.reason)
+            except (StoreUnavailable, StoreFault) as error:
+                log.warning("pruning stored responses failed (%s); will try again", error)
             else:
                 if pruned:
                     log.info("pruned %d expired stored responses", pruned)

@@ -14,11 +14,13 @@ from collections.abc import Callable
 from parley.errors import QuotaExceeded, RateLimited, UpstreamError
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.call import Call
+from parley.pipeline.route import Route
 
 Refused = Callable[[Caller, str], None]
 """The caller, and what refused it: ``requests``, ``tokens`` or ``budget``."""
-UpstreamFailed = Callable[[Call, str, UpstreamError, float], None]
-"""The call, the channel, the error and the attempt's seconds."""
+UpstreamFailed = Callable[[Call, Route, UpstreamError, float], None]
+"""The call, the route tried (its channel, the model's name upstream), the error and the
+attempt's seconds."""
 FirstByte = Callable[[Call, float], None]
 """The call, and seconds from its admission to its stream's first byte."""
 
@@ -40,10 +42,10 @@ class CallWatchers:
         self.tell_refused(caller, refusal.type if isinstance(refusal, RateLimited) else "budget")
 
     def tell_upstream_failed(
-        self, call: Call, channel: str, error: UpstreamError, seconds: float
+        self, call: Call, route: Route, error: UpstreamError, seconds: float
     ) -> None:
         for watcher in self.upstream_failed:
-            watcher(call, channel, error, seconds)
+            watcher(call, route, error, seconds)
 
     def tell_first_byte(self, call: Call, seconds: float) -> None:
         for watcher in self.first_byte:

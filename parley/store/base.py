@@ -29,15 +29,34 @@ class StoreError(Exception):
 
 
 class StoreUnavailable(StoreError):
-    """The database could not be reached or failed (refused, dropped, timed out, broken).
+    """The database could not be reached or could not do the work now (refused, dropped,
+    timed out, too many connections, locked, its file unreadable or broken).
 
     ``store.boundary.database_errors`` raises it in place of the driver's own exceptions
-    (SQLAlchemy, asyncpg, sqlite3, OSError), so nothing outside ``parley/store/`` names
-    them. Retrying later may succeed; the HTTP edge answers it with 503.
+    (SQLAlchemy, asyncpg, sqlite3, OSError) that say so, so nothing outside
+    ``parley/store/`` names them. Retrying later may succeed; the HTTP edge answers it
+    with 503 and ``retry-after``.
     """
 
     def __init__(self, reason: str) -> None:
         super().__init__(f"the database is unavailable: {reason}")
+        self.reason = reason
+
+
+class StoreFault(StoreError):
+    """The database answered and refused the work itself: the query, a value or the
+    schema is at fault (a bug, a constraint other than a unique name, a column or table a
+    migration has not made).
+
+    ``store.boundary.database_errors`` raises it for every driver exception that is
+    neither ``StoreUnavailable`` nor ``Conflict``. The same work fails the same way until
+    the code or the schema changes, so it is not the database being away: the HTTP edge
+    answers 500 (``server_error``, the envelope of any internal error) and logs
+    ``reason``, one line.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"the database refused the query: {reason}")
         self.reason = reason
 
 

@@ -1,10 +1,23 @@
 """The one place where the database drivers' exceptions become the store's own.
 
-Every ``SqlStore`` method runs its work inside ``database_errors()``: a unique-constraint
-violation becomes ``Conflict``, and anything else the database stack raises (SQLAlchemy's
-errors, asyncpg's and sqlite3's when they escape SQLAlchemy's wrapping, and ``OSError``,
-which is what a refused or reset connection and a connect timeout look like) becomes
-``StoreUnavailable``. The store's own ``StoreError`` and everything else (a bug, a
+Every ``SqlStore`` method runs its work inside ``database_errors()``, which sorts what the
+database stack raises (SQLAlchemy's errors, asyncpg's and sqlite3's when they escape
+SQLAlchemy's wrapping, and ``OSError``) by whose fault it is:
+
+* a unique-constraint violation is ``Conflict`` (a name or an id is taken);
+* a failure of the connection or of the database itself is ``StoreUnavailable``: a
+  refused, reset or timed-out connection (``OSError``), SQLAlchemy's disconnects and
+  pool timeouts, asyncpg's connection errors and the server's SQLSTATE classes that say
+  it cannot take the work now (connection exceptions, too many connections and other
+  insufficient resources, shutdown, cannot connect now, a cancelled statement, a
+  deadlock), sqlite3's busy, locked, unopenable, unreadable or full file;
+* anything else is ``StoreFault``: the database answered and refused the query (an
+  unknown table or column, a constraint other than unique, a bad value, a bug).
+
+The first two are decided by the driver's own exception, reached through SQLAlchemy's
+``orig``: sqlite3's extended result code and PostgreSQL's SQLSTATE say more than the
+exception's class (sqlite3 raises ``OperationalError`` both for a locked file and for a
+missing table). The store's own ``StoreError`` and everything else (a bug in Parley, a
 cancellation) pass through untouched.
 
 asyncpg's exceptions are caught once asyncpg is loaded, which only a PostgreSQL database
@@ -21,15 +34,52 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import (
+    DBAPIError,
+    DisconnectionError,
+    InterfaceError,
+    OperationalError,
+    SQLAlchemyError,
+)
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from parley.store.base import Conflict, StoreUnavailable
+from parley.store.base import Conflict, StoreError, StoreFault, StoreUnavailable
 
 DRIVER_ERRORS: tuple[type[BaseException], ...] = (SQLAlchemyError, sqlite3.Error, OSError)
 
+SQLITE_UNAVAILABLE = frozenset(
+    {
+        3,  # SQLITE_PERM: access to the file denied
+        5,  # SQLITE_BUSY: another connection holds the lock past the busy timeout
+        6,  # SQLITE_LOCKED
+        7,  # SQLITE_NOMEM
+        8,  # SQLITE_READONLY: the file (or its directory) cannot be written
+        9,  # SQLITE_INTERRUPT
+        10,  # SQLITE_IOERR
+        11,  # SQLITE_CORRUPT
+        13,  # SQLITE_FULL: the disk is full
+        14,  # SQLITE_CANTOPEN
+        15,  # SQLITE_PROTOCOL: the file's locking failed
+        26,  # SQLITE_NOTADB: the file is not a database
+    }
+)
+"""sqlite3's primary result codes (an extended code's low byte) that are the file's or the
+machine's state, not the query's."""
+SQLITE_UNIQUE = frozenset({1555, 2067})
+"""SQLITE_CONSTRAINT_PRIMARYKEY and SQLITE_CONSTRAINT_UNIQUE."""
+
+POSTGRES_UNAVAILABLE_CLASSES = frozenset({"08", "28", "3D", "53", "57", "58"})
+"""SQLSTATE classes of the connection and the server, not the query: connection exception,
+invalid authorization, unknown database, insufficient resources (too many connections,
+disk full, out of memory), operator intervention (shutdown, cannot connect now, a
+statement cancelled by ``statement_timeout``) and system error."""
+POSTGRES_UNAVAILABLE = frozenset({"40001", "40P01", "55P03"})
+"""Serialization failure, deadlock, lock not available: the same work may succeed later."""
+POSTGRES_UNIQUE = "23505"
+
 
 def driver_errors() -> tuple[type[BaseException], ...]:
-    """What becomes ``StoreUnavailable``: asyncpg's errors too once it is loaded (PostgreSQL)."""
+    """What ``database_errors`` maps: asyncpg's errors too once it is loaded (PostgreSQL)."""
     asyncpg = sys.modules.get("asyncpg")
     if asyncpg is None:
         return DRIVER_ERRORS
@@ -41,14 +91,66 @@ def database_errors() -> Iterator[None]:
     """Map the database stack's exceptions raised in the block to the store's."""
     try:
         yield
-    except IntegrityError as error:
-        raise Conflict(reason(error)) from error
     except driver_errors() as error:
-        raise StoreUnavailable(reason(error)) from error
+        raise store_error(error) from error
+
+
+def store_error(error: BaseException) -> StoreError:
+    """``Conflict``, ``StoreUnavailable`` or ``StoreFault`` for a driver's ``error``."""
+    if unique_violation(error):
+        return Conflict(reason(error))
+    if unavailable(error):
+        return StoreUnavailable(reason(error))
+    return StoreFault(reason(error))
+
+
+def unique_violation(error: BaseException) -> bool:
+    """Whether ``error`` is a unique (or primary key) constraint refusing a duplicate."""
+    cause = _cause(error)
+    if isinstance(cause, sqlite3.IntegrityError):
+        return getattr(cause, "sqlite_errorcode", None) in SQLITE_UNIQUE
+    return getattr(cause, "sqlstate", None) == POSTGRES_UNIQUE
+
+
+def unavailable(error: BaseException) -> bool:
+    """Whether ``error`` is the connection's or the database's state, not the query's."""
+    if isinstance(error, OSError | DisconnectionError | PoolTimeout):
+        return True
+    if isinstance(error, DBAPIError) and error.connection_invalidated:
+        return True
+    cause = _cause(error)
+    if isinstance(cause, OSError):  # a connect that failed under SQLAlchemy's wrapping
+        return True
+    if isinstance(cause, sqlite3.Error):
+        return _sqlite_unavailable(cause)
+    sqlstate = getattr(cause, "sqlstate", None)
+    if isinstance(sqlstate, str):
+        return sqlstate[:2] in POSTGRES_UNAVAILABLE_CLASSES or sqlstate in POSTGRES_UNAVAILABLE
+    if _asyncpg_interface_error(cause):  # "connection is closed", and its kin
+        return True
+    return isinstance(error, OperationalError | InterfaceError)
+
+
+def _sqlite_unavailable(error: sqlite3.Error) -> bool:
+    code = getattr(error, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF in SQLITE_UNAVAILABLE
+    return isinstance(error, sqlite3.OperationalError)
+
+
+def _asyncpg_interface_error(error: BaseException) -> bool:
+    asyncpg = sys.modules.get("asyncpg")
+    return asyncpg is not None and isinstance(error, asyncpg.InterfaceError)
+
+
+def _cause(error: BaseException) -> BaseException:
+    """The driver's own exception, under SQLAlchemy's wrapping (asyncpg's adapter keeps
+    its SQLSTATE)."""
+    return error.orig if isinstance(error, DBAPIError) and error.orig is not None else error
 
 
 def reason(error: BaseException) -> str:
     """One line saying what went wrong, without SQL or parameters."""
-    cause = error.orig if isinstance(error, DBAPIError) and error.orig is not None else error
+    cause = _cause(error)
     text = str(cause).strip().splitlines()
     return text[0] if text else type(cause).__name__

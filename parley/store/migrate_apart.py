@@ -18,10 +18,12 @@ A memory database exists only in this process, so it is migrated here.
 The database URL (a PostgreSQL one carries its password) goes to the child on its
 standard input, never on its command line, which any user can read in ``ps``. The child
 answers with one JSON line on its standard output: nothing when it succeeds, else
-``{"reason": ...}``, the one line ``StoreUnavailable`` would carry (the driver's first
-line: no URL, no SQL, no parameters). A failure becomes ``StoreUnavailable`` here, as
-the in-process upgrade's does. A caller cancelled while the child runs kills it: the
-upgrade is one transaction, so the database is left as it was.
+``{"reason": ..., "fault": ...}``, the one line the store's error would carry (the
+driver's first line: no URL, no SQL, no parameters) and whether the database refused the
+migration's statements rather than being away. A failure becomes ``StoreFault`` or
+``StoreUnavailable`` here, as the in-process upgrade's does. A caller cancelled while
+the child runs kills it: the upgrade is one transaction, so the database is left as it
+was.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from dataclasses import asdict, dataclass
 
 from sqlalchemy import make_url
 
-from parley.store.base import StoreError, StoreUnavailable
+from parley.store.base import StoreError, StoreFault, StoreUnavailable
 from parley.store.boundary import database_errors
 from parley.store.boundary import reason as first_line
 from parley.store.database import Database
@@ -68,7 +70,8 @@ async def upgrade_apart(database: Database, target: Target) -> None:
 
 
 async def run_child(target: Target) -> None:
-    """Run the upgrade in a child process and wait for it; ``StoreUnavailable`` if it fails."""
+    """Run the upgrade in a child process and wait for it; ``StoreFault`` if the database
+    refused the migration, ``StoreUnavailable`` for any other failure."""
     child = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -87,7 +90,8 @@ async def run_child(target: Target) -> None:
             await child.wait()
         raise
     if child.returncode != 0:
-        raise StoreUnavailable(_reason(answer, child.returncode))
+        reason, fault = _reason(answer, child.returncode)
+        raise StoreFault(reason) if fault else StoreUnavailable(reason)
 
 
 def _child_environment() -> dict[str, str]:
@@ -98,7 +102,8 @@ def _child_environment() -> dict[str, str]:
     return environment
 
 
-def _reason(answer: bytes, code: int | None) -> str:
+def _reason(answer: bytes, code: int | None) -> tuple[str, bool]:
+    """The child's reason, and whether it was a fault (the database refused the work)."""
     # A child that could not say why (it crashed): its stderr is not relayed, as a
     # traceback may quote SQL, so the operator is pointed at the in-process upgrade.
     crashed = (
@@ -106,10 +111,11 @@ def _reason(answer: bytes, code: int | None) -> str:
         "`parley db upgrade` runs the same upgrade in the foreground and shows why"
     )
     try:
-        reason = json.loads(answer.decode().strip().splitlines()[-1])["reason"]
-    except (ValueError, IndexError, KeyError, TypeError):
-        return crashed
-    return str(reason) if reason else crashed
+        said = json.loads(answer.decode().strip().splitlines()[-1])
+        reason, fault = said["reason"], said.get("fault") is True
+    except (ValueError, IndexError, KeyError, TypeError, AttributeError):
+        return crashed, False
+    return (str(reason), fault) if reason else (crashed, False)
 
 
 async def _upgrade(target: Target) -> None:
@@ -128,15 +134,15 @@ def main() -> int:
     try:
         target = Target(**json.loads(sys.stdin.readline()))
         asyncio.run(_upgrade(target))
-    except StoreUnavailable as error:
-        reason = error.reason
+    except (StoreUnavailable, StoreFault) as error:
+        reason, fault = error.reason, isinstance(error, StoreFault)
     except StoreError as error:
-        reason = str(error)
+        reason, fault = str(error), True
     except Exception as error:  # an Alembic error (an unknown revision): its first line
-        reason = f"migration failed: {first_line(error)}"
+        reason, fault = f"migration failed: {first_line(error)}", True
     else:
         return 0
-    print(json.dumps({"reason": reason}), flush=True)
+    print(json.dumps({"reason": reason, "fault": fault}), flush=True)
     return 1
 
 

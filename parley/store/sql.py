@@ -6,8 +6,9 @@ memory, ``postgresql://user@host:5432/db`` or ``postgres://...``) and opens its
 queries are synchronous functions on a Core ``Connection`` (``keys_sql.py``,
 ``usage_sql.py``, ``admin_sql.py``, ``voices_sql.py``); each method runs one as one short
 unit of work, inside ``boundary.database_errors``: a taken unique name is ``Conflict``,
-and any failure of the database itself (refused, dropped, timed out) is
-``StoreUnavailable``. No exception of SQLAlchemy or a driver leaves this class.
+any failure of the database itself (refused, dropped, timed out) is
+``StoreUnavailable``, and a query the database refused (a missing column, another
+constraint) is ``StoreFault``. No exception of SQLAlchemy or a driver leaves this class.
 """
 
 from __future__ import annotations

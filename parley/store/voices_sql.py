@@ -11,6 +11,7 @@ from sqlalchemy.exc import IntegrityError
 
 from parley.domain.voices import Clone
 from parley.store.base import Conflict
+from parley.store.boundary import unique_violation
 from parley.store.rows import columns, record
 from parley.store.schema import voice_clones
 
@@ -21,6 +22,8 @@ def add_clone(conn: Connection, clone: Clone) -> Clone:
         with conn.begin_nested():
             conn.execute(voice_clones.insert().values(values))
     except IntegrityError as error:
+        if not unique_violation(error):
+            raise  # not the voice id: a fault (``store.boundary``)
         raise Conflict(f"the voice `{clone.voice_id}` already exists") from error
     return clone
 

@@ -21,13 +21,14 @@ from parley.pipeline.authenticate import Caller
 from parley.pipeline.breaker import Breakers, Transition
 from parley.pipeline.call import Call
 from parley.pipeline.context import SERVICES
+from parley.pipeline.route import Route
 from parley.pipeline.services import Services
 from parley.pipeline.watch import CallWatchers
 from parley.settings import MetricsSettings, Settings
 from parley.telemetry import cors
 from parley.telemetry.access import ACCESS_RECORDS, AccessRecords
 from parley.telemetry.metrics import CONTENT_TYPE, GatewayMetrics
-from parley.telemetry.upstream import log_upstream_failure, upstream_status
+from parley.telemetry.upstream import UpstreamFailureLog, upstream_status
 
 METRICS = web.AppKey("metrics", GatewayMetrics)
 SAMPLE_SECONDS = 1.0
@@ -73,15 +74,15 @@ def _install_access_records(app: web.Application) -> None:
 
 
 async def _log_upstream_failures(app: web.Application) -> None:
-    app[SERVICES].watchers.upstream_failed.append(log_upstream_failure)
+    app[SERVICES].watchers.upstream_failed.append(UpstreamFailureLog())
 
 
 def _watch(watchers: CallWatchers, metrics: GatewayMetrics) -> None:
     def refused(caller: Caller, decision: str) -> None:
         metrics.refused(decision)
 
-    def upstream_failed(call: Call, channel: str, error: UpstreamError, seconds: float) -> None:
-        metrics.upstream_failed(channel, upstream_status(error), type(error).__name__)
+    def upstream_failed(call: Call, route: Route, error: UpstreamError, seconds: float) -> None:
+        metrics.upstream_failed(route.target.channel, upstream_status(error), type(error).__name__)
 
     def first_byte(call: Call, seconds: float) -> None:
         metrics.stream_started(call.model.spec.name, seconds)

@@ -255,6 +255,7 @@ async def test_a_base_url_without_its_version_path_is_named_in_the_test(
         assert status == 200 and not result["ok"] and result["status"] == 404
         assert "check the channel's base URL" in result["message"]
         assert "/chat/completions" in result["message"]
+        assert "channel `spare`" in result["message"] and "`spare-model`" in result["message"]
 
         await call(gateway, "PATCH", "/admin/channels/spare", body={"base_url": engine.base_url})
         status, result = await call(

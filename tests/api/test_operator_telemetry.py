@@ -3,6 +3,7 @@ its token, ``x-request-id`` on every reply, and CORS for browser callers."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -11,10 +12,13 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.api.harness import CHANNEL_KEY, Gateway, StartGateway
+from parley.telemetry import upstream
+from tests.api.harness import CHANNEL_KEY, Gateway, StartGateway, call
+from tests.upstreams.openai_audio import FakeAudioEngine
 from tests.upstreams.openai_compatible import Behaviour, FakeEngine
 
 MESSAGES: Any = [{"role": "user", "content": "hello there friend"}]
+CHAT = "/v1/chat/completions"
 ORIGIN = "https://app.example.com"
 
 
@@ -250,3 +254,59 @@ async def test_limiter_refusals_and_stream_first_bytes_are_counted(
     assert value(samples, decisions, decision="refused_requests") == 1
     assert value(samples, decisions, decision="refused_budget") == 1
     assert value(samples, "parley_stream_first_byte_seconds_count", model="chat-large") == 1
+
+
+async def test_an_upstream_404_is_logged_with_what_it_likely_means_once_a_while(
+    start_gateway: StartGateway,
+    engine: FakeEngine,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A channel whose base URL lacks its ``/v1`` answers every call 404. The failure line
+    then says where to look (the channel's base URL, the model's upstream name), naming
+    the channel and the upstream model, in the test button's words; once per channel a
+    while, not on every call of a flood. Never the key, never the address."""
+    monkeypatch.setattr(upstream, "HINT_EVERY_SECONDS", 0.5)
+    async with FakeAudioEngine.plain() as speaker:
+
+        def tweak(config: dict[str, Any]) -> None:
+            config["channels"][0]["base_url"] = engine.endpoint
+            config["channels"].append(
+                {
+                    "name": "speaker",
+                    "type": "openai-audio",
+                    "base_url": speaker.endpoint,
+                    "api_key": CHANNEL_KEY,
+                    "models": [{"name": "tts", "upstream": "kokoro"}],
+                }
+            )
+            config["models"].append({"name": "tts", "kind": "speech"})
+
+        gateway = await start_gateway(tweak)
+        key = await gateway.key(await gateway.group("team"))
+        chat = {"model": "chat-large", "messages": MESSAGES}
+        speech = {"model": "tts", "input": "Hello.", "voice": "af_heart"}
+        with caplog.at_level(logging.WARNING, logger="parley.upstream"):
+            for _ in range(3):
+                assert (await call(gateway, "POST", CHAT, key, json=chat))[0] == 502
+            assert (await call(gateway, "POST", "/v1/audio/speech", key, json=speech))[0] == 502
+            await asyncio.sleep(0.6)
+            assert (await call(gateway, "POST", CHAT, key, json=chat))[0] == 502
+
+    lines = [r for r in caplog.records if r.name == "parley.upstream"]
+    fields = [line.fields for line in lines]  # type: ignore[attr-defined]
+    assert [(f["channel"], f["status"]) for f in fields] == [("engine", 404)] * 3 + [
+        ("speaker", 404),
+        ("engine", 404),
+    ]
+    assert [f["upstream_model"] for f in fields] == ["upstream-chat"] * 3 + ["kokoro"] + [
+        "upstream-chat"
+    ]
+    hinted = ["hint" in f for f in fields]
+    assert hinted == [True, False, False, True, True]  # per channel, again after a while
+    chat_hint, speech_hint = fields[0]["hint"], fields[3]["hint"]
+    assert "channel `engine`" in chat_hint and "`upstream-chat`" in chat_hint
+    assert "check the channel's base URL" in chat_hint and "/v1" in chat_hint
+    assert "channel `speaker`" in speech_hint and "`kokoro`" in speech_hint
+    assert CHANNEL_KEY not in caplog.text
+    assert engine.endpoint not in caplog.text and speaker.endpoint not in caplog.text

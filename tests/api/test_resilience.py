@@ -81,8 +81,8 @@ def failures_on(gateway: Gateway, channel_name: str) -> list[str]:
     """Collects the name of every failed attempt on ``channel_name`` from now on."""
     seen: list[str] = []
 
-    def watch(call: Any, name: str, error: Any, seconds: float) -> None:
-        if name == channel_name:
+    def watch(call: Any, route: Any, error: Any, seconds: float) -> None:
+        if route.target.channel == channel_name:
             seen.append(type(error).__name__)
 
     gateway.services.watchers.upstream_failed.append(watch)

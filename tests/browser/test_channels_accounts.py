@@ -3,6 +3,7 @@ control that changes anything. Debian's Chromium; every page at 1280 and 390 px.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,6 +22,8 @@ SPARE_KEY = "sk-browser-spare-credential-7781"
 PASSWORDS = {"olivia": "owner-password-123", "vera": "viewer-password-123"}
 ASK_SPARE = {"model": "unserved", "messages": [{"role": "user", "content": "hi"}]}
 WIDTHS = {"wide": (1280, 900), "narrow": (390, 844)}
+LONG_NAME = "a-rather-long-administrator-name-0123456789-abcdefghijklmnopqrst"
+"""64 characters, the longest name an account may have."""
 
 
 async def snap(page: Page, folder: Path, name: str) -> None:
@@ -157,4 +160,42 @@ async def test_an_owner_adds_tests_and_cuts_a_channel_and_a_viewer_only_looks(
     assert await page.get_by_role("link", name="Administrators").count() == 0
     await page.goto(f"{base}/admin/ui/accounts")
     await expect(page.locator("main")).to_contain_text("viewer")
+    await context.close()
+
+
+async def test_an_administrators_row_keeps_its_controls_on_one_line(
+    browser: Browser, staffed: Gateway, artifacts: Path
+) -> None:
+    """At 1280 px each administrator's controls (role, new password, Save, Disable,
+    Delete) sit on the row's one line, whatever the length of the name beside them:
+    Delete does not drop under the role select. At 390 px they wrap, and the page still
+    does not scroll sideways."""
+    now = datetime.now(UTC)
+    hashed = hash_password_now("operator-password-123")
+    await staffed.services.store.add_account(Account(LONG_NAME, "operator", hashed, now, now))
+    context = await browser.new_context(viewport={"width": 1280, "height": 900})
+    page = await context.new_page()
+    await sign_in(page, staffed.base_url, "olivia")
+    await nav(page, "Administrators")
+    for name in (*PASSWORDS, LONG_NAME):
+        row = page.locator(f"tr[data-account={name}]")
+        role = await row.get_by_label("Role").bounding_box()
+        delete = await row.get_by_role("button", name="Delete").bounding_box()
+        assert role is not None and delete is not None
+        assert delete["x"] > role["x"] + role["width"], (name, role, delete)
+        # on the same line: each one's vertical middle within the other's height
+        role_middle = role["y"] + role["height"] / 2
+        delete_middle = delete["y"] + delete["height"] / 2
+        assert role["y"] <= delete_middle <= role["y"] + role["height"], (name, role, delete)
+        assert delete["y"] <= role_middle <= delete["y"] + delete["height"], (name, role, delete)
+        assert delete["height"] < role["height"], "Delete's word is cut over two lines"
+        controls = [row.get_by_label("Role"), row.get_by_label("New password")]
+        controls += [row.get_by_role("button", name=n) for n in ("Save", "Disable", "Delete")]
+        boxes = [await control.bounding_box() for control in controls]
+        for left, right in itertools.pairwise(boxes):
+            assert left is not None and right is not None
+            assert left["x"] + left["width"] <= right["x"], (name, "controls overlap")
+    clipped = await page.locator(".table-wrap").evaluate("e => e.scrollWidth - e.clientWidth")
+    assert clipped <= 1, "the table scrolls sideways inside its card"
+    await snap(page, artifacts, "administrators-rows")
     await context.close()

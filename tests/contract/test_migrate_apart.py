@@ -1,7 +1,8 @@
 """``migrate(apart=True)``: a database another process can open (a SQLite file,
 PostgreSQL) that is behind is upgraded by a short-lived child process; a memory database
 is upgraded in this one. The URL never reaches the child's command line, and a failing
-child is the same one-line ``StoreUnavailable`` as a failing in-process upgrade."""
+child is the same one-line error as a failing in-process upgrade: ``StoreUnavailable``
+when the database is away, ``StoreFault`` when it refused the migration."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import asyncpg
 import pytest
 
 from parley.store import migrate_apart
-from parley.store.base import StoreUnavailable
+from parley.store.base import StoreFault, StoreUnavailable
 from parley.store.engine import head_revision
 from parley.store.sql import open_store
 from tests.contract.test_store import POSTGRES_URL, new_postgres_schema, postgres_execute
@@ -146,17 +147,22 @@ async def test_an_unreachable_postgresql_is_one_line_without_the_password(
 @pytest.mark.postgres
 async def test_a_child_failing_on_postgresql_is_one_line(children: list[tuple[Any, ...]]) -> None:
     """The revision probe here finds no table; the child cannot create one in a schema
-    that does not exist, and says why in one line."""
+    that does not exist, and says why in one line: the database is up and refused the
+    statement, a fault, as the same upgrade in this process says."""
     await postgres_execute(f'DROP SCHEMA "{await new_postgres_schema()}"')  # or skip
-    store = await open_store(POSTGRES_URL, schema="t_no_such_schema")
-    try:
-        with pytest.raises(StoreUnavailable) as raised:
-            await store.migrate(apart=True)
-    finally:
-        await store.close()
+    faults = []
+    for apart in (True, False):
+        store = await open_store(POSTGRES_URL, schema="t_no_such_schema")
+        try:
+            with pytest.raises(StoreFault) as raised:
+                await store.migrate(apart=apart)
+        finally:
+            await store.close()
+        faults.append(raised.value.reason)
     assert len(children) == 1
-    assert "schema" in raised.value.reason and "\n" not in raised.value.reason
-    assert "SELECT" not in raised.value.reason and "CREATE" not in raised.value.reason
+    assert faults[0] == faults[1]
+    assert "schema" in faults[0] and "\n" not in faults[0]
+    assert "SELECT" not in faults[0] and "CREATE" not in faults[0]
 
 
 async def test_a_child_that_says_nothing_fails_with_its_exit_status(

@@ -14,7 +14,7 @@ import pytest
 
 from parley.domain.usage import UsageRecord
 from parley.store import usage_sql, usage_sqlite
-from parley.store.base import StoreUnavailable
+from parley.store.base import StoreFault
 from parley.store.sql import SqlStore, open_store
 from tests.records import usage_record
 
@@ -108,7 +108,7 @@ async def test_a_batch_failing_half_way_leaves_nothing_behind(tmp_path: Path) ->
             " BEGIN SELECT RAISE(ABORT, 'boom'); END"
         )
     batch = [usage_record("good"), usage_record("bad", model="boom")]
-    with pytest.raises(StoreUnavailable):
+    with pytest.raises(StoreFault):
         await store.record_usage(batch)
     assert await store.count_usage() == 0
     assert await store.keys_last_used() == {}

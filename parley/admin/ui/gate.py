@@ -20,7 +20,7 @@ from parley.admin.ui import session
 from parley.admin.ui.render import page
 from parley.admin.ui.voices import VOICES
 from parley.errors import ParleyError
-from parley.store.base import StoreUnavailable
+from parley.store.base import StoreFault, StoreUnavailable
 
 DATABASE_DOWN = (
     "The database is unavailable right now, so this page cannot be shown. Try again shortly."
@@ -52,6 +52,9 @@ async def serve_page(request: web.Request, handler: Handler) -> web.StreamRespon
         response = _error_page(request, DATABASE_DOWN, 503)
         response.headers["Retry-After"] = "1"
         return response
+    except StoreFault as fault:  # the query's fault, said in one line: no SQL, no traceback
+        log.error("%s %s: %s", request.method, request.path, fault)
+        return _error_page(request, PAGE_FAILED, 500)
     except web.HTTPException:  # redirects after a form, and aiohttp's own answers
         raise
     except Exception:  # a bug: said on a page, its traceback only in the log

@@ -38,7 +38,7 @@ async def test_a_dead_speech_channel_is_fallen_over_then_skipped(
         client = gateway.client(await gateway.key(await gateway.group("team")))
         tried: list[str] = []
         gateway.services.watchers.upstream_failed.append(
-            lambda call, channel, error, seconds: tried.append(channel)
+            lambda call, route, error, seconds: tried.append(route.target.channel)
         )
         for _ in range(7):
             reply = await client.audio.speech.create(
