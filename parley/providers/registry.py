@@ -125,6 +125,7 @@ class ProviderRegistry:
         google_cloud.prepare(channels)
         vertex = VertexAdapter(http, bounds, google_cloud, default_max_tokens)
         registry.register("vertex", chat=vertex, chat_translation=vertex, completion=vertex)
+        registry.register("vertex", embeddings=vertex)
         for type_name in TRANSCRIPTION_TYPES:
             adapter = TranscriptionAdapter(http, bounds, writes_subtitles=type_name != "vllm")
             registry.register(type_name, transcription=adapter)

@@ -6,8 +6,10 @@ fake's token endpoint verifies; one mint serves many calls, and no token reaches
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
+import struct
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -74,6 +76,8 @@ def vertex_config(vertex: FakeVertex, credentials: Path, workdir: Path) -> dict[
                     {"name": "gemini-cached", "upstream": "gemini-2.5-flash+cached-500"},
                     {"name": "claude-sonnet", "upstream": "claude-sonnet-4@20250514"},
                     {"name": "claude-tool", "upstream": "claude-sonnet-4@20250514+tool"},
+                    {"name": "vertex-embed", "upstream": "text-embedding-005"},
+                    {"name": "gemini-embed", "upstream": "gemini-embedding-001"},
                 ],
                 "timeouts": {"connect": 2, "read": 5},
             }
@@ -90,6 +94,8 @@ def vertex_config(vertex: FakeVertex, credentials: Path, workdir: Path) -> dict[
             },
             {"name": "claude-sonnet"},
             {"name": "claude-tool"},
+            {"name": "vertex-embed", "kind": "embedding", "prices": {"input_per_1k": "0.001"}},
+            {"name": "gemini-embed", "kind": "embedding", "prices": {"input_per_1k": "0.001"}},
         ],
     }
 
@@ -200,6 +206,80 @@ async def test_claude_on_vertex_through_raw_predict(
     )
     assert gemini.content[0].type == "text" and gemini.content[0].text == "echo: hi"
     assert vertex.mints == 1
+
+
+async def test_embeddings_on_vertex_through_predict_billed_by_its_token_counts(
+    gateway: Gateway, key: str, vertex: FakeVertex
+) -> None:
+    client = gateway.client(key)
+    embedded = await client.embeddings.create(
+        model="vertex-embed",
+        input=["one two", "three"],
+        dimensions=4,
+        extra_body={"task_type": "RETRIEVAL_DOCUMENT"},
+    )
+    assert [item.embedding for item in embedded.data] == [
+        [7.0, 2.0, 0.5, 0.5],
+        [5.0, 1.0, 0.5, 0.5],
+    ]
+    assert embedded.usage.prompt_tokens == 3 and embedded.usage.total_tokens == 3
+    sent = vertex.last_request
+    assert sent.path == (
+        "/v1/projects/parley-test/locations/us-east5/publishers/google/models/"
+        "text-embedding-005:predict"
+    )
+    assert sent.body == {
+        "instances": [
+            {"content": "one two", "task_type": "RETRIEVAL_DOCUMENT"},
+            {"content": "three", "task_type": "RETRIEVAL_DOCUMENT"},
+        ],
+        "parameters": {"outputDimensionality": 4},
+    }
+    assert sent.headers["Authorization"].removeprefix("Bearer ") in vertex.tokens
+    # The SDK asks for base64 by default: Parley encodes Vertex's numbers so.
+    status, body = await call(
+        gateway,
+        "POST",
+        "/v1/embeddings",
+        key,
+        json={"model": "vertex-embed", "input": "four words in here", "encoding_format": "base64"},
+    )
+    assert status == 200
+    vector = base64.b64decode(body["data"][0]["embedding"])
+    assert struct.unpack("<3f", vector) == (18.0, 4.0, 0.5)
+    assert body["usage"] == {"prompt_tokens": 4, "total_tokens": 4}
+    assert vertex.last_request.body == {"instances": [{"content": "four words in here"}]}
+    found = [r for r in await records(gateway) if r.model == "vertex-embed"]
+    assert [(r.prompt_tokens, r.estimated, r.cost_nanos) for r in found] == [
+        (3, False, 3 * 1000),
+        (4, False, 4 * 1000),
+    ]
+
+
+async def test_gemini_embeddings_on_vertex_take_one_text_a_call(
+    gateway: Gateway, key: str, vertex: FakeVertex
+) -> None:
+    client = gateway.client(key)
+    texts = [f"text number {n}" for n in range(11)]
+    embedded = await client.embeddings.create(model="gemini-embed", input=texts)
+    assert [item.index for item in embedded.data] == list(range(11))
+    assert [item.embedding[0] for item in embedded.data] == [float(len(t)) for t in texts]
+    assert embedded.usage.prompt_tokens == 33
+    predicts = [r for r in vertex.requests if r.path.endswith("gemini-embedding-001:predict")]
+    assert sorted(r.body["instances"][0]["content"] for r in predicts) == sorted(texts)
+    # Vertex's refusal is the caller's 400; token ids have no Vertex form.
+    status, body = await call(
+        gateway,
+        "POST",
+        "/v1/embeddings",
+        key,
+        json={"model": "vertex-embed", "input": " ".join(["w"] * 30), "auto_truncate": False},
+    )
+    assert status == 400 and "limit" in body["error"]["message"]
+    status, body = await call(
+        gateway, "POST", "/v1/embeddings", key, json={"model": "vertex-embed", "input": [1, 2]}
+    )
+    assert status == 400 and body["error"]["param"] == "input"
 
 
 async def test_a_token_the_upstream_refuses_is_the_channels_fault(

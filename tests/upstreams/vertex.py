@@ -16,7 +16,8 @@ expired. It answers ``{"access_token", "expires_in", "token_type"}`` (``expires_
 ``POST /v1/projects/{p}/locations/{r}/publishers/google/models/{model}:{method}`` is the
 Gemini fake's model (``tests/upstreams/gemini.py``, same knobs); ``publishers/anthropic``
 ``:rawPredict`` / ``:streamRawPredict`` is the Anthropic fake's, for a body with
-``anthropic_version: vertex-2023-10-16`` and no ``model``. Every call needs
+``anthropic_version: vertex-2023-10-16`` and no ``model``. ``publishers/google`` ``:predict``
+is the text-embeddings API (``predict``, below). Every call needs
 ``Authorization: Bearer <a token this fake issued, unexpired>`` (else 401
 ``UNAUTHENTICATED``) and the configured project and region (else 404).
 """
@@ -125,6 +126,8 @@ class FakeVertex(FakeServer):
             return await self._claude(request, body, model, method)
         if info["publisher"] != "google":
             return json_reply(404, google_error(404, "Publisher not found."))
+        if method == "predict":
+            return predict(body, model)
         return await self.content.answer(request, body, model, method)
 
     async def _claude(
@@ -149,6 +152,47 @@ class FakeVertex(FakeServer):
         if method == "rawPredict":
             return json_reply(200, reply)
         return await stream(request, anthropic_events(reply))
+
+
+TASK_TYPES = frozenset({
+    "RETRIEVAL_QUERY", "RETRIEVAL_DOCUMENT", "SEMANTIC_SIMILARITY", "CLASSIFICATION",
+    "CLUSTERING", "QUESTION_ANSWERING", "FACT_VERIFICATION", "CODE_RETRIEVAL_QUERY",
+})  # fmt: skip
+
+
+def predict(body: Any, model: str) -> web.Response:
+    """The text-embeddings ``predict``: each vector is ``[characters, words, 0.5, ...]``
+    of ``parameters.outputDimensionality`` values (3 by default), its ``token_count`` the
+    words; ``gemini-embedding-*`` takes one instance a call, others up to 250. An
+    ``autoTruncate: false`` instance longer than 20 words is a 400, as Vertex refuses
+    an input over the model's limit."""
+    instances = body.get("instances") if isinstance(body, dict) else None
+    if not isinstance(instances, list) or not instances:
+        return json_reply(400, google_error(400, "instances must be a non-empty list."))
+    limit = 1 if model.startswith("gemini-embedding") else 250
+    if len(instances) > limit:
+        return json_reply(400, google_error(400, f"At most {limit} instances per request."))
+    parameters = body.get("parameters") or {}
+    if set(body) - {"instances", "parameters"} or set(parameters) - {
+        "outputDimensionality",
+        "autoTruncate",
+    }:
+        return json_reply(400, google_error(400, "Unknown field in the request."))
+    size = parameters.get("outputDimensionality") or 3
+    predictions = []
+    for instance in instances:
+        text = instance.get("content") if isinstance(instance, dict) else None
+        if not isinstance(text, str) or set(instance) - {"content", "task_type", "title"}:
+            return json_reply(400, google_error(400, "Each instance needs a string content."))
+        if instance.get("task_type", "RETRIEVAL_QUERY") not in TASK_TYPES:
+            return json_reply(400, google_error(400, "Unknown task_type."))
+        words = len(text.split())
+        if parameters.get("autoTruncate") is False and words > 20:
+            return json_reply(400, google_error(400, "Input is longer than the model's limit."))
+        values = [float(len(text)), float(words)] + [0.5] * (size - 2)
+        statistics = {"token_count": words, "truncated": False}
+        predictions.append({"embeddings": {"values": values[:size], "statistics": statistics}})
+    return json_reply(200, {"predictions": predictions, "metadata": {"billableCharacterCount": 9}})
 
 
 def _unb64(text: str) -> bytes:

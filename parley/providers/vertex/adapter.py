@@ -8,14 +8,16 @@ model's name: ``claude-*`` models are Anthropic's, others Google's, and an expli
 ``anthropic/`` or ``google/`` prefix says it outright.
 
 Google's models speak ``generateContent`` (the Gemini adapter with a ``VertexEndpoint``;
-Vertex fetches images by URL). Anthropic's speak Messages through ``rawPredict`` and
-``streamRawPredict``: the Anthropic codec's body without ``model`` (it is in the URL) and
-with ``anthropic_version: vertex-2023-10-16``, read back as on an Anthropic channel.
+Vertex fetches images by URL), and its embedding models ``predict`` (``embeddings.py``).
+Anthropic's speak Messages through ``rawPredict`` and ``streamRawPredict``: the Anthropic
+codec's body without ``model`` (it is in the URL) and with ``anthropic_version:
+vertex-2023-10-16``, read back as on an Anthropic channel.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+import asyncio
+from collections.abc import Awaitable, Coroutine
 from typing import TypeVar
 
 from parley.dialects import anthropic_messages, openai_chat
@@ -32,10 +34,13 @@ from parley.providers.gemini.adapter import HEADERS, GeminiAdapter, endpoint_rep
 from parley.providers.gemini.refusal import google_refusal
 from parley.providers.openai.answers import faults
 from parley.providers.translated import TranslatedStream
+from parley.providers.vertex import embeddings
 from parley.providers.vertex.channels import VertexChannels
 
 T = TypeVar("T")
 ANTHROPIC_VERSION = "vertex-2023-10-16"
+CONCURRENT_PREDICTS = 8
+"""The most embedding ``predict`` calls one request has under way at once."""
 
 
 def publisher(model: str) -> tuple[str, str]:
@@ -72,9 +77,10 @@ class VertexEndpoint:
 
 
 class VertexAdapter:
-    """``Chat``, ``ChatTranslation`` and ``Completion``, by the model's publisher."""
+    """``Chat``, ``ChatTranslation`` and ``Completion``, by the model's publisher, and
+    ``Embeddings`` (Google's embedding models)."""
 
-    __slots__ = ("_claude", "_gemini")
+    __slots__ = ("_bounds", "_claude", "_endpoint", "_gemini", "_http")
 
     def __init__(
         self,
@@ -83,7 +89,9 @@ class VertexAdapter:
         channels: VertexChannels,
         default_max_tokens: int,
     ) -> None:
-        endpoint = VertexEndpoint(channels)
+        endpoint = self._endpoint = VertexEndpoint(channels)
+        self._http = http
+        self._bounds = bounds or ReplyBounds()
         self._gemini = GeminiAdapter(http, bounds, endpoint, remote_images=True)
         self._claude = VertexClaude(http, bounds, endpoint, default_max_tokens)
 
@@ -105,6 +113,65 @@ class VertexAdapter:
         self, target: Target, body: JSON, translator: ChunkTranslator[T]
     ) -> TranslatedStream[T]:
         return self._adapter(target).completion_stream(target, body, translator)
+
+    async def embeddings(self, target: Target, body: JSON) -> JSON:
+        """OpenAI's embeddings call through ``predict``, in as many calls as the model
+        takes texts (``CONCURRENT_PREDICTS`` at a time); usage is the tokens Vertex
+        counted."""
+        texts = embeddings.texts_of(body)
+        payloads = [
+            embeddings.predict_request(batch, body)
+            for batch in embeddings.batches(target.model, texts)
+        ]
+        vectors: list[list[float]] = []
+        tokens: int | None = 0
+        for start in range(0, len(payloads), CONCURRENT_PREDICTS):
+            group = payloads[start : start + CONCURRENT_PREDICTS]
+            for found in await _together([self._predict(target, one) for one in group]):
+                read = embeddings.read_predictions(found)
+                if read is None:
+                    raise _unreadable(target)
+                vectors.extend(read[0])
+                tokens = None if tokens is None or read[1] is None else tokens + read[1]
+        if len(vectors) != len(texts):
+            raise _unreadable(target)
+        data = [
+            {"object": "embedding", "index": index, "embedding": vector}
+            for index, vector in enumerate(vectors)
+        ]
+        reply: JSON = {"object": "list", "data": data, "model": target.model}
+        if tokens is not None:
+            reply["usage"] = {"prompt_tokens": tokens, "total_tokens": tokens}
+        return reply
+
+    def _predict(self, target: Target, payload: JSON) -> Coroutine[None, None, JSON]:
+        return endpoint_reply(
+            self._http,
+            self._endpoint,
+            target,
+            "predict",
+            payload,
+            bounds=self._bounds,
+            secret=None,
+        )
+
+
+async def _together(calls: list[Coroutine[None, None, JSON]]) -> list[JSON]:
+    """The calls' replies, in order; the first failure cancels the others and is raised."""
+    tasks = [asyncio.ensure_future(call) for call in calls]
+    try:
+        return await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
+def _unreadable(target: Target) -> UpstreamError:
+    return UpstreamError(
+        f"The upstream channel `{target.channel}` sent embeddings that could not be read."
+    )
 
 
 class VertexClaude:
