@@ -76,6 +76,11 @@ def vertex_config(vertex: FakeVertex, credentials: Path, workdir: Path) -> dict[
                     {"name": "gemini-cached", "upstream": "gemini-2.5-flash+cached-500"},
                     {"name": "claude-sonnet", "upstream": "claude-sonnet-4@20250514"},
                     {"name": "claude-tool", "upstream": "claude-sonnet-4@20250514+tool"},
+                    {
+                        "name": "claude-thinks",
+                        "upstream": "claude-opus-4@20250514+thinking+cache-5-2",
+                    },
+                    {"name": "claude-broken", "upstream": "claude-opus-4@20250514+fail-400"},
                     {"name": "vertex-embed", "upstream": "text-embedding-005"},
                     {"name": "gemini-embed", "upstream": "gemini-embedding-001"},
                 ],
@@ -94,6 +99,16 @@ def vertex_config(vertex: FakeVertex, credentials: Path, workdir: Path) -> dict[
             },
             {"name": "claude-sonnet"},
             {"name": "claude-tool"},
+            {
+                "name": "claude-thinks",
+                "prices": {
+                    "input_per_1k": "0.003",
+                    "output_per_1k": "0.015",
+                    "cached_input_per_1k": "0.0003",
+                    "cache_write_per_1k": "0.00375",
+                },
+            },
+            {"name": "claude-broken"},
             {"name": "vertex-embed", "kind": "embedding", "prices": {"input_per_1k": "0.001"}},
             {"name": "gemini-embed", "kind": "embedding", "prices": {"input_per_1k": "0.001"}},
         ],
@@ -206,6 +221,122 @@ async def test_claude_on_vertex_through_raw_predict(
     )
     assert gemini.content[0].type == "text" and gemini.content[0].text == "echo: hi"
     assert vertex.mints == 1
+
+
+CLAUDE_PRICE = {"input": 3000, "output": 15000, "cached": 300, "write": 3750}
+"""claude-thinks' prices in nano-dollars a token."""
+
+
+async def test_a_messages_call_to_claude_on_vertex_is_passed_through(
+    gateway: Gateway, key: str, vertex: FakeVertex
+) -> None:
+    messages = gateway.claude(key)
+    extra = {"future_field": {"kept": [1, 2]}}
+    reply = await messages.messages.create(
+        model="claude-thinks",
+        max_tokens=64,
+        system="Be brief.",
+        metadata={"user_id": "u-1"},
+        messages=[{"role": "user", "content": "hello there"}],
+        extra_body=extra,
+        extra_headers={"anthropic-beta": "context-1m-2025-08-07"},
+    )
+    sent = vertex.last_request
+    assert sent.path == (
+        "/v1/projects/parley-test/locations/us-east5/publishers/anthropic/models/"
+        "claude-opus-4@20250514+thinking+cache-5-2:rawPredict"
+    )
+    assert sent.body == {
+        "anthropic_version": "vertex-2023-10-16",
+        "max_tokens": 64,
+        "system": "Be brief.",
+        "metadata": {"user_id": "u-1"},
+        "messages": [{"role": "user", "content": "hello there"}],
+        "future_field": {"kept": [1, 2]},
+    }
+    assert sent.headers["anthropic-beta"] == "context-1m-2025-08-07"
+    assert sent.headers["Authorization"].removeprefix("Bearer ") in vertex.tokens
+    # Thinking and its signature come back whole: a translation would drop the signature.
+    assert [block.type for block in reply.content] == ["thinking", "text"]
+    assert reply.content[0].signature  # type: ignore[union-attr]
+    assert reply.model == "claude-thinks"
+    assert reply.usage.input_tokens == 4 and reply.usage.output_tokens == 6
+    caller_body = {
+        "model": "claude-thinks",
+        "max_tokens": 64,
+        "stream": True,
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "hello there"}]}],
+        "future_field": "x",
+    }
+    async with messages.messages.stream(
+        model="claude-thinks",
+        max_tokens=64,
+        messages=caller_body["messages"],  # type: ignore[arg-type]
+        extra_body={"future_field": "x"},
+    ) as events:
+        final = await events.get_final_message()
+    assert [block.type for block in final.content] == ["thinking", "text"]
+    assert final.model == "claude-thinks"
+    streamed = vertex.last_request
+    assert streamed.path.endswith("claude-opus-4@20250514+thinking+cache-5-2:streamRawPredict")
+    expected = {k: v for k, v in caller_body.items() if k != "model"}
+    assert streamed.body == {**expected, "anthropic_version": "vertex-2023-10-16"}
+    assert "anthropic-beta" not in streamed.headers
+    found = [r for r in await records(gateway) if r.model == "claude-thinks"]
+    # The upstream's counts (the stream has no system prompt: 2 input words, not 4),
+    # cache reads and writes priced as such.
+    assert sorted(
+        (r.prompt_tokens, r.cached_tokens, r.cache_write_tokens, r.completion_tokens) for r in found
+    ) == [(2 + 5 + 2, 5, 2, 6), (4 + 5 + 2, 5, 2, 6)]
+    assert not any(r.estimated for r in found)
+    assert sorted(r.cost_nanos for r in found) == [
+        words * CLAUDE_PRICE["input"]
+        + 5 * CLAUDE_PRICE["cached"]
+        + 2 * CLAUDE_PRICE["write"]
+        + 6 * CLAUDE_PRICE["output"]
+        for words in (2, 4)
+    ]
+
+
+async def test_claude_on_vertex_counts_tokens_and_refuses_in_anthropics_envelope(
+    gateway: Gateway, key: str, vertex: FakeVertex
+) -> None:
+    messages = gateway.claude(key)
+    counted = await messages.messages.count_tokens(
+        model="claude-thinks",
+        system="one two",
+        messages=[{"role": "user", "content": "three four five"}],
+    )
+    assert counted.input_tokens == 5
+    sent = vertex.last_request
+    assert sent.path == (
+        "/v1/projects/parley-test/locations/us-east5/publishers/anthropic/models/"
+        "count-tokens:rawPredict"
+    )
+    assert sent.body == {
+        "anthropic_version": "vertex-2023-10-16",
+        "model": "claude-opus-4@20250514+thinking+cache-5-2",
+        "system": "one two",
+        "messages": [{"role": "user", "content": "three four five"}],
+    }
+    status, body = await call(
+        gateway,
+        "POST",
+        "/v1/messages",
+        key,
+        json={"model": "claude-broken", "max_tokens": 8, "messages": HELLO},
+    )
+    assert status == 400
+    assert body["type"] == "error" and body["error"]["type"] == "invalid_request_error"
+    assert "Fake failure" in body["error"]["message"]
+    status, body = await call(
+        gateway,
+        "POST",
+        "/v1/messages",
+        key,
+        json={"model": "claude-broken", "max_tokens": 8, "messages": HELLO, "stream": True},
+    )
+    assert status == 400 and body["type"] == "error"
 
 
 async def test_embeddings_on_vertex_through_predict_billed_by_its_token_counts(

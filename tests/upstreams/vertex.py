@@ -16,7 +16,9 @@ expired. It answers ``{"access_token", "expires_in", "token_type"}`` (``expires_
 ``POST /v1/projects/{p}/locations/{r}/publishers/google/models/{model}:{method}`` is the
 Gemini fake's model (``tests/upstreams/gemini.py``, same knobs); ``publishers/anthropic``
 ``:rawPredict`` / ``:streamRawPredict`` is the Anthropic fake's, for a body with
-``anthropic_version: vertex-2023-10-16`` and no ``model``. ``publishers/google`` ``:predict``
+``anthropic_version: vertex-2023-10-16`` and no ``model`` (``stream: true`` exactly for
+``:streamRawPredict``); ``models/count-tokens:rawPredict`` counts a Messages body that
+names its ``model``, as the Anthropic fake counts. ``publishers/google`` ``:predict``
 is the text-embeddings API (``predict``, below). Every call needs
 ``Authorization: Bearer <a token this fake issued, unexpired>`` (else 401
 ``UNAUTHENTICATED``) and the configured project and region (else 404).
@@ -39,8 +41,9 @@ from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
 
 from tests.upstreams.anthropic import FakeAnthropic, error_body
 from tests.upstreams.anthropic import _events as anthropic_events
+from tests.upstreams.anthropic import _texts as anthropic_texts
 from tests.upstreams.gemini import GoogleContent, google_error, stream
-from tests.upstreams.server import FakeServer, json_reply, received
+from tests.upstreams.server import FakeServer, input_words, json_reply, received
 
 GRANT = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 SCOPE = "https://www.googleapis.com/auth/cloud-platform"
@@ -139,9 +142,17 @@ class FakeVertex(FakeServer):
             return json_reply(
                 400, error_body("invalid_request_error", "anthropic_version: vertex-2023-10-16")
             )
+        if model == "count-tokens":
+            if method != "rawPredict" or not isinstance(body.get("model"), str):
+                return json_reply(400, error_body("invalid_request_error", "model: required"))
+            return json_reply(200, {"input_tokens": input_words(body, anthropic_texts)})
         if "model" in body:
             return json_reply(
                 400, error_body("invalid_request_error", "model: Extra inputs are not permitted")
+            )
+        if (method == "streamRawPredict") != (body.get("stream") is True):
+            return json_reply(
+                400, error_body("invalid_request_error", "stream: streamRawPredict streams")
             )
         behaviour = self.claude.behaviour.with_model(model)
         if behaviour.fail is not None:
