@@ -66,14 +66,18 @@ class ChannelModel(Strict):
 
 
 class AwsSettings(Strict):
-    """A ``bedrock`` channel's region and credentials; what the config leaves out comes
-    from ``AWS_REGION``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY`` and
-    ``AWS_SESSION_TOKEN`` (``settings.load_settings``)."""
+    """A ``bedrock`` channel's region and credentials, and how it asks for JSON output;
+    what the config leaves out comes from ``AWS_REGION``, ``AWS_ACCESS_KEY_ID``,
+    ``AWS_SECRET_ACCESS_KEY`` and ``AWS_SESSION_TOKEN`` (``settings.load_settings``)."""
 
     region: str = Field(pattern=r"^[a-z0-9-]{1,40}$")
     access_key_id: str = Field(pattern=r"^[A-Z0-9]{4,128}$")
     secret_access_key: str = Field(repr=False, min_length=1)
     session_token: str | None = Field(None, repr=False)
+    structured_output: Literal["native", "tool"] = "native"
+    """``json_schema`` output through Converse's ``outputConfig`` (the models that
+    support structured output), or by forcing a tool whose input is the schema (any
+    model that takes tools)."""
 
     @field_validator("secret_access_key", "session_token")
     @classmethod

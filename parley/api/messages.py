@@ -1,10 +1,11 @@
 """POST /v1/messages and /v1/messages/count_tokens: Anthropic's Messages API in front.
 
 A Messages call goes through the runner like a chat call (the same admission, rates,
-budget, routing and metering); only its jobs differ. On a route whose channel speaks
-Messages (``type: anthropic``) the call is passed through: the body as it came but for
-the model, ``anthropic-beta`` with it, and the reply (or each event's bytes) as the
-upstream sent it, the model renamed. On any other route it is translated: the body read
+budget, routing and metering); only its jobs differ. On a route whose upstream speaks
+Messages (``type: anthropic``, and Claude models on ``type: vertex``) the call is passed
+through: the body as it came but for the model (Vertex's differences are its adapter's),
+``anthropic-beta`` with it, and the reply (or each event's bytes) as the upstream sent
+it, the model renamed. On any other route it is translated: the body read
 into the canonical call (``dialects/anthropic_messages.py``, a field the upstream cannot
 take is a 400 naming it), written as an OpenAI chat body, and the reply or stream
 translated back (``dialects/chat_to_messages.py``).
@@ -236,7 +237,7 @@ class MessagesReply(_MessagesJob):
 
     async def call(self, route: Route) -> Answer:
         messages = self._messages
-        adapter = self._providers.messages(route.provider_type)
+        adapter = self._providers.messages(route.provider_type, route.target)
         if adapter is not None:
             body = await adapter.messages(route.target, messages.body, messages.beta)
             found = anthropic_messages_reply.read_usage(body.get("usage"))
@@ -282,7 +283,7 @@ class MessagesStream(_MessagesJob):
 
     def open(self, route: Route) -> Translations[bytes]:
         messages = self._messages
-        adapter = self._providers.messages(route.provider_type)
+        adapter = self._providers.messages(route.provider_type, route.target)
         if adapter is not None:
             relay = MessagesRelay(self._model, messages.prompt_estimate, self._max_event_bytes)
             self._translator = relay
@@ -329,7 +330,7 @@ class TokenCount(_MessagesJob):
 
     def call(self, route: Route) -> Awaitable[int]:
         messages = self._messages
-        adapter = self._providers.messages(route.provider_type)
+        adapter = self._providers.messages(route.provider_type, route.target)
         if adapter is not None:
             return adapter.count_tokens(route.target, messages.body, messages.beta)
         return _ready(messages.prompt_estimate)

@@ -9,9 +9,18 @@ base64, ``toolUse``, ``toolResult``, ``reasoningContent``), ``inferenceConfig``
 followed by a ``cachePoint``. ``top_k`` and extended thinking have no Converse field
 and go in ``additionalModelRequestFields`` in Anthropic's spelling (Claude models read
 them there; other models refuse them with a 400). What Converse cannot say is an
-``Unsupported`` naming the field: images by URL (Converse takes bytes or S3), JSON
-output (``response_format``), ``tool_choice: none`` once tools were used, and
-``parallel_tool_calls: false``. ``user`` is not sent: Converse has no such field.
+``Unsupported`` naming the field: images by URL (Converse takes bytes or S3),
+``tool_choice: none`` once tools were used, and ``parallel_tool_calls: false``. ``user``
+is not sent: Converse has no such field.
+
+JSON output: a ``json_schema`` is Converse's native structured output
+(``outputConfig.textFormat``, the schema as a JSON string), which the models that
+support it honour alongside tools. ``json_object``, which names no schema, and
+``json_schema`` on a channel that says ``structured_output: tool`` (for models without
+native support) force one tool, ``JSON_TOOL``, whose input schema is the caller's schema
+(an open object for ``json_object``); ``decode_reply`` and ``ConverseToChat`` turn that
+tool's input back into the reply's text. A forced tool would shut out the caller's own
+tools, so the two together are a 400 naming ``response_format``.
 
 Usage: ``inputTokens`` leaves out the tokens read from or written to the prompt cache
 (``cacheReadInputTokens``, ``cacheWriteInputTokens``), which ``Usage.prompt_tokens``
@@ -20,7 +29,7 @@ counts.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
@@ -59,16 +68,23 @@ IMAGE_FORMATS = {
     "image/webp": "webp",
 }
 CACHE_POINT: JSON = {"cachePoint": {"type": "default"}}
+JSON_TOOL = "parley_json_output"
+"""The tool forced to carry JSON output; its input is the reply's content."""
+OPEN_OBJECT: JSON = {"type": "object"}
+StructuredOutput = Literal["native", "tool"]
+"""How a channel asks for ``json_schema`` output: Converse's ``outputConfig`` or a
+forced tool."""
 
 
-def encode_request(request: Request) -> JSON:
-    """The canonical call as a Converse body."""
-    if request.response_format is not None and request.response_format.type != "text":
-        raise Unsupported(
-            "Bedrock's Converse API takes no response_format; describe the JSON in the "
-            "prompt, or use a tool whose parameters are the schema.",
-            "response_format",
-        )
+def json_tool(request: Request, structured_output: StructuredOutput = "native") -> bool:
+    """Whether the call's JSON output is asked for by forcing ``JSON_TOOL``."""
+    kind = request.response_format.type if request.response_format is not None else "text"
+    return kind == "json_object" or (kind == "json_schema" and structured_output == "tool")
+
+
+def encode_request(request: Request, structured_output: StructuredOutput = "native") -> JSON:
+    """The canonical call as a Converse body; ``structured_output`` says how a
+    ``json_schema`` is asked for."""
     body: JSON = {"messages": [_write_message(message) for message in request.messages]}
     if request.instructions:
         body["system"] = _with_cache_points(request.instructions)
@@ -84,6 +100,10 @@ def encode_request(request: Request) -> JSON:
     if config:
         body["inferenceConfig"] = config
     tools = _tool_config(request)
+    if json_tool(request, structured_output):
+        tools = _json_tool_config(request, tools)
+    elif request.response_format is not None and request.response_format.type == "json_schema":
+        body["outputConfig"] = _output_config(request.response_format.schema or {})
     if tools is not None:
         body["toolConfig"] = tools
     extra: JSON = {}
@@ -132,6 +152,56 @@ def _tool_config(request: Request) -> JSON | None:
     elif choice is not None:
         config["toolChoice"] = {"auto": {}}
     return config
+
+
+def _output_config(form: JSON) -> JSON:
+    """Converse's native structured output for OpenAI's ``json_schema`` object (``name``,
+    ``description``, ``schema``): the schema goes as a JSON string."""
+    definition: JSON = {"schema": orjson.dumps(_schema(form)).decode()}
+    for field in ("name", "description"):
+        if isinstance(form.get(field), str):
+            definition[field] = form[field]
+    return {"textFormat": {"type": "json_schema", "structure": {"jsonSchema": definition}}}
+
+
+def _schema(form: JSON) -> JSON:
+    schema = form.get("schema")
+    if not isinstance(schema, dict):
+        raise Unsupported(
+            "'response_format.json_schema.schema' must be a JSON Schema object.",
+            "response_format",
+        )
+    return schema
+
+
+def _json_tool_config(request: Request, tools: JSON | None) -> JSON:
+    """A ``toolConfig`` forcing ``JSON_TOOL``, whose input schema is the output's (an
+    open object for ``json_object``)."""
+    if tools is not None:
+        raise Unsupported(
+            "Bedrock is asked for JSON output by forcing a tool, which would shut out "
+            "the request's own tools: send response_format json_schema to a model with "
+            "native structured output, or leave the tools out.",
+            "response_format",
+        )
+    form = request.response_format
+    described = form.schema if form is not None and form.schema is not None else None
+    schema = _schema(described) if described is not None else OPEN_OBJECT
+    if schema.get("type") != "object":
+        raise Unsupported(
+            "Bedrock carries JSON output in a tool's input, which must be an object: the "
+            "schema's type must be 'object'.",
+            "response_format",
+        )
+    description = (described or {}).get("description")
+    spec: JSON = {
+        "name": JSON_TOOL,
+        "description": description
+        if isinstance(description, str)
+        else "Give the reply: its input is the whole answer, as JSON.",
+        "inputSchema": {"json": schema},
+    }
+    return {"tools": [{"toolSpec": spec}], "toolChoice": {"tool": {"name": JSON_TOOL}}}
 
 
 def _write_tools(tools: tuple[Tool, ...]) -> list[JSON]:
@@ -212,24 +282,35 @@ def _input(call: ToolCall) -> Any:
     return value
 
 
-def decode_reply(reply: JSON, model: str) -> Reply:
-    """A Converse reply as the canonical reply (Converse names neither id nor model)."""
+def decode_reply(reply: JSON, model: str, json_output: bool = False) -> Reply:
+    """A Converse reply as the canonical reply (Converse names neither id nor model).
+    ``json_output``: the call forced ``JSON_TOOL``, whose input is the reply's text."""
     output = reply.get("output")
     message = output.get("message") if isinstance(output, dict) else None
     content = message.get("content") if isinstance(message, dict) else None
     blocks: list[Block] = []
     for block in content if isinstance(content, list) else ():
         found = _read_block(block)
+        if json_output and isinstance(found, ToolCall) and found.name == JSON_TOOL:
+            found = Text(found.arguments)
         if found is not None:
             blocks.append(found)
     reason = reply.get("stopReason")
+    stop = stop_reason(reason, json_output) if isinstance(reason, str) else None
     return Reply(
         id="",
         model=model,
         blocks=tuple(blocks),
-        stop=STOP_REASONS.get(reason, "end") if isinstance(reason, str) else None,
+        stop=stop,
         usage=read_usage(reply.get("usage")),
     )
+
+
+def stop_reason(reason: str, json_output: bool = False) -> Stop:
+    """Converse's ``stopReason`` as the canonical stop; the forced ``JSON_TOOL``'s
+    ``tool_use`` is the reply's natural end."""
+    stop = STOP_REASONS.get(reason, "end")
+    return "end" if json_output and stop == "tool_calls" else stop
 
 
 def _read_block(block: Any) -> Block | None:

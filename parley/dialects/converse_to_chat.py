@@ -8,7 +8,9 @@ chunk; a ``contentBlockDelta``'s ``text`` becomes ``content``, its
 ``arguments``; ``messageStop`` gives the ``finish_reason``; ``metadata`` (the last
 event) the usage chunk (``"choices": []``, cached tokens in ``prompt_tokens_details``),
 which the chat job passes on only to a caller that asked for usage. A reasoning
-signature has no chat form and goes no further. An ``exception`` frame
+signature has no chat form and goes no further. With ``json_output`` (the call forced
+``JSON_TOOL`` to carry JSON output) that tool's block opens no call: its ``input``
+pieces are ``content``, and its ``tool_use`` stop is ``stop``. An ``exception`` frame
 (``:exception-type``, a ``message`` payload) or an ``error`` frame (``:error-code``,
 ``:error-message``) is the stream's ``failure``, and so is broken framing.
 """
@@ -18,7 +20,7 @@ from __future__ import annotations
 import orjson
 
 from parley import upstream_json
-from parley.dialects.bedrock_converse import STOP_REASONS, read_usage
+from parley.dialects.bedrock_converse import JSON_TOOL, read_usage, stop_reason
 from parley.dialects.chunks import ChunkWriter, as_int
 from parley.dialects.eventstream import EventStreamDecoder, Frame
 from parley.dialects.openai_chat_reply import STOP_TO_FINISH
@@ -30,13 +32,32 @@ from parley.domain.wire import JSON
 class ConverseToChat:
     """``Translator[JSON]``: ConverseStream frames in, chat chunks out."""
 
-    __slots__ = ("_decoder", "_tools", "_usage", "_write", "done", "failure")
+    __slots__ = (
+        "_decoder",
+        "_json_blocks",
+        "_json_output",
+        "_tools",
+        "_usage",
+        "_write",
+        "done",
+        "failure",
+    )
 
-    def __init__(self, max_event_bytes: int, model: str, created: int | None = None) -> None:
+    def __init__(
+        self,
+        max_event_bytes: int,
+        model: str,
+        created: int | None = None,
+        *,
+        json_output: bool = False,
+    ) -> None:
         self._decoder = EventStreamDecoder(max_event_bytes)
         self._write = ChunkWriter(model, created)
         self._tools: dict[int, int] = {}
         """A ``toolUse`` block's ``contentBlockIndex`` → its position in ``tool_calls``."""
+        self._json_output = json_output
+        self._json_blocks: set[int] = set()
+        """The ``contentBlockIndex`` of ``JSON_TOOL``'s blocks, whose input is content."""
         self._usage: Usage | None = None
         self.done = False
         self.failure: Failure | None = None
@@ -92,15 +113,19 @@ class ConverseToChat:
             start = event.get("start")
             use = start.get("toolUse") if isinstance(start, dict) else None
             if isinstance(use, dict):
-                position = len(self._tools)
-                self._tools[as_int(event.get("contentBlockIndex"))] = position
+                index = as_int(event.get("contentBlockIndex"))
                 call_id, tool = str(use.get("toolUseId") or ""), str(use.get("name") or "")
+                if self._json_output and tool == JSON_TOOL:
+                    self._json_blocks.add(index)
+                    return
+                position = len(self._tools)
+                self._tools[index] = position
                 out.append(self._write.call(position, call_id, tool))
         elif name == "contentBlockDelta":
             self._block_delta(event, out)
         elif name == "messageStop":
             reason = event.get("stopReason")
-            stop = STOP_REASONS.get(reason, "end") if isinstance(reason, str) else "end"
+            stop = stop_reason(reason, self._json_output) if isinstance(reason, str) else "end"
             out.append(self._write.finish(STOP_TO_FINISH[stop]))
         elif name == "metadata":
             self._usage = read_usage(event.get("usage"))
@@ -118,7 +143,11 @@ class ConverseToChat:
             return
         use = delta.get("toolUse")
         if isinstance(use, dict):
-            position = self._tools.get(as_int(event.get("contentBlockIndex")), 0)
+            index = as_int(event.get("contentBlockIndex"))
+            if index in self._json_blocks:
+                out.append(self._write.delta({"content": str(use.get("input") or "")}))
+                return
+            position = self._tools.get(index, 0)
             out.append(self._write.arguments(position, str(use.get("input") or "")))
             return
         reasoning = delta.get("reasoningContent")

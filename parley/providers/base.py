@@ -92,6 +92,10 @@ class ChatTranslation(Protocol):
 class Messages(Protocol):
     """Anthropic's Messages API, relayed to a caller that speaks it (pass-through)."""
 
+    def relays(self, target: Target) -> bool:
+        """Whether the target's upstream speaks Messages (a channel type may serve some
+        models that do and some that do not, as Vertex AI)."""
+
     async def messages(self, target: Target, body: JSON, beta: str | None) -> JSON:
         """A whole ``message``: ``body`` sent as it came but for the upstream's model."""
 

@@ -23,6 +23,7 @@ from parley.providers.base import (
     ReplyBounds,
     Responses,
     Speech,
+    Target,
     Transcription,
     Voices,
 )
@@ -125,6 +126,7 @@ class ProviderRegistry:
         google_cloud.prepare(channels)
         vertex = VertexAdapter(http, bounds, google_cloud, default_max_tokens)
         registry.register("vertex", chat=vertex, chat_translation=vertex, completion=vertex)
+        registry.register("vertex", embeddings=vertex, messages=vertex)
         for type_name in TRANSCRIPTION_TYPES:
             adapter = TranscriptionAdapter(http, bounds, writes_subtitles=type_name != "vllm")
             registry.register(type_name, transcription=adapter)
@@ -174,10 +176,12 @@ class ProviderRegistry:
     def chat_translation(self, type_name: str) -> ChatTranslation:
         return self._find(self._chat_translation, type_name, "chat streams in another dialect")
 
-    def messages(self, type_name: str) -> Messages | None:
-        """The type's Messages adapter, when its upstreams speak Anthropic's Messages API
-        (a Messages caller's call is then passed through); ``None`` otherwise."""
-        return self._messages.get(type_name)
+    def messages(self, type_name: str, target: Target) -> Messages | None:
+        """The type's Messages adapter, when the target's upstream speaks Anthropic's
+        Messages API (a Messages caller's call is then passed through); ``None``
+        otherwise."""
+        adapter = self._messages.get(type_name)
+        return adapter if adapter is not None and adapter.relays(target) else None
 
     def responses(self, type_name: str) -> Responses | None:
         """The type's Responses adapter, when its upstreams can serve OpenAI's Responses

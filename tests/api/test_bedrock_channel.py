@@ -66,6 +66,14 @@ def bedrock_config(endpoint: str, backup_url: str, workdir: Path) -> dict[str, A
                 "timeouts": {"connect": 2, "read": 5},
             },
             {
+                "name": "aws-tool-json",
+                "type": "bedrock",
+                "base_url": endpoint,
+                "aws": {**aws, "structured_output": "tool"},
+                "models": [{"name": "bedrock-older", "upstream": MODEL_ID}],
+                "timeouts": {"connect": 2, "read": 5},
+            },
+            {
                 "name": "backup",
                 "base_url": backup_url,
                 "models": [
@@ -82,6 +90,8 @@ def bedrock_config(endpoint: str, backup_url: str, workdir: Path) -> dict[str, A
             {"name": "bedrock-busy"},
             {"name": "bedrock-stalls"},
             {"name": "bedrock-down"},
+            {"name": "bedrock-older", "prices": {"input_per_1k": "0.003",
+                                                 "output_per_1k": "0.015"}},
         ],
     }  # fmt: skip
 
@@ -230,10 +240,7 @@ async def test_what_converse_cannot_say_is_a_400_naming_the_field(
 ) -> None:
     link = [{"role": "user", "content": [
         {"type": "image_url", "image_url": {"url": "https://example.com/cat.jpg"}}]}]  # fmt: skip
-    schema = {"name": "x", "schema": {"type": "object"}}
     for field, value in (
-        ("response_format", {"type": "json_schema", "json_schema": schema}),
-        ("response_format", {"type": "json_object"}),
         ("messages", link),
         ("n", 2),
     ):
@@ -242,6 +249,154 @@ async def test_what_converse_cannot_say_is_a_400_naming_the_field(
             await gateway.client(key).chat.completions.create(**request)
         assert refused.value.body["param"] == field  # type: ignore[index]
     assert upstream.requests == []  # refused before anything was sent
+
+
+WEATHER = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+    "required": ["city", "days"],
+    "additionalProperties": False,
+}
+FORECAST = {"name": "forecast", "schema": WEATHER, "strict": True}
+JSON_TOOL = "parley_json_output"
+LOOKUP = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}
+
+
+def streamed_finish(chunks: list[Any]) -> str | None:
+    finishes = [c.choices[0].finish_reason for c in chunks if c.choices]
+    return finishes[-1]
+
+
+async def test_a_json_schema_is_bedrocks_native_structured_output(
+    gateway: Gateway, key: str, upstream: FakeBedrock
+) -> None:
+    client = gateway.client(key)
+    ask = {"type": "json_schema", "json_schema": FORECAST}
+    reply = await client.chat.completions.create(
+        model="claude-bedrock",
+        messages=HELLO,
+        response_format=ask,  # type: ignore[arg-type]
+    )
+    answer = reply.choices[0].message
+    assert orjson.loads(answer.content or "") == {"city": "echo: hello there", "days": 3}
+    assert answer.tool_calls is None and reply.choices[0].finish_reason == "stop"
+    sent = upstream.last_request.body
+    assert sent["outputConfig"] == {"textFormat": {"type": "json_schema", "structure": {
+        "jsonSchema": {"schema": orjson.dumps(WEATHER).decode(), "name": "forecast"}}}}  # fmt: skip
+    assert "toolConfig" not in sent
+    stream = await client.chat.completions.create(
+        model="claude-bedrock",
+        messages=HELLO,  # type: ignore[arg-type]
+        response_format=ask,  # type: ignore[arg-type]
+        stream=True,
+    )
+    chunks = [chunk async for chunk in stream]
+    assert orjson.loads(streamed_text(chunks)) == {"city": "echo: hello there", "days": 3}
+    assert streamed_finish(chunks) == "stop"
+    # Native structured output goes with the caller's own tools: both are sent.
+    await client.chat.completions.create(
+        model="claude-bedrock",
+        messages=HELLO,  # type: ignore[arg-type]
+        response_format=ask,  # type: ignore[arg-type]
+        tools=[LOOKUP],  # type: ignore[list-item]
+    )
+    sent = upstream.last_request.body
+    assert "outputConfig" in sent
+    assert [tool["toolSpec"]["name"] for tool in sent["toolConfig"]["tools"]] == ["lookup"]
+
+
+async def test_json_object_forces_a_tool_whose_input_is_the_content(
+    gateway: Gateway, key: str, upstream: FakeBedrock
+) -> None:
+    client = gateway.client(key)
+    reply = await client.chat.completions.create(
+        model="claude-bedrock",
+        messages=HELLO,  # type: ignore[arg-type]
+        response_format={"type": "json_object"},
+    )
+    answer = reply.choices[0].message
+    assert answer.content == '{"echo":"echo: hello there"}'
+    assert answer.tool_calls is None and reply.choices[0].finish_reason == "stop"
+    sent = upstream.last_request.body
+    assert sent["toolConfig"]["toolChoice"] == {"tool": {"name": JSON_TOOL}}
+    (tool,) = sent["toolConfig"]["tools"]
+    assert tool["toolSpec"]["name"] == JSON_TOOL
+    assert tool["toolSpec"]["inputSchema"] == {"json": {"type": "object"}}
+    assert "outputConfig" not in sent
+    assert reply.usage is not None
+    assert (reply.usage.prompt_tokens, reply.usage.completion_tokens) == (2, 4)
+    chunks = await client.chat.completions.create(
+        model="claude-bedrock",
+        messages=HELLO,  # type: ignore[arg-type]
+        response_format={"type": "json_object"},
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    streamed = [chunk async for chunk in chunks]
+    assert streamed_text(streamed) == '{"echo":"echo: hello there"}'
+    assert not any(c.choices[0].delta.tool_calls for c in streamed if c.choices)
+    assert streamed_finish(streamed) == "stop"
+    usage = streamed[-1].usage
+    assert usage is not None and (usage.prompt_tokens, usage.completion_tokens) == (2, 4)
+    found = await records(gateway)
+    assert [(r.prompt_tokens, r.completion_tokens, r.estimated) for r in found] == [
+        (2, 4, False),
+        (2, 4, False),
+    ]
+    assert [r.cost_nanos for r in found] == [2 * 3000 + 4 * 15000] * 2
+
+
+async def test_a_tool_channel_carries_a_json_schema_in_a_forced_tool(
+    gateway: Gateway, key: str, upstream: FakeBedrock
+) -> None:
+    client = gateway.client(key)
+    ask = {"type": "json_schema", "json_schema": FORECAST}
+    reply = await client.chat.completions.create(
+        model="bedrock-older",
+        messages=HELLO,
+        response_format=ask,  # type: ignore[arg-type]
+    )
+    assert orjson.loads(reply.choices[0].message.content or "") == {
+        "city": "echo: hello there",
+        "days": 3,
+    }
+    assert reply.choices[0].finish_reason == "stop"
+    sent = upstream.last_request.body
+    assert "outputConfig" not in sent
+    assert sent["toolConfig"]["tools"][0]["toolSpec"]["inputSchema"] == {"json": WEATHER}
+    assert sent["toolConfig"]["toolChoice"] == {"tool": {"name": JSON_TOOL}}
+    stream = await client.chat.completions.create(
+        model="bedrock-older",
+        messages=HELLO,  # type: ignore[arg-type]
+        response_format=ask,  # type: ignore[arg-type]
+        stream=True,
+    )
+    chunks = [chunk async for chunk in stream]
+    assert orjson.loads(streamed_text(chunks)) == {"city": "echo: hello there", "days": 3}
+    assert streamed_finish(chunks) == "stop"
+    # A forced tool would shut the caller's tools out, and a tool's input is an object.
+    count = len(upstream.requests)
+    for model, response_format in (
+        ("claude-bedrock", {"type": "json_object"}),
+        ("bedrock-older", ask),
+    ):
+        with pytest.raises(openai.BadRequestError) as refused:
+            await client.chat.completions.create(
+                model=model,
+                messages=HELLO,  # type: ignore[arg-type]
+                response_format=response_format,  # type: ignore[arg-type]
+                tools=[LOOKUP],  # type: ignore[list-item]
+            )
+        assert refused.value.body["param"] == "response_format"  # type: ignore[index]
+    listed = {"name": "list", "schema": {"type": "array", "items": {"type": "string"}}}
+    with pytest.raises(openai.BadRequestError) as refused:
+        await client.chat.completions.create(
+            model="bedrock-older",
+            messages=HELLO,  # type: ignore[arg-type]
+            response_format={"type": "json_schema", "json_schema": listed},  # type: ignore[typeddict-item]
+        )
+    assert refused.value.body["param"] == "response_format"  # type: ignore[index]
+    assert len(upstream.requests) == count  # refused before anything was sent
 
 
 async def test_bedrock_errors_map_to_the_envelope(

@@ -6,8 +6,10 @@ fake's token endpoint verifies; one mint serves many calls, and no token reaches
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
+import struct
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -74,6 +76,13 @@ def vertex_config(vertex: FakeVertex, credentials: Path, workdir: Path) -> dict[
                     {"name": "gemini-cached", "upstream": "gemini-2.5-flash+cached-500"},
                     {"name": "claude-sonnet", "upstream": "claude-sonnet-4@20250514"},
                     {"name": "claude-tool", "upstream": "claude-sonnet-4@20250514+tool"},
+                    {
+                        "name": "claude-thinks",
+                        "upstream": "claude-opus-4@20250514+thinking+cache-5-2",
+                    },
+                    {"name": "claude-broken", "upstream": "claude-opus-4@20250514+fail-400"},
+                    {"name": "vertex-embed", "upstream": "text-embedding-005"},
+                    {"name": "gemini-embed", "upstream": "gemini-embedding-001"},
                 ],
                 "timeouts": {"connect": 2, "read": 5},
             }
@@ -90,6 +99,18 @@ def vertex_config(vertex: FakeVertex, credentials: Path, workdir: Path) -> dict[
             },
             {"name": "claude-sonnet"},
             {"name": "claude-tool"},
+            {
+                "name": "claude-thinks",
+                "prices": {
+                    "input_per_1k": "0.003",
+                    "output_per_1k": "0.015",
+                    "cached_input_per_1k": "0.0003",
+                    "cache_write_per_1k": "0.00375",
+                },
+            },
+            {"name": "claude-broken"},
+            {"name": "vertex-embed", "kind": "embedding", "prices": {"input_per_1k": "0.001"}},
+            {"name": "gemini-embed", "kind": "embedding", "prices": {"input_per_1k": "0.001"}},
         ],
     }
 
@@ -200,6 +221,196 @@ async def test_claude_on_vertex_through_raw_predict(
     )
     assert gemini.content[0].type == "text" and gemini.content[0].text == "echo: hi"
     assert vertex.mints == 1
+
+
+CLAUDE_PRICE = {"input": 3000, "output": 15000, "cached": 300, "write": 3750}
+"""claude-thinks' prices in nano-dollars a token."""
+
+
+async def test_a_messages_call_to_claude_on_vertex_is_passed_through(
+    gateway: Gateway, key: str, vertex: FakeVertex
+) -> None:
+    messages = gateway.claude(key)
+    extra = {"future_field": {"kept": [1, 2]}}
+    reply = await messages.messages.create(
+        model="claude-thinks",
+        max_tokens=64,
+        system="Be brief.",
+        metadata={"user_id": "u-1"},
+        messages=[{"role": "user", "content": "hello there"}],
+        extra_body=extra,
+        extra_headers={"anthropic-beta": "context-1m-2025-08-07"},
+    )
+    sent = vertex.last_request
+    assert sent.path == (
+        "/v1/projects/parley-test/locations/us-east5/publishers/anthropic/models/"
+        "claude-opus-4@20250514+thinking+cache-5-2:rawPredict"
+    )
+    assert sent.body == {
+        "anthropic_version": "vertex-2023-10-16",
+        "max_tokens": 64,
+        "system": "Be brief.",
+        "metadata": {"user_id": "u-1"},
+        "messages": [{"role": "user", "content": "hello there"}],
+        "future_field": {"kept": [1, 2]},
+    }
+    assert sent.headers["anthropic-beta"] == "context-1m-2025-08-07"
+    assert sent.headers["Authorization"].removeprefix("Bearer ") in vertex.tokens
+    # Thinking and its signature come back whole: a translation would drop the signature.
+    assert [block.type for block in reply.content] == ["thinking", "text"]
+    assert reply.content[0].signature  # type: ignore[union-attr]
+    assert reply.model == "claude-thinks"
+    assert reply.usage.input_tokens == 4 and reply.usage.output_tokens == 6
+    caller_body = {
+        "model": "claude-thinks",
+        "max_tokens": 64,
+        "stream": True,
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "hello there"}]}],
+        "future_field": "x",
+    }
+    async with messages.messages.stream(
+        model="claude-thinks",
+        max_tokens=64,
+        messages=caller_body["messages"],  # type: ignore[arg-type]
+        extra_body={"future_field": "x"},
+    ) as events:
+        final = await events.get_final_message()
+    assert [block.type for block in final.content] == ["thinking", "text"]
+    assert final.model == "claude-thinks"
+    streamed = vertex.last_request
+    assert streamed.path.endswith("claude-opus-4@20250514+thinking+cache-5-2:streamRawPredict")
+    expected = {k: v for k, v in caller_body.items() if k != "model"}
+    assert streamed.body == {**expected, "anthropic_version": "vertex-2023-10-16"}
+    assert "anthropic-beta" not in streamed.headers
+    found = [r for r in await records(gateway) if r.model == "claude-thinks"]
+    # The upstream's counts (the stream has no system prompt: 2 input words, not 4),
+    # cache reads and writes priced as such.
+    assert sorted(
+        (r.prompt_tokens, r.cached_tokens, r.cache_write_tokens, r.completion_tokens) for r in found
+    ) == [(2 + 5 + 2, 5, 2, 6), (4 + 5 + 2, 5, 2, 6)]
+    assert not any(r.estimated for r in found)
+    assert sorted(r.cost_nanos for r in found) == [
+        words * CLAUDE_PRICE["input"]
+        + 5 * CLAUDE_PRICE["cached"]
+        + 2 * CLAUDE_PRICE["write"]
+        + 6 * CLAUDE_PRICE["output"]
+        for words in (2, 4)
+    ]
+
+
+async def test_claude_on_vertex_counts_tokens_and_refuses_in_anthropics_envelope(
+    gateway: Gateway, key: str, vertex: FakeVertex
+) -> None:
+    messages = gateway.claude(key)
+    counted = await messages.messages.count_tokens(
+        model="claude-thinks",
+        system="one two",
+        messages=[{"role": "user", "content": "three four five"}],
+    )
+    assert counted.input_tokens == 5
+    sent = vertex.last_request
+    assert sent.path == (
+        "/v1/projects/parley-test/locations/us-east5/publishers/anthropic/models/"
+        "count-tokens:rawPredict"
+    )
+    assert sent.body == {
+        "anthropic_version": "vertex-2023-10-16",
+        "model": "claude-opus-4@20250514+thinking+cache-5-2",
+        "system": "one two",
+        "messages": [{"role": "user", "content": "three four five"}],
+    }
+    status, body = await call(
+        gateway,
+        "POST",
+        "/v1/messages",
+        key,
+        json={"model": "claude-broken", "max_tokens": 8, "messages": HELLO},
+    )
+    assert status == 400
+    assert body["type"] == "error" and body["error"]["type"] == "invalid_request_error"
+    assert "Fake failure" in body["error"]["message"]
+    status, body = await call(
+        gateway,
+        "POST",
+        "/v1/messages",
+        key,
+        json={"model": "claude-broken", "max_tokens": 8, "messages": HELLO, "stream": True},
+    )
+    assert status == 400 and body["type"] == "error"
+
+
+async def test_embeddings_on_vertex_through_predict_billed_by_its_token_counts(
+    gateway: Gateway, key: str, vertex: FakeVertex
+) -> None:
+    client = gateway.client(key)
+    embedded = await client.embeddings.create(
+        model="vertex-embed",
+        input=["one two", "three"],
+        dimensions=4,
+        extra_body={"task_type": "RETRIEVAL_DOCUMENT"},
+    )
+    assert [item.embedding for item in embedded.data] == [
+        [7.0, 2.0, 0.5, 0.5],
+        [5.0, 1.0, 0.5, 0.5],
+    ]
+    assert embedded.usage.prompt_tokens == 3 and embedded.usage.total_tokens == 3
+    sent = vertex.last_request
+    assert sent.path == (
+        "/v1/projects/parley-test/locations/us-east5/publishers/google/models/"
+        "text-embedding-005:predict"
+    )
+    assert sent.body == {
+        "instances": [
+            {"content": "one two", "task_type": "RETRIEVAL_DOCUMENT"},
+            {"content": "three", "task_type": "RETRIEVAL_DOCUMENT"},
+        ],
+        "parameters": {"outputDimensionality": 4},
+    }
+    assert sent.headers["Authorization"].removeprefix("Bearer ") in vertex.tokens
+    # The SDK asks for base64 by default: Parley encodes Vertex's numbers so.
+    status, body = await call(
+        gateway,
+        "POST",
+        "/v1/embeddings",
+        key,
+        json={"model": "vertex-embed", "input": "four words in here", "encoding_format": "base64"},
+    )
+    assert status == 200
+    vector = base64.b64decode(body["data"][0]["embedding"])
+    assert struct.unpack("<3f", vector) == (18.0, 4.0, 0.5)
+    assert body["usage"] == {"prompt_tokens": 4, "total_tokens": 4}
+    assert vertex.last_request.body == {"instances": [{"content": "four words in here"}]}
+    found = [r for r in await records(gateway) if r.model == "vertex-embed"]
+    assert [(r.prompt_tokens, r.estimated, r.cost_nanos) for r in found] == [
+        (3, False, 3 * 1000),
+        (4, False, 4 * 1000),
+    ]
+
+
+async def test_gemini_embeddings_on_vertex_take_one_text_a_call(
+    gateway: Gateway, key: str, vertex: FakeVertex
+) -> None:
+    client = gateway.client(key)
+    texts = [f"text number {n}" for n in range(11)]
+    embedded = await client.embeddings.create(model="gemini-embed", input=texts)
+    assert [item.index for item in embedded.data] == list(range(11))
+    assert [item.embedding[0] for item in embedded.data] == [float(len(t)) for t in texts]
+    assert embedded.usage.prompt_tokens == 33
+    predicts = [r for r in vertex.requests if r.path.endswith("gemini-embedding-001:predict")]
+    assert sorted(r.body["instances"][0]["content"] for r in predicts) == sorted(texts)
+    # Vertex's refusal is the caller's 400; token ids have no Vertex form.
+    status, body = await call(
+        gateway,
+        "POST",
+        "/v1/embeddings",
+        key,
+        json={"model": "vertex-embed", "input": " ".join(["w"] * 30), "auto_truncate": False},
+    )
+    assert status == 400 and "limit" in body["error"]["message"]
+    status, body = await call(
+        gateway, "POST", "/v1/embeddings", key, json={"model": "vertex-embed", "input": [1, 2]}
+    )
+    assert status == 400 and body["error"]["param"] == "input"
 
 
 async def test_a_token_the_upstream_refuses_is_the_channels_fault(

@@ -214,7 +214,9 @@ CASES = [
         tool_knob="tool",
         cached_knob="cache-1000-0",
         cached_usage=(1002, 3, 1000),
-        json_sent=None,
+        json_sent=lambda body: (
+            body["toolConfig"]["toolChoice"] == {"tool": {"name": "parley_json_output"}}
+        ),
         bad_knob="fail-ValidationException",
         down_knob="fail-ServiceUnavailableException",
     ),

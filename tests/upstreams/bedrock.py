@@ -17,7 +17,12 @@ Bedrock's: the status, ``x-amzn-ErrorType: <Name>:http://internal.amazon.com/...
 without ``toolConfig``, an image format) is a 400 ``ValidationException``.
 
 The reply echoes the last user message's text, word by word (``"echo: ..."``), cut at
-``inferenceConfig.maxTokens`` words (``stopReason: max_tokens``). Usage counts words:
+``inferenceConfig.maxTokens`` words (``stopReason: max_tokens``). Structured output is
+honoured: with ``outputConfig.textFormat`` (``type: json_schema``, the schema a JSON
+string under ``structure.jsonSchema.schema``) the text is a JSON instance of the schema,
+and a ``toolChoice`` naming a tool makes the reply that tool's call alone, its input an
+instance of the tool's ``inputSchema`` (``instance``: strings are the echo, numbers its
+word count; an object without properties is ``{"echo": ...}``). Usage counts words:
 ``inputTokens`` every text word of the system and the messages, ``outputTokens`` the
 words produced. Knobs, as ``+``-separated parts of the model id after its first part:
 
@@ -40,6 +45,7 @@ Each frame is written in two pieces, cut mid-frame, so a reader must join them.
 from __future__ import annotations
 
 import itertools
+import json
 import struct
 import zlib
 from dataclasses import dataclass, field, replace
@@ -245,7 +251,12 @@ class FakeBedrock(FakeServer):
         return None
 
     def _reply(self, body: JSON, behaviour: Behaviour) -> JSON:
-        words = f"echo: {last_user_text(body, _texts)}".split()
+        echo = f"echo: {last_user_text(body, _texts)}"
+        text_format = (body.get("outputConfig") or {}).get("textFormat")
+        if text_format is not None:
+            schema = orjson.loads(text_format["structure"]["jsonSchema"]["schema"])
+            echo = json.dumps(instance(schema, echo))
+        words = echo.split()
         limit = (body.get("inferenceConfig") or {}).get("maxTokens")
         stop = "guardrail_intervened" if behaviour.guardrail else "end_turn"
         if isinstance(limit, int) and len(words) > limit:
@@ -255,10 +266,19 @@ class FakeBedrock(FakeServer):
             thought = {"text": "".join(THOUGHT), "signature": SIGNATURE}
             content.append({"reasoningContent": {"reasoningText": thought}})
         text = " ".join(words)
-        content.append({"text": text})
         tools = (body.get("toolConfig") or {}).get("tools") or []
         specs = [tool["toolSpec"] for tool in tools if "toolSpec" in tool]
-        if behaviour.tool and specs and not _tool_result_last(body):
+        forced = ((body.get("toolConfig") or {}).get("toolChoice") or {}).get("tool")
+        if forced is not None:  # a forced tool's call is the whole reply, without text
+            spec = next(spec for spec in specs if spec["name"] == forced["name"])
+            arguments = instance(spec["inputSchema"]["json"], echo)
+            use = {"toolUseId": f"tooluse_{next(self._ids)}", "name": spec["name"],
+                   "input": arguments}  # fmt: skip
+            content.append({"toolUse": use})
+            words, stop = json.dumps(arguments).split(), "tool_use"
+        else:
+            content.append({"text": text})
+        if behaviour.tool and specs and not forced and not _tool_result_last(body):
             use = {"toolUseId": f"tooluse_{next(self._ids)}", "name": specs[0]["name"],
                    "input": {"query": text}}  # fmt: skip
             content.append({"toolUse": use})
@@ -360,10 +380,59 @@ def _validate(body: Any) -> str | None:
     if unknown:
         return f"inferenceConfig: unknown fields {sorted(unknown)}"
     unknown = set(body) - {"messages", "system", "inferenceConfig", "toolConfig",
-                           "additionalModelRequestFields", "guardrailConfig"}  # fmt: skip
+                           "additionalModelRequestFields", "guardrailConfig",
+                           "outputConfig"}  # fmt: skip
     if unknown:
         return f"Malformed input request: unknown fields {sorted(unknown)}"
+    return _validate_output(body) or _validate_tool_choice(body)
+
+
+def _validate_output(body: JSON) -> str | None:
+    """``outputConfig.textFormat``: ``type: json_schema`` and a ``structure`` whose one
+    member, ``jsonSchema``, holds the schema as a JSON string (an object schema)."""
+    if "outputConfig" not in body:
+        return None
+    text_format = body["outputConfig"].get("textFormat")
+    if not isinstance(text_format, dict) or text_format.get("type") != "json_schema":
+        return "outputConfig.textFormat.type: must be json_schema"
+    structure = text_format.get("structure")
+    if not isinstance(structure, dict) or set(structure) != {"jsonSchema"}:
+        return "outputConfig.textFormat.structure: exactly one member, jsonSchema"
+    schema = structure["jsonSchema"].get("schema")
+    if not isinstance(schema, str):
+        return "outputConfig.textFormat.structure.jsonSchema.schema: must be a string"
+    try:
+        parsed = orjson.loads(schema)
+    except orjson.JSONDecodeError:
+        return "outputConfig.textFormat.structure.jsonSchema.schema: not valid JSON"
+    return None if isinstance(parsed, dict) else "The JSON schema must be an object"
+
+
+def _validate_tool_choice(body: JSON) -> str | None:
+    config = body.get("toolConfig") or {}
+    choice = (config.get("toolChoice") or {}).get("tool")
+    names = [tool["toolSpec"]["name"] for tool in config.get("tools") or () if "toolSpec" in tool]
+    if choice is not None and choice.get("name") not in names:
+        return "toolConfig.toolChoice.tool.name: must name one of the tools"
     return None
+
+
+def instance(schema: Any, echo: str) -> Any:
+    """A value the schema accepts, made of the echo: strings are it, numbers its word
+    count, an object without properties ``{"echo": <it>}``."""
+    kind = schema.get("type") if isinstance(schema, dict) else None
+    if kind == "object":
+        properties = schema.get("properties")
+        if not properties:
+            return {"echo": echo}
+        return {name: instance(inner, echo) for name, inner in properties.items()}
+    if kind == "array":
+        return [instance(schema.get("items") or {"type": "string"}, echo)]
+    if kind in ("integer", "number"):
+        return len(echo.split())
+    if kind == "boolean":
+        return True
+    return echo
 
 
 def _texts(content: Any) -> list[str]:

@@ -16,7 +16,10 @@ expired. It answers ``{"access_token", "expires_in", "token_type"}`` (``expires_
 ``POST /v1/projects/{p}/locations/{r}/publishers/google/models/{model}:{method}`` is the
 Gemini fake's model (``tests/upstreams/gemini.py``, same knobs); ``publishers/anthropic``
 ``:rawPredict`` / ``:streamRawPredict`` is the Anthropic fake's, for a body with
-``anthropic_version: vertex-2023-10-16`` and no ``model``. Every call needs
+``anthropic_version: vertex-2023-10-16`` and no ``model`` (``stream: true`` exactly for
+``:streamRawPredict``); ``models/count-tokens:rawPredict`` counts a Messages body that
+names its ``model``, as the Anthropic fake counts. ``publishers/google`` ``:predict``
+is the text-embeddings API (``predict``, below). Every call needs
 ``Authorization: Bearer <a token this fake issued, unexpired>`` (else 401
 ``UNAUTHENTICATED``) and the configured project and region (else 404).
 """
@@ -38,8 +41,9 @@ from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
 
 from tests.upstreams.anthropic import FakeAnthropic, error_body
 from tests.upstreams.anthropic import _events as anthropic_events
+from tests.upstreams.anthropic import _texts as anthropic_texts
 from tests.upstreams.gemini import GoogleContent, google_error, stream
-from tests.upstreams.server import FakeServer, json_reply, received
+from tests.upstreams.server import FakeServer, input_words, json_reply, received
 
 GRANT = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 SCOPE = "https://www.googleapis.com/auth/cloud-platform"
@@ -125,6 +129,8 @@ class FakeVertex(FakeServer):
             return await self._claude(request, body, model, method)
         if info["publisher"] != "google":
             return json_reply(404, google_error(404, "Publisher not found."))
+        if method == "predict":
+            return predict(body, model)
         return await self.content.answer(request, body, model, method)
 
     async def _claude(
@@ -136,9 +142,17 @@ class FakeVertex(FakeServer):
             return json_reply(
                 400, error_body("invalid_request_error", "anthropic_version: vertex-2023-10-16")
             )
+        if model == "count-tokens":
+            if method != "rawPredict" or not isinstance(body.get("model"), str):
+                return json_reply(400, error_body("invalid_request_error", "model: required"))
+            return json_reply(200, {"input_tokens": input_words(body, anthropic_texts)})
         if "model" in body:
             return json_reply(
                 400, error_body("invalid_request_error", "model: Extra inputs are not permitted")
+            )
+        if (method == "streamRawPredict") != (body.get("stream") is True):
+            return json_reply(
+                400, error_body("invalid_request_error", "stream: streamRawPredict streams")
             )
         behaviour = self.claude.behaviour.with_model(model)
         if behaviour.fail is not None:
@@ -149,6 +163,47 @@ class FakeVertex(FakeServer):
         if method == "rawPredict":
             return json_reply(200, reply)
         return await stream(request, anthropic_events(reply))
+
+
+TASK_TYPES = frozenset({
+    "RETRIEVAL_QUERY", "RETRIEVAL_DOCUMENT", "SEMANTIC_SIMILARITY", "CLASSIFICATION",
+    "CLUSTERING", "QUESTION_ANSWERING", "FACT_VERIFICATION", "CODE_RETRIEVAL_QUERY",
+})  # fmt: skip
+
+
+def predict(body: Any, model: str) -> web.Response:
+    """The text-embeddings ``predict``: each vector is ``[characters, words, 0.5, ...]``
+    of ``parameters.outputDimensionality`` values (3 by default), its ``token_count`` the
+    words; ``gemini-embedding-*`` takes one instance a call, others up to 250. An
+    ``autoTruncate: false`` instance longer than 20 words is a 400, as Vertex refuses
+    an input over the model's limit."""
+    instances = body.get("instances") if isinstance(body, dict) else None
+    if not isinstance(instances, list) or not instances:
+        return json_reply(400, google_error(400, "instances must be a non-empty list."))
+    limit = 1 if model.startswith("gemini-embedding") else 250
+    if len(instances) > limit:
+        return json_reply(400, google_error(400, f"At most {limit} instances per request."))
+    parameters = body.get("parameters") or {}
+    if set(body) - {"instances", "parameters"} or set(parameters) - {
+        "outputDimensionality",
+        "autoTruncate",
+    }:
+        return json_reply(400, google_error(400, "Unknown field in the request."))
+    size = parameters.get("outputDimensionality") or 3
+    predictions = []
+    for instance in instances:
+        text = instance.get("content") if isinstance(instance, dict) else None
+        if not isinstance(text, str) or set(instance) - {"content", "task_type", "title"}:
+            return json_reply(400, google_error(400, "Each instance needs a string content."))
+        if instance.get("task_type", "RETRIEVAL_QUERY") not in TASK_TYPES:
+            return json_reply(400, google_error(400, "Unknown task_type."))
+        words = len(text.split())
+        if parameters.get("autoTruncate") is False and words > 20:
+            return json_reply(400, google_error(400, "Input is longer than the model's limit."))
+        values = [float(len(text)), float(words)] + [0.5] * (size - 2)
+        statistics = {"token_count": words, "truncated": False}
+        predictions.append({"embeddings": {"values": values[:size], "statistics": statistics}})
+    return json_reply(200, {"predictions": predictions, "metadata": {"billableCharacterCount": 9}})
 
 
 def _unb64(text: str) -> bytes:

@@ -95,6 +95,9 @@ class AnthropicAdapter:
         reader = CompletionChunks(MessagesToChat(self._bounds.max_event_bytes))
         return self._stream(target, payload, None, Chained(reader, translator))
 
+    def relays(self, target: Target) -> bool:
+        return True
+
     async def messages(self, target: Target, body: JSON, beta: str | None) -> JSON:
         return await self._reply(target, MESSAGES_PATH, {**body, "model": target.model}, beta)
 

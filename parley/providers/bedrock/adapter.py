@@ -8,6 +8,11 @@ model id percent-encoded, and signed with AWS Signature Version 4 (service
 are read into chat chunks (``dialects/converse_to_chat.py``), which a caller of another
 dialect's translator renders (``Chained``). Classic completions are sent as one user
 turn, as for Anthropic. Errors map by Bedrock's exception names (``refusal.py``).
+
+JSON output follows the channel's ``aws.structured_output``: a ``json_schema`` goes as
+Converse's native ``outputConfig``, or by a forced tool (as ``json_object`` always
+does), whose input comes back as the reply's text, whole and streamed
+(``dialects/bedrock_converse.py``).
 """
 
 from __future__ import annotations
@@ -57,7 +62,7 @@ class BedrockAdapter:
         """One signer per channel's credentials, which keeps the day's signing key."""
 
     async def chat(self, target: Target, body: JSON) -> JSON:
-        payload = _translated(body)
+        payload, json_output = _translated(body, target)
         with upstream_errors(target.channel):
             reply = await self._send(target, "converse", payload)
             raw = await reply.read(self._bounds.max_reply_bytes)
@@ -66,14 +71,17 @@ class BedrockAdapter:
             found = upstream_json.loads(raw)
         if not isinstance(found, dict):
             raise _malformed(target.channel)
-        return openai_chat_reply.encode_reply(bedrock_converse.decode_reply(found, target.model))
+        answer = bedrock_converse.decode_reply(found, target.model, json_output)
+        return openai_chat_reply.encode_reply(answer)
 
     def chat_translated(
         self, target: Target, body: JSON, translator: ChunkTranslator[T]
     ) -> TranslatedStream[T]:
         """A chat stream for a caller of a third dialect: the Converse events read into
         chat chunks, which ``translator`` renders."""
-        return self._stream(target, _translated(body), Chained(self._reader(target), translator))
+        payload, json_output = _translated(body, target)
+        reader = self._reader(target, json_output)
+        return self._stream(target, payload, Chained(reader, translator))
 
     async def completion(self, target: Target, body: JSON) -> JSON:
         return as_completion(await self.chat(target, as_chat(body)))
@@ -81,12 +89,12 @@ class BedrockAdapter:
     def completion_stream(
         self, target: Target, body: JSON, translator: ChunkTranslator[T]
     ) -> TranslatedStream[T]:
-        payload = _translated(as_chat(body))
-        reader = CompletionChunks(self._reader(target))
+        payload, json_output = _translated(as_chat(body), target)
+        reader = CompletionChunks(self._reader(target, json_output))
         return self._stream(target, payload, Chained(reader, translator))
 
-    def _reader(self, target: Target) -> ConverseToChat:
-        return ConverseToChat(self._bounds.max_event_bytes, target.model)
+    def _reader(self, target: Target, json_output: bool) -> ConverseToChat:
+        return ConverseToChat(self._bounds.max_event_bytes, target.model, json_output=json_output)
 
     def _stream(
         self, target: Target, payload: JSON, translator: Translator[T]
@@ -141,12 +149,17 @@ def _origin(base_url: str) -> tuple[str, str, str]:
     return f"{url.scheme}://{host}", host, url.raw_path.rstrip("/")
 
 
-def _translated(body: JSON) -> JSON:
-    """An OpenAI chat body as a Converse body; what Converse cannot say is a 400."""
+def _translated(body: JSON, target: Target) -> tuple[JSON, bool]:
+    """An OpenAI chat body as a Converse body, and whether its JSON output rides in the
+    forced ``JSON_TOOL``; what Converse cannot say is a 400."""
+    aws = target.options
+    structured = aws.structured_output if isinstance(aws, AwsSettings) else "native"
     try:
-        return bedrock_converse.encode_request(openai_chat.decode_request(body))
+        request = openai_chat.decode_request(body)
+        payload = bedrock_converse.encode_request(request, structured)
     except Unsupported as error:
         raise InvalidRequest(error.message, param=error.param) from None
+    return payload, bedrock_converse.json_tool(request, structured)
 
 
 def _secret(target: Target) -> str | None:

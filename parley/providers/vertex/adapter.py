@@ -8,16 +8,24 @@ model's name: ``claude-*`` models are Anthropic's, others Google's, and an expli
 ``anthropic/`` or ``google/`` prefix says it outright.
 
 Google's models speak ``generateContent`` (the Gemini adapter with a ``VertexEndpoint``;
-Vertex fetches images by URL). Anthropic's speak Messages through ``rawPredict`` and
-``streamRawPredict``: the Anthropic codec's body without ``model`` (it is in the URL) and
-with ``anthropic_version: vertex-2023-10-16``, read back as on an Anthropic channel.
+Vertex fetches images by URL), and its embedding models ``predict`` (``embeddings.py``).
+Anthropic's speak Messages through ``rawPredict`` and ``streamRawPredict``: an OpenAI
+caller's body is the Anthropic codec's, and a Messages caller's is passed through as to an
+``anthropic`` channel (its ``anthropic-beta`` header with it), each with Vertex's two
+differences: no ``model`` (it is in the URL) and ``anthropic_version: vertex-2023-10-16``
+in the body. ``count_tokens`` is Vertex's ``count-tokens:rawPredict``, which names the
+model in the body.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+import asyncio
+from collections.abc import Awaitable, Coroutine
 from typing import TypeVar
 
+import orjson
+
+from parley import upstream_json
 from parley.dialects import anthropic_messages_reply, openai_chat_reply
 from parley.dialects.messages_to_chat import MessagesToChat
 from parley.dialects.translator import Chained, ChunkTranslator, Translator
@@ -27,15 +35,20 @@ from parley.http import HttpClient, Prepared, Reply, prepare
 from parley.providers.anthropic.adapter import messages_body
 from parley.providers.anthropic.completions import CompletionChunks, as_chat, as_completion
 from parley.providers.anthropic.refusal import stream_failure as messages_failure
-from parley.providers.base import ReplyBounds, Target
-from parley.providers.gemini.adapter import HEADERS, GeminiAdapter, endpoint_reply, post
+from parley.providers.base import ReplyBounds, Target, upstream_errors
+from parley.providers.gemini.adapter import HEADERS, GeminiAdapter, endpoint_reply
 from parley.providers.gemini.refusal import google_refusal
-from parley.providers.openai.answers import faults
+from parley.providers.openai.answers import faults, malformed
 from parley.providers.translated import TranslatedStream
+from parley.providers.vertex import embeddings
 from parley.providers.vertex.channels import VertexChannels
 
 T = TypeVar("T")
 ANTHROPIC_VERSION = "vertex-2023-10-16"
+COUNT_TOKENS = "count-tokens"
+"""The Anthropic publisher's token-counting model, called by ``rawPredict``."""
+CONCURRENT_PREDICTS = 8
+"""The most embedding ``predict`` calls one request has under way at once."""
 
 
 def publisher(model: str) -> tuple[str, str]:
@@ -54,15 +67,22 @@ class VertexEndpoint:
     def __init__(self, channels: VertexChannels) -> None:
         self._channels = channels
 
-    async def head(self, target: Target, method: str) -> Prepared:
+    async def head(
+        self, target: Target, method: str, *, model: str | None = None, beta: str | None = None
+    ) -> Prepared:
+        """The head for ``method`` of the target's model (or of ``model``, another of its
+        publisher's, as ``count-tokens``), with a caller's ``anthropic-beta``."""
         channel = self._channels.of(target)
-        owner, model = publisher(target.model)
+        owner, name = publisher(target.model)
         url = (
             f"{target.base_url}/projects/{channel.project}/locations/{channel.region}"
-            f"/publishers/{owner}/models/{model}:{method}"
+            f"/publishers/{owner}/models/{model or name}:{method}"
         )
         token = await channel.tokens.token()
-        return prepare("POST", url, {**HEADERS, "Authorization": f"Bearer {token}"})
+        headers = {**HEADERS, "Authorization": f"Bearer {token}"}
+        if beta is not None:
+            headers["anthropic-beta"] = beta
+        return prepare("POST", url, headers)
 
     def refused(self, target: Target, status: int) -> None:
         """A 401 says the token was refused (revoked, or the clock is off): the next call
@@ -72,9 +92,10 @@ class VertexEndpoint:
 
 
 class VertexAdapter:
-    """``Chat``, ``ChatTranslation`` and ``Completion``, by the model's publisher."""
+    """``Chat``, ``ChatTranslation`` and ``Completion``, by the model's publisher,
+    ``Embeddings`` (Google's embedding models) and ``Messages`` (Anthropic's)."""
 
-    __slots__ = ("_claude", "_gemini")
+    __slots__ = ("_bounds", "_claude", "_endpoint", "_gemini", "_http")
 
     def __init__(
         self,
@@ -83,7 +104,9 @@ class VertexAdapter:
         channels: VertexChannels,
         default_max_tokens: int,
     ) -> None:
-        endpoint = VertexEndpoint(channels)
+        endpoint = self._endpoint = VertexEndpoint(channels)
+        self._http = http
+        self._bounds = bounds or ReplyBounds()
         self._gemini = GeminiAdapter(http, bounds, endpoint, remote_images=True)
         self._claude = VertexClaude(http, bounds, endpoint, default_max_tokens)
 
@@ -106,6 +129,81 @@ class VertexAdapter:
     ) -> TranslatedStream[T]:
         return self._adapter(target).completion_stream(target, body, translator)
 
+    def relays(self, target: Target) -> bool:
+        """Messages calls are passed through to Anthropic's models, translated for
+        Google's."""
+        return publisher(target.model)[0] == "anthropic"
+
+    async def messages(self, target: Target, body: JSON, beta: str | None) -> JSON:
+        return await self._claude.messages(target, body, beta)
+
+    def messages_stream(
+        self, target: Target, body: JSON, beta: str | None, translator: Translator[T]
+    ) -> TranslatedStream[T]:
+        return self._claude.messages_stream(target, body, beta, translator)
+
+    async def count_tokens(self, target: Target, body: JSON, beta: str | None) -> int:
+        return await self._claude.count_tokens(target, body, beta)
+
+    async def embeddings(self, target: Target, body: JSON) -> JSON:
+        """OpenAI's embeddings call through ``predict``, in as many calls as the model
+        takes texts (``CONCURRENT_PREDICTS`` at a time); usage is the tokens Vertex
+        counted."""
+        texts = embeddings.texts_of(body)
+        payloads = [
+            embeddings.predict_request(batch, body)
+            for batch in embeddings.batches(target.model, texts)
+        ]
+        vectors: list[list[float]] = []
+        tokens: int | None = 0
+        for start in range(0, len(payloads), CONCURRENT_PREDICTS):
+            group = payloads[start : start + CONCURRENT_PREDICTS]
+            for found in await _together([self._predict(target, one) for one in group]):
+                read = embeddings.read_predictions(found)
+                if read is None:
+                    raise _unreadable(target)
+                vectors.extend(read[0])
+                tokens = None if tokens is None or read[1] is None else tokens + read[1]
+        if len(vectors) != len(texts):
+            raise _unreadable(target)
+        data = [
+            {"object": "embedding", "index": index, "embedding": vector}
+            for index, vector in enumerate(vectors)
+        ]
+        reply: JSON = {"object": "list", "data": data, "model": target.model}
+        if tokens is not None:
+            reply["usage"] = {"prompt_tokens": tokens, "total_tokens": tokens}
+        return reply
+
+    def _predict(self, target: Target, payload: JSON) -> Coroutine[None, None, JSON]:
+        return endpoint_reply(
+            self._http,
+            self._endpoint,
+            target,
+            "predict",
+            payload,
+            bounds=self._bounds,
+            secret=None,
+        )
+
+
+async def _together(calls: list[Coroutine[None, None, JSON]]) -> list[JSON]:
+    """The calls' replies, in order; the first failure cancels the others and is raised."""
+    tasks = [asyncio.ensure_future(call) for call in calls]
+    try:
+        return await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
+def _unreadable(target: Target) -> UpstreamError:
+    return UpstreamError(
+        f"The upstream channel `{target.channel}` sent embeddings that could not be read."
+    )
+
 
 class VertexClaude:
     """Anthropic's models on Vertex AI: Messages bodies through ``rawPredict``."""
@@ -125,20 +223,41 @@ class VertexClaude:
         self._default_max_tokens = default_max_tokens
 
     async def chat(self, target: Target, body: JSON) -> JSON:
-        reply = await self._reply(target, self._translated(target, body))
+        reply = await self._reply(target, "rawPredict", self._translated(target, body))
         return openai_chat_reply.encode_reply(anthropic_messages_reply.decode_reply(reply))
 
     def chat_translated(
         self, target: Target, body: JSON, translator: ChunkTranslator[T]
     ) -> TranslatedStream[T]:
         reader = MessagesToChat(self._bounds.max_event_bytes)
-        return self._stream(target, body, Chained(reader, translator))
+        payload = self._translated(target, body)
+        return self._stream(target, payload, None, Chained(reader, translator))
 
     def completion_stream(
         self, target: Target, body: JSON, translator: ChunkTranslator[T]
     ) -> TranslatedStream[T]:
         reader = CompletionChunks(MessagesToChat(self._bounds.max_event_bytes))
-        return self._stream(target, as_chat(body), Chained(reader, translator))
+        payload = self._translated(target, as_chat(body))
+        return self._stream(target, payload, None, Chained(reader, translator))
+
+    def messages(self, target: Target, body: JSON, beta: str | None) -> Awaitable[JSON]:
+        """A Messages caller's whole ``message``, its body passed through."""
+        return self._reply(target, "rawPredict", _relayed(body), beta)
+
+    def messages_stream(
+        self, target: Target, body: JSON, beta: str | None, translator: Translator[T]
+    ) -> TranslatedStream[T]:
+        """A Messages caller's stream, its body passed through and the events' bytes fed
+        to ``translator`` (``MessagesRelay``)."""
+        return self._stream(target, _relayed(body), beta, translator)
+
+    async def count_tokens(self, target: Target, body: JSON, beta: str | None) -> int:
+        payload = {**_relayed(body), "model": publisher(target.model)[1]}
+        reply = await self._reply(target, "rawPredict", payload, beta, model=COUNT_TOKENS)
+        tokens = reply.get("input_tokens")
+        if not isinstance(tokens, int):
+            raise UpstreamError(f"The upstream channel `{target.channel}` sent no token count.")
+        return tokens
 
     def _translated(self, target: Target, body: JSON) -> JSON:
         """An OpenAI chat body as a Vertex Messages body: the model is in the URL, and the
@@ -148,26 +267,46 @@ class VertexClaude:
         payload["anthropic_version"] = ANTHROPIC_VERSION
         return payload
 
-    def _post(self, target: Target, method: str, payload: JSON) -> Awaitable[Reply]:
-        return post(self._http, self._endpoint, target, method, payload)
+    async def _reply(
+        self,
+        target: Target,
+        method: str,
+        payload: JSON,
+        beta: str | None = None,
+        *,
+        model: str | None = None,
+    ) -> JSON:
+        with upstream_errors(target.channel):
+            head = await self._endpoint.head(target, method, model=model, beta=beta)
+            response = await self._http.send(
+                head,
+                orjson.dumps(payload),
+                connect_timeout=target.connect_timeout,
+                read_timeout=target.read_timeout,
+            )
+            raw = await response.read(self._bounds.max_reply_bytes)
+            if response.status >= 300:
+                self._endpoint.refused(target, response.status)
+                raise google_refusal(target.channel, response.status, raw, None, response.headers)
+            reply = upstream_json.loads(raw)
+        if not isinstance(reply, dict):
+            raise malformed(target.channel)
+        return reply
 
-    def _reply(self, target: Target, payload: JSON) -> Awaitable[JSON]:
-        return endpoint_reply(
-            self._http,
-            self._endpoint,
-            target,
-            "rawPredict",
-            payload,
-            bounds=self._bounds,
-            secret=None,
-        )
-
-    def _stream(self, target: Target, body: JSON, translator: Translator[T]) -> TranslatedStream[T]:
-        payload = {**self._translated(target, body), "stream": True}
+    def _stream(
+        self, target: Target, payload: JSON, beta: str | None, translator: Translator[T]
+    ) -> TranslatedStream[T]:
+        payload = {**payload, "stream": True}
         limit = self._bounds.max_reply_bytes
 
-        def send() -> Awaitable[Reply]:
-            return self._post(target, "streamRawPredict", payload)
+        async def send() -> Reply:
+            head = await self._endpoint.head(target, "streamRawPredict", beta=beta)
+            return await self._http.send(
+                head,
+                orjson.dumps(payload),
+                connect_timeout=target.connect_timeout,
+                read_timeout=target.stream_timeout,
+            )
 
         async def start(reply: Reply) -> None:
             if reply.status >= 300:
@@ -181,3 +320,11 @@ class VertexClaude:
 
         fault = faults(target, messages_failure)
         return TranslatedStream(target.channel, send, start, translator, fault)
+
+
+def _relayed(body: JSON) -> JSON:
+    """A Messages caller's body as Vertex takes it: as it came, but for ``model`` (in the
+    URL) and with Vertex's ``anthropic_version`` (in the body, not a header)."""
+    relayed = {name: value for name, value in body.items() if name != "model"}
+    relayed["anthropic_version"] = ANTHROPIC_VERSION
+    return relayed

@@ -68,7 +68,7 @@ USED = [
           "parallel_tool_calls": False}, "parallel_tool_calls"),
         ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {
             "url": "data:image/bmp;base64,AAAA"}}]}]}, "messages"),
-        ({"messages": [{"role": "user", "content": "x"}],
+        ({"messages": [{"role": "user", "content": "x"}], "tools": TOOLS,
           "response_format": {"type": "json_object"}}, "response_format"),
     ],
 )  # fmt: skip

@@ -9,6 +9,7 @@ import zlib
 
 import pytest
 
+from parley.dialects.bedrock_converse import JSON_TOOL
 from parley.dialects.converse_to_chat import ConverseToChat
 from parley.dialects.eventstream import EventStreamDecoder, Frame
 from tests.upstreams.bedrock import event_frame, exception_frame, frame
@@ -157,6 +158,37 @@ def test_converse_events_become_chat_chunks_in_any_split() -> None:
         assert usage is not None and (usage.cached_tokens, usage.cache_write_tokens) == (10, 2)
     one_by_one = ConverseToChat(LIMIT, "m", created=1)
     assert chunks_of(one_by_one, [data[i : i + 1] for i in range(len(data))]) == expected
+
+
+def test_the_forced_json_tools_input_is_content_in_any_split() -> None:
+    use = {"toolUseId": "t1", "name": JSON_TOOL}
+    data = b"".join(
+        (
+            event_frame("messageStart", {"role": "assistant"}),
+            event_frame("contentBlockStart", {"contentBlockIndex": 0, "start": {"toolUse": use}}),
+            event_frame("contentBlockDelta",
+                        {"contentBlockIndex": 0, "delta": {"toolUse": {"input": '{"city":'}}}),
+            event_frame("contentBlockDelta",
+                        {"contentBlockIndex": 0, "delta": {"toolUse": {"input": ' "Oslo"}'}}}),
+            event_frame("contentBlockStop", {"contentBlockIndex": 0}),
+            event_frame("messageStop", {"stopReason": "tool_use"}),
+            event_frame("metadata", {"usage": {"inputTokens": 5, "outputTokens": 7}}),
+        )
+    )  # fmt: skip
+    expected = chunks_of(ConverseToChat(LIMIT, "m", created=1, json_output=True), [data])
+    deltas = [c["choices"][0]["delta"] for c in expected[:-2]]  # type: ignore[index]
+    assert deltas == [
+        {"role": "assistant", "content": ""},
+        {"content": '{"city":'},
+        {"content": ' "Oslo"}'},
+    ]
+    assert expected[-2]["choices"][0]["finish_reason"] == "stop"  # type: ignore[index]
+    for cut in range(len(data) + 1):
+        translator = ConverseToChat(LIMIT, "m", created=1, json_output=True)
+        assert chunks_of(translator, [data[:cut], data[cut:]]) == expected
+    # Without json_output (the call did not force it) the same tool is an ordinary call.
+    plain = chunks_of(ConverseToChat(LIMIT, "m", created=1), [data])
+    assert plain[-2]["choices"][0]["finish_reason"] == "tool_calls"  # type: ignore[index]
 
 
 def test_an_exception_frame_is_the_streams_failure_after_what_came_before() -> None:
