@@ -65,18 +65,22 @@ def text_request(
     the request's JSON body, ``images`` the images it holds (for the prompt's ceiling)."""
     stream = optional_bool(body, "stream")
     include_usage = stream_options(body, stream)
-    lengths = [optional_positive_int(body, name) for name in length_fields]
+    max_tokens = None
+    for name in length_fields:  # each is checked; the first one given counts
+        length = optional_positive_int(body, name)
+        if max_tokens is None:
+            max_tokens = length
     optional_number(body, "temperature", 0.0, 2.0)
     optional_number(body, "top_p", 0.0, 1.0)
-    return TextRequest(
-        model=model,
-        body=body,
-        stream=stream,
-        include_usage=include_usage,
-        max_tokens=next((length for length in lengths if length is not None), None),
-        prompt_estimate=prompt_estimate,
-        prompt_ceiling=max(prompt_estimate, prompt_ceiling(body_bytes, images)),
-        choices=max(_choices(body.get("n")), _choices(body.get("best_of"))),
+    return TextRequest(  # positional: cheaper than keywords to build, once a call
+        model,
+        body,
+        stream,
+        include_usage,
+        max_tokens,
+        prompt_estimate,
+        max(prompt_estimate, prompt_ceiling(body_bytes, images)),  # prompt_ceiling
+        max(_choices(body.get("n")), _choices(body.get("best_of"))),  # choices
     )
 
 

@@ -19,8 +19,12 @@ from parley.limits.base import UNLIMITED, Decision, Dimension, Scope, Window
 
 @dataclass(slots=True)
 class BucketState:
+    """A bucket as a limiter holds it: its level when last used, then, and its size then
+    (a group's quota can change between calls)."""
+
     level: float
     updated: float
+    limit: int
 
 
 def refill(state: BucketState, limit: int, now: float) -> float:
@@ -49,16 +53,17 @@ class Bucket:
 def buckets_for(scopes: Sequence[Scope], tokens: int) -> list[Bucket]:
     """The buckets a call of ``tokens`` tokens takes from, each scope counted once."""
     buckets: list[Bucket] = []
-    seen: set[str] = set()
+    names: list[str] = []  # a scope or two: a list is cheaper to search than a set is to build
     for scope in scopes:
-        if scope.name in seen:
+        name = scope.name
+        if name in names:
             continue
-        seen.add(scope.name)
+        names.append(name)
         rpm, tpm = scope.quota.rpm, scope.quota.tpm
         if rpm is not None:
-            buckets.append(Bucket(scope.name, "requests", _positive(rpm, scope), 1.0))
+            buckets.append(Bucket(name, "requests", _positive(rpm, scope), 1.0))
         if tpm is not None:
-            buckets.append(Bucket(scope.name, "tokens", _positive(tpm, scope), float(tokens)))
+            buckets.append(Bucket(name, "tokens", _positive(tpm, scope), float(tokens)))
     return buckets
 
 
@@ -77,14 +82,23 @@ def decide(
     """
     if not buckets:
         return UNLIMITED
-    after = [
-        level - bucket.cost if allowed and taken else level
-        for bucket, level in zip(buckets, levels, strict=True)
-    ]
-    requests = _tightest(buckets, after, "requests")
-    tokens = _tightest(buckets, after, "tokens")
+    take = allowed and taken
+    requests = tokens = None
+    for bucket, before in zip(buckets, levels, strict=True):
+        level = before - bucket.cost if take else before
+        limit = bucket.limit
+        window = Window(
+            limit,
+            math.floor(level) if level > 0 else 0,  # whole units left, never below zero
+            0.0 if level >= limit else (limit - level) * 60.0 / limit,  # until full
+        )
+        if bucket.dimension == "requests":
+            if requests is None or _tighter(window, requests):
+                requests = window
+        elif tokens is None or _tighter(window, tokens):
+            tokens = window
     if allowed:
-        return Decision(allowed=True, requests=requests, tokens=tokens)
+        return Decision(True, requests, tokens)  # positional: cheaper to build
     if any(b.dimension == "tokens" and b.cost > b.limit for b in buckets):
         return Decision(
             allowed=False, requests=requests, tokens=tokens, limited_by="tokens", too_large=True
@@ -103,25 +117,12 @@ def decide(
     )
 
 
-def _tightest(
-    buckets: Sequence[Bucket], levels: Sequence[float], dimension: Dimension
-) -> Window | None:
-    """The window of the bucket with the least remaining (then the longest reset).
-
-    On every call's path, so written as one loop that builds only the ``Window`` it
-    returns, rather than a list of windows and ``min`` with a key.
-    """
-    found: Bucket | None = None
-    found_key = (0, 0.0)
-    for bucket, level in zip(buckets, levels, strict=False):  # one level per bucket (decide)
-        if bucket.dimension != dimension:
-            continue
-        key = (max(0, math.floor(level)), -seconds_until(level, bucket.limit, bucket.limit))
-        if found is None or key < found_key:
-            found, found_key = bucket, key
-    if found is None:
-        return None
-    return Window(limit=found.limit, remaining=found_key[0], reset_seconds=-found_key[1])
+def _tighter(window: Window, than: Window) -> bool:
+    """The tightest bucket of a dimension is the one with the fewest whole units left,
+    then the longest reset; the first of equals stays."""
+    if window.remaining != than.remaining:
+        return window.remaining < than.remaining
+    return window.reset_seconds > than.reset_seconds
 
 
 def _positive(limit: int, scope: Scope) -> int:

@@ -39,7 +39,7 @@ class MemoryLimiter:
         self._clock = clock
         self._sweep_seconds = sweep_seconds
         self._next_sweep = clock() + sweep_seconds
-        self._buckets: dict[tuple[str, Dimension], tuple[BucketState, int]] = {}
+        self._buckets: dict[tuple[str, Dimension], BucketState] = {}
         self._spend: dict[str, _Spend] = {}
 
     def __len__(self) -> int:
@@ -47,23 +47,47 @@ class MemoryLimiter:
         return len(self._buckets)
 
     async def acquire(self, scopes: Sequence[Scope], tokens: int) -> Decision:
+        # Every call's path: one pass refills the buckets (each bucket's state is kept and
+        # taken from in place, not rebuilt), a second takes the cost if all of it fits.
         now = self._now()
         buckets = buckets_for(scopes, tokens)
-        levels = [self._level(bucket, now) for bucket in buckets]
-        allowed = fits(buckets, levels)
+        held = self._buckets
+        states = []
+        levels = []
+        allowed = True
+        for bucket in buckets:
+            key = (bucket.scope, bucket.dimension)
+            state = held.get(key)
+            limit = bucket.limit
+            if state is None:
+                state = held[key] = BucketState(float(limit), now, limit)
+            else:
+                state.level = refill(state, limit, now)
+                state.updated, state.limit = now, limit
+            states.append(state)
+            levels.append(state.level)
+            if state.level < bucket.cost:
+                allowed = False
         if allowed:
-            for bucket, level in zip(buckets, levels, strict=True):
-                self._store(bucket, level - bucket.cost, now)
+            for bucket, state in zip(buckets, states, strict=True):
+                state.level -= bucket.cost
         return decide(buckets, levels, allowed=allowed, taken=True)
 
     async def settle(self, scopes: Sequence[Scope], delta_tokens: int) -> None:
         if delta_tokens == 0:
             return
         now = self._now()
+        held = self._buckets
         for bucket in buckets_for(scopes, 0):
             if bucket.dimension == "tokens":
-                level = min(float(bucket.limit), self._level(bucket, now) - delta_tokens)
-                self._store(bucket, level, now)
+                limit = bucket.limit
+                state = held.get((bucket.scope, "tokens"))
+                if state is None:
+                    state = held[bucket.scope, "tokens"] = BucketState(float(limit), now, limit)
+                else:
+                    state.level = refill(state, limit, now)
+                    state.updated, state.limit = now, limit
+                state.level = min(float(limit), state.level - delta_tokens)
 
     async def peek(self, scopes: Sequence[Scope]) -> Decision:
         now = self._now()
@@ -99,13 +123,11 @@ class MemoryLimiter:
         self._spend.clear()
 
     def _level(self, bucket: Bucket, now: float) -> float:
-        held = self._buckets.get((bucket.scope, bucket.dimension))
-        if held is None:
+        """The bucket's level at ``now``, taking nothing and keeping nothing."""
+        state = self._buckets.get((bucket.scope, bucket.dimension))
+        if state is None:
             return float(bucket.limit)
-        return refill(held[0], bucket.limit, now)
-
-    def _store(self, bucket: Bucket, level: float, now: float) -> None:
-        self._buckets[bucket.scope, bucket.dimension] = (BucketState(level, now), bucket.limit)
+        return refill(state, bucket.limit, now)
 
     def _now(self) -> float:
         now = self._clock()
@@ -117,8 +139,8 @@ class MemoryLimiter:
     def _sweep(self, now: float) -> None:
         full = [
             key
-            for key, (state, limit) in self._buckets.items()
-            if refill(state, limit, now) >= limit
+            for key, state in self._buckets.items()
+            if refill(state, state.limit, now) >= state.limit
         ]
         for key in full:
             del self._buckets[key]

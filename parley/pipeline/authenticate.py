@@ -52,7 +52,7 @@ async def identify(authorization: str | None, directory: Directory) -> Caller:
     group = directory.group(record.group_id)
     if group is None:
         raise AuthenticationFailed(WRONG)
-    return Caller(key=record, group=group, previous_secret=previous)
+    return Caller(record, group, previous)  # key, group, previous_secret
 
 
 def check_usable(caller: Caller) -> None:

@@ -106,27 +106,29 @@ class Meter:
                 cache_write_tokens=usage.cache_write_tokens,
             )
             cost = max(0, cost)  # never a credit, whatever a price says
+        # Positional, in the fields' order: a class called with keywords builds a dict of
+        # them on every call, and every admitted call builds one record.
         record = UsageRecord(
-            request_id=call.request_id,
-            created_at=datetime.now(UTC),
-            group_id=call.caller.group.id,
-            key_id=call.caller.key.id,
-            model=call.model.spec.name,
-            channel=channel,
-            endpoint=call.endpoint,
-            status=status,
-            latency_ms=int((time.monotonic() - call.started) * 1000),
-            prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens,
-            characters=usage.characters,
-            audio_ms=usage.audio_ms,
-            cost_nanos=cost,
-            estimated=usage.estimated,
-            cached_tokens=usage.cached_tokens,
-            cache_write_tokens=usage.cache_write_tokens,
-            model_requested=call.model.requested,
-            error_code=error_code,
-            first_byte_ms=None if first_byte is None else int(first_byte * 1000),
+            call.request_id,  # request_id
+            datetime.now(UTC),  # created_at
+            call.caller.group.id,  # group_id
+            call.caller.key.id,  # key_id
+            call.model.spec.name,  # model
+            channel,
+            call.endpoint,
+            status,
+            int((time.monotonic() - call.started) * 1000),  # latency_ms
+            usage.prompt_tokens,
+            usage.completion_tokens,
+            usage.characters,
+            usage.audio_ms,
+            cost,  # cost_nanos
+            usage.estimated,
+            usage.cached_tokens,
+            usage.cache_write_tokens,
+            call.model.requested,  # model_requested
+            error_code,
+            None if first_byte is None else int(first_byte * 1000),  # first_byte_ms
         )
         self.writer.submit(record)
         self.health.observe(record)
