@@ -21,9 +21,10 @@ The thread shares the worker's one core and its GIL with the event loop, so what
 spends a record is spent by every call. What keeps that small:
 
 - **No lookup before the insert.** The primary key on ``request_id`` already refuses a
-  stored id, so the batch is inserted as it is; only when that fails on a duplicate (a
-  replayed spill, a write in doubt tried again: rare) is the transaction rolled back and
-  the batch written again without the ids ``FIND_STORED`` finds. The rollups are built
+  stored id, so the batch is inserted as it is; only when that fails on a duplicate (an
+  id twice in the batch, a replayed spill, a write in doubt tried again: rare) is the
+  transaction rolled back and the batch written again without its repeats and the ids
+  ``FIND_STORED`` finds. The rollups are built
   from the rows actually inserted either way.
 - **One pass over the records** (``Batch``) builds the flat parameter list the inserts
   bind, the sums per group and key, and the keys' newest times; the time's text is
@@ -189,28 +190,29 @@ class SqliteUsageWriter:
             self._conn = self._cursor = None
 
     def _write(self, records: Sequence[UsageRecord]) -> int:
-        unique: dict[str, UsageRecord] = {}
-        for record in records:
-            unique.setdefault(record.request_id, record)
-        if not unique:
+        if not records:
             return 0
         cursor = self._open()
-        batch = Batch(unique.values())
+        batch, written = Batch(records), len(records)
         cursor.execute("BEGIN IMMEDIATE")
         try:
             try:
                 _insert(cursor, batch)
             except sqlite3.IntegrityError:
-                # Some of the records are stored already (a replayed spill, a write in
-                # doubt tried again): start over with only the others.
+                # An id twice in the batch, or one stored already (a replayed spill, a
+                # write in doubt tried again): start over with each id's first record
+                # that is not stored yet.
                 cursor.execute("ROLLBACK")
                 cursor.execute("BEGIN IMMEDIATE")
+                unique: dict[str, UsageRecord] = {}
+                for record in records:
+                    unique.setdefault(record.request_id, record)
                 found = cursor.execute(FIND_STORED, (orjson.dumps(list(unique)),)).fetchall()
                 for (stored,) in found:
                     del unique[stored]
-                batch = Batch(unique.values())
+                batch, written = Batch(unique.values()), len(unique)
                 _insert(cursor, batch)
-            if unique:
+            if written:
                 cursor.execute(ADD_TO_ROLLUPS, (orjson.dumps(batch.rollups()),))
                 cursor.execute(ADD_TO_KEY_ROLLUPS, (orjson.dumps(batch.key_rollups()),))
                 cursor.execute(STAMP_LAST_USE, (orjson.dumps(list(batch.newest.items())),))
@@ -219,7 +221,7 @@ class SqliteUsageWriter:
             if cursor.connection.in_transaction:
                 cursor.execute("ROLLBACK")
             raise
-        return len(unique)
+        return written
 
 
 def _insert(cursor: sqlite3.Cursor, batch: Batch) -> None:
