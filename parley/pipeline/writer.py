@@ -1,21 +1,21 @@
 """The batched background writer of usage records.
 
 Records are queued without waiting and written in batches: when a batch fills, and at
-least every ``flush_seconds``. A write woken by a full batch writes whole batches only and
-leaves the few records that arrived meanwhile for the next batch or the timer: each write
-is one transaction whose cost hardly depends on its size (the pages it rewrites, the file
-locks, the hop to the database's thread), so a writer that drained its queue to the last
-record would, under steady load, follow each batch with a string of small writes costing
-a batch each. A failed write keeps its batch at the head of the queue
-and is tried again every ``RETRY_SECONDS`` (or ``flush_seconds`` if shorter), not with a
+least every ``flush_seconds``. A write woken by a full batch writes whole batches only
+and leaves the few records that arrived meanwhile for the next batch or the timer: each
+write is one transaction whose cost hardly depends on its size (the pages it rewrites,
+the file locks, the hop to the database's thread), so a writer that drained its queue to
+the last record would, under steady load, follow each batch with a string of small
+writes costing a batch each. A failed write keeps its batch at the head of the queue and
+is tried again every ``RETRY_SECONDS`` (or ``flush_seconds`` if shorter), not with a
 growing back-off: a database that returns is written to again within about a second, so
 the queue (and the ``overloaded`` refusal it drives) drains at once. While writes fail,
 new records do not wake the loop early, so a busy gateway does not hammer a database
 that is down. At shutdown the queue is written out; if the database still refuses, or
 has not answered when the shutdown's time is up (a hung server holds a write until its
 timeout), the records are spilled to a JSON-lines file in ``spill_dir`` and written at
-the next start. A record whose write was still in doubt is spilled too: the store ignores
-a record it already has, so a replay never counts twice.
+the next start. A record whose write was still in doubt is spilled too: the store
+ignores a record it already has, so a replay never counts twice.
 """
 
 from __future__ import annotations
