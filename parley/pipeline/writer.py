@@ -1,16 +1,21 @@
 """The batched background writer of usage records.
 
 Records are queued without waiting and written in batches: when a batch fills, and at
-least every ``flush_seconds``. A failed write keeps its batch at the head of the queue
-and is tried again every ``RETRY_SECONDS`` (or ``flush_seconds`` if shorter), not with a
+least every ``flush_seconds``. A write woken by a full batch writes whole batches only
+and leaves the few records that arrived meanwhile for the next batch or the timer: each
+write is one transaction whose cost hardly depends on its size (the pages it rewrites,
+the file locks, the hop to the database's thread), so a writer that drained its queue to
+the last record would, under steady load, follow each batch with a string of small
+writes costing a batch each. A failed write keeps its batch at the head of the queue and
+is tried again every ``RETRY_SECONDS`` (or ``flush_seconds`` if shorter), not with a
 growing back-off: a database that returns is written to again within about a second, so
 the queue (and the ``overloaded`` refusal it drives) drains at once. While writes fail,
 new records do not wake the loop early, so a busy gateway does not hammer a database
 that is down. At shutdown the queue is written out; if the database still refuses, or
 has not answered when the shutdown's time is up (a hung server holds a write until its
 timeout), the records are spilled to a JSON-lines file in ``spill_dir`` and written at
-the next start. A record whose write was still in doubt is spilled too: the store ignores
-a record it already has, so a replay never counts twice.
+the next start. A record whose write was still in doubt is spilled too: the store
+ignores a record it already has, so a replay never counts twice.
 """
 
 from __future__ import annotations
@@ -132,17 +137,18 @@ class UsageWriter:
                 return True
         return False
 
-    async def flush(self) -> bool:
-        """Write every queued record; False when the store refused (records kept).
+    async def flush(self, *, whole_batches: bool = False) -> bool:
+        """Write every queued record (with ``whole_batches``, only while a whole batch
+        waits); False when the store refused (records kept).
 
         One flush at a time: the loop, an explicit flush and shutdown never write the
         same head of the queue twice.
         """
         async with self._flushing:
-            return await self._flush_queue()
+            return await self._flush_queue(self._settings.batch_size if whole_batches else 1)
 
-    async def _flush_queue(self) -> bool:
-        while self._queue:
+    async def _flush_queue(self, least: int) -> bool:
+        while len(self._queue) >= least:
             size = self._settings.batch_size
             if len(self._queue) > 2 * size:
                 size *= CATCH_UP_BATCHES
@@ -168,13 +174,18 @@ class UsageWriter:
 
     async def _run(self) -> None:
         while True:
+            filled = False
             if self._failing:
                 await asyncio.sleep(self.next_attempt_seconds)
             else:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout=self.next_attempt_seconds)
+                    filled = True
             self._wake.clear()
-            await self.flush()
+            # Woken by a full batch, write whole batches only: the records that came in
+            # while one was written wait for the next batch or the timer, not a small
+            # write of their own, whose transaction costs as much as a whole batch's.
+            await self.flush(whole_batches=filled)
 
     async def _write(self, batch: Sequence[UsageRecord]) -> bool:
         started = time.monotonic()

@@ -1,31 +1,49 @@
-"""``record_usage`` on a SQLite file: a whole batch in one thread hop and six statements.
+"""``record_usage`` on a SQLite file: a whole batch in one thread hop and a few statements.
 
 Through SQLAlchemy and aiosqlite a batch costs statement compilation and per-row bind
 processing on the event loop, and a round trip between the loop and a thread for each
 ``RETURNING`` row. On a worker serving calls at full rate every round trip waits for a
 turn of the busy loop and for the GIL, so such a writer falls behind and admission refuses
-calls (``usage.queue_size``). Here the batch is one call into a thread of its own
-with its own connection, and every statement carries its rows as one JSON parameter read
-with ``json_each``: six statements, each one step, whatever the batch size, and fixed
-statement texts (so they stay prepared: no growing cache of one text per batch size).
+calls (``usage.queue_size``). Here the batch is one call into a thread of its own with its
+own connection: the raw rows go in a handful of multi-row ``INSERT … VALUES`` statements
+(``CHUNKS``), and the rollups and key stamps, a few rows a batch, each as one JSON
+parameter read with ``json_each``; every statement text is fixed, so all stay prepared.
 
 Same semantics as ``usage_sql.record_usage``: inside ``BEGIN IMMEDIATE`` (the file's
-write lock, so no other writer runs between the statements) the ids already stored are
-looked up, only the others are inserted, added to ``usage_daily`` and
-``usage_daily_keys`` (admitted calls only: refusals are request-log lines) and move the
-keys' ``last_used_at`` forward. Values are
+write lock, so no other writer runs between the statements) only the records not stored
+yet are inserted, added to ``usage_daily`` and ``usage_daily_keys`` (admitted calls only:
+refusals are request-log lines) and move the keys' ``last_used_at`` forward. Values are
 written in the text forms SQLAlchemy's SQLite types write and read back
 (``UtcDateTime``: ``YYYY-MM-DD HH:MM:SS.ffffff`` in UTC; ``Date``: ``YYYY-MM-DD``;
 booleans 0/1), pinned by the store contract tests.
+
+The thread shares the worker's one core and its GIL with the event loop, so what it
+spends a record is spent by every call. What keeps that small:
+
+- **No lookup before the insert.** The primary key on ``request_id`` already refuses a
+  stored id, so the batch is inserted as it is; only when that fails on a duplicate (an
+  id twice in the batch, a replayed spill, a write in doubt tried again: rare) is the
+  transaction rolled back and the batch written again without its repeats and the ids
+  ``FIND_STORED`` finds. The rollups are built
+  from the rows actually inserted either way.
+- **One pass over the records** (``Batch``) builds the flat parameter list the inserts
+  bind, the sums per group and key, and the keys' newest times; the time's text is
+  formatted once per second of the batch, not per record.
+- **No ``None`` bound**: see ``NO_VALUE``.
+- **The indexes stay**: each costs every row a B-tree insert, but the request log reads
+  by time (unfiltered, and retention's delete) and by group and time, and neither can be
+  served by the other without scanning a group's share of the table.
+- The connection keeps the store's pragmas (``synchronous = NORMAL`` in WAL: a commit is
+  durable against a crash of the process, and the file is synced at checkpoints).
 """
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import orjson
 
@@ -69,9 +87,18 @@ any size is a handful of statements (500 = 256 + 128 + 64 + 32 + 16 + 4) from ni
 texts that stay prepared. One statement per row (``executemany``) would hand the GIL
 over once per row, and on a busy worker each hand-over waits up to the switch interval."""
 
+NO_VALUE = -1
+"""Bound for a missing ``error_code`` or ``first_byte_ms`` and turned back into NULL by
+the statement (``NULLIF(?, -1)``; a time is never negative, and a text never equals an
+integer). The sqlite3 module binds ``None`` only after looking for an adapter, an
+attribute lookup that fails with an exception, several times the cost of binding an
+integer (which is also cheaper than an empty text: no copy)."""
+_MAYBE_NULL = ("error_code", "first_byte_ms")
+
 
 def _values(columns: Sequence[str], rows: int) -> str:
-    row = f"({', '.join('?' * len(columns))})"
+    nullable = f"NULLIF(?, {NO_VALUE})"
+    row = f"({', '.join(nullable if column in _MAYBE_NULL else '?' for column in columns)})"
     return f"({', '.join(columns)}) VALUES {', '.join([row] * rows)}"
 
 
@@ -163,115 +190,173 @@ class SqliteUsageWriter:
             self._conn = self._cursor = None
 
     def _write(self, records: Sequence[UsageRecord]) -> int:
-        unique: dict[str, UsageRecord] = {}
-        for record in records:
-            unique.setdefault(record.request_id, record)
-        if not unique:
+        if not records:
             return 0
         cursor = self._open()
+        batch, written = Batch(records), len(records)
         cursor.execute("BEGIN IMMEDIATE")
         try:
-            for (stored,) in cursor.execute(FIND_STORED, (orjson.dumps(list(unique)),)).fetchall():
-                del unique[stored]
-            if unique:
-                rows, rollups, last_use = _rows(unique.values())
-                key_rollups = _key_rollups(unique.values())
-                inserts = INSERT_RAW
-                if any(r.cached_tokens or r.cache_write_tokens for r in unique.values()):
-                    inserts = INSERT_CACHED
-                    cached = [(r.cached_tokens, r.cache_write_tokens) for r in unique.values()]
-                    rows = [row + pair for row, pair in zip(rows, cached, strict=True)]
-                start = 0
-                for size in CHUNKS:
-                    while len(rows) - start >= size:
-                        chunk = rows[start : start + size]
-                        cursor.execute(inserts[size], [value for row in chunk for value in row])
-                        start += size
-                cursor.execute(ADD_TO_ROLLUPS, (orjson.dumps(rollups),))
-                cursor.execute(ADD_TO_KEY_ROLLUPS, (orjson.dumps(key_rollups),))
-                cursor.execute(STAMP_LAST_USE, (orjson.dumps(last_use),))
+            try:
+                _insert(cursor, batch)
+            except sqlite3.IntegrityError:
+                # An id twice in the batch, or one stored already (a replayed spill, a
+                # write in doubt tried again): start over with each id's first record
+                # that is not stored yet.
+                cursor.execute("ROLLBACK")
+                cursor.execute("BEGIN IMMEDIATE")
+                unique: dict[str, UsageRecord] = {}
+                for record in records:
+                    unique.setdefault(record.request_id, record)
+                found = cursor.execute(FIND_STORED, (orjson.dumps(list(unique)),)).fetchall()
+                for (stored,) in found:
+                    del unique[stored]
+                batch, written = Batch(unique.values()), len(unique)
+                _insert(cursor, batch)
+            if written:
+                cursor.execute(ADD_TO_ROLLUPS, (orjson.dumps(batch.rollups()),))
+                cursor.execute(ADD_TO_KEY_ROLLUPS, (orjson.dumps(batch.key_rollups()),))
+                cursor.execute(STAMP_LAST_USE, (orjson.dumps(list(batch.newest.items())),))
             cursor.execute("COMMIT")
         except BaseException:
             if cursor.connection.in_transaction:
                 cursor.execute("ROLLBACK")
             raise
-        return len(unique)
+        return written
 
 
-def _text(at: datetime) -> str:
-    """``UtcDateTime``'s SQLite text: UTC, no zone, microseconds (26 characters)."""
-    if at.tzinfo is not UTC:
-        at = as_utc(at)
-    return at.isoformat(" ", "microseconds")[:26]
+def _insert(cursor: sqlite3.Cursor, batch: Batch) -> None:
+    """The batch's raw rows, in ``CHUNKS``-sized statements (a slice of its flat values
+    each)."""
+    values, width = batch.values, batch.width
+    inserts = INSERT_CACHED if width > len(_RAW_COLUMNS) else INSERT_RAW
+    rows, start = len(values) // width, 0
+    for size in CHUNKS:
+        while rows >= size:
+            cursor.execute(inserts[size], values[start : start + size * width])
+            start += size * width
+            rows -= size
 
 
-Row = tuple[object, ...]
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_SECOND = timedelta(seconds=1)
 
 
-def _rows(records: Iterable[UsageRecord]) -> tuple[list[Row], list[list[object]], list[Row]]:
-    """The raw rows; the records summed per (group, UTC day, model); each key's newest
-    record time (text of one fixed width sorts in time order)."""
-    rows: list[Row] = []
-    totals: dict[tuple[int, str, str], list[int]] = {}
-    newest: dict[int, str] = {}
-    for record in records:
-        at = _text(record.created_at)
-        rows.append(
-            (
-                record.request_id,
-                at,
-                record.group_id,
-                record.key_id,
-                record.model,
-                record.channel,
-                record.endpoint,
-                record.status,
-                record.latency_ms,
-                record.prompt_tokens,
-                record.completion_tokens,
-                record.characters,
-                record.audio_ms,
-                record.cost_nanos,
-                1 if record.estimated else 0,
-                record.model_requested,
-                record.error_code,
-                record.first_byte_ms,
-                1 if record.admitted else 0,
+class Batch:
+    """What one write stores, made in one pass over its records.
+
+    ``values`` is every raw row's values one after the other (``width`` each, the prompt
+    cache's two columns only when a record has counts for them), as the ``INSERT``
+    statements bind them; ``totals`` the admitted calls summed per (group, key, UTC day,
+    model); ``newest`` each key's newest record time. The time is written as
+    ``UtcDateTime``'s SQLite text (UTC, no zone, microseconds: 26 characters), whose
+    first 20 characters are made once per second of the batch: a batch's records are
+    mostly a few seconds' calls, and ``datetime.isoformat`` formats the whole time and a
+    zone that is then cut off.
+    """
+
+    __slots__ = ("newest", "totals", "values", "width")
+
+    def __init__(self, records: Collection[UsageRecord]) -> None:
+        values: list[object] = []
+        totals: dict[tuple[int, int, str, str], list[int]] = {}
+        newest: dict[int, str] = {}
+        cached = False
+        low = high = _EPOCH
+        second = ""
+        for record in records:
+            at = record.created_at
+            if at.tzinfo is not UTC:
+                at = as_utc(at)
+            if not low <= at < high:
+                low = at.replace(microsecond=0)
+                high = low + _SECOND
+                second = low.isoformat(" ")[:19] + "."
+            text = f"{second}{at.microsecond:06d}"
+            error_code = record.error_code
+            first_byte_ms = record.first_byte_ms
+            values.extend(
+                (
+                    record.request_id,
+                    text,
+                    record.group_id,
+                    record.key_id,
+                    record.model,
+                    record.channel,
+                    record.endpoint,
+                    record.status,
+                    record.latency_ms,
+                    record.prompt_tokens,
+                    record.completion_tokens,
+                    record.characters,
+                    record.audio_ms,
+                    record.cost_nanos,
+                    1 if record.estimated else 0,
+                    record.model_requested,
+                    NO_VALUE if error_code is None else error_code,
+                    NO_VALUE if first_byte_ms is None else first_byte_ms,
+                    1 if record.admitted else 0,
+                )
             )
-        )
-        if newest.get(record.key_id, "") < at:
-            newest[record.key_id] = at
-        if not record.admitted:
-            continue  # a refusal is a request-log line, not usage
-        key = (record.group_id, at[:10], record.model)
-        sums = totals.get(key)
-        if sums is None:
-            sums = totals[key] = [0, 0, 0, 0, 0, 0, 0, 0]  # ROLLUP_TOTALS, in order
-        _add(sums, 0, record)
-    return rows, [[*key, *sums] for key, sums in totals.items()], list(newest.items())
+            key_id = record.key_id
+            if newest.get(key_id, "") < text:  # one fixed width: sorts in time order
+                newest[key_id] = text
+            if record.cached_tokens or record.cache_write_tokens:
+                cached = True
+            if not record.admitted:
+                continue  # a refusal is a request-log line, not usage
+            group = (record.group_id, key_id, text[:10], record.model)
+            sums = totals.get(group)
+            if sums is None:
+                sums = totals[group] = [0, 0, 0, 0, 0, 0, 0, 0]  # ROLLUP_TOTALS, in order
+            sums[0] += 1
+            sums[1] += record.prompt_tokens
+            sums[2] += record.completion_tokens
+            sums[3] += record.characters
+            sums[4] += record.audio_ms
+            sums[5] += record.cost_nanos
+            sums[6] += record.cached_tokens
+            sums[7] += record.cache_write_tokens
+        self.width = len(_RAW_COLUMNS)
+        if cached:  # rare: a second pass puts the two counts after each row
+            self.width += len(_CACHE_COLUMNS)
+            values = _with_cache_counts(values, records)
+        self.values, self.totals, self.newest = values, totals, newest
+
+    def rollups(self) -> list[list[object]]:
+        """``usage_daily``'s rows to add: the totals per (group, UTC day, model)."""
+        summed: dict[tuple[int, str, str], list[int]] = {}
+        for (group_id, _, day, model), sums in self.totals.items():
+            _add_to(summed, (group_id, day, model), sums)
+        return [[*key, *sums] for key, sums in summed.items()]
+
+    def key_rollups(self) -> list[list[object]]:
+        """``usage_daily_keys``' rows to add: the totals per (key, UTC day, model), with
+        the key's group (its first record's)."""
+        summed: dict[tuple[int, str, str], list[int]] = {}
+        groups: dict[tuple[int, str, str], int] = {}
+        for (group_id, key_id, day, model), sums in self.totals.items():
+            groups.setdefault((key_id, day, model), group_id)
+            _add_to(summed, (key_id, day, model), sums)
+        return [[*key, groups[key], *sums] for key, sums in summed.items()]
 
 
-def _key_rollups(records: Iterable[UsageRecord]) -> list[list[object]]:
-    """The admitted calls summed per (key, UTC day, model), with the key's group."""
-    totals: dict[tuple[int, str, str], list[int]] = {}
-    for record in records:
-        if not record.admitted:
-            continue
-        key = (record.key_id, _text(record.created_at)[:10], record.model)
-        sums = totals.get(key)
-        if sums is None:
-            sums = totals[key] = [record.group_id, 0, 0, 0, 0, 0, 0, 0, 0]
-        _add(sums, 1, record)
-    return [[*key, *sums] for key, sums in totals.items()]
+def _add_to(
+    summed: dict[tuple[int, str, str], list[int]], key: tuple[int, str, str], sums: list[int]
+) -> None:
+    known = summed.get(key)
+    if known is None:
+        summed[key] = list(sums)
+    else:
+        for index, value in enumerate(sums):
+            known[index] += value
 
 
-def _add(sums: list[int], at: int, record: UsageRecord) -> None:
-    """Add one admitted call to the ``ROLLUP_TOTALS`` sums that start at ``sums[at]``."""
-    sums[at] += 1
-    sums[at + 1] += record.prompt_tokens
-    sums[at + 2] += record.completion_tokens
-    sums[at + 3] += record.characters
-    sums[at + 4] += record.audio_ms
-    sums[at + 5] += record.cost_nanos
-    sums[at + 6] += record.cached_tokens
-    sums[at + 7] += record.cache_write_tokens
+def _with_cache_counts(values: list[object], records: Collection[UsageRecord]) -> list[object]:
+    """Each row's values followed by its record's two prompt-cache counts."""
+    width = len(_RAW_COLUMNS)
+    widened: list[object] = []
+    for index, record in enumerate(records):
+        widened.extend(values[index * width : (index + 1) * width])
+        widened.append(record.cached_tokens)
+        widened.append(record.cache_write_tokens)
+    return widened

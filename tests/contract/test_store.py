@@ -362,6 +362,20 @@ async def test_duplicates_across_batches_do_not_double_count_rollups(store: SqlS
     assert rows == [day_row(date(2024, 1, 1), "gpt-x", batch)]
 
 
+async def test_a_stored_id_late_in_a_large_batch_leaves_the_others_counted_once(
+    store: SqlStore,
+) -> None:
+    """The stored id comes after a few hundred new ones (SQLite's writer has inserted
+    whole statements of rows by then, and starts over without the stored one)."""
+    batch = [usage(f"r{i:03d}", at(1, minute=i % 60), cost=1 + i) for i in range(300)]
+    assert await store.record_usage(batch[-1:]) == 1
+    assert await store.record_usage(batch) == 299
+    assert await store.record_usage(batch) == 0
+    assert await store.count_usage() == 300
+    rows = await store.daily_usage(1, date(2024, 1, 1), date(2024, 1, 2))
+    assert rows == [day_row(date(2024, 1, 1), "gpt-x", batch)]
+
+
 async def test_rollups_per_group_utc_day_and_model(store: SqlStore) -> None:
     before_midnight = usage("a", at(1, 23, 59, 59, 999_999), cost=1)
     at_midnight = usage("b", at(2, 0, 0, 0), cost=2)

@@ -154,3 +154,35 @@ async def test_every_statement_runs_on_one_cursor(
     finally:
         await writer.close()
     assert made == ["cursor"]
+
+
+async def test_new_ids_are_inserted_without_a_lookup_and_stored_ones_found_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch of ids not stored yet costs no lookup: the primary key refuses a stored id,
+    and only then is the batch looked up and written again without it."""
+    path = tmp_path / "parley.db"
+    await (await keyed_store(path)).close()
+    statements: list[str] = []
+    connect = sqlite3.connect
+
+    def traced(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        conn = connect(*args, **kwargs)
+        conn.set_trace_callback(statements.append)
+        return conn
+
+    monkeypatch.setattr(sqlite3, "connect", traced)
+    writer = usage_sqlite.SqliteUsageWriter(str(path), ["busy_timeout = 1000"], timeout=5.0)
+    lookup = usage_sqlite.FIND_STORED.split("?")[0]  # traced with its values in
+    try:
+        fresh = [usage_record(f"f{index}") for index in range(40)]
+        assert await writer.record_usage(fresh) == 40
+        assert not [text for text in statements if text.startswith(lookup)]
+        again = [usage_record("g1"), fresh[7], usage_record("g2"), usage_record("g1")]
+        assert await writer.record_usage(again) == 2
+        assert [text for text in statements if text.startswith(lookup)]
+    finally:
+        await writer.close()
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute("SELECT requests FROM usage_daily").fetchall()
+    assert rows == [(42,)]

@@ -3,6 +3,7 @@ to ``CATCH_UP_BATCHES`` times as many while it is behind; every record written o
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 from typing import cast
@@ -69,3 +70,32 @@ async def test_refusals_take_at_most_half_the_queue(tmp_path: Path) -> None:
         *(f"x{n}" for n in range(4)),
         *(f"c{n}" for n in range(4)),
     ]
+
+
+async def test_a_full_batch_wakes_a_write_of_whole_batches_the_rest_waits_for_the_timer(
+    tmp_path: Path,
+) -> None:
+    """Under load each write is a whole batch: the records that came in while one was
+    written are not written on their own at once (a transaction costs about as much for a
+    few records as for a batch), but with the next batch or when ``flush_seconds`` pass."""
+    store = SizesStore()
+    settings = UsageSettings(batch_size=10, flush_seconds=0.4, spill_dir=str(tmp_path))
+    writer = UsageWriter(cast(Store, store), SpendLedger(cast(Store, store), "month"), settings)
+    await writer.start()
+    try:
+        for number in range(13):
+            writer.submit(usage_record(f"r{number:04d}"))
+        await asyncio.sleep(0.1)
+        assert [len(write) for write in store.writes] == [10]
+        assert writer.backlog == 3
+        for number in range(13, 20):
+            writer.submit(usage_record(f"r{number:04d}"))
+        await asyncio.sleep(0.1)
+        assert [len(write) for write in store.writes] == [10, 10]
+        writer.submit(usage_record("r0020"))
+        await asyncio.sleep(0.6)  # the timer: everything queued is written
+        assert [len(write) for write in store.writes] == [10, 10, 1]
+        assert writer.backlog == 0
+    finally:
+        await writer.close(1.0)
+    assert [rid for write in store.writes for rid in write] == [f"r{n:04d}" for n in range(21)]
