@@ -74,6 +74,9 @@ class MemoryLimiter:
         return decide(buckets, levels, allowed=allowed, taken=True)
 
     async def settle(self, scopes: Sequence[Scope], delta_tokens: int) -> None:
+        self.settle_now(scopes, delta_tokens)
+
+    def settle_now(self, scopes: Sequence[Scope], delta_tokens: int) -> None:
         if delta_tokens == 0:
             return
         now = self._now()
