@@ -10,8 +10,12 @@ One middleware, ``gateway``, does in order what every request needs:
 
 They were three middlewares; each layer cost every call a wrapper call and a coroutine,
 so they are one (``docs/performance.md``, CPU per call). A failure after a reply has
-begun ends that reply instead (``parley.pipeline.started``). One ``on_response_prepare``
-hook notes the reply that began and gives it its ``x-request-id``.
+begun ends that reply instead (``parley.pipeline.started``). The middleware gives every
+reply it returns unsent its ``x-request-id``; the one reply sent before it returns, a
+stream, is started by the runner, which notes it (``remember_started``) and puts the
+call's id in its head. There is no ``on_response_prepare`` hook: aiohttp runs a hook as
+a signal, a coroutine for each reply, and that cost every whole reply about as much as
+its six rate-limit headers.
 """
 
 from __future__ import annotations
@@ -47,7 +51,6 @@ from parley.pipeline.started import (
     MESSAGES,
     end_started_reply,
     failure_tail,
-    remember_started,
     started_reply,
 )
 from parley.settings import Settings
@@ -83,21 +86,19 @@ async def gateway(request: web.Request, handler: Handler) -> web.StreamResponse:
             response = await handler(request)
         else:
             response = await _with_body_bounds(request, handler)
-        if v1 and not response.prepared:
-            if REPLY_HEADERS not in request:
-                await _peek_limit_headers(request)
-            response.headers.update(request[REPLY_HEADERS])
+        if not response.prepared:  # a started stream sent its head already (the runner's)
+            if v1:
+                if REPLY_HEADERS not in request:
+                    await _peek_limit_headers(request)
+                response.headers.update(request[REPLY_HEADERS])
+            stamp_request_id(request, response)
         return response
     except ParleyError as error:
         log_refusal(request, caller, error, began)
         await _limit_headers_for_refusal(request)
         return await _error_reply(request, error)
     except web.HTTPException as exc:
-        if exc.status < 400:
-            raise
-        refused = http_exception_as_error(exc, request.client_max_size)
-        log_refusal(request, caller, refused, began)
-        return await _error_reply(request, refused)
+        return await _http_exception_reply(request, exc, caller, began)
     except (StoreUnavailable, StoreFault) as problem:  # billing, admin: the database failed
         return await _store_failed(request, caller, problem, began)
     except BodyTimeout:
@@ -137,6 +138,19 @@ async def _store_failed(
     return await _error_reply(request, failure, logged=True)
 
 
+async def _http_exception_reply(
+    request: web.Request, exc: web.HTTPException, caller: Caller | None, began: float
+) -> web.StreamResponse:
+    """aiohttp's own refusal (no route, wrong method, body too large) as the envelope; a
+    redirect goes on as it is, with its ``x-request-id``."""
+    if exc.status < 400:
+        stamp_request_id(request, exc)
+        raise exc
+    refused = http_exception_as_error(exc, request.client_max_size)
+    log_refusal(request, caller, refused, began)
+    return await _error_reply(request, refused)
+
+
 async def _error_reply(
     request: web.Request, error: ParleyError, *, logged: bool = False
 ) -> web.StreamResponse:
@@ -155,6 +169,7 @@ async def _error_reply(
         return started
     anthropic = request.path.startswith(MESSAGES)
     response = error_response(error, request.get(REPLY_HEADERS), anthropic=anthropic)
+    stamp_request_id(request, response)
     if not request.content.is_eof():  # the body is still arriving: close, do not keep reading
         response.force_close()
     return response
@@ -198,19 +213,11 @@ async def _peek_limit_headers(request: web.Request) -> None:
     request[REPLY_HEADERS] = rate_limit_headers(decision)
 
 
-async def _reply_begins(request: web.Request, response: web.StreamResponse) -> None:
-    """``on_response_prepare``: note the reply whose head is being sent, and give it its
-    ``x-request-id`` (one hook for both: each hook is a coroutine on every reply)."""
-    remember_started(request, response)
-    stamp_request_id(request, response)
-
-
 def create_app(settings: Settings, *, store: Store | None = None) -> web.Application:
     app = web.Application(middlewares=[gateway], client_max_size=settings.server.max_body_bytes)
     edge_bodies.install(
         app, settings.server.body_timeout_seconds, settings.server.pending_bodies_per_key
     )
-    app.on_response_prepare.append(_reply_begins)
     add_routes(app)
     app.add_subapp("/admin", admin_app(settings))
     app.router.add_get("/health", health)

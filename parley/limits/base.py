@@ -25,7 +25,7 @@ Implementations: ``limits.memory.MemoryLimiter`` (one process) and
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 from parley.domain.groups import Quota
 from parley.domain.value import value
@@ -96,3 +96,13 @@ class Limiter(Protocol):
         limiter does not have (made elsewhere, or expired) gives nothing back."""
 
     async def close(self) -> None: ...
+
+
+@runtime_checkable
+class SettlesAtOnce(Protocol):
+    """A limiter whose state is in this process (``MemoryLimiter``): a correction costs
+    no I/O, so the meter applies each one as its call ends rather than gathering a loop
+    tick's corrections into one round trip, as it does for a shared limiter."""
+
+    def settle_now(self, scopes: Sequence[Scope], delta_tokens: int) -> None:
+        """``settle``, done before returning."""

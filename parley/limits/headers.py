@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import math
 
-from parley.limits.base import Decision, Window
+from parley.limits.base import Decision
 
 
 def go_duration(seconds: float) -> str:
     """Seconds as a Go duration string, as OpenAI writes resets: ``12ms``, ``1s``, ``6m0s``."""
-    millis = max(0, math.ceil(seconds * 1000))
-    if millis == 0:
+    if seconds <= 0:
         return "0s"
+    millis = math.ceil(seconds * 1000)
     if millis < 1000:
         return f"{millis}ms"
     hours, rest = divmod(millis, 3_600_000)
@@ -27,8 +27,16 @@ def go_duration(seconds: float) -> str:
 def rate_limit_headers(decision: Decision) -> dict[str, str]:
     """The six headers for every limited dimension (an unlimited one has none)."""
     headers: dict[str, str] = {}
-    _add(headers, "requests", decision.requests)
-    _add(headers, "tokens", decision.tokens)
+    window = decision.requests
+    if window is not None:
+        headers["x-ratelimit-limit-requests"] = str(window.limit)
+        headers["x-ratelimit-remaining-requests"] = str(window.remaining)
+        headers["x-ratelimit-reset-requests"] = go_duration(window.reset_seconds)
+    window = decision.tokens
+    if window is not None:
+        headers["x-ratelimit-limit-tokens"] = str(window.limit)
+        headers["x-ratelimit-remaining-tokens"] = str(window.remaining)
+        headers["x-ratelimit-reset-tokens"] = go_duration(window.reset_seconds)
     return headers
 
 
@@ -38,23 +46,3 @@ def retry_headers(seconds: float) -> dict[str, str]:
         "retry-after": str(max(1, math.ceil(seconds))),
         "retry-after-ms": str(max(1, math.ceil(seconds * 1000))),
     }
-
-
-_NAMES = {
-    dimension: (
-        f"x-ratelimit-limit-{dimension}",
-        f"x-ratelimit-remaining-{dimension}",
-        f"x-ratelimit-reset-{dimension}",
-    )
-    for dimension in ("requests", "tokens")
-}
-"""The three header names of each dimension, made once (every reply carries them)."""
-
-
-def _add(headers: dict[str, str], dimension: str, window: Window | None) -> None:
-    if window is None:
-        return
-    limit, remaining, reset = _NAMES[dimension]
-    headers[limit] = str(window.limit)
-    headers[remaining] = str(window.remaining)
-    headers[reset] = go_duration(window.reset_seconds)

@@ -74,20 +74,27 @@ class MemoryLimiter:
         return decide(buckets, levels, allowed=allowed, taken=True)
 
     async def settle(self, scopes: Sequence[Scope], delta_tokens: int) -> None:
+        self.settle_now(scopes, delta_tokens)
+
+    def settle_now(self, scopes: Sequence[Scope], delta_tokens: int) -> None:
         if delta_tokens == 0:
             return
         now = self._now()
         held = self._buckets
-        for bucket in buckets_for(scopes, 0):
-            if bucket.dimension == "tokens":
-                limit = bucket.limit
-                state = held.get((bucket.scope, "tokens"))
-                if state is None:
-                    state = held[bucket.scope, "tokens"] = BucketState(float(limit), now, limit)
-                else:
-                    state.level = refill(state, limit, now)
-                    state.updated, state.limit = now, limit
-                state.level = min(float(limit), state.level - delta_tokens)
+        settled: list[str] = []  # each scope once, as ``buckets_for`` counts them
+        for scope in scopes:
+            limit = scope.quota.tpm
+            if limit is None or scope.name in settled:
+                continue
+            settled.append(scope.name)
+            key: tuple[str, Dimension] = (scope.name, "tokens")
+            state = held.get(key)
+            if state is None:
+                state = held[key] = BucketState(float(limit), now, limit)
+            else:
+                state.level = refill(state, limit, now)
+                state.updated, state.limit = now, limit
+            state.level = min(float(limit), state.level - delta_tokens)
 
     async def peek(self, scopes: Sequence[Scope]) -> Decision:
         now = self._now()

@@ -86,18 +86,28 @@ class SpendLedger:
                 self._key_pending[key_id] = self._key_pending.get(key_id, 0) + nanos
 
     def written(self, records: Iterable[UsageRecord]) -> None:
-        """Records reached the store: move their cost from pending to committed."""
+        """Records reached the store: move their cost from pending to committed.
+
+        Summed per group and key first, then moved once each: a batch is hundreds of
+        records of a few groups, and this runs on the event loop."""
         self._writes += 1
+        start = self._start
+        groups: dict[int, int] = {}
+        keys: dict[int, int] = {}
+        group_period: dict[int, int] = {}
+        key_period: dict[int, int] = {}
         for record in records:
-            if not record.cost_nanos:
-                continue
             cost = record.cost_nanos
-            self._pending[record.group_id] = max(0, self._pending.get(record.group_id, 0) - cost)
-            key = record.key_id
-            self._key_pending[key] = max(0, self._key_pending.get(key, 0) - cost)
-            if record.created_at.date() >= self._start:
-                self._committed[record.group_id] = self._committed.get(record.group_id, 0) + cost
-                self._key_committed[key] = self._key_committed.get(key, 0) + cost
+            if not cost:
+                continue
+            group, key = record.group_id, record.key_id
+            groups[group] = groups.get(group, 0) + cost
+            keys[key] = keys.get(key, 0) + cost
+            if record.created_at.date() >= start:  # not a record of a period that ended
+                group_period[group] = group_period.get(group, 0) + cost
+                key_period[key] = key_period.get(key, 0) + cost
+        _move(groups, self._pending, group_period, self._committed)
+        _move(keys, self._key_pending, key_period, self._key_committed)
 
     async def refresh(self) -> None:
         """Replace committed spend with the store's totals for the current period."""
@@ -110,3 +120,17 @@ class SpendLedger:
         self._start = start
         self._committed = totals
         self._key_committed = key_totals
+
+
+def _move(
+    written: dict[int, int],
+    pending: dict[int, int],
+    in_period: dict[int, int],
+    committed: dict[int, int],
+) -> None:
+    """Take what was written off what is pending (never below zero), and add what
+    belongs to the current period to what is committed."""
+    for owner, cost in written.items():
+        pending[owner] = max(0, pending.get(owner, 0) - cost)
+    for owner, cost in in_period.items():
+        committed[owner] = committed.get(owner, 0) + cost

@@ -19,7 +19,7 @@ from typing import Any
 
 from parley.domain.usage import Usage, UsageRecord
 from parley.domain.value import value
-from parley.limits.base import Budget, Limiter, Scope
+from parley.limits.base import Budget, Limiter, Scope, SettlesAtOnce
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.budget import SpendLedger
 from parley.pipeline.call import Call
@@ -75,6 +75,7 @@ class Meter:
         self._limiter = limiter
         self._tasks = tasks
         self._settlements: dict[tuple[Scope, ...], int] = {}
+        self._settle_now = limiter.settle_now if isinstance(limiter, SettlesAtOnce) else None
         self._releases: list[tuple[Budget, str, int, int]] = []
         self.observers: list[Callable[[Call, UsageRecord], None]] = []
         """Told of every record (metrics, the access log): cheap, synchronous, no I/O."""
@@ -141,7 +142,10 @@ class Meter:
             observe(call, record)
         delta = usage.total_tokens - admission.reserved_tokens
         if delta and admission.scopes:
-            self._settle_soon(admission.scopes, delta)
+            if self._settle_now is not None:
+                self._settle_now(admission.scopes, delta)
+            else:
+                self._settle_soon(admission.scopes, delta)
         return record
 
     def capped(self, call: Call, usage: Usage, channel: str) -> Usage:

@@ -27,9 +27,8 @@ def request_id(request: web.Request) -> str:
 
 
 def stamp_request_id(request: web.Request, response: web.StreamResponse) -> None:
-    """Called by the app's ``on_response_prepare`` hook: every reply leaves with an id (an
-    admitted call's own)."""
+    """Give a reply not yet sent its ``x-request-id``, unless it has one (an admitted
+    call's own, from its reply headers). The gateway middleware calls it on every reply
+    it returns; a stream carries its call's id from the start."""
     if HEADER not in response.headers:
         response.headers[HEADER] = request_id(request)
-    elif REQUEST_ID not in request:
-        request[REQUEST_ID] = response.headers[HEADER]

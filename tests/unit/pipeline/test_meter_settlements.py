@@ -11,6 +11,7 @@ from parley.domain.models import ModelSpec, Resolved
 from parley.domain.pricing import Price
 from parley.domain.usage import Allowance, Usage
 from parley.limits.base import Decision, Scope
+from parley.limits.memory import MemoryLimiter
 from parley.pipeline.admit import Admission
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.budget import SpendLedger
@@ -90,4 +91,23 @@ async def test_a_cost_is_never_negative(tmp_path: Path) -> None:
     )
     assert record.cost_nanos == 0
     assert ledger.spent(1) == 0
+    await store.close()
+
+
+async def test_an_in_process_limiter_is_corrected_as_the_call_ends(tmp_path: Path) -> None:
+    store = await open_store(f"sqlite:///{tmp_path / 'p.db'}")
+    await store.migrate()
+    limiter, tasks = MemoryLimiter(clock=lambda: 100.0), BackgroundTasks()
+    ledger = SpendLedger(store, "month")
+    meter = Meter(UsageWriter(store, ledger, UsageSettings()), ledger, limiter, tasks)
+    await limiter.acquire((GROUP,), 1_000)
+    meter.finish(
+        call((GROUP,), 1_000, 1),
+        usage=Usage(prompt_tokens=5, completion_tokens=5),
+        status=200,
+        channel="c",
+    )
+    assert not tasks._tasks, "nothing left for a later tick"
+    tokens = (await limiter.peek((GROUP,))).tokens
+    assert tokens is not None and tokens.remaining == 10_000 - 10
     await store.close()
