@@ -23,13 +23,27 @@ from parley.domain.wire import JSON
 
 
 class Shape:
-    """A learned chunk shape: the upstream's bytes around its text, as a whole read.
+    """A learned chunk shape: the upstream's bytes around its text, as a whole read and
+    as one event's data.
 
     ``head`` is ``data: H"`` and ``tail`` is ``"T`` and the blank line: a read that starts
     with one and ends with the other holds its text's literal at ``[start:len - end]``
-    (the quotes included)."""
+    (the quotes included). ``opening`` is ``H"`` and ``closing`` is ``"T``: an event's
+    data (a read of several events, split) that starts with one and ends with the other
+    holds its literal at ``[at:len - back]``."""
 
-    __slots__ = ("_after", "_before", "end", "head", "start", "tail")
+    __slots__ = (
+        "_after",
+        "_before",
+        "at",
+        "back",
+        "closing",
+        "end",
+        "head",
+        "opening",
+        "start",
+        "tail",
+    )
 
     def __init__(self, before: bytes, after: bytes) -> None:
         self._before = before
@@ -38,6 +52,10 @@ class Shape:
         self.tail = b'"' + after + b"\n\n"
         self.start = len(self.head) - 1
         self.end = len(self.tail) - 1
+        self.opening = before + b'"'
+        self.closing = b'"' + after
+        self.at = len(before)
+        self.back = len(after)
 
     def chunk(self, literal: bytes) -> JSON:
         """The chunk with the text whose JSON string ``literal`` is, as a new dict."""

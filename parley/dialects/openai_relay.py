@@ -7,17 +7,18 @@
 the caller asked for it) and counts what it produced (``StreamTally``), so every event
 is parsed (``ChunkParsing``, the reading ``ChunkReader`` does) and written again, except one kind.
 
-Most of a chat stream's reads are relayed **by their learned shape**
-(``dialects/chunk_shapes.py``): from a one-event read parsed the usual way whose chunk
-is one choice with one text field, the relay learns the upstream's bytes around the
-text's string literal; a later read that is exactly ``data: `` + those bytes around one
-string literal + the blank line is written as the caller's head, the upstream's literal
-and the caller's tail (rendered once the dict way, with a marker for the text, and again
-after any chunk that went the dict way, which may change the id), and counted as
-``observe`` would count its chunk. Everything else (several events in a read, partial
-lines, errors, usage, a head or tail that changed) goes the dict way; a changed shape is
-learned again, and a stream stops trying after ``TRIES`` one-event reads in a row the
-shape did not take. Completion streams are relayed without shapes.
+Most of a chat stream's events are relayed **by their learned shape**
+(``dialects/chunk_shapes.py``): from an event parsed the usual way whose chunk is one
+choice with one text field, the relay learns the upstream's bytes around the text's
+string literal; a later event whose data is exactly those bytes around one string
+literal (a read of that one event, or one event of a read of whole events, which is
+split first) is written as the caller's head, the upstream's literal and the caller's
+tail (rendered once the dict way, with a marker for the text, and again after any chunk
+that went the dict way, which may change the id), and counted as ``observe`` would
+count its chunk. Everything else (partial lines, errors, usage, a head or tail that
+changed) goes the dict way; a changed shape is learned again, and a stream stops trying
+after ``TRIES`` events in a row the shape did not take. Completion streams are relayed
+without shapes.
 
 Once the upstream's stream is complete (``[DONE]``, or the body's end), ``closing`` is
 what ends the caller's: Parley's own usage chunk when the caller asked for usage and the
@@ -42,10 +43,10 @@ from parley.domain.wire import JSON
 
 DONE = b"data: [DONE]\n\n"
 TRIES = 4
-"""One-event reads in a row the shape did not take that a stream may learn from (the
-role chunk and the first text chunk take two), before it stops trying: an upstream whose
-every chunk differs (OpenAI's ``obfuscation``) or that sends no text stops paying for it.
-Each read the shape takes sets it back, so a shape that changes now and then (a new id,
+"""Events in a row the shape did not take that a stream may learn from (the role chunk
+and the first text chunk take two), before it stops trying: an upstream whose every
+chunk differs (OpenAI's ``obfuscation``) or that sends no text stops paying for it. Each
+event the shape takes sets it back, so a shape that changes now and then (a new id,
 llama.cpp's ``created`` each second) is learned again."""
 _MARK_LITERAL = orjson.dumps("\x00parley-shape-text\x00")
 """A text no chunk holds, as ``orjson`` writes it: marks where a shape's text goes."""
@@ -97,8 +98,8 @@ class OpenAIRelay(ChunkParsing):
         self._shape: Shape | None = None
         """The upstream's learned shape, while it holds."""
         self._tries = TRIES if shapes else 0
-        """One-event reads the stream may still try to learn a shape from (none without
-        ``shapes``); set back whenever the shape takes a read."""
+        """Events the stream may still try to learn a shape from (none without
+        ``shapes``); set back whenever the shape takes one."""
         self._rendered: Shape | None = None
         """The shape ``_head`` and ``_tail`` are rendered for; dropped by any chunk that
         goes the dict way (it may change the id the next one gets)."""
@@ -124,13 +125,16 @@ class OpenAIRelay(ChunkParsing):
             and len(data) <= self._limit
         ):
             literal = data[shape.start : len(data) - shape.end]
-            try:
-                text = orjson.loads(literal)
-            except orjson.JSONDecodeError:
-                text = None
-            if type(text) is str:
-                self._tries = TRIES
-                return [self._same(shape, literal, text)]
+            # A line end in the literal is a read of several events (no JSON string holds
+            # one): they are split below, not parsed here to fail.
+            if b"\n" not in literal:
+                try:
+                    text = orjson.loads(literal)
+                except orjson.JSONDecodeError:
+                    text = None
+                if type(text) is str:
+                    self._tries = TRIES
+                    return [self._same(shape, literal, text)]
         if self.done or self.failure is not None:
             return []
         parser = self._parser
@@ -138,11 +142,48 @@ class OpenAIRelay(ChunkParsing):
         if payloads is None:
             self._shape = None
             chunks = self._parsed(data, parser)
+        elif len(payloads) > 1 and (shape is not None or self._tries):
+            return self._several(payloads)
         else:
             chunks = self._whole(payloads)
             if self._tries and len(payloads) == 1 and chunks:
                 self._learn(payloads[0], chunks[0])
         return self._relayed(chunks)
+
+    def _several(self, payloads: list[bytes]) -> list[bytes]:
+        """A read of several whole events (what an upstream's separate writes become when
+        they arrive faster than they are read), relayed in order as one piece: each
+        event's data the learned shape takes as a one-event read would be, any other the
+        dict way, learned from while the stream may still try. Nothing after the event
+        that ended the stream (``[DONE]``, an error)."""
+        out: list[bytes] = []
+        loads, malformed = orjson.loads, orjson.JSONDecodeError
+        for index, payload in enumerate(payloads):
+            shape = self._shape
+            if shape is None and not self._tries:  # the rest go the dict way, together
+                out += self._relayed(self._whole(payloads[index:]))
+                break
+            if (
+                shape is not None
+                and payload.startswith(shape.opening)
+                and payload.endswith(shape.closing)
+            ):
+                literal = payload[shape.at : len(payload) - shape.back]
+                try:
+                    text = loads(literal)
+                except malformed:
+                    text = None
+                if type(text) is str:
+                    self._tries = TRIES
+                    out.append(self._same(shape, literal, text))
+                    continue
+            chunks = self._whole([payload])
+            if self._tries and chunks:
+                self._learn(payload, chunks[0])
+            out += self._relayed(chunks)
+            if self.done or self.failure is not None:
+                break
+        return [b"".join(out)] if out else []
 
     def feed_chunks(self, chunks: Sequence[JSON]) -> list[bytes]:
         """Chunks another reader made (an upstream of another dialect: ``Chained``)."""
@@ -165,10 +206,9 @@ class OpenAIRelay(ChunkParsing):
         return [events] if events else []
 
     def _learn(self, payload: bytes, chunk: JSON) -> None:
-        """Learn the shape of a one-event read's chunk, which the learned shape (if any)
-        did not take: the first text chunk, or one whose head or tail changed (a new id, a
-        per-second ``created``). Not from reads of several events, which the shape would
-        not take anyway."""
+        """Learn the shape of one event's chunk (a one-event read's, or one of a read of
+        several), which the learned shape (if any) did not take: the first text chunk, or
+        one whose head or tail changed (a new id, a per-second ``created``)."""
         self._tries -= 1
         self._shape = learn(payload, chunk) or self._shape
 

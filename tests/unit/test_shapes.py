@@ -241,13 +241,59 @@ async def test_an_error_event_after_shaped_reads_ends_the_stream_with_it() -> No
     assert fast.error is not None and "failed during the stream" in str(fast.error)
 
 
-async def test_reads_of_several_events_and_partial_lines_go_the_dict_way() -> None:
+async def test_reads_of_several_events_go_by_the_shape_event_by_event() -> None:
     reads = stream(TEXTS)
     joined = [reads[0], reads[1], reads[2] + reads[3], reads[4][:30], reads[4][30:], *reads[5:]]
     fast, _ = await both(joined)
-    # text 0 learned, 1 and 2 read together, 3 split (which drops the shape), 4 learned
-    # again: only text 5 goes by the shape
+    # text 0 learned, 1 and 2 read together by the shape, 3 split (a partial line drops
+    # the shape), 4 learned again: text 5 goes by the shape
+    assert fast.same == 3
+
+
+@pytest.mark.parametrize("include_usage", [True, False])
+@pytest.mark.parametrize("dumps", [orjson.dumps, ascii_dumps])
+async def test_a_stream_read_at_once_is_relayed_by_its_shape(
+    include_usage: bool, dumps: Callable[[Any], bytes]
+) -> None:
+    # What an engine's separate writes become when they arrive faster than they are read:
+    # the role chunk, then one text learned from, the rest by the shape, usage, [DONE]
+    texts = TEXTS + ESCAPES
+    fast, _ = await both([b"".join(stream(texts, dumps))], include_usage=include_usage)
+    assert fast.same == len(texts) - 1
+    assert texts_of(fast.events) == ["", *texts]
+    assert fast.tally.usage().completion_tokens == len(texts)
+
+
+async def test_a_head_that_changes_within_a_read_is_learned_again() -> None:
+    first = [read(chunk(text)) for text in TEXTS]
+    second = [read(chunk(text, id="up-2")) for text in TEXTS]
+    fast, _ = await both([b"".join(first + second[:3]), b"".join(second[3:])])
+    assert fast.same == 2 * (len(TEXTS) - 1)
+    ids = [event["id"] for event in parsed(fast.events)]
+    assert ids == ["chatcmpl-up-1"] * len(TEXTS) + ["chatcmpl-up-2"] * len(TEXTS)
+
+
+async def test_an_error_within_a_read_of_the_shape_ends_the_stream_with_it() -> None:
+    reads = stream(TEXTS)[:5]
+    reads.append(read({"error": {"message": "engine failed", "type": "server_error"}}))
+    reads += [read(chunk("after")), b"data: [DONE]\n\n"]
+    fast, _ = await both([b"".join(reads)])
+    assert fast.same == 3
+    assert "after" not in texts_of(fast.events)
+    assert fast.error is not None and "failed during the stream" in str(fast.error)
+
+
+async def test_nothing_after_done_within_a_read_is_relayed() -> None:
+    reads = [*stream(TEXTS), read(chunk("after")), read(chunk("more"))]
+    fast, _ = await both([b"".join(reads)])
+    assert texts_of(fast.events) == ["", *TEXTS]
+
+
+async def test_a_malformed_event_within_a_read_of_the_shape_ends_the_stream() -> None:
+    reads = [read(chunk("learned")), read(chunk("fast")), b'data: "not an object"\n\n']
+    fast, _ = await both([b"".join(reads), read(chunk("after"))])
     assert fast.same == 1
+    assert fast.error is not None and "not a JSON object" in str(fast.error)
 
 
 async def test_a_shape_that_never_holds_stops_being_learned(
@@ -262,6 +308,10 @@ async def test_a_shape_that_never_holds_stops_being_learned(
     monkeypatch.setattr(openai_relay, "learn", counted)
     reads = [read(chunk(text, obfuscation=str(index))) for index, text in enumerate(TEXTS * 3)]
     fast, _ = await both(reads)
+    assert fast.same == 0
+    assert len(learned) == TRIES
+    learned.clear()
+    fast, _ = await both([b"".join(reads[:3]), b"".join(reads[3:])])  # events read together
     assert fast.same == 0
     assert len(learned) == TRIES
 
