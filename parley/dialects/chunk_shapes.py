@@ -69,15 +69,17 @@ one string, a piece if not empty."""
 
 
 def text_of(chunk: JSON) -> tuple[str, str] | None:
-    """The field and text of a chunk of the learnable shape (one choice whose delta holds
-    only a non-empty string in one of ``TEXT_FIELDS``; no ``error``, and ``usage`` absent
-    or null: OpenAI and others send ``"usage": null`` on every chunk of a stream that asked
-    for usage, as Parley's streams do)."""
+    """The field and text of a chunk of the learnable shape (one choice, not finished,
+    whose delta holds only a non-empty string in one of ``TEXT_FIELDS``; no ``error``, and
+    ``usage`` absent or null: OpenAI and others send ``"usage": null`` on every chunk of a
+    stream that asked for usage, as Parley's streams do)."""
     if chunk.get("usage") is not None or "error" in chunk:
         return None
     choices = chunk.get("choices")
     if type(choices) is not list or len(choices) != 1 or type(choices[0]) is not dict:
         return None
+    if choices[0].get("finish_reason") is not None:
+        return None  # a stream's last text: no chunk of its shape follows
     delta = choices[0].get("delta")
     if type(delta) is not dict or len(delta) != 1:
         return None

@@ -73,6 +73,7 @@ class OpenAIRelay(ChunkParsing):
         "_tally",
         "_tries",
         "_upstream_id",
+        "shaped",
     )
 
     def __init__(
@@ -104,6 +105,8 @@ class OpenAIRelay(ChunkParsing):
         """The shape ``_head`` and ``_tail`` are rendered for; dropped by any chunk that
         goes the dict way (it may change the id the next one gets)."""
         self._head = self._tail = b""
+        self.shaped = 0
+        """Events relayed by their shape so far (what the tests read to see the path taken)."""
 
     @property
     def tally(self) -> StreamTally:
@@ -155,14 +158,18 @@ class OpenAIRelay(ChunkParsing):
         they arrive faster than they are read), relayed in order as one piece: each
         event's data the learned shape takes as a one-event read would be, any other the
         dict way, learned from while the stream may still try. Nothing after the event
-        that ended the stream (``[DONE]``, an error)."""
+        that ended the stream (``[DONE]``, an error).
+
+        The shape's events are written out here, with the shape and the caller's head and
+        tail held in locals and the counts summed once a run (this runs once per token:
+        keep it lean); what is not the common case goes through ``_same``."""
         out: list[bytes] = []
-        loads, malformed = orjson.loads, orjson.JSONDecodeError
+        loads, malformed, tally = orjson.loads, orjson.JSONDecodeError, self._tally
+        shape = self._shape
+        rendered = shape is not None and shape is self._rendered
+        head, tail = self._head, self._tail
+        characters = pieces = run = 0
         for index, payload in enumerate(payloads):
-            shape = self._shape
-            if shape is None and not self._tries:  # the rest go the dict way, together
-                out += self._relayed(self._whole(payloads[index:]))
-                break
             if (
                 shape is not None
                 and payload.startswith(shape.opening)
@@ -174,15 +181,38 @@ class OpenAIRelay(ChunkParsing):
                 except malformed:
                     text = None
                 if type(text) is str:
-                    self._tries = TRIES
-                    out.append(self._same(shape, literal, text))
+                    if rendered:
+                        run += 1
+                        out += (head, literal, tail)
+                        if text:
+                            characters += len(text)
+                            pieces += 1
+                    else:  # the first since the shape was learned or a chunk the dict way
+                        self._tries = TRIES
+                        out.append(self._same(shape, literal, text))
+                        rendered = shape is self._rendered
+                        head, tail = self._head, self._tail
                     continue
+            if run:
+                self._tries = TRIES
+                self.shaped += run
+                run = 0
+            if shape is None and not self._tries:  # the rest go the dict way, together
+                out += self._relayed(self._whole(payloads[index:]))
+                break
             chunks = self._whole([payload])
             if self._tries and chunks:
                 self._learn(payload, chunks[0])
             out += self._relayed(chunks)
             if self.done or self.failure is not None:
                 break
+            shape = self._shape
+            rendered = shape is not None and shape is self._rendered
+        if run:
+            self._tries = TRIES
+            self.shaped += run
+        tally.characters += characters
+        tally.pieces += pieces
         return [b"".join(out)] if out else []
 
     def feed_chunks(self, chunks: Sequence[JSON]) -> list[bytes]:
@@ -241,6 +271,7 @@ class OpenAIRelay(ChunkParsing):
         choice, a delta holding only its text), written as the caller's head, the
         upstream's literal and the caller's tail: what the dict way would write, byte for
         byte when the upstream escapes as ``orjson`` does."""
+        self.shaped += 1
         if shape is not self._rendered and not self._render(shape):
             return self._events([shape.chunk(literal)], self._tally)  # the dict way
         if text:

@@ -61,29 +61,15 @@ class Relayed:
     """What each read gave the caller, and the closing (``data: [DONE]`` left out)."""
     tally: StreamTally
     same: int
-    """Reads relayed by their shape."""
+    """Events relayed by their shape."""
     error: UpstreamError | None
-
-
-class Counting(openai_relay.OpenAIRelay):
-    """The relay, counting the reads it relays by their shape."""
-
-    __slots__ = ("by_shape",)
-
-    def __init__(self, *args: Any, **options: Any) -> None:
-        super().__init__(*args, **options)
-        self.by_shape = 0
-
-    def _same(self, shape: shapes.Shape, literal: bytes, text: str) -> bytes:
-        self.by_shape += 1
-        return super()._same(shape, literal, text)
 
 
 def relay(
     reads: list[bytes], *, shapes: bool, include_usage: bool = False, limit: int = 1 << 20
 ) -> Relayed:
     """The reads fed to a relay as ``providers/translated.py`` feeds it."""
-    relay = Counting(
+    relay = openai_relay.OpenAIRelay(
         "public",
         "chatcmpl-",
         "chat.completion.chunk",
@@ -95,9 +81,9 @@ def relay(
     out: list[bytes] = []
     error = None
     for data in reads:
-        before = relay.by_shape
+        before = relay.shaped
         produced = relay.feed(data)
-        assert relay.by_shape == before or len(produced) == 1, "a read by its shape alone"
+        assert relay.shaped == before or len(produced) == 1, "a read by its shape alone"
         out.extend(produced)
         if relay.failure is not None:
             error = stream_fault(TARGET, relay.failure, stream_failure)
@@ -109,7 +95,7 @@ def relay(
         last = relay.closing()
         assert last.endswith(DONE)
         out.extend([last[: -len(DONE)]] if last != DONE else [])
-    return Relayed(out, relay.tally, relay.by_shape, error)
+    return Relayed(out, relay.tally, relay.shaped, error)
 
 
 def parsed(events: list[bytes]) -> list[Any]:
