@@ -150,7 +150,7 @@ class OpenAIRelay(ChunkParsing):
         else:
             chunks = self._whole(payloads)
             if self._tries and len(payloads) == 1 and chunks:
-                self._learn(payloads[0], chunks[0])
+                return self._taught(payloads[0], chunks)
         return self._relayed(chunks)
 
     def _several(self, payloads: list[bytes]) -> list[bytes]:
@@ -201,13 +201,14 @@ class OpenAIRelay(ChunkParsing):
                 out += self._relayed(self._whole(payloads[index:]))
                 break
             chunks = self._whole([payload])
-            if self._tries and chunks:
-                self._learn(payload, chunks[0])
-            out += self._relayed(chunks)
+            out += (
+                self._taught(payload, chunks) if self._tries and chunks else self._relayed(chunks)
+            )
             if self.done or self.failure is not None:
                 break
             shape = self._shape
             rendered = shape is not None and shape is self._rendered
+            head, tail = self._head, self._tail
         if run:
             self._tries = TRIES
             self.shaped += run
@@ -235,12 +236,32 @@ class OpenAIRelay(ChunkParsing):
         events = self._events(chunks, self._tally) if chunks else b""
         return [events] if events else []
 
-    def _learn(self, payload: bytes, chunk: JSON) -> None:
+    def _taught(self, payload: bytes, chunks: list[JSON]) -> list[bytes]:
+        """``_relayed`` for the chunk of one event's data, learned from first (``_learn``).
+        When it taught a shape, the caller's head and tail are cut from the chunk's own
+        bytes, around its text: they are what ``_render`` would make (the shape's chunk
+        is the chunk with its text, written the dict way for the stream's state now), so
+        the shape's next event is not rendered again."""
+        shape = self._learn(payload, chunks[0])
+        relayed = self._relayed(chunks)
+        if shape is not None and self._shape is shape and relayed:
+            literal = payload[shape.at : len(payload) - shape.back]
+            events = relayed[0]
+            if events.count(literal) == 1:
+                self._head, _, self._tail = events.partition(literal)
+                self._rendered = shape
+        return relayed
+
+    def _learn(self, payload: bytes, chunk: JSON) -> Shape | None:
         """Learn the shape of one event's chunk (a one-event read's, or one of a read of
         several), which the learned shape (if any) did not take: the first text chunk, or
-        one whose head or tail changed (a new id, a per-second ``created``)."""
+        one whose head or tail changed (a new id, a per-second ``created``). The shape
+        learned, if any."""
         self._tries -= 1
-        self._shape = learn(payload, chunk) or self._shape
+        shape = learn(payload, chunk)
+        if shape is not None:
+            self._shape = shape
+        return shape
 
     def _events(self, chunks: Sequence[JSON], tally: StreamTally) -> bytes:
         """The chunks, counted by ``tally``, as the caller's SSE bytes (empty when nothing
@@ -331,7 +352,10 @@ class StreamTally:
     def observe(self, chunk: dict[str, Any]) -> None:
         """Count what the chunk produced (this runs once per token: keep it lean)."""
         if "usage" in chunk:
-            self._report(chunk["usage"])
+            usage = chunk["usage"]
+            self._report(usage)
+            if usage and not chunk.get("choices"):
+                return  # the usage chunk: nothing produced (and no exception to raise below)
         # Nearly every chunk is one choice whose delta holds only its text: read it by
         # subscripts (a ``get`` is a method call, several times the cost here), any other
         # shape raising its way to ``_count``, which reads every choice by the rules.

@@ -370,3 +370,23 @@ async def test_a_shape_that_changes_now_and_then_is_learned_each_time() -> None:
     reads = [read(chunk(text, created=second)) for second in range(TRIES + 3) for text in TEXTS]
     fast, _ = await both(reads)
     assert fast.same == (TRIES + 3) * (len(TEXTS) - 1)
+
+
+async def test_the_callers_head_and_tail_are_cut_from_the_chunk_learned_from(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rendered: list[shapes.Shape] = []
+    render = openai_relay.OpenAIRelay._render
+
+    def counted(self: openai_relay.OpenAIRelay, shape: shapes.Shape) -> bool:
+        rendered.append(shape)
+        return render(self, shape)
+
+    monkeypatch.setattr(openai_relay.OpenAIRelay, "_render", counted)
+    fast, _ = await both(stream(TEXTS))
+    assert fast.same == len(TEXTS) - 1
+    assert rendered == []
+    # a text the event holds twice (here the caller's model name too) is rendered apart
+    fast, _ = await both([read(chunk("public")), read(chunk("a")), read(chunk("b"))])
+    assert fast.same == 2
+    assert len(rendered) == 1
