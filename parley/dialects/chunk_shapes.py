@@ -23,13 +23,27 @@ from parley.domain.wire import JSON
 
 
 class Shape:
-    """A learned chunk shape: the upstream's bytes around its text, as a whole read.
+    """A learned chunk shape: the upstream's bytes around its text, as a whole read and
+    as one event's data.
 
     ``head`` is ``data: H"`` and ``tail`` is ``"T`` and the blank line: a read that starts
     with one and ends with the other holds its text's literal at ``[start:len - end]``
-    (the quotes included)."""
+    (the quotes included). ``opening`` is ``H"`` and ``closing`` is ``"T``: an event's
+    data (a read of several events, split) that starts with one and ends with the other
+    holds its literal at ``[at:len - back]``."""
 
-    __slots__ = ("_after", "_before", "end", "head", "start", "tail")
+    __slots__ = (
+        "_after",
+        "_before",
+        "at",
+        "back",
+        "closing",
+        "end",
+        "head",
+        "opening",
+        "start",
+        "tail",
+    )
 
     def __init__(self, before: bytes, after: bytes) -> None:
         self._before = before
@@ -38,6 +52,10 @@ class Shape:
         self.tail = b'"' + after + b"\n\n"
         self.start = len(self.head) - 1
         self.end = len(self.tail) - 1
+        self.opening = before + b'"'
+        self.closing = b'"' + after
+        self.at = len(before)
+        self.back = len(after)
 
     def chunk(self, literal: bytes) -> JSON:
         """The chunk with the text whose JSON string ``literal`` is, as a new dict."""
@@ -51,15 +69,17 @@ one string, a piece if not empty."""
 
 
 def text_of(chunk: JSON) -> tuple[str, str] | None:
-    """The field and text of a chunk of the learnable shape (one choice whose delta holds
-    only a non-empty string in one of ``TEXT_FIELDS``; no ``error``, and ``usage`` absent
-    or null: OpenAI and others send ``"usage": null`` on every chunk of a stream that asked
-    for usage, as Parley's streams do)."""
+    """The field and text of a chunk of the learnable shape (one choice, not finished,
+    whose delta holds only a non-empty string in one of ``TEXT_FIELDS``; no ``error``, and
+    ``usage`` absent or null: OpenAI and others send ``"usage": null`` on every chunk of a
+    stream that asked for usage, as Parley's streams do)."""
     if chunk.get("usage") is not None or "error" in chunk:
         return None
     choices = chunk.get("choices")
     if type(choices) is not list or len(choices) != 1 or type(choices[0]) is not dict:
         return None
+    if choices[0].get("finish_reason") is not None:
+        return None  # a stream's last text: no chunk of its shape follows
     delta = choices[0].get("delta")
     if type(delta) is not dict or len(delta) != 1:
         return None

@@ -7,17 +7,18 @@
 the caller asked for it) and counts what it produced (``StreamTally``), so every event
 is parsed (``ChunkParsing``, the reading ``ChunkReader`` does) and written again, except one kind.
 
-Most of a chat stream's reads are relayed **by their learned shape**
-(``dialects/chunk_shapes.py``): from a one-event read parsed the usual way whose chunk
-is one choice with one text field, the relay learns the upstream's bytes around the
-text's string literal; a later read that is exactly ``data: `` + those bytes around one
-string literal + the blank line is written as the caller's head, the upstream's literal
-and the caller's tail (rendered once the dict way, with a marker for the text, and again
-after any chunk that went the dict way, which may change the id), and counted as
-``observe`` would count its chunk. Everything else (several events in a read, partial
-lines, errors, usage, a head or tail that changed) goes the dict way; a changed shape is
-learned again, and a stream stops trying after ``TRIES`` one-event reads in a row the
-shape did not take. Completion streams are relayed without shapes.
+Most of a chat stream's events are relayed **by their learned shape**
+(``dialects/chunk_shapes.py``): from an event parsed the usual way whose chunk is one
+choice with one text field, the relay learns the upstream's bytes around the text's
+string literal; a later event whose data is exactly those bytes around one string
+literal (a read of that one event, or one event of a read of whole events, which is
+split first) is written as the caller's head, the upstream's literal and the caller's
+tail (rendered once the dict way, with a marker for the text, and again after any chunk
+that went the dict way, which may change the id), and counted as ``observe`` would
+count its chunk. Everything else (partial lines, errors, usage, a head or tail that
+changed) goes the dict way; a changed shape is learned again, and a stream stops trying
+after ``TRIES`` events in a row the shape did not take. Completion streams are relayed
+without shapes.
 
 Once the upstream's stream is complete (``[DONE]``, or the body's end), ``closing`` is
 what ends the caller's: Parley's own usage chunk when the caller asked for usage and the
@@ -42,10 +43,10 @@ from parley.domain.wire import JSON
 
 DONE = b"data: [DONE]\n\n"
 TRIES = 4
-"""One-event reads in a row the shape did not take that a stream may learn from (the
-role chunk and the first text chunk take two), before it stops trying: an upstream whose
-every chunk differs (OpenAI's ``obfuscation``) or that sends no text stops paying for it.
-Each read the shape takes sets it back, so a shape that changes now and then (a new id,
+"""Events in a row the shape did not take that a stream may learn from (the role chunk
+and the first text chunk take two), before it stops trying: an upstream whose every
+chunk differs (OpenAI's ``obfuscation``) or that sends no text stops paying for it. Each
+event the shape takes sets it back, so a shape that changes now and then (a new id,
 llama.cpp's ``created`` each second) is learned again."""
 _MARK_LITERAL = orjson.dumps("\x00parley-shape-text\x00")
 """A text no chunk holds, as ``orjson`` writes it: marks where a shape's text goes."""
@@ -72,6 +73,7 @@ class OpenAIRelay(ChunkParsing):
         "_tally",
         "_tries",
         "_upstream_id",
+        "shaped",
     )
 
     def __init__(
@@ -97,12 +99,14 @@ class OpenAIRelay(ChunkParsing):
         self._shape: Shape | None = None
         """The upstream's learned shape, while it holds."""
         self._tries = TRIES if shapes else 0
-        """One-event reads the stream may still try to learn a shape from (none without
-        ``shapes``); set back whenever the shape takes a read."""
+        """Events the stream may still try to learn a shape from (none without
+        ``shapes``); set back whenever the shape takes one."""
         self._rendered: Shape | None = None
         """The shape ``_head`` and ``_tail`` are rendered for; dropped by any chunk that
         goes the dict way (it may change the id the next one gets)."""
         self._head = self._tail = b""
+        self.shaped = 0
+        """Events relayed by their shape so far (what the tests read to see the path taken)."""
 
     @property
     def tally(self) -> StreamTally:
@@ -124,13 +128,16 @@ class OpenAIRelay(ChunkParsing):
             and len(data) <= self._limit
         ):
             literal = data[shape.start : len(data) - shape.end]
-            try:
-                text = orjson.loads(literal)
-            except orjson.JSONDecodeError:
-                text = None
-            if type(text) is str:
-                self._tries = TRIES
-                return [self._same(shape, literal, text)]
+            # A line end in the literal is a read of several events (no JSON string holds
+            # one): they are split below, not parsed here to fail.
+            if b"\n" not in literal:
+                try:
+                    text = orjson.loads(literal)
+                except orjson.JSONDecodeError:
+                    text = None
+                if type(text) is str:
+                    self._tries = TRIES
+                    return [self._same(shape, literal, text)]
         if self.done or self.failure is not None:
             return []
         parser = self._parser
@@ -138,11 +145,76 @@ class OpenAIRelay(ChunkParsing):
         if payloads is None:
             self._shape = None
             chunks = self._parsed(data, parser)
+        elif len(payloads) > 1 and (shape is not None or self._tries):
+            return self._several(payloads)
         else:
             chunks = self._whole(payloads)
             if self._tries and len(payloads) == 1 and chunks:
-                self._learn(payloads[0], chunks[0])
+                return self._taught(payloads[0], chunks)
         return self._relayed(chunks)
+
+    def _several(self, payloads: list[bytes]) -> list[bytes]:
+        """A read of several whole events (what an upstream's separate writes become when
+        they arrive faster than they are read), relayed in order as one piece: each
+        event's data the learned shape takes as a one-event read would be, any other the
+        dict way, learned from while the stream may still try. Nothing after the event
+        that ended the stream (``[DONE]``, an error).
+
+        The shape's events are written out here, with the shape and the caller's head and
+        tail held in locals and the counts summed once a run (this runs once per token:
+        keep it lean); what is not the common case goes through ``_same``."""
+        out: list[bytes] = []
+        loads, malformed, tally = orjson.loads, orjson.JSONDecodeError, self._tally
+        shape = self._shape
+        rendered = shape is not None and shape is self._rendered
+        head, tail = self._head, self._tail
+        characters = pieces = run = 0
+        for index, payload in enumerate(payloads):
+            if (
+                shape is not None
+                and payload.startswith(shape.opening)
+                and payload.endswith(shape.closing)
+            ):
+                literal = payload[shape.at : len(payload) - shape.back]
+                try:
+                    text = loads(literal)
+                except malformed:
+                    text = None
+                if type(text) is str:
+                    if rendered:
+                        run += 1
+                        out += (head, literal, tail)
+                        if text:
+                            characters += len(text)
+                            pieces += 1
+                    else:  # the first since the shape was learned or a chunk the dict way
+                        self._tries = TRIES
+                        out.append(self._same(shape, literal, text))
+                        rendered = shape is self._rendered
+                        head, tail = self._head, self._tail
+                    continue
+            if run:
+                self._tries = TRIES
+                self.shaped += run
+                run = 0
+            if shape is None and not self._tries:  # the rest go the dict way, together
+                out += self._relayed(self._whole(payloads[index:]))
+                break
+            chunks = self._whole([payload])
+            out += (
+                self._taught(payload, chunks) if self._tries and chunks else self._relayed(chunks)
+            )
+            if self.done or self.failure is not None:
+                break
+            shape = self._shape
+            rendered = shape is not None and shape is self._rendered
+            head, tail = self._head, self._tail
+        if run:
+            self._tries = TRIES
+            self.shaped += run
+        tally.characters += characters
+        tally.pieces += pieces
+        return [b"".join(out)] if out else []
 
     def feed_chunks(self, chunks: Sequence[JSON]) -> list[bytes]:
         """Chunks another reader made (an upstream of another dialect: ``Chained``)."""
@@ -164,13 +236,32 @@ class OpenAIRelay(ChunkParsing):
         events = self._events(chunks, self._tally) if chunks else b""
         return [events] if events else []
 
-    def _learn(self, payload: bytes, chunk: JSON) -> None:
-        """Learn the shape of a one-event read's chunk, which the learned shape (if any)
-        did not take: the first text chunk, or one whose head or tail changed (a new id, a
-        per-second ``created``). Not from reads of several events, which the shape would
-        not take anyway."""
+    def _taught(self, payload: bytes, chunks: list[JSON]) -> list[bytes]:
+        """``_relayed`` for the chunk of one event's data, learned from first (``_learn``).
+        When it taught a shape, the caller's head and tail are cut from the chunk's own
+        bytes, around its text: they are what ``_render`` would make (the shape's chunk
+        is the chunk with its text, written the dict way for the stream's state now), so
+        the shape's next event is not rendered again."""
+        shape = self._learn(payload, chunks[0])
+        relayed = self._relayed(chunks)
+        if shape is not None and self._shape is shape and relayed:
+            literal = payload[shape.at : len(payload) - shape.back]
+            events = relayed[0]
+            if events.count(literal) == 1:
+                self._head, _, self._tail = events.partition(literal)
+                self._rendered = shape
+        return relayed
+
+    def _learn(self, payload: bytes, chunk: JSON) -> Shape | None:
+        """Learn the shape of one event's chunk (a one-event read's, or one of a read of
+        several), which the learned shape (if any) did not take: the first text chunk, or
+        one whose head or tail changed (a new id, a per-second ``created``). The shape
+        learned, if any."""
         self._tries -= 1
-        self._shape = learn(payload, chunk) or self._shape
+        shape = learn(payload, chunk)
+        if shape is not None:
+            self._shape = shape
+        return shape
 
     def _events(self, chunks: Sequence[JSON], tally: StreamTally) -> bytes:
         """The chunks, counted by ``tally``, as the caller's SSE bytes (empty when nothing
@@ -201,6 +292,7 @@ class OpenAIRelay(ChunkParsing):
         choice, a delta holding only its text), written as the caller's head, the
         upstream's literal and the caller's tail: what the dict way would write, byte for
         byte when the upstream escapes as ``orjson`` does."""
+        self.shaped += 1
         if shape is not self._rendered and not self._render(shape):
             return self._events([shape.chunk(literal)], self._tally)  # the dict way
         if text:
@@ -260,7 +352,10 @@ class StreamTally:
     def observe(self, chunk: dict[str, Any]) -> None:
         """Count what the chunk produced (this runs once per token: keep it lean)."""
         if "usage" in chunk:
-            self._report(chunk["usage"])
+            usage = chunk["usage"]
+            self._report(usage)
+            if usage and not chunk.get("choices"):
+                return  # the usage chunk: nothing produced (and no exception to raise below)
         # Nearly every chunk is one choice whose delta holds only its text: read it by
         # subscripts (a ``get`` is a method call, several times the cost here), any other
         # shape raising its way to ``_count``, which reads every choice by the rules.

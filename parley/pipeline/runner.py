@@ -141,9 +141,7 @@ async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
                 metered.first_byte = first_byte = call.age()
                 svc.watchers.tell_first_byte(call, first_byte)
                 render, write = job.render, response.write
-                data = render(first)
-                if data:
-                    await write(data)
+                await write(render(first))  # with the head, even when empty (``_Reply``)
                 async for batch in batches:
                     data = render(batch)
                     if data:
@@ -230,8 +228,17 @@ async def _ended_by_shutdown(
     return True
 
 
+class _Reply(web.StreamResponse):
+    """A streamed reply whose head leaves with its first bytes, in one write, as aiohttp's
+    ``web.Response`` sends its head with its body: the runner writes the first batch as
+    soon as the reply is prepared, so the caller waits for nothing more, and one system
+    call a stream is saved."""
+
+    _send_headers_immediately = False
+
+
 def _stream_response(content_type: str, headers: dict[str, str]) -> web.StreamResponse:
-    return web.StreamResponse(
+    return _Reply(
         headers={
             "Content-Type": content_type,
             "Cache-Control": "no-cache",

@@ -61,29 +61,15 @@ class Relayed:
     """What each read gave the caller, and the closing (``data: [DONE]`` left out)."""
     tally: StreamTally
     same: int
-    """Reads relayed by their shape."""
+    """Events relayed by their shape."""
     error: UpstreamError | None
-
-
-class Counting(openai_relay.OpenAIRelay):
-    """The relay, counting the reads it relays by their shape."""
-
-    __slots__ = ("by_shape",)
-
-    def __init__(self, *args: Any, **options: Any) -> None:
-        super().__init__(*args, **options)
-        self.by_shape = 0
-
-    def _same(self, shape: shapes.Shape, literal: bytes, text: str) -> bytes:
-        self.by_shape += 1
-        return super()._same(shape, literal, text)
 
 
 def relay(
     reads: list[bytes], *, shapes: bool, include_usage: bool = False, limit: int = 1 << 20
 ) -> Relayed:
     """The reads fed to a relay as ``providers/translated.py`` feeds it."""
-    relay = Counting(
+    relay = openai_relay.OpenAIRelay(
         "public",
         "chatcmpl-",
         "chat.completion.chunk",
@@ -95,9 +81,9 @@ def relay(
     out: list[bytes] = []
     error = None
     for data in reads:
-        before = relay.by_shape
+        before = relay.shaped
         produced = relay.feed(data)
-        assert relay.by_shape == before or len(produced) == 1, "a read by its shape alone"
+        assert relay.shaped == before or len(produced) == 1, "a read by its shape alone"
         out.extend(produced)
         if relay.failure is not None:
             error = stream_fault(TARGET, relay.failure, stream_failure)
@@ -109,7 +95,7 @@ def relay(
         last = relay.closing()
         assert last.endswith(DONE)
         out.extend([last[: -len(DONE)]] if last != DONE else [])
-    return Relayed(out, relay.tally, relay.by_shape, error)
+    return Relayed(out, relay.tally, relay.shaped, error)
 
 
 def parsed(events: list[bytes]) -> list[Any]:
@@ -241,13 +227,59 @@ async def test_an_error_event_after_shaped_reads_ends_the_stream_with_it() -> No
     assert fast.error is not None and "failed during the stream" in str(fast.error)
 
 
-async def test_reads_of_several_events_and_partial_lines_go_the_dict_way() -> None:
+async def test_reads_of_several_events_go_by_the_shape_event_by_event() -> None:
     reads = stream(TEXTS)
     joined = [reads[0], reads[1], reads[2] + reads[3], reads[4][:30], reads[4][30:], *reads[5:]]
     fast, _ = await both(joined)
-    # text 0 learned, 1 and 2 read together, 3 split (which drops the shape), 4 learned
-    # again: only text 5 goes by the shape
+    # text 0 learned, 1 and 2 read together by the shape, 3 split (a partial line drops
+    # the shape), 4 learned again: text 5 goes by the shape
+    assert fast.same == 3
+
+
+@pytest.mark.parametrize("include_usage", [True, False])
+@pytest.mark.parametrize("dumps", [orjson.dumps, ascii_dumps])
+async def test_a_stream_read_at_once_is_relayed_by_its_shape(
+    include_usage: bool, dumps: Callable[[Any], bytes]
+) -> None:
+    # What an engine's separate writes become when they arrive faster than they are read:
+    # the role chunk, then one text learned from, the rest by the shape, usage, [DONE]
+    texts = TEXTS + ESCAPES
+    fast, _ = await both([b"".join(stream(texts, dumps))], include_usage=include_usage)
+    assert fast.same == len(texts) - 1
+    assert texts_of(fast.events) == ["", *texts]
+    assert fast.tally.usage().completion_tokens == len(texts)
+
+
+async def test_a_head_that_changes_within_a_read_is_learned_again() -> None:
+    first = [read(chunk(text)) for text in TEXTS]
+    second = [read(chunk(text, id="up-2")) for text in TEXTS]
+    fast, _ = await both([b"".join(first + second[:3]), b"".join(second[3:])])
+    assert fast.same == 2 * (len(TEXTS) - 1)
+    ids = [event["id"] for event in parsed(fast.events)]
+    assert ids == ["chatcmpl-up-1"] * len(TEXTS) + ["chatcmpl-up-2"] * len(TEXTS)
+
+
+async def test_an_error_within_a_read_of_the_shape_ends_the_stream_with_it() -> None:
+    reads = stream(TEXTS)[:5]
+    reads.append(read({"error": {"message": "engine failed", "type": "server_error"}}))
+    reads += [read(chunk("after")), b"data: [DONE]\n\n"]
+    fast, _ = await both([b"".join(reads)])
+    assert fast.same == 3
+    assert "after" not in texts_of(fast.events)
+    assert fast.error is not None and "failed during the stream" in str(fast.error)
+
+
+async def test_nothing_after_done_within_a_read_is_relayed() -> None:
+    reads = [*stream(TEXTS), read(chunk("after")), read(chunk("more"))]
+    fast, _ = await both([b"".join(reads)])
+    assert texts_of(fast.events) == ["", *TEXTS]
+
+
+async def test_a_malformed_event_within_a_read_of_the_shape_ends_the_stream() -> None:
+    reads = [read(chunk("learned")), read(chunk("fast")), b'data: "not an object"\n\n']
+    fast, _ = await both([b"".join(reads), read(chunk("after"))])
     assert fast.same == 1
+    assert fast.error is not None and "not a JSON object" in str(fast.error)
 
 
 async def test_a_shape_that_never_holds_stops_being_learned(
@@ -262,6 +294,10 @@ async def test_a_shape_that_never_holds_stops_being_learned(
     monkeypatch.setattr(openai_relay, "learn", counted)
     reads = [read(chunk(text, obfuscation=str(index))) for index, text in enumerate(TEXTS * 3)]
     fast, _ = await both(reads)
+    assert fast.same == 0
+    assert len(learned) == TRIES
+    learned.clear()
+    fast, _ = await both([b"".join(reads[:3]), b"".join(reads[3:])])  # events read together
     assert fast.same == 0
     assert len(learned) == TRIES
 
@@ -334,3 +370,23 @@ async def test_a_shape_that_changes_now_and_then_is_learned_each_time() -> None:
     reads = [read(chunk(text, created=second)) for second in range(TRIES + 3) for text in TEXTS]
     fast, _ = await both(reads)
     assert fast.same == (TRIES + 3) * (len(TEXTS) - 1)
+
+
+async def test_the_callers_head_and_tail_are_cut_from_the_chunk_learned_from(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rendered: list[shapes.Shape] = []
+    render = openai_relay.OpenAIRelay._render
+
+    def counted(self: openai_relay.OpenAIRelay, shape: shapes.Shape) -> bool:
+        rendered.append(shape)
+        return render(self, shape)
+
+    monkeypatch.setattr(openai_relay.OpenAIRelay, "_render", counted)
+    fast, _ = await both(stream(TEXTS))
+    assert fast.same == len(TEXTS) - 1
+    assert rendered == []
+    # a text the event holds twice (here the caller's model name too) is rendered apart
+    fast, _ = await both([read(chunk("public")), read(chunk("a")), read(chunk("b"))])
+    assert fast.same == 2
+    assert len(rendered) == 1
