@@ -10,12 +10,11 @@ One middleware, ``gateway``, does in order what every request needs:
 
 They were three middlewares; each layer cost every call a wrapper call and a coroutine,
 so they are one (``docs/performance.md``, CPU per call). A failure after a reply has
-begun ends that reply instead (``parley.pipeline.started``). The middleware gives every
-reply it returns unsent its ``x-request-id``; the one reply sent before it returns, a
-stream, is started by the runner, which notes it (``remember_started``) and puts the
-call's id in its head. There is no ``on_response_prepare`` hook: aiohttp runs a hook as
-a signal, a coroutine for each reply, and that cost every whole reply about as much as
-its six rate-limit headers.
+begun ends that reply instead (``parley.pipeline.started``): an ``on_response_prepare``
+hook notes every reply whose head is sent, whichever handler sent it. The middleware
+gives every reply it returns unsent its ``x-request-id`` (a stream puts its call's id
+in its head itself), so the hook does nothing else: aiohttp runs a hook as a coroutine
+on every reply, and each line in it is paid by every call.
 """
 
 from __future__ import annotations
@@ -51,6 +50,7 @@ from parley.pipeline.started import (
     MESSAGES,
     end_started_reply,
     failure_tail,
+    remember_started,
     started_reply,
 )
 from parley.settings import Settings
@@ -213,11 +213,18 @@ async def _peek_limit_headers(request: web.Request) -> None:
     request[REPLY_HEADERS] = rate_limit_headers(decision)
 
 
+async def _reply_begins(request: web.Request, response: web.StreamResponse) -> None:
+    """``on_response_prepare``: note the reply whose head is being sent, whichever handler
+    sent it (``parley.pipeline.started``)."""
+    remember_started(request, response)
+
+
 def create_app(settings: Settings, *, store: Store | None = None) -> web.Application:
     app = web.Application(middlewares=[gateway], client_max_size=settings.server.max_body_bytes)
     edge_bodies.install(
         app, settings.server.body_timeout_seconds, settings.server.pending_bodies_per_key
     )
+    app.on_response_prepare.append(_reply_begins)
     add_routes(app)
     app.add_subapp("/admin", admin_app(settings))
     app.router.add_get("/health", health)

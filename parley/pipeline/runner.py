@@ -53,7 +53,7 @@ from parley.pipeline.plan import Switching
 from parley.pipeline.relay import Failed, relay, relay_stream
 from parley.pipeline.route import Route
 from parley.pipeline.services import Services
-from parley.pipeline.started import end_started_reply, remember_started
+from parley.pipeline.started import end_started_reply
 
 log = logging.getLogger("parley.runner")
 
@@ -136,7 +136,6 @@ async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
                 _answered(svc, route, switching, call, response.headers)
                 metered.route = route
                 response.headers.update(job.reply_headers)
-                remember_started(request, response)  # a failure from here ends the stream
                 await response.prepare(request)
                 metered.first_byte = first_byte = call.age()
                 svc.watchers.tell_first_byte(call, first_byte)

@@ -30,9 +30,9 @@ MESSAGES = "/v1/messages"
 
 
 def remember_started(request: web.Request, response: web.StreamResponse) -> None:
-    """Note the reply whose head is about to be sent: from then on a failure ends that
-    reply in its own format instead of answering with an error envelope (the runner
-    calls this just before it prepares a stream)."""
+    """Called by the app's ``on_response_prepare`` hook: note the reply whose head is
+    being sent. From then on a failure ends that reply in its own format instead of
+    answering with an error envelope."""
     request[STARTED] = response
 
 

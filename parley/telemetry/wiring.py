@@ -1,5 +1,5 @@
 """Attach telemetry to the app: CORS, ``/metrics`` and its sources (the request id is
-stamped by the app's one ``on_response_prepare`` hook, ``parley/app.py``).
+stamped by the gateway middleware, ``parley/app.py``).
 
 ``create_app`` calls ``install`` once. The metrics object is built with the app and
 connected to the services when they start (the meter's records, the usage writer's
