@@ -11,7 +11,8 @@ from typing import Any
 from yarl import URL
 
 from parley.domain.pricing import nanos_to_usd
-from parley.pipeline.breaker import Breakers, BreakerView
+from parley.pipeline.breaker import Breakers
+from parley.pipeline.circuit import BreakerView
 from parley.pipeline.health import ChannelHealth, HealthSnapshot
 from parley.settings import ChannelSettings
 from parley.store.base import Store

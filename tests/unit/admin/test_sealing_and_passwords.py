@@ -16,8 +16,9 @@ from parley.credentials import CredentialBox, SealError, new_key
 from parley.domain.accounts import allows
 from parley.domain.channels import StoredChannel, key_hint
 from parley.errors import UpstreamError
-from parley.pipeline.breaker import Breakers, State
+from parley.pipeline.breaker import Breakers
 from parley.pipeline.channel_book import ChannelBook
+from parley.pipeline.circuit import State
 from parley.pipeline.route import Router
 from parley.settings import ChannelSettings
 from tests.unit.pipeline.test_breaker import refused, route_of

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from parley.errors import UpstreamError, UpstreamRefused, UpstreamTimeout, UpstreamUnreachable
-from parley.pipeline.breaker import Breakers, State, Transition
+from parley.pipeline.breaker import Breakers
+from parley.pipeline.circuit import State, Transition
 from parley.pipeline.retries import RetryBudget, Tries
 from parley.pipeline.route import Route, Router
 from parley.settings import ChannelSettings, ConfigError, RoutingSettings, load_settings
