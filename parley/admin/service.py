@@ -11,15 +11,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from parley.admin.described import (
+    Budget,
+    KeyState,
+    group_detail,
+    key_detail,
+    key_name,
+    key_status,
+)
 from parley.admin.reports import UsageQuery, UsageReport, build_report
 from parley.domain.audit import Actor, AuditEntry, AuditQuery
 from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord, digest, display_prefix, new_key
-from parley.domain.pricing import nanos_to_usd
 from parley.domain.voices import Clone
 from parley.errors import InvalidRequest, NotFound, Replayed, ServiceUnavailable
 from parley.pipeline.budget import Period, SpendLedger, next_period_start, period_start
@@ -58,49 +64,8 @@ class KeyReplayed(Replayed):
         self.key_id = record.id
 
 
-@dataclass(frozen=True, slots=True)
-class KeyState:
-    """A key as the operator sees it: its record (never the secret), status and last use."""
-
-    record: KeyRecord
-    status: str
-    """``active``, ``revoked``, ``expired``, or ``group_disabled`` (usable again when
-    its group is enabled)."""
-    last_used_at: datetime | None
-
-
-@dataclass(frozen=True, slots=True)
-class Budget:
-    period: Period
-    start: date
-    end: date
-    limit_nanos: int | None
-    spent_nanos: int
-
-    def view(self) -> dict[str, Any]:
-        limit = self.limit_nanos
-        return {
-            "period": self.period,
-            "period_start": self.start.isoformat(),
-            "period_end": self.end.isoformat(),
-            "limit_usd": nanos_to_usd(limit) if limit is not None else None,
-            "spent_usd": nanos_to_usd(self.spent_nanos),
-            "remaining_usd": nanos_to_usd(max(0, limit - self.spent_nanos))
-            if limit is not None
-            else None,
-        }
-
-
 Unclone = Callable[[Clone], Awaitable[Clone]]
 """Deletes a registered clone on its engine, then in the registry (the ``/v1`` path's)."""
-
-
-def key_status(record: KeyRecord, now: datetime, group: Group | None = None) -> str:
-    if record.revoked_at is not None:
-        return "revoked"
-    if not record.usable_at(now):
-        return "expired"
-    return "group_disabled" if group is not None and group.disabled_at else "active"
 
 
 class AdminService:
@@ -382,32 +347,3 @@ class AdminService:
         self, *, limit: int = 100, before_id: int | None = None, query: AuditQuery | None = None
     ) -> list[AuditEntry]:
         return await self.store.list_audit(limit=limit, before_id=before_id, query=query)
-
-
-def key_name(record: KeyRecord) -> str:
-    """How reports name a key: its prefix, and its label when it has one."""
-    return f"{record.prefix}… {record.name}".rstrip()
-
-
-def key_detail(record: KeyRecord) -> dict[str, Any]:
-    """A key's settings as the audit log and the API show them (never its secret)."""
-    return {
-        "name": record.name,
-        "rpm": record.quota.rpm,
-        "tpm": record.quota.tpm,
-        "models": sorted(record.models) if record.models is not None else None,
-        "budget_usd": nanos_to_usd(record.budget_nanos)
-        if record.budget_nanos is not None
-        else None,
-        "expires_at": record.expires_at.isoformat() if record.expires_at else None,
-    }
-
-
-def group_detail(group: Group) -> dict[str, Any]:
-    """A group's settings as the audit log and the API show them."""
-    return {
-        "rpm": group.quota.rpm,
-        "tpm": group.quota.tpm,
-        "models": sorted(group.models) if group.models is not None else None,
-        "budget_usd": nanos_to_usd(group.budget_nanos) if group.budget_nanos is not None else None,
-    }

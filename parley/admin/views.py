@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from parley.admin.service import KeyState, group_detail, key_detail
+from parley.admin.described import KeyState, group_detail, key_detail
 from parley.domain.audit import AuditEntry
 from parley.domain.groups import Group
 from parley.domain.voices import Clone

@@ -16,9 +16,9 @@ from urllib.parse import urlencode
 from aiohttp import web
 
 from parley.admin.context import admin_service
+from parley.admin.described import KeyState
 from parley.admin.finding import DEFAULT_PAGE, key_finder, listing_from_params
 from parley.admin.reports import UsageQuery
-from parley.admin.service import KeyState
 from parley.admin.ui.fields import FormState
 from parley.admin.ui.forms import (
     Form,
