@@ -88,6 +88,9 @@ async def test_session_cookie_is_signed_httponly_strict_and_holds_no_token(
         assert cookie["httponly"] and cookie["samesite"] == "Strict"
         assert cookie["path"] == "/admin" and int(cookie["max-age"]) > 0
         assert ADMIN not in cookie.value
+        # a redirect raised past the gateway middleware still leaves with its request id
+        async with session.get(f"{gateway.base_url}/admin", allow_redirects=False) as moved:
+            assert moved.status == 303 and moved.headers["x-request-id"].startswith("req_")
         async with session.get(f"{gateway.base_url}/admin/ui/groups") as page:
             assert page.status == 200 and "New group" in await page.text()
     jar = aiohttp.CookieJar(unsafe=True)

@@ -109,7 +109,9 @@ async def test_every_reply_carries_a_request_id(gateway: Gateway, key: str) -> N
         headers = {"Authorization": f"Bearer {auth}"} if auth else {}
         async with (
             aiohttp.ClientSession() as session,
-            session.request(method, f"{gateway.base_url}{path}", headers=headers) as reply,
+            session.request(
+                method, f"{gateway.base_url}{path}", headers=headers, allow_redirects=False
+            ) as reply,
         ):
             return reply.status, reply.headers.get("x-request-id", "")
 
@@ -127,7 +129,17 @@ async def test_every_reply_carries_a_request_id(gateway: Gateway, key: str) -> N
         assert got == status, (method, path)
         assert request_id.startswith("req_"), (method, path)
         seen.add(request_id)
-    assert len(seen) == 7, "each reply has an id of its own"
+    # a stream's head is sent by the runner, before the middleware sees its reply
+    stream = {"model": "chat-large", "messages": [{"role": "user", "content": "hi"}]}
+    async with (
+        aiohttp.ClientSession(headers={"Authorization": f"Bearer {key}"}) as session,
+        session.post(f"{gateway.v1}/chat/completions", json={**stream, "stream": True}) as reply,
+    ):
+        assert reply.status == 200
+        seen.add(reply.headers.get("x-request-id", ""))
+        await reply.read()
+    assert all(request_id.startswith("req_") for request_id in seen)
+    assert len(seen) == 8, "each reply has an id of its own"
 
     # the SDK reads it into request_id, on errors too
     with pytest.raises(openai.AuthenticationError) as refused:
