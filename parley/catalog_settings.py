@@ -13,6 +13,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from yarl import URL
 
+from parley.service_account import AccountError, read_account
+
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -110,8 +112,6 @@ class VertexOptions(Strict):
     @field_validator("credentials_file")
     @classmethod
     def _service_account(cls, path: str) -> str:
-        from parley.providers.vertex.account import AccountError, read_account
-
         try:
             read_account(path)
         except AccountError as error:

@@ -80,7 +80,7 @@ def serve(
         sys.stderr.flush()
         os.execve(*again)
     if demo:
-        from parley.local.demo.command import serve_demo  # the engines' launcher, only when asked
+        from parley.cli.demo import serve_demo  # the engines' launcher, only when asked
 
         serve_demo(host, port)
         return

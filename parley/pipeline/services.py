@@ -40,7 +40,7 @@ from parley.pipeline.in_flight import CallsInFlight
 from parley.pipeline.meter import BackgroundTasks, Meter
 from parley.pipeline.plan import Planner
 from parley.pipeline.response_book import ResponseBook
-from parley.pipeline.route import Router
+from parley.pipeline.route import Route, Router
 from parley.pipeline.watch import CallWatchers
 from parley.pipeline.writer import UsageWriter
 from parley.providers.base import ReplyBounds
@@ -152,7 +152,7 @@ class Services:
     http: HttpClient
     tasks: BackgroundTasks
     clones: CloneBook
-    rosters: Rosters
+    rosters: Rosters[Route]
     probes: ProbePool
     """The threads that measure uploaded audio, shared fairly between groups."""
     breakers: Breakers

@@ -9,19 +9,30 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import Generic, Protocol, TypeVar
 
 from parley.errors import ServiceUnavailable, UpstreamError
-from parley.providers.base import EngineRoster, VoicesUnsupported
+from parley.providers.base import EngineRoster, Target, VoicesUnsupported
 from parley.providers.registry import ProviderRegistry
-
-if TYPE_CHECKING:  # routes are handed in by the endpoints; voices sit below the pipeline
-    from parley.pipeline.route import Route
 
 TTL_SECONDS = 30.0
 
 
-class Rosters:
+class Routed(Protocol):
+    """What a roster's fetch reads of a route (the pipeline's ``Route``, which the
+    endpoints hand in: voices sit below the pipeline)."""
+
+    @property
+    def provider_type(self) -> str: ...
+
+    @property
+    def target(self) -> Target: ...
+
+
+Route = TypeVar("Route", bound=Routed)
+
+
+class Rosters(Generic[Route]):
     def __init__(
         self, providers: ProviderRegistry, clock: Callable[[], float] = time.monotonic
     ) -> None:

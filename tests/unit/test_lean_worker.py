@@ -179,10 +179,10 @@ def test_a_target_without_a_function_is_refused_at_once() -> None:
 
 DEMO_COMMAND = """
 import sys
-import parley.local.demo.command
+import parley.cli.demo
 from parley.settings import Settings
 
-def run_demo(workdir, address, serve, with_store, load):
+def run_demo(workdir, address, serve, with_store, load, check):
     settings = Settings.model_validate({"database": {"url": "sqlite:///./demo.db"}})
 
     async def nothing(store):
@@ -191,8 +191,8 @@ def run_demo(workdir, address, serve, with_store, load):
     with_store(settings, nothing)  # the demo's first store work: a fresh database
     print(" ".join(name for name in ("alembic", "mako") if name in sys.modules))
 
-parley.local.demo.command.run_demo = run_demo
-parley.local.demo.command.serve_demo(None, None)
+parley.cli.demo.run_demo = run_demo
+parley.cli.demo.serve_demo(None, None)
 """
 
 

@@ -14,9 +14,10 @@ from parley.catalog_settings import VertexOptions
 from parley.errors import UpstreamError
 from parley.http import HttpClient
 from parley.providers.base import Target
-from parley.providers.vertex.account import Signer, read_account
+from parley.providers.vertex.account import Signer
 from parley.providers.vertex.channels import VertexChannels
 from parley.providers.vertex.tokens import AccessTokens
+from parley.service_account import read_account
 from tests.api.test_vertex_channel import EMAIL, make_key, service_account
 from tests.upstreams.vertex import FakeVertex
 

@@ -29,7 +29,6 @@ from typing import Any
 import click
 import yaml
 
-from parley.cli.listen import CannotListen, check_listen
 from parley.domain.groups import Quota
 from parley.domain.keys import digest, display_prefix, new_key
 from parley.local.demo.children import Child, ChildFailed, free_port
@@ -50,6 +49,9 @@ Serve = Callable[[dict[str, Any]], None]
 StoreWork = Callable[[Settings, Callable[[Store], Any]], Any]
 Load = Callable[[Path], Settings]
 """Reads the written config as ``parley serve`` would (``PARLEY_*`` overrides apply)."""
+Check = Callable[[str, int], None]
+"""Raises ``click.ClickException`` (one line) when the gateway cannot listen at the host
+and port, as ``parley serve`` checks it."""
 
 
 def missing_packages() -> list[str]:
@@ -183,15 +185,19 @@ def run_demo(
     serve: Serve,
     with_store: StoreWork,
     load: Load,
+    *,
+    check: Check,
 ) -> None:
-    """Start the engines, configure and serve the gateway; stop the engines at the end."""
+    """Start the engines, configure and serve the gateway; stop the engines at the end.
+    The command line hands in how the gateway serves, works on its store, reads its
+    config and checks its address (``parley.cli.demo``)."""
     workdir.mkdir(parents=True, exist_ok=True)
     chat_port, engine_port = free_port(), free_port()
     chat_url, engine_url = (f"http://127.0.0.1:{free}/v1" for free in (chat_port, engine_port))
     path = write_config(workdir, demo_config(workdir, chat_url, engine_url, *address))
     settings = load(path)
     host, port = settings.server.host, settings.server.port
-    _check_listen(host, port)
+    check(host, port)
     missing = missing_packages()
     if missing:
         raise click.ClickException(
@@ -204,7 +210,7 @@ def run_demo(
     except (ChildFailed, FileNotFoundError) as error:
         raise click.ClickException(str(error)) from None
     try:
-        _check_listen(host, port)  # again: the engines took a while to load
+        check(host, port)  # again: the engines took a while to load
         key = demo_key(settings, with_store)
         raw = settings.model_dump(mode="json")
         token = None
@@ -216,10 +222,3 @@ def run_demo(
     finally:
         engine.stop()
         llama.stop()
-
-
-def _check_listen(host: str, port: int) -> None:
-    try:
-        check_listen(host, port, reuse_port=False)
-    except CannotListen as error:
-        raise click.ClickException(str(error)) from None

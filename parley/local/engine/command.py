@@ -11,8 +11,6 @@ import logging
 import click
 from aiohttp import web
 
-from parley.cli.context import fail
-
 
 @click.group()
 def engine() -> None:
@@ -42,12 +40,12 @@ def serve(host: str, port: int, recognizers: int) -> None:
     except ImportError as error:
         if error.name not in ("espeakng_loader", "pocketsphinx"):
             raise
-        fail(
+        raise click.ClickException(
             f"the local engines are not installed ({error.name} is missing): "
             "pip install 'parley[local]'"
-        )
+        ) from None
     except SynthesisError as error:
-        fail(str(error))
+        raise click.ClickException(str(error)) from None
     app = create_engine_app(espeak, recognizers)
     logging.getLogger("parley.local.engine").info(
         "parley engine serving on http://%s:%d/v1 (speech: espeak-ng, transcription: "

@@ -1,10 +1,9 @@
-"""A Google service-account key file, read and checked, and the JWT its key signs.
+"""The JWT a Google service account's key signs.
 
-``read_account`` reads the JSON file a ``type: vertex`` channel names (as the settings
-are validated, so a missing or wrong file stops the start with one line); ``assertion``
-writes the signed JWT (RS256) that the file's ``token_uri`` exchanges for an OAuth
-access token (RFC 7523). ``cryptography`` is imported here only when a key is first
-loaded, so a gateway without a Vertex channel never carries it.
+The key file is read and checked by ``parley.service_account.read_account``;
+``Signer.assertion`` writes the signed JWT (RS256) that the file's ``token_uri``
+exchanges for an OAuth access token (RFC 7523). ``cryptography`` is imported here only
+when a key is first loaded, so a gateway without a Vertex channel never carries it.
 """
 
 from __future__ import annotations
@@ -12,57 +11,13 @@ from __future__ import annotations
 import base64
 import json
 import time
-from dataclasses import dataclass, field
 from typing import Any
+
+from parley.service_account import AccountError, ServiceAccount
 
 SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 LIFETIME = 3600
 """Seconds a signed assertion (and so the token it buys) is asked to last, Google's most."""
-
-
-class AccountError(ValueError):
-    """The credentials file cannot be used; worded for the operator in one line."""
-
-
-@dataclass(frozen=True, slots=True)
-class ServiceAccount:
-    client_email: str
-    private_key_id: str
-    token_uri: str
-    private_key: str = field(repr=False)
-    """The PEM key: never printed, logged or sent."""
-
-
-def read_account(path: str) -> ServiceAccount:
-    """The service account in the key file at ``path``; ``AccountError`` if it is not one."""
-    try:
-        with open(path, encoding="utf-8") as file:
-            found: Any = json.load(file)
-    except OSError as error:
-        raise AccountError(f"cannot read {path}: {error.strerror or error}") from None
-    except ValueError:
-        raise AccountError(f"{path} is not a JSON service-account key file") from None
-    if not isinstance(found, dict) or found.get("type") != "service_account":
-        raise AccountError(
-            f"{path} is not a service-account key file (its type must be service_account)"
-        )
-    values = {}
-    for name in ("client_email", "private_key", "token_uri"):
-        value = found.get(name)
-        if not isinstance(value, str) or not value:
-            raise AccountError(f"{path} has no {name}")
-        values[name] = value
-    if "PRIVATE KEY-----" not in values["private_key"]:
-        raise AccountError(f"{path}: private_key is not a PEM private key")
-    if not values["token_uri"].startswith(("https://", "http://")):
-        raise AccountError(f"{path}: token_uri must be an http(s) URL")
-    key_id = found.get("private_key_id")
-    return ServiceAccount(
-        client_email=values["client_email"],
-        private_key_id=key_id if isinstance(key_id, str) else "",
-        token_uri=values["token_uri"],
-        private_key=values["private_key"],
-    )
 
 
 class Signer:

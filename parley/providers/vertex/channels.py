@@ -18,8 +18,9 @@ from parley.catalog_settings import ChannelSettings, VertexOptions
 from parley.errors import UpstreamError
 from parley.http import HttpClient
 from parley.providers.base import Target
-from parley.providers.vertex.account import AccountError, Signer, read_account
+from parley.providers.vertex.account import Signer
 from parley.providers.vertex.tokens import AccessTokens
+from parley.service_account import AccountError, read_account
 from parley.settings import ConfigError
 
 
