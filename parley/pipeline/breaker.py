@@ -24,10 +24,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol, TypeVar
 
 from parley.errors import UpstreamError, UpstreamRefused, UpstreamTimeout, UpstreamUnreachable
 from parley.pipeline.circuit import Breaker, BreakerView, State, Transition
-from parley.pipeline.route import Route
+from parley.providers.base import Target
 from parley.settings import BreakerOptions, ChannelSettings
 
 log = logging.getLogger("parley.breaker")
@@ -37,6 +38,20 @@ _CHANNEL_FAULTS = frozenset({401, 403})
 
 
 Listener = Callable[[Transition], None]
+
+
+class Routed(Protocol):
+    """What the breakers read of a route (the pipeline's ``Route``): its channel
+    (``target.channel``) and its channel x upstream model breaker (``breaker_key``)."""
+
+    @property
+    def target(self) -> Target: ...
+
+    @property
+    def breaker_key(self) -> str: ...
+
+
+R = TypeVar("R", bound=Routed)
 
 
 class Breakers:
@@ -85,14 +100,14 @@ class Breakers:
         self._breakers = built
         self._not_closed = sum(1 for b in built.values() if b.state != State.CLOSED)
 
-    def arrange(self, routes: Sequence[Route]) -> Sequence[Route]:
+    def arrange(self, routes: Sequence[R]) -> Sequence[R]:
         """The routes a call may try now, those due a probe first; empty when every one
         is open (see ``least_recently_failed``)."""
         if not self._not_closed:
             return routes
         now = self._clock()
-        probes: list[Route] = []
-        closed: list[Route] = []
+        probes: list[R] = []
+        closed: list[R] = []
         for route in routes:
             channel = self._breakers.get(route.target.channel)
             model = self._breakers.get(route.breaker_key)
@@ -153,16 +168,16 @@ class Breakers:
             self._move(breaker, State.HALF_OPEN, breaker.until, breaker.last_error)
         breaker.probe_until = now + breaker.probe_lease
 
-    def least_recently_failed(self, routes: Sequence[Route]) -> Route:
+    def least_recently_failed(self, routes: Sequence[R]) -> R:
         """The route whose breakers failed longest ago: tried when all are open."""
 
-        def last_failure(route: Route) -> float:
+        def last_failure(route: Routed) -> float:
             found = (self._breakers.get(k) for k in (route.target.channel, route.breaker_key))
             return max((b.last_failure_at for b in found if b is not None), default=0.0)
 
         return min(routes, key=last_failure)
 
-    def succeeded(self, route: Route) -> None:
+    def succeeded(self, route: Routed) -> None:
         """An attempt on ``route`` answered: resets both its breakers' runs of failures.
 
         A breaker's window starts at its first failure: until then a success changes
@@ -178,7 +193,7 @@ class Breakers:
             if breaker.state != State.CLOSED:
                 self._move(breaker, State.CLOSED, 0.0, "")
 
-    def failed(self, route: Route, error: UpstreamError) -> None:
+    def failed(self, route: Routed, error: UpstreamError) -> None:
         """An attempt on ``route`` failed with ``error``: counted against the channel's
         breaker or its model's (or neither, for the caller's own 4xx)."""
         key = _blamed(route, error)
@@ -248,7 +263,7 @@ def model_key(channel: str, upstream_model: str) -> str:
     return f"{channel}:{upstream_model}"
 
 
-def _blamed(route: Route, error: UpstreamError) -> str | None:
+def _blamed(route: Routed, error: UpstreamError) -> str | None:
     """Which breaker ``error`` counts against: the channel's, its model's, or none."""
     if isinstance(error, UpstreamRefused):
         if error.upstream_status in _CHANNEL_FAULTS:
