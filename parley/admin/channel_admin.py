@@ -24,8 +24,8 @@ from parley.admin.service import AdminService
 from parley.credentials import SealError
 from parley.domain.channels import ChannelEvent, StoredChannel, key_hint
 from parley.errors import InvalidRequest, NotFound, PermissionDenied, ServiceUnavailable
-from parley.pipeline.channel_book import reseal_all, stored_settings
 from parley.pipeline.services import Services
+from parley.runtime.channel_book import reseal_all, stored_settings
 from parley.settings import ChannelSettings, ModelKind
 from parley.store.base import Conflict, Missing
 

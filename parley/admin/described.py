@@ -16,7 +16,7 @@ from typing import Any
 from parley.domain.groups import Group
 from parley.domain.keys import KeyRecord
 from parley.domain.pricing import nanos_to_usd
-from parley.pipeline.budget import Period
+from parley.runtime.budget import Period
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,9 +11,9 @@ from typing import Any
 from yarl import URL
 
 from parley.domain.pricing import nanos_to_usd
-from parley.pipeline.breaker import Breakers
-from parley.pipeline.circuit import BreakerView
-from parley.pipeline.health import ChannelHealth, HealthSnapshot
+from parley.runtime.breaker import Breakers
+from parley.runtime.circuit import BreakerView
+from parley.runtime.health import ChannelHealth, HealthSnapshot
 from parley.settings import ChannelSettings
 from parley.store.base import Store
 

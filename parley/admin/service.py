@@ -28,8 +28,8 @@ from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord, digest, display_prefix, new_key
 from parley.domain.voices import Clone
 from parley.errors import InvalidRequest, NotFound, Replayed, ServiceUnavailable
-from parley.pipeline.budget import Period, SpendLedger, next_period_start, period_start
-from parley.pipeline.directory import Directory
+from parley.runtime.budget import Period, SpendLedger, next_period_start, period_start
+from parley.runtime.directory import Directory
 from parley.store.base import Conflict, GroupChanges, KeyChanges, Missing, Replay, Store
 
 MAX_STORED_NAME = 200

@@ -22,8 +22,8 @@ from parley.errors import InvalidRequest
 from parley.limits.base import Window
 from parley.limits.headers import go_duration
 from parley.pipeline.admit import scopes_for
-from parley.pipeline.budget import next_period_start, period_start
 from parley.pipeline.context import caller, services
+from parley.runtime.budget import next_period_start, period_start
 
 MAX_RANGE_DAYS = 366
 UNLIMITED_USD = 100_000_000.0

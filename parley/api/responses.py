@@ -48,10 +48,10 @@ from parley.pipeline.authenticate import Caller
 from parley.pipeline.call import Call
 from parley.pipeline.context import CALLER, services
 from parley.pipeline.job import NO_HEADERS, Operation
-from parley.pipeline.response_book import ResponseBook
 from parley.pipeline.route import Route, Router
 from parley.providers.base import Responses, Translations
 from parley.providers.registry import ProviderRegistry
+from parley.runtime.response_book import ResponseBook
 
 RESPONSES = Operation("responses", "/v1/responses", CHAT_KINDS)
 CHAT_PARAMS = {

@@ -24,7 +24,7 @@ from parley.domain.tokens import count_images, estimate_messages, estimate_text,
 from parley.domain.value import value
 from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, NotFound, ParleyError
-from parley.pipeline.response_book import ResponseBook
+from parley.runtime.response_book import ResponseBook
 
 
 @value

@@ -22,7 +22,7 @@ from parley.cli.context import fail, settings_from, with_store
 from parley.credentials import CredentialBox, SealError, new_key
 from parley.domain.accounts import ROLES, Account
 from parley.domain.audit import Actor
-from parley.pipeline.channel_book import reseal_all
+from parley.runtime.channel_book import reseal_all
 from parley.store.base import Store
 
 ROLE = click.Choice(ROLES)

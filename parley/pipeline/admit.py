@@ -19,7 +19,7 @@ from parley.errors import InvalidRequest, ModelNotFound, QuotaExceeded, RateLimi
 from parley.limits.base import Budget, Decision, Limiter, Scope
 from parley.limits.headers import go_duration, rate_limit_headers, retry_headers
 from parley.pipeline.authenticate import Caller
-from parley.pipeline.budget import SpendLedger
+from parley.runtime.budget import SpendLedger
 
 
 @dataclass(slots=True)

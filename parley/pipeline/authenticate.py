@@ -8,7 +8,7 @@ from parley.domain.groups import Group
 from parley.domain.keys import KeyRecord, digest, looks_like_key, same_digest
 from parley.domain.value import value
 from parley.errors import AuthenticationFailed, PermissionDenied
-from parley.pipeline.directory import Directory
+from parley.runtime.directory import Directory
 
 MISSING = (
     "You didn't provide an API key. You need to provide your API key in an "

@@ -21,10 +21,10 @@ from parley.domain.usage import Usage, UsageRecord
 from parley.domain.value import value
 from parley.limits.base import Budget, Limiter, Scope, SettlesAtOnce
 from parley.pipeline.authenticate import Caller
-from parley.pipeline.budget import SpendLedger
 from parley.pipeline.call import Call
-from parley.pipeline.health import ChannelHealth
-from parley.pipeline.writer import UsageWriter
+from parley.runtime.budget import SpendLedger
+from parley.runtime.health import ChannelHealth
+from parley.runtime.writer import UsageWriter
 
 log = logging.getLogger("parley.meter")
 

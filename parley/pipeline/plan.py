@@ -1,6 +1,6 @@
 """Stage 3's answer for one call: the routes it tries, in order, and the model each serves.
 
-A call tries its model's routes whose breakers let it through (``pipeline/breaker.py``),
+A call tries its model's routes whose breakers let it through (``runtime/breaker.py``),
 then those of each of the model's ``fallbacks`` the caller's group may use and the job
 accepts, in the order configured. When every one of them is shut, it still tries the
 route of its own model that failed least recently, rather than refusing outright. The
@@ -22,11 +22,11 @@ from typing import Any
 from parley.domain.models import ModelRegistry, Resolved
 from parley.errors import ParleyError
 from parley.pipeline.authenticate import Caller
-from parley.pipeline.breaker import Breakers
 from parley.pipeline.call import Call
 from parley.pipeline.job import Batches, Job
 from parley.pipeline.retries import RetryBudget, RetryPolicy
 from parley.pipeline.route import Route, Router
+from parley.runtime.breaker import Breakers
 from parley.settings import ModelSettings, RoutingSettings
 
 MODEL_HEADER = "x-parley-model"

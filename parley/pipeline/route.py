@@ -27,7 +27,7 @@ class Route:
     model: str = ""
     """The public model this route serves (a fallback's, when the call fell back)."""
     breaker_key: str = ""
-    """The channel x upstream model breaker (``pipeline/breaker.py``)."""
+    """The channel x upstream model breaker (``runtime/breaker.py``)."""
     first_token: float = 60.0
     """Seconds a stream may take to send its first event before the next route."""
     total: float | None = None

@@ -46,7 +46,6 @@ from parley.errors import (
 from parley.pipeline.admit import admit, resolve_model
 from parley.pipeline.call import Call
 from parley.pipeline.context import ADMITTED, CALLER, REFUSED_MODEL, REPLY_HEADERS, SERVICES
-from parley.pipeline.in_flight import SHUTDOWN_STATUS
 from parley.pipeline.job import Job, ReplyJob, StreamJob
 from parley.pipeline.meter import Meter
 from parley.pipeline.plan import Switching
@@ -54,6 +53,7 @@ from parley.pipeline.relay import Failed, relay, relay_stream
 from parley.pipeline.route import Route
 from parley.pipeline.services import Services
 from parley.pipeline.started import end_started_reply
+from parley.runtime.in_flight import SHUTDOWN_STATUS
 
 log = logging.getLogger("parley.runner")
 

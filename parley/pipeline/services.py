@@ -31,24 +31,24 @@ from parley.domain.transcripts import TranscriptionAbilities
 from parley.http import HeadLimits, HttpClient
 from parley.limits.base import Limiter
 from parley.limits.factory import build_limiter
-from parley.pipeline.breaker import Breakers
-from parley.pipeline.budget import SpendLedger
 from parley.pipeline.call import RequestIds
-from parley.pipeline.channel_book import ChannelBook
-from parley.pipeline.directory import Directory
-from parley.pipeline.in_flight import CallsInFlight
 from parley.pipeline.meter import BackgroundTasks, Meter
 from parley.pipeline.plan import Planner
-from parley.pipeline.response_book import ResponseBook
 from parley.pipeline.route import Route, Router
 from parley.pipeline.watch import CallWatchers
-from parley.pipeline.writer import UsageWriter
 from parley.providers.base import ReplyBounds
 from parley.providers.registry import (
     ProviderRegistry,
     check_channel_types,
     check_native_responses,
 )
+from parley.runtime.breaker import Breakers
+from parley.runtime.budget import SpendLedger
+from parley.runtime.channel_book import ChannelBook
+from parley.runtime.directory import Directory
+from parley.runtime.in_flight import CallsInFlight
+from parley.runtime.response_book import ResponseBook
+from parley.runtime.writer import UsageWriter
 from parley.settings import ConfigError, ModelSettings, Prices, Settings, SpeechOptions
 from parley.store.base import Store, StoreFault, StoreUnavailable
 from parley.store.sql import open_store
@@ -57,7 +57,7 @@ from parley.voices.catalogue import load_catalogue
 from parley.voices.rosters import Rosters
 
 if TYPE_CHECKING:
-    from parley.pipeline.shared_breakers import SharedBreakers
+    from parley.runtime.shared_breakers import SharedBreakers
 
 log = logging.getLogger("parley")
 SETTLEMENT_SECONDS = 5.0
@@ -253,7 +253,7 @@ class Services:
         if settings.redis is not None:
             # Imported only with Redis: redis-py is megabytes a gateway without it need not
             # carry (as ``parley.limits.factory``).
-            from parley.pipeline.shared_breakers import SharedBreakers
+            from parley.runtime.shared_breakers import SharedBreakers
 
             shared = services.shared_breakers = SharedBreakers.connect(breakers, settings.redis)
             services._loops.append(asyncio.create_task(shared.run(), name="parley-breakers"))

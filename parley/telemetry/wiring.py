@@ -18,13 +18,13 @@ from parley.domain.keys import digest, same_digest
 from parley.domain.usage import UsageRecord
 from parley.errors import AuthenticationFailed, UpstreamError
 from parley.pipeline.authenticate import Caller
-from parley.pipeline.breaker import Breakers
 from parley.pipeline.call import Call
-from parley.pipeline.circuit import Transition
 from parley.pipeline.context import SERVICES
 from parley.pipeline.route import Route
 from parley.pipeline.services import Services
 from parley.pipeline.watch import CallWatchers
+from parley.runtime.breaker import Breakers
+from parley.runtime.circuit import Transition
 from parley.settings import MetricsSettings, Settings
 from parley.telemetry import cors
 from parley.telemetry.access import ACCESS_RECORDS, AccessRecords

@@ -13,7 +13,7 @@ import anthropic
 import openai
 import pytest
 
-from parley.pipeline.circuit import State
+from parley.runtime.circuit import State
 from tests.api.admin_client import ADMIN, browser_session, login
 from tests.api.admin_client import call as admin_call
 from tests.api.harness import CHANNEL_KEY, Config, Gateway, StartGateway, records, starting

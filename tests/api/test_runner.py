@@ -28,11 +28,11 @@ from parley.errors import ParleyError
 from parley.pipeline import runner
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.context import services
-from parley.pipeline.in_flight import SHUTDOWN_STATUS
 from parley.pipeline.job import NO_HEADERS, Operation
 from parley.pipeline.route import Route
 from parley.providers.base import Batches, Target
 from parley.providers.openai import OpenAIAdapter
+from parley.runtime.in_flight import SHUTDOWN_STATUS
 from parley.settings import Settings
 from tests.api.harness import Gateway, default_config, records
 from tests.upstreams.openai_compatible import Behaviour, FakeEngine

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from parley.pipeline.circuit import State, Transition
+from parley.runtime.circuit import State, Transition
 from tests.api.harness import Config, Gateway, StartGateway, records, starting
 from tests.api.test_resilience import MESSAGES, failures_on, state, two_channels
 from tests.upstreams.openai_compatible import Behaviour, FakeEngine

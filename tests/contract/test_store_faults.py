@@ -21,8 +21,8 @@ import asyncpg
 import pytest
 import sqlalchemy.exc
 
-from parley.pipeline.budget import SpendLedger
-from parley.pipeline.writer import UsageWriter
+from parley.runtime.budget import SpendLedger
+from parley.runtime.writer import UsageWriter
 from parley.settings import UsageSettings
 from parley.store import boundary, engine
 from parley.store.base import Conflict, StoreError, StoreFault, StoreUnavailable

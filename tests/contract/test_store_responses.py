@@ -8,7 +8,7 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 
 from parley.domain.responses import StoredResponse
-from parley.pipeline.response_book import ResponseBook
+from parley.runtime.response_book import ResponseBook
 from parley.settings import ResponsesSettings
 from parley.store.sql import SqlStore
 from tests.contract.test_store import store, store_target  # noqa: F401

@@ -20,7 +20,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from parley.pipeline.writer import RETRY_SECONDS
+from parley.runtime.writer import RETRY_SECONDS
 from tests.api.admin_client import browser_session, form_token, login
 from tests.api.harness import Gateway, default_config
 from tests.process.conftest import PostgresDatabase

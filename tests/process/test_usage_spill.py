@@ -18,8 +18,8 @@ from typing import cast
 import pytest
 
 from parley.domain.usage import UsageRecord
-from parley.pipeline.budget import SpendLedger
-from parley.pipeline.writer import UsageWriter
+from parley.runtime.budget import SpendLedger
+from parley.runtime.writer import UsageWriter
 from parley.settings import UsageSettings
 from parley.store.base import Store
 from parley.store.sql import SqlStore, open_store

@@ -32,7 +32,7 @@ from parley.admin.ui.forms import (
 )
 from parley.admin.ui.render import page
 from parley.errors import InvalidRequest, NotFound
-from parley.pipeline.budget import period_start
+from parley.runtime.budget import period_start
 from parley.store.base import KeyChanges
 
 MAX_GRACE_MINUTES = 30 * 24 * 60

@@ -12,7 +12,7 @@ from typing import Any
 import openai
 import pytest
 
-from parley.pipeline.circuit import State
+from parley.runtime.circuit import State
 from tests.api.harness import Config, StartGateway, records
 from tests.clips import clip
 

@@ -13,7 +13,7 @@ import aiohttp
 import openai
 import pytest
 
-from parley.pipeline.circuit import State
+from parley.runtime.circuit import State
 from tests.api.harness import Gateway, records
 from tests.api.speech.conftest import Engines, speech_config
 

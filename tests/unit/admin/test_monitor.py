@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from parley.admin.monitor import ChannelView, health_state
-from parley.pipeline.health import HealthSnapshot
+from parley.runtime.health import HealthSnapshot
 from parley.settings import ChannelSettings
 
 

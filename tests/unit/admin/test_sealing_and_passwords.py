@@ -16,12 +16,12 @@ from parley.credentials import CredentialBox, SealError, new_key
 from parley.domain.accounts import allows
 from parley.domain.channels import StoredChannel, key_hint
 from parley.errors import UpstreamError
-from parley.pipeline.breaker import Breakers
-from parley.pipeline.channel_book import ChannelBook
-from parley.pipeline.circuit import State
 from parley.pipeline.route import Router
+from parley.runtime.breaker import Breakers
+from parley.runtime.channel_book import ChannelBook
+from parley.runtime.circuit import State
 from parley.settings import ChannelSettings
-from tests.unit.pipeline.test_breaker import refused, route_of
+from tests.unit.runtime.test_breaker import refused, route_of
 
 SECRET = "sk-provider-credential-123456"
 SPEC_OF_PIGEON = {"type": "pigeon", "base_url": "http://coop.example/v1", "models": ["m"]}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from parley.pipeline.in_flight import CallsInFlight
+from parley.runtime.in_flight import CallsInFlight
 
 
 async def relay_until_cancelled(streams: CallsInFlight, seen: list[bool]) -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import cast
 
 from parley.domain.usage import UsageRecord
-from parley.pipeline.budget import SpendLedger
-from parley.pipeline.writer import CATCH_UP_BATCHES, UsageWriter
+from parley.runtime.budget import SpendLedger
+from parley.runtime.writer import CATCH_UP_BATCHES, UsageWriter
 from parley.settings import UsageSettings
 from parley.store.base import Store
 from tests.records import usage_record

@@ -35,8 +35,8 @@ import orjson
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from parley.pipeline.breaker import Breakers
-from parley.pipeline.circuit import Breaker, State, Transition
+from parley.runtime.breaker import Breakers
+from parley.runtime.circuit import Breaker, State, Transition
 from parley.settings import RedisSettings
 
 log = logging.getLogger("parley.breaker")

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from parley.errors import UpstreamError, UpstreamRefused, UpstreamTimeout, UpstreamUnreachable
-from parley.pipeline.breaker import Breakers
-from parley.pipeline.circuit import State, Transition
 from parley.pipeline.retries import RetryBudget, Tries
 from parley.pipeline.route import Route, Router
+from parley.runtime.breaker import Breakers
+from parley.runtime.circuit import State, Transition
 from parley.settings import ChannelSettings, ConfigError, RoutingSettings, load_settings
 
 

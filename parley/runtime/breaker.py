@@ -15,7 +15,7 @@ refuses a call by itself.
 State is kept per process in plain objects, read and changed synchronously on the hot
 path (no I/O, nothing allocated once a breaker exists). Each transition is told to the
 ``transitions`` listeners: the log, the metrics and, when Redis is configured, the
-shared store (``parley.pipeline.shared_breakers``), which applies other instances'
+shared store (``parley.runtime.shared_breakers``), which applies other instances'
 transitions here through ``apply``.
 """
 
@@ -27,8 +27,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol, TypeVar
 
 from parley.errors import UpstreamError, UpstreamRefused, UpstreamTimeout, UpstreamUnreachable
-from parley.pipeline.circuit import Breaker, BreakerView, State, Transition
 from parley.providers.base import Target
+from parley.runtime.circuit import Breaker, BreakerView, State, Transition
 from parley.settings import BreakerOptions, ChannelSettings
 
 log = logging.getLogger("parley.breaker")

@@ -35,7 +35,7 @@ from typing import Any
 import orjson
 
 from parley.domain.usage import UsageRecord
-from parley.pipeline.budget import SpendLedger
+from parley.runtime.budget import SpendLedger
 from parley.settings import UsageSettings
 from parley.store.base import Store, StoreError
 

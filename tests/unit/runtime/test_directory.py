@@ -8,7 +8,7 @@ from pathlib import Path
 
 from parley.domain.keys import digest
 from parley.errors import ServiceUnavailable
-from parley.pipeline.directory import Directory
+from parley.runtime.directory import Directory
 from parley.store.base import StoreUnavailable
 from parley.store.sql import SqlStore, open_store
 

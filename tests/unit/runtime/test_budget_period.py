@@ -7,7 +7,7 @@ from typing import cast
 
 import pytest
 
-from parley.pipeline.budget import Period, SpendLedger
+from parley.runtime.budget import Period, SpendLedger
 from parley.store.base import Store
 
 

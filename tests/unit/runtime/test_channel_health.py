@@ -7,7 +7,7 @@ import sys
 from dataclasses import replace
 
 from parley.domain.usage import UsageRecord
-from parley.pipeline.health import WINDOW, ChannelHealth
+from parley.runtime.health import WINDOW, ChannelHealth
 from tests.records import usage_record
 
 

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from parley.credentials import CredentialBox, SealError
 from parley.domain.channels import ChannelEvent, StoredChannel
-from parley.pipeline.circuit import Transition
+from parley.runtime.circuit import Transition
 from parley.settings import ChannelSettings
 from parley.store.base import Store
 

@@ -4,7 +4,7 @@ A ``Breaker`` is the state of one channel's or one channel x model's breaker and
 of its last ``window`` outcomes; a ``Transition`` is a change of its state, told to the
 listeners (the log, the metrics, the shared store); a ``BreakerView`` is what the admin
 surface shows of it. When a breaker opens, closes or lets a probe through is decided by
-``Breakers`` (``pipeline/breaker.py``), which holds them all; this module holds what one
+``Breakers`` (``runtime/breaker.py``), which holds them all; this module holds what one
 breaker is, apart from those rules.
 """
 
