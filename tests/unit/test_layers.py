@@ -4,7 +4,8 @@ Each top-level subpackage or module of ``parley`` (``api``, ``pipeline``, ``runt
 ``providers``, ``http``...) is a node, and every import from one into another is an
 edge: at the top of a module, under ``if TYPE_CHECKING:`` and inside a function alike,
 since each says the importer needs the imported. The graph has no cycle, so each part
-can be read, tested and replaced from the bottom up: api → pipeline → providers → http.
+can be read, tested and replaced from the bottom up: api → pipeline → runtime →
+providers → http.
 """
 
 from __future__ import annotations
@@ -149,6 +150,7 @@ def test_the_request_path_points_down() -> None:
     graph = import_graph()
     assert "api" not in graph["pipeline"]
     assert "pipeline" not in graph["providers"]
+    assert {"api", "pipeline"}.isdisjoint(graph["runtime"])
     assert {"api", "pipeline", "providers"}.isdisjoint(graph["http"])
 
 
