@@ -11,7 +11,7 @@ folders or by the dynamic linker; Debian's packages are ``libjemalloc2`` and
 ``libmimalloc2.0``). jemalloc is the one choice that keeps a worker small both at steady
 load and after a burst at no cost in CPU time that shows, so ``parley serve`` runs on it
 by default (``auto``) where its library is installed, and on pymalloc where it is not;
-``--allocator`` chooses any of them (docs/performance.md compares them). The interpreter
+``--allocator`` chooses any of them (docs/operations.md compares them). The interpreter
 reads ``PYTHONMALLOC`` (and the dynamic linker ``LD_PRELOAD``) only at start, so
 ``serve`` executes itself once more with them set (``serve_allocator``); workers and
 children inherit them. A ``PYTHONMALLOC`` already in the environment is left alone.
