@@ -177,7 +177,7 @@ async def test_a_refused_field_is_named_once(gateway: Gateway, key: str) -> None
         gateway, "POST", "/v1/messages", None, json=body, headers={"x-api-key": key}
     )
     assert status == 400
-    assert reply["error"]["message"] == "temperature: must be a number from 0 to 1."
+    assert reply["error"]["message"] == "temperature: must be between 0 and 1; got 3."
 
 
 @pytest.mark.parametrize("messages", [None, [], "hello", {"role": "user"}, -2.5e53])

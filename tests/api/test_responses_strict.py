@@ -2,8 +2,8 @@
 own types in pydantic's strict mode (the SDK itself builds them leniently, so a field it
 requires could be missing unseen): whole responses, every event of a stream, a stream
 that fails, and a stored response read back; over an OpenAI-compatible and an Anthropic
-channel, with text, reasoning, function calls and an output cut by its limit. Also
-reasoning told as a summary."""
+channel, with text, reasoning, function calls and an output cut by its limit. Also the
+sampling parameters, checked as chat checks them, and reasoning told as a summary."""
 
 from __future__ import annotations
 
@@ -93,6 +93,22 @@ async def test_every_stream_event_is_strictly_the_sdks_type(
 async def test_a_failed_stream_is_strictly_the_sdks_type(client: openai.AsyncOpenAI) -> None:
     events = await streamed(client, "gpt-broken")
     assert [event.type for event in events[-2:]] == ["error", "response.failed"]
+
+
+@pytest.mark.parametrize(("name", "value"), [("temperature", 7), ("temperature", -1), ("top_p", 3)])
+async def test_sampling_parameters_are_checked_as_chat_checks_them(
+    client: openai.AsyncOpenAI, upstreams: Upstreams, name: str, value: float
+) -> None:
+    sent = len(upstreams.engine.requests)
+    with pytest.raises(openai.BadRequestError) as refused:
+        await client.responses.create(model="gpt-like", input="x", **{name: value})
+    with pytest.raises(openai.BadRequestError) as chat:
+        await client.chat.completions.create(
+            model="gpt-like", messages=[{"role": "user", "content": "x"}], **{name: value}
+        )
+    assert refused.value.param == chat.value.param == name
+    assert refused.value.message == chat.value.message
+    assert len(upstreams.engine.requests) == sent  # nothing went upstream
 
 
 @pytest.mark.parametrize("model", ["gpt-reasoning", "claude-thinking"])
