@@ -52,6 +52,9 @@ from parley.providers.registry import ProviderRegistry
 MESSAGES = Operation("messages", "/v1/messages", CHAT_KINDS)
 COUNT_TOKENS = Operation("token counting", "/v1/messages/count_tokens", CHAT_KINDS)
 ID_PREFIX = "msg_"
+SERVICE_TIERS = {"auto": "auto", "standard_only": "default"}
+"""Anthropic's ``service_tier`` as OpenAI's: ``standard_only`` is OpenAI's ``default``."""
+TIERED_CHANNEL = "openai"
 ANTHROPIC_MOST_TEMPERATURE = 1.0
 """Anthropic's range of ``temperature`` is 0 to 1 (OpenAI's, 0 to 2)."""
 
@@ -165,11 +168,16 @@ def canonical(messages: MessagesRequest) -> Request:
 
 
 def chat_body(messages: MessagesRequest, route: Route) -> JSON:
-    """The OpenAI chat body for a translating route."""
+    """The OpenAI chat body for a translating route, with the service tier asked for
+    when the channel is OpenAI's own (the only one with tiers)."""
     try:
-        return openai_chat.encode_request(canonical(messages), route.target.model)
+        body = openai_chat.encode_request(canonical(messages), route.target.model)
     except Unsupported as error:
         raise InvalidRequest(error.message, param=error.param) from None
+    tier = messages.body.get("service_tier")
+    if tier is not None and route.provider_type == TIERED_CHANNEL:
+        body["service_tier"] = SERVICE_TIERS[tier]
+    return body
 
 
 @value
