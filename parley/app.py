@@ -3,7 +3,9 @@
 One middleware, ``gateway``, does in order what every request needs:
 
 * every failure becomes the OpenAI envelope; nothing else reaches a caller;
-* ``/v1`` calls are authenticated (stage 1 of the pipeline) and every reply to an
+* a ``/v1`` call to no route is a 404 (405 for a wrong method) before its key is
+  read, so a wrong path never reads as a wrong key, nor tells a valid key from another;
+* other ``/v1`` calls are authenticated (stage 1 of the pipeline) and every reply to an
   authenticated caller carries the rate-limit headers;
 * a request body still arriving has a deadline, and a key a number of bodies that may be
   arriving at once (``parley.edge.bodies``).
@@ -60,6 +62,7 @@ from parley.telemetry.wiring import install as install_telemetry
 
 log = logging.getLogger("parley")
 V1 = "/v1/"
+ANTHROPIC_VERSION = "anthropic-version"
 DATABASE_UNAVAILABLE = "The database is unavailable right now; try again shortly."
 BODY_TIMEOUT_MESSAGE = "The request body did not arrive in time; send it whole, faster."
 BAD_BODY_MESSAGE = (
@@ -77,6 +80,7 @@ async def gateway(request: web.Request, handler: Handler) -> web.StreamResponse:
         v1 = request.path.startswith(V1)
         if v1:
             began = time.monotonic()
+            _routed(request)
             directory = request.app[SERVICES].directory
             authorization = request.headers.get("Authorization") or _api_key(request)
             caller = await identify(authorization, directory)
@@ -167,12 +171,26 @@ async def _error_reply(
         started.force_close()  # a failure that escaped its job: the connection's state is unknown
         await end_started_reply(request, started, failure_tail(request, started, error))
         return started
-    anthropic = request.path.startswith(MESSAGES)
+    anthropic = request.path.startswith(MESSAGES) or _anthropic_client(request)
     response = error_response(error, request.get(REPLY_HEADERS), anthropic=anthropic)
     stamp_request_id(request, response)
     if not request.content.is_eof():  # the body is still arriving: close, do not keep reading
         response.force_close()
     return response
+
+
+def _routed(request: web.Request) -> None:
+    """Raise aiohttp's 404 or 405 for a request no route serves, before its key is read:
+    a wrong path never reads as a wrong key, nor tells one key from another."""
+    unrouted = request.match_info.http_exception
+    if unrouted is not None:
+        raise unrouted
+
+
+def _anthropic_client(request: web.Request) -> bool:
+    """Whether a request to no route came from an Anthropic client (its SDKs send
+    ``anthropic-version`` with every call): its 404 is then in Anthropic's shape."""
+    return request.match_info.http_exception is not None and ANTHROPIC_VERSION in request.headers
 
 
 def _api_key(request: web.Request) -> str | None:

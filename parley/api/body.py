@@ -100,6 +100,14 @@ def optional_number(body: dict[str, Any], name: str, low: float, high: float) ->
     return float(value)
 
 
+def sampling(body: dict[str, Any], most_temperature: float = 2.0) -> None:
+    """Check the sampling parameters every text dialect shares, the same way for each:
+    ``temperature`` from 0 to ``most_temperature`` (2 in OpenAI's dialects, 1 in
+    Anthropic's) and ``top_p`` from 0 to 1; otherwise a 400 naming the field."""
+    optional_number(body, "temperature", 0.0, most_temperature)
+    optional_number(body, "top_p", 0.0, 1.0)
+
+
 def stream_options(body: dict[str, Any], streaming: bool) -> bool:
     """Whether the caller asked for the usage chunk of a stream."""
     options = body.get("stream_options")

@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from parley.api.body import read_json
+from parley.api.body import read_json, sampling
 from parley.dialects import (
     anthropic_messages,
     anthropic_messages_reply,
@@ -52,6 +52,11 @@ from parley.providers.registry import ProviderRegistry
 MESSAGES = Operation("messages", "/v1/messages", CHAT_KINDS)
 COUNT_TOKENS = Operation("token counting", "/v1/messages/count_tokens", CHAT_KINDS)
 ID_PREFIX = "msg_"
+SERVICE_TIERS = {"auto": "auto", "standard_only": "default"}
+"""Anthropic's ``service_tier`` as OpenAI's: ``standard_only`` is OpenAI's ``default``."""
+TIERED_CHANNEL = "openai"
+ANTHROPIC_MOST_TEMPERATURE = 1.0
+"""Anthropic's range of ``temperature`` is 0 to 1 (OpenAI's, 0 to 2)."""
 
 
 @value
@@ -93,8 +98,9 @@ async def count_tokens(request: web.Request) -> web.StreamResponse:
 
 
 def parse_messages(body: dict[str, Any], beta: str | None, body_bytes: int) -> MessagesRequest:
-    """What every route needs checked: the model, ``max_tokens`` and ``messages``;
-    ``body_bytes`` is the size of the JSON body (for the prompt's ceiling)."""
+    """What every route needs checked: the model, ``max_tokens``, ``messages`` and the
+    sampling parameters (in Anthropic's ranges); ``body_bytes`` is the size of the JSON
+    body (for the prompt's ceiling)."""
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise InvalidRequest("'model' must be a non-empty string.", param="model")
@@ -102,6 +108,7 @@ def parse_messages(body: dict[str, Any], beta: str | None, body_bytes: int) -> M
     if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
         raise InvalidRequest("'max_tokens' must be a positive integer.", param="max_tokens")
     _require_messages(body)
+    sampling(body, ANTHROPIC_MOST_TEMPERATURE)
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise InvalidRequest("'stream' must be a boolean.", param="stream")
@@ -161,11 +168,16 @@ def canonical(messages: MessagesRequest) -> Request:
 
 
 def chat_body(messages: MessagesRequest, route: Route) -> JSON:
-    """The OpenAI chat body for a translating route."""
+    """The OpenAI chat body for a translating route, with the service tier asked for
+    when the channel is OpenAI's own (the only one with tiers)."""
     try:
-        return openai_chat.encode_request(canonical(messages), route.target.model)
+        body = openai_chat.encode_request(canonical(messages), route.target.model)
     except Unsupported as error:
         raise InvalidRequest(error.message, param=error.param) from None
+    tier = messages.body.get("service_tier")
+    if tier is not None and route.provider_type == TIERED_CHANNEL:
+        body["service_tier"] = SERVICE_TIERS[tier]
+    return body
 
 
 @value

@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from parley.api.body import sampling
 from parley.api.textgen import TextRequest
 from parley.dialects import openai_chat, openai_responses, responses_objects
 from parley.dialects.canonical import Request, Unsupported
@@ -66,6 +67,7 @@ async def parse_responses(
     for name, flag in (("stream", stream), ("store", store)):
         if not isinstance(flag, bool):
             raise InvalidRequest(f"'{name}' must be a boolean.", param=name)
+    sampling(body)
     if body.get("background"):
         raise InvalidRequest(
             "Background responses are not supported; call without 'background' (or stream).",

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import orjson
 from aiohttp import web
 
-from parley.api.body import optional_bool, optional_number, optional_positive_int, stream_options
+from parley.api.body import optional_bool, optional_positive_int, sampling, stream_options
 from parley.dialects.openai_chat_reply import read_usage, usage_fields
 from parley.dialects.openai_relay import DONE, OpenAIRelay
 from parley.domain.models import Resolved
@@ -70,8 +70,7 @@ def text_request(
         length = optional_positive_int(body, name)
         if max_tokens is None:
             max_tokens = length
-    optional_number(body, "temperature", 0.0, 2.0)
-    optional_number(body, "top_p", 0.0, 1.0)
+    sampling(body)
     return TextRequest(  # positional: cheaper than keywords to build, once a call
         model,
         body,

@@ -18,6 +18,7 @@ from parley.dialects.canonical import (
     Message,
     Reasoning,
     Request,
+    ResponseFormat,
     Text,
     Thinking,
     Tool,
@@ -43,15 +44,25 @@ FIELDS = frozenset(
         "metadata",
         "thinking",
         "stream",
+        "output_config",
+        "service_tier",
     }
 )
 """The request fields Parley translates for an upstream of another dialect."""
+HINTS = frozenset({"cache_control", "inference_geo", "speed"})
+"""Fields that ask something only of Anthropic's own servers (prompt caching, where and
+how fast the model runs): accepted, and not passed on to an upstream of another dialect,
+as a block's ``cache_control`` is not."""
+EFFORT_BUDGETS = {"low": 2048, "medium": 8192, "high": 24576, "xhigh": 32768, "max": 32768}
+"""``output_config.effort`` → a thinking budget (OpenAI's ``reasoning_effort`` of the
+nearest level at or above it: ``xhigh`` and ``max`` are ``high``)."""
+SERVICE_TIERS = ("auto", "standard_only")
 
 
 def decode_request(body: JSON) -> Request:
     """A Messages body, checked, as the canonical call."""
     for name in body:
-        if name not in FIELDS:
+        if name not in FIELDS and name not in HINTS:
             raise Unsupported(f"The field '{name}' is not supported by Parley.", name)
     model = body.get("model")
     if not isinstance(model, str) or not model:
@@ -62,6 +73,9 @@ def decode_request(body: JSON) -> Request:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise Unsupported("'messages' must be a non-empty array.", "messages")
+    output = _output_config(body.get("output_config"))
+    if body.get("service_tier") not in (None, *SERVICE_TIERS):
+        raise Unsupported("'service_tier' must be 'auto' or 'standard_only'.", "service_tier")
     return Request(
         model=model,
         messages=tuple(_message(message, index) for index, message in enumerate(messages)),
@@ -73,7 +87,8 @@ def decode_request(body: JSON) -> Request:
         top_p=_number(body, "top_p", 1.0),
         top_k=_top_k(body.get("top_k")),
         stop=_stop_sequences(body.get("stop_sequences")),
-        thinking=_thinking(body.get("thinking")),
+        response_format=_output_format(output),
+        thinking=_with_effort(_thinking(body.get("thinking")), output.get("effort")),
         user=_user(body.get("metadata")),
         stream=body.get("stream") is True,
     )
@@ -258,6 +273,47 @@ def _thinking(value: Any) -> Thinking | None:
     if kind == "adaptive":
         return Thinking(enabled=True)
     raise Unsupported("'thinking' must be enabled (with budget_tokens) or disabled.", "thinking")
+
+
+def _output_config(value: Any) -> JSON:
+    """``output_config`` checked: an object of ``effort`` and ``format``."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise Unsupported("'output_config' must be an object.", "output_config")
+    for name in value:
+        if name not in ("effort", "format"):
+            raise Unsupported(f"'output_config.{name}' is not supported.", f"output_config.{name}")
+    effort = value.get("effort")
+    if effort is not None and effort not in EFFORT_BUDGETS:
+        raise Unsupported(
+            f"'output_config.effort' must be one of {', '.join(EFFORT_BUDGETS)}.",
+            "output_config.effort",
+        )
+    return value
+
+
+def _output_format(output: JSON) -> ResponseFormat | None:
+    """``output_config.format`` (a JSON schema the reply follows) as the canonical
+    response format."""
+    form = output.get("format")
+    if form is None:
+        return None
+    schema = form.get("schema") if isinstance(form, dict) else None
+    if not isinstance(schema, dict) or form.get("type") != "json_schema":
+        raise Unsupported(
+            '\'output_config.format\' must be {"type": "json_schema", "schema": {...}}.',
+            "output_config.format",
+        )
+    return ResponseFormat("json_schema", {"name": "output", "schema": schema})
+
+
+def _with_effort(thinking: Thinking | None, effort: Any) -> Thinking | None:
+    """The thinking asked for, its budget set by ``output_config.effort`` when given
+    (unless thinking is off)."""
+    if effort is None or (thinking is not None and not thinking.enabled):
+        return thinking
+    return Thinking(enabled=True, budget_tokens=EFFORT_BUDGETS[effort])
 
 
 def _user(metadata: Any) -> str | None:

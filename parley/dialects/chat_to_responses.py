@@ -5,8 +5,12 @@ made (``feed_chunks``), it writes what the Responses API sends, each event with 
 next ``sequence_number``: ``response.created`` and ``response.in_progress``; for each
 output item ``response.output_item.added``, then
 
-- a reasoning item (``reasoning_content`` deltas): ``response.content_part.added`` of a
-  ``reasoning_text`` part, ``response.reasoning_text.delta``... and ``.done``,
+- a reasoning item (``reasoning_content`` deltas), told both as its summary (what
+  OpenAI's reasoning models stream, and all some clients read) and as ``reasoning_text``
+  content: ``response.reasoning_summary_part.added`` and ``response.content_part.added``
+  of a ``reasoning_text`` part; for each delta ``response.reasoning_summary_text.delta``
+  and ``response.reasoning_text.delta``; then ``response.reasoning_summary_text.done``,
+  ``response.reasoning_summary_part.done``, ``response.reasoning_text.done`` and
   ``response.content_part.done``;
 - a message (``content`` deltas): ``response.content_part.added`` of an ``output_text``
   part, ``response.output_text.delta``... and ``.done``, ``response.content_part.done``;
@@ -34,6 +38,8 @@ from parley.dialects.responses_objects import (
     finished,
     message_item,
     new_id,
+    response_error,
+    summary_part,
     text_part,
     usage_fields,
 )
@@ -53,23 +59,31 @@ def sse(payload: JSON) -> bytes:
 class _Item:
     """One output item being streamed: its place, its JSON and the text so far."""
 
-    __slots__ = ("head", "index", "item", "kind", "tail", "text")
+    __slots__ = ("deltas", "index", "item", "kind", "text")
 
     def __init__(self, index: int, kind: str, item: JSON) -> None:
         self.index = index
         self.kind = kind
         self.item = item
         self.text: list[str] = []
-        name = "output_text" if kind == "message" else "reasoning_text"
-        self.head = (
-            f"event: response.{name}.delta\ndata: "
-            f'{{"type":"response.{name}.delta","item_id":{orjson.dumps(item["id"]).decode()},'
-            f'"output_index":{index},"content_index":0,"delta":'
-        ).encode()
-        """A delta event's bytes before its text, and after (``tail``, then its number)."""
-        self.tail = (
-            b',"logprobs":[],"sequence_number":' if kind == "message" else (b',"sequence_number":')
-        )
+        at = f'"item_id":{orjson.dumps(item["id"]).decode()},"output_index":{index}'
+        self.deltas: tuple[tuple[bytes, bytes], ...]
+        """Each delta event a piece of text makes, as its bytes before the text and after
+        (then its number): a message's text, or a reasoning's summary and its content."""
+        if kind == "message":
+            self.deltas = (_delta("output_text", at + ',"content_index":0', b',"logprobs":[]'),)
+        else:
+            self.deltas = (
+                _delta("reasoning_summary_text", at + ',"summary_index":0', b""),
+                _delta("reasoning_text", at + ',"content_index":0', b""),
+            )
+
+
+def _delta(name: str, at: str, after: bytes) -> tuple[bytes, bytes]:
+    head = (
+        f'event: response.{name}.delta\ndata: {{"type":"response.{name}.delta",{at},"delta":'
+    ).encode()
+    return head, after + b',"sequence_number":'
 
 
 class ChatToResponses(FromChatChunks):
@@ -112,7 +126,7 @@ class ChatToResponses(FromChatChunks):
         self._event(out, {"type": "error", "code": code, "message": message, "param": None})
         response = self.response
         response["status"] = "failed"
-        response["error"] = {"code": code or "server_error", "message": message}
+        response["error"] = response_error(code, message)
         response["output"] = [item.item for item in self._output]
         usage = self.delivered()
         response["usage"] = usage_fields(usage) if usage is not None else None
@@ -158,11 +172,11 @@ class ChatToResponses(FromChatChunks):
             item = self._open_text(kind, out)
         item.text.append(text)
         # The item's delta events differ only in their text and number: written around
-        # them from the head ``_open_text`` rendered once (what orjson writes for the dict).
-        out.append(
-            item.head + orjson.dumps(text) + item.tail + str(self._sequence).encode() + b"}\n\n"
-        )
-        self._sequence += 1
+        # them from the bytes ``_Item`` rendered once (what orjson writes for the dict).
+        literal = orjson.dumps(text)
+        for head, tail in item.deltas:
+            out.append(head + literal + tail + str(self._sequence).encode() + b"}\n\n")
+            self._sequence += 1
         self._characters += len(text)
         self._pieces += 1
 
@@ -179,16 +193,12 @@ class ChatToResponses(FromChatChunks):
         self._open = item
         added = {"type": "response.output_item.added", "output_index": item.index}
         self._event(out, {**added, "item": dict(item.item)})
-        self._event(
-            out,
-            {
-                "type": "response.content_part.added",
-                "item_id": item.item["id"],
-                "output_index": item.index,
-                "content_index": 0,
-                "part": part,
-            },
-        )
+        at = {"item_id": item.item["id"], "output_index": item.index}
+        if kind != "message":
+            summary = {"type": "response.reasoning_summary_part.added", **at, "summary_index": 0}
+            self._event(out, {**summary, "part": summary_part("")})
+        added_part = {"type": "response.content_part.added", **at, "content_index": 0}
+        self._event(out, {**added_part, "part": part})
         return item
 
     def _tool_call(self, call: JSON, out: list[bytes]) -> None:
@@ -261,6 +271,16 @@ class ChatToResponses(FromChatChunks):
                     },
                 )
             else:
+                summary = {**at, "summary_index": 0}
+                self._event(
+                    out, {"type": "response.reasoning_summary_text.done", **summary, "text": text}
+                )
+                written = summary_part(text)
+                self._event(
+                    out,
+                    {"type": "response.reasoning_summary_part.done", **summary, "part": written},
+                )
+                item.item["summary"] = [written]
                 part = {"type": "reasoning_text", "text": text}
                 done = {"type": "response.reasoning_text.done", **at, "content_index": 0}
                 self._event(out, {**done, "text": text})

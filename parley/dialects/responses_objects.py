@@ -100,6 +100,16 @@ def finished(response: JSON, output: list[JSON], stop: str | None, usage: Usage 
     response["usage"] = usage_fields(usage) if usage is not None else None
 
 
+ERROR_CODES = frozenset({"server_error", "rate_limit_exceeded", "invalid_prompt"})
+"""The codes of OpenAI's closed list a failed response's ``error`` may have from Parley."""
+
+
+def response_error(code: str | None, message: str) -> JSON:
+    """A failed response's ``error``: its code one of OpenAI's (``server_error`` for any
+    failure the list has no name for; the ``error`` event before it keeps Parley's)."""
+    return {"code": code if code in ERROR_CODES else "server_error", "message": message}
+
+
 def encode_response(
     reply: Reply, usage: Usage, response: JSON, ids: Callable[[str], str] = new_id
 ) -> JSON:
@@ -148,20 +158,31 @@ def call_item(
 
 
 def reasoning_item(item_id: str, text: str, encrypted: str | None = None) -> JSON:
+    """A reasoning item: its text both as the summary (what OpenAI's reasoning models
+    show, and all some clients read) and as ``reasoning_text`` content (what it is)."""
     item: JSON = {"id": item_id, "type": "reasoning", "summary": []}
     if text:
+        item["summary"] = [summary_part(text)]
         item["content"] = [{"type": "reasoning_text", "text": text}]
     if encrypted is not None:
         item["encrypted_content"] = encrypted
     return item
 
 
+def summary_part(text: str) -> JSON:
+    return {"type": "summary_text", "text": text}
+
+
 def usage_fields(usage: Usage) -> JSON:
-    """``usage`` in the Responses shape: input tokens (cached ones counted in them and
-    told in ``input_tokens_details``), output tokens (reasoning told apart) and total."""
+    """``usage`` in the Responses shape: input tokens (those read from and written to the
+    prompt cache counted in them and told in ``input_tokens_details``), output tokens
+    (reasoning told apart) and total; every field the SDKs' types require."""
     return {
         "input_tokens": usage.prompt_tokens,
-        "input_tokens_details": {"cached_tokens": usage.cached_tokens},
+        "input_tokens_details": {
+            "cached_tokens": usage.cached_tokens,
+            "cache_write_tokens": usage.cache_write_tokens,
+        },
         "output_tokens": usage.completion_tokens,
         "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
         "total_tokens": usage.total_tokens,

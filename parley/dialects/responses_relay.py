@@ -16,6 +16,7 @@ import orjson
 from parley import upstream_json
 from parley.dialects.chat_to_responses import sse
 from parley.dialects.openai_chat_reply import read_usage as read_chat_usage
+from parley.dialects.responses_objects import response_error
 from parley.dialects.translator import Failure, delivered_estimate
 from parley.domain.usage import Usage
 from parley.domain.wire import JSON
@@ -120,7 +121,7 @@ class ResponsesRelay:
             failed = {
                 **self.response,
                 "status": "failed",
-                "error": {"code": code or "server_error", "message": message},
+                "error": response_error(code, message),
             }
             self._sequence += 1
             out.append(

@@ -203,6 +203,20 @@ async def test_what_messages_cannot_say_is_a_400_naming_the_field(
     assert len(upstream.requests) == before  # refused before anything was sent
 
 
+async def test_a_passed_through_message_has_its_sampling_checked_as_translated_ones(
+    gateway: Gateway, key: str, upstream: FakeAnthropic
+) -> None:
+    before = len(upstream.requests)
+    for extra in ({"temperature": 1.5}, {"top_p": 2}):
+        with pytest.raises(anthropic.BadRequestError) as refused:
+            await gateway.claude(key).messages.create(
+                model="claude-large", max_tokens=5, messages=HELLO, extra_body=extra
+            )
+        (name,) = extra
+        assert refused.value.body["error"]["message"].startswith(f"{name}: must be between 0")  # type: ignore[index]
+    assert len(upstream.requests) == before  # refused before anything was sent
+
+
 async def test_upstream_refusals_map_to_the_openai_envelope(
     gateway: Gateway, key: str, upstream: FakeAnthropic
 ) -> None:

@@ -7,13 +7,15 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import anthropic
 import openai
 import pytest
 
 from parley.store.engine import sqlite_file
-from tests.api.harness import Gateway
+from tests.api.harness import Gateway, call
 
 CHAT = {"model": "chat-large", "messages": [{"role": "user", "content": "hi"}]}
+HI: Any = CHAT["messages"]
 
 
 async def post(gateway: Gateway, key: str | None, body: Any, **kwargs: Any) -> tuple[int, Any]:
@@ -177,6 +179,35 @@ async def test_unknown_route_and_method_get_envelopes(gateway: Gateway, key: str
         async with session.get(f"{gateway.v1}/chat/completions") as response:
             assert response.status == 405
             assert_envelope(await response.json())
+
+
+@pytest.mark.parametrize("credential", ["valid", "wrong"])
+async def test_a_wrong_path_is_a_404_whatever_the_key(
+    gateway: Gateway, key: str, credential: str
+) -> None:
+    """A base URL ending in ``/v1`` makes an SDK ask for ``/v1/v1/...``: a 404 in its
+    dialect's envelope, never a 401 that reads as a bad key, and the same for any key."""
+    secret = key if credential == "valid" else "pk-" + "x" * 43
+    claude = anthropic.AsyncAnthropic(base_url=gateway.v1, api_key=secret, max_retries=0)
+    with pytest.raises(anthropic.NotFoundError) as refused:
+        await claude.messages.create(model="chat-large", max_tokens=10, messages=HI)
+    await claude.close()
+    body: Any = refused.value.body
+    assert body["type"] == "error" and body["error"]["type"] == "not_found_error"
+    client = openai.AsyncOpenAI(base_url=f"{gateway.v1}/v1", api_key=secret, max_retries=0)
+    with pytest.raises(openai.NotFoundError) as unrouted:
+        await client.chat.completions.create(model="chat-large", messages=HI)
+    await client.close()
+    assert assert_envelope({"error": unrouted.value.body})["type"] == "invalid_request_error"
+
+
+async def test_a_wrong_path_or_method_is_refused_before_the_key_is_read(
+    gateway: Gateway,
+) -> None:
+    for method, path in (("POST", "/v1/v1/messages"), ("GET", "/v1/chat/completions")):
+        status, payload = await call(gateway, method, path, None, json=CHAT)
+        assert status in (404, 405)
+        assert assert_envelope(payload)["code"] != "invalid_api_key"
 
 
 async def test_uncached_key_with_the_database_down_is_503_not_a_crash(

@@ -10,6 +10,7 @@ from typing import Any
 import aiohttp
 import anthropic
 import pytest
+from pydantic import BaseModel
 
 from parley.domain.pricing import Price, usd_to_nanos
 from tests.api.harness import Gateway, call, records
@@ -177,7 +178,74 @@ async def test_a_refused_field_is_named_once(gateway: Gateway, key: str) -> None
         gateway, "POST", "/v1/messages", None, json=body, headers={"x-api-key": key}
     )
     assert status == 400
-    assert reply["error"]["message"] == "temperature: must be a number from 0 to 1."
+    assert reply["error"]["message"] == "temperature: must be between 0 and 1; got 3."
+
+
+class Person(BaseModel):
+    name: str
+    age: int
+
+
+async def test_the_newest_sdks_parameters_over_an_openai_channel(
+    gateway: Gateway, key: str, engine: FakeEngine
+) -> None:
+    """``messages.parse(output_format=...)`` and ``output_config.effort`` are translated;
+    the service tier goes to OpenAI's tiers; what only Anthropic's servers act on
+    (``cache_control`` at the top as on a block, ``inference_geo``, ``speed``) is taken
+    and not sent on."""
+    parsed = await gateway.claude(key).messages.parse(
+        model="chat-large",
+        max_tokens=100,
+        messages=[{"role": "user", "content": '{"name": "Ada", "age": 36}'}],
+        output_format=Person,
+        output_config={"effort": "low"},
+        service_tier="standard_only",
+        speed="fast",
+    )
+    assert parsed.parsed_output == Person(name="Ada", age=36)
+    sent = engine.last_request.body
+    assert sent["response_format"]["type"] == "json_schema"
+    schema = sent["response_format"]["json_schema"]["schema"]
+    assert set(schema["properties"]) == {"name", "age"}
+    assert (sent["reasoning_effort"], sent["service_tier"]) == ("low", "default")
+    assert not {"speed", "output_config"} & set(sent)
+    cached = {"type": "ephemeral", "ttl": "1h"}
+    await gateway.claude(key).messages.create(
+        model="chat-large",
+        max_tokens=100,
+        messages=[
+            {"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": cached}]}
+        ],
+        cache_control=cached,
+        inference_geo="us",
+        output_config={"effort": "max"},
+        thinking={"type": "adaptive"},
+    )
+    sent = engine.last_request.body
+    assert sent["reasoning_effort"] == "high"
+    assert sent["messages"] == [{"role": "user", "content": "hi"}]
+    assert not {"cache_control", "inference_geo", "service_tier"} & set(sent)
+
+
+@pytest.mark.parametrize(
+    ("extra", "param"),
+    [
+        ({"output_config": {"format": {"type": "xml"}}}, "output_config.format"),
+        ({"output_config": {"effort": "extreme"}}, "output_config.effort"),
+        ({"output_config": {"verbosity": 1}}, "output_config.verbosity"),
+        ({"service_tier": "priority"}, "service_tier"),
+        ({"temperature": 1.5}, "temperature"),
+        ({"top_p": 2}, "top_p"),
+    ],
+)
+async def test_what_the_newest_parameters_cannot_be_is_a_400(
+    gateway: Gateway, key: str, extra: dict[str, Any], param: str
+) -> None:
+    with pytest.raises(anthropic.BadRequestError) as refused:
+        await gateway.claude(key).messages.create(
+            model="chat-large", max_tokens=5, messages=HELLO, extra_body=extra
+        )
+    assert refused.value.body["error"]["message"].startswith(f"{param}: ")  # type: ignore[index]
 
 
 @pytest.mark.parametrize("messages", [None, [], "hello", {"role": "user"}, -2.5e53])

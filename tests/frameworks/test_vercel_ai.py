@@ -1,6 +1,7 @@
 """The Vercel AI SDK (npm ``ai`` and ``@ai-sdk/openai``), unmodified, run by Node against
-Parley: ``openai(model)`` (the Responses API) with generateText, streamText and a tool,
-over an OpenAI-compatible and an Anthropic channel.
+Parley: ``openai(model)`` (the Responses API) with generateText, streamText, a tool and
+a reasoning model's ``reasoningText`` (read from reasoning summaries only), over an
+OpenAI-compatible and an Anthropic channel.
 
 The packages are pinned by ``tests/frameworks/js/package-lock.json``; the first run
 installs them (``npm ci``) when ``node_modules`` is missing. Without Node the tests are
@@ -19,9 +20,12 @@ from typing import Any
 import pytest
 
 from tests.api.responses_harness import Upstreams
+from tests.upstreams.anthropic import THOUGHT as CLAUDE_THOUGHT
+from tests.upstreams.completion_script import THOUGHT as ENGINE_THOUGHT
 
 HERE = Path(__file__).parent / "js"
 FAMILIES = pytest.mark.parametrize("family", ["gpt", "claude"])
+THOUGHTS = {"gpt": "".join(ENGINE_THOUGHT), "claude": "".join(CLAUDE_THOUGHT)}
 
 
 @pytest.fixture(scope="session")
@@ -44,6 +48,7 @@ async def run_script(node: str, upstreams: Upstreams, key: str, family: str) -> 
         "PARLEY_KEY": key,
         "PARLEY_MODEL": f"{family}-like",
         "PARLEY_TOOL_MODEL": f"{family}-tools",
+        "PARLEY_REASONING_MODEL": "gpt-reasoning" if family == "gpt" else "claude-thinking",
     }
     process = await asyncio.create_subprocess_exec(
         node,
@@ -75,5 +80,7 @@ async def test_generate_stream_and_tools(
     tool = found["tool"]
     assert tool["asked"] == ["echo: weather in Rome"]
     assert tool["steps"] == 2 and tool["text"].startswith("echo:")
+    thought = THOUGHTS[family]
+    assert found["reasoning"] == {"whole": thought, "streamed": thought}
     paths = [r.path for r in (upstreams.engine.requests if family == "gpt" else [])]
     assert all(path.endswith("/chat/completions") for path in paths)

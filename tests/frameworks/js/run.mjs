@@ -1,6 +1,7 @@
 // The Vercel AI SDK, unmodified, against Parley: `openai(model)` from @ai-sdk/openai
-// (the Responses API by default), generateText, streamText and a tool round trip.
-// Reads PARLEY_BASE_URL, PARLEY_KEY and PARLEY_MODEL; prints one JSON line of results.
+// (the Responses API by default), generateText, streamText, a tool round trip and a
+// reasoning model's reasoning. Reads PARLEY_BASE_URL, PARLEY_KEY, PARLEY_MODEL,
+// PARLEY_TOOL_MODEL and PARLEY_REASONING_MODEL; prints one JSON line of results.
 import { createOpenAI } from "@ai-sdk/openai";
 import { generateText, streamText, tool, stepCountIs } from "ai";
 import { z } from "zod";
@@ -11,6 +12,7 @@ const openai = createOpenAI({
 });
 const model = process.env.PARLEY_MODEL;
 const toolModel = process.env.PARLEY_TOOL_MODEL;
+const reasoningModel = process.env.PARLEY_REASONING_MODEL;
 
 const whole = await generateText({ model: openai(model), prompt: "hello from vercel" });
 
@@ -35,10 +37,15 @@ const withTool = await generateText({
   stopWhen: stepCountIs(3),
 });
 
+const thought = await generateText({ model: openai(reasoningModel), prompt: "think" });
+const thinking = streamText({ model: openai(reasoningModel), prompt: "think" });
+await thinking.consumeStream();
+
 console.log(
   JSON.stringify({
     whole: { text: whole.text, usage: whole.usage, finishReason: whole.finishReason },
     streamed: { pieces, text: await streamed.text, usage: await streamed.usage },
     tool: { asked, text: withTool.text, steps: withTool.steps.length },
+    reasoning: { whole: thought.reasoningText, streamed: await thinking.reasoningText },
   }),
 );

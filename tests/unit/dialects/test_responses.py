@@ -175,7 +175,7 @@ def test_a_reply_becomes_a_response_object() -> None:
     assert response["output"][2]["call_id"] == "call_9"
     assert response["usage"] == {
         "input_tokens": 10,
-        "input_tokens_details": {"cached_tokens": 4},
+        "input_tokens_details": {"cached_tokens": 4, "cache_write_tokens": 0},
         "output_tokens": 5,
         "output_tokens_details": {"reasoning_tokens": 2},
         "total_tokens": 15,
@@ -201,9 +201,14 @@ def test_a_chat_stream_becomes_the_responses_event_sequence() -> None:
         "response.created",
         "response.in_progress",
         "response.output_item.added",
+        "response.reasoning_summary_part.added",
         "response.content_part.added",
+        "response.reasoning_summary_text.delta",
         "response.reasoning_text.delta",
+        "response.reasoning_summary_text.delta",
         "response.reasoning_text.delta",
+        "response.reasoning_summary_text.done",
+        "response.reasoning_summary_part.done",
         "response.reasoning_text.done",
         "response.content_part.done",
         "response.output_item.done",
@@ -222,14 +227,15 @@ def test_a_chat_stream_becomes_the_responses_event_sequence() -> None:
         "response.completed",
     ]
     assert found[0]["response"]["status"] == "in_progress"
-    assert found[6]["text"] == "Let me think."
-    assert found[13]["text"] == "Hello wörld"
-    assert found[19]["arguments"] == '{"city": "Paris"}' and found[19]["name"] == "get_weather"
+    assert found[9]["text"] == found[11]["text"] == "Let me think."
+    assert found[10]["part"] == {"type": "summary_text", "text": "Let me think."}
+    assert found[18]["text"] == "Hello wörld"
+    assert found[24]["arguments"] == '{"city": "Paris"}' and found[24]["name"] == "get_weather"
     final = found[-1]["response"]
     assert final["status"] == "completed" and final["id"] == "resp_1"
     assert [item["id"] for item in final["output"]] == ["rs_1", "msg_2", "fc_3"]
     assert final["output"][2]["call_id"] == "call_1"
-    assert final["usage"]["input_tokens_details"] == {"cached_tokens": 20}
+    assert final["usage"]["input_tokens_details"] == {"cached_tokens": 20, "cache_write_tokens": 0}
     assert translator.done and translator.response == final
     assert translator.delivered() == Usage(prompt_tokens=30, completion_tokens=12, cached_tokens=20)
 
