@@ -4,6 +4,13 @@
 an upstream of another dialect; ``encode_request`` writes a ``Request`` as a chat body,
 for an OpenAI-compatible upstream. The reply half (``chat.completion`` objects, usage,
 finish reasons) is ``openai_chat_reply``.
+
+An assistant message's reasoning is read from ``thinking_blocks`` (signed or redacted
+thinking, which Claude needs back in a tool loop with thinking on: see
+``openai_chat_reply``) or else ``reasoning_content``, and comes before its text and
+tool calls. ``encode_request`` writes signed reasoning as ``thinking_blocks`` only in a
+call with thinking on, the one case where a model needs it (an upstream of another make
+never sees it otherwise).
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from parley.dialects.canonical import (
     ToolResult,
     Unsupported,
 )
+from parley.dialects.openai_chat_reply import read_thinking_blocks, thinking_blocks_of
 from parley.domain.wire import JSON
 
 IGNORED = frozenset({"model", "messages", "stream", "stream_options", "store", "service_tier"})
@@ -124,6 +132,9 @@ def _read_message(
 
 
 def _reasoning(message: JSON) -> list[Block]:
+    signed = read_thinking_blocks(message.get("thinking_blocks"))
+    if signed:
+        return list(signed)
     text = message.get("reasoning_content")
     return [Reasoning(text)] if isinstance(text, str) and text else []
 
@@ -259,8 +270,9 @@ def encode_request(request: Request, model: str) -> JSON:
     if request.instructions:
         text = "\n\n".join(block.text for block in request.instructions)
         messages.append({"role": "system", "content": text})
+    thinking = request.thinking is not None and request.thinking.enabled
     for index, message in enumerate(request.messages):
-        messages.extend(_write_message(message, index))
+        messages.extend(_write_message(message, index, thinking))
     body: JSON = {"model": model, "messages": messages}
     if request.max_output_tokens is not None:
         body["max_tokens"] = request.max_output_tokens
@@ -291,9 +303,9 @@ def effort_for(budget: int | None) -> str:
     return "high"
 
 
-def _write_message(message: Message, index: int) -> list[JSON]:
+def _write_message(message: Message, index: int, thinking: bool) -> list[JSON]:
     if message.role == "assistant":
-        return [_write_assistant(message)]
+        return [_write_assistant(message, thinking)]
     written: list[JSON] = []
     parts: list[JSON] = []
     for position, block in enumerate(message.blocks):
@@ -311,10 +323,13 @@ def _write_message(message: Message, index: int) -> list[JSON]:
     return written
 
 
-def _write_assistant(message: Message) -> JSON:
+def _write_assistant(message: Message, thinking: bool) -> JSON:
     texts = [block.text for block in message.blocks if isinstance(block, Text)]
     calls = [block for block in message.blocks if isinstance(block, ToolCall)]
     written: JSON = {"role": "assistant", "content": "".join(texts) if texts else None}
+    signed = thinking_blocks_of(message.blocks) if thinking else []
+    if signed:
+        written["thinking_blocks"] = signed
     if calls:
         written["tool_calls"] = [
             {
