@@ -137,19 +137,19 @@ SIGNED_HISTORY = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("thinking", [True, False])
+@pytest.mark.parametrize("signed", [True, False])
 def test_a_messages_callers_signed_thinking_crosses_the_chat_body_to_converse(
-    thinking: bool,
+    signed: bool,
 ) -> None:
     tools = [{"name": "f", "input_schema": {"type": "object"}}]
-    body: dict[str, Any] = {"model": "m", "max_tokens": 9, "messages": SIGNED_HISTORY}
-    body["tools"] = tools
-    if thinking:
-        body["thinking"] = {"type": "enabled", "budget_tokens": 1024}
-    chat = openai_chat.encode_request(anthropic_messages.decode_request(body), "m")
+    thinking = {"type": "enabled", "budget_tokens": 1024}
+    body = {"model": "m", "max_tokens": 9, "messages": SIGNED_HISTORY, "tools": tools,
+            "thinking": thinking}  # fmt: skip
+    request = anthropic_messages.decode_request(body)
+    chat = openai_chat.encode_request(request, "m", thinking_blocks=signed)
     assistant = bedrock_converse.encode_request(openai_chat.decode_request(chat))["messages"][1]
     kinds = [next(iter(block)) for block in assistant["content"]]
-    if not thinking:  # Claude needs it back only with thinking on; nothing else sees it
+    if not signed:  # a body for an OpenAI-compatible upstream: none of it
         assert "thinking_blocks" not in chat["messages"][1]
         assert kinds == ["text", "toolUse"]
         return
