@@ -25,8 +25,10 @@ rendered as a 500 ``server_error`` whose message names no internal detail.
     │   ├── UpstreamTimeout          504 upstream_error          provider too slow
     │   ├── UpstreamUnreachable      502 upstream_error          no connection: never sent
     │   └── UpstreamRefused          502 upstream_error          the upstream answered with an error
-    │       └── UpstreamRejected     400, 413, 422               it refused the request itself: its
-    │                                invalid_request_error       message, type, code, param relayed
+    │       ├── UpstreamRejected     400, 413, 422               it refused the request itself: its
+    │       │                        invalid_request_error       message, type, code, param relayed
+    │       └── UpstreamModelMissing 502 upstream_error          it has no such model (404): the
+    │                                code upstream_model_not_found   gateway is misconfigured
     ├── ServiceUnavailable           503 server_error            e.g. shutting down
     └── HttpStatusError              aiohttp's status            its router, body limit or
                                      invalid_request_error       handler timeout chose the
@@ -282,6 +284,30 @@ class UpstreamRejected(UpstreamRefused):
         self.upstream_status = upstream_status
         ParleyError.__init__(
             self, message, param=param, code=code, headers={RELAYED_HEADER: RELAYED_MARK}
+        )
+
+
+class UpstreamModelMissing(UpstreamRefused):
+    """The upstream answered 404 to a model's call: it has no model by the upstream name
+    the gateway's configuration gives (or no such address). The caller's request is not
+    at fault and another try would get the same answer, so it is a 502 that says the
+    model is misconfigured on the gateway, with ``x-should-retry: false`` (the official
+    SDKs otherwise retry every 5xx)."""
+
+    code = "upstream_model_not_found"
+
+    def __init__(self, model: str, channel: str) -> None:
+        self.upstream_status = 404
+        self.retryable = False
+        self.retry_after = None
+        self.detail = None
+        ParleyError.__init__(
+            self,
+            f"The model `{model}` is misconfigured on this gateway: its upstream (channel"
+            f" `{channel}`) has no such model (it answered 404). Retrying will not help;"
+            " the gateway's operator must correct the channel's model name or base URL.",
+            param="model",
+            headers={"x-should-retry": "false"},
         )
 
 

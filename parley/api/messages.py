@@ -167,11 +167,15 @@ def canonical(messages: MessagesRequest) -> Request:
         raise InvalidRequest(error.message, param=error.param) from None
 
 
-def chat_body(messages: MessagesRequest, route: Route) -> JSON:
-    """The OpenAI chat body for a translating route, with the service tier asked for
+def chat_body(messages: MessagesRequest, route: Route, providers: ProviderRegistry) -> JSON:
+    """The OpenAI chat body for a translating route: signed thinking kept for an adapter
+    that reads it back (``ProviderRegistry.reads_chat``), and the service tier asked for
     when the channel is OpenAI's own (the only one with tiers)."""
+    signed = providers.reads_chat(route.provider_type)
     try:
-        body = openai_chat.encode_request(canonical(messages), route.target.model)
+        body = openai_chat.encode_request(
+            canonical(messages), route.target.model, thinking_blocks=signed
+        )
     except Unsupported as error:
         raise InvalidRequest(error.message, param=error.param) from None
     tier = messages.body.get("service_tier")
@@ -256,7 +260,7 @@ class MessagesReply(_MessagesJob):
             return Answer(body, found or self._estimated(produced=body.get("content")))
         chat = self._providers.chat(route.provider_type)
         reply = openai_chat_reply.decode_reply(
-            await chat.chat(route.target, chat_body(messages, route))
+            await chat.chat(route.target, chat_body(messages, route, self._providers))
         )
         usage = reply.usage or estimate(
             messages.prompt_estimate, produced_characters(reply.blocks), 1
@@ -300,7 +304,7 @@ class MessagesStream(_MessagesJob):
             relay = MessagesRelay(self._model, messages.prompt_estimate, self._max_event_bytes)
             self._translator = relay
             return adapter.messages_stream(route.target, messages.body, messages.beta, relay)
-        body = chat_body(messages, route)
+        body = chat_body(messages, route, self._providers)
         message_id = ID_PREFIX + secrets.token_hex(12)
         translator = ChatToMessages(
             self._model, message_id, messages.prompt_estimate, self._max_event_bytes

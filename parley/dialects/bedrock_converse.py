@@ -249,9 +249,9 @@ def _write_block(block: Block) -> JSON:
         if block.is_error:
             result["status"] = "error"
         return {"toolResult": result}
-    if block.redacted is not None:
+    if block.redacted:
         return {"reasoningContent": {"redactedContent": block.redacted}}
-    if block.signature is None:
+    if not block.signature:
         return {}  # reasoning without a signature (another model's) cannot go back
     text: JSON = {"text": block.text, "signature": block.signature}
     return {"reasoningContent": {"reasoningText": text}}

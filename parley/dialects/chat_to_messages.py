@@ -5,7 +5,9 @@ API sends: ``message_start`` and a ``ping``, then each content block in turn
 (``content_block_start``, its ``text_delta``, ``thinking_delta`` or ``input_json_delta``
 events, ``content_block_stop``), and at the end ``message_delta`` (the stop reason and
 the usage) and ``message_stop``. A delta of another kind than the open block closes it
-and opens the next; each tool call is a ``tool_use`` block of its own.
+and opens the next; each tool call is a ``tool_use`` block of its own. A delta's
+``thinking_blocks`` (``openai_chat_reply``) give the thinking's ``signature_delta``
+(its text came as ``reasoning_content``) or a ``redacted_thinking`` block whole.
 
 The usage comes last in an OpenAI stream (the chunk with ``"choices": []``), so
 ``message_delta`` waits for ``[DONE]`` or the body's end; ``message_start`` carries the
@@ -70,6 +72,11 @@ class ChatToMessages(FromChatChunks):
         if isinstance(reasoning, str) and reasoning:
             self._open("thinking", {"type": "thinking", "thinking": "", "signature": ""}, out)
             self._emit({"type": "thinking_delta", "thinking": reasoning}, len(reasoning), out)
+        signed = delta.get("thinking_blocks")
+        if isinstance(signed, list):
+            for block in signed:
+                if isinstance(block, dict):
+                    self._signed(block, out)
         content = delta.get("content")
         if isinstance(content, str) and content:
             self._open("text", {"type": "text", "text": ""}, out)
@@ -79,6 +86,20 @@ class ChatToMessages(FromChatChunks):
             for call in calls:
                 if isinstance(call, dict):
                     self._tool_call(call, out)
+
+    def _signed(self, block: JSON, out: list[bytes]) -> None:
+        """A ``thinking_blocks`` entry: the open thinking's signature, or redacted
+        thinking as a block of its own."""
+        kind, signature, data = block.get("type"), block.get("signature"), block.get("data")
+        if kind == "thinking" and isinstance(signature, str) and signature:
+            self._open("thinking", {"type": "thinking", "thinking": "", "signature": ""}, out)
+            delta = {"type": "signature_delta", "signature": signature}
+            event = {"type": "content_block_delta", "index": self._index, "delta": delta}
+            out.append(sse("content_block_delta", event))
+        elif kind == "redacted_thinking" and isinstance(data, str):
+            hidden = {"type": "redacted_thinking", "data": data}
+            self._open("redacted_thinking", hidden, out, force=True)
+            self._close(out)
 
     def _tool_call(self, call: JSON, out: list[bytes]) -> None:
         position = call.get("index", 0)

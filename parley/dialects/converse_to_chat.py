@@ -8,7 +8,8 @@ chunk; a ``contentBlockDelta``'s ``text`` becomes ``content``, its
 ``arguments``; ``messageStop`` gives the ``finish_reason``; ``metadata`` (the last
 event) the usage chunk (``"choices": []``, cached tokens in ``prompt_tokens_details``),
 which the chat job passes on only to a caller that asked for usage. A reasoning
-signature has no chat form and goes no further. With ``json_output`` (the call forced
+signature, or a ``redactedContent``, is a ``thinking_blocks`` entry (``openai_chat_reply``).
+With ``json_output`` (the call forced
 ``JSON_TOOL`` to carry JSON output) that tool's block opens no call: its ``input``
 pieces are ``content``, and its ``tool_use`` stop is ``stop``. An ``exception`` frame
 (``:exception-type``, a ``message`` payload) or an ``error`` frame (``:error-code``,
@@ -151,8 +152,20 @@ class ConverseToChat:
             out.append(self._write.arguments(position, str(use.get("input") or "")))
             return
         reasoning = delta.get("reasoningContent")
-        if isinstance(reasoning, dict) and isinstance(reasoning.get("text"), str):
+        if isinstance(reasoning, dict):
+            self._reasoning_delta(reasoning, out)
+
+    def _reasoning_delta(self, reasoning: JSON, out: list[JSON]) -> None:
+        """Thinking's text, then its signature (or redacted thinking whole)."""
+        if isinstance(reasoning.get("text"), str):
             out.append(self._write.delta({"reasoning_content": reasoning["text"]}))
+        signature, redacted = reasoning.get("signature"), reasoning.get("redactedContent")
+        if isinstance(signature, str) and signature:
+            signed = {"type": "thinking", "thinking": "", "signature": signature}
+            out.append(self._write.delta({"thinking_blocks": [signed]}))
+        elif isinstance(redacted, str) and redacted:
+            hidden = {"type": "redacted_thinking", "data": redacted}
+            out.append(self._write.delta({"thinking_blocks": [hidden]}))
 
 
 def _message(payload: bytes) -> str | None:

@@ -4,6 +4,13 @@
 an upstream of another dialect; ``encode_request`` writes a ``Request`` as a chat body,
 for an OpenAI-compatible upstream. The reply half (``chat.completion`` objects, usage,
 finish reasons) is ``openai_chat_reply``.
+
+An assistant message's reasoning is read from ``thinking_blocks`` (signed or redacted
+thinking, which Claude needs back in a tool loop with thinking on: see
+``openai_chat_reply``) or else ``reasoning_content``, and comes before its text and
+tool calls. ``encode_request`` writes signed reasoning as ``thinking_blocks`` only when
+asked, for an adapter that reads the body back into its own wire format (Bedrock's);
+an OpenAI-compatible upstream, which may refuse a field it does not know, never gets it.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from parley.dialects.canonical import (
     ToolResult,
     Unsupported,
 )
+from parley.dialects.openai_chat_reply import read_thinking_blocks, thinking_blocks_of
 from parley.domain.wire import JSON
 
 IGNORED = frozenset({"model", "messages", "stream", "stream_options", "store", "service_tier"})
@@ -124,6 +132,9 @@ def _read_message(
 
 
 def _reasoning(message: JSON) -> list[Block]:
+    signed = read_thinking_blocks(message.get("thinking_blocks"))
+    if signed:
+        return list(signed)
     text = message.get("reasoning_content")
     return [Reasoning(text)] if isinstance(text, str) and text else []
 
@@ -253,14 +264,15 @@ def number_of(body: JSON, name: str) -> float | None:
     return value if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def encode_request(request: Request, model: str) -> JSON:
-    """The canonical call as a chat body for an OpenAI-compatible upstream."""
+def encode_request(request: Request, model: str, *, thinking_blocks: bool = False) -> JSON:
+    """The canonical call as a chat body for an OpenAI-compatible upstream, or, with
+    ``thinking_blocks``, for an adapter that reads it back (signed reasoning kept)."""
     messages: list[JSON] = []
     if request.instructions:
         text = "\n\n".join(block.text for block in request.instructions)
         messages.append({"role": "system", "content": text})
     for index, message in enumerate(request.messages):
-        messages.extend(_write_message(message, index))
+        messages.extend(_write_message(message, index, thinking_blocks))
     body: JSON = {"model": model, "messages": messages}
     if request.max_output_tokens is not None:
         body["max_tokens"] = request.max_output_tokens
@@ -291,9 +303,9 @@ def effort_for(budget: int | None) -> str:
     return "high"
 
 
-def _write_message(message: Message, index: int) -> list[JSON]:
+def _write_message(message: Message, index: int, signed: bool) -> list[JSON]:
     if message.role == "assistant":
-        return [_write_assistant(message)]
+        return [_write_assistant(message, signed)]
     written: list[JSON] = []
     parts: list[JSON] = []
     for position, block in enumerate(message.blocks):
@@ -311,10 +323,13 @@ def _write_message(message: Message, index: int) -> list[JSON]:
     return written
 
 
-def _write_assistant(message: Message) -> JSON:
+def _write_assistant(message: Message, signed: bool) -> JSON:
     texts = [block.text for block in message.blocks if isinstance(block, Text)]
     calls = [block for block in message.blocks if isinstance(block, ToolCall)]
     written: JSON = {"role": "assistant", "content": "".join(texts) if texts else None}
+    thoughts = thinking_blocks_of(message.blocks) if signed else []
+    if thoughts:
+        written["thinking_blocks"] = thoughts
     if calls:
         written["tool_calls"] = [
             {

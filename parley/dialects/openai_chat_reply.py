@@ -7,6 +7,14 @@ the same for usage, cached tokens included (``prompt_tokens`` counts them,
 from the request half (``openai_chat``) because every stream reader and relay needs these
 names and nothing of the request's: a chat stream's chunks end with a finish reason and
 carry usage in this shape.
+
+Signed reasoning: chat has no field for the signature (or the encrypted, redacted
+thinking) that lets Claude's thinking go back to it, so Parley carries it as
+``thinking_blocks`` (LiteLLM's spelling, Anthropic's block shapes: ``{"type":
+"thinking", "thinking", "signature"}`` and ``{"type": "redacted_thinking", "data"}``)
+beside ``reasoning_content``, on a reply's message and a stream's delta
+(``thinking_blocks_of``) and read back from an assistant message in history
+(``read_thinking_blocks``).
 """
 
 from __future__ import annotations
@@ -43,9 +51,9 @@ def decode_reply(reply: JSON) -> Reply:
     choice = choices[0] if isinstance(choices, list) and choices else {}
     message = choice.get("message") if isinstance(choice, dict) else None
     message = message if isinstance(message, dict) else {}
-    blocks: list[Block] = []
+    blocks: list[Block] = list(read_thinking_blocks(message.get("thinking_blocks")))
     reasoning = message.get("reasoning_content") or message.get("reasoning")
-    if isinstance(reasoning, str) and reasoning:
+    if not blocks and isinstance(reasoning, str) and reasoning:
         blocks.append(Reasoning(reasoning))
     content = message.get("content")
     if isinstance(content, str) and content:
@@ -124,6 +132,9 @@ def encode_reply(reply: Reply, created: int | None = None) -> JSON:
     thoughts = [block.text for block in reply.blocks if isinstance(block, Reasoning)]
     if any(thoughts):
         message["reasoning_content"] = "".join(thoughts)
+    signed = thinking_blocks_of(reply.blocks)
+    if signed:
+        message["thinking_blocks"] = signed
     calls = [block for block in reply.blocks if isinstance(block, ToolCall)]
     if calls:
         message["tool_calls"] = [
@@ -145,6 +156,36 @@ def encode_reply(reply: Reply, created: int | None = None) -> JSON:
     if reply.usage is not None:
         written["usage"] = usage_fields(reply.usage)
     return written
+
+
+def thinking_blocks_of(blocks: tuple[Block, ...]) -> list[JSON]:
+    """The reasoning blocks that can go back to their model (signed, or redacted) as
+    chat's ``thinking_blocks``; reasoning without a signature has only
+    ``reasoning_content``."""
+    written: list[JSON] = []
+    for block in blocks:
+        if isinstance(block, Reasoning):
+            if block.redacted:
+                written.append({"type": "redacted_thinking", "data": block.redacted})
+            elif block.signature:
+                thought = {"type": "thinking", "thinking": block.text}
+                written.append({**thought, "signature": block.signature})
+    return written
+
+
+def read_thinking_blocks(value: Any) -> tuple[Reasoning, ...]:
+    """Chat's ``thinking_blocks`` as reasoning blocks, in order (entries of another
+    shape are skipped: the list is Parley's and LiteLLM's extension, not OpenAI's)."""
+    found: list[Reasoning] = []
+    for entry in value if isinstance(value, list) else ():
+        kind = entry.get("type") if isinstance(entry, dict) else None
+        if kind == "redacted_thinking" and isinstance(entry.get("data"), str):
+            found.append(Reasoning(redacted=entry["data"]))
+        elif kind == "thinking" and isinstance(entry.get("thinking"), str):
+            signature = entry.get("signature")
+            signed = signature if isinstance(signature, str) and signature else None
+            found.append(Reasoning(entry["thinking"], signature=signed))
+    return tuple(found)
 
 
 def arguments_text(value: Any) -> str:

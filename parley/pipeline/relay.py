@@ -3,9 +3,11 @@
 A route is abandoned for the next one only when nothing reached the caller yet and the
 failure says another channel may do better: the channel was unreachable (a refused or
 timed-out connection, or no free connection: the request never left), or answered 5xx,
-429, 401 or 403. A whole reply's read timeout is not retried (the upstream may still be
-working on it), and a refusal of the request itself (400, 404, 422...) is relayed to the
-caller, except that a refusal of a prompt too long for the model's context window goes
+429, 401, 403 or 404. A 404 that is the last route's answer reaches the caller as
+``UpstreamModelMissing`` (the model is misconfigured on the gateway; not worth a retry).
+A whole reply's read timeout is not retried (the upstream may still be working on it),
+and a refusal of the request itself (400, 413, 422...) is relayed to the caller, except
+that a refusal of a prompt too long for the model's context window goes
 on to the call's ``on_context`` routes (``fallbacks_on_context``) when it has some.
 
 A stream is given its route's ``first_token`` seconds to send its first event (and any
@@ -32,7 +34,9 @@ from typing import Any, Generic, TypeVar
 from parley.errors import (
     ServiceUnavailable,
     UpstreamError,
+    UpstreamModelMissing,
     UpstreamRefused,
+    UpstreamRejected,
     UpstreamTimeout,
     UpstreamUnreachable,
 )
@@ -45,6 +49,7 @@ B = TypeVar("B")
 
 
 CONTEXT_EXCEEDED = "context_length_exceeded"
+NOT_FOUND = 404
 
 
 class FirstTokenTimeout(UpstreamTimeout):
@@ -74,6 +79,18 @@ def _next_route(
     if not left or not tries.another(never_left=isinstance(error, UpstreamUnreachable)):
         return None, ()
     return left[0], left[1:]
+
+
+def _told(error: UpstreamError, route: Route, model: str) -> UpstreamError:
+    """The error the caller is told when ``route`` was the last one tried: a bare 404
+    from its upstream says the model is misconfigured here (``UpstreamModelMissing``)."""
+    if (
+        isinstance(error, UpstreamRefused)
+        and not isinstance(error, UpstreamRejected)
+        and error.upstream_status == NOT_FOUND
+    ):
+        return UpstreamModelMissing(route.model or model, route.target.channel)
+    return error
 
 
 def _no_route(model: str) -> ServiceUnavailable:
@@ -114,9 +131,13 @@ async def relay(
             failed(route, error, time.monotonic() - started)
             if tries is None:  # the first failure: what the call has left, from now on
                 tries, left = policy.start(), routes[1:]
+            last = route
             route, left = _next_route(tries, error, False, left)
             if route is None:
-                raise
+                told = _told(error, last, model)
+                if told is error:
+                    raise
+                raise told from None
     raise AssertionError("unreachable: the last route returns or raises")
 
 
@@ -254,9 +275,10 @@ class _StreamRelay(Generic[B]):
                 deadline.cancel()
             self._failed(route, error, time.monotonic() - started)
             tries = tries or self._policy.start()
+            last = route
             route, left = _next_route(tries, error, True, routes[1:] if left is None else left)
             if route is None:
-                raise error
+                raise _told(error, last, self._model)
         raise RuntimeError("no route's stream started")  # only if an adapter swallowed its error
 
     async def _started(self, route: Route, started: float) -> None:

@@ -173,6 +173,13 @@ class ProviderRegistry:
     def chat(self, type_name: str) -> Chat:
         return self._find(self._chat, type_name, "chat")
 
+    def reads_chat(self, type_name: str) -> bool:
+        """Whether the type's chat adapter reads a chat body into another wire format
+        (rather than send it on as it is), and so takes what OpenAI's cannot say: signed
+        thinking in ``thinking_blocks`` (``dialects/openai_chat.py``)."""
+        adapter = self._chat.get(type_name)
+        return adapter is not None and not isinstance(adapter, OpenAIAdapter)
+
     def chat_translation(self, type_name: str) -> ChatTranslation:
         return self._find(self._chat_translation, type_name, "chat streams in another dialect")
 

@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+import botocore.session
 import openai
 import orjson
 import pytest
+from botocore.validate import validate_parameters
 
 from parley.domain.pricing import Price, usd_to_nanos
 from tests.api.harness import (
@@ -25,7 +27,7 @@ from tests.api.harness import (
     usage_stream,
     with_backup,
 )
-from tests.upstreams.bedrock import AwsKeys, Behaviour, FakeBedrock
+from tests.upstreams.bedrock import REDACTED, SIGNATURE, AwsKeys, Behaviour, FakeBedrock
 
 KEYS = AwsKeys("ASIAFAKEACCESS01", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYfake", "FwoGZXIvYXdzEJr//fake=")
 MODEL_ID = "anthropic.claude-3-5-sonnet-20240620-v1:0"
@@ -579,6 +581,100 @@ async def test_a_messages_callers_thinking_reaches_bedrock(
     assert sent["additionalModelRequestFields"] == {
         "thinking": {"type": "enabled", "budget_tokens": 1024}
     }
+
+
+CONVERSE = (
+    botocore.session.get_session().get_service_model("bedrock-runtime").operation_model("Converse")
+)
+"""botocore's model of Converse: what the SDK itself would check a request against."""
+
+
+def check_converse(body: dict[str, Any]) -> None:
+    """Raise unless ``body`` (with the model id) is a Converse request botocore accepts."""
+    validate_parameters({**body, "modelId": MODEL_ID}, CONVERSE.input_shape)
+
+
+THOUGHT = {"reasoningContent": {"reasoningText": {"text": "I should echo.",
+                                                  "signature": SIGNATURE}}}  # fmt: skip
+HIDDEN = {"reasoningContent": {"redactedContent": REDACTED}}
+CLAUDE_TOOLS = [{"name": "lookup", "input_schema": {"type": "object"}}]
+THINKING = {"type": "enabled", "budget_tokens": 1024}
+
+
+async def test_a_messages_callers_signed_thinking_goes_back_to_bedrock(
+    gateway: Gateway, key: str, upstream: FakeBedrock
+) -> None:
+    upstream.behaviour = Behaviour(reasoning=True, redacted=True, tool=True)
+    claude = gateway.claude(key)
+    async with claude.messages.stream(
+        model="claude-bedrock",
+        max_tokens=2000,
+        messages=HELLO,  # type: ignore[arg-type]
+        tools=CLAUDE_TOOLS,  # type: ignore[arg-type]
+        thinking=THINKING,  # type: ignore[arg-type]
+    ) as stream:
+        first = await stream.get_final_message()
+    kinds = [block.type for block in first.content]
+    assert kinds == ["thinking", "redacted_thinking", "text", "tool_use"]
+    assert first.content[0].signature == SIGNATURE  # type: ignore[union-attr]
+    assert first.content[1].data == REDACTED  # type: ignore[union-attr]
+    call = first.content[3]
+    assert call.type == "tool_use"
+    history = [
+        *HELLO,
+        {"role": "assistant",
+         "content": [block.model_dump(exclude_none=True) for block in first.content]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id,
+                                      "content": "found"}]},
+    ]  # fmt: skip
+    second = await claude.messages.create(
+        model="claude-bedrock",
+        max_tokens=2000,
+        messages=history,  # type: ignore[arg-type]
+        tools=CLAUDE_TOOLS,  # type: ignore[arg-type]
+        thinking=THINKING,  # type: ignore[arg-type]
+    )
+    assert second.stop_reason == "end_turn"
+    assert second.content[0].type == "thinking"
+    assert second.content[0].signature == SIGNATURE
+    assert second.content[1].type == "redacted_thinking" and second.content[1].data == REDACTED
+    sent = upstream.last_request.body
+    check_converse(sent)
+    assistant = sent["messages"][1]["content"]
+    assert assistant[:2] == [THOUGHT, HIDDEN]
+    assert [next(iter(block)) for block in assistant[2:]] == ["text", "toolUse"]
+
+
+async def test_a_chat_caller_sends_thinking_blocks_back_to_bedrock(
+    gateway: Gateway, key: str, upstream: FakeBedrock
+) -> None:
+    upstream.behaviour = Behaviour(reasoning=True, tool=True)
+    client = gateway.client(key)
+    tools = [LOOKUP]
+    first = await client.chat.completions.create(
+        model="claude-bedrock",
+        messages=HELLO,  # type: ignore[arg-type]
+        tools=tools,  # type: ignore[arg-type]
+        reasoning_effort="low",
+    )
+    message = first.choices[0].message
+    signed = (message.model_extra or {})["thinking_blocks"]
+    assert signed == [{"type": "thinking", "thinking": "I should echo.", "signature": SIGNATURE}]
+    call = (message.tool_calls or [])[0]
+    history = [
+        *HELLO,
+        message.model_dump(exclude_none=True),
+        {"role": "tool", "tool_call_id": call.id, "content": "found"},
+    ]
+    await client.chat.completions.create(
+        model="claude-bedrock",
+        messages=history,  # type: ignore[arg-type]
+        tools=tools,  # type: ignore[arg-type]
+        reasoning_effort="low",
+    )
+    sent = upstream.last_request.body
+    check_converse(sent)
+    assert sent["messages"][1]["content"][0] == THOUGHT
 
 
 async def test_bedrock_errors_reach_a_messages_caller_in_its_shape(

@@ -16,6 +16,7 @@ import orjson
 import pytest
 
 from parley.domain.pricing import Price, usd_to_nanos
+from parley.pipeline.circuit import State
 from tests.api.harness import (
     CHANNEL_KEY,
     Gateway,
@@ -67,6 +68,7 @@ def gemini_config(upstream_url: str, backup_url: str, workdir: Path) -> dict[str
                     {"name": "gemini-signed", "upstream": "gemini-3-pro+tool+signed"},
                     {"name": "gemini-cached", "upstream": "gemini-2.5-pro+cached-1000+thoughts-7"},
                     {"name": "gemini-busy", "upstream": "gemini-2.5-pro+fail-429"},
+                    {"name": "gemini-quota", "upstream": "gemini-2.5-pro+fail-429+retry-30s"},
                     {"name": "gemini-broken", "upstream": "gemini-2.5-pro+error-after-2"},
                     {"name": "gemini-safety", "upstream": "gemini-2.5-pro+safety"},
                     {"name": "gemini-embed", "upstream": "gemini-embedding-001"},
@@ -94,6 +96,7 @@ def gemini_config(upstream_url: str, backup_url: str, workdir: Path) -> dict[str
                 },
             },
             {"name": "gemini-busy"},
+            {"name": "gemini-quota"},
             {"name": "gemini-broken"},
             {"name": "gemini-safety"},
             {"name": "gemini-embed", "kind": "embedding"},
@@ -342,6 +345,20 @@ async def test_gemini_errors_are_mapped(gateway: Gateway, key: str, upstream: Fa
             pass
     assert "google" in str(failed.value.message)
     assert CHANNEL_KEY not in str(failed.value.message)
+
+
+async def test_googles_retry_delay_is_the_breakers_cool_down(
+    gateway: Gateway, key: str, upstream: FakeGemini
+) -> None:
+    client = gateway.client(key)
+    for _ in range(5):  # the breaker's failures in a row
+        with pytest.raises(openai.InternalServerError):
+            await client.chat.completions.create(model="gemini-quota", messages=HELLO)  # type: ignore[arg-type]
+    assert "retry-after" not in upstream.last_request.headers
+    (view,) = [v for v in gateway.services.breakers.views("google") if v.model.endswith("30s")]
+    assert view.state == State.OPEN
+    assert view.next_probe_at is not None and view.last_failure_at is not None
+    assert view.next_probe_at - view.last_failure_at == pytest.approx(30.0)  # RetryInfo
 
 
 async def test_a_refused_request_relays_googles_message(

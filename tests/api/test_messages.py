@@ -371,3 +371,27 @@ async def test_messages_are_metered_exactly(gateway: Gateway, key: str) -> None:
         assert (record.prompt_tokens, record.completion_tokens) == (2, 3)
         assert not record.estimated
         assert record.cost_nanos == price.cost(prompt_tokens=2, completion_tokens=3)
+
+
+async def test_signed_thinking_in_history_is_not_sent_to_an_openai_upstream(
+    gateway: Gateway, key: str, engine: FakeEngine
+) -> None:
+    """Claude's signed thinking goes back only to an adapter that reads it (Bedrock's);
+    an OpenAI-compatible upstream may refuse ``thinking_blocks``, so it never gets them."""
+    history: Any = [
+        *HELLO,
+        {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "hm", "signature": "c2lnbmVk"},
+            {"type": "redacted_thinking", "data": "c2VjcmV0"},
+            {"type": "text", "text": "Hi."},
+        ]},
+        {"role": "user", "content": "And now?"},
+    ]  # fmt: skip
+    await gateway.claude(key).messages.create(
+        model="chat-large",
+        max_tokens=5000,
+        messages=history,
+        thinking={"type": "enabled", "budget_tokens": 4000},
+    )
+    sent = engine.last_request.body
+    assert sent["messages"][1] == {"role": "assistant", "content": "Hi."}

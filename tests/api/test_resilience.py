@@ -183,6 +183,38 @@ async def test_a_429_retry_after_is_the_cool_down(start: StartGateway, sick: Fak
     assert 40 < view.next_probe_at - time.time() <= 42
 
 
+async def test_an_upstream_without_the_model_is_a_misconfiguration_never_retried(
+    start: StartGateway, sick: FakeEngine
+) -> None:
+    sick.behaviour = Behaviour(fail=404)
+    gateway = await start(lambda c: c["channels"].pop())  # the sick channel alone
+    key = await gateway.key(await gateway.group("team"))
+    client = gateway.client(key, max_retries=2)
+    for stream in (False, True):
+        with pytest.raises(openai.APIStatusError) as refused:
+            await client.chat.completions.create(
+                model="chat-large", messages=MESSAGES, stream=stream
+            )
+        assert refused.value.status_code == 502
+        assert refused.value.response.headers["x-should-retry"] == "false"
+        error: Any = refused.value.body
+        assert error["code"] == "upstream_model_not_found" and error["type"] == "upstream_error"
+        assert "`chat-large` is misconfigured on this gateway" in error["message"]
+        assert CHANNEL_KEY not in error["message"]
+    assert len(sick.requests) == 2  # one each: the SDK did not retry
+    claude = anthropic.AsyncAnthropic(base_url=gateway.base_url, api_key=key, max_retries=2)
+    try:
+        with pytest.raises(anthropic.APIStatusError) as told:
+            await claude.messages.create(model="chat-large", max_tokens=10, messages=MESSAGES)
+    finally:
+        await claude.close()
+    assert told.value.status_code == 502
+    assert told.value.response.headers["x-should-retry"] == "false"
+    body: Any = told.value.body
+    assert body["type"] == "error" and "misconfigured" in body["error"]["message"]
+    assert len(sick.requests) == 3
+
+
 async def test_the_callers_own_4xx_never_opens_a_breaker(
     start: StartGateway, sick: FakeEngine
 ) -> None:

@@ -20,6 +20,7 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from parley.pipeline.circuit import State
 from parley.settings import ConfigError, load_settings
 from tests.api.harness import (
     Gateway,
@@ -74,6 +75,7 @@ def vertex_config(vertex: FakeVertex, credentials: Path, workdir: Path) -> dict[
                 "models": [
                     {"name": "gemini-flash", "upstream": "gemini-2.5-flash"},
                     {"name": "gemini-cached", "upstream": "gemini-2.5-flash+cached-500"},
+                    {"name": "gemini-quota", "upstream": "gemini-2.5-flash+fail-429+retry-30s"},
                     {"name": "claude-sonnet", "upstream": "claude-sonnet-4@20250514"},
                     {"name": "claude-tool", "upstream": "claude-sonnet-4@20250514+tool"},
                     {
@@ -109,6 +111,7 @@ def vertex_config(vertex: FakeVertex, credentials: Path, workdir: Path) -> dict[
                 },
             },
             {"name": "claude-broken"},
+            {"name": "gemini-quota"},
             {"name": "vertex-embed", "kind": "embedding", "prices": {"input_per_1k": "0.001"}},
             {"name": "gemini-embed", "kind": "embedding", "prices": {"input_per_1k": "0.001"}},
         ],
@@ -174,6 +177,19 @@ async def test_gemini_on_vertex_with_one_minted_token(
     assert record.cost_nanos == 2 * 300 + 500 * 75 + 3 * 2500
     logged = "\n".join(r.getMessage() for r in caplog.records)
     assert "ya29." not in logged and token not in logged
+
+
+async def test_googles_retry_delay_on_vertex_is_the_breakers_cool_down(
+    gateway: Gateway, key: str
+) -> None:
+    client = gateway.client(key)
+    for _ in range(5):  # the breaker's failures in a row
+        with pytest.raises(openai.InternalServerError):
+            await client.chat.completions.create(model="gemini-quota", messages=HELLO)  # type: ignore[arg-type]
+    (view,) = [v for v in gateway.services.breakers.views("gcp") if v.model.endswith("30s")]
+    assert view.state == State.OPEN
+    assert view.next_probe_at is not None and view.last_failure_at is not None
+    assert view.next_probe_at - view.last_failure_at == pytest.approx(30.0)  # RetryInfo
 
 
 async def test_claude_on_vertex_through_raw_predict(

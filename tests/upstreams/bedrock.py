@@ -33,6 +33,13 @@ words produced. Knobs, as ``+``-separated parts of the model id after its first 
 - ``tool``: with ``toolConfig``, and no ``toolResult`` last, the reply calls the first
   tool with ``{"query": <the echo>}`` (``stopReason: tool_use``).
 - ``reasoning``: the reply opens with a ``reasoningContent`` block and its signature.
+- ``redacted``: then a ``reasoningContent`` block of ``redactedContent`` (``REDACTED``).
+
+Claude's rule for thinking is kept: with ``additionalModelRequestFields.thinking``
+enabled, the last assistant message that calls a tool must open with its
+``reasoningContent``, and a ``reasoningText`` whose ``signature`` is not the one the fake
+wrote (``SIGNATURE``), or a ``redactedContent`` that is not ``REDACTED``, is refused (a
+400 ``ValidationException``, as Bedrock answers).
 - ``guardrail``: ``stopReason: guardrail_intervened``.
 - ``cache-R-W``: usage reports R cache-read and W cache-write input tokens.
 
@@ -63,6 +70,7 @@ from botocore.credentials import Credentials
 from tests.upstreams.server import JSON, FakeServer, input_words, last_user_text, received
 
 SIGNATURE = "ErcBCkgIBRABGAIiQGZha2Ugc2lnbmF0dXJl"
+REDACTED = "RW5jcnlwdGVkIHRoaW5raW5nLCByZWFkIGJ5IHRoZSBtb2RlbCBhbG9uZS4="
 THOUGHT = ("I", " should", " echo.")
 EXCEPTIONS = {
     "ValidationException": 400,
@@ -96,6 +104,7 @@ class Behaviour:
     bad_crc: bool = False
     tool: bool = False
     reasoning: bool = False
+    redacted: bool = False
     guardrail: bool = False
     cache_read: int = 0
     cache_write: int = 0
@@ -115,7 +124,7 @@ class Behaviour:
                 )
             elif part == "bad-crc":
                 behaviour = replace(behaviour, bad_crc=True)
-            elif part in ("tool", "reasoning", "guardrail"):
+            elif part in ("tool", "reasoning", "redacted", "guardrail"):
                 behaviour = replace(behaviour, **{part: True})
             elif name == "cache":
                 read, _, write = arg.partition("-")
@@ -265,6 +274,8 @@ class FakeBedrock(FakeServer):
         if behaviour.reasoning:
             thought = {"text": "".join(THOUGHT), "signature": SIGNATURE}
             content.append({"reasoningContent": {"reasoningText": thought}})
+        if behaviour.redacted:
+            content.append({"reasoningContent": {"redactedContent": REDACTED}})
         text = " ".join(words)
         tools = (body.get("toolConfig") or {}).get("tools") or []
         specs = [tool["toolSpec"] for tool in tools if "toolSpec" in tool]
@@ -333,6 +344,8 @@ def _events(reply: JSON) -> list[bytes]:
             middle = len(arguments) // 2
             deltas: list[JSON] = [{"toolUse": {"input": part}}
                                   for part in (arguments[:middle], arguments[middle:])]  # fmt: skip
+        elif "redactedContent" in block.get("reasoningContent", {}):
+            deltas = [{"reasoningContent": {"redactedContent": REDACTED}}]
         elif "reasoningContent" in block:
             deltas = [{"reasoningContent": {"text": piece}} for piece in THOUGHT]
             signature = block["reasoningContent"]["reasoningText"]["signature"]
@@ -376,6 +389,9 @@ def _validate(body: Any) -> str | None:
                     "content blocks."
                 )
     config = body.get("inferenceConfig") or {}
+    thought = _validate_thinking(body)
+    if thought is not None:
+        return thought
     unknown = set(config) - {"maxTokens", "temperature", "topP", "stopSequences"}
     if unknown:
         return f"inferenceConfig: unknown fields {sorted(unknown)}"
@@ -385,6 +401,36 @@ def _validate(body: Any) -> str | None:
     if unknown:
         return f"Malformed input request: unknown fields {sorted(unknown)}"
     return _validate_output(body) or _validate_tool_choice(body)
+
+
+def _validate_thinking(body: JSON) -> str | None:
+    """Claude's rules for thinking in history: signatures the model wrote, and, with
+    thinking on, the last assistant turn that calls a tool opening with its thinking."""
+    for n, message in enumerate(body["messages"]):
+        for block in message.get("content") or ():
+            reasoning = block.get("reasoningContent")
+            if reasoning is None:
+                continue
+            text = reasoning.get("reasoningText")
+            if text is not None and text.get("signature") != SIGNATURE:
+                return f"messages.{n}.content: Invalid `signature` in `thinking` block"
+            if text is None and reasoning.get("redactedContent") != REDACTED:
+                return f"messages.{n}.content: Invalid `data` in `redacted_thinking` block"
+    thinking = (body.get("additionalModelRequestFields") or {}).get("thinking") or {}
+    if thinking.get("type") != "enabled":
+        return None
+    calls = [
+        message for message in body["messages"]
+        if message["role"] == "assistant"
+        and any("toolUse" in block for block in message.get("content") or ())
+    ]  # fmt: skip
+    if calls and "reasoningContent" not in (calls[-1].get("content") or [{}])[0]:
+        return (
+            "Expected `thinking` or `redacted_thinking`, but found `tool_use`. When "
+            "`thinking` is enabled, a final `assistant` message must start with a thinking "
+            "block."
+        )
+    return None
 
 
 def _validate_output(body: JSON) -> str | None:

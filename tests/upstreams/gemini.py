@@ -21,6 +21,9 @@ the cached tokens), ``candidatesTokenCount`` the words produced. Knobs, as
 ``+``-separated parts of the model name (or ``upstream.behaviour``):
 
 - ``fail-N``: answer status N with Google's status name for it (``STATUSES``).
+- ``retry-D``: a failure's ``details`` say when to come back, as Google's 429
+  ``RESOURCE_EXHAUSTED`` does: a ``QuotaFailure`` and a ``RetryInfo`` whose
+  ``retryDelay`` is D (``30s``), and no ``retry-after`` header.
 - ``error-after-N``: a stream sends N events, then an ``error`` event (``INTERNAL``).
 - ``tool``: with ``tools`` and no ``functionResponse`` last, the reply calls the first
   function with ``{"query": <the echo>}`` (``finishReason: STOP``, as Gemini says).
@@ -93,6 +96,7 @@ PART_KINDS = frozenset({"text", "inlineData", "fileData", "functionCall", "funct
 @dataclass(frozen=True, slots=True)
 class Behaviour:
     fail: int | None = None
+    retry_delay: str | None = None
     error_after: int | None = None
     tool: bool = False
     thoughts: int = 0
@@ -111,6 +115,8 @@ class Behaviour:
                 behaviour = replace(behaviour, call_id=True)
             elif name == "fail":
                 behaviour = replace(behaviour, fail=int(arg))
+            elif name == "retry":
+                behaviour = replace(behaviour, retry_delay=arg)
             elif name == "error-after":
                 behaviour = replace(behaviour, error_after=int(arg))
             elif name == "thoughts":
@@ -122,6 +128,23 @@ class Behaviour:
 
 def google_error(code: int, message: str) -> JSON:
     return {"error": {"code": code, "message": message, "status": STATUSES.get(code, "UNKNOWN")}}
+
+
+def retry_details(delay: str) -> list[JSON]:
+    """A quota error's ``details``, as the Gemini API writes them."""
+    return [
+        {
+            "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+            "violations": [
+                {
+                    "quotaMetric": "generativelanguage.googleapis.com/generate_content_requests",
+                    "quotaId": "GenerateRequestsPerMinutePerProjectPerModel",
+                }
+            ],
+        },
+        {"@type": "type.googleapis.com/google.rpc.Help", "links": []},
+        {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": delay},
+    ]
 
 
 class Invalid(Exception):
@@ -139,7 +162,10 @@ class GoogleContent:
         """The status, reply (or error) and behaviour for ``body`` sent to ``model``."""
         behaviour = self.behaviour.with_model(model)
         if behaviour.fail is not None:
-            return behaviour.fail, google_error(behaviour.fail, "Fake failure."), behaviour
+            error = google_error(behaviour.fail, "Fake failure.")
+            if behaviour.retry_delay is not None:
+                error["error"]["details"] = retry_details(behaviour.retry_delay)
+            return behaviour.fail, error, behaviour
         try:
             check(body)
         except Invalid as error:

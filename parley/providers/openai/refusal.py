@@ -6,6 +6,13 @@ unexpected redirect) gets a message naming only the channel. A refusal of the re
 itself (400, 413, 422...) relays the upstream's own message, with the channel's key and
 anything shaped like a credential taken out, and its ``type``, ``code`` and ``param``
 when they are plain names (LangChain, for one, acts on ``context_length_exceeded``).
+
+A refusal keeps the upstream's own hint of when to come back (``retry_after``), which
+the breakers take as their cool-down: ``retry-after-ms``, ``retry-after`` (seconds, or an
+HTTP date counted from the reply's ``Date``), or, for a limit the reply says is spent
+(``x-ratelimit-remaining-requests`` or ``-tokens`` at 0), OpenAI's
+``x-ratelimit-reset-requests`` or ``-tokens`` (durations such as ``6m0s``). A provider
+whose hint is in its body (Google's ``RetryInfo``) reads it and passes it as ``hint``.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import orjson
@@ -35,6 +43,13 @@ class Relayed:
 MESSAGE_LIMIT = 500
 _CHANNEL_FAULTS = frozenset({401, 403, 429, 404})
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_.:\[\]-]{1,64}\Z")
+_DURATION = re.compile(r"(?:\d+(?:\.\d+)?(?:h|ms|m|s))+")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s)")
+_UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+_RESETS = (
+    (b"x-ratelimit-remaining-requests", b"x-ratelimit-reset-requests"),
+    (b"x-ratelimit-remaining-tokens", b"x-ratelimit-reset-tokens"),
+)
 
 
 def is_retryable(status: int) -> bool:
@@ -48,18 +63,21 @@ def refusal(
     raw: bytes,
     secret: str | None,
     headers: Mapping[bytes, bytes] | None = None,
+    *,
+    hint: float | None = None,
 ) -> UpstreamRefused:
     """The error for an HTTP answer with ``status`` (3xx, 4xx or 5xx), body ``raw`` and
-    ``headers`` (whose ``retry-after`` it keeps); ``secret`` is the channel's key, never
-    relayed."""
+    ``headers`` (whose retry hint it keeps, or else ``hint``, the provider's own from the
+    body); ``secret`` is the channel's key, never relayed."""
     if is_retryable(status):
         message = f"The upstream channel `{channel}` failed (status {status})."
         said = upstream_message(_parse(raw))
+        told = retry_after(headers) if headers is not None else None
         return UpstreamRefused(
             message,
             upstream_status=status,
             retryable=True,
-            retry_after=retry_after(headers) if headers is not None else None,
+            retry_after=told if told is not None else hint,
             detail=_redacted(said, secret) if said is not None else None,
         )
     return rejected(status, _parse(raw), secret)
@@ -75,19 +93,58 @@ def rejected(status: int, reply: object, secret: str | None) -> UpstreamRejected
 
 
 def retry_after(headers: Mapping[bytes, bytes]) -> float | None:
-    """An upstream's ``retry-after-ms`` or ``retry-after`` (seconds; an HTTP date is
-    ignored), when it is a sane number."""
+    """The seconds an upstream's headers ask it be left alone (see the module's doc),
+    when they say so sanely; ``None`` when they do not."""
     for name, scale in ((b"retry-after-ms", 1000.0), (b"retry-after", 1.0)):
         value = headers.get(name)
         if value is None:
             continue
+        text = value.decode("latin-1").strip()
         try:
-            seconds = float(value.decode("latin-1").strip()) / scale
+            seconds = _positive(float(text) / scale)
         except ValueError:
-            continue
-        if math.isfinite(seconds) and seconds > 0:
+            seconds = _until(text, headers.get(b"date")) if scale == 1.0 else None
+        if seconds is not None:
             return seconds
-    return None
+    found: list[float] = []
+    for remaining, reset in _RESETS:
+        left, when = headers.get(remaining), headers.get(reset)
+        if left is not None and left.strip() == b"0" and when is not None:
+            seconds = duration(when.decode("latin-1"))
+            if seconds is not None:
+                found.append(seconds)
+    return max(found, default=None)
+
+
+def duration(text: str) -> float | None:
+    """Seconds in an OpenAI duration (``1s``, ``6m0s``, ``20ms``, ``1h2m3.5s``), or in
+    Google's (``30s``, ``1.5s``); ``None`` if it is not one, or not positive."""
+    text = text.strip()
+    if not _DURATION.fullmatch(text):
+        return None
+    seconds = sum(
+        float(number) * _UNIT_SECONDS[unit] for number, unit in _DURATION_PART.findall(text)
+    )
+    return _positive(seconds)
+
+
+def _until(when: str, date: bytes | None) -> float | None:
+    """Seconds from the reply's ``Date`` to the HTTP date ``when`` (no clock of our
+    own: both are the upstream's)."""
+    if date is None:
+        return None
+    try:
+        later = parsedate_to_datetime(when)
+        now = parsedate_to_datetime(date.decode("latin-1"))
+    except (TypeError, ValueError):
+        return None
+    if later.tzinfo is None or now.tzinfo is None:
+        return None
+    return _positive((later - now).total_seconds())
+
+
+def _positive(seconds: float) -> float | None:
+    return seconds if math.isfinite(seconds) and seconds > 0 else None
 
 
 def stream_failure(channel: str, envelope: dict[str, Any], secret: str | None) -> UpstreamRefused:

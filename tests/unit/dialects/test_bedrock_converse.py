@@ -125,6 +125,61 @@ def test_a_reply_is_read_with_its_blocks_stop_reason_and_usage() -> None:
     }
 
 
+SIGNED_HISTORY = [
+    {"role": "user", "content": "hi"},
+    {"role": "assistant", "content": [
+        {"type": "thinking", "thinking": "hm", "signature": "sig"},
+        {"type": "redacted_thinking", "data": "c2VjcmV0"},
+        {"type": "text", "text": "Let me look."},
+        {"type": "tool_use", "id": "t1", "name": "f", "input": {}},
+    ]},
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "x"}]},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("signed", [True, False])
+def test_a_messages_callers_signed_thinking_crosses_the_chat_body_to_converse(
+    signed: bool,
+) -> None:
+    tools = [{"name": "f", "input_schema": {"type": "object"}}]
+    thinking = {"type": "enabled", "budget_tokens": 1024}
+    body = {"model": "m", "max_tokens": 9, "messages": SIGNED_HISTORY, "tools": tools,
+            "thinking": thinking}  # fmt: skip
+    request = anthropic_messages.decode_request(body)
+    chat = openai_chat.encode_request(request, "m", thinking_blocks=signed)
+    assistant = bedrock_converse.encode_request(openai_chat.decode_request(chat))["messages"][1]
+    kinds = [next(iter(block)) for block in assistant["content"]]
+    if not signed:  # a body for an OpenAI-compatible upstream: none of it
+        assert "thinking_blocks" not in chat["messages"][1]
+        assert kinds == ["text", "toolUse"]
+        return
+    assert kinds == ["reasoningContent", "reasoningContent", "text", "toolUse"]
+    assert assistant["content"][:2] == [
+        {"reasoningContent": {"reasoningText": {"text": "hm", "signature": "sig"}}},
+        {"reasoningContent": {"redactedContent": "c2VjcmV0"}},
+    ]
+
+
+def test_a_reply_s_signed_thinking_reaches_a_messages_caller_through_chat() -> None:
+    reply = bedrock_converse.decode_reply(
+        {"output": {"message": {"role": "assistant", "content": [
+            {"reasoningContent": {"reasoningText": {"text": "hm", "signature": "sig"}}},
+            {"reasoningContent": {"redactedContent": "c2VjcmV0"}},
+            {"text": "Hi"},
+        ]}}, "stopReason": "end_turn"},
+        "model-id",
+    )  # fmt: skip
+    chat = openai_chat_reply.encode_reply(reply)
+    message = chat["choices"][0]["message"]
+    assert message["reasoning_content"] == "hm"
+    assert message["thinking_blocks"] == [
+        {"type": "thinking", "thinking": "hm", "signature": "sig"},
+        {"type": "redacted_thinking", "data": "c2VjcmV0"},
+    ]
+    back = openai_chat_reply.decode_reply(chat)
+    assert back.blocks == reply.blocks
+
+
 @pytest.mark.parametrize(
     ("reason", "finish"),
     [("end_turn", "stop"), ("max_tokens", "length"), ("stop_sequence", "stop"),

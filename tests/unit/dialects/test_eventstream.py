@@ -138,6 +138,7 @@ def test_converse_events_become_chat_chunks_in_any_split() -> None:
     assert deltas == [
         {"role": "assistant", "content": ""},
         {"reasoning_content": "hm"},
+        {"thinking_blocks": [{"type": "thinking", "thinking": "", "signature": "sig"}]},
         {"content": "Hi"},
         {"tool_calls": [{"index": 0, "id": "t1", "type": "function",
                          "function": {"name": "lookup", "arguments": ""}}]},

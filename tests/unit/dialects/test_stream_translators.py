@@ -9,10 +9,12 @@ from typing import Any
 import orjson
 
 from parley.dialects.chat_to_messages import ChatToMessages
+from parley.dialects.converse_to_chat import ConverseToChat
 from parley.dialects.messages_relay import MessagesRelay
 from parley.dialects.messages_to_chat import MessagesToChat
 from parley.dialects.translator import Chained, Translator
 from parley.domain.usage import Usage
+from tests.upstreams.bedrock import event_frame
 
 LIMIT = 1 << 20
 
@@ -348,6 +350,47 @@ def test_a_chain_reads_one_dialect_into_chunks_and_renders_another() -> None:
     assert found[-2][1]["delta"]["stop_reason"] == "tool_use"
     assert translator.done
     assert translator.delivered() == EXPECTED_USAGE
+
+
+def converse_reasoning() -> bytes:
+    """A ConverseStream of signed thinking, redacted thinking and text."""
+    deltas = [
+        (0, {"reasoningContent": {"text": "hm"}}),
+        (0, {"reasoningContent": {"signature": "sig"}}),
+        (1, {"reasoningContent": {"redactedContent": "c2VjcmV0"}}),
+        (2, {"text": "Hi"}),
+    ]
+    return b"".join(
+        [
+            event_frame("messageStart", {"role": "assistant"}),
+            *(
+                event_frame("contentBlockDelta", {"contentBlockIndex": at, "delta": delta})
+                for at, delta in deltas
+            ),
+            event_frame("messageStop", {"stopReason": "end_turn"}),
+            event_frame("metadata", {"usage": {"inputTokens": 5, "outputTokens": 7}}),
+        ]
+    )
+
+
+def test_converse_thinking_reaches_a_messages_caller_signed() -> None:
+    def make() -> Chained[bytes]:
+        return Chained(ConverseToChat(LIMIT, "up"), chat_to_messages())
+
+    out, _ = run(make, [converse_reasoning()])
+    blocks = [
+        (data.get("content_block"), data.get("delta"))
+        for name, data in events(out)
+        if name in ("content_block_start", "content_block_delta")
+    ]
+    assert blocks == [
+        ({"type": "thinking", "thinking": "", "signature": ""}, None),
+        (None, {"type": "thinking_delta", "thinking": "hm"}),
+        (None, {"type": "signature_delta", "signature": "sig"}),
+        ({"type": "redacted_thinking", "data": "c2VjcmV0"}, None),
+        ({"type": "text", "text": ""}, None),
+        (None, {"type": "text_delta", "text": "Hi"}),
+    ]
 
 
 def test_every_split_of_a_chained_stream_gives_the_same_events() -> None:
