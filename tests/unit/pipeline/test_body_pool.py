@@ -8,11 +8,12 @@ import os
 import pytest
 
 from parley.errors import ServiceUnavailable
-from parley.pipeline.body_pool import BodyPool, GroupTurns
+from parley.pipeline.body_pool import STOPPING, BodyPool
+from parley.turns import GroupTurns
 
 
 async def test_waiting_groups_take_turns_one_body_each() -> None:
-    turns = GroupTurns(1, 1)
+    turns = GroupTurns(1, 1, STOPPING)
     order: list[int] = []
 
     async def work(group: int) -> None:
@@ -30,7 +31,7 @@ async def test_waiting_groups_take_turns_one_body_each() -> None:
 
 
 async def test_a_group_never_holds_more_than_its_share() -> None:
-    turns = GroupTurns(3, 1)
+    turns = GroupTurns(3, 1, STOPPING)
     await turns.take(7)
     second = asyncio.create_task(turns.take(7))
     other = asyncio.create_task(turns.take(8))
@@ -43,7 +44,7 @@ async def test_a_group_never_holds_more_than_its_share() -> None:
 
 
 async def test_a_caller_who_leaves_the_line_frees_nothing_it_did_not_hold() -> None:
-    turns = GroupTurns(1, 1)
+    turns = GroupTurns(1, 1, STOPPING)
     await turns.take(1)
     leaving = asyncio.create_task(turns.take(2))
     await asyncio.sleep(0)
@@ -57,7 +58,7 @@ async def test_a_caller_who_leaves_the_line_frees_nothing_it_did_not_hold() -> N
 
 
 async def test_a_closed_line_answers_503() -> None:
-    turns = GroupTurns(1, 1)
+    turns = GroupTurns(1, 1, STOPPING)
     await turns.take(1)
     waiting = asyncio.create_task(turns.take(2))
     await asyncio.sleep(0)
