@@ -99,9 +99,8 @@ def read_apart(raw: bytes, group_id: int) -> Sealed | Refusal | None:
         refusal=None,
         text=dataclasses.replace(parsed.text, body=shown),
     )
-    return Sealed(
-        hollow, orjson.dumps(parsed.body["input"]), messages, orjson.dumps(parsed.items), refusal
-    )
+    items = orjson.dumps(parsed.items) if parsed.store else b"[]"  # kept only to store
+    return Sealed(hollow, orjson.dumps(parsed.body["input"]), messages, items, refusal)
 
 
 def _continues(body: JSON) -> bool:
