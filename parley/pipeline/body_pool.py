@@ -23,6 +23,7 @@ import contextlib
 import multiprocessing
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import TypeVar, TypeVarTuple
 
 from parley.errors import ServiceUnavailable
@@ -31,6 +32,7 @@ from parley.turns import GroupTurns
 Ts = TypeVarTuple("Ts")
 T = TypeVar("T")
 STOPPING = "The server is shutting down; send the request again."
+LOST = "The process reading this request's body stopped; send the request again."
 
 
 class BodyPool:
@@ -44,15 +46,20 @@ class BodyPool:
         self._executor: ProcessPoolExecutor | None = None
 
     async def run(self, group: int, function: Callable[[*Ts], T], *args: *Ts) -> T:
+        """``function(*args)``, or a 503 when its process died (killed, out of memory)
+        or the pool is closed."""
         await self._turns.take(group)
         loop = asyncio.get_running_loop()
         try:
-            work: Future[T] = self._pool().submit(function, *args)
+            work: Future[T] = self._submit(function, *args)
         except RuntimeError:  # closed meanwhile
             self._turns.release(group)
             raise ServiceUnavailable(STOPPING) from None
         work.add_done_callback(self._on_done(loop, group))
-        return await asyncio.shield(asyncio.wrap_future(work, loop=loop))
+        try:
+            return await asyncio.shield(asyncio.wrap_future(work, loop=loop))
+        except BrokenProcessPool:
+            raise ServiceUnavailable(LOST) from None
 
     @property
     def busy(self) -> int:
@@ -65,11 +72,17 @@ class BodyPool:
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
 
-    def _pool(self) -> ProcessPoolExecutor:
+    def _submit(self, function: Callable[[*Ts], T], *args: *Ts) -> Future[T]:
+        """``function(*args)`` handed to a process, the processes started again if one
+        of them died (which breaks the executor for good)."""
         if self._executor is None:
-            context = multiprocessing.get_context("spawn")
-            self._executor = ProcessPoolExecutor(self._processes, mp_context=context)
-        return self._executor
+            self._executor = _processes(self._processes)
+        try:
+            return self._executor.submit(function, *args)
+        except BrokenProcessPool:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = _processes(self._processes)
+            return self._executor.submit(function, *args)
 
     def _on_done(self, loop: asyncio.AbstractEventLoop, group: int) -> Callable[[Future[T]], None]:
         """What the executor calls (on a thread of its own) when a body is read."""
@@ -79,3 +92,9 @@ class BodyPool:
                 loop.call_soon_threadsafe(self._turns.release, group)
 
         return done
+
+
+def _processes(count: int) -> ProcessPoolExecutor:
+    """Body processes, spawned: a fresh interpreter shares nothing with the serving one
+    (no copy of its heap, its threads' locks or its open sockets)."""
+    return ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("spawn"))
