@@ -116,6 +116,20 @@ async def test_a_large_body_to_a_translating_channel_is_one_turn_there(
 
 
 @pytest.mark.usefixtures("no_decoding_here")
+async def test_a_large_body_goes_to_a_native_channel_as_it_came(
+    upstreams: Upstreams, key: str
+) -> None:
+    items = [*lines(), {"type": "web_search_call", "id": "ws_1", "status": "completed"}]
+    body = {"model": "gpt-native", "input": items, "tools": [{"type": "web_search"}]}
+    status, answer = await post(upstreams.gateway, key, body)
+    assert status == 200, answer
+    sent = upstreams.engine.last_request
+    assert sent.path == "/v1/responses"
+    assert sent.body["input"] == items
+    assert sent.body["model"] == "upstream-native"
+
+
+@pytest.mark.usefixtures("no_decoding_here")
 async def test_a_large_body_is_refused_as_a_small_one_naming_the_field(
     upstreams: Upstreams, key: str
 ) -> None:
