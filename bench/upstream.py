@@ -92,6 +92,8 @@ SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 
 WITH_USAGE = (*STREAM_CHUNKS, USAGE_CHUNK, DONE)
 WITHOUT_USAGE = (*STREAM_CHUNKS, DONE)
+MAX_BODY = 64 * 1024 * 1024
+"""Bodies as large as Parley sends on (its own limit is 25 MiB, a translation adds some)."""
 JOINED = web.AppKey("joined", bool)
 SLOW_DELAY = web.AppKey("slow_delay", float)
 
@@ -200,7 +202,7 @@ async def messages(request: web.Request) -> web.StreamResponse:
 
 
 def make_app(joined: bool = False, slow_delay: float = 0.1) -> web.Application:
-    app = web.Application()
+    app = web.Application(client_max_size=MAX_BODY)
     app[JOINED] = joined
     app[SLOW_DELAY] = slow_delay
     app.router.add_post("/v1/chat/completions", chat_completions)

@@ -1,5 +1,7 @@
-"""``python -m parley`` runs the CLI."""
+"""``python -m parley`` runs the CLI (and only then: a spawned child process imports
+this module again, as ``__mp_main__``)."""
 
 from parley.cli import main
 
-main()
+if __name__ == "__main__":
+    main()

@@ -71,6 +71,13 @@ class ServerSettings(Strict):
     pending_bodies_per_key: int = Field(
         16, gt=0, description="requests of one key whose bodies may be arriving at once"
     )
+    large_body_bytes: int = Field(
+        1_048_576, gt=0, description="a larger body is read in a body process, off the event loop"
+    )
+    body_processes: int = Field(2, gt=0, description="processes that read large bodies")
+    body_processes_per_group: int = Field(
+        1, gt=0, description="body processes one group's large bodies may hold at once"
+    )
     keepalive_seconds: float = Field(
         75.0, gt=0, description="an idle connection, or a request head not yet whole, closes"
     )

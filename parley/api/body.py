@@ -21,11 +21,21 @@ schemas included) and well inside what can be sent on.
 
 async def read_json(request: web.Request) -> dict[str, Any]:
     """The body as a JSON object; 415, 413 or 400 otherwise."""
+    return decode_json(await read_raw(request))
+
+
+async def read_raw(request: web.Request) -> bytes:
+    """The body's bytes, once its Content-Type says JSON (415 otherwise; 413 past the
+    size limit)."""
     if request.content_type not in JSON_TYPES:
         raise UnsupportedMediaType(
             f"Unsupported Content-Type `{request.content_type}`; send application/json."
         )
-    raw = await request.read()
+    return await request.read()
+
+
+def decode_json(raw: bytes) -> dict[str, Any]:
+    """``raw`` as a JSON object, no deeper than ``MAX_JSON_DEPTH``; 400 otherwise."""
     if not raw:
         raise InvalidRequest("The request body is empty; send a JSON object.")
     try:

@@ -28,8 +28,9 @@ from datetime import UTC, datetime
 import orjson
 from aiohttp import web
 
-from parley.api.body import read_json
-from parley.api.responses_request import ResponsesRequest, parse_responses
+from parley.api.body import read_raw
+from parley.api.responses_apart import read_responses, unsealed
+from parley.api.responses_request import ResponsesRequest
 from parley.api.textgen import allowance, reservation
 from parley.dialects import openai_chat_reply, responses_objects
 from parley.dialects.canonical import produced_characters
@@ -50,6 +51,7 @@ from parley.pipeline.context import CALLER, services
 from parley.pipeline.job import NO_HEADERS, Operation
 from parley.pipeline.route import Route, Router
 from parley.providers.base import Responses, Translations
+from parley.providers.openai.adapter import OpenAIAdapter
 from parley.providers.registry import ProviderRegistry
 from parley.runtime.response_book import ResponseBook
 
@@ -79,11 +81,11 @@ def in_responses_terms(error: InvalidRequest) -> InvalidRequest:
 
 
 async def create_response(request: web.Request) -> web.StreamResponse:
-    body = await read_json(request)
-    body_bytes = len(await request.read())  # the body read once, kept by aiohttp
+    raw = await read_raw(request)
     caller: Caller = request[CALLER]
     svc = services(request)
-    parsed = await parse_responses(body, body_bytes, caller.group.id, svc.responses)
+    large = svc.settings.server.large_body_bytes
+    parsed = await read_responses(raw, caller.group.id, svc.bodies, large, svc.responses)
     book = svc.responses if parsed.store else None
     default_max = svc.settings.limits.default_max_tokens
     if parsed.stream:
@@ -161,6 +163,8 @@ class _ResponsesJob:
         if chat is None:
             assert refusal is not None
             raise refusal
+        if not isinstance(self._providers.chat(route.provider_type), OpenAIAdapter):
+            chat = unsealed(chat)  # a large body's messages, for an adapter that reads them
         return {**chat, "model": route.target.model}
 
     def _native(self, route: Route) -> Responses | None:

@@ -38,8 +38,9 @@ class ResponsesRequest:
     stream: bool
     store: bool
     group_id: int
-    items: list[JSON]
-    """This request's input items, with ids."""
+    items: list[JSON] | orjson.Fragment
+    """This request's input items, with ids (serialized when a body process read them,
+    ``api/responses_apart.py``)."""
     history: list[JSON]
     """The earlier turns' items (``previous_response_id``), oldest first."""
     chat: JSON | None

@@ -19,6 +19,7 @@ Pure types, no I/O; built once per call, off the per-token path.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -94,6 +95,32 @@ Block = Text | Image | ToolCall | ToolResult | Reasoning
 class Message:
     role: Role
     blocks: tuple[Block, ...]
+
+
+def merged(messages: Iterable[Message]) -> list[Message]:
+    """Consecutive messages of one role as one turn (a reply's text and its calls; tool
+    results and the user's next words), for dialects whose turns alternate. Each run's
+    blocks are gathered into one list and made a tuple once, so the work grows with the
+    number of blocks, however long a run is."""
+    turns: list[Message] = []
+    run: list[Message] = []
+    for message in messages:
+        if run and run[-1].role != message.role:
+            turns.append(_joined(run))
+            run = []
+        run.append(message)
+    if run:
+        turns.append(_joined(run))
+    return turns
+
+
+def _joined(run: list[Message]) -> Message:
+    if len(run) == 1:
+        return run[0]
+    blocks: list[Block] = []
+    for message in run:
+        blocks.extend(message.blocks)
+    return Message(run[0].role, tuple(blocks))
 
 
 @dataclass(frozen=True, slots=True)

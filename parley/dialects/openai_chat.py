@@ -31,6 +31,7 @@ from parley.dialects.canonical import (
     ToolChoice,
     ToolResult,
     Unsupported,
+    merged,
 )
 from parley.dialects.openai_chat_reply import read_thinking_blocks, thinking_blocks_of
 from parley.domain.wire import JSON
@@ -74,7 +75,7 @@ def decode_request(body: JSON) -> Request:
         _read_message(message, index, instructions, messages)
     return Request(
         model=str(body.get("model", "")),
-        messages=tuple(_merged(messages)),
+        messages=tuple(merged(messages)),
         instructions=tuple(instructions),
         tools=_tools(body.get("tools")),
         tool_choice=_tool_choice(body.get("tool_choice"), body.get("parallel_tool_calls")),
@@ -176,18 +177,6 @@ def _tool_call(call: Any, where: str) -> ToolCall:
         raise Unsupported(f"'{where}' must be a function call with a name.", where)
     arguments = function.get("arguments") or "{}"
     return ToolCall(str(call.get("id") or ""), function["name"], str(arguments))
-
-
-def _merged(messages: list[Message]) -> list[Message]:
-    """Consecutive messages of one role as one (tool results and the user's next words
-    are one user turn in dialects that alternate)."""
-    merged: list[Message] = []
-    for message in messages:
-        if merged and merged[-1].role == message.role:
-            merged[-1] = Message(message.role, merged[-1].blocks + message.blocks)
-        else:
-            merged.append(message)
-    return merged
 
 
 def _tools(tools: Any) -> tuple[Tool, ...]:

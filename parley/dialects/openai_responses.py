@@ -30,6 +30,7 @@ from parley.dialects.canonical import (
     ToolChoice,
     ToolResult,
     Unsupported,
+    merged,
 )
 from parley.dialects.openai_chat import number_of, thinking_of
 from parley.dialects.responses_objects import new_id
@@ -165,7 +166,7 @@ def decode_request(body: JSON, items: list[JSON]) -> Request:
         _read_item(item, f"input[{index}]", instructions, messages)
     return Request(
         model=str(body.get("model", "")),
-        messages=tuple(_merged(messages)),
+        messages=tuple(merged(messages)),
         instructions=tuple(instructions),
         tools=_tools(body.get("tools")),
         tool_choice=_tool_choice(body.get("tool_choice"), body.get("parallel_tool_calls")),
@@ -254,18 +255,6 @@ def _image(part: JSON, where: str) -> Image:
         header, _, data = url.partition(",")
         return Image(media_type=header[5:].partition(";")[0] or "image/png", data=data)
     return Image(url=url)
-
-
-def _merged(messages: list[Message]) -> list[Message]:
-    """Consecutive messages of one role as one turn (a reply's text and its calls; tool
-    results and the user's next words)."""
-    merged: list[Message] = []
-    for message in messages:
-        if merged and merged[-1].role == message.role:
-            merged[-1] = Message(message.role, merged[-1].blocks + message.blocks)
-        else:
-            merged.append(message)
-    return merged
 
 
 def _tools(tools: Any) -> tuple[Tool, ...]:

@@ -31,6 +31,7 @@ from parley.domain.transcripts import TranscriptionAbilities
 from parley.http import HeadLimits, HttpClient
 from parley.limits.base import Limiter
 from parley.limits.factory import build_limiter
+from parley.pipeline.body_pool import BodyPool
 from parley.pipeline.call import RequestIds
 from parley.pipeline.meter import BackgroundTasks, Meter
 from parley.pipeline.plan import Planner
@@ -155,6 +156,8 @@ class Services:
     rosters: Rosters[Route]
     probes: ProbePool
     """The threads that measure uploaded audio, shared fairly between groups."""
+    bodies: BodyPool
+    """The processes that read large request bodies, shared fairly between groups."""
     breakers: Breakers
     planner: Planner
     channels: ChannelBook
@@ -238,6 +241,9 @@ class Services:
             clones=clones,
             rosters=Rosters(providers),
             probes=probe_pool(settings),
+            bodies=BodyPool(
+                settings.server.body_processes, settings.server.body_processes_per_group
+            ),
             breakers=breakers,
             planner=Planner(router, breakers, models, settings.models, settings.routing),
             channels=book,
@@ -274,6 +280,7 @@ class Services:
         await self.meter.writer.close(left() - min(CLOSING_SECONDS, left() / 4))
         await self.responses.close(min(CLOSING_SECONDS, left() / 4))
         self.probes.close()
+        self.bodies.close()
         await self.http.close()
         await _within(self.limiter.close(), left(), "the limiter")
         if self.shared_breakers is not None:

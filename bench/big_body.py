@@ -1,0 +1,186 @@
+"""What one tenant's 25 MiB body of same-role items costs it, and another tenant meanwhile.
+
+Starts the instant fake upstream (``bench.upstream``) and one Parley (one worker,
+SQLite, memory limiter) with two groups. The small tenant keeps ``--concurrency``
+small chat calls in flight; after a second, the big tenant sends one body of
+``--mib`` MiB whose items all have the same role (a Responses ``input``, or chat
+``messages`` to an Anthropic channel with ``--route chat-anthropic``), each item a
+message of ``--text`` characters. Printed: the big call's status and time, and the
+small tenant's calls that overlapped it (count, p50, p99, max).
+
+    python -m bench.big_body                              # from the repo root, ~1 minute
+    python -m bench.big_body --route chat-anthropic --text 200
+
+Figures, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import http.client
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+import orjson
+
+from bench.harness import parley_cli
+from bench.processes import Services, free_ports, sigterm_as_interrupt, wait_until_ready
+
+MODEL = "bench-model"
+CLAUDE = "bench-claude"
+CONFIG = """\
+server: {{host: 127.0.0.1, port: {port}, access_log: false}}
+database: {{url: "sqlite:///{workdir}/parley.db"}}
+usage: {{spill_dir: "{workdir}"}}
+channels:
+  - name: fake
+    base_url: http://127.0.0.1:{upstream_port}/v1
+    api_key: upstream-key
+    models: [{{name: {model}, upstream: fake-model}}]
+  - name: claude
+    type: anthropic
+    base_url: http://127.0.0.1:{upstream_port}/v1
+    api_key: upstream-key
+    models: [{{name: {claude}, upstream: fake-claude}}]
+models:
+  - name: {model}
+    kind: chat
+    prices: {{input_per_1k: 0.0005, output_per_1k: 0.0015}}
+  - name: {claude}
+    kind: chat
+    prices: {{input_per_1k: 0.0005, output_per_1k: 0.0015}}
+"""
+ROUTES = {
+    "responses": ("/v1/responses", MODEL, "input"),
+    "chat-anthropic": ("/v1/chat/completions", CLAUDE, "messages"),
+}
+
+
+def big_body(route: str, mib: float, text: int) -> bytes:
+    """A body of about ``mib`` MiB: one model, and items of one role."""
+    _, model, field = ROUTES[route]
+    item = {"role": "user", "content": "x" * text}
+    count = int(mib * 1024 * 1024) // (len(orjson.dumps(item)) + 1)
+    body: dict[str, object] = {"model": model, field: [item] * count}
+    if route == "responses":
+        body["store"] = False
+    return orjson.dumps(body)
+
+
+def send_big(port: int, key: str, path: str, body: bytes) -> tuple[int, float]:
+    """The big call, whole, from a thread of its own: its status and seconds."""
+    started = time.monotonic()
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    try:
+        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {key}"}
+        connection.request("POST", path, body, headers)
+        reply = connection.getresponse()
+        reply.read()
+    finally:
+        connection.close()
+    return reply.status, time.monotonic() - started
+
+
+async def small_calls(
+    port: int, key: str, concurrency: int, stop: asyncio.Event
+) -> list[tuple[float, float, int]]:
+    """The small tenant: ``concurrency`` loops of one-message chat calls until ``stop``;
+    each call's start, end and status."""
+    url = f"http://127.0.0.1:{port}/v1/chat/completions"
+    body = orjson.dumps({"model": MODEL, "messages": [{"role": "user", "content": "hi"}]})
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {key}"}
+    calls: list[tuple[float, float, int]] = []
+    async with aiohttp.ClientSession() as session:
+
+        async def loop() -> None:
+            while not stop.is_set():
+                started = time.monotonic()
+                async with session.post(url, data=body, headers=headers) as reply:
+                    await reply.read()
+                calls.append((started, time.monotonic(), reply.status))
+
+        await asyncio.gather(*(loop() for _ in range(concurrency)))
+    return calls
+
+
+async def measure(args: argparse.Namespace, port: int, small_key: str, big_key: str) -> None:
+    path = ROUTES[args.route][0]
+    body = big_body(args.route, args.mib, args.text)
+    stop = asyncio.Event()
+    small = asyncio.create_task(small_calls(port, small_key, args.concurrency, stop))
+    await asyncio.sleep(1.0)
+    started = time.monotonic()
+    status, seconds = await asyncio.to_thread(send_big, port, big_key, path, body)
+    ended = time.monotonic()
+    await asyncio.sleep(0.5)
+    stop.set()
+    calls = await small
+    during = [end - start for start, end, _ in calls if start < ended and end > started]
+    failed = sum(1 for *_, code in calls if code != 200)
+    print(
+        f"{args.route}: {len(body) / 1048576:.1f} MiB, items of {args.text} characters: "
+        f"status {status} in {seconds:.2f} s"
+    )
+    print(f"  the other tenant during it: {_latencies(during)}; {failed} not 200")
+    before = [end - start for start, end, _ in calls if end <= started]
+    print(f"  the other tenant before it: {_latencies(before)}")
+
+
+def _latencies(seconds: list[float]) -> str:
+    if not seconds:
+        return "no calls"
+    ordered = sorted(seconds)
+    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+    return (
+        f"{len(ordered)} calls, p50 {statistics.median(ordered) * 1000:.1f} ms, "
+        f"p99 {p99 * 1000:.1f} ms, max {ordered[-1] * 1000:.1f} ms"
+    )
+
+
+def _key(config: Path, group: str) -> str:
+    parley_cli(config, "groups", "create", group, "--rpm", "100000000", "--tpm", "1000000000")
+    return parley_cli(config, "keys", "create", "--group", group, "--name", group)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--route", choices=tuple(ROUTES), default="responses")
+    parser.add_argument("--mib", type=float, default=24.9, help="the big body's size")
+    parser.add_argument("--text", type=int, default=11, help="characters in each item")
+    parser.add_argument("--concurrency", type=int, default=4)
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="parley-big-body-"))
+    try:
+        with sigterm_as_interrupt(), Services(workdir) as services:
+            upstream_port, port = free_ports(2)
+            upstream_args = ["-m", "bench.upstream", "--port", str(upstream_port)]
+            wait_until_ready(services.start("upstream", upstream_port, upstream_args))
+            config = workdir / "parley.yaml"
+            config.write_text(
+                CONFIG.format(
+                    port=port,
+                    workdir=workdir,
+                    upstream_port=upstream_port,
+                    model=MODEL,
+                    claude=CLAUDE,
+                )
+            )
+            parley_cli(config, "db", "upgrade")
+            small_key, big_key = _key(config, "small"), _key(config, "big")
+            serve = ["-m", "parley", "serve", "--config", str(config), "--port", str(port)]
+            wait_until_ready(services.start("parley", port, serve, cwd=workdir), "/health")
+            asyncio.run(measure(args, port, small_key, big_key))
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,138 @@
+"""A large ``POST /v1/responses`` body, read in a body process (``pipeline/body_pool``).
+
+``read_apart`` runs there: it decodes the body and reads it with ``parse_responses``,
+as the serving process reads a small one, and hands back the ``ResponsesRequest`` with
+its bulk serialized: the ``input`` as it came, the chat body's ``messages`` and the
+input items with ids, each one ``bytes``. The serving process wraps them as
+``orjson.Fragment`` values (``opened``), which ``orjson.dumps`` writes out as they are: a
+channel that takes the chat body (OpenAI-compatible) or the Responses body (native) as
+it is gets it without the serving process ever holding the items as objects, and so
+does the stored response. A channel that translates the chat body again (Anthropic,
+Gemini, Bedrock) gets its messages decoded (``unsealed``).
+
+A body that continues a stored response (``previous_response_id``, an
+``item_reference``) reads the database on its way, which only the serving process can:
+``read_apart`` answers ``None`` and the serving process reads it itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import cast
+
+import orjson
+
+from parley.api.body import decode_json
+from parley.api.responses_request import ResponsesRequest, parse_responses
+from parley.domain.value import value
+from parley.domain.wire import JSON
+from parley.errors import ParleyError
+from parley.pipeline.body_pool import BodyPool
+from parley.pipeline.response_book import ResponseBook
+
+
+@value
+class Refusal:
+    """An error made in the body process, to be made again in the serving process
+    (errors do not cross processes: their headers are a read-only mapping)."""
+
+    kind: type[ParleyError]
+    message: str
+    param: str | None
+    code: str | None
+
+    @classmethod
+    def of(cls, error: ParleyError) -> Refusal:
+        return cls(type(error), error.message, error.param, error.code)
+
+    def error(self) -> ParleyError:
+        return self.kind(self.message, param=self.param, code=self.code)
+
+
+@value
+class Sealed:
+    """A ``ResponsesRequest`` whose bulk is serialized: ``parsed`` holds ``None`` where
+    ``input``, ``messages`` and ``items`` were, and no refusal (``refusal`` has it)."""
+
+    parsed: ResponsesRequest
+    input: bytes
+    messages: bytes | None
+    items: bytes
+    refusal: Refusal | None
+
+
+async def read_responses(
+    raw: bytes, group_id: int, bodies: BodyPool, large_bytes: int, book: ResponseBook
+) -> ResponsesRequest:
+    """The body read whole: in a body process when it is larger than ``large_bytes``
+    (and names no stored response), else here."""
+    if len(raw) > large_bytes:
+        read = await bodies.run(group_id, read_apart, raw, group_id)
+        if isinstance(read, Refusal):
+            raise read.error()
+        if read is not None:
+            return opened(read)
+    return await parse_responses(decode_json(raw), len(raw), group_id, book)
+
+
+def read_apart(raw: bytes, group_id: int) -> Sealed | Refusal | None:
+    """The body read as ``parse_responses`` reads it, its bulk serialized; a ``Refusal``
+    where it is refused; ``None`` when it continues a stored response."""
+    try:
+        body = decode_json(raw)
+        if _continues(body):
+            return None
+        # The body names no stored response, so parse_responses never reads the book.
+        parsed = asyncio.run(parse_responses(body, len(raw), group_id, cast(ResponseBook, None)))
+    except ParleyError as error:
+        return Refusal.of(error)
+    shown = {**parsed.body, "input": None}
+    chat = parsed.chat
+    messages = None if chat is None else orjson.dumps(chat["messages"])
+    refusal = None if parsed.refusal is None else Refusal.of(parsed.refusal)
+    hollow = dataclasses.replace(
+        parsed,
+        body=shown,
+        items=[],
+        chat=None if chat is None else {**chat, "messages": None},
+        refusal=None,
+        text=dataclasses.replace(parsed.text, body=shown),
+    )
+    items = orjson.dumps(parsed.items) if parsed.store else b"[]"  # kept only to store
+    return Sealed(hollow, orjson.dumps(parsed.body["input"]), messages, items, refusal)
+
+
+def _continues(body: JSON) -> bool:
+    if body.get("previous_response_id") is not None:
+        return True
+    given = body.get("input")
+    return isinstance(given, list) and any(
+        isinstance(item, dict) and item.get("type") == "item_reference" for item in given
+    )
+
+
+def opened(sealed: Sealed) -> ResponsesRequest:
+    """The request the serving process calls with: the bulk as ``orjson.Fragment``."""
+    hollow = sealed.parsed
+    body = {**hollow.body, "input": orjson.Fragment(sealed.input)}
+    chat = hollow.chat
+    if chat is not None and sealed.messages is not None:
+        chat = {**chat, "messages": orjson.Fragment(sealed.messages)}
+    refusal = None if sealed.refusal is None else sealed.refusal.error()
+    return dataclasses.replace(
+        hollow,
+        body=body,
+        items=orjson.Fragment(sealed.items),
+        chat=chat,
+        refusal=refusal,
+        text=dataclasses.replace(hollow.text, body=body),
+    )
+
+
+def unsealed(chat: JSON) -> JSON:
+    """A chat body whose ``messages`` are objects, for an adapter that reads them."""
+    messages = chat.get("messages")
+    if isinstance(messages, orjson.Fragment):
+        return {**chat, "messages": orjson.loads(orjson.dumps(messages))}  # its bytes, read
+    return chat

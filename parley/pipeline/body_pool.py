@@ -1,0 +1,100 @@
+"""The processes that read large request bodies, shared fairly between groups.
+
+Decoding a JSON body and translating it costs time in proportion to its items, and
+in the serving process all of it would be event-loop time: every other tenant's calls
+wait. A thread does not help: ``orjson`` and the garbage collector hold the GIL for
+as long as they run, and a body of a million small items is millions of objects for
+the collector to walk again and again. So a body above ``server.large_body_bytes`` is
+read in a process of its own, which hands back what the call needs with the bulk
+already serialized (a few objects, whatever the body's size).
+
+At most ``processes`` bodies are read at once, and at most ``per_group`` of one
+group's: a group that sends many large bodies waits behind its own, never in front of
+another group's. When bodies wait, the processes go to their groups in turn (round
+robin, one body a turn). The processes start with the first large body (spawned, so
+they share nothing with the serving process), and a caller who leaves does not free
+its process before the reading is done: the bound holds for the work actually running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import multiprocessing
+from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import TypeVar, TypeVarTuple
+
+from parley.errors import ServiceUnavailable
+from parley.turns import GroupTurns
+
+Ts = TypeVarTuple("Ts")
+T = TypeVar("T")
+STOPPING = "The server is shutting down; send the request again."
+LOST = "The process reading this request's body stopped; send the request again."
+
+
+class BodyPool:
+    """``await pool.run(group, function, *args)``: ``function(*args)`` in a body process,
+    in the group's turn. ``function`` and its arguments and result cross between
+    processes (pickled), so they are module-level functions and plain values."""
+
+    def __init__(self, processes: int, per_group: int) -> None:
+        self._processes = processes
+        self._turns = GroupTurns(processes, per_group, STOPPING)
+        self._executor: ProcessPoolExecutor | None = None
+
+    async def run(self, group: int, function: Callable[[*Ts], T], *args: *Ts) -> T:
+        """``function(*args)``, or a 503 when its process died (killed, out of memory)
+        or the pool is closed."""
+        await self._turns.take(group)
+        loop = asyncio.get_running_loop()
+        try:
+            work: Future[T] = self._submit(function, *args)
+        except RuntimeError:  # closed meanwhile
+            self._turns.release(group)
+            raise ServiceUnavailable(STOPPING) from None
+        work.add_done_callback(self._on_done(loop, group))
+        try:
+            return await asyncio.shield(asyncio.wrap_future(work, loop=loop))
+        except BrokenProcessPool:
+            raise ServiceUnavailable(LOST) from None
+
+    @property
+    def busy(self) -> int:
+        """Processes reading a body now."""
+        return self._turns.busy
+
+    def close(self) -> None:
+        """Refuse new bodies and stop the processes (the server is stopping)."""
+        self._turns.close()
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def _submit(self, function: Callable[[*Ts], T], *args: *Ts) -> Future[T]:
+        """``function(*args)`` handed to a process, the processes started again if one
+        of them died (which breaks the executor for good)."""
+        if self._executor is None:
+            self._executor = _processes(self._processes)
+        try:
+            return self._executor.submit(function, *args)
+        except BrokenProcessPool:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = _processes(self._processes)
+            return self._executor.submit(function, *args)
+
+    def _on_done(self, loop: asyncio.AbstractEventLoop, group: int) -> Callable[[Future[T]], None]:
+        """What the executor calls (on a thread of its own) when a body is read."""
+
+        def done(_: Future[T]) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nothing to free
+                loop.call_soon_threadsafe(self._turns.release, group)
+
+        return done
+
+
+def _processes(count: int) -> ProcessPoolExecutor:
+    """Body processes, spawned: a fresh interpreter shares nothing with the serving one
+    (no copy of its heap, its threads' locks or its open sockets)."""
+    return ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("spawn"))
