@@ -10,9 +10,13 @@ cookie (dashboard), and a brake on guessing.
   from the admin token: it holds a random session id and the CSRF token, never the
   admin token; it expires after ``SESSION_SECONDS``; changing the token ends every
   session. Logging out forgets the session id in this process and clears the cookie.
-* Failed attempts (API or login form) are counted per client address: after
-  ``MAX_FAILURES`` within ``FAILURE_WINDOW`` seconds that address is refused until
-  the window passes.
+* Wrong credentials (API or login form) are counted per client address, and per
+  account name for a password: a request with no credential at all counts for nothing,
+  and a right credential is never refused. After ``MAX_FAILURES`` wrong ones within
+  ``FAILURE_WINDOW`` seconds that address (or name) is locked out: each further wrong
+  attempt is answered 429 rather than 401, after a delay that doubles with each one
+  (``FAILURE_DELAY`` up to ``MAX_FAILURE_DELAY``), so a guesser waits while the
+  operator with the right token or password is let in at once.
 """
 
 from __future__ import annotations
@@ -32,7 +36,13 @@ from parley.errors import RateLimited
 SESSION_SECONDS = 8 * 3600
 MAX_FAILURES = 5
 FAILURE_WINDOW = 300.0
+FAILURE_DELAY = 0.5
+"""The wait before answering the first wrong attempt past ``MAX_FAILURES``; it doubles
+with each further one."""
+MAX_FAILURE_DELAY = 8.0
 MAX_TRACKED_ADDRESSES = 10_000
+MAX_TRACKED_FAILURES = 64
+"""Failure times kept per address: enough for the delay to reach its ceiling."""
 
 
 def bearer_token(authorization: str | None) -> str | None:
@@ -54,39 +64,66 @@ def token_matches(given: str | None, token: str) -> bool:
     return hmac.compare_digest(hashlib.sha256(given.encode("utf-8")).digest(), wanted)
 
 
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """What one wrong credential led to, for one address or account name."""
+
+    locked_out: bool
+    """Past ``MAX_FAILURES``: answer 429 (``refusal``) instead of 401."""
+    began_lock_out: bool
+    """This failure locked the source out (audit it, once an episode)."""
+    delay: float
+    """Seconds to wait before answering."""
+    refusal: RateLimited | None = None
+
+
 class FailedAttempts:
-    """Failures per client address in a sliding window, bounded in memory."""
+    """Wrong credentials per client address (or account name) in a sliding window,
+    bounded in memory. Only ``failed`` counts, so only a wrong credential can lock a
+    source out, and nothing here refuses a right one."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._failures: OrderedDict[str, deque[float]] = OrderedDict()
 
-    def check(self, address: str) -> None:
-        """Raise ``RateLimited`` while the address has used up its attempts."""
-        failures = self._recent(address)
-        if len(failures) >= MAX_FAILURES:
-            wait = int(failures[0] + FAILURE_WINDOW - self._clock()) + 1
-            minutes = max(1, round(wait / 60))
-            raise RateLimited(
-                f"Too many failed sign-in attempts from your address. "
-                f"Try again in about {minutes} minute{'s' if minutes != 1 else ''}.",
-                kind="requests",
-                headers={"retry-after": str(wait)},
-            )
+    def locked_out(self, source: str) -> bool:
+        return len(self._recent(source)) >= MAX_FAILURES
 
-    def failed(self, address: str) -> None:
-        failures = self._recent(address)
+    def failed(self, source: str) -> Failure:
+        """Count one wrong credential from ``source``: what it led to."""
+        failures = self._recent(source)
+        was_locked = len(failures) >= MAX_FAILURES
         failures.append(self._clock())
-        self._failures[address] = failures
-        self._failures.move_to_end(address)
+        self._failures[source] = failures
+        self._failures.move_to_end(source)
         while len(self._failures) > MAX_TRACKED_ADDRESSES:
             self._failures.popitem(last=False)
+        past = len(failures) - MAX_FAILURES
+        if past < 0:
+            return Failure(locked_out=False, began_lock_out=False, delay=0.0)
+        delay = min(MAX_FAILURE_DELAY, FAILURE_DELAY * 2 ** (past - 1)) if past else 0.0
+        return Failure(
+            locked_out=was_locked,
+            began_lock_out=not was_locked,
+            delay=delay,
+            refusal=self._refusal(failures) if was_locked else None,
+        )
 
     def succeeded(self, address: str) -> None:
         self._failures.pop(address, None)
 
-    def _recent(self, address: str) -> deque[float]:
-        failures = self._failures.get(address, deque())
+    def _refusal(self, failures: deque[float]) -> RateLimited:
+        wait = int(failures[-MAX_FAILURES] + FAILURE_WINDOW - self._clock()) + 1
+        minutes = max(1, round(wait / 60))
+        return RateLimited(
+            f"Too many failed sign-in attempts from your address. "
+            f"Try again in about {minutes} minute{'s' if minutes != 1 else ''}.",
+            kind="requests",
+            headers={"retry-after": str(wait)},
+        )
+
+    def _recent(self, source: str) -> deque[float]:
+        failures = self._failures.get(source) or deque(maxlen=MAX_TRACKED_FAILURES)
         while failures and failures[0] <= self._clock() - FAILURE_WINDOW:
             failures.popleft()
         return failures

@@ -7,12 +7,16 @@
   takes effect at once (the admin surface is never on the request path of ``/v1``).
 * A password checked once is remembered for a minute (``passwords.VerifiedPasswords``),
   so API scripts with Basic credentials do not pay scrypt's cost on every call.
-* Failed sign-ins count against the client address and the account name
-  (``FailedAttempts``), and are written to the audit log (never the password).
+* Wrong credentials count against the client address and the account name
+  (``FailedAttempts``); a request with none counts for nothing, and a right one is
+  never refused. Each failure is written to the audit log (never the password) until
+  its source is locked out; the lock-out is written once, and the wrong attempts during
+  it are slowed down and refused with 429 (``wrong_credentials``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 from datetime import UTC, datetime
@@ -26,7 +30,7 @@ from parley.admin.passwords import outdated
 from parley.admin.roles import OPEN_ROUTES, needed
 from parley.domain.accounts import ROLES, Account, Role, allows
 from parley.domain.audit import Actor, AuditEntry
-from parley.errors import AuthenticationFailed, PermissionDenied
+from parley.errors import AuthenticationFailed, PermissionDenied, RateLimited
 from parley.pipeline.context import SERVICES
 from parley.store.base import Store
 
@@ -89,8 +93,40 @@ async def audit_failed_sign_in(request: web.Request, who: str, how: str) -> None
     await request.config_dict[SERVICES].store.record_audit(entry)
 
 
+async def audit_lock_out(request: web.Request, who: str, source: str) -> None:
+    entry = AuditEntry(
+        created_at=_now(),
+        actor=who,
+        address=client_address(request),
+        action="session.locked_out",
+        target=source,
+    )
+    await request.config_dict[SERVICES].store.record_audit(entry)
+
+
+async def wrong_credentials(
+    request: web.Request, state: AdminState, who: str, how: str
+) -> RateLimited | None:
+    """Count a wrong credential (``who``: the account name tried, or ``token``) against
+    the client address and the account name; audit it, or the lock-out it began; wait
+    out the delay of a locked-out source. The 429 to answer instead of a 401, if any."""
+    address = client_address(request)
+    sources = [address] if who == "token" else [address, f"account:{who}"]
+    failures = [state.attempts.failed(source) for source in sources]
+    if not any(failure.locked_out for failure in failures):
+        await audit_failed_sign_in(request, who, how)
+    for source, failure in zip(sources, failures, strict=True):
+        if failure.began_lock_out:
+            await audit_lock_out(request, who, source)
+    delay = max(failure.delay for failure in failures)
+    if delay:
+        await asyncio.sleep(delay)
+    return next((f.refusal for f in failures if f.refusal is not None), None)
+
+
 async def api_identity(request: web.Request, state: AdminState) -> None:
-    """Attach the API caller's actor and role, or raise ``AuthenticationFailed``."""
+    """Attach the API caller's actor and role, or raise ``AuthenticationFailed`` (or
+    ``RateLimited`` for a wrong credential from a locked-out source)."""
     address = client_address(request)
     header = request.headers.get("Authorization")
     if token_matches(bearer_token(header), state.token):
@@ -99,16 +135,17 @@ async def api_identity(request: web.Request, state: AdminState) -> None:
     credentials = basic_credentials(header)
     if credentials is not None:
         name, password = credentials
-        state.attempts.check(f"account:{name}")
         store = request.config_dict[SERVICES].store
         account = await check_password(state, store, name, password)
         if account is not None:
             state.attempts.succeeded(address)
             request[ACTOR], request[ROLE] = Actor(account.name, address), account.role
             return
-        state.attempts.failed(f"account:{name}")
-        await audit_failed_sign_in(request, name[:64], "api")
-    state.attempts.failed(address)
+    if header:  # a credential, and a wrong one; none at all counts for nothing
+        who = credentials[0][:64] if credentials is not None else "token"
+        refusal = await wrong_credentials(request, state, who, "api")
+        if refusal is not None:
+            raise refusal
     raise AuthenticationFailed(
         "A valid admin token ('Authorization: Bearer <token>') or an administrator's "
         "name and password (HTTP Basic) is required for /admin."

@@ -23,7 +23,6 @@ from parley.admin.context import (
     AdminState,
     CookiePolicy,
     Templates,
-    client_address,
 )
 from parley.admin.signin import api_identity, require_role
 from parley.edge.deferred import deferred
@@ -148,7 +147,6 @@ async def gate(request: web.Request, handler: Handler) -> web.StreamResponse:
         from parley.admin.ui.gate import serve_page  # the dashboard and Jinja2, on first use
 
         return await serve_page(request, handler)
-    state.attempts.check(client_address(request))
     await api_identity(request, state)
     require_role(request)
     return await handler(request)

@@ -158,6 +158,9 @@ class UsageRecord:
     admitted: bool = True
     """False for a refusal (``pipeline/refusal.py``): a request-log line with no usage,
     never counted in the rollups."""
+    request_count: int = 1
+    """How many requests the line stands for: more than one only for a refusal counting
+    the like refusals past the first few of its minute (``pipeline/refusal_rows.py``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -112,6 +112,7 @@ SCHEMAS: JSON = {
             "status": {"type": "integer"},
             "error_code": {"type": ["string", "null"]},
             "admitted": {"type": "boolean"},
+            "requests": {"type": "integer", "minimum": 1},
             "latency_ms": {"type": "integer"},
             "first_byte_ms": {"type": ["integer", "null"]},
             "prompt_tokens": {"type": "integer"},

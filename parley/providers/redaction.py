@@ -14,6 +14,11 @@ have inside what was encoded (a ``Basic`` header's ``user:key``), spelled in any
 those ways too, where the whole base64 run holding it goes. Each is found in a reading
 of the text with those disguises undone, tag characters read as ASCII and then dropped
 like gaps (``_without_secret``), in time linear in the text; nothing is kept per key.
+
+A key cut into pieces (other words between them) or written backwards is found too: in
+that reading, any run of ``MIN_SECRET_RUN`` or more characters that stands in the key, or
+in the key reversed, is removed (``_Runs``), so at most a fragment shorter than that is
+left of a key however it is cut up.
 """
 
 from __future__ import annotations
@@ -25,6 +30,11 @@ REDACTED = "[redacted]"
 MIN_SECRET_CHARS = 4
 """A configured key shorter than this is not searched for literally (it would mangle
 ordinary words); the shapes below still apply."""
+MIN_SECRET_RUN = 12
+"""The shortest piece of a key (in order, forwards or backwards) removed wherever it
+stands: too long to turn up in ordinary text by chance, short enough that what is left
+of a key cut into pieces gives little of it away."""
+_HALF_RUN = MIN_SECRET_RUN // 2
 MIN_BASE64_RUN = 8
 """The shortest stretch of base64 searched for as the key's: a shorter one (from a key of
 under seven bytes) would turn up in ordinary text by chance."""
@@ -95,19 +105,60 @@ def _without_secret(text: str, secret: str) -> str:
     if secret in text:
         text = text.replace(secret, REDACTED)
     needles = (secret, *_base64_cores(secret.encode()))
+    runs = _Runs(secret)
     for tags_read in (True, False):
-        text = _without_needles(text, needles, tags_read)
+        text = _without_needles(text, needles, runs, tags_read)
     return text
 
 
-def _without_needles(text: str, needles: tuple[str, ...], tags_read: bool) -> str:
+class _Runs:
+    """Where pieces of a key stand in a text: runs of ``MIN_SECRET_RUN`` characters or
+    more that are in the key, or in the key reversed.
+
+    Every window of that length of the key (both ways) is kept, and every half of one.
+    The text is probed for a half only where a half's length divides the position; a
+    window of the text holds one such probe, so none is missed, and only around a half
+    found are the windows holding it looked up: time linear in the text."""
+
+    def __init__(self, secret: str) -> None:
+        words = (secret, secret[::-1])
+        self.windows = frozenset(
+            word[start : start + MIN_SECRET_RUN]
+            for word in words
+            for start in range(len(word) - MIN_SECRET_RUN + 1)
+        )
+        self.halves = frozenset(
+            word[start : start + _HALF_RUN]
+            for word in words
+            for start in range(len(word) - _HALF_RUN + 1)
+        )
+
+    def spans(self, reading: str) -> list[tuple[int, int]]:
+        """The runs in ``reading``, in order, each run's windows merged into one span."""
+        spans: list[tuple[int, int]] = []
+        if not self.windows:
+            return spans
+        for probe in range(0, len(reading) - _HALF_RUN + 1, _HALF_RUN):
+            if reading[probe : probe + _HALF_RUN] not in self.halves:
+                continue
+            for start in range(max(0, probe - _HALF_RUN), probe + 1):
+                if reading[start : start + MIN_SECRET_RUN] not in self.windows:
+                    continue
+                if spans and start <= spans[-1][1]:
+                    spans[-1] = (spans[-1][0], start + MIN_SECRET_RUN)
+                else:
+                    spans.append((start, start + MIN_SECRET_RUN))
+        return spans
+
+
+def _without_needles(text: str, needles: tuple[str, ...], runs: _Runs, tags_read: bool) -> str:
     """``_without_secret`` for one way of taking tag characters (``_UNSEEN``); the first
-    needle is the key, the others its base64 runs."""
+    needle is the key, the others its base64 runs; ``runs`` finds pieces of the key."""
     quick = _unseen_undone(text, tags_read)
-    if not any(needle in quick for needle in needles):
+    if not any(needle in quick for needle in needles) and not runs.spans(quick):
         return text
     reading, starts, ends = _read(text, tags_read)
-    spans: list[tuple[int, int]] = []
+    spans = [(starts[begin], ends[end - 1]) for begin, end in runs.spans(reading)]
     for index, needle in enumerate(needles):
         found = reading.find(needle)
         while found >= 0:

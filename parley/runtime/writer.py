@@ -36,6 +36,7 @@ import orjson
 
 from parley.domain.usage import UsageRecord
 from parley.runtime.budget import SpendLedger
+from parley.runtime.refusal_rows import RefusalRows
 from parley.settings import UsageSettings
 from parley.store.base import Store, StoreError
 
@@ -62,6 +63,7 @@ class UsageWriter:
         self._task: asyncio.Task[None] | None = None
         self._failing = False
         self._refusal_room = settings.queue_size // 2
+        self._refusal_rows = RefusalRows()
         self.written = 0
         self.refusals_dropped = 0
         """Refusals not queued because the queue was past half full (``submit_refusal``)."""
@@ -84,7 +86,11 @@ class UsageWriter:
 
     def submit_refusal(self, record: UsageRecord) -> bool:
         """Queue a refusal's record while the queue is at most half full, else drop it:
-        a flood of refusals never fills the queue that admitted calls' records need."""
+        a flood of refusals never fills the queue that admitted calls' records need. Past
+        the first few of its kind in a minute it is counted on one line instead
+        (``RefusalRows``), written when the minute is over."""
+        if not self._refusal_rows.admit(record):
+            return True
         if len(self._queue) >= self._refusal_room:
             self.refusals_dropped += 1
             return False
@@ -128,6 +134,7 @@ class UsageWriter:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        self._queue.extend(self._refusal_rows.all())
         # Three tries for a blip; one when writes were already failing, so a database that
         # is down or hung (each try may wait its timeout) does not hold the shutdown long.
         for attempt in range(1 if self._failing else 3):
@@ -145,6 +152,7 @@ class UsageWriter:
         same head of the queue twice.
         """
         async with self._flushing:
+            self._queue.extend(self._refusal_rows.ended(time.time()))
             return await self._flush_queue(self._settings.batch_size if whole_batches else 1)
 
     async def _flush_queue(self, least: int) -> bool:

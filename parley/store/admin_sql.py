@@ -113,12 +113,13 @@ def failures_by_day(conn: Connection, since: datetime) -> dict[date, StatusCount
 
 
 def failures_by_day_query(conn: Connection, since: datetime) -> Select[Any]:
-    """Counts per day and status, read through the partial index of failures (its
-    condition in its own words, as SQLite needs to use it)."""
+    """Counts per day and status (a line counting several refusals counts them all),
+    read through the partial index of failures (its condition in its own words, as
+    SQLite needs to use it)."""
     records = usage_records.c
     day = _utc_day(conn, records.created_at).label("day")
     return (
-        select(day, records.status, func.count())
+        select(day, records.status, func.sum(records.request_count))
         .where(records.created_at >= since, text(f"usage_records.{FAILED_ONLY}"))
         .group_by(day, records.status)
     )

@@ -232,6 +232,7 @@ def _raw_row(record: UsageRecord) -> dict[str, Any]:
         "error_code": record.error_code,
         "first_byte_ms": record.first_byte_ms,
         "admitted": record.admitted,
+        "request_count": record.request_count,
     }
 
 

@@ -74,10 +74,10 @@ _RAW_COLUMNS = (
     "first_byte_ms",
     "admitted",
 )
-_CACHE_COLUMNS = ("cached_tokens", "cache_write_tokens")
-"""Written only by a batch that holds prompt-cache counts: the columns default to 0, and
-each bound parameter costs the sqlite3 module about as much as a column's worth of work
-in the rest of the insert."""
+_RARE_COLUMNS = ("cached_tokens", "cache_write_tokens", "request_count")
+"""Written only by a batch that holds prompt-cache counts or a refusal standing for more
+than one request: the columns default to 0, 0 and 1, and each bound parameter costs the
+sqlite3 module about as much as a column's worth of work in the rest of the insert."""
 _ROLLUP_COLUMNS = ("group_id", "day", "model", *ROLLUP_TOTALS)
 
 
@@ -103,8 +103,8 @@ def _values(columns: Sequence[str], rows: int) -> str:
 
 
 INSERT_RAW = {size: f"INSERT INTO usage_records {_values(_RAW_COLUMNS, size)}" for size in CHUNKS}
-INSERT_CACHED = {
-    size: f"INSERT INTO usage_records {_values((*_RAW_COLUMNS, *_CACHE_COLUMNS), size)}"
+INSERT_WIDE = {
+    size: f"INSERT INTO usage_records {_values((*_RAW_COLUMNS, *_RARE_COLUMNS), size)}"
     for size in CHUNKS
 }
 FIND_STORED = (
@@ -228,7 +228,7 @@ def _insert(cursor: sqlite3.Cursor, batch: Batch) -> None:
     """The batch's raw rows, in ``CHUNKS``-sized statements (a slice of its flat values
     each)."""
     values, width = batch.values, batch.width
-    inserts = INSERT_CACHED if width > len(_RAW_COLUMNS) else INSERT_RAW
+    inserts = INSERT_WIDE if width > len(_RAW_COLUMNS) else INSERT_RAW
     rows, start = len(values) // width, 0
     for size in CHUNKS:
         while rows >= size:
@@ -244,8 +244,8 @@ _SECOND = timedelta(seconds=1)
 class Batch:
     """What one write stores, made in one pass over its records.
 
-    ``values`` is every raw row's values one after the other (``width`` each, the prompt
-    cache's two columns only when a record has counts for them), as the ``INSERT``
+    ``values`` is every raw row's values one after the other (``width`` each, the rare
+    columns only when a record has other than their defaults), as the ``INSERT``
     statements bind them; ``totals`` the admitted calls summed per (group, key, UTC day,
     model); ``newest`` each key's newest record time. The time is written as
     ``UtcDateTime``'s SQLite text (UTC, no zone, microseconds: 26 characters), whose
@@ -260,7 +260,7 @@ class Batch:
         values: list[object] = []
         totals: dict[tuple[int, int, str, str], list[int]] = {}
         newest: dict[int, str] = {}
-        cached = False
+        rare = False
         low = high = _EPOCH
         second = ""
         for record in records:
@@ -301,8 +301,9 @@ class Batch:
             if newest.get(key_id, "") < text:  # one fixed width: sorts in time order
                 newest[key_id] = text
             if record.cached_tokens or record.cache_write_tokens:
-                cached = True
+                rare = True
             if not record.admitted:
+                rare = rare or record.request_count != 1
                 continue  # a refusal is a request-log line, not usage
             group = (record.group_id, key_id, text[:10], record.model)
             sums = totals.get(group)
@@ -317,9 +318,9 @@ class Batch:
             sums[6] += record.cached_tokens
             sums[7] += record.cache_write_tokens
         self.width = len(_RAW_COLUMNS)
-        if cached:  # rare: a second pass puts the two counts after each row
-            self.width += len(_CACHE_COLUMNS)
-            values = _with_cache_counts(values, records)
+        if rare:  # a second pass puts the rare columns after each row
+            self.width += len(_RARE_COLUMNS)
+            values = _with_rare_columns(values, records)
         self.values, self.totals, self.newest = values, totals, newest
 
     def rollups(self) -> list[list[object]]:
@@ -351,12 +352,13 @@ def _add_to(
             known[index] += value
 
 
-def _with_cache_counts(values: list[object], records: Collection[UsageRecord]) -> list[object]:
-    """Each row's values followed by its record's two prompt-cache counts."""
+def _with_rare_columns(values: list[object], records: Collection[UsageRecord]) -> list[object]:
+    """Each row's values followed by its record's prompt-cache counts and request count."""
     width = len(_RAW_COLUMNS)
     widened: list[object] = []
     for index, record in enumerate(records):
         widened.extend(values[index * width : (index + 1) * width])
         widened.append(record.cached_tokens)
         widened.append(record.cache_write_tokens)
+        widened.append(record.request_count)
     return widened

@@ -50,31 +50,57 @@ async def test_only_a_bearer_admin_token_opens_the_api(start_gateway: Any) -> No
     )[0] == 200
 
 
+async def audited(gateway: Gateway, action: str) -> list[tuple[str, str]]:
+    entries = await gateway.services.store.list_audit()
+    return [(entry.actor, entry.target) for entry in entries if entry.action == action]
+
+
 async def test_guessing_the_token_is_braked_per_address(start_gateway: Any) -> None:
     gateway = await admin_gateway(start_gateway)
     for _ in range(5):
         assert (await call(gateway, "GET", "/admin/groups", token="guess"))[0] == 401
-    status, error = await call(gateway, "GET", "/admin/groups", token="guess")
-    assert status == 429
-    assert "Too many failed sign-in attempts" in error["error"]["message"]
-    assert (await call(gateway, "GET", "/admin/groups"))[0] == 429  # until the window passes
+    for _ in range(2):
+        status, error = await call(gateway, "GET", "/admin/groups", token="guess")
+        assert status == 429
+        assert "Too many failed sign-in attempts" in error["error"]["message"]
+    assert (await call(gateway, "GET", "/admin/groups"))[0] == 200  # the right token gets in
+    assert (await call(gateway, "GET", "/admin/groups", token="guess"))[0] == 429
+    assert await audited(gateway, "session.locked_out") == [("token", "127.0.0.1")]
+    assert len(await audited(gateway, "session.login_failed")) == 5
+
+
+async def test_requests_without_credentials_lock_nobody_out(start_gateway: Any) -> None:
+    gateway = await admin_gateway(start_gateway)
+    for headers in [{}, {"Authorization": ""}] * 5:
+        status, _ = await call(gateway, "GET", "/admin/groups", token=None, headers=headers)
+        assert status == 401
+    for path in ("/admin/x%0aFORGED", "/admin/keys", "/admin/audit"):
+        assert (await call(gateway, "GET", path, token=None))[0] == 401
+    assert (await call(gateway, "GET", "/admin/groups"))[0] == 200
+    for _ in range(4):
+        assert (await call(gateway, "GET", "/admin/groups", token="guess"))[0] == 401
+    assert await audited(gateway, "session.locked_out") == []
 
 
 async def test_login_form_is_braked_with_a_clear_message(start_gateway: Any) -> None:
     gateway = await admin_gateway(start_gateway)
     async with browser_session() as session:
         for _ in range(5):
+            assert (await login(session, gateway.base_url, "")).status == 401  # counts nothing
+        for _ in range(5):
             assert (await login(session, gateway.base_url, "wrong")).status == 401
-        blocked = await login(session, gateway.base_url, ADMIN)
+        blocked = await login(session, gateway.base_url, "wrong again")
         assert blocked.status == 429
+        assert "Too many failed sign-in attempts" in await blocked.text()
         async with session.get(f"{gateway.base_url}/admin/login") as page:
             assert page.status == 200
+        assert (await login(session, gateway.base_url, ADMIN)).status == 303  # never refused
+    assert await audited(gateway, "session.locked_out") == [("token", "127.0.0.1")]
     async with browser_session() as session:
         response = await session.post(
             f"{gateway.base_url}/admin/login", data={"token": ADMIN}, allow_redirects=False
         )
-        assert response.status == 429
-        assert "Too many failed sign-in attempts" in await response.text()
+        assert response.status == 403  # no form nonce: a forged post, not a sign-in
 
 
 async def test_session_cookie_is_signed_httponly_strict_and_holds_no_token(

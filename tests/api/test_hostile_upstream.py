@@ -218,3 +218,34 @@ async def test_a_refusal_spelling_the_channel_key_reaches_neither_caller_nor_log
     lines = logged(caplog)
     assert any("upstream call failed" in line for line in lines)
     assert not [line for line in lines if exposes(line, CHANNEL_KEY)]
+
+
+CUT_UP = ["split", "split_thrice", "reversed", "reversed_split"]
+DIALECTS = {
+    "chat": ("/chat/completions", CHAT),
+    "responses": ("/responses", {"model": "chat-large", "input": "hello"}),
+    "messages": ("/messages", {"model": "chat-large", "max_tokens": 50, "messages": MESSAGES}),
+}
+
+
+@pytest.mark.parametrize("dialect", sorted(DIALECTS))
+@pytest.mark.parametrize("spelling", CUT_UP)
+async def test_a_key_cut_up_or_reversed_reaches_no_dialects_caller(
+    gateway: Gateway,
+    key: str,
+    engine: FakeEngine,
+    caplog: pytest.LogCaptureFixture,
+    spelling: str,
+    dialect: str,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    path, body = DIALECTS[dialect]
+    engine.behaviour = Behaviour(fail=400, leak=True, spelling=spelling)
+    status, raw = await post(gateway, key, body, path)
+    assert status == 400
+    assert exposes(spellings(CHANNEL_KEY)[spelling], CHANNEL_KEY), "the upstream gave it away"
+    assert not exposes(raw.decode(), CHANNEL_KEY)
+    message = orjson.loads(raw)["error"]["message"]
+    assert message.startswith("Fake engine failure (status 400). The key you sent, ")
+    assert "[redacted]" in message
+    assert not [line for line in logged(caplog) if exposes(line, CHANNEL_KEY)]

@@ -27,7 +27,8 @@ TABLES = (
 
 def batches() -> list[list[UsageRecord]]:
     """Odd sizes (cut into several VALUES chunks), zones, a day boundary, an estimated
-    record, a duplicate inside a batch and one across batches, an older stamp later."""
+    record, a duplicate inside a batch and one across batches, an older stamp later, a
+    refusal and a line counting many."""
     east = timezone(timedelta(hours=5, minutes=30))
     base = datetime(2024, 3, 9, 23, 59, 59, 999_999, tzinfo=UTC)
     first = [
@@ -63,7 +64,8 @@ def batches() -> list[list[UsageRecord]]:
         completion_tokens=0,
         admitted=False,
     )
-    return [first, [zoned, naive, first[0], estimated, streamed, refused], [older]]
+    counted = replace(refused, request_id="x2", request_count=3_990)  # RefusalRows' rest
+    return [first, [zoned, naive, first[0], estimated, streamed, refused], [older, counted]]
 
 
 async def keyed_store(path: Path) -> SqlStore:
@@ -95,7 +97,7 @@ async def test_the_file_writer_writes_what_sqlalchemy_writes(tmp_path: Path) -> 
         counts["reference"].append(await store.database.transaction(usage_sql.record_usage, batch))
     await store.close()
 
-    assert counts["own"] == counts["reference"] == [301, 5, 1]
+    assert counts["own"] == counts["reference"] == [301, 5, 2]
     assert dump(own) == dump(reference)
 
 
@@ -150,7 +152,7 @@ async def test_every_statement_runs_on_one_cursor(
     monkeypatch.setattr(sqlite3, "connect", lambda *a, **k: connect(*a, factory=Counted, **k))
     writer = usage_sqlite.SqliteUsageWriter(str(path), ["busy_timeout = 1000"], timeout=5.0)
     try:
-        assert [await writer.record_usage(batch) for batch in batches()] == [301, 5, 1]
+        assert [await writer.record_usage(batch) for batch in batches()] == [301, 5, 2]
     finally:
         await writer.close()
     assert made == ["cursor"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import itertools
 import string
 import sys
 import unicodedata
@@ -148,3 +149,59 @@ def test_the_key_in_base64_is_found_at_any_alignment(
 def test_a_message_without_the_key_keeps_its_words(key: str) -> None:
     text = "Invalid value for 'temperature': 3.5 > 2 (see https://example.com/a%20b)"
     assert redact(text, key) == text
+
+
+# The key cut into pieces by other words, or reversed
+
+
+def test_a_key_cut_by_other_words_leaves_no_long_piece() -> None:
+    key = "sk-ant-STORED-0123456789abcdefghij"  # 34 characters
+    text = f"first {key[:10]} then {key[10:]}, thanks"
+    assert exposes(text, key)
+    redacted = redact(text, key)
+    assert not exposes(redacted, key)
+    assert redacted == f"first {key[:10]} then {REDACTED}, thanks"  # 10 characters: too few
+    assert redact(f"first {key[:12]} then {key[12:]}", key) == f"first {REDACTED} then {REDACTED}"
+
+
+def test_a_key_reversed_whole_or_in_pieces_is_redacted() -> None:
+    backwards = LONG_KEY[::-1]
+    assert redact(f"key: {backwards}.", LONG_KEY) == f"key: {REDACTED}."
+    pieces = f"a {backwards[:14]} b {backwards[14:]} c"
+    assert redact(pieces, LONG_KEY) == f"a {REDACTED} b {REDACTED} c"
+
+
+def test_a_piece_hidden_by_disguises_is_found_in_the_reading() -> None:
+    piece = LONG_KEY[5:19]
+    disguised = "%" + piece[0].encode().hex() + "\u200b".join(piece[1:])
+    redacted = redact(f"see {disguised} here", LONG_KEY)
+    assert redacted == f"see {REDACTED} here"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    key=st.text(string.ascii_letters + string.digits + "-_.", min_size=12, max_size=80),
+    cuts=st.lists(st.integers(min_value=1, max_value=79), max_size=5),
+    glue=st.sampled_from([" then ", ", ", " / ", "\n", " and also "]),
+    backwards=st.booleans(),
+)
+def test_no_piece_of_twelve_characters_survives_however_the_key_is_cut(
+    key: str, cuts: list[int], glue: str, backwards: bool
+) -> None:
+    spelled = key[::-1] if backwards else key
+    points = sorted({0, len(spelled), *(cut for cut in cuts if cut < len(spelled))})
+    pieces = [spelled[a:b] for a, b in itertools.pairwise(points)]
+    text = f"upstream said: {glue.join(pieces)} (end)"
+    redacted = redact(text, key)
+    readings = [redacted, "".join(redacted.split())]
+    for start in range(len(key) - 11):
+        for word in (key, key[::-1]):
+            assert all(word[start : start + 12] not in reading for reading in readings)
+
+
+@pytest.mark.parametrize("size", [1, 11, 12, 13, 24, 100])
+def test_pieces_shorter_than_twelve_are_left(size: int) -> None:
+    key = "".join(chr(ord("A") + n % 26) + str(n % 10) for n in range(60))  # no repeats
+    text = f"x {key[:size]} y"
+    expected = text if size < 12 else f"x {REDACTED} y"
+    assert redact(text, key) == expected

@@ -1,10 +1,11 @@
 """The ways a careless upstream may spell a channel's key in an error message, and a check
 that reads text back for any of them without Parley's redactor.
 
-``spellings(key)`` names each form (``percent``, ``basic``, ``zero_width``...): the fake
-engine's ``leak-<name>`` knob echoes the key in it. ``exposes(text, key)`` undoes every
-one of those disguises its own way (``urllib``'s unquoting, ``base64``'s decoders at each
-alignment, Unicode categories) and says whether the key shows.
+``spellings(key)`` names each form (``percent``, ``basic``, ``zero_width``, ``split`` by
+other words, ``reversed``...): the fake engine's ``leak-<name>`` knob echoes the key in
+it. ``exposes(text, key)`` undoes every one of those disguises its own way (``urllib``'s
+unquoting, ``base64``'s decoders at each alignment, Unicode categories) and says whether
+the key, or a long enough piece of it either way round, shows.
 """
 
 from __future__ import annotations
@@ -43,13 +44,29 @@ def spellings(key: str) -> dict[str, str]:
         "basic_wrapped": f"Basic {basic[:16]}\n{basic[16:]}",
         "basic_quoted": urllib.parse.quote(f"Basic {basic}", safe=""),
         "base64_url_offset": base64.urlsafe_b64encode(b"k=" + raw + b";").decode(),
+        "split": f"{key[:10]} then {key[10:]}",
+        "split_thrice": f"{key[:10]}, then {key[10:22]}, and {key[22:]}",
+        "reversed": key[::-1],
+        "reversed_split": f"{key[::-1][:12]} / {key[::-1][12:]}",
     }
 
 
+RUN = 12
+"""The shortest piece of a key, forwards or backwards, that gives it away."""
+
+
 def exposes(text: str, key: str) -> bool:
-    """Whether ``text`` gives ``key`` away in any of its ``spellings``."""
+    """Whether ``text`` gives ``key`` away in any of its ``spellings``: whole, or a piece
+    of ``RUN`` characters or more of it (or of it reversed) in any reading."""
     readings = _readings(text)
     if any(key in reading for reading in readings):
+        return True
+    pieces = {
+        word[start : start + RUN]
+        for word in (key, key[::-1])
+        for start in range(len(word) - RUN + 1)
+    }
+    if any(piece in reading for piece in pieces for reading in readings):
         return True
     secret = key.encode()
     return any(secret in decoded for reading in readings for decoded in _base64_decodings(reading))

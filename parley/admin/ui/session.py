@@ -14,10 +14,10 @@ from aiohttp import web
 from parley.admin.auth import same_secret, token_matches
 from parley.admin.context import ACTOR, ADMIN_STATE, ROLE, SESSION, client_address
 from parley.admin.service import AdminService
-from parley.admin.signin import TOKEN_ROLE, account_role, audit_failed_sign_in, check_password
+from parley.admin.signin import TOKEN_ROLE, account_role, check_password, wrong_credentials
 from parley.admin.ui.render import page
 from parley.domain.audit import Actor
-from parley.errors import PermissionDenied, RateLimited
+from parley.errors import PermissionDenied
 from parley.pipeline.context import SERVICES
 from parley.store.base import Store
 
@@ -82,10 +82,6 @@ async def login_page(request: web.Request) -> web.Response:
 async def login(request: web.Request) -> web.Response:
     state = request.config_dict[ADMIN_STATE]
     address = client_address(request)
-    try:
-        state.attempts.check(address)
-    except RateLimited as error:
-        return await login_form(request, error=error.message, status=429)
     form = await request.post()
     nonce, cookie = form.get("nonce"), request.cookies.get(LOGIN_COOKIE, "")
     if not isinstance(nonce, str) or not cookie or not same_secret(nonce, cookie):
@@ -94,20 +90,17 @@ async def login(request: web.Request) -> web.Response:
     password = given if isinstance(given, str) else ""
     name = account.strip() if isinstance(account, str) else ""
     if name:
-        try:
-            state.attempts.check(f"account:{name}")
-        except RateLimited as error:
-            return await login_form(request, error=error.message, status=429)
         found = await check_password(state, _store(request), name, password)
         who = found.name if found is not None else None
     else:
         who = "token" if token_matches(password, state.token) else None
     if who is None:
-        state.attempts.failed(address)
-        if name:
-            state.attempts.failed(f"account:{name}")
-        await audit_failed_sign_in(request, name[:64] or "token", "dashboard")
         wrong = "That name and password do not match an account." if name else NOT_TOKEN
+        if not name and not password:  # no credential at all counts for nothing
+            return await login_form(request, error=wrong, status=401)
+        refusal = await wrong_credentials(request, state, name[:64] or "token", "dashboard")
+        if refusal is not None:
+            return await login_form(request, error=refusal.message, status=429)
         return await login_form(request, error=wrong, status=401)
     state.attempts.succeeded(address)
     session, cookie_value = state.sessions.new(who)

@@ -54,3 +54,45 @@ def test_an_exception_stays_inside_the_json_object() -> None:
     text = TextFormatter().format(failing)
     assert text.splitlines()[0].endswith("failed request_id=req_2")
     assert "Traceback" in text
+
+
+# No value forges a line
+
+
+FORGERIES = ["\nFORGED", "\r\nFORGED", "\rFORGED", "\x1b[2K\rFORGED", "\u2028FORGED", "\x85FORGED"]
+
+
+def starts_a_line(text: str) -> bool:
+    """Whether ``FORGED`` begins a line, by any reading of line breaks."""
+    return any(line.startswith(("FORGED", "\x1b")) for line in text.splitlines())
+
+
+def test_a_control_character_in_a_message_or_field_is_escaped() -> None:
+    for forged in FORGERIES:
+        entry = logging.LogRecord(
+            "parley.access", logging.INFO, __file__, 1, "%s %s %s", ("GET", forged, 404), None
+        )
+        entry.fields = {"path": forged, "model": f"chat{forged}", "plain": "x"}
+        line = TextFormatter().format(entry)
+        assert len(line.splitlines()) == 1, repr(line)
+        assert not starts_a_line(line)
+        assert line.isprintable(), repr(line)
+    line = TextFormatter().format(
+        logging.LogRecord("x", logging.INFO, __file__, 1, "a\nb\x1bc\u2028d\x7f", (), None)
+    )
+    assert line.endswith(r"x: a\nb\x1bc\u2028d\x7f")
+
+
+def test_a_traceback_below_a_line_is_indented_and_escaped() -> None:
+    try:
+        raise ValueError("boom\nFORGED \x1b[31m")
+    except ValueError:
+        failing = record("failed on /x\nFORGED", {"request_id": "req_3"})
+        failing.exc_info = sys.exc_info()
+    text = TextFormatter().format(failing)
+    head, *below = text.split("\n")
+    assert head.endswith(r"failed on /x\nFORGED request_id=req_3")
+    assert below and all(line.startswith("    ") for line in below)
+    assert "Traceback" in below[0] and "\x1b" not in text
+    entry = orjson.loads(JsonFormatter().format(failing))
+    assert entry["message"] == "failed on /x\nFORGED"
