@@ -29,7 +29,7 @@ from parley.domain.value import value
 from parley.domain.wire import JSON
 from parley.errors import ParleyError
 from parley.pipeline.body_pool import BodyPool
-from parley.pipeline.response_book import ResponseBook
+from parley.runtime.response_book import ResponseBook
 
 
 @value

@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from parley.domain.pricing import Price, usd_to_nanos
-from parley.pipeline.circuit import State
+from parley.runtime.circuit import State
 from tests.api.harness import (
     CHANNEL_KEY,
     Gateway,

@@ -20,7 +20,7 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from parley.pipeline.circuit import State
+from parley.runtime.circuit import State
 from parley.settings import ConfigError, load_settings
 from tests.api.harness import (
     Gateway,

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import cast
 
 from parley.domain.usage import UsageRecord
-from parley.pipeline.budget import SpendLedger
+from parley.runtime.budget import SpendLedger
 from parley.runtime.refusal_rows import ROWS_PER_MINUTE, RefusalRows
-from parley.pipeline.writer import UsageWriter
+from parley.runtime.writer import UsageWriter
 from parley.settings import UsageSettings
 from parley.store.base import Store
 from tests.records import usage_record
