@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -28,10 +29,19 @@ async def sick() -> AsyncIterator[FakeEngine]:
         yield running
 
 
+def require_redis() -> None:
+    """Skip (fail under ``PARLEY_REQUIRE_SERVICES=1``) when no Redis listens."""
+    try:
+        socket.create_connection(("127.0.0.1", 6379), timeout=1).close()
+    except OSError as error:
+        pytest.skip(f"no Redis at 127.0.0.1:6379 ({error})")
+
+
 @pytest.fixture
 async def start(
     engine: FakeEngine, sick: FakeEngine, tmp_path: Path
 ) -> AsyncIterator[StartGateway]:
+    require_redis()
     prefix = f"parley-test-{secrets.token_hex(4)}"
 
     def config() -> Config:
