@@ -30,7 +30,7 @@ from parley.domain.voices import Clone
 from parley.errors import InvalidRequest, NotFound, Replayed, ServiceUnavailable
 from parley.pipeline.budget import Period, SpendLedger, next_period_start, period_start
 from parley.pipeline.directory import Directory
-from parley.store.base import Conflict, GroupChanges, KeyChanges, Missing, Replay, Store
+from parley.store.base import AdminStore, Conflict, GroupChanges, KeyChanges, Missing, Replay
 
 MAX_STORED_NAME = 200
 GROUP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -71,7 +71,7 @@ Unclone = Callable[[Clone], Awaitable[Clone]]
 class AdminService:
     def __init__(
         self,
-        store: Store,
+        store: AdminStore,
         actor: Actor,
         *,
         period: Period = "month",
