@@ -14,7 +14,8 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from parley.admin.described import (
+from parley.admin.reports import UsageQuery, UsageReport, build_report
+from parley.admin.views import (
     Budget,
     KeyState,
     group_detail,
@@ -22,7 +23,6 @@ from parley.admin.described import (
     key_name,
     key_status,
 )
-from parley.admin.reports import UsageQuery, UsageReport, build_report
 from parley.domain.audit import Actor, AuditEntry, AuditQuery
 from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord, digest, display_prefix, new_key
