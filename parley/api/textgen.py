@@ -72,7 +72,7 @@ def text_request(
             max_tokens = length
     optional_number(body, "temperature", 0.0, 2.0)
     optional_number(body, "top_p", 0.0, 1.0)
-    return TextRequest(  # positional: cheaper than keywords to build, once a call
+    return TextRequest(
         model,
         body,
         stream,
