@@ -10,13 +10,12 @@ One middleware, ``gateway``, does in order what every request needs:
 * a request body still arriving has a deadline, and a key a number of bodies that may be
   arriving at once (``parley.edge.bodies``).
 
-They were three middlewares; each layer cost every call a wrapper call and a coroutine,
-so they are one (``docs/performance.md``, CPU per call). A failure after a reply has
+One middleware rather than one per concern, and a hook that does one thing: each is
+paid by every call (docs/performance.md, Speed habits). A failure after a reply has
 begun ends that reply instead (``parley.pipeline.started``): an ``on_response_prepare``
 hook notes every reply whose head is sent, whichever handler sent it. The middleware
 gives every reply it returns unsent its ``x-request-id`` (a stream puts its call's id
-in its head itself), so the hook does nothing else: aiohttp runs a hook as a coroutine
-on every reply, and each line in it is paid by every call.
+in its head itself).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from parley.errors import InvalidRequest, NotFound, PermissionDenied, ServiceUna
 from parley.pipeline.services import Services
 from parley.runtime.channel_book import reseal_all, stored_settings
 from parley.settings import ChannelSettings, ModelKind
-from parley.store.base import Conflict, Missing
+from parley.store.base import ChannelStore, Conflict, Missing
 
 SPEC_FIELDS = ("type", "base_url", "models", "priority", "weight", "timeouts", "breaker")
 """What the API takes besides ``name`` and ``api_key``."""
@@ -47,7 +47,7 @@ class ChannelAdmin:
     def __init__(self, admin: AdminService, svc: Services) -> None:
         self._admin = admin
         self._svc = svc
-        self._store = svc.store
+        self._store: ChannelStore = svc.store
         self._book = svc.channels
 
     # reading

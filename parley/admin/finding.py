@@ -16,7 +16,7 @@ from typing import Any, Generic, TypeVar
 
 from multidict import MultiMapping
 
-from parley.admin.described import KeyState
+from parley.admin.views import KeyState
 from parley.domain.audit import AuditQuery
 from parley.domain.groups import Group
 from parley.domain.voices import Clone

@@ -15,7 +15,7 @@ from parley.runtime.breaker import Breakers
 from parley.runtime.circuit import BreakerView
 from parley.runtime.health import ChannelHealth, HealthSnapshot
 from parley.settings import ChannelSettings
-from parley.store.base import Store
+from parley.store.base import AdminStore
 
 OVERVIEW_DAYS = 30
 
@@ -84,7 +84,7 @@ class Overview:
         }
 
 
-async def overview(store: Store, now: datetime | None = None) -> Overview:
+async def overview(store: AdminStore, now: datetime | None = None) -> Overview:
     today = (now or datetime.now(UTC)).date()
     first = today - timedelta(days=OVERVIEW_DAYS - 1)
     days = {

@@ -14,7 +14,8 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from parley.admin.described import (
+from parley.admin.reports import UsageQuery, UsageReport, build_report
+from parley.admin.views import (
     Budget,
     KeyState,
     group_detail,
@@ -22,7 +23,6 @@ from parley.admin.described import (
     key_name,
     key_status,
 )
-from parley.admin.reports import UsageQuery, UsageReport, build_report
 from parley.domain.audit import Actor, AuditEntry, AuditQuery
 from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord, digest, display_prefix, new_key
@@ -30,7 +30,7 @@ from parley.domain.voices import Clone
 from parley.errors import InvalidRequest, NotFound, Replayed, ServiceUnavailable
 from parley.runtime.budget import Period, SpendLedger, next_period_start, period_start
 from parley.runtime.directory import Directory
-from parley.store.base import Conflict, GroupChanges, KeyChanges, Missing, Replay, Store
+from parley.store.base import AdminStore, Conflict, GroupChanges, KeyChanges, Missing, Replay
 
 MAX_STORED_NAME = 200
 GROUP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -71,7 +71,7 @@ Unclone = Callable[[Clone], Awaitable[Clone]]
 class AdminService:
     def __init__(
         self,
-        store: Store,
+        store: AdminStore,
         actor: Actor,
         *,
         period: Period = "month",

@@ -32,7 +32,7 @@ from parley.domain.accounts import ROLES, Account, Role, allows
 from parley.domain.audit import Actor, AuditEntry
 from parley.errors import AuthenticationFailed, PermissionDenied, RateLimited
 from parley.pipeline.context import SERVICES
-from parley.store.base import Store
+from parley.store.base import AccountStore
 
 TOKEN_ROLE: Role = "owner"
 DUMMY_HASH = "scrypt$17$8$1$AAAAAAAAAAAAAAAAAAAAAA==$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
@@ -42,7 +42,7 @@ ADMIN_PREFIX = "/admin"
 
 
 async def check_password(
-    state: AdminState, store: Store, name: str, password: str
+    state: AdminState, store: AccountStore, name: str, password: str
 ) -> Account | None:
     """The enabled account ``name`` if ``password`` is its password, else None."""
     account = await store.get_account(name) if len(name) <= 64 and name.isprintable() else None
@@ -74,7 +74,7 @@ def basic_credentials(authorization: str | None) -> tuple[str, str] | None:
     return (name, password) if colon and name else None
 
 
-async def account_role(store: Store, name: str) -> Role | None:
+async def account_role(store: AccountStore, name: str) -> Role | None:
     """The role of an enabled account (None when it is gone or disabled)."""
     account = await store.get_account(name)
     if account is None or account.disabled_at is not None or account.role not in ROLES:

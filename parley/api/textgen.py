@@ -71,7 +71,7 @@ def text_request(
         if max_tokens is None:
             max_tokens = length
     sampling(body)
-    return TextRequest(  # positional: cheaper than keywords to build, once a call
+    return TextRequest(
         model,
         body,
         stream,

@@ -23,7 +23,7 @@ from parley.credentials import CredentialBox, SealError, new_key
 from parley.domain.accounts import ROLES, Account
 from parley.domain.audit import Actor
 from parley.runtime.channel_book import reseal_all
-from parley.store.base import Store
+from parley.store.base import ChannelStore, Store
 
 ROLE = click.Choice(ROLES)
 
@@ -121,7 +121,7 @@ def channels() -> None:
 def list_channels(ctx: click.Context) -> None:
     """The stored channels (the config file's are in the file): name, type, URL, state."""
 
-    async def run(store: Store) -> None:
+    async def run(store: ChannelStore) -> None:
         for channel in await store.list_channels():
             state = "disabled" if channel.disabled_at is not None else "enabled"
             spec = channel.spec

@@ -20,7 +20,7 @@ from parley.admin.service import AdminService
 from parley.cli.context import fail, settings_from, with_store
 from parley.domain.audit import Actor
 from parley.errors import ParleyError
-from parley.store.base import Store
+from parley.store.base import AdminStore
 
 CLEAR = "none"
 T = TypeVar("T")
@@ -30,7 +30,7 @@ def as_admin(ctx: click.Context, work: Callable[[AdminService], Awaitable[T]]) -
     """Run ``work`` with the admin service on the configured store; a refusal is one line."""
     settings = settings_from(ctx)
 
-    async def run(store: Store) -> T:
+    async def run(store: AdminStore) -> T:
         service = AdminService(store, Actor("cli", "local"), period=settings.limits.budget_period)
         try:
             return await work(service)

@@ -13,9 +13,9 @@ from typing import Any
 
 import click
 
-from parley.admin.described import KeyState
 from parley.admin.fields import MAX_GRACE_SECONDS, budget_field, grace, key_changes
 from parley.admin.service import AdminService
+from parley.admin.views import KeyState
 from parley.cli.admin import BUDGET, BUDGET_HELP, CLEAR, LIMIT, as_admin, cleared, model_names
 from parley.cli.context import fail, note
 from parley.domain.groups import Quota

@@ -24,6 +24,11 @@ Once the upstream's stream is complete (``[DONE]``, or the body's end), ``closin
 what ends the caller's: Parley's own usage chunk when the caller asked for usage and the
 upstream sent none, then ``data: [DONE]``. ``feed`` runs once per upstream read on the
 hottest path Parley has: keep it lean.
+
+``StreamTally`` is the stream's bill: what it produced and the usage its upstream
+reported, from which the call is metered (the upstream's usage chunk when one came, else
+Parley's estimate). The dict way counts each chunk with ``observe``; the learned shape's
+events are counted where they are written, into the same tally, as ``observe`` would.
 """
 
 from __future__ import annotations
@@ -31,13 +36,13 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import orjson
 
 from parley.dialects.chunk_reader import ChunkParsing
 from parley.dialects.chunk_shapes import Shape, learn
-from parley.dialects.openai_chat_reply import usage_fields
-from parley.dialects.stream_tally import StreamTally
+from parley.dialects.openai_chat_reply import read_usage, usage_fields
 from parley.domain.usage import Usage
 from parley.domain.wire import JSON
 
@@ -336,3 +341,85 @@ class OpenAIRelay(ChunkParsing):
         if isinstance(upstream, str) and upstream:
             return self._prefix + upstream
         return self._id or self._prefix + secrets.token_hex(12)
+
+
+class StreamTally:
+    """What a stream has produced so far, and the usage the upstream reported."""
+
+    __slots__ = ("characters", "pieces", "prompt_estimate", "reported")
+
+    def __init__(self, prompt_estimate: int) -> None:
+        self.prompt_estimate = prompt_estimate
+        self.characters = 0
+        self.pieces = 0
+        self.reported: Usage | None = None
+
+    def observe(self, chunk: dict[str, Any]) -> None:
+        """Count what the chunk produced (this runs once per token: keep it lean)."""
+        if "usage" in chunk:
+            usage = chunk["usage"]
+            self._report(usage)
+            if usage and not chunk.get("choices"):
+                return  # the usage chunk: nothing produced (and no exception to raise below)
+        # Nearly every chunk is one choice whose delta holds only its text: read it by
+        # subscripts (a ``get`` is a method call, several times the cost here), any other
+        # shape raising its way to ``_count``, which reads every choice by the rules.
+        try:
+            (choice,) = chunk["choices"]
+            delta = choice["delta"]
+            text = delta["content"]
+        except (KeyError, TypeError, ValueError):
+            self._count(chunk)
+            return
+        if type(text) is not str or len(delta) != 1:
+            self._count(chunk)
+        elif text:
+            self.characters += len(text)
+            self.pieces += 1
+
+    def _count(self, chunk: dict[str, Any]) -> None:
+        choices = chunk.get("choices")
+        if choices and type(choices) is list:
+            for choice in choices:
+                produced = _choice_text(choice) if type(choice) is dict else 0
+                if produced:
+                    self.characters += produced
+                    self.pieces += 1
+
+    def _report(self, usage: Any) -> None:
+        if usage:  # streams that asked for usage carry ``"usage": null`` on every chunk
+            self.reported = read_usage(usage, source="the upstream's stream") or self.reported
+
+    def usage(self) -> Usage:
+        if self.reported is not None:
+            return self.reported
+        completion = max(self.pieces, (self.characters + 3) // 4)
+        return Usage(
+            prompt_tokens=self.prompt_estimate, completion_tokens=completion, estimated=True
+        )
+
+    @property
+    def produced(self) -> bool:
+        return self.pieces > 0 or self.reported is not None
+
+
+def _choice_text(choice: dict[str, Any]) -> int:
+    """Characters a choice produced: content, reasoning and tool-call text."""
+    delta = choice.get("delta")
+    if type(delta) is not dict:
+        text = choice.get("text")  # a classic completion's choice
+        return len(text) if type(text) is str else 0
+    content = delta.get("content")
+    size = len(content) if type(content) is str else 0
+    if "reasoning_content" in delta:
+        reasoning = delta["reasoning_content"]
+        if type(reasoning) is str:
+            size += len(reasoning)
+    if "tool_calls" in delta:
+        calls = delta["tool_calls"]
+        if calls and type(calls) is list:
+            for call in calls:
+                function = call.get("function") if type(call) is dict else None
+                if type(function) is dict:
+                    size += len(function.get("arguments") or "") + len(function.get("name") or "")
+    return size

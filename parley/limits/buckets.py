@@ -53,7 +53,7 @@ class Bucket:
 def buckets_for(scopes: Sequence[Scope], tokens: int) -> list[Bucket]:
     """The buckets a call of ``tokens`` tokens takes from, each scope counted once."""
     buckets: list[Bucket] = []
-    names: list[str] = []  # a scope or two: a list is cheaper to search than a set is to build
+    names: list[str] = []  # a scope or two
     for scope in scopes:
         name = scope.name
         if name in names:
@@ -98,7 +98,7 @@ def decide(
         elif tokens is None or _tighter(window, tokens):
             tokens = window
     if allowed:
-        return Decision(True, requests, tokens)  # positional: cheaper to build
+        return Decision(True, requests, tokens)
     if any(b.dimension == "tokens" and b.cost > b.limit for b in buckets):
         return Decision(
             allowed=False, requests=requests, tokens=tokens, limited_by="tokens", too_large=True

@@ -107,8 +107,6 @@ class Meter:
                 cache_write_tokens=usage.cache_write_tokens,
             )
             cost = max(0, cost)  # never a credit, whatever a price says
-        # Positional, in the fields' order: a class called with keywords builds a dict of
-        # them on every call, and every admitted call builds one record.
         record = UsageRecord(
             call.request_id,  # request_id
             datetime.now(UTC),  # created_at

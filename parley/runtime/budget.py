@@ -17,7 +17,7 @@ from parley.domain.groups import Group
 from parley.domain.keys import KeyRecord
 from parley.domain.usage import UsageRecord
 from parley.limits.base import Budget
-from parley.store.base import Store
+from parley.store.base import UsageStore
 
 Period = Literal["month", "day"]
 
@@ -35,7 +35,7 @@ def next_period_start(period: Period, now: datetime) -> date:
 
 
 class SpendLedger:
-    def __init__(self, store: Store, period: Period) -> None:
+    def __init__(self, store: UsageStore, period: Period) -> None:
         self._store = store
         self.period: Period = period
         self._start = period_start(period, datetime.now(UTC))

@@ -27,7 +27,7 @@ from parley.credentials import CredentialBox, SealError
 from parley.domain.channels import ChannelEvent, StoredChannel
 from parley.runtime.circuit import Transition
 from parley.settings import ChannelSettings
-from parley.store.base import Store
+from parley.store.base import ChannelStore
 
 log = logging.getLogger("parley.channels")
 MAX_QUEUED_EVENTS = 1000
@@ -61,7 +61,7 @@ class ChannelBook:
         self._events: deque[ChannelEvent] = deque(maxlen=MAX_QUEUED_EVENTS)
         self.events_dropped = 0
 
-    async def load(self, store: Store) -> bool:
+    async def load(self, store: ChannelStore) -> bool:
         """Read the stored channels; True when they changed since the last load."""
         stored = await store.list_channels()
         seen = tuple((channel.name, channel.updated_at) for channel in stored)
@@ -120,7 +120,7 @@ class ChannelBook:
             )
         )
 
-    async def flush(self, store: Store) -> None:
+    async def flush(self, store: ChannelStore) -> None:
         """Write the queued transitions (kept for the next flush if the store fails)."""
         if not self._events:
             return
@@ -130,7 +130,7 @@ class ChannelBook:
             self._events.popleft()
 
 
-async def reseal_all(store: Store, box: CredentialBox) -> int:
+async def reseal_all(store: ChannelStore, box: CredentialBox) -> int:
     """Seal every stored credential with the first key (opened with any); how many.
     Raises ``SealError`` naming a channel no key opens, before anything is written."""
     stored = [channel for channel in await store.list_channels() if channel.api_key_sealed]

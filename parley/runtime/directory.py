@@ -26,7 +26,7 @@ from typing import TypeAlias
 from parley.domain.groups import Group
 from parley.domain.keys import KeyRecord
 from parley.errors import ServiceUnavailable
-from parley.store.base import Store, StoreUnavailable
+from parley.store.base import KeyStore, StoreUnavailable
 
 NEGATIVE_CACHE_SIZE = 10_000
 DEFAULT_UNKNOWN_LOOKUPS_PER_SECOND = 20.0
@@ -64,7 +64,7 @@ class LookupBudget:
 class Directory:
     def __init__(
         self,
-        store: Store,
+        store: KeyStore,
         *,
         refresh_seconds: float,
         unknown_lookups_per_second: float = DEFAULT_UNKNOWN_LOOKUPS_PER_SECOND,

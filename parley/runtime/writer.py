@@ -38,7 +38,7 @@ from parley.domain.usage import UsageRecord
 from parley.runtime.budget import SpendLedger
 from parley.runtime.refusal_rows import RefusalRows
 from parley.settings import UsageSettings
-from parley.store.base import Store, StoreError
+from parley.store.base import StoreError, UsageStore
 
 log = logging.getLogger("parley.meter")
 RETRY_SECONDS = 1.0
@@ -53,7 +53,7 @@ SPILL_GLOB = "parley-usage-spill-*.jsonl"
 
 
 class UsageWriter:
-    def __init__(self, store: Store, ledger: SpendLedger, settings: UsageSettings) -> None:
+    def __init__(self, store: UsageStore, ledger: SpendLedger, settings: UsageSettings) -> None:
         self._store = store
         self._ledger = ledger
         self._settings = settings

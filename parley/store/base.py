@@ -1,9 +1,14 @@
-"""The Store Protocol: everything Parley keeps on disk.
+"""The Store Protocol: everything Parley keeps on disk, as the roles its consumers use.
 
-Implementations: ``store.sql.SqlStore`` (SQLite and PostgreSQL through SQLAlchemy Core).
-One contract suite (``tests/contract/test_store.py``) runs against each. The request path
-never awaits a Store method: authentication reads an in-memory directory that a
-background task refreshes, and usage records are written by the batched meter.
+Each consumer names the small Protocol it needs (``KeyStore`` the key directory,
+``UsageStore`` the usage writer and the budget ledger, ``VoiceStore`` the clone book,
+``ResponseStore`` the response book, ``ChannelStore`` the channel book, ``AccountStore``
+sign-in, ``AdminStore`` the admin surface); ``Store`` is all of them, held only by what
+opens and closes one. Implementations: ``store.sql.SqlStore`` (SQLite and PostgreSQL
+through SQLAlchemy Core). One contract suite (``tests/contract/test_store.py``) runs
+against each. The request path never awaits a Store method: authentication reads an
+in-memory directory that a background task refreshes, and usage records are written by
+the batched meter.
 """
 
 from __future__ import annotations
@@ -124,13 +129,10 @@ class KeyChanges:
     clear_expiry: bool = False
 
 
-class Store(ResponseStore, Protocol):
-    async def migrate(self) -> None:
-        """Bring the schema to the newest migration (idempotent)."""
+class KeyStore(Protocol):
+    """Groups and their keys (``store/keys_sql.py``): the key directory reads them
+    (``pipeline/directory.py``) and the admin surface changes them."""
 
-    async def close(self) -> None: ...
-
-    # groups
     async def create_group(
         self,
         name: str,
@@ -148,7 +150,9 @@ class Store(ResponseStore, Protocol):
 
     async def list_groups(self) -> list[Group]: ...
 
-    # keys
+    async def set_group_disabled(self, name: str, at: datetime | None) -> Group:
+        """Disable the group at ``at``, or enable it (``None``). Raises ``Missing``."""
+
     async def create_key(
         self,
         group_id: int,
@@ -184,7 +188,11 @@ class Store(ResponseStore, Protocol):
         """Give the key a new secret (``digest``, ``prefix``); the one it replaces stays
         accepted until ``previous_until``. Raises ``Missing``."""
 
-    # usage
+
+class UsageStore(Protocol):
+    """Usage records and their daily rollups (``store/usage_sql.py``): the usage writer
+    adds them, the budget ledger and the billing endpoints read them, retention prunes them."""
+
     async def record_usage(self, records: Sequence[UsageRecord]) -> int:
         """Insert raw records and add them to the daily rollups in one transaction.
 
@@ -208,7 +216,11 @@ class Store(ResponseStore, Protocol):
     async def prune_usage(self, before: datetime) -> int:
         """Delete raw records created before ``before``; rollups are kept. Returns the count."""
 
-    # voice clones (the registry of what each group cloned)
+
+class VoiceStore(Protocol):
+    """The registry of what each group cloned (``store/voices_sql.py``), kept in memory by
+    the clone book (``voices/book.py``)."""
+
     async def add_clone(self, clone: Clone) -> Clone:
         """Raises ``Conflict`` when the model already has a clone with this voice id."""
 
@@ -220,43 +232,12 @@ class Store(ResponseStore, Protocol):
     async def delete_clone(self, model: str, voice_id: str) -> bool:
         """Forget a clone; False when there was none."""
 
-    # the admin surface
-    async def set_group_disabled(self, name: str, at: datetime | None) -> Group:
-        """Disable the group at ``at``, or enable it (``None``). Raises ``Missing``."""
 
-    async def usage_rollups(
-        self, start: date, end: date, *, group_id: int | None = None, model: str | None = None
-    ) -> list[GroupDailyUsage]:
-        """Rollup rows of every group (or one, or one model) for ``start <= day < end``."""
+class ChannelStore(Protocol):
+    """Channels managed from the admin surface (the config file's are not stored) and
+    their history (``store/channels_sql.py``): the channel book routes to them, the
+    admin surface changes them."""
 
-    async def key_usage_rollups(
-        self, start: date, end: date, *, group_id: int | None = None, model: str | None = None
-    ) -> list[GroupDailyUsage]:
-        """Per-key rollup rows (of every key, or one group's, or one model's) for
-        ``start <= day < end``."""
-
-    async def failures_by_day(self, since: datetime) -> dict[date, StatusCounts]:
-        """Failed calls and refusals (status >= 400) per UTC day, counted apart: 4xx but
-        429, 429, and 5xx; from the raw records since ``since``."""
-
-    # the request log (the raw usage records, refusals included)
-    async def list_requests(self, query: RequestQuery) -> list[LoggedRequest]:
-        """Lines matching ``query``, newest first, at most ``query.limit``."""
-
-    async def find_request(self, request_id: str) -> LoggedRequest | None: ...
-
-    async def keys_last_used(self, group_id: int | None = None) -> dict[int, datetime]:
-        """Each key's latest call, by key id (keys never used are absent)."""
-
-    async def record_audit(self, entry: AuditEntry) -> AuditEntry:
-        """Append an entry; returns it with its id."""
-
-    async def list_audit(
-        self, *, limit: int = 100, before_id: int | None = None, query: AuditQuery | None = None
-    ) -> list[AuditEntry]:
-        """The newest entries first that match ``query``; ``before_id`` pages back."""
-
-    # channels managed from the admin surface (the config file's are not stored)
     async def list_channels(self) -> list[StoredChannel]:
         """Every stored channel, by name."""
 
@@ -278,7 +259,11 @@ class Store(ResponseStore, Protocol):
     async def prune_channel_events(self, before: datetime) -> int:
         """Delete events older than ``before`` (kept as long as usage records)."""
 
-    # administrator accounts
+
+class AccountStore(Protocol):
+    """Administrator accounts (``store/channels_sql.py``): sign-in and the accounts
+    page."""
+
     async def list_accounts(self) -> list[Account]: ...
 
     async def get_account(self, name: str) -> Account | None: ...
@@ -290,3 +275,54 @@ class Store(ResponseStore, Protocol):
         """Set columns (``role``, ``password_hash``, ``disabled_at``); raises ``Missing``."""
 
     async def delete_account(self, name: str) -> bool: ...
+
+
+class AdminStore(KeyStore, UsageStore, VoiceStore, AccountStore, Protocol):
+    """What the admin surface uses (``AdminService``, and through it the admin API, the
+    dashboard and the CLI): groups and keys, usage, clones and accounts, and what only
+    it reads (``store/admin_sql.py``, ``store/requests_sql.py``): every group's
+    rollups, failures per day, each key's last use, the request log and the audit log."""
+
+    async def usage_rollups(
+        self, start: date, end: date, *, group_id: int | None = None, model: str | None = None
+    ) -> list[GroupDailyUsage]:
+        """Rollup rows of every group (or one, or one model) for ``start <= day < end``."""
+
+    async def key_usage_rollups(
+        self, start: date, end: date, *, group_id: int | None = None, model: str | None = None
+    ) -> list[GroupDailyUsage]:
+        """Per-key rollup rows (of every key, or one group's, or one model's) for
+        ``start <= day < end``."""
+
+    async def failures_by_day(self, since: datetime) -> dict[date, StatusCounts]:
+        """Failed calls and refusals (status >= 400) per UTC day, counted apart: 4xx but
+        429, 429, and 5xx; from the raw records since ``since``."""
+
+    async def keys_last_used(self, group_id: int | None = None) -> dict[int, datetime]:
+        """Each key's latest call, by key id (keys never used are absent)."""
+
+    async def list_requests(self, query: RequestQuery) -> list[LoggedRequest]:
+        """The request log's lines (the raw usage records, refusals included) matching
+        ``query``, newest first, at most ``query.limit``."""
+
+    async def find_request(self, request_id: str) -> LoggedRequest | None: ...
+
+    async def record_audit(self, entry: AuditEntry) -> AuditEntry:
+        """Append an entry; returns it with its id."""
+
+    async def list_audit(
+        self, *, limit: int = 100, before_id: int | None = None, query: AuditQuery | None = None
+    ) -> list[AuditEntry]:
+        """The newest entries first that match ``query``; ``before_id`` pages back."""
+
+
+class Store(AdminStore, ChannelStore, ResponseStore, Protocol):
+    """Everything Parley keeps: every role, and the schema's lifecycle.
+
+    What opens and closes a store holds all of it (``Services``, the CLI's
+    ``with_store``); every other consumer names the role it uses."""
+
+    async def migrate(self) -> None:
+        """Bring the schema to the newest migration (idempotent)."""
+
+    async def close(self) -> None: ...

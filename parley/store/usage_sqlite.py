@@ -1,40 +1,27 @@
 """``record_usage`` on a SQLite file: a whole batch in one thread hop and a few statements.
 
-Through SQLAlchemy and aiosqlite a batch costs statement compilation and per-row bind
-processing on the event loop, and a round trip between the loop and a thread for each
-``RETURNING`` row. On a worker serving calls at full rate every round trip waits for a
-turn of the busy loop and for the GIL, so such a writer falls behind and admission refuses
-calls (``usage.queue_size``). Here the batch is one call into a thread of its own with its
-own connection: the raw rows go in a handful of multi-row ``INSERT … VALUES`` statements
+``SqlStore`` writes usage with it on a SQLite file, in place of
+``usage_sql.record_usage``, and to the same rules, which the store contract tests pin for
+both: inside ``BEGIN IMMEDIATE`` (the file's write lock, so no other writer runs between
+the statements) only the records not stored yet are inserted, added to ``usage_daily``
+and ``usage_daily_keys`` (admitted calls only: refusals are request-log lines) and move
+the keys' ``last_used_at`` forward. Values are written in the text forms SQLAlchemy's
+SQLite types write and read back (``UtcDateTime``: ``YYYY-MM-DD HH:MM:SS.ffffff`` in
+UTC; ``Date``: ``YYYY-MM-DD``; booleans 0/1).
+
+A batch is one call into a thread of its own with its own connection (the store's
+pragmas). The raw rows go in a handful of multi-row ``INSERT … VALUES`` statements
 (``CHUNKS``), and the rollups and key stamps, a few rows a batch, each as one JSON
 parameter read with ``json_each``; every statement text is fixed, so all stay prepared.
+The batch is inserted without looking its ids up: the primary key on ``request_id``
+refuses a stored one, and only then (an id twice in the batch, a replayed spill, a write
+in doubt tried again: rare) is the transaction rolled back and the batch written again
+without its repeats and the ids ``FIND_STORED`` finds. One pass over the records
+(``Batch``) builds every statement's parameters.
 
-Same semantics as ``usage_sql.record_usage``: inside ``BEGIN IMMEDIATE`` (the file's
-write lock, so no other writer runs between the statements) only the records not stored
-yet are inserted, added to ``usage_daily`` and ``usage_daily_keys`` (admitted calls only:
-refusals are request-log lines) and move the keys' ``last_used_at`` forward. Values are
-written in the text forms SQLAlchemy's SQLite types write and read back
-(``UtcDateTime``: ``YYYY-MM-DD HH:MM:SS.ffffff`` in UTC; ``Date``: ``YYYY-MM-DD``;
-booleans 0/1), pinned by the store contract tests.
-
-The thread shares the worker's one core and its GIL with the event loop, so what it
-spends a record is spent by every call. What keeps that small:
-
-- **No lookup before the insert.** The primary key on ``request_id`` already refuses a
-  stored id, so the batch is inserted as it is; only when that fails on a duplicate (an
-  id twice in the batch, a replayed spill, a write in doubt tried again: rare) is the
-  transaction rolled back and the batch written again without its repeats and the ids
-  ``FIND_STORED`` finds. The rollups are built
-  from the rows actually inserted either way.
-- **One pass over the records** (``Batch``) builds the flat parameter list the inserts
-  bind, the sums per group and key, and the keys' newest times; the time's text is
-  formatted once per second of the batch, not per record.
-- **No ``None`` bound**: see ``NO_VALUE``.
-- **The indexes stay**: each costs every row a B-tree insert, but the request log reads
-  by time (unfiltered, and retention's delete) and by group and time, and neither can be
-  served by the other without scanning a group's share of the table.
-- The connection keeps the store's pragmas (``synchronous = NORMAL`` in WAL: a commit is
-  durable against a crash of the process, and the file is synced at checkpoints).
+The writer's thread shares the worker's core and its GIL with the event loop, so what it
+spends a record every call pays: that is why this module is apart from ``usage_sql``,
+and docs/performance.md (Speed habits) says what each of its choices saves.
 """
 
 from __future__ import annotations
@@ -73,11 +60,10 @@ _RAW_COLUMNS = (
     "error_code",
     "first_byte_ms",
     "admitted",
+    "cached_tokens",
+    "cache_write_tokens",
+    "request_count",
 )
-_RARE_COLUMNS = ("cached_tokens", "cache_write_tokens", "request_count")
-"""Written only by a batch that holds prompt-cache counts or a refusal standing for more
-than one request: the columns default to 0, 0 and 1, and each bound parameter costs the
-sqlite3 module about as much as a column's worth of work in the rest of the insert."""
 _ROLLUP_COLUMNS = ("group_id", "day", "model", *ROLLUP_TOTALS)
 
 
@@ -90,9 +76,8 @@ over once per row, and on a busy worker each hand-over waits up to the switch in
 NO_VALUE = -1
 """Bound for a missing ``error_code`` or ``first_byte_ms`` and turned back into NULL by
 the statement (``NULLIF(?, -1)``; a time is never negative, and a text never equals an
-integer). The sqlite3 module binds ``None`` only after looking for an adapter, an
-attribute lookup that fails with an exception, several times the cost of binding an
-integer (which is also cheaper than an empty text: no copy)."""
+integer): the sqlite3 module binds ``None`` only after looking for an adapter, which
+costs more than the integer (docs/performance.md, Speed habits)."""
 _MAYBE_NULL = ("error_code", "first_byte_ms")
 
 
@@ -103,10 +88,6 @@ def _values(columns: Sequence[str], rows: int) -> str:
 
 
 INSERT_RAW = {size: f"INSERT INTO usage_records {_values(_RAW_COLUMNS, size)}" for size in CHUNKS}
-INSERT_WIDE = {
-    size: f"INSERT INTO usage_records {_values((*_RAW_COLUMNS, *_RARE_COLUMNS), size)}"
-    for size in CHUNKS
-}
 FIND_STORED = (
     "SELECT value FROM json_each(?)"
     " WHERE EXISTS (SELECT 1 FROM usage_records WHERE request_id = value)"
@@ -171,7 +152,7 @@ class SqliteUsageWriter:
         back (docs/performance.md)."""
         if self._cursor is None:
             # autocommit mode: the transaction is this module's own BEGIN IMMEDIATE / COMMIT
-            statements = 2 * len(CHUNKS) + 9  # every text this module runs, kept prepared
+            statements = len(CHUNKS) + 9  # every text this module runs, kept prepared
             conn = sqlite3.connect(
                 self._path,
                 timeout=self._timeout,
@@ -227,12 +208,11 @@ class SqliteUsageWriter:
 def _insert(cursor: sqlite3.Cursor, batch: Batch) -> None:
     """The batch's raw rows, in ``CHUNKS``-sized statements (a slice of its flat values
     each)."""
-    values, width = batch.values, batch.width
-    inserts = INSERT_WIDE if width > len(_RAW_COLUMNS) else INSERT_RAW
+    values, width = batch.values, len(_RAW_COLUMNS)
     rows, start = len(values) // width, 0
     for size in CHUNKS:
         while rows >= size:
-            cursor.execute(inserts[size], values[start : start + size * width])
+            cursor.execute(INSERT_RAW[size], values[start : start + size * width])
             start += size * width
             rows -= size
 
@@ -244,23 +224,21 @@ _SECOND = timedelta(seconds=1)
 class Batch:
     """What one write stores, made in one pass over its records.
 
-    ``values`` is every raw row's values one after the other (``width`` each, the rare
-    columns only when a record has other than their defaults), as the ``INSERT``
-    statements bind them; ``totals`` the admitted calls summed per (group, key, UTC day,
-    model); ``newest`` each key's newest record time. The time is written as
+    ``values`` is every raw row's values one after the other (``_RAW_COLUMNS`` each), as
+    the ``INSERT`` statements bind them; ``totals`` the admitted calls summed per (group,
+    key, UTC day, model); ``newest`` each key's newest record time. The time is written as
     ``UtcDateTime``'s SQLite text (UTC, no zone, microseconds: 26 characters), whose
     first 20 characters are made once per second of the batch: a batch's records are
     mostly a few seconds' calls, and ``datetime.isoformat`` formats the whole time and a
     zone that is then cut off.
     """
 
-    __slots__ = ("newest", "totals", "values", "width")
+    __slots__ = ("newest", "totals", "values")
 
     def __init__(self, records: Collection[UsageRecord]) -> None:
         values: list[object] = []
         totals: dict[tuple[int, int, str, str], list[int]] = {}
         newest: dict[int, str] = {}
-        rare = False
         low = high = _EPOCH
         second = ""
         for record in records:
@@ -295,15 +273,15 @@ class Batch:
                     NO_VALUE if error_code is None else error_code,
                     NO_VALUE if first_byte_ms is None else first_byte_ms,
                     1 if record.admitted else 0,
+                    record.cached_tokens,
+                    record.cache_write_tokens,
+                    record.request_count,
                 )
             )
             key_id = record.key_id
             if newest.get(key_id, "") < text:  # one fixed width: sorts in time order
                 newest[key_id] = text
-            if record.cached_tokens or record.cache_write_tokens:
-                rare = True
             if not record.admitted:
-                rare = rare or record.request_count != 1
                 continue  # a refusal is a request-log line, not usage
             group = (record.group_id, key_id, text[:10], record.model)
             sums = totals.get(group)
@@ -317,10 +295,6 @@ class Batch:
             sums[5] += record.cost_nanos
             sums[6] += record.cached_tokens
             sums[7] += record.cache_write_tokens
-        self.width = len(_RAW_COLUMNS)
-        if rare:  # a second pass puts the rare columns after each row
-            self.width += len(_RARE_COLUMNS)
-            values = _with_rare_columns(values, records)
         self.values, self.totals, self.newest = values, totals, newest
 
     def rollups(self) -> list[list[object]]:
@@ -350,15 +324,3 @@ def _add_to(
     else:
         for index, value in enumerate(sums):
             known[index] += value
-
-
-def _with_rare_columns(values: list[object], records: Collection[UsageRecord]) -> list[object]:
-    """Each row's values followed by its record's prompt-cache counts and request count."""
-    width = len(_RAW_COLUMNS)
-    widened: list[object] = []
-    for index, record in enumerate(records):
-        widened.extend(values[index * width : (index + 1) * width])
-        widened.append(record.cached_tokens)
-        widened.append(record.cache_write_tokens)
-        widened.append(record.request_count)
-    return widened

@@ -12,7 +12,7 @@ names, so ``Anna``, ``anna`` and ``ANNA`` in fullwidth letters are one voice.
 from __future__ import annotations
 
 from parley.domain.voices import Clone, folded
-from parley.store.base import Store
+from parley.store.base import VoiceStore
 
 Key = tuple[str, str]
 
@@ -22,7 +22,7 @@ def _key(model: str, voice_id: str) -> Key:
 
 
 class CloneBook:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: VoiceStore) -> None:
         self._store = store
         self._clones: dict[Key, Clone] = {}
         self._unknown: set[Key] = set()

@@ -14,8 +14,7 @@ import pytest
 
 from parley.dialects import chunk_shapes as shapes
 from parley.dialects import openai_relay
-from parley.dialects.openai_relay import DONE, TRIES
-from parley.dialects.stream_tally import StreamTally
+from parley.dialects.openai_relay import DONE, TRIES, StreamTally
 from parley.errors import UpstreamError
 from parley.providers.base import Target
 from parley.providers.openai.answers import stream_fault

@@ -7,8 +7,7 @@ from typing import Any
 import orjson
 import pytest
 
-from parley.dialects.openai_relay import OpenAIRelay
-from parley.dialects.stream_tally import StreamTally
+from parley.dialects.openai_relay import OpenAIRelay, StreamTally
 from parley.domain.usage import Usage
 
 

@@ -16,7 +16,6 @@ from urllib.parse import urlencode
 from aiohttp import web
 
 from parley.admin.context import admin_service
-from parley.admin.described import KeyState
 from parley.admin.finding import DEFAULT_PAGE, key_finder, listing_from_params
 from parley.admin.reports import UsageQuery
 from parley.admin.ui.fields import FormState
@@ -31,6 +30,7 @@ from parley.admin.ui.forms import (
     limits_values,
 )
 from parley.admin.ui.render import page
+from parley.admin.views import KeyState
 from parley.errors import InvalidRequest, NotFound
 from parley.runtime.budget import period_start
 from parley.store.base import KeyChanges

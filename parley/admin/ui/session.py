@@ -19,7 +19,7 @@ from parley.admin.ui.render import page
 from parley.domain.audit import Actor
 from parley.errors import PermissionDenied
 from parley.pipeline.context import SERVICES
-from parley.store.base import Store
+from parley.store.base import AccountStore
 
 SESSION_COOKIE = "parley_admin"
 LOGIN_COOKIE = "parley_login"
@@ -54,7 +54,9 @@ async def enter(request: web.Request) -> None:
     if session is None:
         raise web.HTTPSeeOther("/admin/login")
     role = (
-        TOKEN_ROLE if session.who == "token" else await account_role(_store(request), session.who)
+        TOKEN_ROLE
+        if session.who == "token"
+        else await account_role(_accounts(request), session.who)
     )
     if role is None:  # the account was disabled or deleted since
         raise web.HTTPSeeOther("/admin/login")
@@ -90,7 +92,7 @@ async def login(request: web.Request) -> web.Response:
     password = given if isinstance(given, str) else ""
     name = account.strip() if isinstance(account, str) else ""
     if name:
-        found = await check_password(state, _store(request), name, password)
+        found = await check_password(state, _accounts(request), name, password)
         who = found.name if found is not None else None
     else:
         who = "token" if token_matches(password, state.token) else None
@@ -119,9 +121,9 @@ async def logout(request: web.Request) -> web.Response:
     raise response
 
 
-def _store(request: web.Request) -> Store:
-    store: Store = request.config_dict[SERVICES].store
-    return store
+def _accounts(request: web.Request) -> AccountStore:
+    accounts: AccountStore = request.config_dict[SERVICES].store
+    return accounts
 
 
 async def _audit(request: web.Request, actor: Actor, action: str) -> None:

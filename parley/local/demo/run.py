@@ -34,7 +34,7 @@ from parley.domain.keys import digest, display_prefix, new_key
 from parley.local.demo.children import Child, ChildFailed, free_port
 from parley.local.demo.config import CHAT_MODEL, SPEECH_MODEL, TRANSCRIPTION_MODEL, demo_config
 from parley.settings import Settings
-from parley.store.base import Store
+from parley.store.base import KeyStore, Store
 
 READY_SECONDS = 300.0
 """How long the engines may take to load (PocketSphinx's and SmolLM2's files), at most."""
@@ -115,7 +115,7 @@ def demo_key(settings: Settings, with_store: StoreWork) -> str:
     """A new key for the group ``demo`` (created on the first start)."""
     secret = new_key()
 
-    async def work(store: Store) -> None:
+    async def work(store: KeyStore) -> None:
         group = await store.get_group("demo") or await store.create_group(
             "demo", quota=Quota(), models=None, budget_nanos=None
         )
