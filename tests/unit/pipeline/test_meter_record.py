@@ -15,10 +15,10 @@ from parley.domain.usage import Allowance, Usage, UsageRecord
 from parley.limits.memory import MemoryLimiter
 from parley.pipeline.admit import Admission
 from parley.pipeline.authenticate import Caller
-from parley.pipeline.budget import SpendLedger
 from parley.pipeline.call import Call
 from parley.pipeline.meter import BackgroundTasks, Meter
-from parley.pipeline.writer import UsageWriter
+from parley.runtime.budget import SpendLedger
+from parley.runtime.writer import UsageWriter
 from parley.settings import UsageSettings
 from parley.store.sql import open_store
 
