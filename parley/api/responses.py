@@ -38,7 +38,7 @@ from parley.dialects.responses_relay import ResponsesRelay
 from parley.dialects.responses_relay import read_usage as read_responses_usage
 from parley.dialects.translator import estimate
 from parley.domain.models import CHAT_KINDS, Resolved
-from parley.domain.responses import StoredResponse
+from parley.domain.responses import StoredResponse, is_response_id
 from parley.domain.usage import Allowance, Usage
 from parley.domain.value import value
 from parley.domain.wire import JSON
@@ -174,9 +174,13 @@ class _ResponsesJob:
             return
         created = datetime.fromtimestamp(self._created_at, UTC)
         response_id = response.get("id")
+        if not isinstance(response_id, str) or not is_response_id(response_id):
+            # A native upstream's id the store cannot hold: a whole reply is rendered
+            # after this and carries Parley's id instead.
+            response_id = response["id"] = self._id
         book.keep(
             StoredResponse(
-                id=response_id if isinstance(response_id, str) and response_id else self._id,
+                id=response_id,
                 group_id=parsed.group_id,
                 model=parsed.model,
                 response=orjson.dumps(response).decode(),

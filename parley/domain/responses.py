@@ -7,8 +7,21 @@ re-encodes what the caller already has.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
+
+RESPONSE_ID = re.compile(r"resp_[A-Za-z0-9_-]{1,95}")
+"""What a stored response's id can be: ``resp_`` and up to 95 letters, digits, ``_`` or
+``-`` (Parley's ``resp_`` and 48 hex digits, and the ids native upstreams give), at most
+the 100 characters the store's column holds."""
+
+
+def is_response_id(text: str) -> bool:
+    """Whether ``text`` can be the id of a stored response. Anything else (a NUL byte, a
+    space, a slash, an id too long for the store) is unknown without asking the store, so
+    SQLite and PostgreSQL answer it alike: not found."""
+    return RESPONSE_ID.fullmatch(text) is not None
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,8 @@ transaction, at most every ``flush_seconds``. So a call that stores pays no data
 round trip, and a call that does not store never touches the book. A read (``find``:
 ``previous_response_id``, ``GET /v1/responses/{id}``) looks in memory first, so a
 response is found by the same process the moment its reply was sent, then asks the
-database. Everything is by group: another group's response is not found.
+database. Everything is by group: another group's response is not found, and neither is
+an id that cannot be one (``is_response_id``), which never reaches the database.
 
 A write that fails is tried again with what gathered since; past ``queue_size`` waiting
 responses new ones are not kept (logged). At shutdown what waits is written, within the
@@ -22,7 +23,7 @@ import logging
 from collections import OrderedDict
 from datetime import UTC, datetime, timedelta
 
-from parley.domain.responses import StoredResponse
+from parley.domain.responses import StoredResponse, is_response_id
 from parley.settings import ResponsesSettings
 from parley.store.base import ResponseStore, StoreFault, StoreUnavailable
 
@@ -68,6 +69,8 @@ class ResponseBook:
 
     async def find(self, response_id: str, group_id: int) -> StoredResponse | None:
         """The group's response with this id (waiting or written, unexpired), or ``None``."""
+        if not is_response_id(response_id):
+            return None
         waiting = self._waiting.get(response_id)
         if waiting is not None:
             return waiting if waiting.group_id == group_id else None
@@ -75,6 +78,8 @@ class ResponseBook:
 
     async def delete(self, response_id: str, group_id: int) -> bool:
         """Delete the group's response; ``False`` when it has none with this id."""
+        if not is_response_id(response_id):
+            return False
         waiting = self._waiting.get(response_id)
         if waiting is not None and waiting.group_id == group_id:
             del self._waiting[response_id]
@@ -107,6 +112,11 @@ class ResponseBook:
                 len(self._waiting),
                 error or "timed out",
             )
+
+    async def flush(self) -> None:
+        """Write what waits now (``StoreUnavailable`` or ``StoreFault`` if the store
+        refuses; it keeps waiting)."""
+        await self._flush()
 
     async def _run(self) -> None:
         while True:
