@@ -12,7 +12,8 @@ channel's chat adapter: an OpenAI-compatible upstream gets it as it is, an Anthr
 provider, the chat chunks its reader made.
 
 With ``store`` (the default) the finished response, its input items and the earlier
-turns' items are handed to the ``ResponseBook``, which writes them behind the reply;
+turns' items are handed to the ``ResponseBook``, which writes them behind the reply (a
+call that would store is refused 503 while the book is too far behind);
 ``previous_response_id`` and an ``item_reference`` to another stored response (read
 with the body) are the only things that read the database, and only when given. Errors
 are OpenAI's envelope; a started stream that fails ends with an ``error`` event and
@@ -42,7 +43,7 @@ from parley.domain.responses import StoredResponse, is_response_id
 from parley.domain.usage import Allowance, Usage
 from parley.domain.value import value
 from parley.domain.wire import JSON
-from parley.errors import InvalidRequest, ParleyError
+from parley.errors import InvalidRequest, ParleyError, ServiceUnavailable
 from parley.pipeline import runner
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.call import Call
@@ -61,6 +62,9 @@ CHAT_PARAMS = {
     "max_completion_tokens": "max_output_tokens",
 }
 """A chat body's fields an adapter may refuse, by the Responses field they came from."""
+BOOK_FULL = (
+    "The gateway is catching up on stored responses; retry shortly, or call with 'store': false."
+)
 
 
 def in_responses_terms(error: InvalidRequest) -> InvalidRequest:
@@ -85,6 +89,8 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     svc = services(request)
     parsed = await parse_responses(body, body_bytes, caller.group.id, svc.responses)
     book = svc.responses if parsed.store else None
+    if book is not None and book.overloaded:
+        raise ServiceUnavailable(BOOK_FULL)
     default_max = svc.settings.limits.default_max_tokens
     if parsed.stream:
         max_event = svc.settings.upstream.max_event_bytes

@@ -1,15 +1,23 @@
 """Stored responses in the store, on SQLite and PostgreSQL alike: saved once (a replayed
 batch adds nothing), found only by their own group and only until they expire, deleted
-by their own group, pruned after expiry; and the ``ResponseBook`` in front of them."""
+by their own group, pruned after expiry; and the ``ResponseBook`` in front of them,
+which spills what the store does not take at shutdown and writes it at the next start."""
 
 from __future__ import annotations
 
 import asyncio
+import shutil
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
 
 from parley.domain.responses import StoredResponse
 from parley.pipeline.response_book import ResponseBook
 from parley.settings import ResponsesSettings
+from parley.store.base import ResponseStore, StoreUnavailable
 from parley.store.sql import SqlStore
 from tests.contract.test_store import store, store_target  # noqa: F401
 
@@ -26,6 +34,11 @@ def stored(response_id: str, group_id: int, *, expires_in: timedelta) -> StoredR
         created_at=now,
         expires_at=now + expires_in,
     )
+
+
+def spills(directory: Path) -> list[Path]:
+    """Spill files of stored responses, and files being replayed."""
+    return sorted(directory.glob("parley-responses-spill-*"))
 
 
 async def two_groups(opened: SqlStore) -> tuple[int, int]:
@@ -75,9 +88,12 @@ async def test_expired_responses_are_not_found_and_are_pruned(store: SqlStore) -
     assert await store.find_response("resp_new", team) is not None
 
 
-async def test_the_book_writes_behind_and_finds_before_the_write(store: SqlStore) -> None:  # noqa: F811
+async def test_the_book_writes_behind_and_finds_before_the_write(
+    store: SqlStore,  # noqa: F811
+    tmp_path: Path,
+) -> None:
     team, others = await two_groups(store)
-    book = ResponseBook(store, ResponsesSettings(flush_seconds=0.05))
+    book = ResponseBook(store, ResponsesSettings(flush_seconds=0.05), tmp_path)
     book.start()
     try:
         book.keep(stored("resp_w", team, expires_in=timedelta(days=1)))
@@ -99,9 +115,100 @@ async def test_the_book_writes_behind_and_finds_before_the_write(store: SqlStore
         await book.close(5)
 
 
-async def test_the_book_writes_what_waits_when_it_closes(store: SqlStore) -> None:  # noqa: F811
+async def test_the_book_writes_what_waits_when_it_closes(
+    store: SqlStore,  # noqa: F811
+    tmp_path: Path,
+) -> None:
     team, _ = await two_groups(store)
-    book = ResponseBook(store, ResponsesSettings(flush_seconds=60))
+    book = ResponseBook(store, ResponsesSettings(flush_seconds=60), tmp_path)
     book.keep(stored("resp_late", team, expires_in=timedelta(days=1)))
     await book.close(5)
     assert await store.find_response("resp_late", team) is not None
+    assert not spills(tmp_path)
+
+
+class HungWrites:
+    """The store in front of a database that takes no write: each one waits forever
+    (``hang``) or is refused at once."""
+
+    def __init__(self, inner: SqlStore, *, hang: bool) -> None:
+        self.inner = inner
+        self.hang = hang
+        self.writing = asyncio.Event()
+
+    async def save_responses(self, responses: Sequence[StoredResponse]) -> int:
+        self.writing.set()
+        if self.hang:
+            await asyncio.Event().wait()
+        raise StoreUnavailable("connection refused")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+@pytest.mark.parametrize("hang", [True, False], ids=["hung", "down"])
+async def test_what_the_store_does_not_take_at_shutdown_is_spilled_and_replayed_once(
+    store: SqlStore,  # noqa: F811
+    tmp_path: Path,
+    hang: bool,
+) -> None:
+    """The callers have these ids: a database hung or down at shutdown loses none (the
+    batch in flight included), and the next start writes each once, however often the
+    spill is replayed."""
+    team, _ = await two_groups(store)
+    failing = HungWrites(store, hang=hang)
+    book = ResponseBook(
+        cast(ResponseStore, failing), ResponsesSettings(flush_seconds=0.01), tmp_path
+    )
+    book.start()
+    ids = [f"resp_spilled{n}" for n in range(6)]
+    for response_id in ids:
+        book.keep(stored(response_id, team, expires_in=timedelta(days=1)))
+    await asyncio.wait_for(failing.writing.wait(), 5)  # a write is in flight (or failed)
+    await asyncio.wait_for(book.close(0.2), 5)
+
+    (spill,) = spills(tmp_path)
+    assert len(spill.read_bytes().splitlines()) == len(ids)
+    kept = tmp_path / "kept"
+    shutil.copy(spill, kept)
+    assert all([await store.find_response(r, team) is None for r in ids])
+
+    restarted = ResponseBook(store, ResponsesSettings(), tmp_path)
+    await restarted.replay_spills()
+    assert not spills(tmp_path)
+    for response_id in ids:
+        found = await restarted.find(response_id, team)
+        assert found is not None and found.created_at.tzinfo is not None
+    # a start that died between the write and the file's removal replays it again
+    kept.rename(spill)
+    await ResponseBook(store, ResponsesSettings(), tmp_path).replay_spills()
+    assert not spills(tmp_path)
+    assert await store.prune_responses() == 0
+    assert sum([await store.delete_response(r, team) for r in ids]) == len(ids)
+
+
+async def test_a_spill_the_store_refuses_is_kept_for_the_next_start(
+    store: SqlStore,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    team, _ = await two_groups(store)
+    failing = HungWrites(store, hang=False)
+    down = ResponseBook(cast(ResponseStore, failing), ResponsesSettings(), tmp_path)
+    down.keep(stored("resp_later", team, expires_in=timedelta(days=1)))
+    await down.close(1)
+    await ResponseBook(cast(ResponseStore, failing), ResponsesSettings(), tmp_path).replay_spills()
+    assert len(spills(tmp_path)) == 1
+    await ResponseBook(store, ResponsesSettings(), tmp_path).replay_spills()
+    assert await store.find_response("resp_later", team) is not None
+
+
+async def test_a_full_book_is_overloaded_and_still_keeps(tmp_path: Path) -> None:
+    """Past ``queue_size`` the book refuses new calls (``overloaded``) but never drops
+    one whose caller already has its id."""
+    book = ResponseBook(cast(ResponseStore, None), ResponsesSettings(queue_size=2), tmp_path)
+    book.keep(stored("resp_1", 1, expires_in=timedelta(days=1)))
+    assert not book.overloaded
+    for n in (2, 3):
+        book.keep(stored(f"resp_{n}", 1, expires_in=timedelta(days=1)))
+        assert book.overloaded
+    assert all([await book.find(f"resp_{n}", 1) for n in (1, 2, 3)])
