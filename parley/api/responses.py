@@ -11,8 +11,8 @@ channel's chat adapter: an OpenAI-compatible upstream gets it as it is, an Anthr
 (``dialects/chat_to_responses.py``), fed the upstream's chat bytes or, for another
 provider, the chat chunks its reader made.
 
-With ``store`` (the default) the finished response, its input items and the earlier
-turns' items are handed to the ``ResponseBook``, which writes them behind the reply (a
+With ``store`` (the default) the finished response, its input items and the turn it
+continues are handed to the ``ResponseBook``, which writes them behind the reply (a
 call that would store is refused 503 while the book is too far behind);
 ``previous_response_id`` and an ``item_reference`` to another stored response (read
 with the body) are the only things that read the database, and only when given. Errors
@@ -191,9 +191,10 @@ class _ResponsesJob:
                 model=parsed.model,
                 response=orjson.dumps(response).decode(),
                 input_items=orjson.dumps(parsed.items).decode(),
-                history=orjson.dumps(parsed.history).decode(),
+                history="[]" if parsed.continues else orjson.dumps(parsed.history).decode(),
                 created_at=created,
                 expires_at=book.expiry(created),
+                previous_response_id=parsed.continues,
             )
         )
 

@@ -3,9 +3,9 @@
 A call with ``store`` hands its finished response to ``keep``, which never waits: the
 response waits in memory and a background task writes what has gathered in one
 transaction, at most every ``flush_seconds``. So a call that stores pays no database
-round trip, and a call that does not store never touches the book. A read (``find``:
-``previous_response_id``, ``GET /v1/responses/{id}``) looks in memory first, so a
-response is found by the same process the moment its reply was sent, then asks the
+round trip, and a call that does not store never touches the book. A read (``find``,
+``GET /v1/responses/{id}``; ``turns``, ``previous_response_id``) looks in memory first, so
+a response is found by the same process the moment its reply was sent, then asks the
 database. Everything is by group: another group's response is not found, and neither is
 an id that cannot be one (``is_response_id``), which never reaches the database.
 
@@ -30,7 +30,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from parley.domain.responses import StoredResponse, is_response_id
+from parley.domain.responses import TURNS_PER_COPY, StoredResponse, is_response_id
 from parley.pipeline.spill import SpillFiles
 from parley.settings import ResponsesSettings
 from parley.store.base import ResponseStore, StoreFault, StoreUnavailable
@@ -83,6 +83,25 @@ class ResponseBook:
         if waiting is not None:
             return waiting if waiting.group_id == group_id else None
         return await self._store.find_response(response_id, group_id)
+
+    async def turns(self, response_id: str, group_id: int) -> list[StoredResponse]:
+        """The group's response with this id and the turns it continues, newest first (at
+        most ``TURNS_PER_COPY``); ``[]`` when it has none. Those waiting are taken from
+        memory, the rest in one read."""
+        if not is_response_id(response_id):
+            return []
+        found: list[StoredResponse] = []
+        wanted: str | None = response_id
+        while wanted is not None and len(found) < TURNS_PER_COPY:
+            waiting = self._waiting.get(wanted)
+            if waiting is None:
+                most = TURNS_PER_COPY - len(found)
+                return found + await self._store.find_turns(wanted, group_id, most)
+            if waiting.group_id != group_id:
+                break
+            found.append(waiting)
+            wanted = waiting.previous_response_id
+        return found
 
     async def delete(self, response_id: str, group_id: int) -> bool:
         """Delete the group's response; ``False`` when it has none with this id."""

@@ -1,10 +1,12 @@
 """Stored responses through the gateway, on SQLite and on PostgreSQL alike: an id that
-cannot be one of Parley's is a 404 before the store is asked."""
+cannot be one of Parley's is a 404 before the store is asked, and a conversation's
+storage grows with its length, not its square."""
 
 from __future__ import annotations
 
 import logging
 import secrets
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -111,7 +113,7 @@ async def test_an_id_that_cannot_be_ours_is_a_404_on_every_route(
 def count_store_calls(monkeypatch: pytest.MonkeyPatch, store: Any) -> list[str]:
     """The ids the store is asked about by id from now on."""
     asked: list[str] = []
-    for name in ("find_response", "delete_response"):
+    for name in ("find_response", "find_turns", "delete_response"):
         method = getattr(store, name)
 
         async def counted(response_id: str, *args: Any, _method: Any = method) -> Any:
@@ -120,6 +122,59 @@ def count_store_calls(monkeypatch: pytest.MonkeyPatch, store: Any) -> list[str]:
 
         monkeypatch.setattr(store, name, counted)
     return asked
+
+
+CHAIN = 50
+TURN_TEXT = ", ".join(["a turn of the conversation"] * 8)
+
+
+async def test_a_conversation_is_stored_in_linear_space(
+    upstreams: Upstreams, key: str, database_url: str
+) -> None:
+    """Each turn stores its own input and output and names the turn it continues: the
+    bytes stored for 2n turns are about twice those for n, not four times (a copy of
+    the whole history in every turn grows with the square of the chain)."""
+    gateway = upstreams.gateway
+    client = gateway.client(key)
+    stored_at: dict[int, int] = {}
+    previous: str | None = None
+    for turn in range(1, CHAIN + 1):
+        extra: dict[str, Any] = {"previous_response_id": previous} if previous else {}
+        response = await client.responses.create(
+            model="gpt-like", input=f"{turn}: {TURN_TEXT}", **extra
+        )
+        previous = response.id
+        if turn in (CHAIN // 2, CHAIN):
+            await gateway.services.responses.flush()
+            stored_at[turn] = await stored_bytes(database_url)
+    assert stored_at[CHAIN] < 2.2 * stored_at[CHAIN // 2], stored_at
+    # the next turn still sends the whole conversation, oldest first
+    await client.responses.create(model="gpt-like", input="end", previous_response_id=previous)
+    sent = [text(message["content"]) for message in upstreams.engine.last_request.body["messages"]]
+    assert len(sent) == 2 * CHAIN + 1
+    assert sent[:2] == [f"1: {TURN_TEXT}", f"echo: 1: {TURN_TEXT}"]
+    assert sent[-2:] == [f"echo: {CHAIN}: {TURN_TEXT}", "end"]
+
+
+def text(content: str | list[dict[str, Any]]) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(block.get("text", "") for block in content)
+
+
+SIZE = "SELECT sum(length(response) + length(input_items) + length(history)) FROM stored_responses"
+
+
+async def stored_bytes(url: str) -> int:
+    """The characters the stored responses' JSON columns hold, all rows together."""
+    if url.startswith("sqlite:///"):
+        with sqlite3.connect(url.removeprefix("sqlite:///")) as conn:
+            return int(conn.execute(SIZE).fetchone()[0])
+    connection = await asyncpg.connect(url)
+    try:
+        return int(await connection.fetchval(SIZE))
+    finally:
+        await connection.close()
 
 
 async def test_a_native_reply_under_an_id_no_store_keeps_carries_one_of_parleys(

@@ -6,15 +6,18 @@ which spills what the store does not take at shutdown and writes it at the next 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import shutil
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
 
+import orjson
 import pytest
 
-from parley.domain.responses import StoredResponse
+from parley.api.responses_request import earlier_turns
+from parley.domain.responses import TURNS_PER_COPY, StoredResponse
 from parley.pipeline.response_book import ResponseBook
 from parley.settings import ResponsesSettings
 from parley.store.base import ResponseStore, StoreUnavailable
@@ -212,3 +215,111 @@ async def test_a_full_book_is_overloaded_and_still_keeps(tmp_path: Path) -> None
         book.keep(stored(f"resp_{n}", 1, expires_in=timedelta(days=1)))
         assert book.overloaded
     assert all([await book.find(f"resp_{n}", 1) for n in (1, 2, 3)])
+
+
+def turn(
+    response_id: str, group_id: int, previous: str | None, **times: timedelta
+) -> StoredResponse:
+    """One turn of a conversation: its own input and output, naming the one before."""
+    now = datetime.now(UTC)
+    return StoredResponse(
+        id=response_id,
+        group_id=group_id,
+        model="gpt-like",
+        response=orjson.dumps(
+            {"id": response_id, "output": [{"id": f"out_{response_id}"}]}
+        ).decode(),
+        input_items=orjson.dumps([{"id": f"in_{response_id}", "type": "message"}]).decode(),
+        history="[]",
+        created_at=now,
+        expires_at=now + times.get("expires_in", timedelta(days=1)),
+        previous_response_id=previous,
+    )
+
+
+def chain(group_id: int, length: int, first: int = 0) -> list[StoredResponse]:
+    ids = [f"resp_t{n}" for n in range(first, first + length)]
+    return [turn(i, group_id, ids[n - 1] if n else None) for n, i in enumerate(ids)]
+
+
+async def test_a_conversation_is_read_back_from_its_newest_turn_in_one_walk(
+    store: SqlStore,  # noqa: F811
+) -> None:
+    team, others = await two_groups(store)
+    await store.save_responses(chain(team, 5))
+    found = await store.find_turns("resp_t4", team, 100)
+    assert [t.id for t in found] == ["resp_t4", "resp_t3", "resp_t2", "resp_t1", "resp_t0"]
+    assert found[0].previous_response_id == "resp_t3" and found[-1].previous_response_id is None
+    assert [t.id for t in await store.find_turns("resp_t4", team, 2)] == ["resp_t4", "resp_t3"]
+    assert [t.id for t in await store.find_turns("resp_t1", team, 100)] == ["resp_t1", "resp_t0"]
+    assert await store.find_turns("resp_t4", others, 100) == []
+    assert await store.find_turns("resp_none", team, 100) == []
+
+
+async def test_a_row_stored_with_a_copy_of_its_history_is_read_as_it_is(
+    store: SqlStore,  # noqa: F811
+) -> None:
+    """Rows from before turns named each other (and every TURNS_PER_COPY-th turn) keep the
+    earlier items in ``history`` and name no previous turn: the walk ends there."""
+    team, _ = await two_groups(store)
+    legacy = dataclasses.replace(
+        turn("resp_old", team, None), history='[{"id": "in_before"}, {"id": "out_before"}]'
+    )
+    await store.save_responses([legacy, turn("resp_next", team, "resp_old")])
+    found = await store.find_turns("resp_next", team, 100)
+    assert [t.id for t in found] == ["resp_next", "resp_old"]
+    assert orjson.loads(found[1].history) == [{"id": "in_before"}, {"id": "out_before"}]
+
+
+async def test_an_earlier_turn_outlives_its_expiry_and_deletion_while_continued(
+    store: SqlStore,  # noqa: F811
+) -> None:
+    team, others = await two_groups(store)
+    expired = timedelta(seconds=-1)
+    await store.save_responses(
+        [
+            turn("resp_a", team, None, expires_in=expired),
+            turn("resp_b", team, "resp_a"),
+            turn("resp_c", team, "resp_b"),
+            turn("resp_alone", team, None),
+        ]
+    )
+    assert not await store.delete_response("resp_b", others)
+    assert await store.delete_response("resp_b", team)
+    assert not await store.delete_response("resp_b", team)  # deleted is deleted
+    assert await store.find_response("resp_b", team) is None
+    assert await store.find_response("resp_a", team) is None  # expired
+    assert await store.find_turns("resp_b", team, 100) == []
+    assert [t.id for t in await store.find_turns("resp_c", team, 100)] == [
+        "resp_c",
+        "resp_b",
+        "resp_a",
+    ]
+    assert await store.prune_responses() == 0  # each is continued by one kept
+    assert await store.delete_response("resp_alone", team)  # continued by none: gone
+    assert await store.delete_response("resp_c", team)  # gone at once, as the last turn
+    assert await store.prune_responses() == 2  # the turns it continued, newest first
+    assert await store.find_turns("resp_c", team, 100) == []
+
+
+async def test_every_so_many_turns_one_keeps_a_copy_and_the_walk_stays_bounded(
+    store: SqlStore,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    team, _ = await two_groups(store)
+    book = ResponseBook(store, ResponsesSettings(), tmp_path)
+    await store.save_responses(chain(team, 3))
+    items, continues = await earlier_turns("resp_t2", team, book)
+    assert continues == "resp_t2"
+    assert [item["id"] for item in items] == [
+        f"{kind}_resp_t{n}" for n in range(3) for kind in ("in", "out")
+    ]
+    await store.save_responses(chain(team, TURNS_PER_COPY - 2, first=2)[1:])
+    longest = f"resp_t{TURNS_PER_COPY - 1}"
+    items, continues = await earlier_turns(longest, team, book)
+    assert continues is None  # the next turn keeps a copy of these items
+    assert len(items) == 2 * TURNS_PER_COPY and items[0]["id"] == "in_resp_t0"
+    # in memory, not yet written, the same
+    book.keep(turn("resp_mem", team, "resp_t2"))
+    items, continues = await earlier_turns("resp_mem", team, book)
+    assert continues == "resp_mem" and len(items) == 8
