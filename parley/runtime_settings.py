@@ -124,7 +124,8 @@ class UsageSettings(Strict):
     batch_size: int = Field(500, gt=0)
     prune_every_seconds: float = Field(3600.0, gt=0)
     spill_dir: str = "."
-    """Where records are kept if the database is unreachable at shutdown (replayed at start)."""
+    """Where usage records and stored responses are kept if the database is unreachable at
+    shutdown (replayed at start)."""
 
 
 class ResponsesSettings(Strict):
@@ -135,8 +136,8 @@ class ResponsesSettings(Strict):
     flush_seconds: float = Field(0.2, gt=0)
     """How often stored responses waiting in memory are written (in batches)."""
     queue_size: int = Field(2_000, gt=0)
-    """The most responses that may wait to be written; past it, new ones are not stored
-    (the call still succeeds, and a line is logged)."""
+    """The most responses that may wait to be written; past it, a call that would store
+    one is refused (503) until they are written (``store: false`` calls are served)."""
     prune_every_seconds: float = Field(3600.0, gt=0)
 
 

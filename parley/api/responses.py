@@ -11,8 +11,9 @@ channel's chat adapter: an OpenAI-compatible upstream gets it as it is, an Anthr
 (``dialects/chat_to_responses.py``), fed the upstream's chat bytes or, for another
 provider, the chat chunks its reader made.
 
-With ``store`` (the default) the finished response, its input items and the earlier
-turns' items are handed to the ``ResponseBook``, which writes them behind the reply;
+With ``store`` (the default) the finished response, its input items and the turn it
+continues are handed to the ``ResponseBook``, which writes them behind the reply (a
+call that would store is refused 503 while the book is too far behind);
 ``previous_response_id`` and an ``item_reference`` to another stored response (read
 with the body) are the only things that read the database, and only when given. Errors
 are OpenAI's envelope; a started stream that fails ends with an ``error`` event and
@@ -39,11 +40,11 @@ from parley.dialects.responses_relay import ResponsesRelay
 from parley.dialects.responses_relay import read_usage as read_responses_usage
 from parley.dialects.translator import estimate
 from parley.domain.models import CHAT_KINDS, Resolved
-from parley.domain.responses import StoredResponse
+from parley.domain.responses import StoredResponse, is_response_id
 from parley.domain.usage import Allowance, Usage
 from parley.domain.value import value
 from parley.domain.wire import JSON
-from parley.errors import InvalidRequest, ParleyError
+from parley.errors import InvalidRequest, ParleyError, ServiceUnavailable
 from parley.pipeline import runner
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.call import Call
@@ -63,6 +64,9 @@ CHAT_PARAMS = {
     "max_completion_tokens": "max_output_tokens",
 }
 """A chat body's fields an adapter may refuse, by the Responses field they came from."""
+BOOK_FULL = (
+    "The gateway is catching up on stored responses; retry shortly, or call with 'store': false."
+)
 
 
 def in_responses_terms(error: InvalidRequest) -> InvalidRequest:
@@ -87,6 +91,8 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     large = svc.settings.server.large_body_bytes
     parsed = await read_responses(raw, caller.group.id, svc.bodies, large, svc.responses)
     book = svc.responses if parsed.store else None
+    if book is not None and book.overloaded:
+        raise ServiceUnavailable(BOOK_FULL)
     default_max = svc.settings.limits.default_max_tokens
     if parsed.stream:
         max_event = svc.settings.upstream.max_event_bytes
@@ -178,16 +184,21 @@ class _ResponsesJob:
             return
         created = datetime.fromtimestamp(self._created_at, UTC)
         response_id = response.get("id")
+        if not isinstance(response_id, str) or not is_response_id(response_id):
+            # A native upstream's id the store cannot hold: a whole reply is rendered
+            # after this and carries Parley's id instead.
+            response_id = response["id"] = self._id
         book.keep(
             StoredResponse(
-                id=response_id if isinstance(response_id, str) and response_id else self._id,
+                id=response_id,
                 group_id=parsed.group_id,
                 model=parsed.model,
                 response=orjson.dumps(response).decode(),
                 input_items=orjson.dumps(parsed.items).decode(),
-                history=orjson.dumps(parsed.history).decode(),
+                history="[]" if parsed.continues else orjson.dumps(parsed.history).decode(),
                 created_at=created,
                 expires_at=book.expiry(created),
+                previous_response_id=parsed.continues,
             )
         )
 

@@ -21,6 +21,7 @@ from parley.api.body import sampling
 from parley.api.textgen import TextRequest
 from parley.dialects import openai_chat, openai_responses, responses_objects
 from parley.dialects.canonical import Request, Unsupported
+from parley.domain.responses import TURNS_PER_COPY
 from parley.domain.tokens import count_images, estimate_messages, estimate_text, prompt_ceiling
 from parley.domain.value import value
 from parley.domain.wire import JSON
@@ -43,6 +44,10 @@ class ResponsesRequest:
     ``api/responses_apart.py``)."""
     history: list[JSON]
     """The earlier turns' items (``previous_response_id``), oldest first."""
+    continues: str | None
+    """The stored response this call continues, which its own stored row names instead
+    of copying ``history``; ``None`` when it continues none, or when its row keeps the
+    copy (the turn ``TURNS_PER_COPY`` past the last one that did)."""
     chat: JSON | None
     """``None`` when the call cannot be translated (``refusal`` says why)."""
     refusal: ParleyError | None
@@ -78,7 +83,7 @@ async def parse_responses(
         items = openai_responses.normalized_input(body["input"])
     except Unsupported as error:
         raise InvalidRequest(error.message, param=error.param) from None
-    history = await earlier_turns(body.get("previous_response_id"), group_id, book)
+    history, continues = await earlier_turns(body.get("previous_response_id"), group_id, book)
     chat: JSON | None = None
     refusal: ParleyError | None = None
     images = max_tokens = 0
@@ -112,30 +117,35 @@ async def parse_responses(
         choices=1,
     )
     return ResponsesRequest(
-        model, body, stream, store, group_id, items, history, chat, refusal, text, images
+        model, body, stream, store, group_id, items, history, continues, chat, refusal, text, images
     )
 
 
-async def earlier_turns(previous: Any, group_id: int, book: ResponseBook) -> list[JSON]:
-    """The items a ``previous_response_id`` continues from: its earlier turns, its input
-    and its output; ``[]`` without one."""
+async def earlier_turns(
+    previous: Any, group_id: int, book: ResponseBook
+) -> tuple[list[JSON], str | None]:
+    """The items a ``previous_response_id`` continues from (its earlier turns, its input
+    and its output, oldest first; ``[]`` without one), and the id the new turn's row
+    names (``ResponsesRequest.continues``)."""
     if previous is None:
-        return []
+        return [], None
     if not isinstance(previous, str) or not previous:
         raise InvalidRequest(
             "'previous_response_id' must be a string.", param="previous_response_id"
         )
-    found = await book.find(previous, group_id)
-    if found is None:
+    turns = await book.turns(previous, group_id)
+    if not turns:
         raise NotFound(
             f"Previous response with id '{previous}' not found.",
             param="previous_response_id",
             code="previous_response_not_found",
         )
-    response = orjson.loads(found.response)
-    history: list[JSON] = orjson.loads(found.history)
-    inputs: list[JSON] = orjson.loads(found.input_items)
-    return [*history, *inputs, *(response.get("output") or ())]
+    items: list[JSON] = []
+    for turn in reversed(turns):
+        items += orjson.loads(turn.history)
+        items += orjson.loads(turn.input_items)
+        items += orjson.loads(turn.response).get("output") or ()
+    return items, previous if len(turns) < TURNS_PER_COPY else None
 
 
 async def resolved(

@@ -247,9 +247,10 @@ class Services:
             breakers=breakers,
             planner=Planner(router, breakers, models, settings.models, settings.routing),
             channels=book,
-            responses=ResponseBook(store, settings.responses),
+            responses=ResponseBook(store, settings.responses, settings.usage.spill_dir),
             started_at=started_at,
         )
+        await services.responses.replay_spills()
         services.responses.start()
         services._loops = [
             asyncio.create_task(services._refresh_loop(), name="parley-refresh"),

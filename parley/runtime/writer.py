@@ -24,19 +24,16 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import os
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from pathlib import Path
 from typing import Any
-
-import orjson
 
 from parley.domain.usage import UsageRecord
 from parley.runtime.budget import SpendLedger
 from parley.runtime.refusal_rows import RefusalRows
+from parley.runtime.spill import SpillFiles
 from parley.settings import UsageSettings
 from parley.store.base import StoreError, UsageStore
 
@@ -49,7 +46,7 @@ each write has a fixed cost (a transaction, a hop to the database's thread or se
 which waits for a turn of a busy event loop), so a writer that fell behind catches up
 with fewer, larger writes (bench/usage_writer.py --busy 64: 500 → 2,000 records a write
 took 3,600 → 5,900 records/s)."""
-SPILL_GLOB = "parley-usage-spill-*.jsonl"
+SPILL_STEM = "parley-usage-spill"
 
 
 class UsageWriter:
@@ -57,6 +54,7 @@ class UsageWriter:
         self._store = store
         self._ledger = ledger
         self._settings = settings
+        self._spills = SpillFiles(settings.spill_dir, SPILL_STEM)
         self._queue: deque[UsageRecord] = deque()
         self._wake = asyncio.Event()
         self._flushing = asyncio.Lock()
@@ -220,34 +218,22 @@ class UsageWriter:
     def _spill(self) -> None:
         if not self._queue:
             return
-        path = Path(self._settings.spill_dir) / f"parley-usage-spill-{os.getpid()}.jsonl"
-        with path.open("ab") as spill:
-            for record in self._queue:
-                spill.write(orjson.dumps(dataclasses.asdict(record)) + b"\n")
+        path = self._spills.keep(dataclasses.asdict(record) for record in self._queue)
         log.error(
             "database unreachable at shutdown: %d usage records kept in %s", len(self._queue), path
         )
         self._queue.clear()
 
     async def replay_spills(self) -> None:
-        spill_dir = Path(self._settings.spill_dir)
-        # start-up only, before any request: a directory listing may block briefly
-        for path in sorted(spill_dir.glob(SPILL_GLOB)):  # noqa: ASYNC240
-            claimed = path.with_suffix(f".replaying-{os.getpid()}")
-            try:
-                path.rename(claimed)
-            except FileNotFoundError:
-                continue  # another worker claimed it
-            records = [
-                _record(orjson.loads(line)) for line in claimed.read_bytes().splitlines() if line
-            ]
-            self._queue.extendleft(reversed(records))
-            if await self.flush():
-                claimed.unlink()
-                log.info("replayed %d spilled usage records from %s", len(records), path)
-            else:
-                self._queue.clear()
-                claimed.rename(path)
+        for path, count in await self._spills.replay(self._replay):
+            log.info("replayed %d spilled usage records from %s", count, path)
+
+    async def _replay(self, rows: list[dict[str, Any]]) -> bool:
+        self._queue.extendleft(reversed([_record(row) for row in rows]))
+        if await self.flush():
+            return True
+        self._queue.clear()
+        return False
 
 
 def _record(data: dict[str, Any]) -> UsageRecord:

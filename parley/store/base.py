@@ -105,6 +105,10 @@ class ResponseStore(Protocol):
     async def find_response(self, response_id: str, group_id: int) -> StoredResponse | None:
         """The group's unexpired response with this id, or ``None``."""
 
+    async def find_turns(self, response_id: str, group_id: int, most: int) -> list[StoredResponse]:
+        """The group's unexpired response with this id and the turns it continues,
+        newest first, at most ``most``; ``[]`` when it has none with this id."""
+
     async def delete_response(self, response_id: str, group_id: int) -> bool:
         """Delete the group's response; ``False`` if it had none with this id."""
 

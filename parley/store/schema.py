@@ -256,9 +256,14 @@ stored_responses = Table(
     Column("model", String(200), nullable=False),  # the public model name
     Column("response", Text, nullable=False),  # JSON: the response object
     Column("input_items", Text, nullable=False),  # JSON: this request's input, with ids
-    Column("history", Text, nullable=False),  # JSON: the earlier turns' items before them
+    # JSON: a copy of the earlier turns' items, in a row that names no previous response
+    # (stored before 0010, or a turn that starts a new stretch of a long conversation)
+    Column("history", Text, nullable=False),
     Column("created_at", UtcDateTime, nullable=False),
     Column("expires_at", UtcDateTime, nullable=False),
+    Column("previous_response_id", String(100)),  # the turn it continues, read from there
+    Column("deleted_at", UtcDateTime),  # deleted, kept while a later turn continues it
     ForeignKeyConstraint(["group_id"], ["groups.id"], name="fk_stored_responses_group_id"),
     Index("ix_stored_responses_expires_at", "expires_at"),
+    Index("ix_stored_responses_previous_response_id", "previous_response_id"),
 )

@@ -244,8 +244,11 @@ class SqlStore:
     async def find_response(self, response_id: str, group_id: int) -> StoredResponse | None:
         return await self._read(responses_sql.find_response, response_id, group_id, _now())
 
+    async def find_turns(self, response_id: str, group_id: int, most: int) -> list[StoredResponse]:
+        return await self._read(responses_sql.find_turns, response_id, group_id, _now(), most)
+
     async def delete_response(self, response_id: str, group_id: int) -> bool:
-        return await self._write(responses_sql.delete_response, response_id, group_id)
+        return await self._write(responses_sql.delete_response, response_id, group_id, _now())
 
     async def prune_responses(self) -> int:
         return await self._write(responses_sql.prune_responses, _now())

@@ -429,3 +429,21 @@ async def test_storing_never_holds_a_call_and_reads_only_when_asked(
     finally:
         held.set()
         store.save_responses, store.find_response = save, find
+
+
+async def test_a_book_too_far_behind_refuses_calls_that_would_store(
+    client: openai.AsyncOpenAI, gateway: Gateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A caller given an id must be able to read it back: while the stored responses
+    waiting to be written are past ``responses.queue_size``, a call that would store one
+    more is refused before it is sent, and one with ``store: false`` is served."""
+    book = type(gateway.services.responses)
+    monkeypatch.setattr(book, "overloaded", property(lambda _: True))
+    before = len(await records(gateway))
+    with pytest.raises(openai.InternalServerError) as refused:
+        await client.with_options(max_retries=0).responses.create(model="gpt-like", input="a")
+    assert refused.value.status_code == 503
+    assert "stored responses" in refused.value.message
+    served = await client.responses.create(model="gpt-like", input="b", store=False)
+    assert served.output_text == "echo: b"
+    assert len(await records(gateway)) == before + 1  # the refused call was never sent

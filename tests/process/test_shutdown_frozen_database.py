@@ -6,7 +6,8 @@ connection holds the file's write lock. The database's own
 timeout is 30 s here, so a shutdown that waited on it (once for the write in progress,
 once per final attempt, once to close) would be killed by an orchestrator's usual 30 s.
 The process must exit within the grace and the closing time instead, with every usage
-record in its spill file, and the next start must write them all, once.
+record and every stored response in its spill files, and the next start must write them
+all, once.
 """
 
 from __future__ import annotations
@@ -161,6 +162,67 @@ def test_a_frozen_database_at_shutdown_costs_the_closing_time_and_loses_nothing(
     assert f"replayed {CALLS + STREAMS} spilled usage records" in restarted.output()
     assert restarted.terminate() == 0
     assert usage_count(postgres_db.url) == CALLS + STREAMS
+
+
+STORED = 6
+
+
+async def stored_responses(server: Server, key: str) -> list[str]:
+    """``STORED`` Responses calls with ``store`` (the default), at once: their ids."""
+    headers = {"Authorization": f"Bearer {key}"}
+    body = {"model": "chat-large", "input": "keep this"}
+    timeout = aiohttp.ClientTimeout(total=CALL_SECONDS)
+    async with aiohttp.ClientSession(headers=headers, timeout=timeout) as session:
+
+        async def one() -> str:
+            async with session.post(f"{server.v1}/responses", json=body) as reply:
+                assert reply.status == 200, await reply.text()
+                return str((await reply.json())["id"])
+
+        return list(await asyncio.gather(*(one() for _ in range(STORED))))
+
+
+@pytest.mark.postgres
+def test_stored_responses_outlive_a_frozen_database_at_shutdown(
+    procs: Processes,
+    engine: str,
+    tmp_path: Path,
+    postgres_db: PostgresDatabase,
+    proxy: ProxyThread,
+) -> None:
+    """Each caller was given an id: the responses the database did not take at shutdown
+    are spilled beside the usage records and written at the next start, once."""
+    through_proxy = postgres_db.url.replace(":5432/", f":{proxy.proxy.port}/")
+    config = gateway_config(
+        engine,
+        tmp_path,
+        database_url=through_proxy,
+        server={"shutdown_grace_seconds": GRACE, "shutdown_close_seconds": CLOSING},
+    )
+    config["database"]["timeout_seconds"] = 30
+    server = procs.serve(config, wait=False)
+    key = server.create_key()
+    server.wait_ready()
+    assert burst([Chat(server.v1, key)])[0].status == 200  # the key is known from now on
+
+    proxy.freeze()  # the first response's write hangs; the others wait behind it
+    ids = asyncio.run(stored_responses(server, key))
+    for response_id in ids:  # read from memory while the database is away
+        assert get(f"{server.v1}/responses/{response_id}", key).status == 200
+    signalled = time.monotonic()
+    assert server.terminate(timeout=60) == 0
+    assert time.monotonic() - signalled < CLOSING + EXIT_SLACK, server.output()
+    assert f"{STORED} stored responses kept in" in server.output()
+    assert "Traceback" not in server.output()
+
+    direct = gateway_config(engine, tmp_path, database_url=postgres_db.url)
+    restarted = procs.serve(direct, name="restarted")  # replays both spills
+    assert f"replayed {STORED} spilled stored responses" in restarted.output()
+    for response_id in ids:
+        found = get(f"{restarted.v1}/responses/{response_id}", key)
+        assert found.status == 200 and found.json()["id"] == response_id
+    assert restarted.terminate() == 0
+    assert not list(tmp_path.glob("parley-responses-spill-*"))
 
 
 SQLITE_BUSY_SECONDS = SQLITE_BUSY_TIMEOUT_MS / 1000

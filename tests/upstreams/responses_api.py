@@ -4,7 +4,8 @@ reference.
 
 The reply thinks first (a ``reasoning`` item with a summary and ``encrypted_content``
 ``ENCRYPTED`` + its number), runs a ``web_search_call`` when a ``web_search`` tool is
-offered, and says ``"echo: "`` + the last user text. Usage counts words: the input's,
+offered, and says ``"echo: "`` + the last user text (under an id no store could keep,
+``resp up/<n>``, for a model named with ``+odd-id``). Usage counts words: the input's,
 the reply's and ``REASONING_TOKENS``. Streamed (``"stream": true``): ``response.created``,
 ``response.in_progress``, each item's ``response.output_item.added`` / ``.done`` (the
 message's text as ``response.output_text.delta`` events between its content part's
@@ -79,7 +80,7 @@ def response_for(body: JSON, number: int) -> JSON:
     )
     prompt, produced = input_words(body), len(words) + REASONING_TOKENS
     return {
-        "id": f"resp_up{number}",
+        "id": f"resp up/{number}" if "+odd-id" in str(body.get("model")) else f"resp_up{number}",
         "object": "response",
         "created_at": CREATED_AT,
         "status": "completed",
