@@ -20,9 +20,11 @@ changed) goes the dict way; a changed shape is learned again, and a stream stops
 after ``TRIES`` events in a row the shape did not take. Completion streams are relayed
 without shapes.
 
-Once the upstream's stream is complete (``[DONE]``, or the body's end), ``closing`` is
-what ends the caller's: Parley's own usage chunk when the caller asked for usage and the
-upstream sent none, then ``data: [DONE]``. ``feed`` runs once per upstream read on the
+Once the upstream's stream is complete (``[DONE]``), ``closing`` is what ends the
+caller's: Parley's own usage chunk when the caller asked for usage and the upstream sent
+none, then ``data: [DONE]``. A body that ends before ``[DONE]`` is the stream's
+``failure`` (``TRUNCATED``), which the job tells as its error chunk: Parley never makes
+up the ``[DONE]`` an upstream did not send. ``feed`` runs once per upstream read on the
 hottest path Parley has: keep it lean.
 """
 
@@ -223,7 +225,11 @@ class OpenAIRelay(ChunkParsing):
         return self._relayed(list(chunks))
 
     def end(self) -> list[bytes]:
+        self._ended()  # checked once, at the end: never on the per-event path
         return []  # what closes the caller's stream is the job's to write: ``closing``
+
+    def finish(self) -> list[bytes]:
+        return []  # another reader saw the upstream's end: ``closing`` ends the caller's
 
     def delivered(self) -> Usage | None:
         tally = self._tally

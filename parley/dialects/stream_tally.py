@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from parley.dialects.openai_chat_reply import read_usage
-from parley.domain.usage import Usage
+from parley.domain.usage import Usage, with_estimate
 
 
 class StreamTally:
@@ -63,12 +63,13 @@ class StreamTally:
             self.reported = read_usage(usage, source="the upstream's stream") or self.reported
 
     def usage(self) -> Usage:
-        if self.reported is not None:
-            return self.reported
+        """The upstream's report with Parley's estimate (``with_estimate``), or the
+        estimate when it reported nothing valid."""
         completion = max(self.pieces, (self.characters + 3) // 4)
-        return Usage(
+        estimate = Usage(
             prompt_tokens=self.prompt_estimate, completion_tokens=completion, estimated=True
         )
+        return with_estimate(self.reported, estimate)
 
     @property
     def produced(self) -> bool:
