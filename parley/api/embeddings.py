@@ -21,7 +21,7 @@ from aiohttp import web
 from parley.api.body import optional_positive_int, read_json, required_string
 from parley.domain.models import Resolved
 from parley.domain.tokens import estimate_prompt, prompt_ceiling
-from parley.domain.usage import Allowance, Usage, reported_usage
+from parley.domain.usage import Allowance, Usage, reported_usage, with_estimate
 from parley.domain.vectors import Encoding, NotAVector, encoded
 from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, UpstreamError
@@ -140,9 +140,7 @@ class EmbeddingJob:
 
     def usage(self, reply: JSON) -> Usage:
         reported = reported_usage(reply.get("usage"), source="the upstream", completion=None)
-        if reported is not None:
-            return reported
-        return Usage(prompt_tokens=self._estimate, estimated=True)
+        return with_estimate(reported, Usage(prompt_tokens=self._estimate, estimated=True))
 
     def render(self, reply: JSON, call: Call, usage: Usage) -> web.StreamResponse:
         reply["model"] = call.model.spec.name

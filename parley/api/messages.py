@@ -36,7 +36,7 @@ from parley.dialects.messages_relay import MessagesRelay
 from parley.dialects.translator import Translator, estimate
 from parley.domain.models import CHAT_KINDS, Resolved
 from parley.domain.tokens import TOKENS_PER_IMAGE, estimate_text, prompt_ceiling
-from parley.domain.usage import NOTHING, Allowance, Usage
+from parley.domain.usage import NOTHING, Allowance, Usage, with_estimate
 from parley.domain.value import value
 from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, ParleyError, encode_anthropic_error_event
@@ -257,13 +257,13 @@ class MessagesReply(_MessagesJob):
         if adapter is not None:
             body = await adapter.messages(route.target, messages.body, messages.beta)
             found = anthropic_messages_reply.read_usage(body.get("usage"))
-            return Answer(body, found or self._estimated(produced=body.get("content")))
+            return Answer(body, with_estimate(found, self._estimated(body.get("content"))))
         chat = self._providers.chat(route.provider_type)
         reply = openai_chat_reply.decode_reply(
             await chat.chat(route.target, chat_body(messages, route, self._providers))
         )
-        usage = reply.usage or estimate(
-            messages.prompt_estimate, produced_characters(reply.blocks), 1
+        usage = with_estimate(
+            reply.usage, estimate(messages.prompt_estimate, produced_characters(reply.blocks), 1)
         )
         written = anthropic_messages_reply.encode_reply(reply, usage)
         written["id"] = ID_PREFIX + (reply.id or secrets.token_hex(12))

@@ -41,7 +41,7 @@ from parley.dialects.responses_relay import read_usage as read_responses_usage
 from parley.dialects.translator import estimate
 from parley.domain.models import CHAT_KINDS, Resolved
 from parley.domain.responses import StoredResponse, is_response_id
-from parley.domain.usage import Allowance, Usage
+from parley.domain.usage import Allowance, Usage, with_estimate
 from parley.domain.value import value
 from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, ParleyError, ServiceUnavailable
@@ -221,8 +221,11 @@ class ResponsesReply(_ResponsesJob):
         if native is not None:
             found = await native.responses(route.target, self._parsed.body)
             found["model"] = self._parsed.model
-            usage = read_responses_usage(found.get("usage")) or estimate(
-                self._parsed.text.prompt_estimate, len(orjson.dumps(found.get("output"))), 1
+            usage = with_estimate(
+                read_responses_usage(found.get("usage")),
+                estimate(
+                    self._parsed.text.prompt_estimate, len(orjson.dumps(found.get("output"))), 1
+                ),
             )
             return Answer(found, usage)
         chat = self._providers.chat(route.provider_type)
@@ -231,8 +234,9 @@ class ResponsesReply(_ResponsesJob):
         except InvalidRequest as error:
             raise in_responses_terms(error) from None
         reply = openai_chat_reply.decode_reply(found_chat)
-        usage = reply.usage or estimate(
-            self._parsed.text.prompt_estimate, produced_characters(reply.blocks), 1
+        usage = with_estimate(
+            reply.usage,
+            estimate(self._parsed.text.prompt_estimate, produced_characters(reply.blocks), 1),
         )
         written = responses_objects.encode_response(
             reply, usage, self._skeleton(), responses_objects.item_ids(self._id)

@@ -21,7 +21,7 @@ from parley.dialects.openai_chat_reply import read_usage, usage_fields
 from parley.dialects.openai_relay import DONE, OpenAIRelay
 from parley.domain.models import Resolved
 from parley.domain.tokens import prompt_ceiling
-from parley.domain.usage import Allowance, Usage
+from parley.domain.usage import Allowance, Usage, with_estimate
 from parley.domain.value import value
 from parley.domain.wire import JSON
 from parley.errors import ParleyError, encode_error_event
@@ -246,14 +246,14 @@ def allowance(text: TextRequest, model: Resolved, default_max_tokens: int) -> Al
 def reply_usage(
     reply: dict[str, Any], prompt_estimate: int, produced: Callable[[JSON], str]
 ) -> Usage:
-    """The upstream's own counts when it gave valid ones (cached tokens included), else
-    Parley's estimate, from the text the reply ``produced`` (found only then)."""
+    """The upstream's own counts when it gave valid ones (cached tokens included), with
+    Parley's estimate from the text the reply ``produced`` (billed instead of a report
+    past the call's allowance); else that estimate."""
     reported = read_usage(reply.get("usage"), source="the upstream")
-    if reported is not None:
-        return reported
     completion_estimate = (len(produced(reply)) + 3) // 4
-    return Usage(
-        prompt_tokens=prompt_estimate, completion_tokens=completion_estimate, estimated=True
+    return with_estimate(
+        reported,
+        Usage(prompt_tokens=prompt_estimate, completion_tokens=completion_estimate, estimated=True),
     )
 
 

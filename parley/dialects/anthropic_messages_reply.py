@@ -18,9 +18,11 @@ import orjson
 from parley import upstream_json
 from parley.dialects.anthropic_messages import write_block
 from parley.dialects.canonical import Block, Reasoning, Reply, Stop, Text, ToolCall
-from parley.domain.usage import Usage, reported_usage
+from parley.domain.usage import Usage, reported_counts
 from parley.domain.wire import JSON
 
+REQUIRED = ("input_tokens", "output_tokens")
+"""The counts an Anthropic usage object must hold; its cache counts may be absent."""
 STOP_REASONS: dict[str, Stop] = {
     "end_turn": "end",
     "max_tokens": "length",
@@ -65,31 +67,31 @@ def decode_reply(reply: JSON) -> Reply:
     )
 
 
-def read_usage(usage: Any, output_tokens: int | None = None) -> Usage | None:
+def read_usage(usage: Any) -> Usage | None:
     """Anthropic's ``usage`` as ``Usage``: ``prompt_tokens`` is input, cache reads and
-    cache writes together. ``None`` without an input and an output count."""
+    cache writes together. ``None`` without an input and an output count, or with any
+    number that is not a count (``reported_counts`` refuses and logs it)."""
     if not isinstance(usage, dict):
         return None
-    output = usage.get("output_tokens") if output_tokens is None else output_tokens
-    counts = {"input_tokens": usage.get("input_tokens"), "output_tokens": output}
-    counted = reported_usage(
-        counts, source="the Anthropic upstream", prompt="input_tokens", completion="output_tokens"
+    counts = reported_counts(
+        {
+            "input_tokens": usage.get("input_tokens"),
+            "output_tokens": usage.get("output_tokens"),
+            "cache_read_input_tokens": usage.get("cache_read_input_tokens"),
+            "cache_creation_input_tokens": usage.get("cache_creation_input_tokens"),
+        },
+        source="the Anthropic upstream",
+        required=REQUIRED,
     )
-    if counted is None:
+    if counts is None:
         return None
-    fresh, output = counted.prompt_tokens, counted.completion_tokens
-    read = _count(usage.get("cache_read_input_tokens"))
-    write = _count(usage.get("cache_creation_input_tokens"))
+    read, write = counts["cache_read_input_tokens"], counts["cache_creation_input_tokens"]
     return Usage(
-        prompt_tokens=fresh + read + write,
-        completion_tokens=output,
+        prompt_tokens=counts["input_tokens"] + read + write,
+        completion_tokens=counts["output_tokens"],
         cached_tokens=read,
         cache_write_tokens=write,
     )
-
-
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def usage_fields(usage: Usage) -> JSON:

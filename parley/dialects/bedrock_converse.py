@@ -48,7 +48,7 @@ from parley.dialects.canonical import (
     ToolResult,
     Unsupported,
 )
-from parley.domain.usage import Usage, reported_usage
+from parley.domain.usage import Usage, reported_counts
 from parley.domain.wire import JSON
 
 STOP_REASONS: dict[str, Stop] = {
@@ -339,26 +339,29 @@ def _read_block(block: Any) -> Block | None:
 
 def read_usage(usage: Any) -> Usage | None:
     """Converse's ``usage`` as ``Usage``: ``prompt_tokens`` is input, cache reads and
-    cache writes together. ``None`` without an input and an output count."""
+    cache writes together. ``None`` without an input and an output count, or with any
+    number that is not a count (``reported_counts`` refuses and logs it)."""
     if not isinstance(usage, dict):
         return None
-    counted = reported_usage(
-        usage, source="the Bedrock upstream", prompt="inputTokens", completion="outputTokens"
+    counts = reported_counts(
+        {
+            "inputTokens": usage.get("inputTokens"),
+            "outputTokens": usage.get("outputTokens"),
+            "cacheReadInputTokens": usage.get("cacheReadInputTokens"),
+            "cacheWriteInputTokens": usage.get("cacheWriteInputTokens"),
+        },
+        source="the Bedrock upstream",
+        required=("inputTokens", "outputTokens"),
     )
-    if counted is None:
+    if counts is None:
         return None
-    read = _count(usage.get("cacheReadInputTokens"))
-    write = _count(usage.get("cacheWriteInputTokens"))
+    read, write = counts["cacheReadInputTokens"], counts["cacheWriteInputTokens"]
     return Usage(
-        prompt_tokens=counted.prompt_tokens + read + write,
-        completion_tokens=counted.completion_tokens,
+        prompt_tokens=counts["inputTokens"] + read + write,
+        completion_tokens=counts["outputTokens"],
         cached_tokens=read,
         cache_write_tokens=write,
     )
-
-
-def _count(value: Any) -> int:
-    return value if type(value) is int and value > 0 else 0
 
 
 def error_message(raw: bytes) -> str | None:

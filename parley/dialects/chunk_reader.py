@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from parley import upstream_json
-from parley.dialects.translator import Failure
+from parley.dialects.translator import TRUNCATED, Failure
 from parley.domain.usage import Usage
 from parley.domain.wire import JSON
 from parley.sse import EventTooLarge, SseParser
@@ -31,7 +31,8 @@ DONE_BYTES = b"[DONE]"
 
 class ChunkParsing:
     """The reading of OpenAI ``data:`` events into chunks, which ``ChunkReader`` and
-    ``OpenAIRelay`` share: ``done`` at ``[DONE]``, ``failure`` at an error."""
+    ``OpenAIRelay`` share: ``done`` at ``[DONE]``, ``failure`` at an error, or at the
+    body's end before ``[DONE]``."""
 
     __slots__ = ("_limit", "_parser", "done", "failure")
 
@@ -40,6 +41,11 @@ class ChunkParsing:
         self._limit = max_event_bytes
         self.done = False
         self.failure: Failure | None = None
+
+    def _ended(self) -> None:
+        """The body ended: a stream without its ``[DONE]`` was cut short (``TRUNCATED``)."""
+        if not self.done and self.failure is None:
+            self.failure = TRUNCATED
 
     def _whole(self, payloads: list[bytes]) -> list[JSON]:
         """A read of whole ``data:`` events, each parsed."""
@@ -127,6 +133,10 @@ class ChunkReader(ChunkParsing):
         return [] if self.done or self.failure is not None else list(chunks)
 
     def end(self) -> list[JSON]:
+        self._ended()
+        return []
+
+    def finish(self) -> list[JSON]:
         return []
 
     def delivered(self) -> Usage | None:

@@ -13,7 +13,8 @@ With ``json_output`` (the call forced
 ``JSON_TOOL`` to carry JSON output) that tool's block opens no call: its ``input``
 pieces are ``content``, and its ``tool_use`` stop is ``stop``. An ``exception`` frame
 (``:exception-type``, a ``message`` payload) or an ``error`` frame (``:error-code``,
-``:error-message``) is the stream's ``failure``, and so is broken framing.
+``:error-message``) is the stream's ``failure``, and so is broken framing, and a body
+that ends before ``messageStop``.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from parley.dialects.bedrock_converse import JSON_TOOL, read_usage, stop_reason
 from parley.dialects.chunks import ChunkWriter, as_int
 from parley.dialects.eventstream import EventStreamDecoder, Frame
 from parley.dialects.openai_chat_reply import STOP_TO_FINISH
-from parley.dialects.translator import Failure
+from parley.dialects.translator import TRUNCATED, Failure
 from parley.domain.usage import Usage
 from parley.domain.wire import JSON
 
@@ -37,6 +38,7 @@ class ConverseToChat:
         "_decoder",
         "_json_blocks",
         "_json_output",
+        "_stopped",
         "_tools",
         "_usage",
         "_write",
@@ -60,6 +62,8 @@ class ConverseToChat:
         self._json_blocks: set[int] = set()
         """The ``contentBlockIndex`` of ``JSON_TOOL``'s blocks, whose input is content."""
         self._usage: Usage | None = None
+        self._stopped = False
+        """``messageStop`` came: the reply is whole, whether or not ``metadata`` follows."""
         self.done = False
         self.failure: Failure | None = None
 
@@ -80,6 +84,12 @@ class ConverseToChat:
         return self.done or self.failure is not None
 
     def end(self) -> list[JSON]:
+        if self._ended():
+            return []
+        if self._stopped:
+            self.done = True  # ``messageStop`` came, its ``metadata`` did not: estimated
+        else:
+            self.failure = TRUNCATED  # no ``messageStop``: the stream was cut short
         return []
 
     def delivered(self) -> Usage | None:
@@ -125,6 +135,7 @@ class ConverseToChat:
         elif name == "contentBlockDelta":
             self._block_delta(event, out)
         elif name == "messageStop":
+            self._stopped = True
             reason = event.get("stopReason")
             stop = stop_reason(reason, self._json_output) if isinstance(reason, str) else "end"
             out.append(self._write.finish(STOP_TO_FINISH[stop]))

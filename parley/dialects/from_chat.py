@@ -3,7 +3,8 @@
 ``FromChatChunks`` is what ``ChatToMessages`` and ``ChatToResponses`` share: it reads
 the ``data:`` events of ``chat.completion.chunk`` objects (``[DONE]`` ends the stream, a
 blank event is skipped, a malformed one or an ``error`` payload is the ``failure``, an
-event past the size bound fails the stream after what came before it), keeps the
+event past the size bound fails the stream after what came before it, and so does a
+body that ends before ``[DONE]``), keeps the
 upstream's usage and the stop, and counts what was delivered for the estimate. A
 subclass writes its dialect's events: ``_start`` once, ``_delta`` for each choice's
 delta, ``_finish`` at the end.
@@ -19,8 +20,8 @@ import orjson
 from parley import upstream_json
 from parley.dialects.canonical import Stop
 from parley.dialects.openai_chat_reply import FINISH_TO_STOP, read_usage
-from parley.dialects.translator import Failure, delivered_estimate, sse_data
-from parley.domain.usage import Usage
+from parley.dialects.translator import TRUNCATED, Failure, delivered_estimate, sse_data
+from parley.domain.usage import Usage, with_estimate
 from parley.domain.wire import JSON
 from parley.sse import SseParser
 
@@ -74,6 +75,11 @@ class FromChatChunks(ABC):
         return out
 
     def end(self) -> list[bytes]:
+        if not self.done and self.failure is None:
+            self.failure = TRUNCATED  # the upstream's body ended before ``[DONE]``
+        return []
+
+    def finish(self) -> list[bytes]:
         if self.done or self.failure is not None:
             return []
         out: list[bytes] = []
@@ -81,9 +87,8 @@ class FromChatChunks(ABC):
         return out
 
     def delivered(self) -> Usage | None:
-        if self._reported is not None:
-            return self._reported
-        return delivered_estimate(self._prompt_estimate, self._characters, self._pieces)
+        estimate = delivered_estimate(self._prompt_estimate, self._characters, self._pieces)
+        return with_estimate(self._reported, estimate)
 
     def _events(self, payloads: list[str], out: list[bytes]) -> None:
         for payload in payloads:

@@ -49,7 +49,7 @@ from parley.dialects.canonical import (
     ToolResult,
     Unsupported,
 )
-from parley.domain.usage import Usage, reported_usage
+from parley.domain.usage import Usage, reported_counts
 from parley.domain.wire import JSON
 
 FINISH_REASONS: dict[str, Stop] = {
@@ -306,28 +306,30 @@ def stop_of(reply: JSON, candidate: JSON, called: bool) -> Stop | None:
 
 
 def read_usage(metadata: Any) -> Usage | None:
-    """``usageMetadata`` as ``Usage``; ``None`` without a prompt count."""
+    """``usageMetadata`` as ``Usage`` (thoughts are output); ``None`` without a prompt
+    count, or with any number that is not a count (``reported_counts`` refuses and logs
+    it)."""
     if not isinstance(metadata, dict):
         return None
-    thoughts = _count(metadata.get("thoughtsTokenCount"))
-    counts = {
-        "prompt_tokens": metadata.get("promptTokenCount"),
-        "completion_tokens": _count(metadata.get("candidatesTokenCount")) + thoughts,
-    }
-    counted = reported_usage(counts, source="the Gemini upstream")
-    if counted is None:
+    counts = reported_counts(
+        {
+            "promptTokenCount": metadata.get("promptTokenCount"),
+            "candidatesTokenCount": metadata.get("candidatesTokenCount"),
+            "thoughtsTokenCount": metadata.get("thoughtsTokenCount"),
+            "cachedContentTokenCount": metadata.get("cachedContentTokenCount"),
+        },
+        source="the Gemini upstream",
+        required=("promptTokenCount",),
+    )
+    if counts is None:
         return None
-    prompt = counted.prompt_tokens
+    prompt, thoughts = counts["promptTokenCount"], counts["thoughtsTokenCount"]
     return Usage(
         prompt_tokens=prompt,
-        completion_tokens=counted.completion_tokens,
-        cached_tokens=min(_count(metadata.get("cachedContentTokenCount")), prompt),
+        completion_tokens=counts["candidatesTokenCount"] + thoughts,
+        cached_tokens=min(counts["cachedContentTokenCount"], prompt),
         reasoning_tokens=thoughts,
     )
-
-
-def _count(value: Any) -> int:
-    return value if type(value) is int and value > 0 else 0
 
 
 def embed_request(model: str, texts: list[str], dimensions: int | None) -> JSON:

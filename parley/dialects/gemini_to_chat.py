@@ -7,9 +7,11 @@ a thought part (``"thought": true``) ``reasoning_content``, a ``functionCall`` p
 ``tool_calls`` entry with its whole ``arguments`` (Gemini sends a call in one piece,
 with the id ``gemini.call_id`` makes, as in a whole reply); a ``finishReason`` the
 ``finish_reason`` (``tool_calls`` after a call). Gemini has no closing event: the body's
-end gives the usage chunk (``"choices": []``, from the last ``usageMetadata``; none if no
-event carried one), which the chat job passes on only to a caller that asked for usage.
-An event holding ``error`` is the stream's ``failure``.
+end after a ``finishReason`` gives the usage chunk (``"choices": []``, from the last
+``usageMetadata``; none if no event carried one), which the chat job passes on only to a
+caller that asked for usage.
+An event holding ``error`` is the stream's ``failure``, and so is a body that ends
+before any ``finishReason``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from parley.dialects.canonical import Reasoning, Text, ToolCall
 from parley.dialects.chunks import ChunkWriter, SseToChunks
 from parley.dialects.gemini import parts_of, read_part, read_usage, stop_of
 from parley.dialects.openai_chat_reply import STOP_TO_FINISH
-from parley.dialects.translator import Failure
+from parley.dialects.translator import TRUNCATED, Failure
 from parley.domain.usage import Usage
 from parley.domain.wire import JSON
 
@@ -45,6 +47,9 @@ class GeminiToChat(SseToChunks):
 
     def end(self) -> list[JSON]:
         if self.done or self.failure is not None:
+            return []
+        if not self._finished:
+            self.failure = TRUNCATED  # no ``finishReason``: the stream was cut short
             return []
         self.done = True
         usage = self.delivered()

@@ -5,9 +5,10 @@ their signatures, citations, server tools and fields no one here knows yet. Only
 first event, ``message_start``, is rewritten, to name the caller's model instead of the
 upstream's. Every byte is also parsed, to read the usage (``message_start`` holds the
 input counts, ``message_delta`` the cumulative output) and to see an ``error`` event,
-which is the stream's ``failure``. A read of whole ``event:`` + ``data:`` events, how
-Anthropic writes them, is split by ``_whole`` without the general SSE parser; any other
-read (a partial line, a comment, CR line ends) goes through the parser.
+which is the stream's ``failure``, as is a body that ends before ``message_stop``. A
+read of whole ``event:`` + ``data:`` events, how Anthropic writes them, is split by
+``_whole`` without the general SSE parser; any other read (a partial line, a comment, CR
+line ends) goes through the parser.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ import orjson
 
 from parley import upstream_json
 from parley.dialects.anthropic_messages_reply import read_usage
-from parley.dialects.translator import Failure, estimate
-from parley.domain.usage import Usage
+from parley.dialects.translator import TRUNCATED, Failure, estimate
+from parley.domain.usage import Usage, with_estimate
 from parley.domain.wire import JSON
 from parley.sse import EventTooLarge, SseParser
 
@@ -32,12 +33,11 @@ class MessagesRelay:
         "_clean",
         "_counted",
         "_head",
-        "_input",
         "_limit",
         "_model",
-        "_output",
         "_parser",
         "_prompt_estimate",
+        "_usage",
         "done",
         "failure",
     )
@@ -51,8 +51,8 @@ class MessagesRelay:
         """The last read ended between events: the parser holds nothing."""
         self._head: bytes | None = b""
         """The bytes before the first event's end, held until it is whole; ``None`` after."""
-        self._input: JSON = {}
-        self._output = 0
+        self._usage: JSON = {}
+        """The usage as sent (``message_start``'s, updated by ``message_delta``'s)."""
         self._counted = False
         """``message_delta`` gave the output count."""
         self._characters = 0
@@ -98,19 +98,18 @@ class MessagesRelay:
         return events
 
     def end(self) -> list[bytes]:
-        head, self._head = self._head, None
-        return [head] if head else []
+        if not self.done and self.failure is None:
+            self.failure = TRUNCATED  # no ``message_stop``: the stream was cut short
+        return []
 
     def delivered(self) -> Usage | None:
         """The upstream's counts once ``message_delta`` gave the output; before that, the
         input it gave (or the estimate) and the output estimated from what was relayed."""
-        usage = read_usage(self._input, self._output)
+        usage = read_usage(self._usage)
+        guess = estimate(self._prompt_estimate, self._characters, 1) if self._characters else None
         if usage is not None and self._counted:
-            return usage
-        if not self._characters:
-            return None
-        guess = estimate(self._prompt_estimate, self._characters, 1)
-        if usage is None:
+            return with_estimate(usage, guess)
+        if guess is None or usage is None:
             return guess
         return Usage(
             prompt_tokens=usage.prompt_tokens,
@@ -160,7 +159,7 @@ class MessagesRelay:
         if kind == "message_start":
             message = event.get("message")
             usage = message.get("usage") if isinstance(message, dict) else None
-            self._input = dict(usage) if isinstance(usage, dict) else {}
+            self._usage = dict(usage) if isinstance(usage, dict) else {}
         elif kind == "content_block_delta":
             delta = event.get("delta")
             if isinstance(delta, dict):
@@ -178,9 +177,5 @@ class MessagesRelay:
     def _delta_usage(self, usage: object) -> None:
         if not isinstance(usage, dict):
             return
-        for name, value in usage.items():
-            if name == "output_tokens" and isinstance(value, int):
-                self._output = value
-                self._counted = True
-            elif value is not None:
-                self._input[name] = value
+        self._counted = self._counted or "output_tokens" in usage
+        self._usage.update((name, value) for name, value in usage.items() if value is not None)

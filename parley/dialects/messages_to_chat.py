@@ -4,8 +4,9 @@ Event by event: ``message_start`` gives the role chunk (and the input usage);
 ``text_delta`` becomes ``content``, ``thinking_delta`` ``reasoning_content``, a
 ``tool_use`` block a ``tool_calls`` entry whose ``input_json_delta`` pieces are its
 ``arguments``; ``message_delta`` gives the ``finish_reason``; ``message_stop`` the usage
-chunk (``"choices": []``, cached tokens in ``prompt_tokens_details``), which the chat job
-passes on only to a caller that asked for usage. ``ping`` and ``signature_delta`` have
+chunk (``"choices": []``, cached tokens in ``prompt_tokens_details``; none when a count
+is not one), which the chat job passes on only to a caller that asked for usage. A body
+that ends before ``message_stop`` is the stream's ``failure``. ``ping`` and ``signature_delta`` have
 no chat form and go no further; an ``error`` event is the stream's ``failure``.
 """
 
@@ -16,7 +17,7 @@ from typing import Any
 from parley.dialects.anthropic_messages_reply import STOP_REASONS, read_usage
 from parley.dialects.chunks import ChunkWriter, SseToChunks, as_int
 from parley.dialects.openai_chat_reply import STOP_TO_FINISH
-from parley.dialects.translator import Failure
+from parley.dialects.translator import TRUNCATED, Failure
 from parley.domain.usage import Usage
 from parley.domain.wire import JSON
 
@@ -25,24 +26,30 @@ class MessagesToChat(SseToChunks):
     """``Translator[JSON]``: Messages events in, chat chunks out."""
 
     __slots__ = (
-        "_input",
-        "_output",
+        "_counted",
         "_tools",
+        "_usage",
     )
 
     def __init__(self, max_event_bytes: int, created: int | None = None) -> None:
         super().__init__(max_event_bytes, ChunkWriter(created=created))
-        self._input: JSON = {}
-        """``message_start``'s usage (input and cache counts), updated by ``message_delta``."""
-        self._output = 0
+        self._usage: JSON = {}
+        """``message_start``'s usage, each count as sent, updated by ``message_delta``'s
+        (cumulative); read only by ``read_usage``."""
+        self._counted = False
+        """``message_delta`` gave the output count (``message_start``'s is a placeholder)."""
         self._tools: dict[int, int] = {}
         """A ``tool_use`` block's index → its position in ``tool_calls``."""
 
     def end(self) -> list[JSON]:
+        if not self.done and self.failure is None:
+            self.failure = TRUNCATED  # no ``message_stop``: the stream was cut short
         return []
 
     def delivered(self) -> Usage | None:
-        return read_usage(self._input, self._output)
+        """The upstream's counts once ``message_delta`` gave the output; ``None`` before
+        that, or when a count is not one (the caller's own count is billed, estimated)."""
+        return read_usage(self._usage) if self._counted else None
 
     def _event(self, event: JSON, out: list[JSON]) -> None:
         kind = event.get("type")
@@ -55,7 +62,9 @@ class MessagesToChat(SseToChunks):
         elif kind == "message_delta":
             self._message_delta(event, out)
         elif kind == "message_stop":
-            out.append(self._write.usage(self._usage()))
+            usage = self.delivered()
+            if usage is not None:  # none valid: the job estimates, never a made-up count
+                out.append(self._write.usage(usage))
             self.done = True
         elif kind == "error":
             self.failure = Failure(payload=event)
@@ -65,8 +74,7 @@ class MessagesToChat(SseToChunks):
         self._write.id = str(message.get("id") or "")
         self._write.model = str(message.get("model") or "")
         usage = message.get("usage")
-        self._input = dict(usage) if isinstance(usage, dict) else {}
-        self._output = as_int(self._input.get("output_tokens"))
+        self._usage = dict(usage) if isinstance(usage, dict) else {}
         out.append(self._write.delta({"role": "assistant", "content": ""}))
 
     def _block_start(self, event: JSON, out: list[JSON]) -> None:
@@ -98,16 +106,10 @@ class MessagesToChat(SseToChunks):
     def _message_delta(self, event: JSON, out: list[JSON]) -> None:
         usage = event.get("usage")
         if isinstance(usage, dict):
-            for name, value in usage.items():
-                if name == "output_tokens":
-                    self._output = as_int(value)
-                elif value is not None:
-                    self._input[name] = value
+            self._counted = self._counted or "output_tokens" in usage
+            self._usage.update((name, value) for name, value in usage.items() if value is not None)
         delta = event.get("delta")
         reason = delta.get("stop_reason") if isinstance(delta, dict) else None
         if isinstance(reason, str):
             finish = STOP_TO_FINISH[STOP_REASONS.get(reason, "end")]
             out.append(self._write.finish(finish))
-
-    def _usage(self) -> Usage:
-        return self.delivered() or Usage(completion_tokens=self._output)

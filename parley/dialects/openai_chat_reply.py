@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 
 from parley.dialects.canonical import Block, Reasoning, Reply, Stop, Text, ToolCall
-from parley.domain.usage import Usage, reported_usage
+from parley.domain.usage import Usage, reported_counts
 from parley.domain.wire import JSON
 
 FINISH_TO_STOP: dict[str, Stop] = {
@@ -35,6 +35,8 @@ FINISH_TO_STOP: dict[str, Stop] = {
     "function_call": "tool_calls",
     "content_filter": "content_filter",
 }
+REQUIRED = ("prompt_tokens", "completion_tokens")
+"""The counts an OpenAI usage object must hold; its details may be absent."""
 STOP_TO_FINISH: dict[Stop, str] = {
     "end": "stop",
     "stop_sequence": "stop",
@@ -75,34 +77,37 @@ def decode_reply(reply: JSON) -> Reply:
 
 def read_usage(usage: Any, *, source: str = "the upstream") -> Usage | None:
     """An OpenAI ``usage`` object as ``Usage``, cached and reasoning tokens included;
-    ``None`` when it holds no valid prompt and completion counts (``reported_usage``
-    refuses and logs what cannot be a count). A detail that is not a count is 0, and
-    cached tokens are never more than the prompt, nor reasoning more than the output."""
-    counted = reported_usage(usage, source=source)
-    if counted is None:
+    ``None`` when it holds no prompt and completion counts, or any number that is not a
+    count (``reported_counts`` refuses and logs it). Cached tokens are never more than the
+    prompt, nor reasoning more than the output."""
+    if not isinstance(usage, dict):
         return None
     details = usage.get("prompt_tokens_details")
     output = usage.get("completion_tokens_details")
-    if not details and not output:
-        return counted
-    prompt, completion = counted.prompt_tokens, counted.completion_tokens
-    cached = write = reasoning = 0
-    if isinstance(details, dict):
-        cached = min(_count(details.get("cached_tokens")), prompt)
-        write = min(_count(details.get("cache_write_tokens")), prompt - cached)
-    if isinstance(output, dict):
-        reasoning = min(_count(output.get("reasoning_tokens")), completion)
+    details = details if isinstance(details, dict) else {}
+    output = output if isinstance(output, dict) else {}
+    counts = reported_counts(
+        {
+            "prompt_tokens": usage.get("prompt_tokens"),
+            "completion_tokens": usage.get("completion_tokens"),
+            "cached_tokens": details.get("cached_tokens"),
+            "cache_write_tokens": details.get("cache_write_tokens"),
+            "reasoning_tokens": output.get("reasoning_tokens"),
+        },
+        source=source,
+        required=REQUIRED,
+    )
+    if counts is None:
+        return None
+    prompt, completion = counts["prompt_tokens"], counts["completion_tokens"]
+    cached = min(counts["cached_tokens"], prompt)
     return Usage(
         prompt_tokens=prompt,
         completion_tokens=completion,
         cached_tokens=cached,
-        cache_write_tokens=write,
-        reasoning_tokens=reasoning,
+        cache_write_tokens=min(counts["cache_write_tokens"], prompt - cached),
+        reasoning_tokens=min(counts["reasoning_tokens"], completion),
     )
-
-
-def _count(value: Any) -> int:
-    return value if type(value) is int and value > 0 else 0
 
 
 def usage_fields(usage: Usage) -> JSON:

@@ -20,9 +20,11 @@ changed) goes the dict way; a changed shape is learned again, and a stream stops
 after ``TRIES`` events in a row the shape did not take. Completion streams are relayed
 without shapes.
 
-Once the upstream's stream is complete (``[DONE]``, or the body's end), ``closing`` is
-what ends the caller's: Parley's own usage chunk when the caller asked for usage and the
-upstream sent none, then ``data: [DONE]``. ``feed`` runs once per upstream read on the
+Once the upstream's stream is complete (``[DONE]``), ``closing`` is what ends the
+caller's: Parley's own usage chunk when the caller asked for usage and the upstream sent
+none, then ``data: [DONE]``. A body that ends before ``[DONE]`` is the stream's
+``failure`` (``TRUNCATED``), which the job tells as its error chunk: Parley never makes
+up the ``[DONE]`` an upstream did not send. ``feed`` runs once per upstream read on the
 hottest path Parley has: keep it lean.
 
 ``StreamTally`` is the stream's bill: what it produced and the usage its upstream
@@ -43,7 +45,7 @@ import orjson
 from parley.dialects.chunk_reader import ChunkParsing
 from parley.dialects.chunk_shapes import Shape, learn
 from parley.dialects.openai_chat_reply import read_usage, usage_fields
-from parley.domain.usage import Usage
+from parley.domain.usage import Usage, with_estimate
 from parley.domain.wire import JSON
 
 DONE = b"data: [DONE]\n\n"
@@ -228,7 +230,11 @@ class OpenAIRelay(ChunkParsing):
         return self._relayed(list(chunks))
 
     def end(self) -> list[bytes]:
+        self._ended()  # checked once, at the end: never on the per-event path
         return []  # what closes the caller's stream is the job's to write: ``closing``
+
+    def finish(self) -> list[bytes]:
+        return []  # another reader saw the upstream's end: ``closing`` ends the caller's
 
     def delivered(self) -> Usage | None:
         tally = self._tally
@@ -391,12 +397,13 @@ class StreamTally:
             self.reported = read_usage(usage, source="the upstream's stream") or self.reported
 
     def usage(self) -> Usage:
-        if self.reported is not None:
-            return self.reported
+        """The upstream's report with Parley's estimate (``with_estimate``), or the
+        estimate when it reported nothing valid."""
         completion = max(self.pieces, (self.characters + 3) // 4)
-        return Usage(
+        estimate = Usage(
             prompt_tokens=self.prompt_estimate, completion_tokens=completion, estimated=True
         )
+        return with_estimate(self.reported, estimate)
 
     @property
     def produced(self) -> bool:

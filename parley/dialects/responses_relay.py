@@ -6,7 +6,8 @@ carry the whole ``response`` (``response.created``, ``.in_progress``, ``.complet
 ``.incomplete``, ``.failed``), whose ``response.model`` is renamed to the caller's name.
 The relay reads the usage from the final response for metering (else estimates from
 the text deltas) and keeps that response for storing. An ``error`` event is the
-failure; a terminal ``response.*`` event ends the stream.
+failure; a terminal ``response.*`` event ends the stream, and a body that ends before
+one is a failure too.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from parley import upstream_json
 from parley.dialects.chat_to_responses import sse
 from parley.dialects.openai_chat_reply import read_usage as read_chat_usage
 from parley.dialects.responses_objects import response_error
-from parley.dialects.translator import Failure, delivered_estimate
-from parley.domain.usage import Usage
+from parley.dialects.translator import TRUNCATED, Failure, delivered_estimate
+from parley.domain.usage import Usage, with_estimate
 from parley.domain.wire import JSON
 from parley.sse import EventTooLarge, SseEvent, SseParser, encode_event
 
@@ -104,12 +105,13 @@ class ResponsesRelay:
         return self._events(events)
 
     def end(self) -> list[bytes]:
+        if not self.done and self.failure is None:
+            self.failure = TRUNCATED  # no terminal ``response.*`` event: cut short
         return []
 
     def delivered(self) -> Usage | None:
-        if self._reported is not None:
-            return self._reported
-        return delivered_estimate(self._prompt_estimate, self._characters, self._pieces)
+        estimate = delivered_estimate(self._prompt_estimate, self._characters, self._pieces)
+        return with_estimate(self._reported, estimate)
 
     def failed(self, code: str | None, message: str) -> bytes:
         """How a started stream ends on a failure: ``error``, then ``response.failed``

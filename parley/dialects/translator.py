@@ -9,7 +9,11 @@ what comes out.
 
 A translator says what went wrong instead of raising: ``failure`` is set once the
 upstream sent an error event, a malformed one, or one past the size bound, and nothing
-is produced after it; ``done`` once the upstream said its stream is complete.
+is produced after it; ``done`` once the upstream said its stream is complete. A body
+that ends before the upstream's own end of stream (OpenAI's ``[DONE]``, Anthropic's
+``message_stop``, Gemini's ``finishReason``, Converse's ``messageStop``, a terminal
+``response.*`` event) is a failure too (``truncated``), set by ``end``: a stream cut
+short is never passed on as one that finished.
 ``delivered`` is what the caller has been given so far, for metering however the stream
 ends.
 """
@@ -20,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
-from parley.domain.usage import Usage
+from parley.domain.usage import Usage, with_estimate
 from parley.domain.wire import JSON
 from parley.sse import EventTooLarge, SseParser
 
@@ -31,11 +35,17 @@ T_co = TypeVar("T_co", covariant=True)
 @dataclass(frozen=True, slots=True)
 class Failure:
     """How an upstream's stream failed: its error event's payload, or a malformed event
-    (``malformed``), or an event past the bound (``too_large``)."""
+    (``malformed``), or an event past the bound (``too_large``), or a body that ended
+    before the stream did (``truncated``)."""
 
     payload: JSON | None = None
     malformed: bool = False
     too_large: bool = False
+    truncated: bool = False
+
+
+TRUNCATED = Failure(truncated=True)
+"""The failure of a stream whose body ended before the upstream's end of stream."""
 
 
 class Translator(Protocol[T_co]):
@@ -51,7 +61,8 @@ class Translator(Protocol[T_co]):
         """What ``data`` completes, in order; nothing once ``failure`` or ``done`` is set."""
 
     def end(self) -> Sequence[T_co]:
-        """The body ended: whatever closes the caller's stream (nothing if already done)."""
+        """The body ended: whatever closes the caller's stream (nothing if already done),
+        or ``failure`` set to ``TRUNCATED`` when the upstream's end of stream never came."""
 
     def delivered(self) -> Usage | None:
         """The usage of what the caller was given so far; ``None`` if nothing billable."""
@@ -70,12 +81,18 @@ class ChunkTranslator(Translator[T_co], Protocol[T_co]):
         """What these chunks make for the caller, in order; nothing once ``failure`` or
         ``done`` is set."""
 
+    def finish(self) -> Sequence[T_co]:
+        """The upstream's reader said its stream is complete: whatever closes the
+        caller's (``end`` is for a body this translator read itself, whose own end of
+        stream it must have seen)."""
+
 
 class Chained(Generic[T]):
     """``Translator[T]``: an upstream's bytes read into chat chunks by ``first``, then
     rendered for the caller by ``second``. Either side's failure is the chain's; the
     upstream saying it is done ends the caller's stream. Usage is what the upstream
-    reported (``first``), else the caller's own count of what it was given."""
+    reported (``first``), carrying the caller's own count of what it was given as its
+    estimate, else that count."""
 
     __slots__ = ("_first", "_second")
 
@@ -97,7 +114,7 @@ class Chained(Generic[T]):
         chunks = self._first.feed(data)
         out = list(self._second.feed_chunks(chunks)) if chunks else []
         if self._first.done and self._first.failure is None:
-            out.extend(self._second.end())
+            out.extend(self._second.finish())
         return out
 
     def end(self) -> Sequence[T]:
@@ -105,14 +122,17 @@ class Chained(Generic[T]):
             return ()
         out = list(self._second.feed_chunks(self._first.end()))
         if self.failure is None:
-            out.extend(self._second.end())
+            out.extend(self._second.finish())
         return out
 
     def delivered(self) -> Usage | None:
         found = self._first.delivered()
-        if found is not None and not found.estimated:
-            return found
-        return self._second.delivered() or found
+        own = self._second.delivered()
+        if found is None or found.estimated:
+            return own or found
+        if own is not None and not own.estimated:
+            own = own.fallback  # the same report, read again from the usage chunk
+        return with_estimate(found, own)
 
 
 def estimate(prompt_estimate: int, characters: int, pieces: int) -> Usage:

@@ -1,22 +1,30 @@
 """What one call consumed, the most it may consume, and the record the meter writes.
 
-An upstream's own count becomes a ``Usage`` only through ``reported_usage``, which refuses
-what cannot be a count (negative, fractional, not a number): such a report is ignored,
-logged, and the call falls back to Parley's estimate. What a call is billed is then capped
-by its ``Allowance``, so neither an upstream's report nor Parley's estimate can exceed what
-the call allowed.
+An upstream's own count becomes a ``Usage`` only through ``reported_counts`` (or
+``reported_usage``, built on it), the one validator of every number an upstream reports,
+whole or streamed, in every dialect: a count is a non-negative integer below
+``MAX_COUNT``, and a report holding anything else (a negative, a float, a string, a
+boolean) is ignored whole, logged, and the call falls back to Parley's estimate. A report
+carries that estimate (``Usage.fallback``, ``with_estimate``), and the ``Allowance`` bills
+it instead when the report goes past what the call allowed; whatever is billed, reported
+or estimated, is capped by the allowance.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime
-from typing import Any
+from typing import Any, overload
 
 from parley.domain.value import value
 
 log = logging.getLogger("parley.usage")
+
+MAX_COUNT = 1_000_000_000
+"""The largest count an upstream may report: no call consumes a billion tokens, and a
+larger number would overflow the ledger's 64-bit sums once priced."""
 
 
 @value
@@ -31,10 +39,14 @@ class Usage:
     characters: int = 0
     audio_ms: int = 0
     estimated: bool = False
-    """True when the upstream reported nothing and Parley counted for itself."""
+    """True when the bill is not the upstream's report: it reported nothing valid, or
+    more than the call allowed, and Parley counted for itself (or billed its bound)."""
     cached_tokens: int = 0
     cache_write_tokens: int = 0
     reasoning_tokens: int = 0
+    fallback: Usage | None = field(default=None, compare=False)
+    """Parley's estimate of the same call, carried by an upstream's report: what is billed
+    instead (marked estimated) when the report goes past the call's allowance."""
 
     @property
     def total_tokens(self) -> int:
@@ -57,7 +69,10 @@ class Allowance:
     open_ended: bool = False
 
     def cap(self, usage: Usage) -> Usage:
-        """``usage`` within the allowance (the same object when it already is)."""
+        """What is billed for ``usage``: itself when within the allowance (the same
+        object); for an upstream's report past it, the estimate it carries (a report
+        past what the call allowed is not believed), marked estimated; and whatever is
+        billed, field by field within the allowance."""
         if (
             usage.prompt_tokens <= self.prompt_tokens
             and (self.open_ended or usage.completion_tokens <= self.completion_tokens)
@@ -65,6 +80,9 @@ class Allowance:
             and usage.audio_ms <= self.audio_ms
         ):
             return usage
+        fallback = usage.fallback
+        if fallback is not None and not usage.estimated:
+            return self.cap(replace(fallback, estimated=True))
         completion = usage.completion_tokens
         if not self.open_ended:
             completion = min(completion, self.completion_tokens)
@@ -75,7 +93,7 @@ class Allowance:
             completion_tokens=completion,
             characters=min(usage.characters, self.characters),
             audio_ms=min(usage.audio_ms, self.audio_ms),
-            estimated=usage.estimated,
+            estimated=True,  # the bill is Parley's bound, not what was reported
             cached_tokens=cached,
             cache_write_tokens=min(usage.cache_write_tokens, prompt - cached),
             reasoning_tokens=min(usage.reasoning_tokens, completion),
@@ -84,6 +102,61 @@ class Allowance:
 
 NOTHING = Allowance()
 """The allowance of a call that consumes nothing billable (voice clones and deletes)."""
+
+
+@overload
+def with_estimate(reported: Usage | None, estimate: Usage) -> Usage: ...
+@overload
+def with_estimate(reported: Usage | None, estimate: Usage | None) -> Usage | None: ...
+def with_estimate(reported: Usage | None, estimate: Usage | None) -> Usage | None:
+    """What a call is billed from: the upstream's report carrying Parley's ``estimate``
+    (billed instead if the report goes past the call's allowance), else the estimate."""
+    if reported is None or reported.estimated:
+        return estimate if estimate is not None else reported
+    if estimate is None:
+        return reported
+    # Positional, in the fields' order: built once per call, as cheaply as it can be.
+    return Usage(
+        reported.prompt_tokens,
+        reported.completion_tokens,
+        reported.characters,
+        reported.audio_ms,
+        reported.estimated,
+        reported.cached_tokens,
+        reported.cache_write_tokens,
+        reported.reasoning_tokens,
+        estimate,
+    )
+
+
+def reported_counts(
+    reported: Mapping[str, Any], *, source: str, required: Collection[str]
+) -> dict[str, int] | None:
+    """An upstream's counts, by name, each a non-negative integer up to ``MAX_COUNT`` (an
+    absent one, ``None``, is 0): the one reader of every number an upstream reports.
+
+    ``None`` when it reported none (every ``required`` count absent), or when any count
+    is not a count: the report is then ignored whole and logged (``source`` says whose it
+    was), and the caller estimates.
+    """
+    counts: dict[str, int] = {}
+    for name, count in reported.items():
+        if type(count) is int and 0 <= count <= MAX_COUNT:
+            counts[name] = count
+        elif count is None and name not in required:
+            counts[name] = 0
+        elif count is None and all(reported.get(other) is None for other in required):
+            return None
+        else:
+            log.warning(
+                "ignored the usage %s reported (%s=%.40r): not a count; Parley's estimate "
+                "is billed instead",
+                source,
+                name,
+                count,
+            )
+            return None
+    return counts
 
 
 def reported_usage(
@@ -96,33 +169,18 @@ def reported_usage(
     """The usage an upstream reported, or ``None`` when it reported none or nothing valid.
 
     ``reported`` is the upstream's usage object; ``prompt`` and ``completion`` name its
-    counts (``completion=None`` when the operation has no output count, as embeddings).
-    A count is valid when it is a non-negative integer; a report with an invalid count is
-    ignored whole and logged (``source`` says whose it was), and the caller estimates.
+    counts (``completion=None`` when the operation has no output count, as embeddings),
+    read by ``reported_counts``.
     """
     if not isinstance(reported, dict):  # a JSON object, as parsed
         return None
-    prompt_count = reported.get(prompt)
-    completion_count = reported.get(completion) if completion is not None else 0
-    if (
-        type(prompt_count) is int
-        and prompt_count >= 0
-        and type(completion_count) is int
-        and completion_count >= 0
-    ):
-        return Usage(prompt_count, completion_count)
-    if prompt_count is None and completion_count is None:
-        return None
-    log.warning(
-        "ignored the usage %s reported (%s=%.40r, %s=%.40r): not a count; Parley's estimate "
-        "is billed instead",
-        source,
-        prompt,
-        prompt_count,
-        completion,
-        completion_count,
+    names = (prompt,) if completion is None else (prompt, completion)
+    counts = reported_counts(
+        {name: reported.get(name) for name in names}, source=source, required=names
     )
-    return None
+    if counts is None:
+        return None
+    return Usage(counts[prompt], counts[completion] if completion is not None else 0)
 
 
 @value

@@ -284,6 +284,14 @@ def upstream_errors(channel: str) -> Iterator[None]:
         raise failure from None
 
 
+def stream_cut_short(channel: str) -> UpstreamError:
+    """The error for a stream whose body ended before the upstream's own end of stream
+    (``Failure.truncated``): the upstream failed after the reply began."""
+    return UpstreamError(
+        f"The upstream channel `{channel}` ended its stream before the stream was complete."
+    )
+
+
 def upstream_failure(channel: str, error: Exception) -> UpstreamError | None:
     """The error tree's name for an HTTP client's exception, naming no URL or secret;
     ``None`` for an exception that is not the upstream's doing.

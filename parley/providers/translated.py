@@ -5,7 +5,8 @@ comes out (``parley/dialects/translator.py``).
 and checks that the upstream streams (the adapter's ``start``); the batches it gives are
 what the translator made of each read, never empty. What a read produced before the
 translator saw a failure is handed on first, and the failure (mapped by the adapter's
-``fault``, naming only the channel) is raised at the next call, so a route that fails
+``fault``, naming only the channel; a body that ended before the stream did is one) is
+raised at the next call, so a route that fails
 before its first batch is fallen over, and one that fails later is told in the caller's
 dialect by the job. Leaving releases the connection.
 """
@@ -97,8 +98,9 @@ class Translated(Generic[T]):
                     raise
                 raise failure from None
             if not data:
-                self._end = True
                 out = translator.end()
+                cut = translator.failure  # the body ended before the stream did
+                self._end = True if cut is None else self._fault(cut)
             else:
                 out = translator.feed(data)
                 if translator.failure is not None:

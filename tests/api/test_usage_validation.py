@@ -1,9 +1,10 @@
 """What an upstream reports is validated, and what a call is billed is capped.
 
 A negative or fractional count is not a count: the report is ignored and logged, and
-Parley's estimate is billed, so an upstream cannot credit a group. Whatever is billed,
-reported or estimated, is capped by what the call allowed: ``max_tokens`` (else the
-model's context window) per reply, and the prompt's ceiling (its body's bytes).
+Parley's estimate is billed, so an upstream cannot credit a group. A report past what
+the call allowed (``max_tokens``, else the model's context window, per reply, and the
+prompt's ceiling, its body's bytes) is not believed either: the estimate is billed.
+Whatever is billed is capped by that allowance.
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ async def test_an_estimate_never_exceeds_what_was_delivered(
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
-async def test_reported_usage_above_what_the_call_allowed_is_capped(
+async def test_reported_usage_above_what_the_call_allowed_bills_the_estimate(
     gateway: Gateway, engine: FakeEngine, caplog: pytest.LogCaptureFixture, stream: bool
 ) -> None:
     engine.behaviour = Behaviour(reported=INFLATED_USAGE)
@@ -112,15 +113,15 @@ async def test_reported_usage_above_what_the_call_allowed_is_capped(
         status, _ = await chat(gateway, key, max_tokens=10, stream=stream)
     assert status == 200
     (record,) = await records(gateway)
-    assert record.completion_tokens == 10
-    # the prompt's ceiling: its request body's bytes, and what an upstream may add
+    assert record.estimated
+    assert record.completion_tokens == 5  # "echo: hello there", a token per 4 characters
+    # below the prompt's ceiling: its request body's bytes, and what an upstream may add
     ceiling = len(chat_body(max_tokens=10, stream=stream)) + TEMPLATE_TOKENS
-    assert record.prompt_tokens == ceiling
-    assert not record.estimated
+    assert 0 < record.prompt_tokens < ceiling
     assert "capped the usage" in caplog.text
 
 
-async def test_without_max_tokens_the_context_window_caps_the_reply(
+async def test_without_max_tokens_a_report_past_the_context_window_is_not_believed(
     gateway: Gateway, engine: FakeEngine
 ) -> None:
     engine.behaviour = Behaviour(reported=INFLATED_USAGE)
@@ -128,5 +129,5 @@ async def test_without_max_tokens_the_context_window_caps_the_reply(
     status, body = await chat(gateway, key)
     assert status == 200
     (record,) = await records(gateway)
-    assert record.completion_tokens == 32768  # chat-large's context window
-    assert body["usage"]["completion_tokens"] == 32768
+    assert (record.completion_tokens, record.estimated) == (5, True)
+    assert body["usage"]["completion_tokens"] == 5  # the reply says what is billed

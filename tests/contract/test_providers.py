@@ -199,13 +199,19 @@ async def test_a_stream_without_usage_still_ends(adapter: Adapter, engine: FakeE
     assert all(chunk["choices"] for chunk in chunks)
 
 
-async def test_a_stream_closed_without_done_ends_cleanly(
+async def test_a_stream_closed_without_done_is_an_upstream_error(
     adapter: Adapter, engine: FakeEngine
 ) -> None:
-    chunks = await collect(
-        adapter.chat_translated(target(engine, "cut-3"), HELLO, ChunkReader(LIMIT))
-    )
-    assert chat_text(chunks) == "echo: hello"
+    received: list[JSON] = []
+    with pytest.raises(UpstreamError) as caught:
+        async with adapter.chat_translated(
+            target(engine, "cut-3"), HELLO, ChunkReader(LIMIT)
+        ) as batches:
+            async for batch in batches:
+                received.extend(batch)
+    assert chat_text(received) == "echo: hello"  # what came is handed on first
+    assert caught.value.status == 502
+    assert "ended its stream before the stream was complete" in caught.value.message
 
 
 async def test_a_connection_dropped_mid_stream_is_an_upstream_error(

@@ -23,6 +23,12 @@ words produced. Knobs, as ``+``-separated parts of the model name (or
 - ``tool``: with ``tools`` in the request, and no ``tool_result`` last, the reply calls
   the first tool with ``{"query": <the echo>}`` (``stop_reason: tool_use``).
 - ``cache-R-W``: usage reports R cache-read and W cache-write input tokens.
+- ``cut-after-N``: a stream sends N events, then ends its body cleanly, without
+  ``message_stop``.
+
+``Behaviour.usage`` (set on ``upstream.behaviour``) replaces counts of the usage the
+reply reports, with any value (what a broken or hostile upstream may send): whole, or
+streamed (the input counts in ``message_start``, ``output_tokens`` in ``message_delta``).
 
 A stream is what the API sends: ``message_start``, ``ping``, each block's
 ``content_block_start`` / ``content_block_delta`` (``thinking_delta`` then
@@ -73,6 +79,8 @@ class Behaviour:
     tool: bool = False
     cache_read: int = 0
     cache_write: int = 0
+    cut_after: int | None = None
+    usage: JSON | None = None
 
     def with_model(self, model: str) -> Behaviour:
         behaviour = self
@@ -86,6 +94,8 @@ class Behaviour:
                 behaviour = replace(behaviour, fail=int(arg))
             elif part.startswith("error-after-"):
                 behaviour = replace(behaviour, error_after=int(part.rpartition("-")[2]))
+            elif part.startswith("cut-after-"):
+                behaviour = replace(behaviour, cut_after=int(part.rpartition("-")[2]))
             elif part.startswith("stall-after-"):
                 behaviour = replace(behaviour, stall_after=int(part.rpartition("-")[2]))
             elif name == "cache":
@@ -181,6 +191,7 @@ class FakeAnthropic(FakeServer):
             "cache_creation_input_tokens": behaviour.cache_write,
             "cache_read_input_tokens": behaviour.cache_read,
             "output_tokens": len(words) + (len(THOUGHT) if behaviour.thinking else 0),
+            **(behaviour.usage or {}),
         }
         return {
             "id": f"msg_fake{next(self._ids)}",
@@ -201,6 +212,8 @@ class FakeAnthropic(FakeServer):
         for index, data in enumerate(_events(reply)):
             if index == behaviour.error_after:
                 await response.write(event("error", error_body("overloaded_error", "Overloaded")))
+                break
+            if index == behaviour.cut_after:
                 break
             if index == behaviour.stall_after:
                 await asyncio.sleep(STALL_SECONDS)

@@ -30,6 +30,7 @@ words produced. Knobs, as ``+``-separated parts of the model id after its first 
 - ``exception-after-N``: a stream sends N events, then a ``modelStreamErrorException``
   exception frame; ``throttle-after-N`` a ``throttlingException`` one.
 - ``bad-crc``: a stream's second frame has a wrong message checksum.
+- ``cut-after-N``: a stream sends N events, then ends its body, without ``messageStop``.
 - ``tool``: with ``toolConfig``, and no ``toolResult`` last, the reply calls the first
   tool with ``{"query": <the echo>}`` (``stopReason: tool_use``).
 - ``reasoning``: the reply opens with a ``reasoningContent`` block and its signature.
@@ -47,6 +48,8 @@ A stream is ConverseStream's events in event-stream frames: ``messageStart``, ea
 block's ``contentBlockStart`` (tool use) / ``contentBlockDelta`` / ``contentBlockStop``,
 ``messageStop`` with the ``stopReason``, ``metadata`` with ``usage`` and ``metrics``.
 Each frame is written in two pieces, cut mid-frame, so a reader must join them.
+``Behaviour.usage`` (set on ``upstream.behaviour``) replaces counts of the ``usage`` with
+any value: what a broken or hostile upstream may send.
 """
 
 from __future__ import annotations
@@ -108,6 +111,8 @@ class Behaviour:
     guardrail: bool = False
     cache_read: int = 0
     cache_write: int = 0
+    cut_after: int | None = None
+    usage: JSON | None = None
 
     def with_model(self, model: str) -> Behaviour:
         behaviour = self
@@ -122,6 +127,8 @@ class Behaviour:
                 behaviour = replace(
                     behaviour, exception_after=after, exception="throttlingException"
                 )
+            elif part.startswith("cut-after-"):
+                behaviour = replace(behaviour, cut_after=int(part.rpartition("-")[2]))
             elif part == "bad-crc":
                 behaviour = replace(behaviour, bad_crc=True)
             elif part in ("tool", "reasoning", "redacted", "guardrail"):
@@ -304,6 +311,7 @@ class FakeBedrock(FakeServer):
         if behaviour.cache_read or behaviour.cache_write:
             usage["cacheReadInputTokens"] = behaviour.cache_read
             usage["cacheWriteInputTokens"] = behaviour.cache_write
+        usage.update(behaviour.usage or {})
         return {
             "output": {"message": {"role": "assistant", "content": content}},
             "stopReason": stop,
@@ -319,6 +327,8 @@ class FakeBedrock(FakeServer):
         )
         await response.prepare(request)
         for index, sent in enumerate(_events(reply)):
+            if index == behaviour.cut_after:
+                break  # the body ends without ``messageStop``
             if index == behaviour.exception_after:
                 await response.write(exception_frame(behaviour.exception, "Fake stream failure."))
                 break

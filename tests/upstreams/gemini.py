@@ -25,6 +25,7 @@ the cached tokens), ``candidatesTokenCount`` the words produced. Knobs, as
   ``RESOURCE_EXHAUSTED`` does: a ``QuotaFailure`` and a ``RetryInfo`` whose
   ``retryDelay`` is D (``30s``), and no ``retry-after`` header.
 - ``error-after-N``: a stream sends N events, then an ``error`` event (``INTERNAL``).
+- ``cut-after-N``: a stream sends N events, then ends its body, no ``finishReason`` sent.
 - ``tool``: with ``tools`` and no ``functionResponse`` last, the reply calls the first
   function with ``{"query": <the echo>}`` (``finishReason: STOP``, as Gemini says).
 - ``thoughts-N``: ``thoughtsTokenCount`` N, and a thought part when ``includeThoughts``.
@@ -35,6 +36,8 @@ the cached tokens), ``candidatesTokenCount`` the words produced. Knobs, as
   thinking models do, a request whose model turn holds a call without it is a 400.
 
 With ``responseMimeType: application/json`` the text is ``{"echo": "<the echo>"}``.
+``Behaviour.usage`` (set on ``upstream.behaviour``) replaces counts of ``usageMetadata``
+with any value: what a broken or hostile upstream may send.
 """
 
 from __future__ import annotations
@@ -104,6 +107,8 @@ class Behaviour:
     safety: bool = False
     call_id: bool = False
     signed: bool = False
+    cut_after: int | None = None
+    usage: JSON | None = None
 
     def with_model(self, model: str) -> Behaviour:
         behaviour = self
@@ -117,6 +122,8 @@ class Behaviour:
                 behaviour = replace(behaviour, fail=int(arg))
             elif name == "retry":
                 behaviour = replace(behaviour, retry_delay=arg)
+            elif name == "cut-after":
+                behaviour = replace(behaviour, cut_after=int(arg))
             elif name == "error-after":
                 behaviour = replace(behaviour, error_after=int(arg))
             elif name == "thoughts":
@@ -222,6 +229,7 @@ class GoogleContent:
             usage["cachedContentTokenCount"] = behaviour.cached
         if behaviour.thoughts:
             usage["thoughtsTokenCount"] = behaviour.thoughts
+        usage.update(behaviour.usage or {})
         candidate = {
             "content": {"role": "model", "parts": parts},
             "finishReason": finish,
@@ -275,6 +283,8 @@ class GoogleContent:
             out.append(sse(event))
         if not pieces:
             out.append(sse({**base, "candidates": [{**candidate}], "usageMetadata": usage}))
+        if behaviour.cut_after is not None:
+            out = out[: behaviour.cut_after]  # the body ends, no ``finishReason`` sent
         if behaviour.error_after is not None:
             out = out[: behaviour.error_after]
             out.append(sse(google_error(500, "Internal error encountered.")))

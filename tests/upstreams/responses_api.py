@@ -9,7 +9,9 @@ offered, and says ``"echo: "`` + the last user text (under an id no store could 
 the reply's and ``REASONING_TOKENS``. Streamed (``"stream": true``): ``response.created``,
 ``response.in_progress``, each item's ``response.output_item.added`` / ``.done`` (the
 message's text as ``response.output_text.delta`` events between its content part's
-``added`` and ``done``) and ``response.completed``, numbered by ``sequence_number``.
+``added`` and ``done``) and ``response.completed``, numbered by ``sequence_number``. A
+model named with a ``+cut-N`` part streams N events, then ends its body, with no
+terminal ``response.*`` event.
 """
 
 from __future__ import annotations
@@ -136,6 +138,14 @@ def stream_events(response: JSON) -> list[JSON]:
     return events
 
 
+def _cut(model: str) -> int | None:
+    """N of a ``+cut-N`` part of the model's name: the events a stream sends."""
+    for part in model.split("+"):
+        if part.startswith("cut-"):
+            return int(part.removeprefix("cut-"))
+    return None
+
+
 async def answer(request: web.Request, body: Any, number: int) -> web.StreamResponse:
     """Answer a Responses call (already authorised and recorded)."""
     if not isinstance(body, dict) or not isinstance(body.get("model"), str):
@@ -147,7 +157,7 @@ async def answer(request: web.Request, body: Any, number: int) -> web.StreamResp
         return web.Response(body=orjson.dumps(response), content_type="application/json")
     reply = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await reply.prepare(request)
-    for event in stream_events(response):
+    for event in stream_events(response)[: _cut(body["model"])]:
         data = orjson.dumps(event)
         await reply.write(b"event: " + event["type"].encode() + b"\ndata: " + data + b"\n\n")
     await reply.write_eof()

@@ -35,7 +35,13 @@ from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, UpstreamError
 from parley.http import HttpClient, Reply, prepare
 from parley.providers.anthropic.completions import CompletionChunks, as_chat, as_completion
-from parley.providers.base import ReplyBounds, Target, upstream_errors, upstream_failure
+from parley.providers.base import (
+    ReplyBounds,
+    Target,
+    stream_cut_short,
+    upstream_errors,
+    upstream_failure,
+)
 from parley.providers.bedrock.refusal import refusal, stream_failure
 from parley.providers.bedrock.sigv4 import Credentials, Signer, encode_segment
 from parley.providers.translated import TranslatedStream
@@ -183,6 +189,8 @@ def _fault(target: Target, failure: Failure) -> UpstreamError:
         error = upstream_failure(target.channel, EventTooLarge(0, []))
         assert error is not None
         return error
+    if failure.truncated:
+        return stream_cut_short(target.channel)
     return _malformed(target.channel)
 
 

@@ -15,7 +15,7 @@ from parley.dialects.translator import Failure
 from parley.domain.wire import JSON
 from parley.errors import ParleyError, UpstreamError
 from parley.http import Reply
-from parley.providers.base import Target, upstream_failure
+from parley.providers.base import Target, stream_cut_short, upstream_failure
 from parley.providers.openai.refusal import refusal
 from parley.sse import EventTooLarge
 
@@ -81,13 +81,16 @@ async def check_stream_start(
 
 def stream_fault(target: Target, failure: Failure, read_failure: ReadFailure) -> UpstreamError:
     """The error for what a translator saw go wrong in a stream: the upstream's error
-    event, an event over the size bound, or one that is not a JSON object."""
+    event, an event over the size bound, a body that ended before the stream did, or
+    an event that is not a JSON object."""
     if failure.payload is not None:
         return read_failure(target.channel, failure.payload, target.api_key)
     if failure.too_large:
         error = upstream_failure(target.channel, EventTooLarge(0, []))
         assert error is not None
         return error
+    if failure.truncated:
+        return stream_cut_short(target.channel)
     return malformed(target.channel)
 
 

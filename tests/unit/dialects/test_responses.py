@@ -314,7 +314,7 @@ def test_chunks_from_another_reader_render_the_same_as_bytes() -> None:
     ]
     from_bytes, _ = run(renderer, [chat_sse(chunks)])
     translator = renderer()
-    from_chunks = [*translator.feed_chunks(chunks), *translator.end()]
+    from_chunks = [*translator.feed_chunks(chunks), *translator.finish()]
     assert from_chunks == from_bytes
 
 

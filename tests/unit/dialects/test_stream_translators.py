@@ -12,7 +12,7 @@ from parley.dialects.chat_to_messages import ChatToMessages
 from parley.dialects.converse_to_chat import ConverseToChat
 from parley.dialects.messages_relay import MessagesRelay
 from parley.dialects.messages_to_chat import MessagesToChat
-from parley.dialects.translator import Chained, Translator
+from parley.dialects.translator import TRUNCATED, Chained, Translator
 from parley.domain.usage import Usage
 from tests.upstreams.bedrock import event_frame
 
@@ -159,10 +159,12 @@ def test_finish_reasons_map_to_stop_reasons() -> None:
         assert delta["delta"]["stop_reason"] == reason
 
 
-def test_a_chat_stream_cut_short_is_closed_and_estimated() -> None:
+def test_a_chat_stream_cut_short_is_a_failure_billed_as_estimated() -> None:
     data = chat_sse([chunk({"content": "abcdefgh"})]).removesuffix(b"data: [DONE]\n\n")
     out, translator = run(chat_to_messages, [data])
-    assert [name for name, _ in events(out)][-2:] == ["message_delta", "message_stop"]
+    names = [name for name, _ in events(out)]
+    assert "message_stop" not in names and "message_delta" not in names
+    assert translator.failure == TRUNCATED and not translator.done
     assert translator.delivered() == Usage(prompt_tokens=25, completion_tokens=2, estimated=True)
 
 
@@ -305,6 +307,7 @@ def test_a_relayed_stream_cut_after_content_is_estimated() -> None:
     cut = ANTHROPIC_STREAM[: ANTHROPIC_STREAM.index(stop)]
     out, translator = run(relay, [cut])
     assert b"".join(out).count(b"Bonjour") == 1
+    assert translator.failure == TRUNCATED  # no ``message_stop``: cut short, not finished
     usage = translator.delivered()
     assert usage is not None and usage.estimated
     assert (usage.prompt_tokens, usage.cached_tokens, usage.cache_write_tokens) == (112, 100, 5)

@@ -1,4 +1,5 @@
-"""Upstream usage becomes money only as valid counts, and never above the allowance."""
+"""Upstream usage becomes money only as valid counts within the allowance: any other
+report is ignored and Parley's estimate billed instead, and no bill passes the allowance."""
 
 from __future__ import annotations
 
@@ -7,7 +8,16 @@ from typing import Any
 
 import pytest
 
-from parley.domain.usage import Allowance, Usage, reported_usage
+from parley.domain.usage import (
+    MAX_COUNT,
+    Allowance,
+    Usage,
+    reported_counts,
+    reported_usage,
+    with_estimate,
+)
+
+REQUIRED = ("prompt_tokens", "completion_tokens")
 
 
 def test_valid_counts_are_the_usage() -> None:
@@ -65,10 +75,56 @@ def test_a_usage_within_the_allowance_is_unchanged() -> None:
 def test_a_usage_above_the_allowance_is_capped_field_by_field() -> None:
     usage = Usage(prompt_tokens=50, completion_tokens=13_107_200, characters=9, audio_ms=9)
     capped = Allowance(prompt_tokens=40, completion_tokens=10, characters=3).cap(usage)
-    assert capped == Usage(prompt_tokens=40, completion_tokens=10, characters=3, audio_ms=0)
+    assert capped == Usage(
+        prompt_tokens=40, completion_tokens=10, characters=3, audio_ms=0, estimated=True
+    )
 
 
 def test_an_open_ended_allowance_leaves_the_output_uncapped() -> None:
     usage = Usage(prompt_tokens=50, completion_tokens=5000)
     capped = Allowance(prompt_tokens=40, completion_tokens=1024, open_ended=True).cap(usage)
-    assert capped == Usage(prompt_tokens=40, completion_tokens=5000)
+    assert capped == Usage(prompt_tokens=40, completion_tokens=5000, estimated=True)
+
+
+ABSURD = [1e30, 1.5e300, float("inf"), float("nan"), "77777777", -5, True, 5.0, MAX_COUNT + 1]
+
+
+@pytest.mark.parametrize("count", ABSURD, ids=repr)
+@pytest.mark.parametrize("name", ["prompt_tokens", "completion_tokens", "cached_tokens"])
+def test_every_count_of_a_report_is_validated(
+    name: str, count: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    reported = {"prompt_tokens": 10, "completion_tokens": 5, "cached_tokens": None, name: count}
+    with caplog.at_level(logging.WARNING, logger="parley.usage"):
+        assert reported_counts(reported, source="s", required=REQUIRED) is None
+    assert f"ignored the usage s reported ({name}=" in caplog.text
+
+
+def test_an_absent_optional_count_is_zero() -> None:
+    reported = {"prompt_tokens": 10, "completion_tokens": 5, "cached_tokens": None}
+    assert reported_counts(reported, source="s", required=REQUIRED) == {
+        "prompt_tokens": 10,
+        "completion_tokens": 5,
+        "cached_tokens": 0,
+    }
+
+
+def test_a_report_past_the_allowance_bills_its_estimate_instead() -> None:
+    estimate = Usage(prompt_tokens=8, completion_tokens=3, estimated=True)
+    report = with_estimate(Usage(prompt_tokens=9, completion_tokens=77_777_777), estimate)
+    assert report.fallback is estimate and not report.estimated
+    billed = Allowance(prompt_tokens=40, completion_tokens=10).cap(report)
+    assert billed == estimate and billed.estimated
+
+
+def test_a_report_within_the_allowance_is_billed_as_reported() -> None:
+    estimate = Usage(prompt_tokens=8, completion_tokens=3, estimated=True)
+    report = with_estimate(Usage(prompt_tokens=9, completion_tokens=10), estimate)
+    assert Allowance(prompt_tokens=40, completion_tokens=10).cap(report) is report
+
+
+def test_an_estimate_past_the_allowance_is_capped() -> None:
+    estimate = Usage(prompt_tokens=8, completion_tokens=300, estimated=True)
+    report = with_estimate(Usage(prompt_tokens=9, completion_tokens=77_777_777), estimate)
+    billed = Allowance(prompt_tokens=40, completion_tokens=10).cap(report)
+    assert billed == Usage(prompt_tokens=8, completion_tokens=10, estimated=True)
