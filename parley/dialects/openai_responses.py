@@ -256,7 +256,8 @@ def _parts(content: Any, item: int, field: str = "") -> tuple[Text | Image, ...]
     return tuple(blocks)
 
 
-TEXT_PARTS = frozenset({"input_text", "output_text", "text", "refusal"})
+TEXT_PARTS = ("input_text", "output_text", "text", "refusal")
+"""Part types read as text (a tuple: a caller's `type` may be a list, which no set can hold)."""
 
 
 def _image(part: JSON, where: str) -> Image:
