@@ -59,15 +59,17 @@ def _nested_deeper_than(body: dict[str, Any], raw: bytes, limit: int) -> bool:
     """Whether arrays and objects nest more than ``limit`` deep (the body is level 1)."""
     if raw.count(b"[") + raw.count(b"{") <= limit:  # too few brackets to go that deep
         return False
-    stack: list[tuple[Any, int]] = [(body, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > limit:
-            return True
-        for child in node.values() if isinstance(node, dict) else node:
-            if isinstance(child, dict | list):
-                stack.append((child, depth + 1))
-    return False
+    level: list[Any] = [body]
+    for _ in range(limit):  # one level at a time: a comprehension a level, not a call a node
+        level = [
+            child
+            for node in level
+            for child in (node.values() if type(node) is dict else node)
+            if type(child) is dict or type(child) is list
+        ]
+        if not level:
+            return False
+    return True
 
 
 def required_string(body: dict[str, Any], name: str) -> str:

@@ -17,9 +17,9 @@ A body that continues a stored response (``previous_response_id``, an
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-from typing import cast
+from collections.abc import Coroutine
+from typing import TypeVar, cast
 
 import orjson
 
@@ -30,6 +30,8 @@ from parley.domain.wire import JSON
 from parley.errors import ParleyError
 from parley.pipeline.body_pool import BodyPool
 from parley.runtime.response_book import ResponseBook
+
+T = TypeVar("T")
 
 
 @value
@@ -84,7 +86,9 @@ def read_apart(raw: bytes, group_id: int) -> Sealed | Refusal | None:
         if _continues(body):
             return None
         # The body names no stored response, so parse_responses never reads the book.
-        parsed = asyncio.run(parse_responses(body, len(raw), group_id, cast(ResponseBook, None)))
+        parsed = _without_waiting(
+            parse_responses(body, len(raw), group_id, cast(ResponseBook, None))
+        )
     except ParleyError as error:
         return Refusal.of(error)
     shown = {**parsed.body, "input": None}
@@ -101,6 +105,20 @@ def read_apart(raw: bytes, group_id: int) -> Sealed | Refusal | None:
     )
     items = orjson.dumps(parsed.items) if parsed.store else b"[]"  # kept only to store
     return Sealed(hollow, orjson.dumps(parsed.body["input"]), messages, items, refusal)
+
+
+def _without_waiting(reading: Coroutine[object, object, T]) -> T:
+    """What a coroutine that never waits returns, run without an event loop.
+
+    ``asyncio.run`` would do, but in a process's main thread it sets and restores a
+    SIGINT handler that holds the task, and restoring it builds the task's repr, with
+    the whole result's: for a body of a million items, seconds of work to throw away."""
+    try:
+        reading.send(None)
+    except StopIteration as done:
+        return cast(T, done.value)
+    reading.close()
+    raise RuntimeError("parse_responses waited on something in a body process")
 
 
 def _continues(body: JSON) -> bool:

@@ -14,7 +14,9 @@ the signature or encrypted content that lets it go back to the model that wrote 
 Fields one dialect has and another cannot say are a ``Unsupported`` naming the field,
 raised by the codec that cannot write them: never dropped silently.
 
-Pure types, no I/O; built once per call, off the per-token path.
+Pure types, no I/O; built once per call, off the per-token path. Blocks and messages, of
+which a body may hold a million, are ``@value`` records: immutable to the type checker and
+cheap to build.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from parley.domain.usage import Usage
+from parley.domain.value import value
 from parley.domain.wire import JSON
 
 Role = Literal["user", "assistant"]
@@ -41,14 +44,14 @@ class Unsupported(ValueError):
         self.param = param
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Text:
     text: str
     cache: JSON | None = None
     """Anthropic's ``cache_control`` on the block, when the caller set one."""
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Image:
     """An image by value (``data``: base64 with its ``media_type``) or by ``url``."""
 
@@ -58,7 +61,7 @@ class Image:
     cache: JSON | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ToolCall:
     """The model asks for a tool: ``arguments`` is the JSON text of its input."""
 
@@ -68,7 +71,7 @@ class ToolCall:
     cache: JSON | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ToolResult:
     """What a tool returned to the call ``call_id``: text and images."""
 
@@ -78,7 +81,7 @@ class ToolResult:
     cache: JSON | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Reasoning:
     """The model's thinking: its text and ``signature`` (Anthropic), or ``redacted``
     encrypted content the model alone can read."""
@@ -91,7 +94,7 @@ class Reasoning:
 Block = Text | Image | ToolCall | ToolResult | Reasoning
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Message:
     role: Role
     blocks: tuple[Block, ...]

@@ -33,7 +33,7 @@ from parley.dialects.canonical import (
     merged,
 )
 from parley.dialects.openai_chat import number_of, thinking_of
-from parley.dialects.responses_objects import new_id
+from parley.dialects.responses_objects import input_ids
 from parley.domain.wire import JSON
 
 READ = frozenset(
@@ -123,22 +123,26 @@ def normalized_input(value: Any) -> list[JSON]:
     if not isinstance(value, list):
         raise Unsupported("'input' must be a string or an array of items.", "input")
     items: list[JSON] = []
+    ids = input_ids()
     for index, item in enumerate(value):
         if not isinstance(item, dict):
             raise Unsupported(f"'input[{index}]' must be an object.", f"input[{index}]")
         kind = item.get("type", "message" if "role" in item else None)
-        written = dict(item)
-        written["type"] = kind
+        written = {**item, "type": kind}
         if kind == "message":
             content = item.get("content")
             if isinstance(content, str):
                 part = "output_text" if item.get("role") == "assistant" else "input_text"
                 written["content"] = [{"type": part, "text": content}]
-            written.setdefault("status", "completed")
-        elif kind == "item_reference" and not isinstance(item.get("id"), str):
-            raise Unsupported(f"'input[{index}].id' must be a string.", f"input[{index}].id")
-        if kind != "item_reference" and not item.get("id"):
-            written["id"] = new_id(ITEM_PREFIXES.get(str(kind), "item_"))
+            if "status" not in item:
+                written["status"] = "completed"
+        elif kind == "item_reference":
+            if not isinstance(item.get("id"), str):
+                raise Unsupported(f"'input[{index}].id' must be a string.", f"input[{index}].id")
+            items.append(written)
+            continue
+        if not item.get("id"):
+            written["id"] = ids(ITEM_PREFIXES.get(str(kind), "item_"))
         items.append(written)
     return items
 
@@ -163,7 +167,7 @@ def decode_request(body: JSON, items: list[JSON]) -> Request:
         raise Unsupported("'instructions' must be a string.", "instructions")
     messages: list[Message] = []
     for index, item in enumerate(items):
-        _read_item(item, f"input[{index}]", instructions, messages)
+        _read_item(item, index, instructions, messages)
     return Request(
         model=str(body.get("model", "")),
         messages=tuple(merged(messages)),
@@ -180,20 +184,24 @@ def decode_request(body: JSON, items: list[JSON]) -> Request:
     )
 
 
-def _read_item(item: JSON, where: str, instructions: list[Text], messages: list[Message]) -> None:
+def _read_item(item: JSON, index: int, instructions: list[Text], messages: list[Message]) -> None:
+    """One input item read into ``messages`` (or ``instructions``). Where an error is
+    (``input[3].role``) is written only for the error: a body may hold a million items."""
     kind = item.get("type")
     if kind == "message":
         role = item.get("role")
-        blocks = _parts(item.get("content"), where)
+        blocks = _parts(item.get("content"), index)
         if role in ("system", "developer"):
             instructions.extend(block for block in blocks if isinstance(block, Text))
         elif role in ("user", "assistant"):
             messages.append(Message(role, blocks))
         else:
-            raise Unsupported(f"The role '{role}' is not one a message can have.", f"{where}.role")
+            where = f"input[{index}].role"
+            raise Unsupported(f"The role '{role}' is not one a message can have.", where)
     elif kind == "function_call":
         name, call_id = item.get("name"), item.get("call_id")
         if not isinstance(name, str) or not isinstance(call_id, str):
+            where = f"input[{index}]"
             raise Unsupported(f"'{where}' must have a 'name' and a 'call_id'.", where)
         arguments = item.get("arguments")
         text = arguments if isinstance(arguments, str) and arguments else "{}"
@@ -201,14 +209,16 @@ def _read_item(item: JSON, where: str, instructions: list[Text], messages: list[
     elif kind == "function_call_output":
         call_id = item.get("call_id")
         if not isinstance(call_id, str):
-            raise Unsupported(f"'{where}.call_id' must be a string.", f"{where}.call_id")
+            where = f"input[{index}].call_id"
+            raise Unsupported(f"'{where}' must be a string.", where)
         output = item.get("output")
-        content = (Text(output),) if isinstance(output, str) else _parts(output, f"{where}.output")
+        content = (Text(output),) if isinstance(output, str) else _parts(output, index, ".output")
         messages.append(Message("user", (ToolResult(call_id, content),)))
     elif kind == "reasoning":
         messages.append(Message("assistant", (_reasoning(item),)))
     else:
-        raise Unsupported(f"Input items of type '{kind}' are not supported.", f"{where}.type")
+        where = f"input[{index}].type"
+        raise Unsupported(f"Input items of type '{kind}' are not supported.", where)
 
 
 def _reasoning(item: JSON) -> Reasoning:
@@ -221,27 +231,33 @@ def _reasoning(item: JSON) -> Reasoning:
     return Reasoning("".join(texts), redacted=encrypted if isinstance(encrypted, str) else None)
 
 
-def _parts(content: Any, where: str) -> tuple[Text | Image, ...]:
+def _parts(content: Any, item: int, field: str = "") -> tuple[Text | Image, ...]:
+    """The parts of ``input[item]`` (its ``field``, ``.output``, when given)."""
     if content is None:
         return ()
     if isinstance(content, str):
         return (Text(content),) if content else ()
     if not isinstance(content, list):
-        raise Unsupported(f"'{where}.content' must be a string or an array.", f"{where}.content")
+        where = f"input[{item}]{field}.content"
+        raise Unsupported(f"'{where}' must be a string or an array.", where)
     blocks: list[Text | Image] = []
     for index, part in enumerate(content):
-        at = f"{where}.content[{index}]"
         kind = part.get("type") if isinstance(part, dict) else None
-        if kind in ("input_text", "output_text", "text", "refusal"):
+        if kind in TEXT_PARTS:
             assert isinstance(part, dict)
             text = part.get("refusal") if kind == "refusal" else part.get("text")
             blocks.append(Text(str(text or "")))
         elif kind == "input_image":
             assert isinstance(part, dict)
-            blocks.append(_image(part, at))
+            blocks.append(_image(part, f"input[{item}]{field}.content[{index}]"))
         else:
-            raise Unsupported(f"Content of type '{kind}' is not supported.", f"{at}.type")
+            where = f"input[{item}]{field}.content[{index}].type"
+            raise Unsupported(f"Content of type '{kind}' is not supported.", where)
     return tuple(blocks)
+
+
+TEXT_PARTS = ("input_text", "output_text", "text", "refusal")
+"""Part types read as text (a tuple: a caller's `type` may be a list, which no set can hold)."""
 
 
 def _image(part: JSON, where: str) -> Image:

@@ -25,6 +25,15 @@ def new_id(prefix: str) -> str:
     return prefix + secrets.token_hex(24)
 
 
+def input_ids() -> Callable[[str], str]:
+    """Ids for one request's input items, in ``new_id``'s form: 32 random hex digits
+    shared by the request's items and 16 that count them, so a body of a million items
+    draws randomness once, not a million times."""
+    token = secrets.token_hex(16)
+    counter = itertools.count()
+    return lambda prefix: f"{prefix}{token}{next(counter):016x}"
+
+
 def item_ids(response_id: str) -> Callable[[str], str]:
     """Ids for a response's output items that name the response: ``msg_<its hex>_1``...
     so an ``item_reference`` to one later finds the stored response it came from."""

@@ -136,6 +136,11 @@ def test_items_become_the_canonical_call() -> None:
         ({"input": [{"type": "item_reference", "id": "x"}]}, "input[0].type"),
         ({"input": [{"role": "user", "content": [{"type": "input_file"}]}]},
          "input[0].content[0].type"),
+        ({"input": [{"role": "user", "content": "a"}, {"type": "function_call_output",
+                     "call_id": "c", "output": [{"type": ["input_text"]}]}]},
+         "input[1].output.content[0].type"),
+        ({"input": [{"role": "tool", "content": "a"}]}, "input[0].role"),
+        ({"input": [{"type": "function_call_output"}]}, "input[0].call_id"),
     ],
 )  # fmt: skip
 def test_what_cannot_be_done_is_refused_by_name(body: dict[str, Any], param: str) -> None:

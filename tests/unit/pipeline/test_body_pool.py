@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 
 import pytest
 
 from parley.errors import ServiceUnavailable
-from parley.pipeline.body_pool import STOPPING, BodyPool
+from parley.pipeline.body_pool import STOPPING, BodyPool, uncollected
 from parley.turns import GroupTurns
 
 
@@ -95,3 +96,13 @@ async def test_a_process_that_dies_is_a_503_and_the_next_body_gets_a_new_one() -
         assert pid != os.getpid()
     finally:
         pool.close()
+
+
+async def test_bodies_are_read_with_the_cyclic_collector_paused() -> None:
+    pool = BodyPool(1, 1)
+    try:
+        assert await pool.run(1, gc.isenabled) is False
+    finally:
+        pool.close()
+    assert uncollected(gc.isenabled, ()) is False
+    assert gc.isenabled()
