@@ -211,7 +211,9 @@ def test_stored_responses_outlive_a_frozen_database_at_shutdown(
         assert get(f"{server.v1}/responses/{response_id}", key).status == 200
     signalled = time.monotonic()
     assert server.terminate(timeout=60) == 0
-    assert time.monotonic() - signalled < CLOSING + EXIT_SLACK, server.output()
+    # bounded well short of the database's 30 s timeout, with room for a loaded machine:
+    # two books (usage and responses) share the closing time
+    assert time.monotonic() - signalled < CLOSING + 2 * EXIT_SLACK, server.output()
     assert f"{STORED} stored responses kept in" in server.output()
     assert "Traceback" not in server.output()
 
