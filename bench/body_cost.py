@@ -21,7 +21,7 @@ import time
 
 from bench.big_body import big_body
 from parley.api.responses_apart import read_apart
-from parley.pipeline.body_pool import uncollected
+from parley.runtime.body_pool import uncollected
 
 
 def main() -> None:

@@ -4,7 +4,7 @@ A group that asks for many slots, or holds them long, waits behind its own reque
 never holds the slots another group needs: at most ``per_group`` of ``slots`` are one
 group's at once, and when work waits the slots go to the waiting groups in turn (round
 robin, one a turn), so a group's place in line does not depend on how much it queued.
-The audio probes (``audio/pool.py``) and the body processes (``pipeline/body_pool.py``)
+The audio probes (``audio/pool.py``) and the body processes (``runtime/body_pool.py``)
 take their turns here.
 """
 

@@ -1,4 +1,4 @@
-"""A large ``POST /v1/responses`` body, read in a body process (``pipeline/body_pool``).
+"""A large ``POST /v1/responses`` body, read in a body process (``runtime/body_pool``).
 
 ``read_apart`` runs there: it decodes the body and reads it with ``parse_responses``,
 as the serving process reads a small one, and hands back the ``ResponsesRequest`` with
@@ -28,7 +28,7 @@ from parley.api.responses_request import ResponsesRequest, parse_responses
 from parley.domain.value import value
 from parley.domain.wire import JSON
 from parley.errors import ParleyError
-from parley.pipeline.body_pool import BodyPool
+from parley.runtime.body_pool import BodyPool
 from parley.runtime.response_book import ResponseBook
 
 T = TypeVar("T")

@@ -31,7 +31,6 @@ from parley.domain.transcripts import TranscriptionAbilities
 from parley.http import HeadLimits, HttpClient
 from parley.limits.base import Limiter
 from parley.limits.factory import build_limiter
-from parley.pipeline.body_pool import BodyPool
 from parley.pipeline.call import RequestIds
 from parley.pipeline.meter import BackgroundTasks, Meter
 from parley.pipeline.plan import Planner
@@ -43,6 +42,7 @@ from parley.providers.registry import (
     check_channel_types,
     check_native_responses,
 )
+from parley.runtime.body_pool import BodyPool
 from parley.runtime.breaker import Breakers
 from parley.runtime.budget import SpendLedger
 from parley.runtime.channel_book import ChannelBook

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from parley.errors import ServiceUnavailable
-from parley.pipeline.body_pool import STOPPING, BodyPool, uncollected
+from parley.runtime.body_pool import STOPPING, BodyPool, uncollected
 from parley.turns import GroupTurns
 
 
