@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from parley.domain.responses import TURNS_PER_COPY, StoredResponse, is_response_id
-from parley.runtime.spill import SpillFiles
+from parley.runtime.spill import SpillFiles, finish_within
 from parley.settings import ResponsesSettings
 from parley.store.base import ResponseStore, StoreFault, StoreUnavailable
 
@@ -139,19 +139,11 @@ class ResponseBook:
         """Stop the loop and write what waits, within ``seconds``; spill what the store
         has not confirmed by then (a write in flight included: a replay adds nothing
         twice)."""
-        finishing = asyncio.ensure_future(self._finish())
-        done, _ = await asyncio.wait({finishing}, timeout=max(seconds, 0.001))
-        if not done:
-            finishing.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await finishing
-            if self._task is not None:  # still writing: stop waiting for it
-                self._task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await self._task
-                self._task = None
+        finished = await finish_within(self._finish(), lambda: self._task, max(seconds, 0.001))
+        if finished is None:
+            self._task = None
             log.error("stored responses: the database did not answer within %.2fs", seconds)
-        elif (refusal := finishing.result()) is not None:
+        elif (refusal := finished.result()) is not None:
             log.error("stored responses: the database refused the last write (%s)", refusal)
         self._spill()
 

@@ -12,10 +12,12 @@ so what a replay writes must be idempotent: the store ignores a row it already h
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -59,3 +61,30 @@ class SpillFiles:
             else:
                 claimed.rename(path)
         return replayed
+
+
+Finished = TypeVar("Finished")
+
+
+async def finish_within(
+    finish: Coroutine[Any, Any, Finished],
+    writing: Callable[[], asyncio.Task[None] | None],
+    seconds: float | None,
+) -> asyncio.Future[Finished] | None:
+    """``finish`` (a book's last write) given at most ``seconds``: its done future, or
+    ``None`` when the time ran out, after cancelling it and the write still in flight
+    (``writing()``), so that a hung database never holds a shutdown; what was not
+    confirmed is then the caller's to spill."""
+    finishing = asyncio.ensure_future(finish)
+    done, _ = await asyncio.wait({finishing}, timeout=seconds)
+    if done:
+        return finishing
+    finishing.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await finishing
+    task = writing()
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    return None

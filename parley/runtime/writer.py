@@ -33,7 +33,7 @@ from typing import Any
 from parley.domain.usage import UsageRecord
 from parley.runtime.budget import SpendLedger
 from parley.runtime.refusal_rows import RefusalRows
-from parley.runtime.spill import SpillFiles
+from parley.runtime.spill import SpillFiles, finish_within
 from parley.settings import UsageSettings
 from parley.store.base import StoreError, UsageStore
 
@@ -106,20 +106,12 @@ class UsageWriter:
         (a write in progress is left to its fate, not awaited), and every record not
         known to be written is spilled.
         """
-        finishing = asyncio.ensure_future(self._finish())
-        done, _ = await asyncio.wait({finishing}, timeout=seconds)
-        if not done:
-            finishing.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await finishing
-            if self._task is not None:  # still writing: stop waiting for it
-                self._task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await self._task
-                self._task = None
+        finished = await finish_within(self._finish(), lambda: self._task, seconds)
+        if finished is None:
+            self._task = None
             log.error("the database did not answer within the shutdown's %.1fs", seconds)
             self._spill()
-        elif not finishing.result():
+        elif not finished.result():
             self._spill()
 
     async def _finish(self) -> bool:

@@ -117,8 +117,9 @@ def retry_after(headers: Mapping[bytes, bytes]) -> float | None:
 
 
 def duration(text: str) -> float | None:
-    """Seconds in an OpenAI duration (``1s``, ``6m0s``, ``20ms``, ``1h2m3.5s``), or in
-    Google's (``30s``, ``1.5s``); ``None`` if it is not one, or not positive."""
+    """Seconds in a duration as OpenAI's reset headers write it (hours, minutes, seconds
+    and milliseconds, each with its unit) or as Google's ``retryDelay`` does (seconds
+    with a fraction); ``None`` if it is not one, or not positive."""
     text = text.strip()
     if not _DURATION.fullmatch(text):
         return None
