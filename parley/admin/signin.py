@@ -82,24 +82,14 @@ async def account_role(store: AccountStore, name: str) -> Role | None:
     return account.role
 
 
-async def audit_failed_sign_in(request: web.Request, who: str, how: str) -> None:
+async def _audit(request: web.Request, who: str, action: str, target: str) -> None:
+    """A sign-in event in the audit log, from the caller's address."""
     entry = AuditEntry(
         created_at=_now(),
         actor=who,
         address=client_address(request),
-        action="session.login_failed",
-        target=how,
-    )
-    await request.config_dict[SERVICES].store.record_audit(entry)
-
-
-async def audit_lock_out(request: web.Request, who: str, source: str) -> None:
-    entry = AuditEntry(
-        created_at=_now(),
-        actor=who,
-        address=client_address(request),
-        action="session.locked_out",
-        target=source,
+        action=action,
+        target=target,
     )
     await request.config_dict[SERVICES].store.record_audit(entry)
 
@@ -114,10 +104,10 @@ async def wrong_credentials(
     sources = [address] if who == "token" else [address, f"account:{who}"]
     failures = [state.attempts.failed(source) for source in sources]
     if not any(failure.locked_out for failure in failures):
-        await audit_failed_sign_in(request, who, how)
+        await _audit(request, who, "session.login_failed", how)
     for source, failure in zip(sources, failures, strict=True):
         if failure.began_lock_out:
-            await audit_lock_out(request, who, source)
+            await _audit(request, who, "session.locked_out", source)
     delay = max(failure.delay for failure in failures)
     if delay:
         await asyncio.sleep(delay)
