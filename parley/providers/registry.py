@@ -28,6 +28,7 @@ from parley.providers.base import (
     Voices,
 )
 from parley.providers.bedrock import BedrockAdapter
+from parley.providers.deepgram import DeepgramAdapter
 from parley.providers.gemini import GeminiAdapter
 from parley.providers.openai import OpenAIAdapter
 from parley.providers.openai.transcription import TranscriptionAdapter
@@ -134,6 +135,8 @@ class ProviderRegistry:
         registry.register("openai-audio", speech=openai_audio, voices=openai_audio)
         supertonic = SupertonicAdapter(http, bounds)
         registry.register("supertonic", speech=supertonic, voices=supertonic)
+        deepgram = DeepgramAdapter(http, bounds)
+        registry.register("deepgram", transcription=deepgram, speech=deepgram, voices=deepgram)
         return registry
 
     def register(
