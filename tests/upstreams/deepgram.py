@@ -39,6 +39,7 @@ Every route wants ``Authorization: Token <key>`` (a wrong or missing one is 401
 Knobs in the model name, ``+``-separated (the listen ``model``, or the speak ``model``):
 ``fail-N`` (answer status N; with ``retry-after-S``, a ``retry-after: S`` header),
 ``hang-S`` (wait S s first), ``slow-S`` (wait S s before each live message),
+``claim-S`` (``metadata.duration`` says S seconds, whatever the audio lasts),
 ``error-after-N`` (live: close with 1011 after N results), ``stall-after-N`` (live: N
 results, then silence for ``MAX_HANG`` s), ``drop-after-N`` (speak: N chunks, then the
 connection is cut). With ``leak=True`` the errors quote the request's ``Authorization``
@@ -271,7 +272,7 @@ class FakeDeepgram(FakeServer):
             "request_id": str(uuid.uuid4()),
             "sha256": "0" * 64,
             "created": "2026-11-28T21:00:00.000Z",
-            "duration": round(script.duration, 3),
+            "duration": float(knob(query.get("model", ""), "claim") or round(script.duration, 3)),
             "channels": 1,
             "models": [MODEL_UUID],
             "model_info": {
