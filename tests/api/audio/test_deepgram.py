@@ -14,6 +14,7 @@ word timestamps, the streamed events and the billing are the same. The channel's
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from typing import Any
 import openai
 import pytest
 
+from parley.runtime.circuit import State
 from tests.api.audio.conftest import NANOS_PER_SECOND, PER_MINUTE
 from tests.api.harness import Gateway, StartGateway, local_state, records, starting
 from tests.clips import clip
@@ -198,3 +200,56 @@ async def test_a_deepgram_failure_is_a_502_naming_the_channel_and_not_billed(
     assert "`dg`" in failed.value.message and KEY not in failed.value.message
     (record,) = await records(gateway)
     assert (record.status, record.cost_nanos) == (502, 0)
+
+
+def _in_front(status: str) -> Any:
+    """A tweak: a Deepgram channel answering ``status`` (with ``retry-after: 42``) in front
+    of the working one, for ``dg-stt``, its breaker opening on one failure."""
+
+    def tweak(config: dict[str, Any]) -> None:
+        working = config["channels"][0]
+        config["channels"].insert(
+            0,
+            {
+                **working,
+                "name": "dg-spent",
+                "priority": 5,
+                "breaker": {"failures": 1},
+                "models": [{"name": "dg-stt", "upstream": f"nova-3+fail-{status}+retry-after-42"}],
+            },
+        )
+
+    return tweak
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_a_busy_deepgram_is_fallen_over_and_its_retry_after_is_the_cool_down(
+    start_gateway: StartGateway, deepgram: FakeDeepgram, streamed: bool
+) -> None:
+    gateway = await start_gateway(_in_front("429"))
+    client = gateway.client(await gateway.key(await gateway.group("listeners")))
+    if streamed:
+        stream = await client.audio.transcriptions.create(
+            model="dg-stt", file=("talk.mp3", CLIP), stream=True
+        )
+        assert [event.type async for event in stream][-1] == "transcript.text.done"
+    else:
+        body = await client.audio.transcriptions.create(model="dg-stt", file=("talk.mp3", CLIP))
+        assert body.text == SPOKEN.text
+    (view,) = [v for v in gateway.services.breakers.views("dg-spent") if v.model]
+    assert view.state == State.OPEN
+    assert view.next_probe_at is not None
+    assert 40 < view.next_probe_at - time.time() <= 42  # Deepgram's hint, not the default 10 s
+    (record,) = await records(gateway)
+    assert (record.channel, record.status, record.audio_ms) == ("dg", 200, 3000)
+
+
+async def test_a_spent_deepgram_balance_is_the_channels_fault(
+    start_gateway: StartGateway,
+) -> None:
+    gateway = await start_gateway(_in_front("402"))
+    client = gateway.client(await gateway.key(await gateway.group("listeners")))
+    body = await client.audio.transcriptions.create(model="dg-stt", file=("talk.mp3", CLIP))
+    assert body.text == SPOKEN.text
+    (own,) = [v for v in gateway.services.breakers.views("dg-spent") if not v.model]
+    assert own.state == State.OPEN, "the whole channel: its account, not one model"
