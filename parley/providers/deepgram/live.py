@@ -157,7 +157,7 @@ async def _events(
             raise _failure(target, error) from None
         kind = message.type
         if kind == aiohttp.WSMsgType.TEXT:
-            batch = _deltas(message.data, said, target)
+            batch = deltas(message.data, said, target)
             if batch:
                 yield batch
         elif kind in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSING, aiohttp.WSMsgType.CLOSED):
@@ -171,7 +171,7 @@ async def _events(
             raise _failure(target, message.data)
 
 
-def _deltas(data: str, said: list[str], target: Target) -> list[JSON]:
+def deltas(data: str, said: list[str], target: Target) -> list[JSON]:
     """The delta a final ``Results`` message holds; nothing for any other message."""
     try:
         event = upstream_json.loads(data)

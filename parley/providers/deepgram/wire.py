@@ -97,9 +97,9 @@ def listen_query(target: Target, request: TranscriptionRequest, *, live: bool) -
 
 def transcript(body: object, target: Target, request: TranscriptionRequest) -> Transcript:
     """A ``listen`` reply in OpenAI's shape for the caller's format."""
-    channel = target.channel
-    first, alternative = _first_alternative(body, channel)
-    assert isinstance(body, dict)  # _first_alternative checked it
+    if not isinstance(body, dict):
+        raise _unreadable(target.channel)
+    first, alternative = _first_alternative(body, target.channel)
     metadata = body.get("metadata")
     seconds = number(metadata.get("duration")) if isinstance(metadata, dict) else None
     text = str(alternative.get("transcript") or "").strip()
@@ -128,17 +128,19 @@ def transcript(body: object, target: Target, request: TranscriptionRequest) -> T
     return Transcript(shaped, seconds)
 
 
-def _first_alternative(body: object, channel: str) -> tuple[JSON, JSON]:
+def _unreadable(channel: str) -> UpstreamError:
+    return UpstreamError(f"The upstream channel `{channel}` sent a transcript Parley cannot read.")
+
+
+def _first_alternative(body: JSON, channel: str) -> tuple[JSON, JSON]:
     """The reply's first channel and that channel's first alternative."""
-    results = body.get("results") if isinstance(body, dict) else None
+    results = body.get("results")
     channels = results.get("channels") if isinstance(results, dict) else None
     first = channels[0] if isinstance(channels, list) and channels else None
     alternatives = first.get("alternatives") if isinstance(first, dict) else None
     alternative = alternatives[0] if isinstance(alternatives, list) and alternatives else None
     if not isinstance(first, dict) or not isinstance(alternative, dict):
-        raise UpstreamError(
-            f"The upstream channel `{channel}` sent a transcript Parley cannot read."
-        )
+        raise _unreadable(channel)
     return first, alternative
 
 
