@@ -290,3 +290,11 @@ async def test_an_unreachable_socket_is_unreachable(adapter: Transcription) -> N
     nowhere = Target("dg", f"http://127.0.0.1:{port}/v1", KEY, "nova-3", 2, 10)
     with pytest.raises(UpstreamUnreachable):
         await streamed(adapter, nowhere, asking())
+
+
+async def test_a_file_deepgram_takes_too_long_over_is_a_timeout(
+    adapter: Transcription, deepgram: FakeDeepgram
+) -> None:
+    slow = Target("dg", deepgram.base_url, KEY, "nova-3+hang-5", 2, 0.3)
+    with pytest.raises(UpstreamTimeout):
+        await adapter.transcribe(slow, asking())

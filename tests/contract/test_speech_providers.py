@@ -16,7 +16,7 @@ import av
 import pytest
 
 from parley.catalog_settings import DeepgramOptions
-from parley.errors import UpstreamError, UpstreamRefused
+from parley.errors import UpstreamError, UpstreamRefused, UpstreamTimeout
 from parley.http import HttpClient
 from parley.providers.base import (
     ReplyBounds,
@@ -343,6 +343,19 @@ async def test_aura_refusals_relay_deepgrams_message_and_failures_fall_over(
     assert refused.value.message == "No such model: aura-9-nobody-en"
     assert too_long.value.status == 413
     assert busy.value.retryable and busy.value.retry_after == 4.0
+
+
+async def test_aura_sse_is_left_to_parley_and_silence_is_a_timeout(
+    registry: ProviderRegistry,
+) -> None:
+    request = SpeechRequest(input="hello", voice=None, response_format="pcm", sse=True)
+    async with FakeDeepgram(api_key=DG_KEY) as engine:
+        audio, body = await spoken(registry, "deepgram", aura(engine.base_url), request)
+        assert not audio.streamed_events and len(body) == 24000 * 2 * 0.4  # Aura's bytes
+        slow = Target("aura", engine.base_url, DG_KEY, "aura-2-thalia-en+hang-5", 1.0, 0.3)
+        with pytest.raises(UpstreamTimeout):
+            async with registry.speech("deepgram").speech(slow, HELLO):
+                pass
 
 
 async def test_aura_audio_cut_midway_is_an_upstream_failure(registry: ProviderRegistry) -> None:
