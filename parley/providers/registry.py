@@ -131,12 +131,12 @@ class ProviderRegistry:
         for type_name in TRANSCRIPTION_TYPES:
             adapter = TranscriptionAdapter(http, bounds, writes_subtitles=type_name != "vllm")
             registry.register(type_name, transcription=adapter)
+        deepgram = DeepgramAdapter(http, bounds)
+        registry.register("deepgram", transcription=deepgram, speech=deepgram, voices=deepgram)
         openai_audio = OpenAIAudioAdapter(http, bounds)
         registry.register("openai-audio", speech=openai_audio, voices=openai_audio)
         supertonic = SupertonicAdapter(http, bounds)
         registry.register("supertonic", speech=supertonic, voices=supertonic)
-        deepgram = DeepgramAdapter(http, bounds)
-        registry.register("deepgram", transcription=deepgram, speech=deepgram, voices=deepgram)
         return registry
 
     def register(
