@@ -28,6 +28,7 @@ from parley.providers.base import (
     Voices,
 )
 from parley.providers.bedrock import BedrockAdapter
+from parley.providers.deepgram import DeepgramAdapter
 from parley.providers.gemini import GeminiAdapter
 from parley.providers.openai import OpenAIAdapter
 from parley.providers.openai.transcription import TranscriptionAdapter
@@ -130,6 +131,8 @@ class ProviderRegistry:
         for type_name in TRANSCRIPTION_TYPES:
             adapter = TranscriptionAdapter(http, bounds, writes_subtitles=type_name != "vllm")
             registry.register(type_name, transcription=adapter)
+        deepgram = DeepgramAdapter(http, bounds)
+        registry.register("deepgram", transcription=deepgram, speech=deepgram, voices=deepgram)
         openai_audio = OpenAIAudioAdapter(http, bounds)
         registry.register("openai-audio", speech=openai_audio, voices=openai_audio)
         supertonic = SupertonicAdapter(http, bounds)

@@ -35,6 +35,7 @@ KEY = "my-channel-key-42"
             f"Incorrect API key provided: {REDACTED}",
         ),
         ("token eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.sig_nature", f"token {REDACTED}"),
+        ("sent Token 0123456789abcdef0123456789abcdef01234567.", f"sent {REDACTED}."),
     ],
 )
 def test_credentials_are_redacted(text: str, expected: str) -> None:
@@ -48,6 +49,7 @@ def test_credentials_are_redacted(text: str, expected: str) -> None:
         "Basic validation failed: the bearer token field is missing",
         "messages[0].content must be a string; see the task-list docs",
         "Invalid value for 'temperature': 3.5 > 2",
+        "Input too long: token 4097 of 4096; token deadbeef is not a key",
     ],
 )
 def test_ordinary_messages_are_untouched(text: str) -> None:
