@@ -60,7 +60,8 @@ from parley.telemetry.request_ids import stamp_request_id
 from parley.telemetry.wiring import install as install_telemetry
 
 log = logging.getLogger("parley")
-V1 = "/v1/"
+V1 = ("/v1/", "/v2/rerank")
+"""The API's paths: ``/v1``, and Cohere's v2 rerank (its clients call ``/v2/rerank``)."""
 ANTHROPIC_VERSION = "anthropic-version"
 DATABASE_UNAVAILABLE = "The database is unavailable right now; try again shortly."
 BODY_TIMEOUT_MESSAGE = "The request body did not arrive in time; send it whole, faster."
