@@ -12,10 +12,12 @@ from typing import Any
 
 import pytest
 
+from parley.admin.channel_probe import probe
 from parley.errors import UpstreamRefused, UpstreamRejected, UpstreamUnreachable
 from parley.http import HttpClient
 from parley.providers.base import RankedDocument, Rerank, RerankRequest, Target
 from parley.providers.registry import ProviderRegistry
+from parley.settings import ChannelModel, ChannelSettings
 from tests.upstreams.rerankers import FakeCohere, FakeJina, FakeTEI, ranked
 
 CHANNEL_KEY = "sk-channel-secret-rerank"
@@ -95,3 +97,24 @@ async def test_an_unreachable_engine_is_a_502(case: Case, adapter: Rerank) -> No
     unreachable = Target("main", f"http://127.0.0.1:{port}", CHANNEL_KEY, "m", 1.0, 1.0)
     with pytest.raises(UpstreamUnreachable):
         await adapter.rerank(unreachable, RerankRequest(QUERY, DOCUMENTS))
+
+
+async def test_a_channels_test_button_reranks_one_word(case: Case, fake: Any) -> None:
+    client = HttpClient()
+    channel = ChannelSettings(
+        name="main", type=case.channel_type, base_url=case.url(fake), api_key=CHANNEL_KEY,
+        models=(ChannelModel(name="reranker"),),
+    )  # fmt: skip
+    try:
+        registry = ProviderRegistry.default(client)
+        result = await probe(registry, channel, channel.models[0], "rerank")
+        assert (result.ok, result.status) == (True, 200)
+        fake.fail = 503
+        result = await probe(registry, channel, channel.models[0], "rerank")
+        assert (result.ok, result.status) == (False, 503)
+        chat = await probe(registry, channel, channel.models[0], "chat")
+        if case.channel_type in ("cohere", "tei", "jina"):  # rerank only
+            assert (chat.status, chat.message) == (
+                400, f"A {case.channel_type} channel cannot serve chat models.")  # fmt: skip
+    finally:
+        await client.close()
