@@ -29,7 +29,7 @@ from parley.providers.base import (
     Transcription,
     Voices,
 )
-from parley.providers.bedrock import BedrockAdapter
+from parley.providers.bedrock import BedrockAdapter, BedrockRerank
 from parley.providers.cohere import CohereRerank
 from parley.providers.gemini import GeminiAdapter
 from parley.providers.jina import JinaRerank
@@ -152,6 +152,7 @@ class ProviderRegistry:
             registry.register(type_name, rerank=jina)
         registry.register("cohere", rerank=CohereRerank(http, bounds))
         registry.register("tei", rerank=TEIRerank(http, bounds))
+        registry.register("bedrock", rerank=BedrockRerank(bedrock, bounds))
         return registry
 
     def register(

@@ -13,7 +13,8 @@ import pytest
 
 from parley.api.rerank import MAX_DOCUMENTS
 from tests.api.harness import CHANNEL_KEY, Config, Gateway, StartGateway, call, records
-from tests.upstreams.rerankers import FakeCohere, FakeJina, FakeTEI, ranked
+from tests.upstreams.bedrock import AwsKeys
+from tests.upstreams.rerankers import FakeBedrockRerank, FakeCohere, FakeJina, FakeTEI, ranked
 
 QUERY = "capital of france"
 DOCUMENTS = [
@@ -25,6 +26,8 @@ DOCUMENTS = [
 BEST_FIRST = [index for index, _ in ranked(QUERY, DOCUMENTS)]  # [1, 0, 2, 3]
 PER_SEARCH_UNIT = 2_000_000  # $0.002 in nano-dollars
 PER_TOKEN = 20  # $0.00002 per 1K tokens
+AWS = AwsKeys("AKIARERANK0000", "rerank/secret/key", "session-token-1")
+COHERE_ON_BEDROCK = "cohere.rerank-v3-5:0"
 
 
 class Fakes:
@@ -34,9 +37,10 @@ class Fakes:
         self.vllm = FakeJina(api_key=CHANNEL_KEY, vllm=True)
         self.tei = FakeTEI()
         self.down = FakeCohere(api_key=CHANNEL_KEY, fail=503)
+        self.bedrock = FakeBedrockRerank(credentials=AWS, region="eu-west-1")
 
     def all(self) -> tuple[Any, ...]:
-        return (self.cohere, self.jina, self.vllm, self.tei, self.down)
+        return (self.cohere, self.jina, self.vllm, self.tei, self.down, self.bedrock)
 
 
 @pytest.fixture
@@ -67,6 +71,13 @@ def with_rerankers(fakes: Fakes) -> Any:
             channel("tei", "tei", fakes.tei.endpoint, ["tei-reranker"]),
             channel("cohere-down", "cohere", fakes.down.endpoint, ["rerank-failover"],
                     priority=5),
+            channel("aws", "bedrock", fakes.bedrock.endpoint,
+                    [{"name": "rerank-bedrock", "upstream": COHERE_ON_BEDROCK},
+                     {"name": "rerank-bedrock-busy",
+                      "upstream": f"{COHERE_ON_BEDROCK}+fail-ValidationException"}],
+                    aws={"region": "eu-west-1", "access_key_id": AWS.access_key_id,
+                         "secret_access_key": AWS.secret_access_key,
+                         "session_token": AWS.session_token}),
         ]  # fmt: skip
         config["models"] += [
             {"name": "rerank-english", "kind": "rerank", "prices": {"per_search_unit": "0.002"}},
@@ -75,6 +86,8 @@ def with_rerankers(fakes: Fakes) -> Any:
             {"name": "tei-reranker", "kind": "rerank",
              "prices": {"per_search_unit": "0.002", "input_per_1k": "0.00002"}},
             {"name": "rerank-failover", "kind": "rerank", "prices": {"per_search_unit": "0.002"}},
+            {"name": "rerank-bedrock", "kind": "rerank", "prices": {"per_search_unit": "0.002"}},
+            {"name": "rerank-bedrock-busy", "kind": "rerank"},
         ]  # fmt: skip
         config["capabilities"]["RERANK"] = "rerank-english"
 
@@ -306,3 +319,23 @@ async def test_models_and_capabilities_list_the_rerank_kind(gateway: Gateway, ke
     assert status == 200
     (entry,) = [item for item in capabilities["data"] if item["key"] == "RERANK"]
     assert (entry["model"], entry["kind"]) == ("rerank-english", "rerank")
+
+
+async def test_cohere_rerank_on_bedrock_signed_through_invoke_model(
+    gateway: Gateway, key: str, fakes: Fakes
+) -> None:
+    body = {"model": "rerank-bedrock", "query": QUERY, "documents": DOCUMENTS, "top_n": 2}
+    status, reply = await rerank(gateway, key, body, path="/v2/rerank")
+    assert status == 200, reply  # the fake refuses a call whose SigV4 signature is wrong
+    assert [result["index"] for result in reply["results"]] == BEST_FIRST[:2]
+    sent = fakes.bedrock.last_request
+    assert sent.path == f"/model/{COHERE_ON_BEDROCK}/invoke"
+    assert sent.body == {"query": QUERY, "documents": DOCUMENTS, "top_n": 2, "api_version": 2}
+    (record,) = await records(gateway)
+    assert (record.channel, record.search_units, record.cost_nanos) == ("aws", 1, PER_SEARCH_UNIT)
+
+    body = {"model": "rerank-bedrock-busy", "query": QUERY, "documents": DOCUMENTS}
+    status, reply = await rerank(gateway, key, body)
+    assert status == 400, reply
+    assert reply["error"]["code"] == "ValidationException"
+    assert AWS.secret_access_key not in str(reply)

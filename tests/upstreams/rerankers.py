@@ -9,6 +9,11 @@
   ``{model, usage: {total_tokens, prompt_tokens}, results: [{index, relevance_score,
   document?: {text}}]}``; errors ``{"detail": ...}``). ``vllm=True`` answers as vLLM
   does: the document always in each result, an ``id``, ``usage`` with ``prompt_tokens``.
+* ``FakeBedrockRerank``: Cohere's rerank on Amazon Bedrock, ``POST /model/{model
+  id}/invoke`` signed with SigV4 (checked as ``FakeBedrock`` checks Converse calls;
+  ``{query, documents, top_n?, api_version: 2}``, ``api_version`` required; Cohere's
+  ``{id, results}``; errors named in ``x-amzn-ErrorType``). A model id ending in
+  ``+fail-<Exception>`` answers with that exception.
 * ``FakeTEI``: Hugging Face TEI's ``POST /rerank`` (no ``/v1``, no model: ``{query,
   texts, truncate?, raw_scores?, return_text?}``; a bare array of ``{index, score,
   text?}``, no usage, no ``top_n``; errors ``{"error", "error_type"}``).
@@ -23,9 +28,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote
 
+import orjson
 from aiohttp import web
 
+from tests.upstreams.bedrock import FakeBedrock, error_reply
 from tests.upstreams.server import FakeServer, authorized, json_reply, received
 
 JSON = dict[str, Any]
@@ -173,3 +181,33 @@ class FakeTEI(_Fake):
         if self.garbled:
             ranks.append(dict(ranks[0]))  # an index given twice
         return json_reply(200, ranks)
+
+
+@dataclass
+class FakeBedrockRerank(FakeBedrock):
+    def application(self) -> web.Application:
+        app = web.Application()
+        app.router.add_post("/{tail:.*}", self._invoke)
+        return app
+
+    async def _invoke(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        body: Any = orjson.loads(raw)
+        self.requests.append(received(request, body))
+        refused = self._check_signature(request, raw)
+        if refused is not None:
+            return refused
+        parts = request.raw_path.split("/")
+        if len(parts) != 4 or parts[1] != "model" or parts[3] != "invoke":
+            return error_reply("UnknownOperationException", "Unknown operation", 404)
+        failure = self.behaviour.with_model(unquote(parts[2])).fail
+        if failure is not None:
+            return error_reply(failure, f"Fake failure ({failure}).")
+        documents = body.get("documents")
+        if body.get("api_version") != 2:
+            return error_reply("ValidationException", "api_version must be 2")
+        if not isinstance(documents, list) or not all(isinstance(d, str) for d in documents):
+            return error_reply("ValidationException", "documents must be strings")
+        order = ranked(body["query"], documents)[: body.get("top_n") or len(documents)]
+        results = [{"index": index, "relevance_score": value} for index, value in order]
+        return json_reply(200, {"id": "bedrock-rerank-1", "results": results})
