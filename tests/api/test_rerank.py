@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import aiohttp
 import cohere
 import pytest
 
@@ -339,3 +340,19 @@ async def test_cohere_rerank_on_bedrock_signed_through_invoke_model(
     assert status == 400, reply
     assert reply["error"]["code"] == "ValidationException"
     assert AWS.secret_access_key not in str(reply)
+
+
+async def test_v2_replies_carry_the_rate_limit_headers_and_request_id(
+    gateway: Gateway, fakes: Fakes
+) -> None:
+    key = await gateway.key(await gateway.group("team", rpm=10))
+    body = {"model": "rerank-english", "query": QUERY, "documents": DOCUMENTS}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"{gateway.base_url}/v2/rerank", json=body,
+                     headers={"Authorization": f"Bearer {key}"}) as reply,
+    ):  # fmt: skip
+        assert reply.status == 200
+        assert reply.headers["x-ratelimit-limit-requests"] == "10"
+        assert reply.headers["x-ratelimit-remaining-requests"] == "9"
+        assert reply.headers["x-request-id"] == (await reply.json())["id"]
