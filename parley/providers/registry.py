@@ -40,6 +40,7 @@ from parley.providers.supertonic import SupertonicAdapter
 from parley.providers.tei import TEIRerank
 from parley.providers.vertex.adapter import VertexAdapter
 from parley.providers.vertex.channels import VertexChannels
+from parley.providers.vertex.ranking import VertexRanking
 from parley.settings import ChannelSettings, ConfigError
 
 OPENAI_COMPATIBLE_TYPES = ("openai", "vllm", "ollama", "llamacpp")
@@ -140,6 +141,7 @@ class ProviderRegistry:
         vertex = VertexAdapter(http, bounds, google_cloud, default_max_tokens)
         registry.register("vertex", chat=vertex, chat_translation=vertex, completion=vertex)
         registry.register("vertex", embeddings=vertex, messages=vertex)
+        registry.register("vertex", rerank=VertexRanking(http, bounds, google_cloud))
         for type_name in TRANSCRIPTION_TYPES:
             adapter = TranscriptionAdapter(http, bounds, writes_subtitles=type_name != "vllm")
             registry.register(type_name, transcription=adapter)

@@ -14,6 +14,12 @@
   ``{query, documents, top_n?, api_version: 2}``, ``api_version`` required; Cohere's
   ``{id, results}``; errors named in ``x-amzn-ErrorType``). A model id ending in
   ``+fail-<Exception>`` answers with that exception.
+* ``FakeVertexRanking``: Google's ranking API (Discovery Engine), ``POST
+  /v1/projects/{p}/locations/global/rankingConfigs/default_ranking_config:rank`` with a
+  token the ``FakeVertex`` it extends issued (``{model, query, records: [{id, title?,
+  content?}], topN?, ignoreRecordDetailsInResponse?}``, at most 200 records, each with a
+  title or a content; ``{records: [{id, score, content?}]}`` best first, scores rounded
+  to 4 places; Google's error envelope).
 * ``FakeTEI``: Hugging Face TEI's ``POST /rerank`` (no ``/v1``, no model: ``{query,
   texts, truncate?, raw_scores?, return_text?}``; a bare array of ``{index, score,
   text?}``, no usage, no ``top_n``; errors ``{"error", "error_type"}``).
@@ -26,6 +32,7 @@ documents), ``usage`` (Jina/vLLM: send ``usage`` or not).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
@@ -34,7 +41,9 @@ import orjson
 from aiohttp import web
 
 from tests.upstreams.bedrock import FakeBedrock, error_reply
+from tests.upstreams.gemini import google_error
 from tests.upstreams.server import FakeServer, authorized, json_reply, received
+from tests.upstreams.vertex import FakeVertex
 
 JSON = dict[str, Any]
 
@@ -211,3 +220,38 @@ class FakeBedrockRerank(FakeBedrock):
         order = ranked(body["query"], documents)[: body.get("top_n") or len(documents)]
         results = [{"index": index, "relevance_score": value} for index, value in order]
         return json_reply(200, {"id": "bedrock-rerank-1", "results": results})
+
+
+@dataclass
+class FakeVertexRanking(FakeVertex):
+    def application(self) -> web.Application:
+        app = super().application()
+        app.router.add_post(
+            "/v1/projects/{project}/locations/{location}/rankingConfigs/{call}", self._rank
+        )
+        return app
+
+    async def _rank(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.requests.append(received(request, body))
+        token = request.headers.get("Authorization", "").removeprefix("Bearer ")
+        if self.tokens.get(token, 0) <= time.time():
+            return json_reply(401, google_error(401, "Request had invalid credentials."))
+        info = request.match_info
+        if (info["project"], info["location"], info["call"]) != (
+            self.project, "global", "default_ranking_config:rank"):  # fmt: skip
+            return json_reply(404, google_error(404, "Ranking config not found."))
+        records = body.get("records")
+        if not isinstance(records, list) or not 0 < len(records) <= 200:
+            return json_reply(400, google_error(400, "At most 200 records to rank."))
+        if not all(record.get("title") or record.get("content") for record in records):
+            return json_reply(400, google_error(400, "A record needs a title or a content."))
+        texts = [f"{r.get('title', '')} {r.get('content', '')}".strip() for r in records]
+        order = ranked(body.get("query", ""), texts)[: body.get("topN") or len(records)]
+        ranked_records = []
+        for index, value in order:
+            record: JSON = {"id": records[index]["id"], "score": round(value, 4)}
+            if not body.get("ignoreRecordDetailsInResponse"):
+                record["content"] = records[index].get("content", "")
+            ranked_records.append(record)
+        return json_reply(200, {"records": ranked_records})
