@@ -270,6 +270,11 @@ async def test_limits_and_the_worst_case_budget_hold(gateway: Gateway, fakes: Fa
     assert (await rerank(gateway, poor, body))[0] == 200
     status, reply = await rerank(gateway, poor, body)
     assert (status, reply["error"]["code"]) == (429, "insufficient_quota")
+    # the call's tokens are reserved against the token rate: more than it holds is refused
+    narrow = await gateway.key(await gateway.group("narrow", tpm=20))
+    status, reply = await rerank(gateway, narrow, body)  # about 45 tokens
+    assert (status, reply["error"]["code"]) == (429, "rate_limit_exceeded")
+    assert "too large" in reply["error"]["message"]
     assert len(fakes.cohere.requests) == 2
 
 
