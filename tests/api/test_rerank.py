@@ -13,6 +13,7 @@ import cohere
 import pytest
 
 from parley.api.rerank import MAX_DOCUMENTS
+from tests.api.admin_client import ADMIN, browser_session, login
 from tests.api.harness import CHANNEL_KEY, Config, Gateway, StartGateway, call, records
 from tests.upstreams.bedrock import AwsKeys
 from tests.upstreams.rerankers import FakeBedrockRerank, FakeCohere, FakeJina, FakeTEI, ranked
@@ -361,3 +362,27 @@ async def test_v2_replies_carry_the_rate_limit_headers_and_request_id(
         assert reply.headers["x-ratelimit-limit-requests"] == "10"
         assert reply.headers["x-ratelimit-remaining-requests"] == "9"
         assert reply.headers["x-request-id"] == (await reply.json())["id"]
+
+
+async def test_the_request_log_shows_a_reranks_search_units(
+    start_gateway: StartGateway, fakes: Fakes
+) -> None:
+    def with_admin(config: Config) -> None:
+        with_rerankers(fakes)(config)
+        config["admin"] = {"token": ADMIN}
+
+    gateway = await start_gateway(with_admin)
+    key = await gateway.key(await gateway.group("team"))
+    body = {"model": "rerank-english", "query": QUERY, "documents": DOCUMENTS * 30}
+    status, reply = await rerank(gateway, key, body, path="/v2/rerank")
+    assert status == 200, reply
+    await gateway.flush_usage()
+    status, line = await call(gateway, "GET", f"/admin/requests/{reply['id']}", ADMIN)
+    assert status == 200, line
+    assert (line["endpoint"], line["search_units"], line["cost_usd"]) == ("/v2/rerank", 2, 0.004)
+    async with browser_session() as session:
+        await login(session, gateway.base_url, ADMIN)
+        async with session.get(f"{gateway.base_url}/admin/ui/requests/{reply['id']}") as page:
+            html = await page.text()
+    assert page.status == 200
+    assert "<dt>Search units</dt><dd>2</dd>" in html
