@@ -230,9 +230,14 @@ class Prices(Strict):
     """Input tokens read from the upstream's prompt cache; unset: ``input_per_1k``."""
     cache_write_per_1k: Decimal | None = None
     """Input tokens written to the upstream's prompt cache; unset: ``input_per_1k``."""
+    per_search_unit: Decimal = Decimal(0)
+    """A rerank's search unit: one query over up to 100 documents (Cohere's unit);
+    only for ``kind: rerank`` models, which may also (or instead) be priced per token."""
 
 
-ModelKind = Literal["chat", "completion", "embedding", "speech", "transcription"]
+ModelKind = Literal[
+    "chat", "completion", "embedding", "speech", "transcription", "moderation", "rerank"
+]
 TranscriptFormat = Literal["json", "text", "srt", "vtt", "verbose_json"]
 
 
@@ -321,4 +326,6 @@ class ModelSettings(Strict):
             raise ValueError("audio options are only for kind: speech models")
         if self.kind == "speech" and (self.prices.input_per_1k or self.prices.output_per_1k):
             raise ValueError("a speech model is priced per_1k_characters, not per token")
+        if self.prices.per_search_unit and self.kind != "rerank":
+            raise ValueError("only a kind: rerank model is priced per_search_unit")
         return self

@@ -19,6 +19,8 @@ ENDPOINTS = {
     "embedding": ["/v1/embeddings"],
     "speech": ["/v1/audio/speech"],
     "transcription": ["/v1/audio/transcriptions", "/v1/audio/translations"],
+    "moderation": ["/v1/moderations"],
+    "rerank": ["/v1/rerank", "/v2/rerank"],
 }
 
 
@@ -48,6 +50,7 @@ def model_record(spec: ModelSpec, capabilities: dict[str, str]) -> dict[str, Any
             "output_per_1k_tokens": nanos_to_usd(price.output_per_1k),
             "per_1k_characters": nanos_to_usd(price.per_1k_characters),
             "per_minute": nanos_to_usd(price.per_minute),
+            "per_search_unit": nanos_to_usd(price.per_search_unit),
         },
     }
     if spec.speech is not None:

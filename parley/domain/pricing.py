@@ -29,10 +29,11 @@ def nanos_to_cents(nanos: int) -> float:
 
 @dataclass(frozen=True, slots=True)
 class Price:
-    """Nano-dollars per 1K input tokens, 1K output tokens, 1K characters, one minute; and
-    per 1K input tokens read from an upstream's prompt cache (``cached_input_per_1k``) or
+    """Nano-dollars per 1K input tokens, 1K output tokens, 1K characters, one minute; per
+    1K input tokens read from an upstream's prompt cache (``cached_input_per_1k``) or
     written to it (``cache_write_per_1k``), which the configuration defaults to the input
-    price."""
+    price; and per search unit (a rerank's query over up to 100 documents, as Cohere
+    bills)."""
 
     input_per_1k: int = 0
     output_per_1k: int = 0
@@ -40,6 +41,7 @@ class Price:
     per_minute: int = 0
     cached_input_per_1k: int = 0
     cache_write_per_1k: int = 0
+    per_search_unit: int = 0
 
     def cost(
         self,
@@ -50,6 +52,7 @@ class Price:
         audio_ms: int = 0,
         cached_tokens: int = 0,
         cache_write_tokens: int = 0,
+        search_units: int = 0,
     ) -> int:
         """Exact cost in nano-dollars, rounded half-up once at the end. ``prompt_tokens``
         counts every input token; the cached ones among them are priced as such."""
@@ -63,4 +66,4 @@ class Price:
         )
         numerator = thousandths * 60_000 + audio_ms * self.per_minute * 1000
         whole, rest = divmod(numerator, 60_000_000)
-        return whole + (1 if rest * 2 >= 60_000_000 else 0)
+        return whole + (1 if rest * 2 >= 60_000_000 else 0) + search_units * self.per_search_unit

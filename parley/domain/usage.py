@@ -47,6 +47,8 @@ class Usage:
     fallback: Usage | None = field(default=None, compare=False)
     """Parley's estimate of the same call, carried by an upstream's report: what is billed
     instead (marked estimated) when the report goes past the call's allowance."""
+    search_units: int = 0
+    """A rerank's search units: one query over up to 100 documents (Cohere's unit)."""
 
     @property
     def total_tokens(self) -> int:
@@ -67,6 +69,7 @@ class Allowance:
     characters: int = 0
     audio_ms: int = 0
     open_ended: bool = False
+    search_units: int = 0
 
     def cap(self, usage: Usage) -> Usage:
         """What is billed for ``usage``: itself when within the allowance (the same
@@ -78,6 +81,7 @@ class Allowance:
             and (self.open_ended or usage.completion_tokens <= self.completion_tokens)
             and usage.characters <= self.characters
             and usage.audio_ms <= self.audio_ms
+            and usage.search_units <= self.search_units
         ):
             return usage
         fallback = usage.fallback
@@ -97,6 +101,7 @@ class Allowance:
             cached_tokens=cached,
             cache_write_tokens=min(usage.cache_write_tokens, prompt - cached),
             reasoning_tokens=min(usage.reasoning_tokens, completion),
+            search_units=min(usage.search_units, self.search_units),
         )
 
 
@@ -126,6 +131,7 @@ def with_estimate(reported: Usage | None, estimate: Usage | None) -> Usage | Non
         reported.cache_write_tokens,
         reported.reasoning_tokens,
         estimate,
+        reported.search_units,
     )
 
 
@@ -219,6 +225,8 @@ class UsageRecord:
     request_count: int = 1
     """How many requests the line stands for: more than one only for a refusal counting
     the like refusals past the first few of its minute (``pipeline/refusal_rows.py``)."""
+    search_units: int = 0
+    """A rerank's search units (``Usage.search_units``); 0 for every other call."""
 
 
 @dataclass(frozen=True, slots=True)

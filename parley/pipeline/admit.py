@@ -58,6 +58,7 @@ def worst_cost(price: Price, allowance: Allowance) -> int:
         completion_tokens=allowance.completion_tokens,
         characters=allowance.characters,
         audio_ms=allowance.audio_ms,
+        search_units=allowance.search_units,
     )
 
 

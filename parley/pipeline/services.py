@@ -85,6 +85,7 @@ def _spec(model: ModelSettings, created: int) -> ModelSpec:
             per_minute=usd_to_nanos(prices.per_minute),
             cached_input_per_1k=usd_to_nanos(_or_input(prices.cached_input_per_1k, prices)),
             cache_write_per_1k=usd_to_nanos(_or_input(prices.cache_write_per_1k, prices)),
+            per_search_unit=usd_to_nanos(prices.per_search_unit),
         ),
         context_window=model.context_window,
         vision=model.vision,

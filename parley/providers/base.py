@@ -137,6 +137,49 @@ class Embeddings(Protocol):
         """Embeddings of the body's ``input``, as OpenAI's ``list`` of ``embedding`` objects."""
 
 
+class Moderation(Protocol):
+    def moderations(self, target: Target, body: JSON) -> Awaitable[JSON]:
+        """A moderation of the body's ``input``, as OpenAI's ``{id, model, results}``."""
+
+
+@dataclass(frozen=True, slots=True)
+class RerankRequest:
+    """A rerank in Parley's terms: the query and each document as the text to rank it
+    by (object documents already turned into text by ``api/rerank.py``). ``top_n`` is
+    how many results the caller wants (``None``: all); an engine that ignores it is
+    trimmed by Parley."""
+
+    query: str
+    documents: tuple[str, ...]
+    top_n: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RankedDocument:
+    """One document's place: its index in the request's ``documents`` and its score."""
+
+    index: int
+    relevance_score: float
+
+
+@dataclass(frozen=True, slots=True)
+class RerankReply:
+    """An engine's ranking, as it sent it (checked: each index in range, once; each
+    score a finite number), and what it reported of its cost, if anything."""
+
+    results: tuple[RankedDocument, ...]
+    input_tokens: int | None = None
+    """The tokens the engine said it read (Jina's and vLLM's ``usage``, Cohere's
+    ``meta.billed_units.input_tokens``); ``None``: it said nothing valid."""
+    search_units: int | None = None
+    """The search units the engine billed (Cohere's ``meta.billed_units``)."""
+
+
+class Rerank(Protocol):
+    async def rerank(self, target: Target, request: RerankRequest) -> RerankReply:
+        """The documents ranked by relevance to the query, in the engine's own dialect."""
+
+
 @dataclass(frozen=True, slots=True)
 class AudioUpload:
     """The caller's audio, checked and spooled: sent on from ``file`` (seekable)."""

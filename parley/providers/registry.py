@@ -20,22 +20,28 @@ from parley.providers.base import (
     Completion,
     Embeddings,
     Messages,
+    Moderation,
     ReplyBounds,
+    Rerank,
     Responses,
     Speech,
     Target,
     Transcription,
     Voices,
 )
-from parley.providers.bedrock import BedrockAdapter
+from parley.providers.bedrock import BedrockAdapter, BedrockRerank
+from parley.providers.cohere import CohereRerank
 from parley.providers.deepgram import DeepgramAdapter
 from parley.providers.gemini import GeminiAdapter
+from parley.providers.jina import JinaRerank
 from parley.providers.openai import OpenAIAdapter
 from parley.providers.openai.transcription import TranscriptionAdapter
 from parley.providers.openai_audio import OpenAIAudioAdapter
 from parley.providers.supertonic import SupertonicAdapter
+from parley.providers.tei import TEIRerank
 from parley.providers.vertex.adapter import VertexAdapter
 from parley.providers.vertex.channels import VertexChannels
+from parley.providers.vertex.ranking import VertexRanking
 from parley.settings import ChannelSettings, ConfigError
 
 OPENAI_COMPATIBLE_TYPES = ("openai", "vllm", "ollama", "llamacpp")
@@ -47,6 +53,10 @@ DEFAULT_MAX_TOKENS = 1024
 TRANSCRIPTION_TYPES = ("openai", "speaches", "vllm")
 """Types whose upstreams speak OpenAI's audio wire format for speech-to-text; ``vllm``
 cannot write subtitles (Parley writes them from segments)."""
+
+JINA_RERANK_TYPES = ("jina", "vllm", "llamacpp", "infinity", "openai")
+"""Types whose upstreams rerank in Jina's dialect (``POST {base_url}/rerank``); ``cohere``
+speaks Cohere's v2 and ``tei`` TEI's own (docs/configuration.md, Rerank channels)."""
 
 _Adapter = TypeVar("_Adapter")
 
@@ -76,6 +86,8 @@ class ProviderRegistry:
         "_completion",
         "_embeddings",
         "_messages",
+        "_moderation",
+        "_rerank",
         "_responses",
         "_speech",
         "_transcription",
@@ -92,6 +104,8 @@ class ProviderRegistry:
         self._transcription: dict[str, Transcription] = {}
         self._speech: dict[str, Speech] = {}
         self._voices: dict[str, Voices] = {}
+        self._moderation: dict[str, Moderation] = {}
+        self._rerank: dict[str, Rerank] = {}
 
     @classmethod
     def default(
@@ -111,7 +125,7 @@ class ProviderRegistry:
         for type_name in OPENAI_COMPATIBLE_TYPES:
             registry.register(type_name, chat=openai, completion=openai)
             registry.register(type_name, embeddings=openai, chat_translation=openai)
-            registry.register(type_name, responses=openai)
+            registry.register(type_name, responses=openai, moderation=openai)
         anthropic = AnthropicAdapter(http, bounds, default_max_tokens)
         registry.register("anthropic", chat=anthropic, completion=anthropic, messages=anthropic)
         registry.register("anthropic", chat_translation=anthropic)
@@ -128,6 +142,7 @@ class ProviderRegistry:
         vertex = VertexAdapter(http, bounds, google_cloud, default_max_tokens)
         registry.register("vertex", chat=vertex, chat_translation=vertex, completion=vertex)
         registry.register("vertex", embeddings=vertex, messages=vertex)
+        registry.register("vertex", rerank=VertexRanking(http, bounds, google_cloud))
         for type_name in TRANSCRIPTION_TYPES:
             adapter = TranscriptionAdapter(http, bounds, writes_subtitles=type_name != "vllm")
             registry.register(type_name, transcription=adapter)
@@ -137,6 +152,12 @@ class ProviderRegistry:
         registry.register("openai-audio", speech=openai_audio, voices=openai_audio)
         supertonic = SupertonicAdapter(http, bounds)
         registry.register("supertonic", speech=supertonic, voices=supertonic)
+        jina = JinaRerank(http, bounds)
+        for type_name in JINA_RERANK_TYPES:
+            registry.register(type_name, rerank=jina)
+        registry.register("cohere", rerank=CohereRerank(http, bounds))
+        registry.register("tei", rerank=TEIRerank(http, bounds))
+        registry.register("bedrock", rerank=BedrockRerank(bedrock, bounds))
         return registry
 
     def register(
@@ -152,6 +173,8 @@ class ProviderRegistry:
         transcription: Transcription | None = None,
         speech: Speech | None = None,
         voices: Voices | None = None,
+        moderation: Moderation | None = None,
+        rerank: Rerank | None = None,
     ) -> None:
         """Serve the given capabilities of channels of ``type_name`` with these adapters."""
         if chat is not None:
@@ -172,6 +195,10 @@ class ProviderRegistry:
             self._speech[type_name] = speech
         if voices is not None:
             self._voices[type_name] = voices
+        if moderation is not None:
+            self._moderation[type_name] = moderation
+        if rerank is not None:
+            self._rerank[type_name] = rerank
 
     def chat(self, type_name: str) -> Chat:
         return self._find(self._chat, type_name, "chat")
@@ -213,6 +240,12 @@ class ProviderRegistry:
     def voices(self, type_name: str) -> Voices:
         return self._find(self._voices, type_name, "voices")
 
+    def moderation(self, type_name: str) -> Moderation:
+        return self._find(self._moderation, type_name, "moderations")
+
+    def rerank(self, type_name: str) -> Rerank:
+        return self._find(self._rerank, type_name, "rerank")
+
     def types(self) -> frozenset[str]:
         """Every channel type some adapter is registered for."""
         tables = (
@@ -223,6 +256,8 @@ class ProviderRegistry:
             self._transcription,
             self._speech,
             self._voices,
+            self._moderation,
+            self._rerank,
         )
         return frozenset().union(*tables)
 

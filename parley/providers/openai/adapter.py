@@ -32,6 +32,7 @@ T = TypeVar("T")
 CHAT_PATH = "/chat/completions"
 COMPLETION_PATH = "/completions"
 EMBEDDINGS_PATH = "/embeddings"
+MODERATIONS_PATH = "/moderations"
 RESPONSES_PATH = "/responses"
 
 
@@ -55,9 +56,9 @@ BEARER = BearerEndpoint()
 
 
 class OpenAIAdapter:
-    """``Chat``, ``ChatTranslation``, ``Completion``, ``Embeddings`` and ``Responses``
-    over the process's one ``HttpClient``, accepting replies within ``bounds``, calling
-    ``endpoint``."""
+    """``Chat``, ``ChatTranslation``, ``Completion``, ``Embeddings``, ``Moderation`` and
+    ``Responses`` over the process's one ``HttpClient``, accepting replies within
+    ``bounds``, calling ``endpoint``."""
 
     __slots__ = ("_bounds", "_endpoint", "_http")
 
@@ -100,6 +101,9 @@ class OpenAIAdapter:
 
     def embeddings(self, target: Target, body: JSON) -> Awaitable[JSON]:
         return self._reply(target, EMBEDDINGS_PATH, body)
+
+    def moderations(self, target: Target, body: JSON) -> Awaitable[JSON]:
+        return self._reply(target, MODERATIONS_PATH, body)
 
     def _translated(
         self, target: Target, path: str, payload: JSON, translator: Translator[T]
