@@ -191,6 +191,7 @@ class SpeechJob:
             steps=self._steps(),
             language=self._language(),
             sse=self._sse,
+            sample_rate=self._profile.sample_rate,
         )
         adapter = self._svc.providers.speech(route.provider_type)
         async with adapter.speech(route.target, request) as audio:

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from parley import upstream_json
-from parley.errors import UpstreamRefused
+from parley.errors import InvalidRequest, UpstreamRefused
 from parley.http import HttpClient, Prepared, Reply, prepare
 from parley.providers.base import ReplyBounds, SpeechAudio, Target, upstream_errors
 from parley.providers.openai.refusal import refusal
@@ -168,3 +168,14 @@ async def raw_pieces(reply: Reply, channel: str) -> AsyncGenerator[bytes, None]:
                 yield piece
     finally:
         reply.release()
+
+
+def no_voice() -> InvalidRequest:
+    """The refusal of a call that names no voice (or one the engine does not have, or
+    may not be used) on a model without ``default_voice``, for an engine that has no
+    default voice of its own (ElevenLabs, Cartesia)."""
+    return InvalidRequest(
+        "This speech model has no default voice, and the call names none it can use: "
+        "name a voice from GET /v1/audio/voices.",
+        param="voice",
+    )

@@ -28,6 +28,8 @@ from parley.providers.base import (
     Voices,
 )
 from parley.providers.bedrock import BedrockAdapter
+from parley.providers.cartesia import CartesiaAdapter
+from parley.providers.elevenlabs import ElevenLabsAdapter
 from parley.providers.gemini import GeminiAdapter
 from parley.providers.openai import OpenAIAdapter
 from parley.providers.openai.transcription import TranscriptionAdapter
@@ -134,6 +136,12 @@ class ProviderRegistry:
         registry.register("openai-audio", speech=openai_audio, voices=openai_audio)
         supertonic = SupertonicAdapter(http, bounds)
         registry.register("supertonic", speech=supertonic, voices=supertonic)
+        elevenlabs = ElevenLabsAdapter(http, bounds)
+        registry.register(
+            "elevenlabs", speech=elevenlabs, voices=elevenlabs, transcription=elevenlabs
+        )
+        cartesia = CartesiaAdapter(http, bounds)
+        registry.register("cartesia", speech=cartesia, voices=cartesia)
         return registry
 
     def register(
