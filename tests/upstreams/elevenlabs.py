@@ -34,7 +34,8 @@ Every request must carry ``xi-api-key`` (else 401 ``invalid_api_key``). Errors a
 Knobs: ``busy`` answers every call with that status and ``retry-after``; ``delay`` holds
 every reply's head that many seconds; ``drop_after`` cuts a synthesis after that many
 pieces; ``echo_key_in_errors`` puts the caller's key into a 400's message;
-``claimed_seconds`` replaces the clip's length in ``audio_duration_secs``.
+``claimed_seconds`` replaces the clip's length in ``audio_duration_secs``; ``list_fails``
+answers the voice list with a 500.
 """
 
 from __future__ import annotations
@@ -83,6 +84,7 @@ class FakeElevenLabs(FakeServer):
     drop_after: int | None = None
     echo_key_in_errors: bool = False
     claimed_seconds: float | None = None
+    list_fails: bool = False
     voices: dict[str, dict[str, Any]] = field(default_factory=dict, kw_only=True)
     """The account's voices by id: the premade ones, then those added."""
     samples: dict[str, bytes] = field(default_factory=dict, kw_only=True)
@@ -182,6 +184,8 @@ class FakeElevenLabs(FakeServer):
 
     async def _list(self, request: web.Request) -> web.Response:
         self.requests.append(received(request, dict(request.query)))
+        if self.list_fails:
+            return error(500, "internal_error", "The voice list is unavailable.")
         size = min(int(request.query.get("page_size", "10")), self.page_cap)
         start = int(request.query.get("next_page_token") or 0)
         listed = list(self.voices.values())
