@@ -369,3 +369,34 @@ async def test_cartesia_error_events_fail_the_stream_after_its_audio(
         with pytest.raises(UpstreamError) as failed:
             await anext(audio.pieces)
     assert all(got) and failed.value.status == 502
+
+
+async def test_cartesias_json_errors_relay_their_error_code(registry: ProviderRegistry) -> None:
+    async with CARTESIA.engine(json_errors=True) as engine:
+        with pytest.raises(UpstreamRejected) as refused:
+            async with registry.speech("cartesia").speech(
+                CARTESIA.target(engine), asking(CARTESIA, input=" ")
+            ):
+                pass
+    assert refused.value.code == "invalid_request"
+    assert refused.value.message == "transcript must not be empty."
+
+
+@pytest.mark.parametrize(
+    ("model", "sent"), [("eleven_flash_v2_5", True), ("eleven_multilingual_v2", False)]
+)
+async def test_elevenlabs_is_sent_the_voices_language_only_where_the_model_takes_it(
+    registry: ProviderRegistry, model: str, sent: bool
+) -> None:
+    async with ELEVENLABS.engine() as engine:
+        to = Target("voice", engine.endpoint, KEY, model, 1.0, 5.0)
+        await spoken(registry, ELEVENLABS, to, asking(ELEVENLABS, language="tr"))
+        body = engine.last_request.body
+    assert body.get("language_code") == ("tr" if sent else None)
+
+
+async def test_cartesia_is_sent_the_voices_language(registry: ProviderRegistry) -> None:
+    async with CARTESIA.engine() as engine:
+        await spoken(registry, CARTESIA, CARTESIA.target(engine), asking(CARTESIA, language="de"))
+        assert engine.last_request.body["language"] == "de"
+        assert "generation_config" not in engine.last_request.body  # speed 1: left out

@@ -12,7 +12,9 @@ other than 1, ``generation_config.speed`` (Cartesia takes 0.6 to 1.5: a speed ou
 clamped). ``output_format`` is ``{"container": "mp3", "sample_rate": 44100, "bit_rate":
 128000}`` for raw mp3, else ``{"container": "raw", "encoding": "pcm_s16le",
 "sample_rate"}`` at the offered rate nearest the model's ``sample_rate`` (the SSE
-endpoint makes raw audio only; Parley writes WAV headers and encodes MP3 itself). Each SSE
+endpoint makes raw audio only; Parley writes WAV headers and encodes MP3 itself). The
+bytes are what ``output_format`` named (a raw reply is ``application/octet-stream``);
+only ``text/event-stream`` is told apart by its Content-Type. Each SSE
 ``chunk`` event's base64 ``data`` is handed on as it arrives, so the caller's
 ``speech.audio.delta`` events follow Cartesia's; ``done`` ends it and ``error`` fails it.
 Cartesia has no default voice: a model without ``default_voice`` refuses a call that
@@ -53,7 +55,6 @@ from parley.providers.audio_replies import (
     handed_over,
     no_voice,
     raw_pieces,
-    reply_format,
 )
 from parley.providers.base import (
     EngineRoster,
@@ -136,8 +137,7 @@ class CartesiaAdapter(EngineAdapter):
             audio = SpeechAudio(fmt, sample_rate=rate, streamed_events=True)
             audio.pieces = _chunks(reply, target, self._bounds.max_event_bytes)
         else:
-            pieces = raw_pieces(reply, target.channel)
-            audio = SpeechAudio(reply_format(reply.content_type, fmt), pieces, sample_rate=rate)
+            audio = SpeechAudio(fmt, raw_pieces(reply, target.channel), sample_rate=rate)
         async with handed_over(audio, reply) as handed:
             yield handed
 

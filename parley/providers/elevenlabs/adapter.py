@@ -9,7 +9,9 @@ The JSON body is ``text``, ``model_id`` (the channel's upstream model) and
 ``voice_settings.speed`` (ElevenLabs takes 0.7 to 1.2: a speed outside is clamped), plus
 ``language_code`` for the models that take one (``*_v2_5``). ``output_format`` (a query
 parameter) is ``mp3_44100_128`` for mp3 and ``pcm_<rate>`` for pcm and wav, at the
-offered rate nearest the model's ``sample_rate``; Parley writes the WAV header itself. A
+offered rate nearest the model's ``sample_rate``; Parley writes the WAV header itself.
+What comes back is what ``output_format`` named (ElevenLabs makes exactly that; the
+Content-Type of its pcm replies is not documented, so it is not read). A
 call names a voice: ElevenLabs has no default one, so a model without ``default_voice``
 refuses a call that names none (400).
 
@@ -47,7 +49,6 @@ from parley.providers.audio_replies import (
     handed_over,
     no_voice,
     raw_pieces,
-    reply_format,
 )
 from parley.providers.base import (
     Batches,
@@ -136,11 +137,7 @@ class ElevenLabsAdapter(EngineAdapter):
             if reply.status >= 300:
                 raw = await reply.read(self._bounds.max_reply_bytes)
                 raise elevenlabs_refusal(target, reply.status, raw, reply.headers)
-        audio = SpeechAudio(
-            reply_format(reply.content_type, fmt),
-            raw_pieces(reply, target.channel),
-            sample_rate=rate,
-        )
+        audio = SpeechAudio(fmt, raw_pieces(reply, target.channel), sample_rate=rate)
         async with handed_over(audio, reply) as handed:
             yield handed
 
