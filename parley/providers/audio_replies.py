@@ -171,9 +171,9 @@ async def raw_pieces(reply: Reply, channel: str) -> AsyncGenerator[bytes, None]:
 
 
 def no_voice() -> InvalidRequest:
-    """The refusal of a call that names no voice (or one the engine does not have, or
-    may not be used) on a model without ``default_voice``, for an engine that has no
-    default voice of its own (ElevenLabs, Cartesia)."""
+    """The refusal of a call that names no voice it can use, on a model without
+    ``default_voice``, to an engine without a default voice whose roster offers none
+    either (ElevenLabs, Cartesia)."""
     return InvalidRequest(
         "This speech model has no default voice, and the call names none it can use: "
         "name a voice from GET /v1/audio/voices.",

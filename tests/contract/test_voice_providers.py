@@ -205,16 +205,27 @@ async def test_the_channels_upstream_model_and_the_voice_are_sent(
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
-async def test_a_call_without_a_voice_is_refused_before_the_engine(
+async def test_a_call_without_a_voice_speaks_the_first_builtin_one(
     registry: ProviderRegistry, provider: Provider
 ) -> None:
     async with provider.engine() as engine:
+        await spoken(registry, provider, provider.target(engine), asking(provider, voice=None))
+        listing, synthesis = engine.requests
+    assert listing.method == "GET" and synthesis.path == provider.plain_path
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_call_without_a_voice_to_an_account_without_one_is_refused(
+    registry: ProviderRegistry, provider: Provider
+) -> None:
+    async with provider.engine() as engine:
+        engine.voices.clear()
         with pytest.raises(InvalidRequest) as refused:
             async with registry.speech(provider.kind).speech(
                 provider.target(engine), asking(provider, voice=None)
             ):
                 pass
-        assert engine.requests == []
+        assert [request.method for request in engine.requests] == ["GET"]
     assert refused.value.param == "voice"
 
 

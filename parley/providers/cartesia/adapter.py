@@ -17,8 +17,8 @@ bytes are what ``output_format`` named (a raw reply is ``application/octet-strea
 only ``text/event-stream`` is told apart by its Content-Type. Each SSE
 ``chunk`` event's base64 ``data`` is handed on as it arrives, so the caller's
 ``speech.audio.delta`` events follow Cartesia's; ``done`` ends it and ``error`` fails it.
-Cartesia has no default voice: a model without ``default_voice`` refuses a call that
-names none (400).
+Cartesia has no default voice: on a model without ``default_voice`` a call that names
+none gets the first public voice of the first page of voices (one more call).
 
 Voices. ``GET /voices`` page by page (``limit``, ``starting_after`` the last id):
 Cartesia's public voices (``is_owner`` false) are the built-in ones; the account's own
@@ -124,9 +124,8 @@ class CartesiaAdapter(EngineAdapter):
 
     @asynccontextmanager
     async def speech(self, target: Target, request: SpeechRequest) -> AsyncIterator[SpeechAudio]:
-        if request.voice is None:
-            raise no_voice()
-        body, fmt, rate = tts_body(target.model, request)
+        voice = request.voice or await self._first_voice(target)
+        body, fmt, rate = tts_body(target.model, request, voice)
         path = SSE_PATH if request.sse else BYTES_PATH
         with upstream_errors(target.channel):
             reply = await self._send(target, "POST", path, orjson.dumps(body), stream=True)
@@ -140,6 +139,20 @@ class CartesiaAdapter(EngineAdapter):
             audio = SpeechAudio(fmt, raw_pieces(reply, target.channel), sample_rate=rate)
         async with handed_over(audio, reply) as handed:
             yield handed
+
+    async def _first_voice(self, target: Target) -> str:
+        """The first public voice of the first page of voices: the voice of a call that
+        names none on a model without ``default_voice``."""
+        with upstream_errors(target.channel):
+            query = urlencode({"limit": str(PAGE_SIZE)})
+            reply = await self._send(target, "GET", f"{VOICES_PATH}?{query}", b"")
+            voices, _ = _page(await self._answer(target, reply), target.channel)
+        builtin: list[str] = []
+        for voice in voices:
+            sort_voice(voice, builtin, [])
+        if not builtin:
+            raise no_voice()
+        return builtin[0]
 
     async def list_voices(self, target: Target) -> EngineRoster:
         builtin: list[str] = []
@@ -189,9 +202,8 @@ class CartesiaAdapter(EngineAdapter):
         return True
 
 
-def tts_body(model: str, request: SpeechRequest) -> tuple[dict[str, Any], str, int]:
-    """The body for a synthesis, the format it asks for and that format's rate."""
-    assert request.voice is not None
+def tts_body(model: str, request: SpeechRequest, voice: str) -> tuple[dict[str, Any], str, int]:
+    """The body for a synthesis in ``voice``, the format it asks for and its rate."""
     if request.response_format == "mp3" and not request.sse:
         output: dict[str, Any] = dict(MP3_FORMAT)
         fmt, rate = "mp3", 44100
@@ -202,7 +214,7 @@ def tts_body(model: str, request: SpeechRequest) -> tuple[dict[str, Any], str, i
     body: dict[str, Any] = {
         "model_id": model,
         "transcript": request.input,
-        "voice": {"mode": "id", "id": request.voice},
+        "voice": {"mode": "id", "id": voice},
         "output_format": output,
     }
     if request.language is not None:

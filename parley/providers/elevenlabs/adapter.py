@@ -12,8 +12,9 @@ parameter) is ``mp3_44100_128`` for mp3 and ``pcm_<rate>`` for pcm and wav, at t
 offered rate nearest the model's ``sample_rate``; Parley writes the WAV header itself.
 What comes back is what ``output_format`` named (ElevenLabs makes exactly that; the
 Content-Type of its pcm replies is not documented, so it is not read). A
-call names a voice: ElevenLabs has no default one, so a model without ``default_voice``
-refuses a call that names none (400).
+call names a voice: ElevenLabs has no default one, so on a model without
+``default_voice`` a call that names none gets the first built-in voice of the account's
+first page of voices (one more call).
 
 Voices. ``GET /v2/voices`` page by page (``next_page_token``): premade and library voices
 are the built-in ones; the account's cloned and generated voices (Parley's clones among
@@ -126,10 +127,9 @@ class ElevenLabsAdapter(EngineAdapter):
 
     @asynccontextmanager
     async def speech(self, target: Target, request: SpeechRequest) -> AsyncIterator[SpeechAudio]:
-        if request.voice is None:
-            raise no_voice()
+        voice = request.voice or await self._first_voice(target)
         output, fmt, rate = output_format(request)
-        path = TTS_PATH + quote(request.voice, safe="") + ("/stream" if request.sse else "")
+        path = TTS_PATH + quote(voice, safe="") + ("/stream" if request.sse else "")
         query = urlencode({"output_format": output})
         body = orjson.dumps(tts_body(target.model, request))
         with upstream_errors(target.channel):
@@ -142,6 +142,20 @@ class ElevenLabsAdapter(EngineAdapter):
             yield handed
 
     # voices
+
+    async def _first_voice(self, target: Target) -> str:
+        """The first built-in voice of the account's first page of voices: the voice of a
+        call that names none on a model without ``default_voice``."""
+        with upstream_errors(target.channel):
+            query = urlencode({"page_size": str(PAGE_SIZE)})
+            reply = await self._send(target, "GET", f"{VOICES_PATH}?{query}", b"")
+            page = await self._answer(target, reply)
+        builtin: list[str] = []
+        for voice in page.get("voices") or () if isinstance(page, dict) else ():
+            sort_voice(voice, builtin, [])
+        if not builtin:
+            raise no_voice()
+        return builtin[0]
 
     async def list_voices(self, target: Target) -> EngineRoster:
         builtin: list[str] = []
