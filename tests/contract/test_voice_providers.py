@@ -49,6 +49,11 @@ class Provider:
     stream_path: str
     plain_path: str
 
+    @property
+    def raw_pcm_path(self) -> str:
+        """Where raw PCM is asked for: ElevenLabs' streaming form, Cartesia's bytes."""
+        return self.stream_path if self.kind == "elevenlabs" else self.plain_path
+
     def engine(self, **knobs: Any) -> AbstractAsyncContextManager[Any]:
         return self.fake(api_key=KEY, **knobs)
 
@@ -132,7 +137,7 @@ async def test_pcm_and_wav_are_asked_as_16_bit_pcm_at_the_models_rate(
     async with provider.engine() as engine:
         audio, body = await spoken(registry, provider, provider.target(engine), request)
         sent = engine.last_request
-    assert sent.path == provider.plain_path and provider.rate_sent(engine) == 16000
+    assert sent.path == provider.raw_pcm_path and provider.rate_sent(engine) == 16000
     assert audio.format == "pcm" and audio.sample_rate == 16000 and not audio.streamed_events
     seconds = len(request.input) * 0.02
     assert len(body) == round(seconds * 16000) * 2  # every sample, 16-bit mono
@@ -151,10 +156,13 @@ async def test_a_rate_the_engine_does_not_offer_is_the_nearest_it_does(
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
-async def test_mp3_is_made_by_the_engine(registry: ProviderRegistry, provider: Provider) -> None:
+async def test_mp3_is_made_by_the_engine_as_a_whole_file(
+    registry: ProviderRegistry, provider: Provider
+) -> None:
     request = asking(provider, "mp3")
     async with provider.engine() as engine:
         audio, body = await spoken(registry, provider, provider.target(engine), request)
+        assert engine.last_request.path == provider.plain_path
     assert audio.format == "mp3" and audio.sample_rate == 44100
     assert mp3_seconds(body) == pytest.approx(len(request.input) * 0.02, abs=0.06)
 
@@ -211,7 +219,7 @@ async def test_a_call_without_a_voice_speaks_the_first_builtin_one(
     async with provider.engine() as engine:
         await spoken(registry, provider, provider.target(engine), asking(provider, voice=None))
         listing, synthesis = engine.requests
-    assert listing.method == "GET" and synthesis.path == provider.plain_path
+    assert listing.method == "GET" and synthesis.path == provider.raw_pcm_path
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)

@@ -3,8 +3,9 @@
 Every request carries the channel's key as ``xi-api-key``; the channel's ``base_url`` is
 the API's root (``https://api.elevenlabs.io``, or a residency host).
 
-Speech. ``POST /v1/text-to-speech/{voice_id}`` for raw audio and its ``/stream`` form
-for a caller who asked for events (``stream_format: sse``), both relayed as they arrive.
+Speech. ``POST /v1/text-to-speech/{voice_id}/stream`` for what can be played as it
+comes (PCM, so also WAV, and any caller who asked for events), the plain form for a whole
+MP3 file (as ``openai_audio`` asks a whole file for mp3); both are relayed as they arrive.
 The JSON body is ``text``, ``model_id`` (the channel's upstream model) and
 ``voice_settings.speed`` (ElevenLabs takes 0.7 to 1.2: a speed outside is clamped), plus
 ``language_code`` for the models that take one (``*_v2_5``). ``output_format`` (a query
@@ -129,7 +130,8 @@ class ElevenLabsAdapter(EngineAdapter):
     async def speech(self, target: Target, request: SpeechRequest) -> AsyncIterator[SpeechAudio]:
         voice = request.voice or await self._first_voice(target)
         output, fmt, rate = output_format(request)
-        path = TTS_PATH + quote(voice, safe="") + ("/stream" if request.sse else "")
+        streamed = request.sse or fmt == "pcm"
+        path = TTS_PATH + quote(voice, safe="") + ("/stream" if streamed else "")
         query = urlencode({"output_format": output})
         body = orjson.dumps(tts_body(target.model, request))
         with upstream_errors(target.channel):
