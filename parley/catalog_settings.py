@@ -119,7 +119,20 @@ class VertexOptions(Strict):
         return path
 
 
-ChannelOptions = AwsSettings | AzureSettings | VertexOptions
+class DeepgramOptions(Strict):
+    """A ``type: deepgram`` channel's settings for ``/v1/listen`` and ``/v1/speak``."""
+
+    punctuate: bool = True
+    """Sent as ``punctuate`` on every transcription (OpenAI's transcripts are punctuated)."""
+    smart_format: bool = True
+    """Sent as ``smart_format``: numbers, dates and the like written as people write them."""
+    language: str | None = Field(None, pattern=r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8})*$")
+    """The ``language`` sent when the caller names none; unset: Deepgram's own default."""
+    sample_rate: Literal[8000, 16000, 24000, 32000, 48000] = 24000
+    """The rate Aura is asked to speak ``wav`` and ``pcm`` at (16-bit mono)."""
+
+
+ChannelOptions = AwsSettings | AzureSettings | VertexOptions | DeepgramOptions
 """A channel's provider-specific settings, handed to its adapter with each call."""
 
 
@@ -139,6 +152,8 @@ class ChannelSettings(Strict):
     """``type: azure-openai`` only (defaults apply when unset)."""
     vertex: VertexOptions | None = None
     """``type: vertex`` only (and needed there)."""
+    deepgram: DeepgramOptions | None = None
+    """``type: deepgram`` only (defaults apply when unset)."""
 
     @model_validator(mode="after")
     def _provider_options(self) -> ChannelSettings:
@@ -156,6 +171,8 @@ class ChannelSettings(Strict):
                 "a channel of type vertex needs `vertex` (project, region, "
                 "credentials_file), and only such a channel takes it"
             )
+        if self.deepgram is not None and self.type != "deepgram":
+            raise ValueError("deepgram is for channels of type deepgram")
         return self
 
     @property
@@ -167,6 +184,8 @@ class ChannelSettings(Strict):
             return self.vertex
         if self.type == "azure-openai":
             return self.azure or AzureSettings()
+        if self.type == "deepgram":
+            return self.deepgram or DeepgramOptions()
         return None
 
     responses: Literal["translate", "native"] = "translate"

@@ -29,6 +29,7 @@ from parley.providers.base import (
 )
 from parley.providers.bedrock import BedrockAdapter
 from parley.providers.cartesia import CartesiaAdapter
+from parley.providers.deepgram import DeepgramAdapter
 from parley.providers.elevenlabs import ElevenLabsAdapter
 from parley.providers.gemini import GeminiAdapter
 from parley.providers.openai import OpenAIAdapter
@@ -132,6 +133,8 @@ class ProviderRegistry:
         for type_name in TRANSCRIPTION_TYPES:
             adapter = TranscriptionAdapter(http, bounds, writes_subtitles=type_name != "vllm")
             registry.register(type_name, transcription=adapter)
+        deepgram = DeepgramAdapter(http, bounds)
+        registry.register("deepgram", transcription=deepgram, speech=deepgram, voices=deepgram)
         openai_audio = OpenAIAudioAdapter(http, bounds)
         registry.register("openai-audio", speech=openai_audio, voices=openai_audio)
         supertonic = SupertonicAdapter(http, bounds)

@@ -42,6 +42,7 @@ KEY = "my-channel-key-42"
         ),
         ("X-API-Key sk_car_Ab12Cd34Ef56Gh78Ij90 refused", f"X-API-Key {REDACTED} refused"),
         ("key sk_car_Ab12Cd34Ef56Gh78Ij90.", f"key {REDACTED}."),
+        ("sent Token 0123456789abcdef0123456789abcdef01234567.", f"sent {REDACTED}."),
     ],
 )
 def test_credentials_are_redacted(text: str, expected: str) -> None:
@@ -56,6 +57,7 @@ def test_credentials_are_redacted(text: str, expected: str) -> None:
         "messages[0].content must be a string; see the task-list docs",
         "Invalid value for 'temperature': 3.5 > 2",
         "unknown field task_id_column; see disk_usage_metrics",
+        "Input too long: token 4097 of 4096; token deadbeef is not a key",
     ],
 )
 def test_ordinary_messages_are_untouched(text: str) -> None:
