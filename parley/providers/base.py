@@ -239,6 +239,9 @@ class SpeechRequest:
     """ISO 639-1 code of the voice's language, when the catalogue knows it."""
     sse: bool = False
     """Ask the engine for ``speech.audio.delta`` events where it can give them."""
+    sample_rate: int | None = None
+    """The model's ``sample_rate``: the rate to ask for, of an engine that offers several
+    (the adapter says the rate it got in ``SpeechAudio.sample_rate``)."""
 
 
 class SpeechAudio:

@@ -30,8 +30,10 @@ from parley.providers.base import (
     Voices,
 )
 from parley.providers.bedrock import BedrockAdapter, BedrockRerank
+from parley.providers.cartesia import CartesiaAdapter
 from parley.providers.cohere import CohereRerank
 from parley.providers.deepgram import DeepgramAdapter
+from parley.providers.elevenlabs import ElevenLabsAdapter
 from parley.providers.gemini import GeminiAdapter
 from parley.providers.jina import JinaRerank
 from parley.providers.openai import OpenAIAdapter
@@ -158,6 +160,12 @@ class ProviderRegistry:
         registry.register("cohere", rerank=CohereRerank(http, bounds))
         registry.register("tei", rerank=TEIRerank(http, bounds))
         registry.register("bedrock", rerank=BedrockRerank(bedrock, bounds))
+        elevenlabs = ElevenLabsAdapter(http, bounds)
+        registry.register(
+            "elevenlabs", speech=elevenlabs, voices=elevenlabs, transcription=elevenlabs
+        )
+        cartesia = CartesiaAdapter(http, bounds)
+        registry.register("cartesia", speech=cartesia, voices=cartesia)
         return registry
 
     def register(
