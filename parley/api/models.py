@@ -19,6 +19,7 @@ ENDPOINTS = {
     "embedding": ["/v1/embeddings"],
     "speech": ["/v1/audio/speech"],
     "transcription": ["/v1/audio/transcriptions", "/v1/audio/translations"],
+    "image": ["/v1/images/generations", "/v1/images/edits"],
 }
 
 
@@ -50,6 +51,11 @@ def model_record(spec: ModelSpec, capabilities: dict[str, str]) -> dict[str, Any
             "per_minute": nanos_to_usd(price.per_minute),
         },
     }
+    if spec.kind == "image":
+        record["pricing"]["image_input_per_1k_tokens"] = nanos_to_usd(price.image_input_per_1k)
+        record["pricing"]["per_image"] = {
+            f"{size}/{quality}": nanos_to_usd(nanos) for size, quality, nanos in price.per_image
+        }
     if spec.speech is not None:
         record["speech"] = spec.speech.options()
     if spec.transcription is not None:

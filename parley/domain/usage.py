@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from datetime import date, datetime
 from typing import Any, overload
 
+from parley.domain.images import Grade
 from parley.domain.value import value
 
 log = logging.getLogger("parley.usage")
@@ -47,6 +48,11 @@ class Usage:
     fallback: Usage | None = field(default=None, compare=False)
     """Parley's estimate of the same call, carried by an upstream's report: what is billed
     instead (marked estimated) when the report goes past the call's allowance."""
+    images: int = 0
+    """Images made, priced by ``image_grade`` when the model has a ``per_image`` table."""
+    image_grade: Grade | None = None
+    image_tokens: int = 0
+    """Of ``prompt_tokens``, those of input images (priced as such)."""
 
     @property
     def total_tokens(self) -> int:
@@ -67,6 +73,9 @@ class Allowance:
     characters: int = 0
     audio_ms: int = 0
     open_ended: bool = False
+    images: int = 0
+    image_grade: Grade | None = None
+    """The grade the images are held at (an ``auto`` part at the dearest it can be)."""
 
     def cap(self, usage: Usage) -> Usage:
         """What is billed for ``usage``: itself when within the allowance (the same
@@ -78,6 +87,7 @@ class Allowance:
             and (self.open_ended or usage.completion_tokens <= self.completion_tokens)
             and usage.characters <= self.characters
             and usage.audio_ms <= self.audio_ms
+            and usage.images <= self.images
         ):
             return usage
         fallback = usage.fallback
@@ -97,6 +107,9 @@ class Allowance:
             cached_tokens=cached,
             cache_write_tokens=min(usage.cache_write_tokens, prompt - cached),
             reasoning_tokens=min(usage.reasoning_tokens, completion),
+            images=min(usage.images, self.images),
+            image_grade=usage.image_grade,
+            image_tokens=min(usage.image_tokens, prompt),
         )
 
 
@@ -126,6 +139,9 @@ def with_estimate(reported: Usage | None, estimate: Usage | None) -> Usage | Non
         reported.cache_write_tokens,
         reported.reasoning_tokens,
         estimate,
+        reported.images,
+        reported.image_grade,
+        reported.image_tokens,
     )
 
 

@@ -105,6 +105,9 @@ class Meter:
                 audio_ms=usage.audio_ms,
                 cached_tokens=usage.cached_tokens,
                 cache_write_tokens=usage.cache_write_tokens,
+                image_tokens=usage.image_tokens,
+                images=usage.images,
+                image_grade=usage.image_grade,
             )
             cost = max(0, cost)  # never a credit, whatever a price says
         record = UsageRecord(

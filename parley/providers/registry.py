@@ -19,6 +19,7 @@ from parley.providers.base import (
     ChatTranslation,
     Completion,
     Embeddings,
+    Images,
     Messages,
     ReplyBounds,
     Responses,
@@ -30,6 +31,7 @@ from parley.providers.base import (
 from parley.providers.bedrock import BedrockAdapter
 from parley.providers.gemini import GeminiAdapter
 from parley.providers.openai import OpenAIAdapter
+from parley.providers.openai.images import OpenAIImages
 from parley.providers.openai.transcription import TranscriptionAdapter
 from parley.providers.openai_audio import OpenAIAudioAdapter
 from parley.providers.supertonic import SupertonicAdapter
@@ -74,6 +76,7 @@ class ProviderRegistry:
         "_chat_translation",
         "_completion",
         "_embeddings",
+        "_images",
         "_messages",
         "_responses",
         "_speech",
@@ -91,6 +94,7 @@ class ProviderRegistry:
         self._transcription: dict[str, Transcription] = {}
         self._speech: dict[str, Speech] = {}
         self._voices: dict[str, Voices] = {}
+        self._images: dict[str, Images] = {}
 
     @classmethod
     def default(
@@ -107,16 +111,19 @@ class ProviderRegistry:
         have theirs loaded at their first call)."""
         registry = cls()
         openai = OpenAIAdapter(http, bounds)
+        openai_images = OpenAIImages(http, bounds)
         for type_name in OPENAI_COMPATIBLE_TYPES:
             registry.register(type_name, chat=openai, completion=openai)
             registry.register(type_name, embeddings=openai, chat_translation=openai)
             registry.register(type_name, responses=openai)
+            registry.register(type_name, images=openai_images)
         anthropic = AnthropicAdapter(http, bounds, default_max_tokens)
         registry.register("anthropic", chat=anthropic, completion=anthropic, messages=anthropic)
         registry.register("anthropic", chat_translation=anthropic)
         azure = OpenAIAdapter(http, bounds, AzureEndpoint())
         registry.register("azure-openai", chat=azure, completion=azure)
         registry.register("azure-openai", embeddings=azure, chat_translation=azure)
+        registry.register("azure-openai", images=OpenAIImages(http, bounds, AzureEndpoint()))
         bedrock = BedrockAdapter(http, bounds)
         registry.register("bedrock", chat=bedrock, completion=bedrock, chat_translation=bedrock)
         gemini = GeminiAdapter(http, bounds)
@@ -149,6 +156,7 @@ class ProviderRegistry:
         transcription: Transcription | None = None,
         speech: Speech | None = None,
         voices: Voices | None = None,
+        images: Images | None = None,
     ) -> None:
         """Serve the given capabilities of channels of ``type_name`` with these adapters."""
         if chat is not None:
@@ -169,6 +177,8 @@ class ProviderRegistry:
             self._speech[type_name] = speech
         if voices is not None:
             self._voices[type_name] = voices
+        if images is not None:
+            self._images[type_name] = images
 
     def chat(self, type_name: str) -> Chat:
         return self._find(self._chat, type_name, "chat")
@@ -210,6 +220,9 @@ class ProviderRegistry:
     def voices(self, type_name: str) -> Voices:
         return self._find(self._voices, type_name, "voices")
 
+    def images(self, type_name: str) -> Images:
+        return self._find(self._images, type_name, "images")
+
     def types(self) -> frozenset[str]:
         """Every channel type some adapter is registered for."""
         tables = (
@@ -220,6 +233,7 @@ class ProviderRegistry:
             self._transcription,
             self._speech,
             self._voices,
+            self._images,
         )
         return frozenset().union(*tables)
 
