@@ -60,6 +60,9 @@ IMAGE_KINDS = frozenset({"image"})
 GENERATIONS = Operation("image generations", "/v1/images/generations", IMAGE_KINDS)
 EDITS = Operation("image edits", "/v1/images/edits", IMAGE_KINDS)
 FILES_PATH = "/v1/images/files/"
+UNSTATED: JSON = {"background": "auto", "quality": "auto", "size": "auto"}
+"""What a stream's events say of a field neither the caller nor the upstream chose (the
+events always carry them)."""
 PARTIAL_IMAGE_TOKENS = 100
 """Output tokens OpenAI bills a streamed partial image."""
 
@@ -285,20 +288,19 @@ class ImageStream(ImageCalls):
                     "b64_json": base64.b64encode(picture.data).decode(),
                     "created_at": self.created,
                 }
-                payload.update(self.echoed(alone))
+                payload.update(UNSTATED | self.echoed(alone))
                 payload["usage"] = whole if index == 0 else stated_usage(Usage())
                 events.append(json_event(payload, payload["type"]))
         return b"".join(events)
 
     def _echoed_partial(self, event: PartialImage) -> JSON:
         request = self.asked.request
-        fields = {
-            "background": request.background,
+        return {
+            "background": request.background or "auto",
             "output_format": request.output_format or FORMATS.get(event.media_type),
-            "quality": request.quality,
-            "size": request.size,
+            "quality": request.quality or "auto",
+            "size": request.size or "auto",
         }
-        return {name: value for name, value in fields.items() if value is not None}
 
     def end(self) -> bytes:
         return b""  # OpenAI's image stream ends with its completed events, no [DONE]

@@ -190,15 +190,22 @@ async def _events(
             except EventTooLarge as error:
                 events, too_large = error.events, error
             batch: list[ImageEvent] = []
+            failure: UpstreamError | None = None
             for event in events:
                 if event.data == "[DONE]":
                     continue
-                found = _event(channel, event.data, target.api_key)
+                try:
+                    found = _event(channel, event.data, target.api_key)
+                except UpstreamError as error:  # what came before it is owed first
+                    failure = error
+                    break
                 if found is not None:
                     finished = finished or isinstance(found, ImageReply)
                     batch.append(found)
             if batch:
                 yield batch
+            if failure is not None:
+                raise failure
             if too_large is not None:
                 raise too_large
     if not finished:

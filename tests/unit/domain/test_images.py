@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from parley.domain.images import (
     Grade,
@@ -14,6 +15,7 @@ from parley.domain.images import (
 )
 from parley.domain.pricing import Price, usd_to_nanos
 from parley.domain.usage import Allowance, Usage
+from parley.settings import ModelSettings
 
 TABLE = Price(
     per_image=(
@@ -92,3 +94,30 @@ def test_images_are_known_by_their_magic_bytes(head: bytes, media_type: str | No
 def test_sizes_are_auto_or_width_by_height_within_bounds() -> None:
     assert is_size("auto") and is_size("1024x1536") and is_size("3840x2160")
     assert not is_size("1024") and not is_size("0x10") and not is_size("99999x1")
+
+
+@pytest.mark.parametrize(
+    ("model", "message"),
+    [
+        ({"kind": "chat", "prices": {"per_image": {"*": "0.04"}}}, "only for kind: image"),
+        (
+            {"kind": "image", "prices": {"per_image": {"*": "0.04"}, "output_per_1k": "0.04"}},
+            "not both",
+        ),
+        ({"kind": "image", "prices": {"per_image": {"1024/high": "0.04"}}}, "is not a grade"),
+        ({"kind": "image", "prices": {"per_image": {"*/ultra": "0.04"}}}, "is not a grade"),
+        ({"kind": "image", "prices": {"per_image": {"*": "-1"}}}, "must not be negative"),
+    ],
+)
+def test_settings_refuse_image_prices_that_cannot_be(
+    model: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ValidationError, match=message):
+        ModelSettings.model_validate({"name": "m", **model})
+
+
+def test_settings_take_a_grade_table() -> None:
+    table = {"1024x1024/high": "0.167", "1024x1024": "0.04", "*/low": "0.01", "*": "0.02"}
+    prices = {"per_image": table}
+    model = ModelSettings.model_validate({"name": "m", "kind": "image", "prices": prices})
+    assert model.prices.per_image is not None and len(model.prices.per_image) == 4
