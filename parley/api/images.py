@@ -44,7 +44,7 @@ from parley.domain.models import Resolved
 from parley.domain.tokens import TOKENS_PER_IMAGE, estimate_text, prompt_ceiling
 from parley.domain.usage import Allowance, Usage, reported_counts, with_estimate
 from parley.domain.wire import JSON
-from parley.errors import InvalidRequest, ParleyError, ServiceUnavailable
+from parley.errors import InvalidRequest, ParleyError, ServiceUnavailable, UpstreamError
 from parley.pipeline import runner
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.call import Call
@@ -53,7 +53,8 @@ from parley.pipeline.job import NO_HEADERS, Batches, Operation
 from parley.pipeline.precheck import refuse_before_upload
 from parley.pipeline.route import Route
 from parley.pipeline.services import Services
-from parley.providers.base import ImageEvent, ImageReply, PartialImage
+from parley.providers.base import ImageEvent, ImageReply, Images, PartialImage
+from parley.providers.registry import UnknownProviderType
 from parley.sse import json_event
 
 IMAGE_KINDS = frozenset({"image"})
@@ -145,6 +146,16 @@ class ImageCalls:
                 code="image_grade_not_priced",
             )
 
+    def adapter(self, route: Route) -> Images:
+        """The route's adapter; a channel (added live) of a type that cannot serve images
+        fails as an upstream would, so the next channel is tried."""
+        try:
+            return self.providers.images(route.provider_type)
+        except UnknownProviderType:
+            raise UpstreamError(
+                f"The upstream channel `{route.target.channel}` cannot serve images."
+            ) from None
+
     def reservation(self, model: Resolved, caller: Caller) -> int:
         output = self.asked.request.n * estimated_output_tokens(self.grade)
         return self.text_tokens + self.input_images * TOKENS_PER_IMAGE + output
@@ -219,8 +230,7 @@ class ImageJob(ImageCalls):
         self.where = where
 
     async def call(self, route: Route) -> Made:
-        adapter = self.providers.images(route.provider_type)
-        reply = await adapter.images(route.target, self.asked.request)
+        reply = await self.adapter(route).images(route.target, self.asked.request)
         if not self.asked.url_reply:
             return Made(reply)
         urls = []
@@ -260,8 +270,7 @@ class ImageStream(ImageCalls):
         self._upstream_failed = False
 
     def open(self, route: Route) -> AbstractAsyncContextManager[Batches[ImageEvent]]:
-        adapter = self.providers.images(route.provider_type)
-        return adapter.images_stream(route.target, self.asked.request)
+        return self.adapter(route).images_stream(route.target, self.asked.request)
 
     def render(self, batch: Sequence[ImageEvent]) -> bytes:
         events = []

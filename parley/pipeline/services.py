@@ -40,6 +40,7 @@ from parley.providers.base import ReplyBounds
 from parley.providers.registry import (
     ProviderRegistry,
     check_channel_types,
+    check_image_channels,
     check_native_responses,
 )
 from parley.runtime.body_pool import BodyPool
@@ -216,6 +217,7 @@ class Services:
         )
         check_channel_types(settings.channels, providers.types())
         check_native_responses(settings.channels, providers)
+        check_image_channels(settings.channels, settings.models, providers)
         if store is None:
             opened = await open_store(
                 settings.database.url,

@@ -37,7 +37,7 @@ from parley.providers.openai_audio import OpenAIAudioAdapter
 from parley.providers.supertonic import SupertonicAdapter
 from parley.providers.vertex.adapter import VertexAdapter
 from parley.providers.vertex.channels import VertexChannels
-from parley.settings import ChannelSettings, ConfigError
+from parley.settings import ChannelSettings, ConfigError, ModelSettings
 
 OPENAI_COMPATIBLE_TYPES = ("openai", "vllm", "ollama", "llamacpp")
 """Types whose upstreams speak OpenAI's wire format, all served by ``OpenAIAdapter``."""
@@ -223,6 +223,10 @@ class ProviderRegistry:
     def images(self, type_name: str) -> Images:
         return self._find(self._images, type_name, "images")
 
+    def image_types(self) -> frozenset[str]:
+        """The channel types that can serve image models."""
+        return frozenset(self._images)
+
     def types(self) -> frozenset[str]:
         """Every channel type some adapter is registered for."""
         tables = (
@@ -252,6 +256,22 @@ def check_native_responses(channels: Sequence[ChannelSettings], registry: Provid
             raise ConfigError(
                 f"channels[{index}].responses: the channel type '{channel.type}' cannot "
                 "serve the Responses API natively (use 'translate')"
+            )
+
+
+def check_image_channels(
+    channels: Sequence[ChannelSettings], models: Sequence[ModelSettings], registry: ProviderRegistry
+) -> None:
+    """Raise ``ConfigError`` naming the first channel that serves a ``kind: image`` model
+    although no adapter of its type serves images."""
+    image_models = {model.name for model in models if model.kind == "image"}
+    for index, channel in enumerate(channels):
+        served = [model.name for model in channel.models if model.name in image_models]
+        if served and channel.type not in registry.image_types():
+            raise ConfigError(
+                f"channels[{index}].models: the channel type '{channel.type}' cannot serve "
+                f"the image model '{served[0]}' (image channels: "
+                f"{', '.join(sorted(registry.image_types()))})"
             )
 
 
