@@ -30,12 +30,14 @@ from parley.providers.base import (
 )
 from parley.providers.bedrock import BedrockAdapter
 from parley.providers.gemini import GeminiAdapter
+from parley.providers.gemini.adapter import ApiKeyEndpoint
+from parley.providers.gemini.images import GoogleImages
 from parley.providers.openai import OpenAIAdapter
 from parley.providers.openai.images import OpenAIImages
 from parley.providers.openai.transcription import TranscriptionAdapter
 from parley.providers.openai_audio import OpenAIAudioAdapter
 from parley.providers.supertonic import SupertonicAdapter
-from parley.providers.vertex.adapter import VertexAdapter
+from parley.providers.vertex.adapter import VertexAdapter, VertexEndpoint
 from parley.providers.vertex.channels import VertexChannels
 from parley.settings import ChannelSettings, ConfigError, ModelSettings
 
@@ -129,11 +131,14 @@ class ProviderRegistry:
         gemini = GeminiAdapter(http, bounds)
         registry.register("gemini", chat=gemini, chat_translation=gemini, completion=gemini)
         registry.register("gemini", embeddings=gemini)
+        registry.register("gemini", images=GoogleImages(http, bounds, ApiKeyEndpoint()))
         google_cloud = VertexChannels(http)
         google_cloud.prepare(channels)
         vertex = VertexAdapter(http, bounds, google_cloud, default_max_tokens)
         registry.register("vertex", chat=vertex, chat_translation=vertex, completion=vertex)
         registry.register("vertex", embeddings=vertex, messages=vertex)
+        vertex_images = GoogleImages(http, bounds, VertexEndpoint(google_cloud))
+        registry.register("vertex", images=vertex_images)
         for type_name in TRANSCRIPTION_TYPES:
             adapter = TranscriptionAdapter(http, bounds, writes_subtitles=type_name != "vllm")
             registry.register(type_name, transcription=adapter)
