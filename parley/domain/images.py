@@ -102,3 +102,17 @@ def estimated_output_tokens(grade: Grade) -> int:
 def output_ceiling(grade: Grade) -> int:
     """The most output tokens one image of ``grade`` is believed to take."""
     return -(-pixels(grade.size) // CEILING_PIXELS_PER_TOKEN)
+
+
+def nearest_ratio(size: str | None, ratios: tuple[str, ...]) -> str | None:
+    """Of ``ratios`` (``"16:9"``...), the one nearest ``size``'s; ``None`` for ``auto``."""
+    found = SIZE.match(size or "")
+    if found is None:
+        return None
+    width, height = (int(side) for side in found.groups())
+
+    def distance(ratio: str) -> float:
+        across, down = ratio.split(":")
+        return abs(int(across) / int(down) - width / height)
+
+    return min(ratios, key=distance)

@@ -29,6 +29,7 @@ from parley.providers.base import (
     Voices,
 )
 from parley.providers.bedrock import BedrockAdapter
+from parley.providers.bedrock.images import BedrockImages
 from parley.providers.gemini import GeminiAdapter
 from parley.providers.gemini.adapter import ApiKeyEndpoint
 from parley.providers.gemini.images import GoogleImages
@@ -128,6 +129,7 @@ class ProviderRegistry:
         registry.register("azure-openai", images=OpenAIImages(http, bounds, AzureEndpoint()))
         bedrock = BedrockAdapter(http, bounds)
         registry.register("bedrock", chat=bedrock, completion=bedrock, chat_translation=bedrock)
+        registry.register("bedrock", images=BedrockImages(bedrock, bounds))
         gemini = GeminiAdapter(http, bounds)
         registry.register("gemini", chat=gemini, chat_translation=gemini, completion=gemini)
         registry.register("gemini", embeddings=gemini)

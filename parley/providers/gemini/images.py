@@ -32,7 +32,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from parley.domain.images import SIZE, sniff_image
+from parley.domain.images import nearest_ratio, sniff_image
 from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, UpstreamError
 from parley.http import HttpClient
@@ -47,7 +47,7 @@ from parley.providers.base import (
 from parley.providers.gemini.adapter import Endpoint, endpoint_reply
 from parley.providers.pictures import decoded
 
-RATIOS = {"1:1": 1.0, "3:4": 3 / 4, "4:3": 4 / 3, "9:16": 9 / 16, "16:9": 16 / 9}
+RATIOS = ("1:1", "3:4", "4:3", "9:16", "16:9")
 IMAGEN_TYPES = {"png": "image/png", "jpeg": "image/jpeg"}
 LABELS = ("user", "safety_identifier")
 """The caller's own labels: not sent (Google's APIs have no field for them)."""
@@ -106,22 +106,13 @@ def _refuse_unsayable(request: ImageRequest) -> None:
             raise InvalidRequest(f"This model's upstream (Google) has no '{name}'.", param=name)
 
 
-def aspect_ratio(size: str | None) -> str | None:
-    """The aspect ratio Google takes nearest to ``size`` (``None`` for ``auto``)."""
-    found = SIZE.match(size or "")
-    if found is None:
-        return None
-    width, height = (int(side) for side in found.groups())
-    return min(RATIOS, key=lambda name: abs(RATIOS[name] - width / height))
-
-
 def imagen_request(request: ImageRequest) -> JSON:
     if request.edit:
         raise InvalidRequest(
             "Imagen models here generate only; edit with a Gemini image model.", param="image"
         )
     parameters: JSON = {"sampleCount": request.n}
-    ratio = aspect_ratio(request.size)
+    ratio = nearest_ratio(request.size, RATIOS)
     if ratio is not None:
         parameters["aspectRatio"] = ratio
     if request.output_format is not None:
@@ -177,7 +168,7 @@ def gemini_request(request: ImageRequest) -> JSON:
         data = base64.b64encode(image.data).decode()
         parts.append({"inlineData": {"mimeType": image.media_type, "data": data}})
     config: JSON = {"responseModalities": ["TEXT", "IMAGE"]}
-    ratio = aspect_ratio(request.size)
+    ratio = nearest_ratio(request.size, RATIOS)
     if ratio is not None:
         config["imageConfig"] = {"aspectRatio": ratio}
     return {"contents": [{"role": "user", "parts": parts}], "generationConfig": config}
