@@ -18,6 +18,8 @@ from parley.domain.pricing import Price, usd_to_nanos
 from parley.domain.usage import Allowance
 from parley.pipeline.admit import worst_cost
 from parley.runtime import image_files
+from tests.api.admin_client import ADMIN
+from tests.api.admin_client import call as admin_call
 from tests.api.harness import CHANNEL_KEY, Gateway, StartGateway, call, records
 from tests.upstreams.openai_images import (
     IMAGE_INPUT_TOKENS,
@@ -514,3 +516,37 @@ async def test_an_azure_channel_serves_images_at_its_deployment(
         model="azure-image", prompt="a kite", image=("k.png", png("k"))
     )
     assert images.last_request.path == "/openai/deployments/gpt-image-1/images/edits"
+
+
+async def test_the_request_log_holds_image_calls_and_refusals_without_the_prompt(
+    start_gateway: StartGateway, images: FakeImages
+) -> None:
+    tweak = with_images(images.base_url, images.endpoint)
+
+    def with_admin(config: dict[str, Any]) -> None:
+        tweak(config)
+        config["admin"] = {"token": ADMIN}
+
+    gateway = await start_gateway(with_admin)
+    key = await gateway.key(await gateway.group("team"))
+    secret_prompt = "a-prompt-no-log-may-hold-91c2"
+    for model in ("gpt-image", "no-such-model"):
+        body = {"model": model, "prompt": secret_prompt}
+        await call(gateway, "POST", "/v1/images/generations", key, json=body)
+    await gateway.flush_usage()
+    status, page = await admin_call(gateway, "GET", "/admin/requests")
+    assert status == 200
+    lines = {line["model_requested"]: line for line in page["data"]}
+    made, refused = lines["gpt-image"], lines["no-such-model"]
+    assert (made["endpoint"], made["status"], made["admitted"]) == (
+        "/v1/images/generations",
+        200,
+        True,
+    )
+    assert made["cost_usd"] > 0
+    assert (refused["status"], refused["admitted"], refused["error_code"]) == (
+        404,
+        False,
+        "model_not_found",
+    )
+    assert secret_prompt not in str(page)

@@ -11,7 +11,9 @@ is fetched (``providers/pictures.py``).
 A stream is OpenAI's ``image_generation.*`` (or ``image_edit.*``) events: each
 ``partial_image`` becomes a ``PartialImage`` and each ``completed`` an ``ImageReply``
 with its usage. An error event (``error`` key, or ``type: error``) ends it as the
-upstream's failure; a body that ends before any ``completed`` event is cut short.
+upstream's failure; a body that ends before any ``completed`` event is cut short. An
+event carries a whole image, so it is bounded by ``max_reply_bytes`` (not the smaller
+``max_event_bytes`` of chat chunks).
 """
 
 from __future__ import annotations
@@ -81,7 +83,8 @@ class OpenAIImages:
         with upstream_errors(target.channel):
             response = await self._send(target, request, stream=True)
             await check_stream_start(response, target, limit, _is_error, stream_failure)
-        events = _events(response, target, self._bounds.max_event_bytes)
+        # an event holds a whole image: bounded like a whole reply, not like a chat chunk
+        events = _events(response, target, self._bounds.max_reply_bytes)
         try:
             yield events
         finally:
