@@ -55,6 +55,7 @@ def with_images(base_url: str, endpoint: str) -> Any:
                     {"name": "shaky", "upstream": "gpt-image-1+fail-500"},
                     {"name": "leaky", "upstream": "gpt-image-1+fail-400+leak"},
                     {"name": "html", "upstream": "gpt-image-1+html"},
+                    {"name": "html-url", "upstream": "dall-e-2+html"},
                     {"name": "silent", "upstream": "gpt-image-1+no-usage"},
                     {"name": "boastful", "upstream": "gpt-image-1+usage-inflated"},
                     {"name": "cut", "upstream": "gpt-image-1+cut-1"},
@@ -85,7 +86,10 @@ def with_images(base_url: str, endpoint: str) -> Any:
             {"name": "dalle2", "kind": "image", "prices": {"per_image": {"*": "0.02"}}},
             *(
                 {"name": name, **tokens}
-                for name in ("shaky", "leaky", "html", "silent", "boastful", "cut", "broken")
+                for name in (
+                    *("shaky", "leaky", "html", "html-url", "silent", "boastful", "cut"),
+                    "broken",
+                )
             ),
             {"name": "azure-image", **tokens},
         ]
@@ -373,15 +377,37 @@ async def test_failover_reaches_the_next_channel_and_meters_once(
     assert (record.channel, record.status) == ("images-backup", 200)
 
 
+@pytest.mark.parametrize("model", ["html", "html-url"])
 async def test_an_upstream_sending_something_else_than_an_image_is_a_502_billed_nothing(
-    gateway: Gateway, key: str
+    gateway: Gateway, key: str, model: str
 ) -> None:
     status, body = await call(
-        gateway, "POST", "/v1/images/generations", key, json={"model": "html", "prompt": "x"}
+        gateway, "POST", "/v1/images/generations", key, json={"model": model, "prompt": "x"}
     )
     assert status == 502 and "not PNG, JPEG or WebP" in body["error"]["message"]
+    assert SIGNATURE not in str(body)
     (record,) = await records(gateway)
     assert (record.status, record.cost_nanos) == (502, 0)
+
+
+async def test_urls_name_the_public_address_when_one_is_set(
+    start_gateway: StartGateway, images: FakeImages
+) -> None:
+    tweak = with_images(images.base_url, images.endpoint)
+
+    def public(config: dict[str, Any]) -> None:
+        tweak(config)
+        config["images"] = {"public_url": "https://ai.example.com/"}
+
+    gateway = await start_gateway(public)
+    key = await gateway.key(await gateway.group("team"))
+    reply = await gateway.client(key).images.generate(
+        model="dalle", prompt="x", response_format="url"
+    )
+    url = (reply.data or [])[0].url or ""
+    assert url.startswith("https://ai.example.com/v1/images/files/img_")
+    local = url.replace("https://ai.example.com", gateway.base_url)
+    assert (await fetch(gateway, local, key))[0] == 200
 
 
 async def test_no_secret_reaches_the_caller(gateway: Gateway, key: str) -> None:
