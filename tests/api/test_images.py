@@ -576,3 +576,13 @@ async def test_the_request_log_holds_image_calls_and_refusals_without_the_prompt
         "model_not_found",
     )
     assert secret_prompt not in str(page)
+
+
+async def test_an_image_sent_as_a_url_is_refused_naming_it(gateway: Gateway, key: str) -> None:
+    form = aiohttp.FormData(
+        {"model": "gpt-image", "prompt": "x", "image": "https://example.com/a.png"},
+        default_to_multipart=True,
+    )
+    status, body = await call(gateway, "POST", "/v1/images/edits", key, data=form)
+    assert status == 400 and body["error"]["param"] == "image"
+    assert body["error"]["code"] == "invalid_image_format"  # its bytes are read, not fetched
