@@ -78,7 +78,9 @@ async def create_edit(request: web.Request) -> web.StreamResponse:
     await refuse_before_upload(request)  # an over-limit caller's upload is never read
     options = svc.settings.images
     fields = (*IMAGE_FIELDS, MASK)
-    form = await read_files(request, fields, options.max_file_bytes, options.max_files + 1)
+    most = options.max_files + 1  # and the mask
+    total = svc.settings.server.max_body_bytes
+    form = await read_files(request, fields, options.max_file_bytes, most, total)
     return await _serve(request, edit(form, options.max_files))
 
 

@@ -55,11 +55,16 @@ class Files:
 
 
 async def read_files(
-    request: web.Request, file_fields: tuple[str, ...], max_file_bytes: int, max_files: int
+    request: web.Request,
+    file_fields: tuple[str, ...],
+    max_file_bytes: int,
+    max_files: int,
+    max_total_bytes: int,
 ) -> Files:
     """The multipart form of ``request`` with files under ``file_fields`` (several under
     one name allowed): 415 for another content type, 413 for a file over
-    ``max_file_bytes``, 400 for more than ``max_files`` files or a malformed body."""
+    ``max_file_bytes`` or files over ``max_total_bytes`` together, 400 for more than
+    ``max_files`` files or a malformed body."""
     if request.content_type != "multipart/form-data":
         raise UnsupportedMediaType(
             f"Unsupported Content-Type `{request.content_type}`; send multipart/form-data."
@@ -78,7 +83,11 @@ async def read_files(
                     message = f"The form carries more than {max_files} files."
                     raise InvalidRequest(message, param=name)
                 buffer = io.BytesIO()
-                await _spool(part, buffer, max_file_bytes, name, what="image")
+                left = max_total_bytes - sum(len(data) for _, data in form.files)
+                if left < max_file_bytes:
+                    await _spool(part, buffer, left, name, what="set of images")
+                else:
+                    await _spool(part, buffer, max_file_bytes, name, what="image")
                 form.files.append((name, buffer.getvalue()))
             elif part.filename is None:
                 form.fields.add(name, await _text(part, name))

@@ -298,6 +298,27 @@ async def test_an_upload_over_the_bound_is_a_413(
     assert images.requests == []
 
 
+async def test_uploads_together_over_the_body_bound_are_a_413(
+    start_gateway: StartGateway, images: FakeImages
+) -> None:
+    tweak = with_images(images.base_url, images.endpoint)
+
+    def bounded(config: dict[str, Any]) -> None:
+        tweak(config)
+        config["server"]["max_body_bytes"] = 2000
+        config["images"] = {"max_file_bytes": 1500}
+
+    gateway = await start_gateway(bounded)
+    key = await gateway.key(await gateway.group("team"))
+    each = png("part") + b"\0" * 1200  # each under its bound, together over the body's
+    pictures = [("a.png", each, "image/png"), ("b.png", each, "image/png")]
+    with pytest.raises(openai.APIStatusError) as refused:
+        await gateway.client(key).images.edit(model="gpt-image", prompt="x", image=pictures)
+    assert refused.value.status_code == 413
+    assert "set of images" in str(refused.value.body)
+    assert images.requests == []
+
+
 async def test_the_sdk_streams_partial_images_then_the_finished_one(
     gateway: Gateway, key: str, images: FakeImages
 ) -> None:
