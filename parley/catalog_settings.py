@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from yarl import URL
 
+from parley.domain.images import QUALITIES, is_size
 from parley.service_account import AccountError, read_account
 
 
@@ -234,9 +235,32 @@ class Prices(Strict):
     """A rerank's search unit: one query over up to 100 documents (Cohere's unit);
     only for ``kind: rerank`` models, which may also (or instead) be priced per token."""
 
+    per_image: dict[str, Decimal] | None = None
+    """An image model's price per image by grade: ``"1024x1024/high"``, ``"1024x1024"``
+    (any quality), ``"*/low"`` (any size), ``"*"``; the most specific entry wins."""
+    image_input_per_1k: Decimal | None = None
+    """An image model's input image tokens; unset: ``input_per_1k``."""
+
+    @field_validator("per_image")
+    @classmethod
+    def _grades(cls, table: dict[str, Decimal] | None) -> dict[str, Decimal] | None:
+        for grade, price in (table or {}).items():
+            size, _, quality = grade.partition("/")
+            if not (size == "*" or is_size(size)) or not (
+                quality in ("", "*") or quality in QUALITIES
+            ):
+                raise ValueError(
+                    f"'{grade}' is not a grade: write SIZE/QUALITY (1024x1024/high), SIZE, "
+                    f"*/QUALITY or *, sizes as WxH or auto, qualities among "
+                    f"{', '.join(sorted(QUALITIES))}"
+                )
+            if price < 0:
+                raise ValueError(f"the price of '{grade}' must not be negative")
+        return table
+
 
 ModelKind = Literal[
-    "chat", "completion", "embedding", "speech", "transcription", "moderation", "rerank"
+    "chat", "completion", "embedding", "speech", "transcription", "moderation", "rerank", "image"
 ]
 TranscriptFormat = Literal["json", "text", "srt", "vtt", "verbose_json"]
 
@@ -328,4 +352,14 @@ class ModelSettings(Strict):
             raise ValueError("a speech model is priced per_1k_characters, not per token")
         if self.prices.per_search_unit and self.kind != "rerank":
             raise ValueError("only a kind: rerank model is priced per_search_unit")
+        image_prices = self.prices.per_image is not None or self.prices.image_input_per_1k
+        if image_prices and self.kind != "image":
+            raise ValueError("per_image and image_input_per_1k are only for kind: image models")
+        if self.prices.per_image is not None and (
+            self.prices.input_per_1k or self.prices.output_per_1k or self.prices.image_input_per_1k
+        ):
+            raise ValueError(
+                "an image model is priced per_image or per token (input_per_1k, "
+                "image_input_per_1k, output_per_1k), not both"
+            )
         return self

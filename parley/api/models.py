@@ -21,6 +21,7 @@ ENDPOINTS = {
     "transcription": ["/v1/audio/transcriptions", "/v1/audio/translations"],
     "moderation": ["/v1/moderations"],
     "rerank": ["/v1/rerank", "/v2/rerank"],
+    "image": ["/v1/images/generations", "/v1/images/edits"],
 }
 
 
@@ -53,6 +54,11 @@ def model_record(spec: ModelSpec, capabilities: dict[str, str]) -> dict[str, Any
             "per_search_unit": nanos_to_usd(price.per_search_unit),
         },
     }
+    if spec.kind == "image":
+        record["pricing"]["image_input_per_1k_tokens"] = nanos_to_usd(price.image_input_per_1k)
+        record["pricing"]["per_image"] = {
+            f"{size}/{quality}": nanos_to_usd(nanos) for size, quality, nanos in price.per_image
+        }
     if spec.speech is not None:
         record["speech"] = spec.speech.options()
     if spec.transcription is not None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from datetime import date, datetime
 from typing import Any, overload
 
+from parley.domain.images import Grade
 from parley.domain.value import value
 
 log = logging.getLogger("parley.usage")
@@ -49,6 +50,11 @@ class Usage:
     instead (marked estimated) when the report goes past the call's allowance."""
     search_units: int = 0
     """A rerank's search units: one query over up to 100 documents (Cohere's unit)."""
+    images: int = 0
+    """Images made, priced by ``image_grade`` when the model has a ``per_image`` table."""
+    image_grade: Grade | None = None
+    image_tokens: int = 0
+    """Of ``prompt_tokens``, those of input images (priced as such)."""
 
     @property
     def total_tokens(self) -> int:
@@ -70,6 +76,9 @@ class Allowance:
     audio_ms: int = 0
     open_ended: bool = False
     search_units: int = 0
+    images: int = 0
+    image_grade: Grade | None = None
+    """The grade the images are held at (an ``auto`` part at the dearest it can be)."""
 
     def cap(self, usage: Usage) -> Usage:
         """What is billed for ``usage``: itself when within the allowance (the same
@@ -82,6 +91,7 @@ class Allowance:
             and usage.characters <= self.characters
             and usage.audio_ms <= self.audio_ms
             and usage.search_units <= self.search_units
+            and usage.images <= self.images
         ):
             return usage
         fallback = usage.fallback
@@ -102,6 +112,9 @@ class Allowance:
             cache_write_tokens=min(usage.cache_write_tokens, prompt - cached),
             reasoning_tokens=min(usage.reasoning_tokens, completion),
             search_units=min(usage.search_units, self.search_units),
+            images=min(usage.images, self.images),
+            image_grade=usage.image_grade,
+            image_tokens=min(usage.image_tokens, prompt),
         )
 
 
@@ -132,6 +145,9 @@ def with_estimate(reported: Usage | None, estimate: Usage | None) -> Usage | Non
         reported.reasoning_tokens,
         estimate,
         reported.search_units,
+        reported.images,
+        reported.image_grade,
+        reported.image_tokens,
     )
 
 

@@ -106,6 +106,9 @@ class Meter:
                 cached_tokens=usage.cached_tokens,
                 cache_write_tokens=usage.cache_write_tokens,
                 search_units=usage.search_units,
+                image_tokens=usage.image_tokens,
+                images=usage.images,
+                image_grade=usage.image_grade,
             )
             cost = max(0, cost)  # never a credit, whatever a price says
         record = UsageRecord(

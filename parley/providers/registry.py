@@ -19,6 +19,7 @@ from parley.providers.base import (
     ChatTranslation,
     Completion,
     Embeddings,
+    Images,
     Messages,
     Moderation,
     ReplyBounds,
@@ -30,21 +31,25 @@ from parley.providers.base import (
     Voices,
 )
 from parley.providers.bedrock import BedrockAdapter, BedrockRerank
+from parley.providers.bedrock.images import BedrockImages
 from parley.providers.cartesia import CartesiaAdapter
 from parley.providers.cohere import CohereRerank
 from parley.providers.deepgram import DeepgramAdapter
 from parley.providers.elevenlabs import ElevenLabsAdapter
 from parley.providers.gemini import GeminiAdapter
+from parley.providers.gemini.adapter import ApiKeyEndpoint
+from parley.providers.gemini.images import GoogleImages
 from parley.providers.jina import JinaRerank
 from parley.providers.openai import OpenAIAdapter
+from parley.providers.openai.images import OpenAIImages
 from parley.providers.openai.transcription import TranscriptionAdapter
 from parley.providers.openai_audio import OpenAIAudioAdapter
 from parley.providers.supertonic import SupertonicAdapter
 from parley.providers.tei import TEIRerank
-from parley.providers.vertex.adapter import VertexAdapter
+from parley.providers.vertex.adapter import VertexAdapter, VertexEndpoint
 from parley.providers.vertex.channels import VertexChannels
 from parley.providers.vertex.ranking import VertexRanking
-from parley.settings import ChannelSettings, ConfigError
+from parley.settings import ChannelSettings, ConfigError, ModelSettings
 
 OPENAI_COMPATIBLE_TYPES = ("openai", "vllm", "ollama", "llamacpp")
 """Types whose upstreams speak OpenAI's wire format, all served by ``OpenAIAdapter``."""
@@ -87,6 +92,7 @@ class ProviderRegistry:
         "_chat_translation",
         "_completion",
         "_embeddings",
+        "_images",
         "_messages",
         "_moderation",
         "_rerank",
@@ -108,6 +114,7 @@ class ProviderRegistry:
         self._voices: dict[str, Voices] = {}
         self._moderation: dict[str, Moderation] = {}
         self._rerank: dict[str, Rerank] = {}
+        self._images: dict[str, Images] = {}
 
     @classmethod
     def default(
@@ -124,27 +131,35 @@ class ProviderRegistry:
         have theirs loaded at their first call)."""
         registry = cls()
         openai = OpenAIAdapter(http, bounds)
+        openai_images = OpenAIImages(http, bounds)
         for type_name in OPENAI_COMPATIBLE_TYPES:
             registry.register(type_name, chat=openai, completion=openai)
             registry.register(type_name, embeddings=openai, chat_translation=openai)
             registry.register(type_name, responses=openai, moderation=openai)
+            registry.register(type_name, responses=openai)
+            registry.register(type_name, images=openai_images)
         anthropic = AnthropicAdapter(http, bounds, default_max_tokens)
         registry.register("anthropic", chat=anthropic, completion=anthropic, messages=anthropic)
         registry.register("anthropic", chat_translation=anthropic)
         azure = OpenAIAdapter(http, bounds, AzureEndpoint())
         registry.register("azure-openai", chat=azure, completion=azure)
         registry.register("azure-openai", embeddings=azure, chat_translation=azure)
+        registry.register("azure-openai", images=OpenAIImages(http, bounds, AzureEndpoint()))
         bedrock = BedrockAdapter(http, bounds)
         registry.register("bedrock", chat=bedrock, completion=bedrock, chat_translation=bedrock)
+        registry.register("bedrock", images=BedrockImages(bedrock, bounds))
         gemini = GeminiAdapter(http, bounds)
         registry.register("gemini", chat=gemini, chat_translation=gemini, completion=gemini)
         registry.register("gemini", embeddings=gemini)
+        registry.register("gemini", images=GoogleImages(http, bounds, ApiKeyEndpoint()))
         google_cloud = VertexChannels(http)
         google_cloud.prepare(channels)
         vertex = VertexAdapter(http, bounds, google_cloud, default_max_tokens)
         registry.register("vertex", chat=vertex, chat_translation=vertex, completion=vertex)
         registry.register("vertex", embeddings=vertex, messages=vertex)
         registry.register("vertex", rerank=VertexRanking(http, bounds, google_cloud))
+        vertex_images = GoogleImages(http, bounds, VertexEndpoint(google_cloud))
+        registry.register("vertex", images=vertex_images)
         for type_name in TRANSCRIPTION_TYPES:
             adapter = TranscriptionAdapter(http, bounds, writes_subtitles=type_name != "vllm")
             registry.register(type_name, transcription=adapter)
@@ -183,6 +198,7 @@ class ProviderRegistry:
         voices: Voices | None = None,
         moderation: Moderation | None = None,
         rerank: Rerank | None = None,
+        images: Images | None = None,
     ) -> None:
         """Serve the given capabilities of channels of ``type_name`` with these adapters."""
         if chat is not None:
@@ -207,6 +223,8 @@ class ProviderRegistry:
             self._moderation[type_name] = moderation
         if rerank is not None:
             self._rerank[type_name] = rerank
+        if images is not None:
+            self._images[type_name] = images
 
     def chat(self, type_name: str) -> Chat:
         return self._find(self._chat, type_name, "chat")
@@ -254,6 +272,13 @@ class ProviderRegistry:
     def rerank(self, type_name: str) -> Rerank:
         return self._find(self._rerank, type_name, "rerank")
 
+    def images(self, type_name: str) -> Images:
+        return self._find(self._images, type_name, "images")
+
+    def image_types(self) -> frozenset[str]:
+        """The channel types that can serve image models."""
+        return frozenset(self._images)
+
     def types(self) -> frozenset[str]:
         """Every channel type some adapter is registered for."""
         tables = (
@@ -266,6 +291,7 @@ class ProviderRegistry:
             self._voices,
             self._moderation,
             self._rerank,
+            self._images,
         )
         return frozenset().union(*tables)
 
@@ -284,6 +310,22 @@ def check_native_responses(channels: Sequence[ChannelSettings], registry: Provid
             raise ConfigError(
                 f"channels[{index}].responses: the channel type '{channel.type}' cannot "
                 "serve the Responses API natively (use 'translate')"
+            )
+
+
+def check_image_channels(
+    channels: Sequence[ChannelSettings], models: Sequence[ModelSettings], registry: ProviderRegistry
+) -> None:
+    """Raise ``ConfigError`` naming the first channel that serves a ``kind: image`` model
+    although no adapter of its type serves images."""
+    image_models = {model.name for model in models if model.kind == "image"}
+    for index, channel in enumerate(channels):
+        served = [model.name for model in channel.models if model.name in image_models]
+        if served and channel.type not in registry.image_types():
+            raise ConfigError(
+                f"channels[{index}].models: the channel type '{channel.type}' cannot serve "
+                f"the image model '{served[0]}' (image channels: "
+                f"{', '.join(sorted(registry.image_types()))})"
             )
 
 

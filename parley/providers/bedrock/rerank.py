@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import Any
 
 from parley import upstream_json
-from parley.catalog_settings import AwsSettings
 from parley.providers.base import (
     ReplyBounds,
     RerankReply,
@@ -23,7 +22,7 @@ from parley.providers.base import (
     Target,
     upstream_errors,
 )
-from parley.providers.bedrock.adapter import BedrockAdapter
+from parley.providers.bedrock.adapter import BedrockAdapter, secret
 from parley.providers.bedrock.refusal import refusal
 from parley.providers.rankings import ranking
 
@@ -49,15 +48,10 @@ class BedrockRerank:
             payload["top_n"] = request.top_n
         channel = target.channel
         with upstream_errors(channel):
-            reply = await self._adapter._send(target, "invoke", payload)
+            reply = await self._adapter.send(target, "invoke", payload)
             raw = await reply.read(self._bounds.max_reply_bytes)
             if reply.status >= 300:
-                raise refusal(channel, reply.status, raw, _secret(target), reply.headers)
+                raise refusal(channel, reply.status, raw, secret(target), reply.headers)
             body = upstream_json.loads(raw)
         results = body.get("results") if isinstance(body, dict) else None
         return RerankReply(ranking(channel, results, len(request.documents), "relevance_score"))
-
-
-def _secret(target: Target) -> str | None:
-    aws = target.options
-    return aws.secret_access_key if isinstance(aws, AwsSettings) else target.api_key

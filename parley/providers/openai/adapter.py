@@ -36,11 +36,16 @@ MODERATIONS_PATH = "/moderations"
 RESPONSES_PATH = "/responses"
 
 
+JSON_TYPE = "application/json"
+
+
 class Endpoint(Protocol):
     """Where an OpenAI-shaped request for ``target`` goes, and with what credentials."""
 
-    def head(self, target: Target, path: str) -> Prepared:
-        """The request head for the operation at ``path`` (``/chat/completions``...)."""
+    def head(self, target: Target, path: str, content_type: str = JSON_TYPE) -> Prepared:
+        """The request head for the operation at ``path`` (``/chat/completions``...),
+        its body of ``content_type`` (a JSON head is rendered once and kept; a
+        multipart one, whose boundary changes with each body, each time)."""
 
 
 class BearerEndpoint:
@@ -48,8 +53,10 @@ class BearerEndpoint:
 
     __slots__ = ()
 
-    def head(self, target: Target, path: str) -> Prepared:
-        return _request(target.base_url, path, target.api_key)
+    def head(self, target: Target, path: str, content_type: str = JSON_TYPE) -> Prepared:
+        if content_type == JSON_TYPE:
+            return _request(target.base_url, path, target.api_key)
+        return _head(target.base_url, path, target.api_key, content_type)
 
 
 BEARER = BearerEndpoint()
@@ -158,7 +165,11 @@ def stream_body(body: JSON, model: str) -> JSON:
 @functools.cache
 def _request(base_url: str, path: str, api_key: str | None) -> Prepared:
     """The request head, rendered once per channel, endpoint and key."""
-    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    return _head(base_url, path, api_key, JSON_TYPE)
+
+
+def _head(base_url: str, path: str, api_key: str | None, content_type: str) -> Prepared:
+    headers = {"Content-Type": content_type, "Accept": "application/json, text/event-stream"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
     return prepare("POST", f"{base_url}{path}", headers)
