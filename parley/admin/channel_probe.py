@@ -17,7 +17,17 @@ import wave
 from dataclasses import dataclass
 
 from parley.errors import ParleyError, UpstreamRefused
-from parley.providers.base import AudioUpload, SpeechRequest, Target, TranscriptionRequest
+from parley.providers.base import (
+    CHAT,
+    COMPLETION,
+    EMBEDDINGS,
+    SPEECH,
+    TRANSCRIPTION,
+    AudioUpload,
+    SpeechRequest,
+    Target,
+    TranscriptionRequest,
+)
 from parley.providers.not_found import NOT_FOUND, not_found_hint
 from parley.providers.redaction import redact
 from parley.providers.registry import ProviderRegistry, UnknownProviderType
@@ -66,22 +76,24 @@ async def _call(providers: ProviderRegistry, kind: ModelKind, type_: str, target
     model = target.model
     if kind == "chat":
         body = {"model": model, "messages": [{"role": "user", "content": PROMPT}], "max_tokens": 1}
-        await providers.chat(type_).chat(target, body)
+        await providers.serving(CHAT, type_).chat(target, body)
     elif kind == "completion":
-        await providers.completion(type_).completion(
+        await providers.serving(COMPLETION, type_).completion(
             target, {"model": model, "prompt": PROMPT, "max_tokens": 1}
         )
     elif kind == "embedding":
-        await providers.embeddings(type_).embeddings(target, {"model": model, "input": "ok"})
+        await providers.serving(EMBEDDINGS, type_).embeddings(
+            target, {"model": model, "input": "ok"}
+        )
     elif kind == "speech":
         request = SpeechRequest(input="OK.", voice=None, response_format="wav")
-        async with providers.speech(type_).speech(target, request) as audio:
+        async with providers.serving(SPEECH, type_).speech(target, request) as audio:
             async for _ in audio.pieces:
                 pass
     else:
         upload = AudioUpload(io.BytesIO(_silence()), "probe.wav", "audio/wav")
         request_ = TranscriptionRequest("transcribe", upload, "json")
-        await providers.transcription(type_).transcribe(target, request_)
+        await providers.serving(TRANSCRIPTION, type_).transcribe(target, request_)
 
 
 async def probe(

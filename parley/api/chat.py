@@ -17,6 +17,7 @@ from parley.pipeline import runner
 from parley.pipeline.context import services
 from parley.pipeline.job import Operation
 from parley.pipeline.route import Route
+from parley.providers import base as capability
 from parley.providers.base import Translations
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
@@ -54,7 +55,9 @@ class ChatReply(TextReply):
         check_images(self._text.body, model, self._settings.server.max_image_bytes)
 
     def call(self, route: Route) -> Awaitable[JSON]:
-        return self._providers.chat(route.provider_type).chat(route.target, self._text.body)
+        return self._providers.serving(capability.CHAT, route.provider_type).chat(
+            route.target, self._text.body
+        )
 
     def produced(self, reply: JSON) -> str:
         return _message_text(reply)
@@ -73,7 +76,7 @@ class ChatStream(TextStream):
         check_images(self._text.body, model, self._settings.server.max_image_bytes)
 
     def open(self, route: Route) -> Translations[bytes]:
-        adapter = self._providers.chat_translation(route.provider_type)
+        adapter = self._providers.serving(capability.CHAT_STREAM, route.provider_type)
         return adapter.chat_translated(route.target, self._text.body, self.relay())
 
 

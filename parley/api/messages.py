@@ -46,7 +46,9 @@ from parley.pipeline.call import Call
 from parley.pipeline.context import services
 from parley.pipeline.job import NO_HEADERS, Operation
 from parley.pipeline.route import Route
-from parley.providers.base import Translations
+from parley.providers import base as capability
+from parley.providers.base import Messages, Translations
+from parley.providers.openai.adapter import OpenAIAdapter
 from parley.providers.registry import ProviderRegistry
 
 MESSAGES = Operation("messages", "/v1/messages", CHAT_KINDS)
@@ -171,7 +173,7 @@ def chat_body(messages: MessagesRequest, route: Route, providers: ProviderRegist
     """The OpenAI chat body for a translating route: signed thinking kept for an adapter
     that reads it back (``ProviderRegistry.reads_chat``), and the service tier asked for
     when the channel is OpenAI's own (the only one with tiers)."""
-    signed = providers.reads_chat(route.provider_type)
+    signed = not isinstance(providers.serving(capability.CHAT, route.provider_type), OpenAIAdapter)
     try:
         body = openai_chat.encode_request(
             canonical(messages), route.target.model, thinking_blocks=signed
@@ -182,6 +184,14 @@ def chat_body(messages: MessagesRequest, route: Route, providers: ProviderRegist
     if tier is not None and route.provider_type == TIERED_CHANNEL:
         body["service_tier"] = SERVICE_TIERS[tier]
     return body
+
+
+def _relaying(providers: ProviderRegistry, route: Route) -> Messages | None:
+    """The Messages adapter when the route's upstream speaks Messages, else ``None``."""
+    if not providers.serves(capability.MESSAGES, route.provider_type):
+        return None
+    adapter = providers.serving(capability.MESSAGES, route.provider_type)
+    return adapter if adapter.relays(route.target) else None
 
 
 @value
@@ -253,12 +263,12 @@ class MessagesReply(_MessagesJob):
 
     async def call(self, route: Route) -> Answer:
         messages = self._messages
-        adapter = self._providers.messages(route.provider_type, route.target)
+        adapter = _relaying(self._providers, route)
         if adapter is not None:
             body = await adapter.messages(route.target, messages.body, messages.beta)
             found = anthropic_messages_reply.read_usage(body.get("usage"))
             return Answer(body, with_estimate(found, self._estimated(body.get("content"))))
-        chat = self._providers.chat(route.provider_type)
+        chat = self._providers.serving(capability.CHAT, route.provider_type)
         reply = openai_chat_reply.decode_reply(
             await chat.chat(route.target, chat_body(messages, route, self._providers))
         )
@@ -299,7 +309,7 @@ class MessagesStream(_MessagesJob):
 
     def open(self, route: Route) -> Translations[bytes]:
         messages = self._messages
-        adapter = self._providers.messages(route.provider_type, route.target)
+        adapter = _relaying(self._providers, route)
         if adapter is not None:
             relay = MessagesRelay(self._model, messages.prompt_estimate, self._max_event_bytes)
             self._translator = relay
@@ -310,7 +320,7 @@ class MessagesStream(_MessagesJob):
             self._model, message_id, messages.prompt_estimate, self._max_event_bytes
         )
         self._translator = translator
-        chat = self._providers.chat_translation(route.provider_type)
+        chat = self._providers.serving(capability.CHAT_STREAM, route.provider_type)
         return chat.chat_translated(route.target, body, translator)
 
     def render(self, batch: Sequence[bytes]) -> bytes:
@@ -346,7 +356,7 @@ class TokenCount(_MessagesJob):
 
     def call(self, route: Route) -> Awaitable[int]:
         messages = self._messages
-        adapter = self._providers.messages(route.provider_type, route.target)
+        adapter = _relaying(self._providers, route)
         if adapter is not None:
             return adapter.count_tokens(route.target, messages.body, messages.beta)
         return _ready(messages.prompt_estimate)

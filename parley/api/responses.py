@@ -51,6 +51,7 @@ from parley.pipeline.call import Call
 from parley.pipeline.context import CALLER, services
 from parley.pipeline.job import NO_HEADERS, Operation
 from parley.pipeline.route import Route, Router
+from parley.providers import base as capability
 from parley.providers.base import Responses, Translations
 from parley.providers.openai.adapter import OpenAIAdapter
 from parley.providers.registry import ProviderRegistry
@@ -169,13 +170,19 @@ class _ResponsesJob:
         if chat is None:
             assert refusal is not None
             raise refusal
-        if not isinstance(self._providers.chat(route.provider_type), OpenAIAdapter):
+        if not isinstance(
+            self._providers.serving(capability.CHAT, route.provider_type), OpenAIAdapter
+        ):
             chat = unsealed(chat)  # a large body's messages, for an adapter that reads them
         return {**chat, "model": route.target.model}
 
     def _native(self, route: Route) -> Responses | None:
         """The adapter relaying the call as it is, on a ``responses: native`` route."""
-        return self._providers.responses(route.provider_type) if route.responses_native else None
+        if not route.responses_native or not self._providers.serves(
+            capability.RESPONSES, route.provider_type
+        ):
+            return None
+        return self._providers.serving(capability.RESPONSES, route.provider_type)
 
     def _keep(self, response: JSON) -> None:
         """Hand the finished response to the book (when the caller asked to store it)."""
@@ -228,7 +235,7 @@ class ResponsesReply(_ResponsesJob):
                 ),
             )
             return Answer(found, usage)
-        chat = self._providers.chat(route.provider_type)
+        chat = self._providers.serving(capability.CHAT, route.provider_type)
         try:
             found_chat = await chat.chat(route.target, self._chat_body(route))
         except InvalidRequest as error:
@@ -288,7 +295,7 @@ class ResponsesStream(_ResponsesJob):
             responses_objects.item_ids(self._id),
         )
         self._translator = translator
-        chat = self._providers.chat_translation(route.provider_type)
+        chat = self._providers.serving(capability.CHAT_STREAM, route.provider_type)
         try:
             return chat.chat_translated(route.target, self._chat_body(route), translator)
         except InvalidRequest as error:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import dataclass
-from typing import IO, Protocol, TypeVar
+from typing import IO, Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from parley.catalog_settings import ChannelOptions
 from parley.dialects.translator import ChunkTranslator, Translator
@@ -74,11 +74,13 @@ class ReplyBounds:
     max_event_bytes: int = 8 * 1024 * 1024
 
 
+@runtime_checkable
 class Chat(Protocol):
     def chat(self, target: Target, body: JSON) -> Awaitable[JSON]:
         """A whole chat completion, as OpenAI's ``chat.completion`` object."""
 
 
+@runtime_checkable
 class ChatTranslation(Protocol):
     def chat_translated(
         self, target: Target, body: JSON, translator: ChunkTranslator[T]
@@ -89,6 +91,7 @@ class ChatTranslation(Protocol):
         are read into chat chunks first (``dialects.translator.Chained``)."""
 
 
+@runtime_checkable
 class Messages(Protocol):
     """Anthropic's Messages API, relayed to a caller that speaks it (pass-through)."""
 
@@ -108,6 +111,7 @@ class Messages(Protocol):
         """The upstream's count of the request's input tokens."""
 
 
+@runtime_checkable
 class Responses(Protocol):
     """OpenAI's Responses API, relayed to a channel that serves it (``responses: native``)."""
 
@@ -120,6 +124,7 @@ class Responses(Protocol):
         """A streamed ``response``: the events' bytes fed to ``translator``."""
 
 
+@runtime_checkable
 class Completion(Protocol):
     def completion(self, target: Target, body: JSON) -> Awaitable[JSON]:
         """A whole classic completion, as OpenAI's ``text_completion`` object."""
@@ -132,6 +137,7 @@ class Completion(Protocol):
         ``text_completion`` chunks first."""
 
 
+@runtime_checkable
 class Embeddings(Protocol):
     def embeddings(self, target: Target, body: JSON) -> Awaitable[JSON]:
         """Embeddings of the body's ``input``, as OpenAI's ``list`` of ``embedding`` objects."""
@@ -170,6 +176,7 @@ class Transcript:
     """The audio length the engine reported, if it did (recorded, never billed)."""
 
 
+@runtime_checkable
 class Transcription(Protocol):
     async def transcribe(self, target: Target, request: TranscriptionRequest) -> Transcript:
         """A whole transcription or translation, in the asked ``response_format``."""
@@ -229,6 +236,7 @@ async def _nothing() -> AsyncGenerator[bytes, None]:
         yield piece
 
 
+@runtime_checkable
 class Speech(Protocol):
     def speech(
         self, target: Target, request: SpeechRequest
@@ -259,6 +267,7 @@ class VoicesUnsupported(UpstreamError):
     """The engine has no voice management (it cannot list, or cannot clone)."""
 
 
+@runtime_checkable
 class Voices(Protocol):
     async def list_voices(self, target: Target) -> EngineRoster:
         """The engine's roster; ``VoicesUnsupported`` when it cannot list voices."""
@@ -268,6 +277,44 @@ class Voices(Protocol):
 
     async def delete_voice(self, target: Target, name: str) -> bool:
         """Delete an uploaded voice; False when the engine did not have it."""
+
+
+P = TypeVar("P")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Capability(Generic[P]):
+    """One kind of call an adapter may serve: the key the registry files adapters
+    under, and the Protocol (``protocol``) an adapter serving it implements.
+
+    ``serving(CAPABILITY, type_name)`` is typed by it (``P``), so a job that asks for
+    ``SPEECH`` gets a ``Speech``. A new kind of call is one Protocol above and one
+    constant below (docs/development.md, Where a new kind of call goes)."""
+
+    name: str
+    """The key, unique among capabilities (``chat``, ``speech``...)."""
+    protocol: type
+    """The Protocol ``P`` itself, which a registered adapter is checked against."""
+    described: str
+    """How an error names it: "No provider adapter serves {described} for ..."."""
+
+
+Serves = tuple[Capability[Any], ...]
+"""What an adapter class declares it serves (its ``serves`` class attribute)."""
+
+CHAT: Capability[Chat] = Capability("chat", Chat, "chat")
+CHAT_STREAM: Capability[ChatTranslation] = Capability(
+    "chat_stream", ChatTranslation, "chat streams in another dialect"
+)
+MESSAGES: Capability[Messages] = Capability("messages", Messages, "Anthropic's Messages API")
+RESPONSES: Capability[Responses] = Capability("responses", Responses, "the Responses API")
+COMPLETION: Capability[Completion] = Capability("completion", Completion, "completions")
+EMBEDDINGS: Capability[Embeddings] = Capability("embeddings", Embeddings, "embeddings")
+TRANSCRIPTION: Capability[Transcription] = Capability(
+    "transcription", Transcription, "speech-to-text"
+)
+SPEECH: Capability[Speech] = Capability("speech", Speech, "speech")
+VOICES: Capability[Voices] = Capability("voices", Voices, "voices")
 
 
 @contextmanager

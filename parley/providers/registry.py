@@ -9,23 +9,19 @@ against ``types()``, so an unknown type stops the start with one line naming the
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar, cast
 
 from parley.http import HttpClient
 from parley.providers.anthropic import AnthropicAdapter
 from parley.providers.azure import AzureEndpoint
 from parley.providers.base import (
-    Chat,
-    ChatTranslation,
-    Completion,
-    Embeddings,
-    Messages,
+    CHAT,
+    CHAT_STREAM,
+    COMPLETION,
+    EMBEDDINGS,
+    RESPONSES,
+    Capability,
     ReplyBounds,
-    Responses,
-    Speech,
-    Target,
-    Transcription,
-    Voices,
 )
 from parley.providers.bedrock import BedrockAdapter
 from parley.providers.gemini import GeminiAdapter
@@ -47,7 +43,7 @@ TRANSCRIPTION_TYPES = ("openai", "speaches", "vllm")
 """Types whose upstreams speak OpenAI's audio wire format for speech-to-text; ``vllm``
 cannot write subtitles (Parley writes them from segments)."""
 
-_Adapter = TypeVar("_Adapter")
+P = TypeVar("P")
 
 
 class UnknownProviderType(KeyError):
@@ -67,30 +63,14 @@ class UnknownProviderType(KeyError):
 
 
 class ProviderRegistry:
-    """Adapters by channel type name, one table per capability."""
+    """Adapters by capability and channel type name: one table per ``Capability``,
+    filled by ``register`` and read by ``serving``."""
 
-    __slots__ = (
-        "_chat",
-        "_chat_translation",
-        "_completion",
-        "_embeddings",
-        "_messages",
-        "_responses",
-        "_speech",
-        "_transcription",
-        "_voices",
-    )
+    __slots__ = ("_tables",)
 
     def __init__(self) -> None:
-        self._chat: dict[str, Chat] = {}
-        self._chat_translation: dict[str, ChatTranslation] = {}
-        self._messages: dict[str, Messages] = {}
-        self._responses: dict[str, Responses] = {}
-        self._completion: dict[str, Completion] = {}
-        self._embeddings: dict[str, Embeddings] = {}
-        self._transcription: dict[str, Transcription] = {}
-        self._speech: dict[str, Speech] = {}
-        self._voices: dict[str, Voices] = {}
+        self._tables: dict[str, dict[str, Any]] = {}
+        """Capability name → channel type → adapter."""
 
     @classmethod
     def default(
@@ -108,133 +88,60 @@ class ProviderRegistry:
         registry = cls()
         openai = OpenAIAdapter(http, bounds)
         for type_name in OPENAI_COMPATIBLE_TYPES:
-            registry.register(type_name, chat=openai, completion=openai)
-            registry.register(type_name, embeddings=openai, chat_translation=openai)
-            registry.register(type_name, responses=openai)
-        anthropic = AnthropicAdapter(http, bounds, default_max_tokens)
-        registry.register("anthropic", chat=anthropic, completion=anthropic, messages=anthropic)
-        registry.register("anthropic", chat_translation=anthropic)
+            registry.register(type_name, openai)
+        registry.register("anthropic", AnthropicAdapter(http, bounds, default_max_tokens))
         azure = OpenAIAdapter(http, bounds, AzureEndpoint())
-        registry.register("azure-openai", chat=azure, completion=azure)
-        registry.register("azure-openai", embeddings=azure, chat_translation=azure)
-        bedrock = BedrockAdapter(http, bounds)
-        registry.register("bedrock", chat=bedrock, completion=bedrock, chat_translation=bedrock)
-        gemini = GeminiAdapter(http, bounds)
-        registry.register("gemini", chat=gemini, chat_translation=gemini, completion=gemini)
-        registry.register("gemini", embeddings=gemini)
+        registry.register("azure-openai", azure, CHAT, CHAT_STREAM, COMPLETION, EMBEDDINGS)
+        registry.register("bedrock", BedrockAdapter(http, bounds))
+        registry.register("gemini", GeminiAdapter(http, bounds))
         google_cloud = VertexChannels(http)
         google_cloud.prepare(channels)
-        vertex = VertexAdapter(http, bounds, google_cloud, default_max_tokens)
-        registry.register("vertex", chat=vertex, chat_translation=vertex, completion=vertex)
-        registry.register("vertex", embeddings=vertex, messages=vertex)
+        registry.register("vertex", VertexAdapter(http, bounds, google_cloud, default_max_tokens))
         for type_name in TRANSCRIPTION_TYPES:
             adapter = TranscriptionAdapter(http, bounds, writes_subtitles=type_name != "vllm")
-            registry.register(type_name, transcription=adapter)
-        openai_audio = OpenAIAudioAdapter(http, bounds)
-        registry.register("openai-audio", speech=openai_audio, voices=openai_audio)
-        supertonic = SupertonicAdapter(http, bounds)
-        registry.register("supertonic", speech=supertonic, voices=supertonic)
+            registry.register(type_name, adapter)
+        registry.register("openai-audio", OpenAIAudioAdapter(http, bounds))
+        registry.register("supertonic", SupertonicAdapter(http, bounds))
         return registry
 
-    def register(
-        self,
-        type_name: str,
-        *,
-        chat: Chat | None = None,
-        chat_translation: ChatTranslation | None = None,
-        messages: Messages | None = None,
-        responses: Responses | None = None,
-        completion: Completion | None = None,
-        embeddings: Embeddings | None = None,
-        transcription: Transcription | None = None,
-        speech: Speech | None = None,
-        voices: Voices | None = None,
-    ) -> None:
-        """Serve the given capabilities of channels of ``type_name`` with these adapters."""
-        if chat is not None:
-            self._chat[type_name] = chat
-        if chat_translation is not None:
-            self._chat_translation[type_name] = chat_translation
-        if messages is not None:
-            self._messages[type_name] = messages
-        if responses is not None:
-            self._responses[type_name] = responses
-        if completion is not None:
-            self._completion[type_name] = completion
-        if embeddings is not None:
-            self._embeddings[type_name] = embeddings
-        if transcription is not None:
-            self._transcription[type_name] = transcription
-        if speech is not None:
-            self._speech[type_name] = speech
-        if voices is not None:
-            self._voices[type_name] = voices
+    def register(self, type_name: str, adapter: object, *capabilities: Capability[Any]) -> None:
+        """Serve channels of ``type_name`` with ``adapter``, for the ``capabilities``
+        given, else for every one the adapter declares (its class's ``serves``). An
+        adapter that lacks a capability's methods is a ``TypeError`` here, at start."""
+        if not capabilities:
+            capabilities = getattr(adapter, "serves", ())
+            if not capabilities:
+                raise TypeError(f"{type(adapter).__name__} declares no capability (`serves`).")
+        for capability in capabilities:
+            if not isinstance(adapter, capability.protocol):
+                raise TypeError(
+                    f"{type(adapter).__name__} does not implement {capability.protocol.__name__}"
+                    f" (the capability `{capability.name}`)."
+                )
+            self._tables.setdefault(capability.name, {})[type_name] = adapter
 
-    def chat(self, type_name: str) -> Chat:
-        return self._find(self._chat, type_name, "chat")
+    def serving(self, capability: Capability[P], type_name: str) -> P:
+        """The adapter serving ``capability`` for channels of ``type_name``;
+        ``UnknownProviderType`` when none does."""
+        try:
+            return cast(P, self._tables[capability.name][type_name])
+        except KeyError:
+            raise UnknownProviderType(type_name, capability.described, self.types()) from None
 
-    def reads_chat(self, type_name: str) -> bool:
-        """Whether the type's chat adapter reads a chat body into another wire format
-        (rather than send it on as it is), and so takes what OpenAI's cannot say: signed
-        thinking in ``thinking_blocks`` (``dialects/openai_chat.py``)."""
-        adapter = self._chat.get(type_name)
-        return adapter is not None and not isinstance(adapter, OpenAIAdapter)
-
-    def chat_translation(self, type_name: str) -> ChatTranslation:
-        return self._find(self._chat_translation, type_name, "chat streams in another dialect")
-
-    def messages(self, type_name: str, target: Target) -> Messages | None:
-        """The type's Messages adapter, when the target's upstream speaks Anthropic's
-        Messages API (a Messages caller's call is then passed through); ``None``
-        otherwise."""
-        adapter = self._messages.get(type_name)
-        return adapter if adapter is not None and adapter.relays(target) else None
-
-    def responses(self, type_name: str) -> Responses | None:
-        """The type's Responses adapter, when its upstreams can serve OpenAI's Responses
-        API (used for channels that say ``responses: native``); ``None`` otherwise."""
-        return self._responses.get(type_name)
-
-    def completion(self, type_name: str) -> Completion:
-        return self._find(self._completion, type_name, "completions")
-
-    def embeddings(self, type_name: str) -> Embeddings:
-        return self._find(self._embeddings, type_name, "embeddings")
-
-    def transcription(self, type_name: str) -> Transcription:
-        return self._find(self._transcription, type_name, "speech-to-text")
-
-    def speech(self, type_name: str) -> Speech:
-        return self._find(self._speech, type_name, "speech")
-
-    def voices(self, type_name: str) -> Voices:
-        return self._find(self._voices, type_name, "voices")
+    def serves(self, capability: Capability[Any], type_name: str) -> bool:
+        """Whether some adapter serves ``capability`` for channels of ``type_name``."""
+        return type_name in self._tables.get(capability.name, ())
 
     def types(self) -> frozenset[str]:
         """Every channel type some adapter is registered for."""
-        tables = (
-            self._chat,
-            self._messages,
-            self._completion,
-            self._embeddings,
-            self._transcription,
-            self._speech,
-            self._voices,
-        )
-        return frozenset().union(*tables)
-
-    def _find(self, table: dict[str, _Adapter], type_name: str, capability: str) -> _Adapter:
-        try:
-            return table[type_name]
-        except KeyError:
-            raise UnknownProviderType(type_name, capability, self.types()) from None
+        return frozenset().union(*self._tables.values())
 
 
 def check_native_responses(channels: Sequence[ChannelSettings], registry: ProviderRegistry) -> None:
     """Raise ``ConfigError`` naming the first channel that says ``responses: native``
     although no adapter of its type can relay the Responses API."""
     for index, channel in enumerate(channels):
-        if channel.responses == "native" and registry.responses(channel.type) is None:
+        if channel.responses == "native" and not registry.serves(RESPONSES, channel.type):
             raise ConfigError(
                 f"channels[{index}].responses: the channel type '{channel.type}' cannot "
                 "serve the Responses API natively (use 'translate')"

@@ -30,7 +30,7 @@ from parley.pipeline.authenticate import Caller
 from parley.pipeline.context import services
 from parley.pipeline.job import NO_HEADERS, Operation
 from parley.pipeline.route import Route
-from parley.providers.base import Batches, Target
+from parley.providers.base import CHAT, CHAT_STREAM, Batches, Target
 from parley.providers.openai import OpenAIAdapter
 from parley.runtime.in_flight import SHUTDOWN_STATUS
 from parley.settings import Settings
@@ -77,7 +77,7 @@ class BuggyAdapter:
 def install_bug(gateway: Gateway, *, fail_after_batches: int = 0) -> None:
     real = OpenAIAdapter(gateway.services.http)
     buggy = BuggyAdapter(real, fail_after_batches=fail_after_batches)
-    gateway.services.providers.register("openai", chat=buggy, chat_translation=buggy)
+    gateway.services.providers.register("openai", buggy, CHAT, CHAT_STREAM)
 
 
 async def read_events(response: aiohttp.ClientResponse) -> list[bytes]:
@@ -254,7 +254,7 @@ class RawTextJob:
         return Allowance(characters=1_000_000)  # far above the fake engine's short echoes
 
     def open(self, route: Route) -> AbstractAsyncContextManager[Batches]:
-        adapter = self._providers.chat_translation(route.provider_type)
+        adapter = self._providers.serving(CHAT_STREAM, route.provider_type)
         return adapter.chat_translated(route.target, self._body, ChunkReader(1 << 20))
 
     def render(self, batch: Sequence[JSON]) -> bytes:

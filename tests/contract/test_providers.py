@@ -18,7 +18,15 @@ from parley.dialects.chunk_reader import ChunkReader
 from parley.domain.wire import JSON
 from parley.errors import UpstreamError, UpstreamRefused, UpstreamTimeout, UpstreamUnreachable
 from parley.http import HttpClient
-from parley.providers.base import Batches, Chat, ChatTranslation, Completion, Target
+from parley.providers.base import (
+    CHAT,
+    COMPLETION,
+    Batches,
+    Chat,
+    ChatTranslation,
+    Completion,
+    Target,
+)
 from parley.providers.registry import (
     OPENAI_COMPATIBLE_TYPES,
     ProviderRegistry,
@@ -54,7 +62,10 @@ async def session() -> AsyncIterator[HttpClient]:
 @pytest.fixture(params=ADAPTER_TYPES)
 def adapter(request: pytest.FixtureRequest, session: HttpClient) -> Adapter:
     registry = ProviderRegistry.default(session)
-    chat, completion = registry.chat(request.param), registry.completion(request.param)
+    chat, completion = (
+        registry.serving(CHAT, request.param),
+        registry.serving(COMPLETION, request.param),
+    )
     assert id(chat) == id(completion), "this suite drives one adapter serving both"
     return cast(Adapter, chat)
 
@@ -388,8 +399,8 @@ def test_openai_compatible_types_share_one_adapter(session: HttpClient) -> None:
     registry = ProviderRegistry.default(session)
     assert frozenset(OPENAI_COMPATIBLE_TYPES) <= registry.types()
     assert {"openai-audio", "supertonic", "speaches"} <= registry.types()
-    adapters = {id(registry.chat(name)) for name in OPENAI_COMPATIBLE_TYPES}
-    adapters |= {id(registry.completion(name)) for name in OPENAI_COMPATIBLE_TYPES}
+    adapters = {id(registry.serving(CHAT, name)) for name in OPENAI_COMPATIBLE_TYPES}
+    adapters |= {id(registry.serving(COMPLETION, name)) for name in OPENAI_COMPATIBLE_TYPES}
     assert len(adapters) == 1
 
 
@@ -398,7 +409,7 @@ def test_an_unknown_type_is_a_key_error_naming_the_known_ones(
 ) -> None:
     registry = ProviderRegistry.default(session)
     with pytest.raises(UnknownProviderType) as caught:
-        registry.chat("carrier-pigeon")
+        registry.serving(CHAT, "carrier-pigeon")
     assert isinstance(caught.value, KeyError)
     assert "`carrier-pigeon`" in str(caught.value)
     assert "openai" in str(caught.value)

@@ -8,6 +8,7 @@ import pytest
 
 from parley.http import HttpClient
 from parley.pipeline.services import Services
+from parley.providers.base import CHAT
 from parley.providers.openai import OpenAIAdapter
 from parley.providers.registry import ProviderRegistry, check_channel_types
 from parley.settings import ConfigError, Settings
@@ -42,7 +43,7 @@ def test_a_type_is_known_once_an_adapter_is_registered_for_it() -> None:
     settings = settings_with_types("made-up-speech")
     with pytest.raises(ConfigError):
         check_channel_types(settings.channels, registry.types())
-    registry.register("made-up-speech", chat=OpenAIAdapter(http))
+    registry.register("made-up-speech", OpenAIAdapter(http), CHAT)
     check_channel_types(settings.channels, registry.types())
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 import orjson
 
@@ -34,7 +34,15 @@ from parley.errors import InvalidRequest, UpstreamError
 from parley.http import HttpClient, Prepared, Reply, prepare
 from parley.providers.anthropic.completions import CompletionChunks, as_chat, as_completion
 from parley.providers.anthropic.refusal import stream_failure
-from parley.providers.base import ReplyBounds, Target
+from parley.providers.base import (
+    CHAT,
+    CHAT_STREAM,
+    COMPLETION,
+    MESSAGES,
+    ReplyBounds,
+    Serves,
+    Target,
+)
 from parley.providers.openai.answers import faults, stream_start, whole_reply
 from parley.providers.translated import TranslatedStream
 
@@ -62,6 +70,7 @@ class AnthropicAdapter:
     ``default_max_tokens`` is sent when an OpenAI caller gave no limit (Messages needs one)."""
 
     __slots__ = ("_bounds", "_default_max_tokens", "_http")
+    serves: ClassVar[Serves] = (CHAT, CHAT_STREAM, COMPLETION, MESSAGES)
 
     def __init__(
         self, http: HttpClient, bounds: ReplyBounds | None, default_max_tokens: int

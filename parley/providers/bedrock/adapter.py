@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 import orjson
 from yarl import URL
@@ -36,7 +36,11 @@ from parley.errors import InvalidRequest, UpstreamError
 from parley.http import HttpClient, Reply, prepare
 from parley.providers.anthropic.completions import CompletionChunks, as_chat, as_completion
 from parley.providers.base import (
+    CHAT,
+    CHAT_STREAM,
+    COMPLETION,
     ReplyBounds,
+    Serves,
     Target,
     stream_cut_short,
     upstream_errors,
@@ -57,6 +61,7 @@ class BedrockAdapter:
     """``Chat``, ``ChatTranslation`` and ``Completion`` over the one ``HttpClient``."""
 
     __slots__ = ("_bounds", "_clock", "_http", "_signers")
+    serves: ClassVar[Serves] = (CHAT, CHAT_STREAM, COMPLETION)
 
     def __init__(
         self, http: HttpClient, bounds: ReplyBounds | None = None, clock: Clock | None = None

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable
-from typing import Protocol, TypeVar
+from typing import ClassVar, Protocol, TypeVar
 
 import orjson
 
@@ -32,7 +32,16 @@ from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, UpstreamError
 from parley.http import HttpClient, Prepared, Reply, prepare
 from parley.providers.anthropic.completions import CompletionChunks, as_chat, as_completion
-from parley.providers.base import ReplyBounds, Target, upstream_errors
+from parley.providers.base import (
+    CHAT,
+    CHAT_STREAM,
+    COMPLETION,
+    EMBEDDINGS,
+    ReplyBounds,
+    Serves,
+    Target,
+    upstream_errors,
+)
 from parley.providers.gemini.refusal import google_refusal, stream_failure
 from parley.providers.openai.answers import check_stream_start, faults, malformed
 from parley.providers.translated import TranslatedStream
@@ -83,6 +92,7 @@ class GeminiAdapter:
     ``HttpClient``. ``remote_images``: the upstream fetches images by URL (Vertex AI)."""
 
     __slots__ = ("_bounds", "_endpoint", "_http", "_remote_images")
+    serves: ClassVar[Serves] = (CHAT, CHAT_STREAM, COMPLETION, EMBEDDINGS)
 
     def __init__(
         self,

@@ -15,14 +15,23 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable
-from typing import Protocol, TypeVar
+from typing import ClassVar, Protocol, TypeVar
 
 import orjson
 
 from parley.dialects.translator import ChunkTranslator, Translator
 from parley.domain.wire import JSON
 from parley.http import HttpClient, Prepared, Reply, prepare
-from parley.providers.base import ReplyBounds, Target
+from parley.providers.base import (
+    CHAT,
+    CHAT_STREAM,
+    COMPLETION,
+    EMBEDDINGS,
+    RESPONSES,
+    ReplyBounds,
+    Serves,
+    Target,
+)
 from parley.providers.openai.answers import faults, stream_start, whole_reply
 from parley.providers.openai.refusal import stream_failure
 from parley.providers.translated import TranslatedStream
@@ -60,6 +69,13 @@ class OpenAIAdapter:
     ``endpoint``."""
 
     __slots__ = ("_bounds", "_endpoint", "_http")
+    serves: ClassVar[Serves] = (
+        CHAT,
+        CHAT_STREAM,
+        COMPLETION,
+        EMBEDDINGS,
+        RESPONSES,
+    )
 
     def __init__(
         self, http: HttpClient, bounds: ReplyBounds | None = None, endpoint: Endpoint = BEARER

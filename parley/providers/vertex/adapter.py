@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Coroutine
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 import orjson
 
@@ -35,7 +35,17 @@ from parley.http import HttpClient, Prepared, Reply, prepare
 from parley.providers.anthropic.adapter import messages_body
 from parley.providers.anthropic.completions import CompletionChunks, as_chat, as_completion
 from parley.providers.anthropic.refusal import stream_failure as messages_failure
-from parley.providers.base import ReplyBounds, Target, upstream_errors
+from parley.providers.base import (
+    CHAT,
+    CHAT_STREAM,
+    COMPLETION,
+    EMBEDDINGS,
+    MESSAGES,
+    ReplyBounds,
+    Serves,
+    Target,
+    upstream_errors,
+)
 from parley.providers.gemini.adapter import HEADERS, GeminiAdapter, endpoint_reply
 from parley.providers.gemini.refusal import google_refusal
 from parley.providers.openai.answers import faults, malformed
@@ -96,6 +106,13 @@ class VertexAdapter:
     ``Embeddings`` (Google's embedding models) and ``Messages`` (Anthropic's)."""
 
     __slots__ = ("_bounds", "_claude", "_endpoint", "_gemini", "_http")
+    serves: ClassVar[Serves] = (
+        CHAT,
+        CHAT_STREAM,
+        COMPLETION,
+        EMBEDDINGS,
+        MESSAGES,
+    )
 
     def __init__(
         self,
