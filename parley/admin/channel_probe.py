@@ -16,6 +16,8 @@ import time
 import wave
 from dataclasses import dataclass
 
+from parley.dialects import openai_chat
+from parley.dialects.call import OPENAI_CHAT, ChatCall, passes_through
 from parley.errors import ParleyError, UpstreamRefused
 from parley.providers.base import (
     CHAT,
@@ -58,6 +60,7 @@ def target_of(channel: ChannelSettings, served: ChannelModel) -> Target:
         connect_timeout=min(timeouts.connect, PROBE_SECONDS),
         read_timeout=min(timeouts.read, PROBE_SECONDS),
         idle_timeout=min(timeouts.idle, PROBE_SECONDS),
+        type_name=channel.type,
     )
 
 
@@ -76,7 +79,12 @@ async def _call(providers: ProviderRegistry, kind: ModelKind, type_: str, target
     model = target.model
     if kind == "chat":
         body = {"model": model, "messages": [{"role": "user", "content": PROMPT}], "max_tokens": 1}
-        await providers.serving(CHAT, type_).chat(target, body)
+        adapter = providers.serving(CHAT, type_)
+        call = ChatCall(OPENAI_CHAT, body, openai_chat.decode_request)
+        if passes_through(call.dialect, adapter.speaks(target)):
+            await adapter.relay(target, call)
+        else:
+            await adapter.generate(target, call)
     elif kind == "completion":
         await providers.serving(COMPLETION, type_).completion(
             target, {"model": model, "prompt": PROMPT, "max_tokens": 1}

@@ -24,13 +24,9 @@ import orjson
 from aiohttp import web
 
 from parley.api.body import read_json, sampling
-from parley.dialects import (
-    anthropic_messages,
-    anthropic_messages_reply,
-    openai_chat,
-    openai_chat_reply,
-)
-from parley.dialects.canonical import Request, Unsupported, produced_characters
+from parley.dialects import anthropic_messages, anthropic_messages_reply
+from parley.dialects.call import ANTHROPIC_MESSAGES, ChatCall, passes_through
+from parley.dialects.canonical import produced_characters
 from parley.dialects.chat_to_messages import ChatToMessages
 from parley.dialects.messages_relay import MessagesRelay
 from parley.dialects.translator import Translator, estimate
@@ -47,16 +43,12 @@ from parley.pipeline.context import services
 from parley.pipeline.job import NO_HEADERS, Operation
 from parley.pipeline.route import Route
 from parley.providers import base as capability
-from parley.providers.base import Messages, Translations
-from parley.providers.openai.adapter import OpenAIAdapter
+from parley.providers.base import Chat, Translations
 from parley.providers.registry import ProviderRegistry
 
 MESSAGES = Operation("messages", "/v1/messages", CHAT_KINDS)
 COUNT_TOKENS = Operation("token counting", "/v1/messages/count_tokens", CHAT_KINDS)
 ID_PREFIX = "msg_"
-SERVICE_TIERS = {"auto": "auto", "standard_only": "default"}
-"""Anthropic's ``service_tier`` as OpenAI's: ``standard_only`` is OpenAI's ``default``."""
-TIERED_CHANNEL = "openai"
 ANTHROPIC_MOST_TEMPERATURE = 1.0
 """Anthropic's range of ``temperature`` is 0 to 1 (OpenAI's, 0 to 2)."""
 
@@ -74,6 +66,13 @@ class MessagesRequest:
     beta: str | None
     prompt_ceiling: int = 0
     """The most prompt tokens the body can cost (``domain.tokens.prompt_ceiling``)."""
+
+    def call(self) -> ChatCall:
+        """The canonical call: the body as sent, read into a ``Request`` only on a route
+        that translates it (``dialects/anthropic_messages.py``)."""
+        return ChatCall(
+            ANTHROPIC_MESSAGES, self.body, anthropic_messages.decode_request, beta=self.beta
+        )
 
 
 async def create_message(request: web.Request) -> web.StreamResponse:
@@ -161,39 +160,6 @@ def _estimate_content(content: Any) -> int:
     return total
 
 
-def canonical(messages: MessagesRequest) -> Request:
-    """The body read whole, for a route that translates it; a 400 naming what is wrong."""
-    try:
-        return anthropic_messages.decode_request(messages.body)
-    except Unsupported as error:
-        raise InvalidRequest(error.message, param=error.param) from None
-
-
-def chat_body(messages: MessagesRequest, route: Route, providers: ProviderRegistry) -> JSON:
-    """The OpenAI chat body for a translating route: signed thinking kept for an adapter
-    that reads it back (``ProviderRegistry.reads_chat``), and the service tier asked for
-    when the channel is OpenAI's own (the only one with tiers)."""
-    signed = not isinstance(providers.serving(capability.CHAT, route.provider_type), OpenAIAdapter)
-    try:
-        body = openai_chat.encode_request(
-            canonical(messages), route.target.model, thinking_blocks=signed
-        )
-    except Unsupported as error:
-        raise InvalidRequest(error.message, param=error.param) from None
-    tier = messages.body.get("service_tier")
-    if tier is not None and route.provider_type == TIERED_CHANNEL:
-        body["service_tier"] = SERVICE_TIERS[tier]
-    return body
-
-
-def _relaying(providers: ProviderRegistry, route: Route) -> Messages | None:
-    """The Messages adapter when the route's upstream speaks Messages, else ``None``."""
-    if not providers.serves(capability.MESSAGES, route.provider_type):
-        return None
-    adapter = providers.serving(capability.MESSAGES, route.provider_type)
-    return adapter if adapter.relays(route.target) else None
-
-
 @value
 class Answer:
     """A whole reply in Anthropic's shape, and what it consumed."""
@@ -203,12 +169,18 @@ class Answer:
 
 
 class _MessagesJob:
-    __slots__ = ("_messages", "_model", "_providers")
+    __slots__ = ("_call", "_messages", "_model", "_providers")
 
     def __init__(self, messages: MessagesRequest, providers: ProviderRegistry) -> None:
         self._messages = messages
         self._providers = providers
         self._model = ""
+        self._call = messages.call()
+
+    def _adapter(self, route: Route) -> tuple[Chat, bool]:
+        """The route's adapter, and whether it passes the call through."""
+        adapter = self._providers.serving(capability.CHAT, route.provider_type)
+        return adapter, passes_through(self._call.dialect, adapter.speaks(route.target))
 
     @property
     def operation(self) -> Operation:
@@ -263,15 +235,12 @@ class MessagesReply(_MessagesJob):
 
     async def call(self, route: Route) -> Answer:
         messages = self._messages
-        adapter = _relaying(self._providers, route)
-        if adapter is not None:
-            body = await adapter.messages(route.target, messages.body, messages.beta)
+        adapter, passed = self._adapter(route)
+        if passed:
+            body = await adapter.relay(route.target, self._call)
             found = anthropic_messages_reply.read_usage(body.get("usage"))
             return Answer(body, with_estimate(found, self._estimated(body.get("content"))))
-        chat = self._providers.serving(capability.CHAT, route.provider_type)
-        reply = openai_chat_reply.decode_reply(
-            await chat.chat(route.target, chat_body(messages, route, self._providers))
-        )
+        reply = await adapter.generate(route.target, self._call)
         usage = with_estimate(
             reply.usage, estimate(messages.prompt_estimate, produced_characters(reply.blocks), 1)
         )
@@ -309,19 +278,17 @@ class MessagesStream(_MessagesJob):
 
     def open(self, route: Route) -> Translations[bytes]:
         messages = self._messages
-        adapter = _relaying(self._providers, route)
-        if adapter is not None:
+        adapter, passed = self._adapter(route)
+        if passed:
             relay = MessagesRelay(self._model, messages.prompt_estimate, self._max_event_bytes)
             self._translator = relay
-            return adapter.messages_stream(route.target, messages.body, messages.beta, relay)
-        body = chat_body(messages, route, self._providers)
+            return adapter.relay_stream(route.target, self._call, relay)
         message_id = ID_PREFIX + secrets.token_hex(12)
         translator = ChatToMessages(
             self._model, message_id, messages.prompt_estimate, self._max_event_bytes
         )
         self._translator = translator
-        chat = self._providers.serving(capability.CHAT_STREAM, route.provider_type)
-        return chat.chat_translated(route.target, body, translator)
+        return adapter.generate_stream(route.target, self._call, translator)
 
     def render(self, batch: Sequence[bytes]) -> bytes:
         return batch[0] if len(batch) == 1 else b"".join(batch)
@@ -355,11 +322,11 @@ class TokenCount(_MessagesJob):
         return NOTHING
 
     def call(self, route: Route) -> Awaitable[int]:
-        messages = self._messages
-        adapter = _relaying(self._providers, route)
-        if adapter is not None:
-            return adapter.count_tokens(route.target, messages.body, messages.beta)
-        return _ready(messages.prompt_estimate)
+        providers, kind = self._providers, route.provider_type
+        if self._adapter(route)[1] and providers.serves(capability.TOKEN_COUNT, kind):
+            counter = providers.serving(capability.TOKEN_COUNT, kind)
+            return counter.count_tokens(route.target, self._call)
+        return _ready(self._messages.prompt_estimate)
 
     def usage(self, reply: int) -> Usage:
         return Usage()

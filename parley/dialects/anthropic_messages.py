@@ -56,7 +56,9 @@ as a block's ``cache_control`` is not."""
 EFFORT_BUDGETS = {"low": 2048, "medium": 8192, "high": 24576, "xhigh": 32768, "max": 32768}
 """``output_config.effort`` → a thinking budget (OpenAI's ``reasoning_effort`` of the
 nearest level at or above it: ``xhigh`` and ``max`` are ``high``)."""
-SERVICE_TIERS = ("auto", "standard_only")
+SERVICE_TIERS: dict[str, Literal["auto", "default"]] = {"auto": "auto", "standard_only": "default"}
+"""Anthropic's ``service_tier`` in the canonical (OpenAI's) terms: ``standard_only`` is
+OpenAI's ``default``."""
 
 
 def decode_request(body: JSON) -> Request:
@@ -91,6 +93,7 @@ def decode_request(body: JSON) -> Request:
         thinking=_with_effort(_thinking(body.get("thinking")), output.get("effort")),
         user=_user(body.get("metadata")),
         stream=body.get("stream") is True,
+        service_tier=SERVICE_TIERS.get(body.get("service_tier") or ""),
     )
 
 

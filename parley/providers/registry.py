@@ -9,19 +9,23 @@ against ``types()``, so an unknown type stops the start with one line naming the
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
+from parley.dialects.call import OPENAI_RESPONSES
 from parley.http import HttpClient
 from parley.providers.anthropic import AnthropicAdapter
 from parley.providers.azure import AzureEndpoint
 from parley.providers.base import (
     CHAT,
-    CHAT_STREAM,
-    COMPLETION,
-    EMBEDDINGS,
-    RESPONSES,
     Capability,
+    Chat,
+    Completion,
+    Embeddings,
     ReplyBounds,
+    Speech,
+    TokenCount,
+    Transcription,
+    Voices,
 )
 from parley.providers.bedrock import BedrockAdapter
 from parley.providers.gemini import GeminiAdapter
@@ -90,8 +94,9 @@ class ProviderRegistry:
         for type_name in OPENAI_COMPATIBLE_TYPES:
             registry.register(type_name, openai)
         registry.register("anthropic", AnthropicAdapter(http, bounds, default_max_tokens))
-        azure = OpenAIAdapter(http, bounds, AzureEndpoint())
-        registry.register("azure-openai", azure, CHAT, CHAT_STREAM, COMPLETION, EMBEDDINGS)
+        registry.register(
+            "azure-openai", OpenAIAdapter(http, bounds, AzureEndpoint(), responses=False)
+        )
         registry.register("bedrock", BedrockAdapter(http, bounds))
         registry.register("gemini", GeminiAdapter(http, bounds))
         google_cloud = VertexChannels(http)
@@ -124,9 +129,10 @@ class ProviderRegistry:
         """The adapter serving ``capability`` for channels of ``type_name``;
         ``UnknownProviderType`` when none does."""
         try:
-            return cast(P, self._tables[capability.name][type_name])
+            adapter: P = self._tables[capability.name][type_name]  # no cast(): a call less
         except KeyError:
             raise UnknownProviderType(type_name, capability.described, self.types()) from None
+        return adapter
 
     def serves(self, capability: Capability[Any], type_name: str) -> bool:
         """Whether some adapter serves ``capability`` for channels of ``type_name``."""
@@ -139,13 +145,19 @@ class ProviderRegistry:
 
 def check_native_responses(channels: Sequence[ChannelSettings], registry: ProviderRegistry) -> None:
     """Raise ``ConfigError`` naming the first channel that says ``responses: native``
-    although no adapter of its type can relay the Responses API."""
+    although no adapter of its type speaks the Responses API."""
     for index, channel in enumerate(channels):
-        if channel.responses == "native" and not registry.serves(RESPONSES, channel.type):
+        if channel.responses == "native" and not _speaks_responses(registry, channel.type):
             raise ConfigError(
                 f"channels[{index}].responses: the channel type '{channel.type}' cannot "
                 "serve the Responses API natively (use 'translate')"
             )
+
+
+def _speaks_responses(registry: ProviderRegistry, type_name: str) -> bool:
+    if not registry.serves(CHAT, type_name):
+        return False
+    return OPENAI_RESPONSES in registry.serving(CHAT, type_name).dialects
 
 
 def check_channel_types(channels: Sequence[ChannelSettings], known: Collection[str]) -> None:
@@ -160,3 +172,25 @@ def check_channel_types(channels: Sequence[ChannelSettings], known: Collection[s
             raise ConfigError(
                 f"channels[{index}].type: unknown channel type '{channel.type}' (known: {names})"
             )
+
+
+def _conforms(  # noqa: PLR0917
+    openai: OpenAIAdapter,
+    anthropic: AnthropicAdapter,
+    bedrock: BedrockAdapter,
+    gemini: GeminiAdapter,
+    vertex: VertexAdapter,
+    transcription: TranscriptionAdapter,
+    openai_audio: OpenAIAudioAdapter,
+    supertonic: SupertonicAdapter,
+) -> None:
+    """Never called: it has the type checker hold each built-in adapter to the Protocols
+    of the capabilities it declares (``register`` checks only the methods' names)."""
+    chat: list[Chat] = [openai, anthropic, bedrock, gemini, vertex]
+    completion: list[Completion] = [openai, anthropic, bedrock, gemini, vertex]
+    embeddings: list[Embeddings] = [openai, gemini, vertex]
+    counting: list[TokenCount] = [anthropic, vertex]
+    speech: list[Speech] = [openai_audio, supertonic]
+    voices: list[Voices] = [openai_audio, supertonic]
+    heard: list[Transcription] = [transcription]
+    del chat, completion, embeddings, counting, speech, voices, heard
