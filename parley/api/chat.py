@@ -13,7 +13,6 @@ from parley.dialects import openai_chat, openai_chat_reply
 from parley.dialects.call import OPENAI_CHAT, ChatCall, passes_through
 from parley.dialects.canonical import Reply
 from parley.domain.models import CHAT_KINDS, Resolved
-from parley.domain.tokens import count_images, estimate_messages
 from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, PayloadTooLarge
 from parley.pipeline import runner
@@ -123,9 +122,9 @@ def parse_chat(body: dict[str, Any], body_bytes: int) -> TextRequest:
     return text_request(
         body,
         model=model,
-        prompt_estimate=estimate_messages(messages),
+        prompt_estimate=openai_chat.estimate_messages(messages),
         body_bytes=body_bytes,
-        images=count_images(messages),
+        images=openai_chat.count_images(messages),
         length_fields=("max_tokens", "max_completion_tokens"),
     )
 

@@ -5,10 +5,12 @@ budget, routing and metering); only its jobs differ. On a route whose upstream s
 Messages (``type: anthropic``, and Claude models on ``type: vertex``) the call is passed
 through: the body as it came but for the model (Vertex's differences are its adapter's),
 ``anthropic-beta`` with it, and the reply (or each event's bytes) as the upstream sent
-it, the model renamed. On any other route it is translated: the body read
-into the canonical call (``dialects/anthropic_messages.py``, a field the upstream cannot
-take is a 400 naming it), written as an OpenAI chat body, and the reply or stream
-translated back (``dialects/chat_to_messages.py``).
+it, the model renamed. On any other route it is translated once: the body read into the
+canonical call (``dialects/anthropic_messages.py``, a field the upstream cannot take is
+a 400 naming it), which the route's adapter writes in its upstream's own dialect; the
+canonical reply is written back as a ``message``, a stream's chat chunks as Messages
+events (``dialects/chat_to_messages.py``). Which of the two a route does is
+``dialects.call.passes_through``'s to say.
 
 Errors are in Anthropic's shape (the middleware renders them so for these paths), and a
 started stream that fails ends with Anthropic's ``error`` event.
@@ -31,11 +33,11 @@ from parley.dialects.chat_to_messages import ChatToMessages
 from parley.dialects.messages_relay import MessagesRelay
 from parley.dialects.translator import Translator, estimate
 from parley.domain.models import CHAT_KINDS, Resolved
-from parley.domain.tokens import TOKENS_PER_IMAGE, estimate_text, prompt_ceiling
+from parley.domain.tokens import prompt_ceiling
 from parley.domain.usage import NOTHING, Allowance, Usage, with_estimate
 from parley.domain.value import value
 from parley.domain.wire import JSON
-from parley.errors import InvalidRequest, ParleyError, encode_anthropic_error_event
+from parley.errors import InvalidRequest, ParleyError
 from parley.pipeline import runner
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.call import Call
@@ -93,7 +95,12 @@ async def count_tokens(request: web.Request) -> web.StreamResponse:
         raise InvalidRequest("'model' must be a non-empty string.", param="model")
     _require_messages(body)
     counting = MessagesRequest(
-        model, body, False, 0, _estimate(body), request.headers.get("anthropic-beta")
+        model,
+        body,
+        False,
+        0,
+        anthropic_messages.estimate_prompt(body),
+        request.headers.get("anthropic-beta"),
     )
     return await runner.reply(request, TokenCount(counting, services(request).providers))
 
@@ -113,8 +120,8 @@ def parse_messages(body: dict[str, Any], beta: str | None, body_bytes: int) -> M
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise InvalidRequest("'stream' must be a boolean.", param="stream")
-    estimate = _estimate(body)
-    ceiling = prompt_ceiling(body_bytes, _images(body.get("messages")))
+    estimate = anthropic_messages.estimate_prompt(body)
+    ceiling = prompt_ceiling(body_bytes, anthropic_messages.count_images(body.get("messages")))
     return MessagesRequest(model, body, stream, max_tokens, estimate, beta, max(estimate, ceiling))
 
 
@@ -123,41 +130,6 @@ def _require_messages(body: dict[str, Any]) -> None:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise InvalidRequest("'messages' must be a non-empty array.", param="messages")
-
-
-def _estimate(body: dict[str, Any]) -> int:
-    """The prompt's tokens, estimated: a token per four characters of text (system,
-    messages, tool definitions and calls), a fixed count per image."""
-    total = 3
-    for message in body.get("messages") or ():
-        total += 4 + _estimate_content(
-            message.get("content") if isinstance(message, dict) else None
-        )
-    total += _estimate_content(body.get("system"))
-    if body.get("tools"):
-        total += estimate_text(orjson.dumps(body["tools"]).decode())
-    return total
-
-
-def _estimate_content(content: Any) -> int:
-    if isinstance(content, str):
-        return estimate_text(content)
-    if not isinstance(content, list):
-        return 0
-    total = 0
-    for block in content:
-        if not isinstance(block, dict):
-            continue
-        kind = block.get("type")
-        if kind == "image":
-            total += TOKENS_PER_IMAGE
-        elif kind in ("text", "thinking") and isinstance(block.get(kind), str):
-            total += estimate_text(block[kind])
-        elif kind == "tool_use":
-            total += estimate_text(orjson.dumps(block.get("input")).decode())
-        elif kind == "tool_result":
-            total += _estimate_content(block.get("content"))
-    return total
 
 
 @value
@@ -213,19 +185,7 @@ class _MessagesJob:
 
 
 def _has_image(messages: Any) -> bool:
-    return _images(messages) > 0
-
-
-def _images(messages: Any) -> int:
-    """The image blocks in Messages ``messages``."""
-    count = 0
-    for message in messages if isinstance(messages, list) else ():
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, list):
-            count += sum(
-                1 for block in content if isinstance(block, dict) and block.get("type") == "image"
-            )
-    return count
+    return anthropic_messages.count_images(messages) > 0
 
 
 class MessagesReply(_MessagesJob):
@@ -297,7 +257,7 @@ class MessagesStream(_MessagesJob):
         return b""
 
     def failure(self, error: ParleyError) -> bytes:
-        return encode_anthropic_error_event(error)
+        return anthropic_messages_reply.error_event(error)
 
     def delivered(self) -> Usage | None:
         translator = self._translator

@@ -4,9 +4,11 @@ A Responses call goes through the runner like a chat call (the same admission, g
 model access, rates, budget, routing and metering); only its jobs differ. The body is
 read by ``api/responses_request.py`` into the canonical call
 (``dialects/openai_responses.py``: a field or tool no upstream behind it can take is a
-400 naming it), written once as an OpenAI chat body, and sent on each route through the
-channel's chat adapter: an OpenAI-compatible upstream gets it as it is, an Anthropic one
-(and every later provider) translates it again. The reply is written back as a
+400 naming it), written once as an OpenAI chat body, and handed to each route's ``Chat``
+adapter as a ``ChatCall``: an OpenAI-compatible upstream gets the chat body, any other
+writes the canonical call in its own dialect (one hop), and a channel that serves the
+Responses API itself (``responses: native``) gets the body as sent
+(``dialects.call.passes_through``). The reply is written back as a
 ``response`` object, or streamed as Responses events by ``ChatToResponses``
 (``dialects/chat_to_responses.py``), fed the upstream's chat bytes or, for another
 provider, the chat chunks its reader made.

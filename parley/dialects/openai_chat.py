@@ -34,6 +34,7 @@ from parley.dialects.canonical import (
     merged,
 )
 from parley.dialects.openai_chat_reply import read_thinking_blocks
+from parley.domain.tokens import TOKENS_PER_IMAGE, TOKENS_PER_MESSAGE, estimate_text
 from parley.domain.wire import JSON
 
 IGNORED = frozenset({"model", "messages", "stream", "stream_options", "store", "service_tier"})
@@ -366,3 +367,42 @@ def _write_format(form: ResponseFormat) -> JSON:
     if form.type == "json_schema":
         return {"type": "json_schema", "json_schema": form.schema or {}}
     return {"type": form.type}
+
+
+def estimate_messages(messages: list[Any]) -> int:
+    """The prompt's tokens, estimated from chat ``messages``: a few of framing a message,
+    a token per four characters of text, a fixed count per image."""
+    total = 3
+    for message in messages:
+        total += TOKENS_PER_MESSAGE
+        if isinstance(message, dict):
+            total += _estimate_content(message.get("content"))
+    return total
+
+
+def count_images(messages: list[Any]) -> int:
+    """The image parts in chat messages."""
+    images = 0
+    for message in messages:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            for part in content:
+                if isinstance(part, dict) and part.get("type") == "image_url":
+                    images += 1
+    return images
+
+
+def _estimate_content(content: Any) -> int:
+    if isinstance(content, str):
+        return estimate_text(content)
+    if not isinstance(content, list):
+        return 0
+    total = 0
+    for part in content:
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") == "text" and isinstance(part.get("text"), str):
+            total += estimate_text(part["text"])
+        elif part.get("type") == "image_url":
+            total += TOKENS_PER_IMAGE
+    return total

@@ -1,7 +1,9 @@
-"""Channel type name → the adapter serving each capability for that type.
+"""Capability and channel type name → the adapter serving it.
 
-A channel in the configuration names its ``type`` (``openai``, ``vllm``...); the router
-asks this registry for the adapter of that type, per capability. At start-up
+A channel in the configuration names its ``type`` (``openai``, ``vllm``...); a job asks
+this registry for the adapter of its route's type that serves its kind of call
+(``serving(CHAT, type)``: the ``Capability`` keys of ``providers/base.py``). An adapter
+is registered once per type, under the capabilities its class declares (``serves``). At start-up
 (``parley serve``, ``Services.start``) ``check_channel_types`` checks every channel's type
 against ``types()``, so an unknown type stops the start with one line naming the field.
 """

@@ -1,11 +1,11 @@
 """The adapter for upstreams that speak Anthropic's Messages API (``type: anthropic``).
 
-Two kinds of caller reach it. An OpenAI chat caller's body is read into the canonical
-call (``dialects/openai_chat.py``) and written as a Messages body
-(``dialects/anthropic_messages.py``); the reply comes back the same way, and a stream
-is translated event by event (``dialects/messages_to_chat.py``). A Messages caller's
-body is passed through: sent as it came but for the model, with its ``anthropic-beta``
-header, so fields Parley does not know survive.
+It speaks Messages (``speaks``). A call of any other dialect arrives as the canonical
+call (``dialects/call.py``) and is written as a Messages body
+(``dialects/anthropic_messages.py``); the reply comes back as a canonical ``Reply``, and
+a stream is read event by event into chat chunks (``dialects/messages_to_chat.py``). A
+Messages caller's body is passed through (``relay``): sent as it came but for the model,
+with its ``anthropic-beta`` header, so fields Parley does not know survive.
 
 The channel's key goes as ``x-api-key`` with ``anthropic-version: 2023-06-01``. Errors
 map to the tree as the OpenAI adapter's do; an ``overloaded_error`` (529) fails over to

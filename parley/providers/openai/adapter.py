@@ -1,12 +1,15 @@
 """The adapter for upstreams that speak OpenAI's wire format (OpenAI, vLLM, Ollama, llama.cpp,
 Azure OpenAI).
 
-The canonical request already is this format, so the adapter only names the upstream's
-model, asks streams for their usage, calls, and maps failures to the error tree. Whole
-replies are returned as the upstream sent them (the job rewrites ``model`` for its
-caller); a stream's bytes go to the caller's translator as they arrive
-(``providers/translated.py``): ``OpenAIRelay`` for an OpenAI caller, the caller
-dialect's own for any other. Where a request goes and how it authenticates is its
+It speaks OpenAI chat, and the Responses API on a channel that serves it natively. A
+caller of the same dialect is passed through (``relay``): the adapter only names the
+upstream's model, asks streams for their usage, calls, and maps failures to the error
+tree; whole replies are returned as the upstream sent them (the job rewrites ``model``
+for its caller). A call of another dialect is written as a chat body from its canonical
+call (``generate``), its reply read back as a canonical ``Reply``. A stream's bytes go
+to the caller's translator as they arrive (``providers/translated.py``): chat chunks are
+the canonical stream, so ``OpenAIRelay``, ``ChatToMessages`` and ``ChatToResponses``
+read them as they are. Where a request goes and how it authenticates is its
 ``Endpoint``: ``BEARER`` (the base URL and the path, the key as ``Authorization:
 Bearer``) unless another is given (``providers/azure/``).
 """

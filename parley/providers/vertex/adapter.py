@@ -9,12 +9,13 @@ model's name: ``claude-*`` models are Anthropic's, others Google's, and an expli
 
 Google's models speak ``generateContent`` (the Gemini adapter with a ``VertexEndpoint``;
 Vertex fetches images by URL), and its embedding models ``predict`` (``embeddings.py``).
-Anthropic's speak Messages through ``rawPredict`` and ``streamRawPredict``: an OpenAI
-caller's body is the Anthropic codec's, and a Messages caller's is passed through as to an
-``anthropic`` channel (its ``anthropic-beta`` header with it), each with Vertex's two
-differences: no ``model`` (it is in the URL) and ``anthropic_version: vertex-2023-10-16``
-in the body. ``count_tokens`` is Vertex's ``count-tokens:rawPredict``, which names the
-model in the body.
+Anthropic's speak Messages through ``rawPredict`` and ``streamRawPredict`` (``speaks``
+says which, by the model): the canonical call of any other dialect is the Anthropic
+codec's, and a Messages caller's body is passed through as to an ``anthropic`` channel
+(its ``anthropic-beta`` header with it), each with Vertex's two differences: no
+``model`` (it is in the URL) and ``anthropic_version: vertex-2023-10-16`` in the body.
+``count_tokens`` is Vertex's ``count-tokens:rawPredict``, which names the model in the
+body.
 """
 
 from __future__ import annotations
