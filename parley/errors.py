@@ -44,8 +44,8 @@ Foreign exceptions (upstream HTTP client errors, timeouts) are mapped to this tr
 boundary where they happen: ``providers.base.upstream_errors``.
 
 A caller of Anthropic's Messages API (``/v1/messages``) gets the same errors in that
-dialect's shape, ``{"type": "error", "error": {"type", "message"}}``, with the same status
-and headers: ``anthropic_body`` names the type by the status (``ANTHROPIC_TYPES``).
+dialect's shape, with the same status and headers: that shape is the Anthropic codec's
+(``dialects/anthropic_messages_reply.error_body``), as every dialect's own words are.
 """
 
 from __future__ import annotations
@@ -333,37 +333,3 @@ INTERNAL_ERROR_MESSAGE = "The server had an error while processing your request.
 def encode_error_event(error: ParleyError) -> bytes:
     """The envelope as a Server-Sent Event, for errors that happen mid-stream."""
     return json_event(error.body())
-
-
-ANTHROPIC_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    402: "billing_error",
-    403: "permission_error",
-    404: "not_found_error",
-    413: "request_too_large",
-    429: "rate_limit_error",
-    503: "overloaded_error",
-    504: "timeout_error",
-    529: "overloaded_error",
-}
-"""Anthropic's error type for a status; other 4xx are ``invalid_request_error``, other
-5xx ``api_error``."""
-
-
-def anthropic_body(error: ParleyError) -> dict[str, Any]:
-    """The error in Anthropic's shape, for a Messages caller. The shape has no ``param``,
-    so the message names it first, as Anthropic's own do (``max_tokens: ...``)."""
-    status = error.status
-    kind = ANTHROPIC_TYPES.get(status, "invalid_request_error" if status < 500 else "api_error")
-    message, param = error.message, error.param
-    if param and message.startswith(f"'{param}' "):  # "'x' must be..." reads "x: must be..."
-        message = f"{param}: {message[len(param) + 3 :]}"
-    elif param and not message.startswith(param):
-        message = f"{param}: {message}"
-    return {"type": "error", "error": {"type": kind, "message": message}}
-
-
-def encode_anthropic_error_event(error: ParleyError) -> bytes:
-    """The error as Anthropic's ``error`` event, for a Messages stream that failed."""
-    return json_event(anthropic_body(error), "error")

@@ -16,8 +16,17 @@ import time
 import wave
 from dataclasses import dataclass
 
+from parley.dialects import openai_chat
+from parley.dialects.call import OPENAI_CHAT, ChatCall, passes_through
 from parley.errors import ParleyError, UpstreamRefused
 from parley.providers.base import (
+    CHAT,
+    COMPLETION,
+    EMBEDDINGS,
+    MODERATION,
+    RERANK,
+    SPEECH,
+    TRANSCRIPTION,
     AudioUpload,
     RerankRequest,
     SpeechRequest,
@@ -54,6 +63,7 @@ def target_of(channel: ChannelSettings, served: ChannelModel) -> Target:
         connect_timeout=min(timeouts.connect, PROBE_SECONDS),
         read_timeout=min(timeouts.read, PROBE_SECONDS),
         idle_timeout=min(timeouts.idle, PROBE_SECONDS),
+        type_name=channel.type,
     )
 
 
@@ -72,26 +82,35 @@ async def _call(providers: ProviderRegistry, kind: ModelKind, type_: str, target
     model = target.model
     if kind == "chat":
         body = {"model": model, "messages": [{"role": "user", "content": PROMPT}], "max_tokens": 1}
-        await providers.chat(type_).chat(target, body)
+        adapter = providers.serving(CHAT, type_)
+        call = ChatCall(OPENAI_CHAT, body, openai_chat.decode_request)
+        if passes_through(call.dialect, adapter.speaks(target)):
+            await adapter.relay(target, call)
+        else:
+            await adapter.generate(target, call)
     elif kind == "completion":
-        await providers.completion(type_).completion(
+        await providers.serving(COMPLETION, type_).completion(
             target, {"model": model, "prompt": PROMPT, "max_tokens": 1}
         )
     elif kind == "embedding":
-        await providers.embeddings(type_).embeddings(target, {"model": model, "input": "ok"})
+        await providers.serving(EMBEDDINGS, type_).embeddings(
+            target, {"model": model, "input": "ok"}
+        )
     elif kind == "moderation":
-        await providers.moderation(type_).moderations(target, {"model": model, "input": "ok"})
+        await providers.serving(MODERATION, type_).moderations(
+            target, {"model": model, "input": "ok"}
+        )
     elif kind == "rerank":
-        await providers.rerank(type_).rerank(target, RerankRequest("ok", ("ok",)))
+        await providers.serving(RERANK, type_).rerank(target, RerankRequest("ok", ("ok",)))
     elif kind == "speech":
         request = SpeechRequest(input="OK.", voice=None, response_format="wav")
-        async with providers.speech(type_).speech(target, request) as audio:
+        async with providers.serving(SPEECH, type_).speech(target, request) as audio:
             async for _ in audio.pieces:
                 pass
     else:
         upload = AudioUpload(io.BytesIO(_silence()), "probe.wav", "audio/wav")
         request_ = TranscriptionRequest("transcribe", upload, "json")
-        await providers.transcription(type_).transcribe(target, request_)
+        await providers.serving(TRANSCRIPTION, type_).transcribe(target, request_)
 
 
 async def probe(

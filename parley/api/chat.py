@@ -9,14 +9,18 @@ from aiohttp import web
 
 from parley.api.body import read_json, required_string
 from parley.api.textgen import TextReply, TextRequest, TextStream, text_request
+from parley.dialects import openai_chat, openai_chat_reply
+from parley.dialects.call import OPENAI_CHAT, ChatCall, passes_through
+from parley.dialects.canonical import Reply
 from parley.domain.models import CHAT_KINDS, Resolved
-from parley.domain.tokens import count_images, estimate_messages
 from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, PayloadTooLarge
 from parley.pipeline import runner
 from parley.pipeline.context import services
 from parley.pipeline.job import Operation
 from parley.pipeline.route import Route
+from parley.pipeline.services import Services
+from parley.providers import base as capability
 from parley.providers.base import Translations
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
@@ -43,18 +47,33 @@ async def create_chat_completion(request: web.Request) -> web.StreamResponse:
     return await runner.reply(request, ChatReply(text, svc))
 
 
-class ChatReply(TextReply):
-    """A whole chat completion."""
+def chat_call(text: TextRequest) -> ChatCall:
+    """The canonical call of a chat body: the body as sent, its ``Request`` read from it
+    (``dialects/openai_chat.py``) only if a route translates it."""
+    return ChatCall(OPENAI_CHAT, text.body, openai_chat.decode_request)
 
-    __slots__ = ()
+
+class ChatReply(TextReply):
+    """A whole chat completion: the upstream's, passed through, or a canonical reply
+    written as one."""
+
+    __slots__ = ("_call",)
     operation = CHAT
     id_prefix = "chatcmpl-"
+
+    def __init__(self, text: TextRequest, svc: Services) -> None:
+        TextReply.__init__(self, text, svc)
+        self._call = chat_call(text)
 
     def check(self, model: Resolved) -> None:
         check_images(self._text.body, model, self._settings.server.max_image_bytes)
 
     def call(self, route: Route) -> Awaitable[JSON]:
-        return self._providers.chat(route.provider_type).chat(route.target, self._text.body)
+        adapter = self._providers.serving(capability.CHAT, route.provider_type)
+        call = self._call
+        if passes_through(call.dialect, adapter.speaks(route.target)):
+            return adapter.relay(route.target, call)
+        return _written(adapter.generate(route.target, call))
 
     def produced(self, reply: JSON) -> str:
         return _message_text(reply)
@@ -63,18 +82,32 @@ class ChatReply(TextReply):
 class ChatStream(TextStream):
     """A streamed chat completion, its one-event reads relayed by their learned shape."""
 
-    __slots__ = ()
+    __slots__ = ("_call",)
     operation = CHAT
     id_prefix = "chatcmpl-"
     chunk_object = "chat.completion.chunk"
     shapes = True
 
+    def __init__(self, text: TextRequest, svc: Services) -> None:
+        TextStream.__init__(self, text, svc)
+        self._call = chat_call(text)
+
     def check(self, model: Resolved) -> None:
         check_images(self._text.body, model, self._settings.server.max_image_bytes)
 
     def open(self, route: Route) -> Translations[bytes]:
-        adapter = self._providers.chat_translation(route.provider_type)
-        return adapter.chat_translated(route.target, self._text.body, self.relay())
+        """The relay is fed the upstream's bytes passed through, or the chat chunks a
+        translating adapter's reader made (``OpenAIRelay`` takes both)."""
+        adapter = self._providers.serving(capability.CHAT, route.provider_type)
+        call = self._call
+        if passes_through(call.dialect, adapter.speaks(route.target)):
+            return adapter.relay_stream(route.target, call, self.relay())
+        return adapter.generate_stream(route.target, call, self.relay())
+
+
+async def _written(reply: Awaitable[Reply]) -> JSON:
+    """A canonical reply as a ``chat.completion``."""
+    return openai_chat_reply.encode_reply(await reply)
 
 
 def parse_chat(body: dict[str, Any], body_bytes: int) -> TextRequest:
@@ -89,9 +122,9 @@ def parse_chat(body: dict[str, Any], body_bytes: int) -> TextRequest:
     return text_request(
         body,
         model=model,
-        prompt_estimate=estimate_messages(messages),
+        prompt_estimate=openai_chat.estimate_messages(messages),
         body_bytes=body_bytes,
-        images=count_images(messages),
+        images=openai_chat.count_images(messages),
         length_fields=("max_tokens", "max_completion_tokens"),
     )
 

@@ -17,7 +17,7 @@ from parley.pipeline import runner
 from parley.pipeline.context import services
 from parley.pipeline.job import Operation
 from parley.pipeline.route import Route
-from parley.providers.base import Translations
+from parley.providers.base import COMPLETION, Translations
 
 
 def _choice_text(reply: dict[str, Any]) -> str:
@@ -48,7 +48,7 @@ class CompletionReply(TextReply):
     id_prefix = "cmpl-"
 
     def call(self, route: Route) -> Awaitable[JSON]:
-        adapter = self._providers.completion(route.provider_type)
+        adapter = self._providers.serving(COMPLETION, route.provider_type)
         return adapter.completion(route.target, self._text.body)
 
     def produced(self, reply: JSON) -> str:
@@ -65,7 +65,7 @@ class CompletionStream(TextStream):
     chunk_object = "text_completion"
 
     def open(self, route: Route) -> Translations[bytes]:
-        adapter = self._providers.completion(route.provider_type)
+        adapter = self._providers.serving(COMPLETION, route.provider_type)
         return adapter.completion_stream(route.target, self._text.body, self.relay())
 
 

@@ -31,6 +31,7 @@ from parley.pipeline.call import Call
 from parley.pipeline.context import services
 from parley.pipeline.job import Operation
 from parley.pipeline.route import Route
+from parley.providers import base as capability
 from parley.providers.registry import ProviderRegistry
 
 EMBEDDING_KINDS = frozenset({"embedding"})
@@ -123,7 +124,7 @@ class EmbeddingJob:
         return Allowance(prompt_tokens=self._ceiling)
 
     async def call(self, route: Route) -> JSON:
-        adapter = self._providers.embeddings(route.provider_type)
+        adapter = self._providers.serving(capability.EMBEDDINGS, route.provider_type)
         reply = await adapter.embeddings(route.target, self._body)
         encoding: Encoding = "base64" if self._body.get("encoding_format") == "base64" else "float"
         data = reply.get("data")

@@ -53,7 +53,7 @@ from parley.pipeline.job import NO_HEADERS, Batches, Operation
 from parley.pipeline.precheck import refuse_before_upload
 from parley.pipeline.route import Route
 from parley.pipeline.services import Services
-from parley.providers.base import ImageEvent, ImageReply, Images, PartialImage
+from parley.providers.base import IMAGES, ImageEvent, ImageReply, Images, PartialImage
 from parley.providers.registry import UnknownProviderType
 from parley.sse import json_event
 
@@ -152,7 +152,7 @@ class ImageCalls:
         """The route's adapter; a channel (added live) of a type that cannot serve images
         fails as an upstream would, so the next channel is tried."""
         try:
-            return self.providers.images(route.provider_type)
+            return self.providers.serving(IMAGES, route.provider_type)
         except UnknownProviderType:
             raise UpstreamError(
                 f"The upstream channel `{route.target.channel}` cannot serve images."

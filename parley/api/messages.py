@@ -5,10 +5,12 @@ budget, routing and metering); only its jobs differ. On a route whose upstream s
 Messages (``type: anthropic``, and Claude models on ``type: vertex``) the call is passed
 through: the body as it came but for the model (Vertex's differences are its adapter's),
 ``anthropic-beta`` with it, and the reply (or each event's bytes) as the upstream sent
-it, the model renamed. On any other route it is translated: the body read
-into the canonical call (``dialects/anthropic_messages.py``, a field the upstream cannot
-take is a 400 naming it), written as an OpenAI chat body, and the reply or stream
-translated back (``dialects/chat_to_messages.py``).
+it, the model renamed. On any other route it is translated once: the body read into the
+canonical call (``dialects/anthropic_messages.py``, a field the upstream cannot take is
+a 400 naming it), which the route's adapter writes in its upstream's own dialect; the
+canonical reply is written back as a ``message``, a stream's chat chunks as Messages
+events (``dialects/chat_to_messages.py``). Which of the two a route does is
+``dialects.call.passes_through``'s to say.
 
 Errors are in Anthropic's shape (the middleware renders them so for these paths), and a
 started stream that fails ends with Anthropic's ``error`` event.
@@ -24,37 +26,31 @@ import orjson
 from aiohttp import web
 
 from parley.api.body import read_json, sampling
-from parley.dialects import (
-    anthropic_messages,
-    anthropic_messages_reply,
-    openai_chat,
-    openai_chat_reply,
-)
-from parley.dialects.canonical import Request, Unsupported, produced_characters
+from parley.dialects import anthropic_messages, anthropic_messages_reply
+from parley.dialects.call import ANTHROPIC_MESSAGES, ChatCall, passes_through
+from parley.dialects.canonical import produced_characters
 from parley.dialects.chat_to_messages import ChatToMessages
 from parley.dialects.messages_relay import MessagesRelay
 from parley.dialects.translator import Translator, estimate
 from parley.domain.models import CHAT_KINDS, Resolved
-from parley.domain.tokens import TOKENS_PER_IMAGE, estimate_text, prompt_ceiling
+from parley.domain.tokens import prompt_ceiling
 from parley.domain.usage import NOTHING, Allowance, Usage, with_estimate
 from parley.domain.value import value
 from parley.domain.wire import JSON
-from parley.errors import InvalidRequest, ParleyError, encode_anthropic_error_event
+from parley.errors import InvalidRequest, ParleyError
 from parley.pipeline import runner
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.call import Call
 from parley.pipeline.context import services
 from parley.pipeline.job import NO_HEADERS, Operation
 from parley.pipeline.route import Route
-from parley.providers.base import Translations
+from parley.providers import base as capability
+from parley.providers.base import Chat, Translations
 from parley.providers.registry import ProviderRegistry
 
 MESSAGES = Operation("messages", "/v1/messages", CHAT_KINDS)
 COUNT_TOKENS = Operation("token counting", "/v1/messages/count_tokens", CHAT_KINDS)
 ID_PREFIX = "msg_"
-SERVICE_TIERS = {"auto": "auto", "standard_only": "default"}
-"""Anthropic's ``service_tier`` as OpenAI's: ``standard_only`` is OpenAI's ``default``."""
-TIERED_CHANNEL = "openai"
 ANTHROPIC_MOST_TEMPERATURE = 1.0
 """Anthropic's range of ``temperature`` is 0 to 1 (OpenAI's, 0 to 2)."""
 
@@ -72,6 +68,13 @@ class MessagesRequest:
     beta: str | None
     prompt_ceiling: int = 0
     """The most prompt tokens the body can cost (``domain.tokens.prompt_ceiling``)."""
+
+    def call(self) -> ChatCall:
+        """The canonical call: the body as sent, read into a ``Request`` only on a route
+        that translates it (``dialects/anthropic_messages.py``)."""
+        return ChatCall(
+            ANTHROPIC_MESSAGES, self.body, anthropic_messages.decode_request, beta=self.beta
+        )
 
 
 async def create_message(request: web.Request) -> web.StreamResponse:
@@ -92,7 +95,12 @@ async def count_tokens(request: web.Request) -> web.StreamResponse:
         raise InvalidRequest("'model' must be a non-empty string.", param="model")
     _require_messages(body)
     counting = MessagesRequest(
-        model, body, False, 0, _estimate(body), request.headers.get("anthropic-beta")
+        model,
+        body,
+        False,
+        0,
+        anthropic_messages.estimate_prompt(body),
+        request.headers.get("anthropic-beta"),
     )
     return await runner.reply(request, TokenCount(counting, services(request).providers))
 
@@ -112,8 +120,8 @@ def parse_messages(body: dict[str, Any], beta: str | None, body_bytes: int) -> M
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise InvalidRequest("'stream' must be a boolean.", param="stream")
-    estimate = _estimate(body)
-    ceiling = prompt_ceiling(body_bytes, _images(body.get("messages")))
+    estimate = anthropic_messages.estimate_prompt(body)
+    ceiling = prompt_ceiling(body_bytes, anthropic_messages.count_images(body.get("messages")))
     return MessagesRequest(model, body, stream, max_tokens, estimate, beta, max(estimate, ceiling))
 
 
@@ -122,66 +130,6 @@ def _require_messages(body: dict[str, Any]) -> None:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise InvalidRequest("'messages' must be a non-empty array.", param="messages")
-
-
-def _estimate(body: dict[str, Any]) -> int:
-    """The prompt's tokens, estimated: a token per four characters of text (system,
-    messages, tool definitions and calls), a fixed count per image."""
-    total = 3
-    for message in body.get("messages") or ():
-        total += 4 + _estimate_content(
-            message.get("content") if isinstance(message, dict) else None
-        )
-    total += _estimate_content(body.get("system"))
-    if body.get("tools"):
-        total += estimate_text(orjson.dumps(body["tools"]).decode())
-    return total
-
-
-def _estimate_content(content: Any) -> int:
-    if isinstance(content, str):
-        return estimate_text(content)
-    if not isinstance(content, list):
-        return 0
-    total = 0
-    for block in content:
-        if not isinstance(block, dict):
-            continue
-        kind = block.get("type")
-        if kind == "image":
-            total += TOKENS_PER_IMAGE
-        elif kind in ("text", "thinking") and isinstance(block.get(kind), str):
-            total += estimate_text(block[kind])
-        elif kind == "tool_use":
-            total += estimate_text(orjson.dumps(block.get("input")).decode())
-        elif kind == "tool_result":
-            total += _estimate_content(block.get("content"))
-    return total
-
-
-def canonical(messages: MessagesRequest) -> Request:
-    """The body read whole, for a route that translates it; a 400 naming what is wrong."""
-    try:
-        return anthropic_messages.decode_request(messages.body)
-    except Unsupported as error:
-        raise InvalidRequest(error.message, param=error.param) from None
-
-
-def chat_body(messages: MessagesRequest, route: Route, providers: ProviderRegistry) -> JSON:
-    """The OpenAI chat body for a translating route: signed thinking kept for an adapter
-    that reads it back (``ProviderRegistry.reads_chat``), and the service tier asked for
-    when the channel is OpenAI's own (the only one with tiers)."""
-    signed = providers.reads_chat(route.provider_type)
-    try:
-        body = openai_chat.encode_request(
-            canonical(messages), route.target.model, thinking_blocks=signed
-        )
-    except Unsupported as error:
-        raise InvalidRequest(error.message, param=error.param) from None
-    tier = messages.body.get("service_tier")
-    if tier is not None and route.provider_type == TIERED_CHANNEL:
-        body["service_tier"] = SERVICE_TIERS[tier]
-    return body
 
 
 @value
@@ -193,12 +141,18 @@ class Answer:
 
 
 class _MessagesJob:
-    __slots__ = ("_messages", "_model", "_providers")
+    __slots__ = ("_call", "_messages", "_model", "_providers")
 
     def __init__(self, messages: MessagesRequest, providers: ProviderRegistry) -> None:
         self._messages = messages
         self._providers = providers
         self._model = ""
+        self._call = messages.call()
+
+    def _adapter(self, route: Route) -> tuple[Chat, bool]:
+        """The route's adapter, and whether it passes the call through."""
+        adapter = self._providers.serving(capability.CHAT, route.provider_type)
+        return adapter, passes_through(self._call.dialect, adapter.speaks(route.target))
 
     @property
     def operation(self) -> Operation:
@@ -231,19 +185,7 @@ class _MessagesJob:
 
 
 def _has_image(messages: Any) -> bool:
-    return _images(messages) > 0
-
-
-def _images(messages: Any) -> int:
-    """The image blocks in Messages ``messages``."""
-    count = 0
-    for message in messages if isinstance(messages, list) else ():
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, list):
-            count += sum(
-                1 for block in content if isinstance(block, dict) and block.get("type") == "image"
-            )
-    return count
+    return anthropic_messages.count_images(messages) > 0
 
 
 class MessagesReply(_MessagesJob):
@@ -253,15 +195,12 @@ class MessagesReply(_MessagesJob):
 
     async def call(self, route: Route) -> Answer:
         messages = self._messages
-        adapter = self._providers.messages(route.provider_type, route.target)
-        if adapter is not None:
-            body = await adapter.messages(route.target, messages.body, messages.beta)
+        adapter, passed = self._adapter(route)
+        if passed:
+            body = await adapter.relay(route.target, self._call)
             found = anthropic_messages_reply.read_usage(body.get("usage"))
             return Answer(body, with_estimate(found, self._estimated(body.get("content"))))
-        chat = self._providers.chat(route.provider_type)
-        reply = openai_chat_reply.decode_reply(
-            await chat.chat(route.target, chat_body(messages, route, self._providers))
-        )
+        reply = await adapter.generate(route.target, self._call)
         usage = with_estimate(
             reply.usage, estimate(messages.prompt_estimate, produced_characters(reply.blocks), 1)
         )
@@ -299,19 +238,17 @@ class MessagesStream(_MessagesJob):
 
     def open(self, route: Route) -> Translations[bytes]:
         messages = self._messages
-        adapter = self._providers.messages(route.provider_type, route.target)
-        if adapter is not None:
+        adapter, passed = self._adapter(route)
+        if passed:
             relay = MessagesRelay(self._model, messages.prompt_estimate, self._max_event_bytes)
             self._translator = relay
-            return adapter.messages_stream(route.target, messages.body, messages.beta, relay)
-        body = chat_body(messages, route, self._providers)
+            return adapter.relay_stream(route.target, self._call, relay)
         message_id = ID_PREFIX + secrets.token_hex(12)
         translator = ChatToMessages(
             self._model, message_id, messages.prompt_estimate, self._max_event_bytes
         )
         self._translator = translator
-        chat = self._providers.chat_translation(route.provider_type)
-        return chat.chat_translated(route.target, body, translator)
+        return adapter.generate_stream(route.target, self._call, translator)
 
     def render(self, batch: Sequence[bytes]) -> bytes:
         return batch[0] if len(batch) == 1 else b"".join(batch)
@@ -320,7 +257,7 @@ class MessagesStream(_MessagesJob):
         return b""
 
     def failure(self, error: ParleyError) -> bytes:
-        return encode_anthropic_error_event(error)
+        return anthropic_messages_reply.error_event(error)
 
     def delivered(self) -> Usage | None:
         translator = self._translator
@@ -345,11 +282,11 @@ class TokenCount(_MessagesJob):
         return NOTHING
 
     def call(self, route: Route) -> Awaitable[int]:
-        messages = self._messages
-        adapter = self._providers.messages(route.provider_type, route.target)
-        if adapter is not None:
-            return adapter.count_tokens(route.target, messages.body, messages.beta)
-        return _ready(messages.prompt_estimate)
+        providers, kind = self._providers, route.provider_type
+        if self._adapter(route)[1] and providers.serves(capability.TOKEN_COUNT, kind):
+            counter = providers.serving(capability.TOKEN_COUNT, kind)
+            return counter.count_tokens(route.target, self._call)
+        return _ready(self._messages.prompt_estimate)
 
     def usage(self, reply: int) -> Usage:
         return Usage()

@@ -34,6 +34,7 @@ from parley.pipeline.call import Call
 from parley.pipeline.context import services
 from parley.pipeline.job import Operation
 from parley.pipeline.route import Route
+from parley.providers.base import MODERATION
 from parley.providers.registry import ProviderRegistry
 
 MODERATIONS = Operation("moderations", "/v1/moderations", frozenset({"moderation"}))
@@ -139,7 +140,7 @@ class ModerationJob:
         return Allowance(prompt_tokens=self._ceiling)
 
     async def call(self, route: Route) -> JSON:
-        adapter = self._providers.moderation(route.provider_type)
+        adapter = self._providers.serving(MODERATION, route.provider_type)
         reply = await adapter.moderations(route.target, self._body)
         results = reply.get("results")
         if not isinstance(results, list) or not all(isinstance(item, dict) for item in results):

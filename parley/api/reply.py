@@ -12,12 +12,12 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from parley.dialects import anthropic_messages_reply
 from parley.errors import (
     HttpStatusError,
     NotFound,
     ParleyError,
     PayloadTooLarge,
-    anthropic_body,
 )
 
 
@@ -44,7 +44,9 @@ def error_response(
         )
     return web.Response(
         status=error.status,
-        body=orjson.dumps(anthropic_body(error) if anthropic else error.body()),
+        body=orjson.dumps(
+            anthropic_messages_reply.error_body(error) if anthropic else error.body()
+        ),
         content_type="application/json",
         headers=merged,
     )

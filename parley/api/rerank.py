@@ -39,7 +39,7 @@ from parley.pipeline.call import Call
 from parley.pipeline.context import services
 from parley.pipeline.job import Operation
 from parley.pipeline.route import Route
-from parley.providers.base import RerankReply, RerankRequest
+from parley.providers.base import RERANK, RerankReply, RerankRequest
 from parley.providers.registry import ProviderRegistry
 
 RERANK_KINDS = frozenset({"rerank"})
@@ -189,7 +189,7 @@ class RerankJob:
         return Allowance(prompt_tokens=self._ceiling, search_units=self._units)
 
     async def call(self, route: Route) -> RerankReply:
-        adapter = self._providers.rerank(route.provider_type)
+        adapter = self._providers.serving(RERANK, route.provider_type)
         return await adapter.rerank(route.target, self._ranking.request)
 
     def usage(self, reply: RerankReply) -> Usage:

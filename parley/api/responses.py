@@ -4,9 +4,11 @@ A Responses call goes through the runner like a chat call (the same admission, g
 model access, rates, budget, routing and metering); only its jobs differ. The body is
 read by ``api/responses_request.py`` into the canonical call
 (``dialects/openai_responses.py``: a field or tool no upstream behind it can take is a
-400 naming it), written once as an OpenAI chat body, and sent on each route through the
-channel's chat adapter: an OpenAI-compatible upstream gets it as it is, an Anthropic one
-(and every later provider) translates it again. The reply is written back as a
+400 naming it), written once as an OpenAI chat body, and handed to each route's ``Chat``
+adapter as a ``ChatCall``: an OpenAI-compatible upstream gets the chat body, any other
+writes the canonical call in its own dialect (one hop), and a channel that serves the
+Responses API itself (``responses: native``) gets the body as sent
+(``dialects.call.passes_through``). The reply is written back as a
 ``response`` object, or streamed as Responses events by ``ChatToResponses``
 (``dialects/chat_to_responses.py``), fed the upstream's chat bytes or, for another
 provider, the chat chunks its reader made.
@@ -30,10 +32,11 @@ import orjson
 from aiohttp import web
 
 from parley.api.body import read_raw
-from parley.api.responses_apart import read_responses, unsealed
+from parley.api.responses_apart import read_responses
 from parley.api.responses_request import ResponsesRequest
 from parley.api.textgen import allowance, reservation
-from parley.dialects import openai_chat_reply, responses_objects
+from parley.dialects import responses_objects
+from parley.dialects.call import passes_through
 from parley.dialects.canonical import produced_characters
 from parley.dialects.chat_to_responses import ChatToResponses
 from parley.dialects.responses_relay import ResponsesRelay
@@ -51,8 +54,8 @@ from parley.pipeline.call import Call
 from parley.pipeline.context import CALLER, services
 from parley.pipeline.job import NO_HEADERS, Operation
 from parley.pipeline.route import Route, Router
-from parley.providers.base import Responses, Translations
-from parley.providers.openai.adapter import OpenAIAdapter
+from parley.providers import base as capability
+from parley.providers.base import Chat, Translations
 from parley.providers.registry import ProviderRegistry
 from parley.runtime.response_book import ResponseBook
 
@@ -107,6 +110,7 @@ async def create_response(request: web.Request) -> web.StreamResponse:
 class _ResponsesJob:
     __slots__ = (
         "_book",
+        "_call",
         "_created_at",
         "_default_max",
         "_id",
@@ -130,6 +134,7 @@ class _ResponsesJob:
         self._default_max = default_max_tokens
         self._id = responses_objects.new_id("resp_")
         self._created_at = int(time.time())
+        self._call = parsed.call()
 
     @property
     def operation(self) -> Operation:
@@ -142,7 +147,7 @@ class _ResponsesJob:
     def accept(self, model: Resolved) -> None:
         refusal = self._parsed.refusal
         if refusal is not None and not any(
-            route.responses_native for route in self._router.routes(model.spec.name)
+            route.target.native_responses for route in self._router.routes(model.spec.name)
         ):
             raise refusal
         if not model.spec.vision and self._parsed.images:
@@ -164,18 +169,17 @@ class _ResponsesJob:
             self._parsed.body, self._id, self._parsed.model, self._created_at
         )
 
-    def _chat_body(self, route: Route) -> JSON:
-        chat, refusal = self._parsed.chat, self._parsed.refusal
-        if chat is None:
-            assert refusal is not None
+    def _adapter(self, route: Route) -> tuple[Chat, bool]:
+        """The route's adapter, and whether it passes the call through (a channel that
+        serves the Responses API itself); a call that cannot be translated is refused
+        on any other route."""
+        adapter = self._providers.serving(capability.CHAT, route.provider_type)
+        if passes_through(self._call.dialect, adapter.speaks(route.target)):
+            return adapter, True
+        refusal = self._parsed.refusal
+        if refusal is not None:
             raise refusal
-        if not isinstance(self._providers.chat(route.provider_type), OpenAIAdapter):
-            chat = unsealed(chat)  # a large body's messages, for an adapter that reads them
-        return {**chat, "model": route.target.model}
-
-    def _native(self, route: Route) -> Responses | None:
-        """The adapter relaying the call as it is, on a ``responses: native`` route."""
-        return self._providers.responses(route.provider_type) if route.responses_native else None
+        return adapter, False
 
     def _keep(self, response: JSON) -> None:
         """Hand the finished response to the book (when the caller asked to store it)."""
@@ -217,9 +221,9 @@ class ResponsesReply(_ResponsesJob):
     __slots__ = ()
 
     async def call(self, route: Route) -> Answer:
-        native = self._native(route)
-        if native is not None:
-            found = await native.responses(route.target, self._parsed.body)
+        adapter, passed = self._adapter(route)
+        if passed:
+            found = await adapter.relay(route.target, self._call)
             found["model"] = self._parsed.model
             usage = with_estimate(
                 read_responses_usage(found.get("usage")),
@@ -228,12 +232,10 @@ class ResponsesReply(_ResponsesJob):
                 ),
             )
             return Answer(found, usage)
-        chat = self._providers.chat(route.provider_type)
         try:
-            found_chat = await chat.chat(route.target, self._chat_body(route))
+            reply = await adapter.generate(route.target, self._call)
         except InvalidRequest as error:
             raise in_responses_terms(error) from None
-        reply = openai_chat_reply.decode_reply(found_chat)
         usage = with_estimate(
             reply.usage,
             estimate(self._parsed.text.prompt_estimate, produced_characters(reply.blocks), 1),
@@ -275,12 +277,12 @@ class ResponsesStream(_ResponsesJob):
         self._translator: ChatToResponses | ResponsesRelay | None = None
 
     def open(self, route: Route) -> Translations[bytes]:
-        native = self._native(route)
-        if native is not None:
+        adapter, passed = self._adapter(route)
+        if passed:
             parsed = self._parsed
             relay = ResponsesRelay(parsed.model, parsed.text.prompt_estimate, self._max_event_bytes)
             self._translator = relay
-            return native.responses_stream(route.target, parsed.body, relay)
+            return adapter.relay_stream(route.target, self._call, relay)
         translator = ChatToResponses(
             self._skeleton(),
             self._parsed.text.prompt_estimate,
@@ -288,9 +290,8 @@ class ResponsesStream(_ResponsesJob):
             responses_objects.item_ids(self._id),
         )
         self._translator = translator
-        chat = self._providers.chat_translation(route.provider_type)
         try:
-            return chat.chat_translated(route.target, self._chat_body(route), translator)
+            return adapter.generate_stream(route.target, self._call, translator)
         except InvalidRequest as error:
             raise in_responses_terms(error) from None
 

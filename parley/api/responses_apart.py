@@ -7,8 +7,9 @@ input items with ids, each one ``bytes``. The serving process wraps them as
 ``orjson.Fragment`` values (``opened``), which ``orjson.dumps`` writes out as they are: a
 channel that takes the chat body (OpenAI-compatible) or the Responses body (native) as
 it is gets it without the serving process ever holding the items as objects, and so
-does the stored response. A channel that translates the chat body again (Anthropic,
-Gemini, Bedrock) gets its messages decoded (``unsealed``).
+does the stored response. A channel of another dialect (Anthropic, Gemini, Bedrock)
+gets the canonical call, read back from the chat body's messages on such a route alone
+(``ResponsesRequest.call``).
 
 A body that continues a stored response (``previous_response_id``, an
 ``item_reference``) reads the database on its way, which only the serving process can:
@@ -102,6 +103,7 @@ def read_apart(raw: bytes, group_id: int) -> Sealed | Refusal | None:
         chat=None if chat is None else {**chat, "messages": None},
         refusal=None,
         text=dataclasses.replace(parsed.text, body=shown),
+        request=None,
     )
     items = orjson.dumps(parsed.items) if parsed.store else b"[]"  # kept only to store
     return Sealed(hollow, orjson.dumps(parsed.body["input"]), messages, items, refusal)
@@ -146,11 +148,3 @@ def opened(sealed: Sealed) -> ResponsesRequest:
         refusal=refusal,
         text=dataclasses.replace(hollow.text, body=body),
     )
-
-
-def unsealed(chat: JSON) -> JSON:
-    """A chat body whose ``messages`` are objects, for an adapter that reads them."""
-    messages = chat.get("messages")
-    if isinstance(messages, orjson.Fragment):
-        return {**chat, "messages": orjson.loads(orjson.dumps(messages))}  # its bytes, read
-    return chat

@@ -20,9 +20,10 @@ import orjson
 from parley.api.body import sampling
 from parley.api.textgen import TextRequest
 from parley.dialects import openai_chat, openai_responses, responses_objects
+from parley.dialects.call import OPENAI_RESPONSES, ChatCall
 from parley.dialects.canonical import Request, Unsupported
 from parley.domain.responses import TURNS_PER_COPY
-from parley.domain.tokens import count_images, estimate_messages, estimate_text, prompt_ceiling
+from parley.domain.tokens import estimate_text, prompt_ceiling
 from parley.domain.value import value
 from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, NotFound, ParleyError
@@ -49,7 +50,9 @@ class ResponsesRequest:
     of copying ``history``; ``None`` when it continues none, or when its row keeps the
     copy (the turn ``TURNS_PER_COPY`` past the last one that did)."""
     chat: JSON | None
-    """``None`` when the call cannot be translated (``refusal`` says why)."""
+    """The call written as an OpenAI chat body once, for an upstream that speaks chat
+    (its messages serialized when a body process read it); ``None`` when the call
+    cannot be translated (``refusal`` says why)."""
     refusal: ParleyError | None
     """Why the call cannot go to a chat channel: raised for a translating route (before
     admission when the model has no native route). A channel that serves the Responses
@@ -57,6 +60,33 @@ class ResponsesRequest:
     text: TextRequest
     """What reservations and allowances read (the prompt's estimate and ceiling)."""
     images: int
+    request: Request | None = None
+    """The canonical call, as read here; ``None`` when it cannot be translated, or when a
+    body process read it (``call`` reads it again, only for a route that needs it)."""
+
+    def call(self) -> ChatCall:
+        """The canonical call: the body as sent (for a channel that serves the Responses
+        API itself), its chat body, and its ``Request``. A body a body process read
+        (``api/responses_apart.py``) is never parsed here: its ``Request``, if a route
+        needs it, is read back from the chat body written there."""
+        chat = self.chat
+
+        def read_back(_: JSON) -> Request:
+            if chat is None:
+                raise RuntimeError("A call that cannot be translated has no canonical form.")
+            return openai_chat.decode_request(_unsealed(chat))
+
+        return ChatCall(
+            OPENAI_RESPONSES, self.body, read_back, request=self.request, chat_body=chat
+        )
+
+
+def _unsealed(chat: JSON) -> JSON:
+    """A chat body whose ``messages`` are objects (a body process left them serialized)."""
+    messages = chat.get("messages")
+    if isinstance(messages, orjson.Fragment):
+        return {**chat, "messages": orjson.loads(orjson.dumps(messages))}  # its bytes, read
+    return chat
 
 
 async def parse_responses(
@@ -98,8 +128,8 @@ async def parse_responses(
     if chat is not None:
         if stream:
             chat["stream_options"] = {"include_usage": True}
-        estimate = estimate_messages(chat["messages"]) + _tools_estimate(canonical)
-        images = count_images(chat["messages"])
+        estimate = openai_chat.estimate_messages(chat["messages"]) + _tools_estimate(canonical)
+        images = openai_chat.count_images(chat["messages"])
         max_tokens = canonical.max_output_tokens or 0
     else:  # for a native channel only: a token per four characters of the body
         estimate = estimate_text(orjson.dumps(body).decode())
@@ -117,7 +147,19 @@ async def parse_responses(
         choices=1,
     )
     return ResponsesRequest(
-        model, body, stream, store, group_id, items, history, continues, chat, refusal, text, images
+        model,
+        body,
+        stream,
+        store,
+        group_id,
+        items,
+        history,
+        continues,
+        chat,
+        refusal,
+        text,
+        images,
+        canonical if chat is not None else None,
     )
 
 

@@ -43,6 +43,7 @@ from parley.pipeline.context import caller, services
 from parley.pipeline.job import Operation
 from parley.pipeline.route import Route
 from parley.pipeline.services import Services
+from parley.providers import base as capability
 from parley.providers.base import SpeechAudio, SpeechRequest
 from parley.sse import json_event
 
@@ -194,7 +195,7 @@ class SpeechJob:
             sse=self._sse,
             sample_rate=self._profile.sample_rate,
         )
-        adapter = self._svc.providers.speech(route.provider_type)
+        adapter = self._svc.providers.serving(capability.SPEECH, route.provider_type)
         async with adapter.speech(route.target, request) as audio:
             rate = audio.sample_rate or self._profile.sample_rate
             if self._format in RATE_FORMATS:  # raw pcm has no header to say it

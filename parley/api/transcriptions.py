@@ -42,7 +42,7 @@ from parley.pipeline.context import caller, services
 from parley.pipeline.job import NO_HEADERS, Batches, Operation
 from parley.pipeline.precheck import refuse_before_upload
 from parley.pipeline.route import Route
-from parley.providers.base import Transcript
+from parley.providers.base import TRANSCRIPTION, Transcript
 from parley.providers.registry import ProviderRegistry
 from parley.sse import json_event
 
@@ -150,7 +150,7 @@ class WholeTranscription(TranscriptionJob):
             self._headers[STREAM_HEADER] = "ignored"
 
     async def call(self, route: Route) -> Transcript:
-        adapter = self.providers.transcription(route.provider_type)
+        adapter = self.providers.serving(TRANSCRIPTION, route.provider_type)
         return await adapter.transcribe(route.target, self.asked.request)
 
     def usage(self, reply: Transcript) -> Usage:
@@ -217,7 +217,7 @@ class StreamedTranscription(TranscriptionJob):
             self.whole = WholeTranscription(ignored, self.providers, stream_ignored=True)
 
     def open(self, route: Route) -> AbstractAsyncContextManager[Batches[JSON]]:
-        adapter = self.providers.transcription(route.provider_type)
+        adapter = self.providers.serving(TRANSCRIPTION, route.provider_type)
         return adapter.transcribe_stream(route.target, self.asked.request)
 
     def render(self, batch: Sequence[JSON]) -> bytes:

@@ -61,7 +61,7 @@ from parley.pipeline.precheck import refuse_before_upload
 from parley.pipeline.relay import relay
 from parley.pipeline.route import Route
 from parley.pipeline.services import Services
-from parley.providers.base import VoiceClip, VoicesUnsupported
+from parley.providers.base import VOICES, VoiceClip, VoicesUnsupported
 from parley.store.base import Conflict
 
 CLONE = Operation(name="voice cloning", path="/v1/audio/voices", kinds=frozenset({"speech"}))
@@ -221,7 +221,7 @@ class CloneJob:
         audio, media_type, transcript = await self._clip()
         consent = self._consent or f"parley-g{self._caller.group.id}"  # engines require one
         clip = VoiceClip(voice_id, audio, media_type, consent, transcript)
-        adapter = self._svc.providers.voices(route.provider_type)
+        adapter = self._svc.providers.serving(VOICES, route.provider_type)
         try:
             engine_name = await adapter.create_voice(route.target, clip)
         except VoicesUnsupported:
@@ -357,7 +357,7 @@ class DeleteJob:
             )
         if clone.channel != route.target.channel:
             raise _moved_on(route.target.channel)
-        adapter = self._svc.providers.voices(route.provider_type)
+        adapter = self._svc.providers.serving(VOICES, route.provider_type)
         try:
             await adapter.delete_voice(route.target, clone.engine_name)
         except UpstreamError as error:

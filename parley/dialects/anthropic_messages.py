@@ -27,6 +27,7 @@ from parley.dialects.canonical import (
     ToolResult,
     Unsupported,
 )
+from parley.domain.tokens import TOKENS_PER_IMAGE, estimate_text
 from parley.domain.wire import JSON
 
 FIELDS = frozenset(
@@ -56,7 +57,9 @@ as a block's ``cache_control`` is not."""
 EFFORT_BUDGETS = {"low": 2048, "medium": 8192, "high": 24576, "xhigh": 32768, "max": 32768}
 """``output_config.effort`` → a thinking budget (OpenAI's ``reasoning_effort`` of the
 nearest level at or above it: ``xhigh`` and ``max`` are ``high``)."""
-SERVICE_TIERS = ("auto", "standard_only")
+SERVICE_TIERS: dict[str, Literal["auto", "default"]] = {"auto": "auto", "standard_only": "default"}
+"""Anthropic's ``service_tier`` in the canonical (OpenAI's) terms: ``standard_only`` is
+OpenAI's ``default``."""
 
 
 def decode_request(body: JSON) -> Request:
@@ -91,6 +94,7 @@ def decode_request(body: JSON) -> Request:
         thinking=_with_effort(_thinking(body.get("thinking")), output.get("effort")),
         user=_user(body.get("metadata")),
         stream=body.get("stream") is True,
+        service_tier=SERVICE_TIERS.get(body.get("service_tier") or ""),
     )
 
 
@@ -436,3 +440,50 @@ def _write_tool(tool: Tool) -> JSON:
     if tool.cache is not None:
         written["cache_control"] = tool.cache
     return written
+
+
+def estimate_prompt(body: JSON) -> int:
+    """The prompt's tokens, estimated from a Messages body: a token per four characters
+    of text (system, messages, tool definitions and calls), a fixed count per image."""
+    total = 3
+    for message in body.get("messages") or ():
+        total += 4 + _estimate_content(
+            message.get("content") if isinstance(message, dict) else None
+        )
+    total += _estimate_content(body.get("system"))
+    if body.get("tools"):
+        total += estimate_text(orjson.dumps(body["tools"]).decode())
+    return total
+
+
+def _estimate_content(content: Any) -> int:
+    if isinstance(content, str):
+        return estimate_text(content)
+    if not isinstance(content, list):
+        return 0
+    total = 0
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "image":
+            total += TOKENS_PER_IMAGE
+        elif kind in ("text", "thinking") and isinstance(block.get(kind), str):
+            total += estimate_text(block[kind])
+        elif kind == "tool_use":
+            total += estimate_text(orjson.dumps(block.get("input")).decode())
+        elif kind == "tool_result":
+            total += _estimate_content(block.get("content"))
+    return total
+
+
+def count_images(messages: Any) -> int:
+    """The image blocks in Messages ``messages``."""
+    count = 0
+    for message in messages if isinstance(messages, list) else ():
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            count += sum(
+                1 for block in content if isinstance(block, dict) and block.get("type") == "image"
+            )
+    return count

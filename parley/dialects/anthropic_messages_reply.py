@@ -7,6 +7,10 @@ cached ones, which ``Usage.prompt_tokens`` counts), and the stop reasons map bot
 It stands apart from the request half (``anthropic_messages``) because the stream
 translators need these names and nothing of the request's: a Messages stream ends with
 a stop reason and carries usage in this shape.
+
+A caller's errors are this dialect's too: ``error_body`` is Anthropic's error shape,
+``{"type": "error", "error": {"type", "message"}}``, its type named by the status
+(``ERROR_TYPES``), and ``error_event`` the ``error`` event a failed stream ends with.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from parley.dialects.anthropic_messages import write_block
 from parley.dialects.canonical import Block, Reasoning, Reply, Stop, Text, ToolCall
 from parley.domain.usage import Usage, reported_counts
 from parley.domain.wire import JSON
+from parley.errors import ParleyError
+from parley.sse import json_event
 
 REQUIRED = ("input_tokens", "output_tokens")
 """The counts an Anthropic usage object must hold; its cache counts may be absent."""
@@ -145,3 +151,37 @@ def _reply_arguments(arguments: str) -> Any:
     except orjson.JSONDecodeError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    402: "billing_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    503: "overloaded_error",
+    504: "timeout_error",
+    529: "overloaded_error",
+}
+"""Anthropic's error type for a status; other 4xx are ``invalid_request_error``, other
+5xx ``api_error``."""
+
+
+def error_body(error: ParleyError) -> dict[str, Any]:
+    """The error in Anthropic's shape, for a Messages caller. The shape has no ``param``,
+    so the message names it first, as Anthropic's own do (``max_tokens: ...``)."""
+    status = error.status
+    kind = ERROR_TYPES.get(status, "invalid_request_error" if status < 500 else "api_error")
+    message, param = error.message, error.param
+    if param and message.startswith(f"'{param}' "):  # "'x' must be..." reads "x: must be..."
+        message = f"{param}: {message[len(param) + 3 :]}"
+    elif param and not message.startswith(param):
+        message = f"{param}: {message}"
+    return {"type": "error", "error": {"type": kind, "message": message}}
+
+
+def error_event(error: ParleyError) -> bytes:
+    """The error as Anthropic's ``error`` event, for a Messages stream that failed."""
+    return json_event(error_body(error), "error")

@@ -181,6 +181,9 @@ class Request:
     user: str | None = None
     """Who the end user is, for the upstream's abuse checks."""
     stream: bool = False
+    service_tier: Literal["auto", "default"] | None = None
+    """The capacity tier asked for, in OpenAI's terms (Anthropic's ``standard_only`` is
+    ``default``), for an upstream that has tiers."""
 
 
 @dataclass(frozen=True, slots=True)

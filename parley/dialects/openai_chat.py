@@ -8,9 +8,9 @@ finish reasons) is ``openai_chat_reply``.
 An assistant message's reasoning is read from ``thinking_blocks`` (signed or redacted
 thinking, which Claude needs back in a tool loop with thinking on: see
 ``openai_chat_reply``) or else ``reasoning_content``, and comes before its text and
-tool calls. ``encode_request`` writes signed reasoning as ``thinking_blocks`` only when
-asked, for an adapter that reads the body back into its own wire format (Bedrock's);
-an OpenAI-compatible upstream, which may refuse a field it does not know, never gets it.
+tool calls. ``encode_request`` writes no reasoning: an OpenAI-compatible upstream may
+refuse a field it does not know, and every other upstream is written from the canonical
+call itself, signatures and all.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ from parley.dialects.canonical import (
     Unsupported,
     merged,
 )
-from parley.dialects.openai_chat_reply import read_thinking_blocks, thinking_blocks_of
+from parley.dialects.openai_chat_reply import read_thinking_blocks
+from parley.domain.tokens import TOKENS_PER_IMAGE, TOKENS_PER_MESSAGE, estimate_text
 from parley.domain.wire import JSON
 
 IGNORED = frozenset({"model", "messages", "stream", "stream_options", "store", "service_tier"})
@@ -253,15 +254,15 @@ def number_of(body: JSON, name: str) -> float | None:
     return value if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def encode_request(request: Request, model: str, *, thinking_blocks: bool = False) -> JSON:
-    """The canonical call as a chat body for an OpenAI-compatible upstream, or, with
-    ``thinking_blocks``, for an adapter that reads it back (signed reasoning kept)."""
+def encode_request(request: Request, model: str) -> JSON:
+    """The canonical call as a chat body for an OpenAI-compatible upstream (which may
+    refuse a field it does not know, so signed reasoning is not written)."""
     messages: list[JSON] = []
     if request.instructions:
         text = "\n\n".join(block.text for block in request.instructions)
         messages.append({"role": "system", "content": text})
     for index, message in enumerate(request.messages):
-        messages.extend(_write_message(message, index, thinking_blocks))
+        messages.extend(_write_message(message, index))
     body: JSON = {"model": model, "messages": messages}
     if request.max_output_tokens is not None:
         body["max_tokens"] = request.max_output_tokens
@@ -292,9 +293,9 @@ def effort_for(budget: int | None) -> str:
     return "high"
 
 
-def _write_message(message: Message, index: int, signed: bool) -> list[JSON]:
+def _write_message(message: Message, index: int) -> list[JSON]:
     if message.role == "assistant":
-        return [_write_assistant(message, signed)]
+        return [_write_assistant(message)]
     written: list[JSON] = []
     parts: list[JSON] = []
     for position, block in enumerate(message.blocks):
@@ -312,13 +313,10 @@ def _write_message(message: Message, index: int, signed: bool) -> list[JSON]:
     return written
 
 
-def _write_assistant(message: Message, signed: bool) -> JSON:
+def _write_assistant(message: Message) -> JSON:
     texts = [block.text for block in message.blocks if isinstance(block, Text)]
     calls = [block for block in message.blocks if isinstance(block, ToolCall)]
     written: JSON = {"role": "assistant", "content": "".join(texts) if texts else None}
-    thoughts = thinking_blocks_of(message.blocks) if signed else []
-    if thoughts:
-        written["thinking_blocks"] = thoughts
     if calls:
         written["tool_calls"] = [
             {
@@ -369,3 +367,42 @@ def _write_format(form: ResponseFormat) -> JSON:
     if form.type == "json_schema":
         return {"type": "json_schema", "json_schema": form.schema or {}}
     return {"type": form.type}
+
+
+def estimate_messages(messages: list[Any]) -> int:
+    """The prompt's tokens, estimated from chat ``messages``: a few of framing a message,
+    a token per four characters of text, a fixed count per image."""
+    total = 3
+    for message in messages:
+        total += TOKENS_PER_MESSAGE
+        if isinstance(message, dict):
+            total += _estimate_content(message.get("content"))
+    return total
+
+
+def count_images(messages: list[Any]) -> int:
+    """The image parts in chat messages."""
+    images = 0
+    for message in messages:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            for part in content:
+                if isinstance(part, dict) and part.get("type") == "image_url":
+                    images += 1
+    return images
+
+
+def _estimate_content(content: Any) -> int:
+    if isinstance(content, str):
+        return estimate_text(content)
+    if not isinstance(content, list):
+        return 0
+    total = 0
+    for part in content:
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") == "text" and isinstance(part.get("text"), str):
+            total += estimate_text(part["text"])
+        elif part.get("type") == "image_url":
+            total += TOKENS_PER_IMAGE
+    return total

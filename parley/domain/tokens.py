@@ -3,7 +3,10 @@ and ceilings, for what a prompt can cost at most.
 
 Parley ships no tokenizer (they download vocabularies at run time); an estimate of one
 token per four characters, plus a few tokens of framing per message, is close enough for a
-reservation that is settled with the upstream's own count afterwards.
+reservation that is settled with the upstream's own count afterwards. Only the
+dialect-free primitives are here: how a dialect's messages are counted is its codec's
+(``estimate_messages`` in ``dialects/openai_chat.py``, ``estimate_prompt`` in
+``dialects/anthropic_messages.py``).
 
 A ceiling must hold whatever the text is (a hostile caller picks text that tokenizes
 badly), so it counts bytes: every token a tokenizer makes covers at least one byte of
@@ -29,16 +32,9 @@ at its default pixel limit); OpenAI and Anthropic stay under 2,000."""
 
 
 def estimate_text(text: str) -> int:
+    """A token per four characters: the estimate every dialect's codec builds on
+    (``estimate_prompt`` in ``dialects/openai_chat.py``, ``anthropic_messages.py``...)."""
     return (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
-
-
-def estimate_messages(messages: list[Any]) -> int:
-    total = 3
-    for message in messages:
-        total += TOKENS_PER_MESSAGE
-        if isinstance(message, dict):
-            total += _estimate_content(message.get("content"))
-    return total
 
 
 def prompt_ceiling(body_bytes: int, images: int = 0) -> int:
@@ -47,19 +43,9 @@ def prompt_ceiling(body_bytes: int, images: int = 0) -> int:
     return body_bytes + TEMPLATE_TOKENS + images * IMAGE_TOKENS_CEILING
 
 
-def count_images(messages: list[Any]) -> int:
-    """The image parts in chat messages."""
-    images = 0
-    for message in messages:
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, list):
-            for part in content:
-                if isinstance(part, dict) and part.get("type") == "image_url":
-                    images += 1
-    return images
-
-
 def estimate_prompt(prompt: Any) -> int:
+    """A classic completion's ``prompt`` or an embeddings ``input``: text, or token ids
+    (one token each)."""
     if isinstance(prompt, str):
         return estimate_text(prompt)
     if not isinstance(prompt, list):
@@ -72,20 +58,4 @@ def estimate_prompt(prompt: Any) -> int:
             total += 1
         elif isinstance(item, list):
             total += len(item)
-    return total
-
-
-def _estimate_content(content: Any) -> int:
-    if isinstance(content, str):
-        return estimate_text(content)
-    if not isinstance(content, list):
-        return 0
-    total = 0
-    for part in content:
-        if not isinstance(part, dict):
-            continue
-        if part.get("type") == "text" and isinstance(part.get("text"), str):
-            total += estimate_text(part["text"])
-        elif part.get("type") == "image_url":
-            total += TOKENS_PER_IMAGE
     return total

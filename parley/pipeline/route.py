@@ -32,8 +32,6 @@ class Route:
     """Seconds a stream may take to send its first event before the next route."""
     total: float | None = None
     """Seconds the whole call may take, from the attempt's start; ``None``: unbounded."""
-    responses_native: bool = False
-    """The channel serves the Responses API itself (``responses: native``)."""
 
 
 class Router:
@@ -51,6 +49,8 @@ class Router:
                     read_timeout=channel.timeouts.read,
                     idle_timeout=channel.timeouts.idle,
                     options=channel.options,
+                    type_name=channel.type,
+                    native_responses=channel.responses == "native",
                 )
                 timeouts = channel.timeouts
                 routes[served.name].append(
@@ -63,7 +63,6 @@ class Router:
                         breaker_key=f"{channel.name}:{target.model}",
                         first_token=timeouts.first_token,
                         total=timeouts.total,
-                        responses_native=channel.responses == "native",
                     )
                 )
         self._routes = {

@@ -20,7 +20,8 @@ import contextlib
 
 from aiohttp import web
 
-from parley.errors import ParleyError, encode_anthropic_error_event, encode_error_event
+from parley.dialects import anthropic_messages_reply
+from parley.errors import ParleyError, encode_error_event
 
 STARTED = web.RequestKey("started_reply", web.StreamResponse)
 DONE = b"data: [DONE]\n\n"
@@ -62,5 +63,5 @@ def failure_tail(
     if response.content_type != "text/event-stream":
         return None
     if request.path.startswith(MESSAGES):
-        return encode_anthropic_error_event(error)
+        return anthropic_messages_reply.error_event(error)
     return encode_error_event(error) + DONE

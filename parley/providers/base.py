@@ -1,14 +1,22 @@
-"""Capability Protocols every provider adapter implements, and the shared error mapping.
+"""The provider contract: what an adapter implements, in one file.
 
-``Chat`` and ``Completion`` take and return OpenAI's wire shapes, as Python dicts: an
-adapter for an OpenAI-compatible upstream mostly forwards them; an adapter for another
-wire format translates both ways through the canonical call (``parley/dialects/``).
+A kind of call is a ``Capability`` (``CHAT``, ``TOKEN_COUNT``, ``COMPLETION``,
+``EMBEDDINGS``, ``TRANSCRIPTION``, ``SPEECH``, ``VOICES``, at the end of this file): a
+key naming one Protocol, with that kind's canonical request and reply. An adapter class
+declares what it serves (``serves``), the registry files it under each
+(``providers/registry.py``) and a job asks for one by key (``serving(CHAT, type)``).
+
+Generation (``Chat``) takes the canonical call, ``dialects.call.ChatCall``: the caller's
+body in its dialect and the canonical ``Request`` read from it. The adapter says which
+dialects its target speaks; ``dialects.call.passes_through`` decides, and the adapter
+either relays the caller's body (a reply in the caller's dialect) or writes the
+``Request`` with its own codec in ``dialects/`` (a canonical ``Reply``, or its stream
+read into chat chunks for the caller's renderer). Classic completions keep their own
+request (OpenAI's ``prompt`` body), embeddings OpenAI's ``input`` body; speech,
+transcription and voices their request types below.
 Every generation stream is fed to the caller's sans-IO translator
-(``providers/translated.py``): ``ChatTranslation`` and ``Completion.completion_stream``
-for chat and completions, ``Messages`` for Anthropic's Messages API relayed to a caller
-that speaks it.
-Adapters see neither the caller's HTTP request, nor the store, nor billing: they are
-given a ``Target`` (where and as what to call) and a body.
+(``providers/translated.py``). Adapters see neither the caller's HTTP request, nor the
+store, nor billing: they are given a ``Target`` (where and as what to call) and a call.
 """
 
 from __future__ import annotations
@@ -16,9 +24,11 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import dataclass
-from typing import IO, Protocol, TypeVar
+from typing import IO, Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from parley.catalog_settings import ChannelOptions
+from parley.dialects.call import ChatCall, Dialect, Speaks
+from parley.dialects.canonical import Reply
 from parley.dialects.translator import ChunkTranslator, Translator
 from parley.domain.transcripts import ResponseFormat, Task
 from parley.domain.wire import JSON
@@ -60,6 +70,11 @@ class Target:
     options: ChannelOptions | None = None
     """The channel's provider-specific settings (``bedrock``'s AWS credentials, an
     ``azure-openai`` channel's endpoint style), for the adapters that need them."""
+    type_name: str = ""
+    """The channel's ``type`` (OpenAI's own API, ``openai``, is the only one with
+    service tiers)."""
+    native_responses: bool = False
+    """The channel serves the Responses API itself (``responses: native``)."""
 
     @property
     def stream_timeout(self) -> float:
@@ -74,52 +89,54 @@ class ReplyBounds:
     max_event_bytes: int = 8 * 1024 * 1024
 
 
+@runtime_checkable
 class Chat(Protocol):
-    def chat(self, target: Target, body: JSON) -> Awaitable[JSON]:
-        """A whole chat completion, as OpenAI's ``chat.completion`` object."""
+    """Generation: one ``ChatCall`` (``dialects/call.py``), whatever dialect its caller
+    speaks. The job asks ``dialects.call.passes_through(call.dialect, speaks(target))``
+    and then calls ``relay`` (the caller's body to an upstream that speaks it) or
+    ``generate`` (the canonical ``Request`` written in the upstream's own dialect, its
+    reply read back as a canonical ``Reply``); the adapter owns only its outbound codec."""
 
+    @property
+    def dialects(self) -> frozenset[Dialect]:
+        """Every dialect some upstream of this adapter speaks (start-up checks)."""
 
-class ChatTranslation(Protocol):
-    def chat_translated(
-        self, target: Target, body: JSON, translator: ChunkTranslator[T]
+    def speaks(self, target: Target) -> Speaks:
+        """The dialects the target's upstream speaks, the one a call is translated into
+        first (Vertex AI: Messages for Claude models, Gemini's otherwise)."""
+
+    def relay(self, target: Target, call: ChatCall) -> Awaitable[JSON]:
+        """A whole reply passed through: ``call.body`` sent in ``call.dialect`` (one the
+        target speaks) but for the upstream's model, its reply as the upstream sent it."""
+
+    def relay_stream(
+        self, target: Target, call: ChatCall, translator: Translator[T]
     ) -> Translations[T]:
-        """A streamed chat completion, rendered for the caller by ``translator``
-        (``parley/dialects/``: ``OpenAIRelay`` for an OpenAI caller): an
-        OpenAI-compatible upstream's bytes go to it as they are; any other upstream's
-        are read into chat chunks first (``dialects.translator.Chained``)."""
+        """A stream passed through: the upstream's bytes fed to the caller dialect's
+        relay (``OpenAIRelay``, ``MessagesRelay``, ``ResponsesRelay``) as they arrive."""
 
+    def generate(self, target: Target, call: ChatCall) -> Awaitable[Reply]:
+        """A whole reply translated: ``call.request`` in the upstream's dialect, its reply
+        read as the canonical ``Reply``; what the upstream cannot say is a 400."""
 
-class Messages(Protocol):
-    """Anthropic's Messages API, relayed to a caller that speaks it (pass-through)."""
-
-    def relays(self, target: Target) -> bool:
-        """Whether the target's upstream speaks Messages (a channel type may serve some
-        models that do and some that do not, as Vertex AI)."""
-
-    async def messages(self, target: Target, body: JSON, beta: str | None) -> JSON:
-        """A whole ``message``: ``body`` sent as it came but for the upstream's model."""
-
-    def messages_stream(
-        self, target: Target, body: JSON, beta: str | None, translator: Translator[T]
+    def generate_stream(
+        self, target: Target, call: ChatCall, translator: ChunkTranslator[T]
     ) -> Translations[T]:
-        """A streamed ``message``: the events' bytes fed to ``translator``."""
-
-    async def count_tokens(self, target: Target, body: JSON, beta: str | None) -> int:
-        """The upstream's count of the request's input tokens."""
-
-
-class Responses(Protocol):
-    """OpenAI's Responses API, relayed to a channel that serves it (``responses: native``)."""
-
-    def responses(self, target: Target, body: JSON) -> Awaitable[JSON]:
-        """A whole ``response``: ``body`` sent as it came but for the upstream's model."""
-
-    def responses_stream(
-        self, target: Target, body: JSON, translator: Translator[T]
-    ) -> Translations[T]:
-        """A streamed ``response``: the events' bytes fed to ``translator``."""
+        """A stream translated: ``call.request`` in the upstream's dialect, its stream
+        read into the canonical chunk stream (chat chunks) for the caller's renderer:
+        an OpenAI chat upstream's bytes go to ``translator`` as they are, any other's
+        through its reader first (``dialects.translator.Chained``)."""
 
 
+@runtime_checkable
+class TokenCount(Protocol):
+    """Anthropic's ``count_tokens``, for a Messages call an upstream passes through."""
+
+    def count_tokens(self, target: Target, call: ChatCall) -> Awaitable[int]:
+        """The upstream's count of the call's input tokens."""
+
+
+@runtime_checkable
 class Completion(Protocol):
     def completion(self, target: Target, body: JSON) -> Awaitable[JSON]:
         """A whole classic completion, as OpenAI's ``text_completion`` object."""
@@ -132,11 +149,13 @@ class Completion(Protocol):
         ``text_completion`` chunks first."""
 
 
+@runtime_checkable
 class Embeddings(Protocol):
     def embeddings(self, target: Target, body: JSON) -> Awaitable[JSON]:
         """Embeddings of the body's ``input``, as OpenAI's ``list`` of ``embedding`` objects."""
 
 
+@runtime_checkable
 class Moderation(Protocol):
     def moderations(self, target: Target, body: JSON) -> Awaitable[JSON]:
         """A moderation of the body's ``input``, as OpenAI's ``{id, model, results}``."""
@@ -175,6 +194,7 @@ class RerankReply:
     """The search units the engine billed (Cohere's ``meta.billed_units``)."""
 
 
+@runtime_checkable
 class Rerank(Protocol):
     async def rerank(self, target: Target, request: RerankRequest) -> RerankReply:
         """The documents ranked by relevance to the query, in the engine's own dialect."""
@@ -213,6 +233,7 @@ class Transcript:
     """The audio length the engine reported, if it did (recorded, never billed)."""
 
 
+@runtime_checkable
 class Transcription(Protocol):
     async def transcribe(self, target: Target, request: TranscriptionRequest) -> Transcript:
         """A whole transcription or translation, in the asked ``response_format``."""
@@ -275,6 +296,7 @@ async def _nothing() -> AsyncGenerator[bytes, None]:
         yield piece
 
 
+@runtime_checkable
 class Speech(Protocol):
     def speech(
         self, target: Target, request: SpeechRequest
@@ -305,6 +327,7 @@ class VoicesUnsupported(UpstreamError):
     """The engine has no voice management (it cannot list, or cannot clone)."""
 
 
+@runtime_checkable
 class Voices(Protocol):
     async def list_voices(self, target: Target) -> EngineRoster:
         """The engine's roster; ``VoicesUnsupported`` when it cannot list voices."""
@@ -390,6 +413,7 @@ ImageEvent = PartialImage | ImageReply
 """An item of an image stream: a partial image, or finished images (with their usage)."""
 
 
+@runtime_checkable
 class Images(Protocol):
     def images(self, target: Target, request: ImageRequest) -> Awaitable[ImageReply]:
         """Generate (or, with ``request.inputs``, edit) images; the whole reply."""
@@ -400,6 +424,43 @@ class Images(Protocol):
         """The same, streamed: partial images as the upstream sends them, then the
         finished images (one ``ImageReply`` per image, or one for all). An upstream that
         cannot stream is sent the whole call, its reply the only event."""
+
+
+P = TypeVar("P")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Capability(Generic[P]):
+    """One kind of call an adapter may serve: the key the registry files adapters
+    under, and the Protocol (``protocol``) an adapter serving it implements.
+
+    ``serving(CAPABILITY, type_name)`` is typed by it (``P``), so a job that asks for
+    ``SPEECH`` gets a ``Speech``. A new kind of call is one Protocol above and one
+    constant below (docs/development.md, Where a new kind of call goes)."""
+
+    name: str
+    """The key, unique among capabilities (``chat``, ``speech``...)."""
+    protocol: type
+    """The Protocol ``P`` itself, which a registered adapter is checked against."""
+    described: str
+    """How an error names it: "No provider adapter serves {described} for ..."."""
+
+
+Serves = tuple[Capability[Any], ...]
+"""What an adapter class declares it serves (its ``serves`` class attribute)."""
+
+CHAT: Capability[Chat] = Capability("chat", Chat, "chat")
+TOKEN_COUNT: Capability[TokenCount] = Capability("token_count", TokenCount, "token counting")
+COMPLETION: Capability[Completion] = Capability("completion", Completion, "completions")
+EMBEDDINGS: Capability[Embeddings] = Capability("embeddings", Embeddings, "embeddings")
+TRANSCRIPTION: Capability[Transcription] = Capability(
+    "transcription", Transcription, "speech-to-text"
+)
+SPEECH: Capability[Speech] = Capability("speech", Speech, "speech")
+VOICES: Capability[Voices] = Capability("voices", Voices, "voices")
+MODERATION: Capability[Moderation] = Capability("moderation", Moderation, "moderations")
+RERANK: Capability[Rerank] = Capability("rerank", Rerank, "rerank")
+IMAGES: Capability[Images] = Capability("images", Images, "images")
 
 
 @contextmanager

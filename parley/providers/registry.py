@@ -1,7 +1,9 @@
-"""Channel type name → the adapter serving each capability for that type.
+"""Capability and channel type name → the adapter serving it.
 
-A channel in the configuration names its ``type`` (``openai``, ``vllm``...); the router
-asks this registry for the adapter of that type, per capability. At start-up
+A channel in the configuration names its ``type`` (``openai``, ``vllm``...); a job asks
+this registry for the adapter of its route's type that serves its kind of call
+(``serving(CHAT, type)``: the ``Capability`` keys of ``providers/base.py``). An adapter
+is registered once per type, under the capabilities its class declares (``serves``). At start-up
 (``parley serve``, ``Services.start``) ``check_channel_types`` checks every channel's type
 against ``types()``, so an unknown type stops the start with one line naming the field.
 """
@@ -9,24 +11,23 @@ against ``types()``, so an unknown type stops the start with one line naming the
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
+from parley.dialects.call import OPENAI_RESPONSES
 from parley.http import HttpClient
 from parley.providers.anthropic import AnthropicAdapter
 from parley.providers.azure import AzureEndpoint
 from parley.providers.base import (
+    CHAT,
+    IMAGES,
+    MODERATION,
+    Capability,
     Chat,
-    ChatTranslation,
     Completion,
     Embeddings,
-    Images,
-    Messages,
-    Moderation,
     ReplyBounds,
-    Rerank,
-    Responses,
     Speech,
-    Target,
+    TokenCount,
     Transcription,
     Voices,
 )
@@ -65,7 +66,7 @@ JINA_RERANK_TYPES = ("jina", "vllm", "llamacpp", "infinity", "openai")
 """Types whose upstreams rerank in Jina's dialect (``POST {base_url}/rerank``); ``cohere``
 speaks Cohere's v2 and ``tei`` TEI's own (docs/configuration.md, Rerank channels)."""
 
-_Adapter = TypeVar("_Adapter")
+P = TypeVar("P")
 
 
 class UnknownProviderType(KeyError):
@@ -85,36 +86,14 @@ class UnknownProviderType(KeyError):
 
 
 class ProviderRegistry:
-    """Adapters by channel type name, one table per capability."""
+    """Adapters by capability and channel type name: one table per ``Capability``,
+    filled by ``register`` and read by ``serving``."""
 
-    __slots__ = (
-        "_chat",
-        "_chat_translation",
-        "_completion",
-        "_embeddings",
-        "_images",
-        "_messages",
-        "_moderation",
-        "_rerank",
-        "_responses",
-        "_speech",
-        "_transcription",
-        "_voices",
-    )
+    __slots__ = ("_tables",)
 
     def __init__(self) -> None:
-        self._chat: dict[str, Chat] = {}
-        self._chat_translation: dict[str, ChatTranslation] = {}
-        self._messages: dict[str, Messages] = {}
-        self._responses: dict[str, Responses] = {}
-        self._completion: dict[str, Completion] = {}
-        self._embeddings: dict[str, Embeddings] = {}
-        self._transcription: dict[str, Transcription] = {}
-        self._speech: dict[str, Speech] = {}
-        self._voices: dict[str, Voices] = {}
-        self._moderation: dict[str, Moderation] = {}
-        self._rerank: dict[str, Rerank] = {}
-        self._images: dict[str, Images] = {}
+        self._tables: dict[str, dict[str, Any]] = {}
+        """Capability name → channel type → adapter."""
 
     @classmethod
     def default(
@@ -133,184 +112,93 @@ class ProviderRegistry:
         openai = OpenAIAdapter(http, bounds)
         openai_images = OpenAIImages(http, bounds)
         for type_name in OPENAI_COMPATIBLE_TYPES:
-            registry.register(type_name, chat=openai, completion=openai)
-            registry.register(type_name, embeddings=openai, chat_translation=openai)
-            registry.register(type_name, responses=openai, moderation=openai)
-            registry.register(type_name, responses=openai)
-            registry.register(type_name, images=openai_images)
-        anthropic = AnthropicAdapter(http, bounds, default_max_tokens)
-        registry.register("anthropic", chat=anthropic, completion=anthropic, messages=anthropic)
-        registry.register("anthropic", chat_translation=anthropic)
-        azure = OpenAIAdapter(http, bounds, AzureEndpoint())
-        registry.register("azure-openai", chat=azure, completion=azure)
-        registry.register("azure-openai", embeddings=azure, chat_translation=azure)
-        registry.register("azure-openai", images=OpenAIImages(http, bounds, AzureEndpoint()))
+            registry.register(type_name, openai)
+            registry.register(type_name, openai, MODERATION)
+            registry.register(type_name, openai_images)
+        registry.register("anthropic", AnthropicAdapter(http, bounds, default_max_tokens))
+        registry.register(
+            "azure-openai", OpenAIAdapter(http, bounds, AzureEndpoint(), responses=False)
+        )
+        registry.register("azure-openai", OpenAIImages(http, bounds, AzureEndpoint()))
         bedrock = BedrockAdapter(http, bounds)
-        registry.register("bedrock", chat=bedrock, completion=bedrock, chat_translation=bedrock)
-        registry.register("bedrock", images=BedrockImages(bedrock, bounds))
-        gemini = GeminiAdapter(http, bounds)
-        registry.register("gemini", chat=gemini, chat_translation=gemini, completion=gemini)
-        registry.register("gemini", embeddings=gemini)
-        registry.register("gemini", images=GoogleImages(http, bounds, ApiKeyEndpoint()))
+        registry.register("bedrock", bedrock)
+        registry.register("bedrock", BedrockImages(bedrock, bounds))
+        registry.register("bedrock", BedrockRerank(bedrock, bounds))
+        registry.register("gemini", GeminiAdapter(http, bounds))
+        registry.register("gemini", GoogleImages(http, bounds, ApiKeyEndpoint()))
         google_cloud = VertexChannels(http)
         google_cloud.prepare(channels)
-        vertex = VertexAdapter(http, bounds, google_cloud, default_max_tokens)
-        registry.register("vertex", chat=vertex, chat_translation=vertex, completion=vertex)
-        registry.register("vertex", embeddings=vertex, messages=vertex)
-        registry.register("vertex", rerank=VertexRanking(http, bounds, google_cloud))
-        vertex_images = GoogleImages(http, bounds, VertexEndpoint(google_cloud))
-        registry.register("vertex", images=vertex_images)
+        registry.register("vertex", VertexAdapter(http, bounds, google_cloud, default_max_tokens))
+        registry.register("vertex", VertexRanking(http, bounds, google_cloud))
+        registry.register("vertex", GoogleImages(http, bounds, VertexEndpoint(google_cloud)))
         for type_name in TRANSCRIPTION_TYPES:
             adapter = TranscriptionAdapter(http, bounds, writes_subtitles=type_name != "vllm")
-            registry.register(type_name, transcription=adapter)
-        deepgram = DeepgramAdapter(http, bounds)
-        registry.register("deepgram", transcription=deepgram, speech=deepgram, voices=deepgram)
-        openai_audio = OpenAIAudioAdapter(http, bounds)
-        registry.register("openai-audio", speech=openai_audio, voices=openai_audio)
-        supertonic = SupertonicAdapter(http, bounds)
-        registry.register("supertonic", speech=supertonic, voices=supertonic)
+            registry.register(type_name, adapter)
+        registry.register("openai-audio", OpenAIAudioAdapter(http, bounds))
+        registry.register("supertonic", SupertonicAdapter(http, bounds))
+        registry.register("deepgram", DeepgramAdapter(http, bounds))
+        registry.register("elevenlabs", ElevenLabsAdapter(http, bounds))
+        registry.register("cartesia", CartesiaAdapter(http, bounds))
         jina = JinaRerank(http, bounds)
         for type_name in JINA_RERANK_TYPES:
-            registry.register(type_name, rerank=jina)
-        registry.register("cohere", rerank=CohereRerank(http, bounds))
-        registry.register("tei", rerank=TEIRerank(http, bounds))
-        registry.register("bedrock", rerank=BedrockRerank(bedrock, bounds))
-        elevenlabs = ElevenLabsAdapter(http, bounds)
-        registry.register(
-            "elevenlabs", speech=elevenlabs, voices=elevenlabs, transcription=elevenlabs
-        )
-        cartesia = CartesiaAdapter(http, bounds)
-        registry.register("cartesia", speech=cartesia, voices=cartesia)
+            registry.register(type_name, jina)
+        registry.register("cohere", CohereRerank(http, bounds))
+        registry.register("tei", TEIRerank(http, bounds))
         return registry
 
-    def register(
-        self,
-        type_name: str,
-        *,
-        chat: Chat | None = None,
-        chat_translation: ChatTranslation | None = None,
-        messages: Messages | None = None,
-        responses: Responses | None = None,
-        completion: Completion | None = None,
-        embeddings: Embeddings | None = None,
-        transcription: Transcription | None = None,
-        speech: Speech | None = None,
-        voices: Voices | None = None,
-        moderation: Moderation | None = None,
-        rerank: Rerank | None = None,
-        images: Images | None = None,
-    ) -> None:
-        """Serve the given capabilities of channels of ``type_name`` with these adapters."""
-        if chat is not None:
-            self._chat[type_name] = chat
-        if chat_translation is not None:
-            self._chat_translation[type_name] = chat_translation
-        if messages is not None:
-            self._messages[type_name] = messages
-        if responses is not None:
-            self._responses[type_name] = responses
-        if completion is not None:
-            self._completion[type_name] = completion
-        if embeddings is not None:
-            self._embeddings[type_name] = embeddings
-        if transcription is not None:
-            self._transcription[type_name] = transcription
-        if speech is not None:
-            self._speech[type_name] = speech
-        if voices is not None:
-            self._voices[type_name] = voices
-        if moderation is not None:
-            self._moderation[type_name] = moderation
-        if rerank is not None:
-            self._rerank[type_name] = rerank
-        if images is not None:
-            self._images[type_name] = images
+    def register(self, type_name: str, adapter: object, *capabilities: Capability[Any]) -> None:
+        """Serve channels of ``type_name`` with ``adapter``, for the ``capabilities``
+        given, else for every one the adapter declares (its class's ``serves``). An
+        adapter that lacks a capability's methods is a ``TypeError`` here, at start."""
+        if not capabilities:
+            capabilities = getattr(adapter, "serves", ())
+            if not capabilities:
+                raise TypeError(f"{type(adapter).__name__} declares no capability (`serves`).")
+        for capability in capabilities:
+            if not isinstance(adapter, capability.protocol):
+                raise TypeError(
+                    f"{type(adapter).__name__} does not implement {capability.protocol.__name__}"
+                    f" (the capability `{capability.name}`)."
+                )
+            self._tables.setdefault(capability.name, {})[type_name] = adapter
 
-    def chat(self, type_name: str) -> Chat:
-        return self._find(self._chat, type_name, "chat")
+    def serving(self, capability: Capability[P], type_name: str) -> P:
+        """The adapter serving ``capability`` for channels of ``type_name``;
+        ``UnknownProviderType`` when none does."""
+        try:
+            adapter: P = self._tables[capability.name][type_name]  # no cast(): a call less
+        except KeyError:
+            raise UnknownProviderType(type_name, capability.described, self.types()) from None
+        return adapter
 
-    def reads_chat(self, type_name: str) -> bool:
-        """Whether the type's chat adapter reads a chat body into another wire format
-        (rather than send it on as it is), and so takes what OpenAI's cannot say: signed
-        thinking in ``thinking_blocks`` (``dialects/openai_chat.py``)."""
-        adapter = self._chat.get(type_name)
-        return adapter is not None and not isinstance(adapter, OpenAIAdapter)
+    def serves(self, capability: Capability[Any], type_name: str) -> bool:
+        """Whether some adapter serves ``capability`` for channels of ``type_name``."""
+        return type_name in self._tables.get(capability.name, ())
 
-    def chat_translation(self, type_name: str) -> ChatTranslation:
-        return self._find(self._chat_translation, type_name, "chat streams in another dialect")
-
-    def messages(self, type_name: str, target: Target) -> Messages | None:
-        """The type's Messages adapter, when the target's upstream speaks Anthropic's
-        Messages API (a Messages caller's call is then passed through); ``None``
-        otherwise."""
-        adapter = self._messages.get(type_name)
-        return adapter if adapter is not None and adapter.relays(target) else None
-
-    def responses(self, type_name: str) -> Responses | None:
-        """The type's Responses adapter, when its upstreams can serve OpenAI's Responses
-        API (used for channels that say ``responses: native``); ``None`` otherwise."""
-        return self._responses.get(type_name)
-
-    def completion(self, type_name: str) -> Completion:
-        return self._find(self._completion, type_name, "completions")
-
-    def embeddings(self, type_name: str) -> Embeddings:
-        return self._find(self._embeddings, type_name, "embeddings")
-
-    def transcription(self, type_name: str) -> Transcription:
-        return self._find(self._transcription, type_name, "speech-to-text")
-
-    def speech(self, type_name: str) -> Speech:
-        return self._find(self._speech, type_name, "speech")
-
-    def voices(self, type_name: str) -> Voices:
-        return self._find(self._voices, type_name, "voices")
-
-    def moderation(self, type_name: str) -> Moderation:
-        return self._find(self._moderation, type_name, "moderations")
-
-    def rerank(self, type_name: str) -> Rerank:
-        return self._find(self._rerank, type_name, "rerank")
-
-    def images(self, type_name: str) -> Images:
-        return self._find(self._images, type_name, "images")
-
-    def image_types(self) -> frozenset[str]:
-        """The channel types that can serve image models."""
-        return frozenset(self._images)
+    def types_serving(self, capability: Capability[Any]) -> frozenset[str]:
+        """The channel types some adapter serves ``capability`` for."""
+        return frozenset(self._tables.get(capability.name, ()))
 
     def types(self) -> frozenset[str]:
         """Every channel type some adapter is registered for."""
-        tables = (
-            self._chat,
-            self._messages,
-            self._completion,
-            self._embeddings,
-            self._transcription,
-            self._speech,
-            self._voices,
-            self._moderation,
-            self._rerank,
-            self._images,
-        )
-        return frozenset().union(*tables)
-
-    def _find(self, table: dict[str, _Adapter], type_name: str, capability: str) -> _Adapter:
-        try:
-            return table[type_name]
-        except KeyError:
-            raise UnknownProviderType(type_name, capability, self.types()) from None
+        return frozenset().union(*self._tables.values())
 
 
 def check_native_responses(channels: Sequence[ChannelSettings], registry: ProviderRegistry) -> None:
     """Raise ``ConfigError`` naming the first channel that says ``responses: native``
-    although no adapter of its type can relay the Responses API."""
+    although no adapter of its type speaks the Responses API."""
     for index, channel in enumerate(channels):
-        if channel.responses == "native" and registry.responses(channel.type) is None:
+        if channel.responses == "native" and not _speaks_responses(registry, channel.type):
             raise ConfigError(
                 f"channels[{index}].responses: the channel type '{channel.type}' cannot "
                 "serve the Responses API natively (use 'translate')"
             )
+
+
+def _speaks_responses(registry: ProviderRegistry, type_name: str) -> bool:
+    if not registry.serves(CHAT, type_name):
+        return False
+    return OPENAI_RESPONSES in registry.serving(CHAT, type_name).dialects
 
 
 def check_image_channels(
@@ -319,13 +207,13 @@ def check_image_channels(
     """Raise ``ConfigError`` naming the first channel that serves a ``kind: image`` model
     although no adapter of its type serves images."""
     image_models = {model.name for model in models if model.kind == "image"}
+    image_types = registry.types_serving(IMAGES)
     for index, channel in enumerate(channels):
         served = [model.name for model in channel.models if model.name in image_models]
-        if served and channel.type not in registry.image_types():
+        if served and channel.type not in image_types:
             raise ConfigError(
                 f"channels[{index}].models: the channel type '{channel.type}' cannot serve "
-                f"the image model '{served[0]}' (image channels: "
-                f"{', '.join(sorted(registry.image_types()))})"
+                f"the image model '{served[0]}' (image channels: {', '.join(sorted(image_types))})"
             )
 
 
@@ -341,3 +229,25 @@ def check_channel_types(channels: Sequence[ChannelSettings], known: Collection[s
             raise ConfigError(
                 f"channels[{index}].type: unknown channel type '{channel.type}' (known: {names})"
             )
+
+
+def _conforms(  # noqa: PLR0917
+    openai: OpenAIAdapter,
+    anthropic: AnthropicAdapter,
+    bedrock: BedrockAdapter,
+    gemini: GeminiAdapter,
+    vertex: VertexAdapter,
+    transcription: TranscriptionAdapter,
+    openai_audio: OpenAIAudioAdapter,
+    supertonic: SupertonicAdapter,
+) -> None:
+    """Never called: it has the type checker hold each built-in adapter to the Protocols
+    of the capabilities it declares (``register`` checks only the methods' names)."""
+    chat: list[Chat] = [openai, anthropic, bedrock, gemini, vertex]
+    completion: list[Completion] = [openai, anthropic, bedrock, gemini, vertex]
+    embeddings: list[Embeddings] = [openai, gemini, vertex]
+    counting: list[TokenCount] = [anthropic, vertex]
+    speech: list[Speech] = [openai_audio, supertonic]
+    voices: list[Voices] = [openai_audio, supertonic]
+    heard: list[Transcription] = [transcription]
+    del chat, completion, embeddings, counting, speech, voices, heard

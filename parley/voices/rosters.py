@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Generic, Protocol, TypeVar
 
 from parley.errors import ServiceUnavailable, UpstreamError
-from parley.providers.base import EngineRoster, Target, VoicesUnsupported
+from parley.providers.base import VOICES, EngineRoster, Target, VoicesUnsupported
 from parley.providers.registry import ProviderRegistry
 
 TTL_SECONDS = 30.0
@@ -49,7 +49,9 @@ class Rosters(Generic[Route]):
         failure: UpstreamError | None = None
         for route in routes:
             try:
-                roster = await self._providers.voices(route.provider_type).list_voices(route.target)
+                roster = await self._providers.serving(VOICES, route.provider_type).list_voices(
+                    route.target
+                )
             except VoicesUnsupported:
                 raise
             except UpstreamError as error:

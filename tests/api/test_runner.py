@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -19,8 +19,11 @@ import pytest
 from aiohttp import web
 
 from parley.app import create_app
+from parley.dialects import openai_chat
+from parley.dialects.call import OPENAI_CHAT, ChatCall, Speaks
+from parley.dialects.canonical import Reply
 from parley.dialects.chunk_reader import ChunkReader
-from parley.dialects.translator import ChunkTranslator
+from parley.dialects.translator import ChunkTranslator, Translator
 from parley.domain.models import Resolved
 from parley.domain.usage import Allowance, Usage, UsageRecord
 from parley.domain.wire import JSON
@@ -30,7 +33,7 @@ from parley.pipeline.authenticate import Caller
 from parley.pipeline.context import services
 from parley.pipeline.job import NO_HEADERS, Operation
 from parley.pipeline.route import Route
-from parley.providers.base import Batches, Target
+from parley.providers.base import CHAT, Batches, Target
 from parley.providers.openai import OpenAIAdapter
 from parley.runtime.in_flight import SHUTDOWN_STATUS
 from parley.settings import Settings
@@ -49,20 +52,33 @@ class BuggyAdapter:
         self._real = real
         self._fail_after = fail_after_batches
 
-    async def chat(self, target: Target, body: JSON) -> JSON:
-        reply = await self._real.chat(target, body)
+    dialects = frozenset({OPENAI_CHAT})
+
+    def speaks(self, target: Target) -> Speaks:
+        return self._real.speaks(target)
+
+    async def relay(self, target: Target, call: ChatCall) -> JSON:
+        reply = await self._real.relay(target, call)
         return {"choices": reply["no such field"]}
 
-    def chat_translated(
-        self, target: Target, body: JSON, translator: ChunkTranslator[T]
+    def relay_stream(
+        self, target: Target, call: ChatCall, translator: Translator[T]
     ) -> AbstractAsyncContextManager[AsyncIterator[Sequence[T]]]:
-        return self._stream(target, body, translator)
+        return self._stream(target, call, translator)
+
+    def generate(self, target: Target, call: ChatCall) -> Awaitable[Reply]:
+        return self._real.generate(target, call)
+
+    def generate_stream(
+        self, target: Target, call: ChatCall, translator: ChunkTranslator[T]
+    ) -> AbstractAsyncContextManager[AsyncIterator[Sequence[T]]]:
+        return self._real.generate_stream(target, call, translator)
 
     @asynccontextmanager
     async def _stream(
-        self, target: Target, body: JSON, translator: ChunkTranslator[T]
+        self, target: Target, call: ChatCall, translator: Translator[T]
     ) -> AsyncIterator[AsyncIterator[Sequence[T]]]:
-        async with self._real.chat_translated(target, body, translator) as batches:
+        async with self._real.relay_stream(target, call, translator) as batches:
             yield self._translate(batches)
 
     async def _translate(self, batches: AsyncIterator[Sequence[T]]) -> AsyncIterator[Sequence[T]]:
@@ -77,7 +93,7 @@ class BuggyAdapter:
 def install_bug(gateway: Gateway, *, fail_after_batches: int = 0) -> None:
     real = OpenAIAdapter(gateway.services.http)
     buggy = BuggyAdapter(real, fail_after_batches=fail_after_batches)
-    gateway.services.providers.register("openai", chat=buggy, chat_translation=buggy)
+    gateway.services.providers.register("openai", buggy, CHAT)
 
 
 async def read_events(response: aiohttp.ClientResponse) -> list[bytes]:
@@ -254,8 +270,9 @@ class RawTextJob:
         return Allowance(characters=1_000_000)  # far above the fake engine's short echoes
 
     def open(self, route: Route) -> AbstractAsyncContextManager[Batches]:
-        adapter = self._providers.chat_translation(route.provider_type)
-        return adapter.chat_translated(route.target, self._body, ChunkReader(1 << 20))
+        adapter = self._providers.serving(CHAT, route.provider_type)
+        call = ChatCall(OPENAI_CHAT, self._body, openai_chat.decode_request)
+        return adapter.relay_stream(route.target, call, ChunkReader(1 << 20))
 
     def render(self, batch: Sequence[JSON]) -> bytes:
         text = "".join(

@@ -27,6 +27,7 @@ from parley.errors import (
 )
 from parley.http import HttpClient
 from parley.providers.base import (
+    TRANSCRIPTION,
     AudioUpload,
     ReplyBounds,
     Target,
@@ -53,7 +54,7 @@ async def http() -> AsyncIterator[HttpClient]:
 
 @pytest.fixture
 def adapter(http: HttpClient) -> Transcription:
-    return ProviderRegistry.default(http).transcription("deepgram")
+    return ProviderRegistry.default(http).serving(TRANSCRIPTION, "deepgram")
 
 
 @pytest.fixture
@@ -280,7 +281,7 @@ async def test_a_message_past_the_bound_is_an_upstream_error(
 ) -> None:
     tight = ProviderRegistry.default(http, ReplyBounds(max_event_bytes=64))
     with pytest.raises(UpstreamError, match="larger than Parley accepts"):
-        await streamed(tight.transcription("deepgram"), target(deepgram), asking())
+        await streamed(tight.serving(TRANSCRIPTION, "deepgram"), target(deepgram), asking())
 
 
 async def test_an_unreachable_socket_is_unreachable(adapter: Transcription) -> None:

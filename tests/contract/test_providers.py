@@ -10,15 +10,25 @@ import asyncio
 import socket
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, TypeVar, cast
 
 import pytest
 
+from parley.dialects import openai_chat, openai_chat_reply
+from parley.dialects.call import OPENAI_CHAT, ChatCall, passes_through
 from parley.dialects.chunk_reader import ChunkReader
+from parley.dialects.translator import ChunkTranslator
 from parley.domain.wire import JSON
 from parley.errors import UpstreamError, UpstreamRefused, UpstreamTimeout, UpstreamUnreachable
 from parley.http import HttpClient
-from parley.providers.base import Batches, Chat, ChatTranslation, Completion, Target
+from parley.providers.base import (
+    CHAT,
+    COMPLETION,
+    Batches,
+    Chat,
+    Completion,
+    Target,
+)
 from parley.providers.registry import (
     OPENAI_COMPATIBLE_TYPES,
     ProviderRegistry,
@@ -30,12 +40,35 @@ ADAPTER_TYPES = ["openai"]
 CHANNEL_KEY = "sk-channel-secret"
 HELLO = {"model": "public-name", "messages": [{"role": "user", "content": "hello there"}]}
 PROMPT = {"model": "public-name", "prompt": "once upon"}
+T = TypeVar("T")
 LIMIT = 1 << 20
 """The reader's bound on one event."""
 
 
-class Adapter(Chat, ChatTranslation, Completion, Protocol):
+class Adapter(Chat, Completion, Protocol):
     pass
+
+
+def call_of(body: JSON) -> ChatCall:
+    return ChatCall(OPENAI_CHAT, body, openai_chat.decode_request)
+
+
+async def chat(adapter: Chat, to: Target, body: JSON) -> JSON:
+    """A whole chat reply, as a chat job asks for it (passed through, or translated)."""
+    call = call_of(body)
+    if passes_through(call.dialect, adapter.speaks(to)):
+        return await adapter.relay(to, call)
+    return openai_chat_reply.encode_reply(await adapter.generate(to, call))
+
+
+def chat_stream(
+    adapter: Chat, to: Target, body: JSON, translator: ChunkTranslator[T]
+) -> AbstractAsyncContextManager[AsyncIterator[Sequence[T]]]:
+    """A chat stream, as a chat job opens it (passed through, or translated)."""
+    call = call_of(body)
+    if passes_through(call.dialect, adapter.speaks(to)):
+        return adapter.relay_stream(to, call, translator)
+    return adapter.generate_stream(to, call, translator)
 
 
 @pytest.fixture
@@ -54,7 +87,10 @@ async def session() -> AsyncIterator[HttpClient]:
 @pytest.fixture(params=ADAPTER_TYPES)
 def adapter(request: pytest.FixtureRequest, session: HttpClient) -> Adapter:
     registry = ProviderRegistry.default(session)
-    chat, completion = registry.chat(request.param), registry.completion(request.param)
+    chat, completion = (
+        registry.serving(CHAT, request.param),
+        registry.serving(COMPLETION, request.param),
+    )
     assert id(chat) == id(completion), "this suite drives one adapter serving both"
     return cast(Adapter, chat)
 
@@ -87,7 +123,7 @@ def chat_text(chunks: list[JSON]) -> str:
 
 
 async def test_chat_returns_the_engines_reply(adapter: Adapter, engine: FakeEngine) -> None:
-    reply = await adapter.chat(target(engine), HELLO)
+    reply = await chat(adapter, target(engine), HELLO)
     assert reply["object"] == "chat.completion"
     assert reply["model"] == "fake-model"
     assert reply["choices"][0]["message"]["content"] == "echo: hello there"
@@ -104,7 +140,7 @@ async def test_completion_returns_the_engines_reply(adapter: Adapter, engine: Fa
 async def test_the_upstream_model_name_replaces_the_callers(
     adapter: Adapter, engine: FakeEngine
 ) -> None:
-    await adapter.chat(target(engine, "upstream-name"), HELLO)
+    await chat(adapter, target(engine, "upstream-name"), HELLO)
     assert engine.last_request.body["model"] == "upstream-name"
     assert HELLO["model"] == "public-name", "the caller's body is not modified"
 
@@ -127,7 +163,7 @@ async def test_every_other_field_passes_through_untouched(
         "top_logprobs": 2,
         "vendor_extension": {"nested": [1, 2]},
     }
-    await adapter.chat(target(engine), body)
+    await chat(adapter, target(engine), body)
     assert engine.last_request.body == {**body, "model": "fake-model"}
 
 
@@ -135,7 +171,7 @@ async def test_every_other_field_passes_through_untouched(
 async def test_authorization_is_sent_only_with_a_key(
     adapter: Adapter, engine: FakeEngine, api_key: str | None
 ) -> None:
-    await adapter.chat(target(engine, api_key=api_key), HELLO)
+    await chat(adapter, target(engine, api_key=api_key), HELLO)
     expected = f"Bearer {api_key}" if api_key else None
     assert engine.last_request.authorization == expected
     assert engine.last_request.headers["Content-Type"] == "application/json"
@@ -143,7 +179,7 @@ async def test_authorization_is_sent_only_with_a_key(
 
 async def test_a_whole_reply_is_never_asked_to_stream(adapter: Adapter, engine: FakeEngine) -> None:
     body = {**HELLO, "stream": True, "stream_options": {"include_usage": True}}
-    reply = await adapter.chat(target(engine), body)
+    reply = await chat(adapter, target(engine), body)
     assert reply["object"] == "chat.completion"
     assert engine.last_request.body["stream"] is False
     assert "stream_options" not in engine.last_request.body
@@ -153,7 +189,7 @@ async def test_a_reply_that_is_not_an_object_is_an_upstream_error(
     adapter: Adapter, engine: FakeEngine
 ) -> None:
     with pytest.raises(UpstreamError) as caught:
-        await adapter.chat(target(engine, "junk"), HELLO)
+        await chat(adapter, target(engine, "junk"), HELLO)
     assert caught.value.status == 502
 
 
@@ -161,7 +197,7 @@ async def test_a_reply_that_is_not_an_object_is_an_upstream_error(
 
 
 async def test_a_stream_yields_the_chunks_in_order(adapter: Adapter, engine: FakeEngine) -> None:
-    chunks = await collect(adapter.chat_translated(target(engine), HELLO, ChunkReader(LIMIT)))
+    chunks = await collect(chat_stream(adapter, target(engine), HELLO, ChunkReader(LIMIT)))
     assert chat_text(chunks) == "echo: hello there"
     assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
     assert chunks[-2]["choices"][0]["finish_reason"] == "stop"
@@ -172,7 +208,7 @@ async def test_a_stream_asks_for_usage_and_keeps_the_callers_options(
     adapter: Adapter, engine: FakeEngine
 ) -> None:
     body = {**HELLO, "stream_options": {"include_usage": False, "continuous_usage_stats": True}}
-    chunks = await collect(adapter.chat_translated(target(engine), body, ChunkReader(LIMIT)))
+    chunks = await collect(chat_stream(adapter, target(engine), body, ChunkReader(LIMIT)))
     sent = engine.last_request.body
     assert sent["stream"] is True
     assert sent["stream_options"] == {"include_usage": True, "continuous_usage_stats": True}
@@ -193,7 +229,7 @@ async def test_a_completion_stream(adapter: Adapter, engine: FakeEngine) -> None
 
 async def test_a_stream_without_usage_still_ends(adapter: Adapter, engine: FakeEngine) -> None:
     chunks = await collect(
-        adapter.chat_translated(target(engine, "no-usage"), HELLO, ChunkReader(LIMIT))
+        chat_stream(adapter, target(engine, "no-usage"), HELLO, ChunkReader(LIMIT))
     )
     assert chat_text(chunks) == "echo: hello there"
     assert all(chunk["choices"] for chunk in chunks)
@@ -204,8 +240,8 @@ async def test_a_stream_closed_without_done_is_an_upstream_error(
 ) -> None:
     received: list[JSON] = []
     with pytest.raises(UpstreamError) as caught:
-        async with adapter.chat_translated(
-            target(engine, "cut-3"), HELLO, ChunkReader(LIMIT)
+        async with chat_stream(
+            adapter, target(engine, "cut-3"), HELLO, ChunkReader(LIMIT)
         ) as batches:
             async for batch in batches:
                 received.extend(batch)
@@ -219,8 +255,8 @@ async def test_a_connection_dropped_mid_stream_is_an_upstream_error(
 ) -> None:
     received: list[JSON] = []
     with pytest.raises(UpstreamError) as caught:
-        async with adapter.chat_translated(
-            target(engine, "drop-2"), HELLO, ChunkReader(LIMIT)
+        async with chat_stream(
+            adapter, target(engine, "drop-2"), HELLO, ChunkReader(LIMIT)
         ) as batches:
             async for batch in batches:
                 received.extend(batch)
@@ -231,8 +267,8 @@ async def test_a_connection_dropped_mid_stream_is_an_upstream_error(
 async def test_an_error_event_mid_stream_raises(adapter: Adapter, engine: FakeEngine) -> None:
     received: list[JSON] = []
     with pytest.raises(UpstreamRefused) as caught:
-        async with adapter.chat_translated(
-            target(engine, "error-after-2"), HELLO, ChunkReader(LIMIT)
+        async with chat_stream(
+            adapter, target(engine, "error-after-2"), HELLO, ChunkReader(LIMIT)
         ) as batches:
             async for batch in batches:
                 received.extend(batch)
@@ -248,8 +284,8 @@ async def test_an_error_event_after_chunks_of_the_same_read_delivers_them_first(
     received: list[JSON] = []
     reads = 0
     with pytest.raises(UpstreamRefused):
-        async with adapter.chat_translated(
-            target(engine, "error-after-3" + knobs), HELLO, ChunkReader(LIMIT)
+        async with chat_stream(
+            adapter, target(engine, "error-after-3" + knobs), HELLO, ChunkReader(LIMIT)
         ) as batches:
             async for batch in batches:
                 reads += 1
@@ -262,9 +298,7 @@ async def test_an_error_event_after_chunks_of_the_same_read_delivers_them_first(
 async def test_a_stream_read_at_once_is_one_batch_in_order(
     adapter: Adapter, engine: FakeEngine
 ) -> None:
-    async with adapter.chat_translated(
-        target(engine, "joined"), HELLO, ChunkReader(LIMIT)
-    ) as batches:
+    async with chat_stream(adapter, target(engine, "joined"), HELLO, ChunkReader(LIMIT)) as batches:
         seen = [list(batch) async for batch in batches]
     assert len(seen) == 1
     assert chat_text(seen[0]) == "echo: hello there"
@@ -273,7 +307,7 @@ async def test_a_stream_read_at_once_is_one_batch_in_order(
 
 async def test_a_malformed_event_is_an_upstream_error(adapter: Adapter, engine: FakeEngine) -> None:
     with pytest.raises(UpstreamError):
-        await collect(adapter.chat_translated(target(engine, "junk"), HELLO, ChunkReader(LIMIT)))
+        await collect(chat_stream(adapter, target(engine, "junk"), HELLO, ChunkReader(LIMIT)))
 
 
 @pytest.mark.parametrize("how", ["break", "exception"])
@@ -281,8 +315,8 @@ async def test_leaving_a_stream_early_closes_the_upstream(
     adapter: Adapter, engine: FakeEngine, how: str
 ) -> None:
     with pytest.raises(RuntimeError) if how == "exception" else nullcontext():
-        async with adapter.chat_translated(
-            target(engine, "slow-0.02+words-200"), HELLO, ChunkReader(LIMIT)
+        async with chat_stream(
+            adapter, target(engine, "slow-0.02+words-200"), HELLO, ChunkReader(LIMIT)
         ) as batches:
             async for batch in batches:
                 if any(chunk["choices"][0]["delta"].get("content") for chunk in batch):
@@ -299,10 +333,10 @@ async def test_leaving_a_stream_early_closes_the_upstream(
 
 def _call(adapter: Adapter, way: str, target: Target) -> Any:
     if way == "chat":
-        return adapter.chat(target, HELLO)
+        return chat(adapter, target, HELLO)
     if way == "completion":
         return adapter.completion(target, PROMPT)
-    return collect(adapter.chat_translated(target, HELLO, ChunkReader(LIMIT)))
+    return collect(chat_stream(adapter, target, HELLO, ChunkReader(LIMIT)))
 
 
 WAYS = ["chat", "completion", "chat_stream"]
@@ -337,7 +371,7 @@ async def test_request_refusals_relay_the_upstreams_status_and_message(
 async def test_a_refused_channel_key_never_appears_in_the_error(adapter: Adapter) -> None:
     async with FakeEngine(api_key="the-right-key") as engine:
         with pytest.raises(UpstreamRefused) as caught:
-            await adapter.chat(target(engine), HELLO)
+            await chat(adapter, target(engine), HELLO)
     assert caught.value.retryable
     assert caught.value.upstream_status == 401
     assert CHANNEL_KEY not in str(caught.value.body())
@@ -375,8 +409,8 @@ async def test_an_upstream_too_slow_mid_stream_is_a_504(
 ) -> None:
     with pytest.raises(UpstreamTimeout):
         await collect(
-            adapter.chat_translated(
-                target(engine, "slow-2", read_timeout=0.1), HELLO, ChunkReader(LIMIT)
+            chat_stream(
+                adapter, target(engine, "slow-2", read_timeout=0.1), HELLO, ChunkReader(LIMIT)
             )
         )
 
@@ -388,8 +422,8 @@ def test_openai_compatible_types_share_one_adapter(session: HttpClient) -> None:
     registry = ProviderRegistry.default(session)
     assert frozenset(OPENAI_COMPATIBLE_TYPES) <= registry.types()
     assert {"openai-audio", "supertonic", "speaches"} <= registry.types()
-    adapters = {id(registry.chat(name)) for name in OPENAI_COMPATIBLE_TYPES}
-    adapters |= {id(registry.completion(name)) for name in OPENAI_COMPATIBLE_TYPES}
+    adapters = {id(registry.serving(CHAT, name)) for name in OPENAI_COMPATIBLE_TYPES}
+    adapters |= {id(registry.serving(COMPLETION, name)) for name in OPENAI_COMPATIBLE_TYPES}
     assert len(adapters) == 1
 
 
@@ -398,7 +432,7 @@ def test_an_unknown_type_is_a_key_error_naming_the_known_ones(
 ) -> None:
     registry = ProviderRegistry.default(session)
     with pytest.raises(UnknownProviderType) as caught:
-        registry.chat("carrier-pigeon")
+        registry.serving(CHAT, "carrier-pigeon")
     assert isinstance(caught.value, KeyError)
     assert "`carrier-pigeon`" in str(caught.value)
     assert "openai" in str(caught.value)

@@ -17,7 +17,13 @@ import pytest
 from parley.domain.transcripts import ResponseFormat, Task
 from parley.errors import InvalidRequest, UpstreamRefused, UpstreamRejected, UpstreamTimeout
 from parley.http import HttpClient
-from parley.providers.base import AudioUpload, Target, Transcription, TranscriptionRequest
+from parley.providers.base import (
+    TRANSCRIPTION,
+    AudioUpload,
+    Target,
+    Transcription,
+    TranscriptionRequest,
+)
 from parley.providers.registry import ProviderRegistry
 from tests.clips import clip
 from tests.upstreams.elevenlabs import SCRIPT, FakeElevenLabs
@@ -35,7 +41,7 @@ async def engine() -> AsyncIterator[FakeElevenLabs]:
 @pytest.fixture
 async def scribe() -> AsyncIterator[Transcription]:
     http = HttpClient()
-    yield ProviderRegistry.default(http).transcription("elevenlabs")
+    yield ProviderRegistry.default(http).serving(TRANSCRIPTION, "elevenlabs")
     await http.close()
 
 

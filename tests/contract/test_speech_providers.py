@@ -19,6 +19,8 @@ from parley.catalog_settings import DeepgramOptions
 from parley.errors import UpstreamError, UpstreamRefused, UpstreamTimeout
 from parley.http import HttpClient
 from parley.providers.base import (
+    SPEECH,
+    VOICES,
     ReplyBounds,
     SpeechAudio,
     SpeechRequest,
@@ -61,7 +63,7 @@ async def spoken(
     registry: ProviderRegistry, kind: str, to: Target, request: SpeechRequest
 ) -> tuple[SpeechAudio, bytes]:
     """One synthesis through the ``kind`` adapter: what it said of the audio, and every byte."""
-    async with registry.speech(kind).speech(to, request) as audio:
+    async with registry.serving(SPEECH, kind).speech(to, request) as audio:
         return audio, await collect(audio)
 
 
@@ -119,7 +121,9 @@ async def test_both_error_shapes_relay_the_engines_message(
     request = SpeechRequest(input="  ", voice=None, response_format="wav")
     async with FakeAudioEngine(legacy_errors=legacy) as engine:
         with pytest.raises(UpstreamRefused) as refused:
-            async with registry.speech("openai-audio").speech(target(engine.base_url), request):
+            async with registry.serving(SPEECH, "openai-audio").speech(
+                target(engine.base_url), request
+            ):
                 pass
     assert refused.value.status == 400
     assert refused.value.message == "Input text cannot be empty"
@@ -129,7 +133,7 @@ async def test_an_error_event_mid_stream_is_an_upstream_failure(registry: Provid
     request = SpeechRequest(input="x" * 100, voice=None, response_format="pcm", sse=True)
     async with (
         FakeAudioEngine(error_after=2) as engine,
-        registry.speech("openai-audio").speech(target(engine.base_url), request) as audio,
+        registry.serving(SPEECH, "openai-audio").speech(target(engine.base_url), request) as audio,
     ):
         got = [await anext(audio.pieces), await anext(audio.pieces)]
         with pytest.raises(UpstreamError) as failed:
@@ -140,7 +144,7 @@ async def test_an_error_event_mid_stream_is_an_upstream_failure(registry: Provid
 async def test_a_connection_dropped_mid_audio_is_an_upstream_failure(
     registry: ProviderRegistry,
 ) -> None:
-    adapter = registry.speech("openai-audio")
+    adapter = registry.serving(SPEECH, "openai-audio")
     async with FakeAudioEngine(drop_after=2) as engine:
         speaking = adapter.speech(target(engine.base_url), HELLO)
         async with speaking as audio:
@@ -153,7 +157,7 @@ async def test_an_unreachable_engine_is_an_upstream_error(registry: ProviderRegi
         free.bind(("127.0.0.1", 0))
         port = free.getsockname()[1]
     with pytest.raises(UpstreamError) as failed:
-        async with registry.speech("openai-audio").speech(
+        async with registry.serving(SPEECH, "openai-audio").speech(
             target(f"http://127.0.0.1:{port}/v1"), HELLO
         ):
             pass
@@ -164,7 +168,7 @@ async def test_an_unreachable_engine_is_an_upstream_error(registry: ProviderRegi
 
 
 async def test_voices_are_listed_cloned_lower_cased_and_deleted(registry: ProviderRegistry) -> None:
-    voices = registry.voices("openai-audio")
+    voices = registry.serving(VOICES, "openai-audio")
     clip = VoiceClip(
         "g7__Anna", encoded(sine(3, 16000), 16000, "mp3"), "audio/mpeg", "parley", "hi"
     )
@@ -183,20 +187,22 @@ async def test_a_clip_the_engine_refuses_is_relayed(registry: ProviderRegistry) 
     clip = VoiceClip("x", wav(sine(0.5, 16000), 16000), "audio/wav", "parley")
     async with FakeAudioEngine(legacy_errors=True) as engine:
         with pytest.raises(UpstreamRefused) as refused:
-            await registry.voices("openai-audio").create_voice(target(engine.base_url), clip)
+            await registry.serving(VOICES, "openai-audio").create_voice(
+                target(engine.base_url), clip
+            )
     assert "too short" in refused.value.message
 
 
 async def test_an_engine_without_voice_management_says_so(registry: ProviderRegistry) -> None:
     async with FakeAudioEngine.plain() as engine:
         with pytest.raises(VoicesUnsupported):
-            await registry.voices("openai-audio").list_voices(target(engine.base_url))
+            await registry.serving(VOICES, "openai-audio").list_voices(target(engine.base_url))
 
 
 async def test_a_voice_list_cut_midway_is_an_upstream_error(registry: ProviderRegistry) -> None:
     async with FakeAudioEngine(drop_voice_list=True) as engine:
         with pytest.raises(UpstreamError) as failed:
-            await registry.voices("openai-audio").list_voices(target(engine.base_url))
+            await registry.serving(VOICES, "openai-audio").list_voices(target(engine.base_url))
     assert failed.value.status == 502
 
 
@@ -227,7 +233,9 @@ async def test_supertonic_validation_errors_are_relayed(registry: ProviderRegist
     request = SpeechRequest(input="hi", voice=None, response_format="wav", steps=0)
     async with FakeSupertonic() as engine:
         with pytest.raises(UpstreamRefused) as refused:
-            async with registry.speech("supertonic").speech(target(engine.base_url), request):
+            async with registry.serving(SPEECH, "supertonic").speech(
+                target(engine.base_url), request
+            ):
                 pass
     assert refused.value.status == 422 and refused.value.message.startswith("steps:")
 
@@ -235,7 +243,7 @@ async def test_supertonic_validation_errors_are_relayed(registry: ProviderRegist
 async def test_supertonic_lists_only_builtin_styles_and_cannot_clone(
     registry: ProviderRegistry,
 ) -> None:
-    voices = registry.voices("supertonic")
+    voices = registry.serving(VOICES, "supertonic")
     async with FakeSupertonic() as engine:
         listed = await voices.list_voices(target(engine.base_url))
         with pytest.raises(VoicesUnsupported):
@@ -325,7 +333,7 @@ async def test_aura_speed_is_clamped_to_its_range(
 async def test_aura_refusals_relay_deepgrams_message_and_failures_fall_over(
     registry: ProviderRegistry,
 ) -> None:
-    adapter = registry.speech("deepgram")
+    adapter = registry.serving(SPEECH, "deepgram")
     unknown = SpeechRequest(input="hi", voice="aura-9-nobody-en", response_format="mp3")
     long = SpeechRequest(input="x" * 2001, voice=None, response_format="mp3")
     async with FakeDeepgram(api_key=DG_KEY) as engine:
@@ -354,13 +362,13 @@ async def test_aura_sse_is_left_to_parley_and_silence_is_a_timeout(
         assert not audio.streamed_events and len(body) == 24000 * 2 * 0.4  # Aura's bytes
         slow = Target("aura", engine.base_url, DG_KEY, "aura-2-thalia-en+hang-5", 1.0, 0.3)
         with pytest.raises(UpstreamTimeout):
-            async with registry.speech("deepgram").speech(slow, HELLO):
+            async with registry.serving(SPEECH, "deepgram").speech(slow, HELLO):
                 pass
 
 
 async def test_aura_audio_cut_midway_is_an_upstream_failure(registry: ProviderRegistry) -> None:
     async with FakeDeepgram(api_key=DG_KEY) as engine:
-        speaking = registry.speech("deepgram").speech(
+        speaking = registry.serving(SPEECH, "deepgram").speech(
             aura(engine.base_url, "aura-2-thalia-en+drop-after-2"), HELLO
         )
         async with speaking as audio:
@@ -371,7 +379,7 @@ async def test_aura_audio_cut_midway_is_an_upstream_failure(registry: ProviderRe
 async def test_aura_voices_are_its_models_and_it_cannot_clone(
     registry: ProviderRegistry,
 ) -> None:
-    voices = registry.voices("deepgram")
+    voices = registry.serving(VOICES, "deepgram")
     async with FakeDeepgram(api_key=DG_KEY) as engine:
         listed = await voices.list_voices(aura(engine.base_url))
         with pytest.raises(VoicesUnsupported):
@@ -394,15 +402,17 @@ async def test_engine_replies_past_the_upstream_bounds_are_upstream_errors(
     request = SpeechRequest(input="one two three", voice="Ryan", response_format="pcm", sse=True)
     async with FakeAudioEngine() as engine:
         with pytest.raises(UpstreamError, match="larger than Parley accepts"):
-            await tight.voices("openai-audio").list_voices(target(engine.base_url))
+            await tight.serving(VOICES, "openai-audio").list_voices(target(engine.base_url))
         with pytest.raises(UpstreamError, match="larger than Parley accepts"):
-            async with tight.speech("openai-audio").speech(
+            async with tight.serving(SPEECH, "openai-audio").speech(
                 target(engine.base_url), request
             ) as audio:
                 await collect(audio)
     async with FakeSupertonic() as tonic:
         with pytest.raises(UpstreamError, match="larger than Parley accepts"):
-            await tight.voices("supertonic").list_voices(target(tonic.base_url, "supertonic"))
+            await tight.serving(VOICES, "supertonic").list_voices(
+                target(tonic.base_url, "supertonic")
+            )
     async with FakeDeepgram(api_key=DG_KEY) as deepgram:
         with pytest.raises(UpstreamError, match="larger than Parley accepts"):
-            await tight.voices("deepgram").list_voices(aura(deepgram.base_url))
+            await tight.serving(VOICES, "deepgram").list_voices(aura(deepgram.base_url))

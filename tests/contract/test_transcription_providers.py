@@ -18,7 +18,13 @@ import pytest
 from parley.domain.transcripts import FORMATS, ResponseFormat, Task
 from parley.errors import UpstreamError, UpstreamRefused
 from parley.http import HttpClient
-from parley.providers.base import AudioUpload, Target, Transcription, TranscriptionRequest
+from parley.providers.base import (
+    TRANSCRIPTION,
+    AudioUpload,
+    Target,
+    Transcription,
+    TranscriptionRequest,
+)
 from parley.providers.registry import TRANSCRIPTION_TYPES, ProviderRegistry
 from tests.clips import clip
 from tests.upstreams.deepgram import FakeDeepgram
@@ -51,7 +57,7 @@ async def engine(request: pytest.FixtureRequest) -> AsyncIterator[Engine]:
 @pytest.fixture
 async def adapter(engine: Engine) -> AsyncIterator[Transcription]:
     http = HttpClient()
-    yield ProviderRegistry.default(http).transcription(engine.flavour)
+    yield ProviderRegistry.default(http).serving(TRANSCRIPTION, engine.flavour)
     await http.close()
 
 

@@ -27,7 +27,7 @@ from parley.errors import (
     UpstreamTimeout,
 )
 from parley.http import HttpClient
-from parley.providers.base import SpeechAudio, SpeechRequest, Target, VoiceClip
+from parley.providers.base import SPEECH, VOICES, SpeechAudio, SpeechRequest, Target, VoiceClip
 from parley.providers.registry import ProviderRegistry
 from tests.upstreams.cartesia import FakeCartesia
 from tests.upstreams.elevenlabs import FakeElevenLabs
@@ -112,7 +112,7 @@ def asking(provider: Provider, fmt: str = "pcm", **fields: Any) -> SpeechRequest
 async def spoken(
     registry: ProviderRegistry, provider: Provider, to: Target, request: SpeechRequest
 ) -> tuple[SpeechAudio, bytes]:
-    async with registry.speech(provider.kind).speech(to, request) as audio:
+    async with registry.serving(SPEECH, provider.kind).speech(to, request) as audio:
         pieces = [piece async for piece in audio.pieces]
     assert pieces and all(pieces), "audio comes in pieces, never an empty one"
     return audio, b"".join(pieces)
@@ -174,7 +174,7 @@ async def test_streamed_speech_comes_from_the_streaming_endpoint_piece_by_piece(
     request = asking(provider, "pcm", sse=True, sample_rate=24000)
     async with (
         provider.engine() as engine,
-        registry.speech(provider.kind).speech(provider.target(engine), request) as audio,
+        registry.serving(SPEECH, provider.kind).speech(provider.target(engine), request) as audio,
     ):
         pieces = [piece async for piece in audio.pieces]
         assert engine.last_request.path == provider.stream_path
@@ -229,7 +229,7 @@ async def test_a_call_without_a_voice_to_an_account_without_one_is_refused(
     async with provider.engine() as engine:
         engine.voices.clear()
         with pytest.raises(InvalidRequest) as refused:
-            async with registry.speech(provider.kind).speech(
+            async with registry.serving(SPEECH, provider.kind).speech(
                 provider.target(engine), asking(provider, voice=None)
             ):
                 pass
@@ -244,7 +244,7 @@ async def test_a_call_without_a_voice_to_an_account_without_one_is_refused(
 async def test_clones_are_made_listed_apart_from_builtin_voices_and_deleted(
     registry: ProviderRegistry, provider: Provider
 ) -> None:
-    voices = registry.voices(provider.kind)
+    voices = registry.serving(VOICES, provider.kind)
     sample = encoded(sine(4, 16000), 16000, "mp3")
     clip = VoiceClip("g7__anna", sample, "audio/mpeg", "consent-123")
     async with provider.engine() as engine:
@@ -276,7 +276,7 @@ async def test_voices_made_in_the_account_by_others_are_never_builtin(
         else:
             engine.voices["own1"] = {"id": "own1", "name": "Mine", "is_owner": True}
             engine.voices["pub1"] = {"id": "pub1", "name": "G3__x", "is_owner": False}
-        listed = await registry.voices(provider.kind).list_voices(provider.target(engine))
+        listed = await registry.serving(VOICES, provider.kind).list_voices(provider.target(engine))
     assert "own1" not in listed.builtin and "pub1" not in listed.builtin
     assert set(listed.uploaded) == {"own1", "pub1"}
 
@@ -288,7 +288,9 @@ async def test_a_clip_the_engine_refuses_is_relayed(
     clip = VoiceClip("g7__short", b"RIFF" + bytes(100), "audio/wav", "c")
     async with provider.engine() as engine:
         with pytest.raises(UpstreamRejected) as refused:
-            await registry.voices(provider.kind).create_voice(provider.target(engine), clip)
+            await registry.serving(VOICES, provider.kind).create_voice(
+                provider.target(engine), clip
+            )
     assert refused.value.status == 400 and "too short" in refused.value.message
 
 
@@ -302,10 +304,10 @@ async def test_a_refused_key_is_the_channels_fault_never_relayed(
     async with provider.engine() as engine:
         wrong = Target("voice", engine.endpoint, "sk_wrong", provider.model, 1.0, 5.0)
         with pytest.raises(UpstreamRefused) as refused:
-            async with registry.speech(provider.kind).speech(wrong, asking(provider)):
+            async with registry.serving(SPEECH, provider.kind).speech(wrong, asking(provider)):
                 pass
         with pytest.raises(UpstreamRefused) as listing:
-            await registry.voices(provider.kind).list_voices(wrong)
+            await registry.serving(VOICES, provider.kind).list_voices(wrong)
     for error in (refused.value, listing.value):
         assert error.retryable and error.upstream_status == 401 and error.status == 502
         assert "sk_wrong" not in error.message
@@ -317,7 +319,7 @@ async def test_a_refused_request_relays_the_engines_message_and_code(
 ) -> None:
     async with provider.engine() as engine:
         with pytest.raises(UpstreamRejected) as refused:
-            async with registry.speech(provider.kind).speech(
+            async with registry.serving(SPEECH, provider.kind).speech(
                 provider.target(engine), asking(provider, input="   ")
             ):
                 pass
@@ -331,7 +333,7 @@ async def test_a_busy_engines_retry_hint_is_kept_for_the_breaker(
 ) -> None:
     async with provider.engine(busy=429, busy_retry_after=17) as engine:
         with pytest.raises(UpstreamRefused) as refused:
-            async with registry.speech(provider.kind).speech(
+            async with registry.serving(SPEECH, provider.kind).speech(
                 provider.target(engine), asking(provider)
             ):
                 pass
@@ -341,7 +343,7 @@ async def test_a_busy_engines_retry_hint_is_kept_for_the_breaker(
 async def test_a_key_echoed_in_an_error_is_redacted(registry: ProviderRegistry) -> None:
     async with ELEVENLABS.engine(echo_key_in_errors=True) as engine:
         with pytest.raises(UpstreamRejected) as refused:
-            async with registry.speech("elevenlabs").speech(
+            async with registry.serving(SPEECH, "elevenlabs").speech(
                 ELEVENLABS.target(engine), asking(ELEVENLABS, input=" ")
             ):
                 pass
@@ -354,7 +356,7 @@ async def test_an_engine_that_does_not_answer_in_time_is_a_timeout(
 ) -> None:
     async with provider.engine(delay=1.0) as engine:
         with pytest.raises(UpstreamTimeout):
-            async with registry.speech(provider.kind).speech(
+            async with registry.serving(SPEECH, provider.kind).speech(
                 provider.target(engine, read_timeout=0.2), asking(provider)
             ):
                 pass
@@ -367,7 +369,7 @@ async def test_a_reply_cut_midway_is_an_upstream_failure(
 ) -> None:
     async with (
         provider.engine(drop_after=2) as engine,
-        registry.speech(provider.kind).speech(
+        registry.serving(SPEECH, provider.kind).speech(
             provider.target(engine), asking(provider, input="y" * 200, sse=sse)
         ) as audio,
     ):
@@ -382,7 +384,7 @@ async def test_cartesia_error_events_fail_the_stream_after_its_audio(
     request = asking(CARTESIA, input="x" * 100, sse=True)
     async with (
         CARTESIA.engine(error_after=2) as engine,
-        registry.speech("cartesia").speech(CARTESIA.target(engine), request) as audio,
+        registry.serving(SPEECH, "cartesia").speech(CARTESIA.target(engine), request) as audio,
     ):
         got = [await anext(audio.pieces), await anext(audio.pieces)]
         with pytest.raises(UpstreamError) as failed:
@@ -393,7 +395,7 @@ async def test_cartesia_error_events_fail_the_stream_after_its_audio(
 async def test_cartesias_json_errors_relay_their_error_code(registry: ProviderRegistry) -> None:
     async with CARTESIA.engine(json_errors=True) as engine:
         with pytest.raises(UpstreamRejected) as refused:
-            async with registry.speech("cartesia").speech(
+            async with registry.serving(SPEECH, "cartesia").speech(
                 CARTESIA.target(engine), asking(CARTESIA, input=" ")
             ):
                 pass

@@ -8,6 +8,7 @@ import pytest
 
 from parley.http import HttpClient
 from parley.pipeline.services import Services
+from parley.providers.base import CHAT, IMAGES
 from parley.providers.openai import OpenAIAdapter
 from parley.providers.registry import ProviderRegistry, check_channel_types, check_image_channels
 from parley.settings import ConfigError, Settings
@@ -42,7 +43,7 @@ def test_a_type_is_known_once_an_adapter_is_registered_for_it() -> None:
     settings = settings_with_types("made-up-speech")
     with pytest.raises(ConfigError):
         check_channel_types(settings.channels, registry.types())
-    registry.register("made-up-speech", chat=OpenAIAdapter(http))
+    registry.register("made-up-speech", OpenAIAdapter(http), CHAT)
     check_channel_types(settings.channels, registry.types())
 
 
@@ -64,7 +65,7 @@ def test_an_image_model_on_a_channel_that_cannot_draw_is_refused_naming_both() -
         "models": [{"name": "painter", "kind": "image"}, {"name": "chat"}],
     }  # fmt: skip
     settings = Settings.model_validate(config)
-    assert {"openai", "vllm", "azure-openai"} <= registry.image_types()
+    assert {"openai", "vllm", "azure-openai"} <= registry.types_serving(IMAGES)
     with pytest.raises(ConfigError, match=r"channels\[1\]\.models: the channel type 'anthropic' "
                        r"cannot serve the image model 'painter'"):  # fmt: skip
         check_image_channels(settings.channels, settings.models, registry)

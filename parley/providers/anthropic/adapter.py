@@ -1,11 +1,11 @@
 """The adapter for upstreams that speak Anthropic's Messages API (``type: anthropic``).
 
-Two kinds of caller reach it. An OpenAI chat caller's body is read into the canonical
-call (``dialects/openai_chat.py``) and written as a Messages body
-(``dialects/anthropic_messages.py``); the reply comes back the same way, and a stream
-is translated event by event (``dialects/messages_to_chat.py``). A Messages caller's
-body is passed through: sent as it came but for the model, with its ``anthropic-beta``
-header, so fields Parley does not know survive.
+It speaks Messages (``speaks``). A call of any other dialect arrives as the canonical
+call (``dialects/call.py``) and is written as a Messages body
+(``dialects/anthropic_messages.py``); the reply comes back as a canonical ``Reply``, and
+a stream is read event by event into chat chunks (``dialects/messages_to_chat.py``). A
+Messages caller's body is passed through (``relay``): sent as it came but for the model,
+with its ``anthropic-beta`` header, so fields Parley does not know survive.
 
 The channel's key goes as ``x-api-key`` with ``anthropic-version: 2023-06-01``. Errors
 map to the tree as the OpenAI adapter's do; an ``overloaded_error`` (529) fails over to
@@ -16,25 +16,29 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 import orjson
 
-from parley.dialects import (
-    anthropic_messages,
-    anthropic_messages_reply,
-    openai_chat,
-    openai_chat_reply,
-)
-from parley.dialects.canonical import Unsupported
+from parley.dialects import anthropic_messages, anthropic_messages_reply
+from parley.dialects.call import ANTHROPIC_MESSAGES, ChatCall, Speaks
+from parley.dialects.canonical import Reply, Unsupported
 from parley.dialects.messages_to_chat import MessagesToChat
 from parley.dialects.translator import Chained, ChunkTranslator, Translator
 from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, UpstreamError
-from parley.http import HttpClient, Prepared, Reply, prepare
-from parley.providers.anthropic.completions import CompletionChunks, as_chat, as_completion
+from parley.http import HttpClient, Prepared, prepare
+from parley.http import Reply as HttpReply
+from parley.providers.anthropic.completions import CompletionChunks, completed, completion_call
 from parley.providers.anthropic.refusal import stream_failure
-from parley.providers.base import ReplyBounds, Target
+from parley.providers.base import (
+    CHAT,
+    COMPLETION,
+    TOKEN_COUNT,
+    ReplyBounds,
+    Serves,
+    Target,
+)
 from parley.providers.openai.answers import faults, stream_start, whole_reply
 from parley.providers.translated import TranslatedStream
 
@@ -42,14 +46,14 @@ T = TypeVar("T")
 MESSAGES_PATH = "/messages"
 COUNT_PATH = "/messages/count_tokens"
 VERSION = "2023-06-01"
+SPEAKS: Speaks = (ANTHROPIC_MESSAGES,)
 
 
-def messages_body(body: JSON, model: str, default_max_tokens: int) -> JSON:
-    """An OpenAI chat body as a Messages body, without ``stream`` (the caller sets it);
+def messages_body(call: ChatCall, model: str, default_max_tokens: int) -> JSON:
+    """The canonical call as a Messages body, without ``stream`` (the caller sets it);
     what Messages cannot say is a 400."""
     try:
-        request = openai_chat.decode_request(body)
-        payload = anthropic_messages.encode_request(request, model, default_max_tokens)
+        payload = anthropic_messages.encode_request(call.request, model, default_max_tokens)
     except Unsupported as error:
         raise InvalidRequest(error.message, param=error.param) from None
     payload.pop("stream", None)
@@ -57,11 +61,13 @@ def messages_body(body: JSON, model: str, default_max_tokens: int) -> JSON:
 
 
 class AnthropicAdapter:
-    """``Chat``, ``ChatTranslation`` and ``Completion`` (translated) and ``Messages``
-    (passed through) over the one ``HttpClient``.
-    ``default_max_tokens`` is sent when an OpenAI caller gave no limit (Messages needs one)."""
+    """``Chat`` (a Messages caller's body passed through, any other's canonical call
+    translated), ``TokenCount`` and ``Completion`` over the one ``HttpClient``.
+    ``default_max_tokens`` is sent when a caller gave no limit (Messages needs one)."""
 
     __slots__ = ("_bounds", "_default_max_tokens", "_http")
+    serves: ClassVar[Serves] = (CHAT, COMPLETION, TOKEN_COUNT)
+    dialects = frozenset(SPEAKS)
 
     def __init__(
         self, http: HttpClient, bounds: ReplyBounds | None, default_max_tokens: int
@@ -70,51 +76,52 @@ class AnthropicAdapter:
         self._bounds = bounds or ReplyBounds()
         self._default_max_tokens = default_max_tokens
 
-    async def chat(self, target: Target, body: JSON) -> JSON:
-        reply = await self._reply(target, MESSAGES_PATH, self._translated(target, body), None)
-        return openai_chat_reply.encode_reply(anthropic_messages_reply.decode_reply(reply))
+    def speaks(self, target: Target) -> Speaks:
+        return SPEAKS
 
-    def chat_translated(
-        self, target: Target, body: JSON, translator: ChunkTranslator[T]
+    def relay(self, target: Target, call: ChatCall) -> Awaitable[JSON]:
+        payload = {**call.body, "model": target.model}
+        return self._reply(target, MESSAGES_PATH, payload, call.beta)
+
+    def relay_stream(
+        self, target: Target, call: ChatCall, translator: Translator[T]
     ) -> TranslatedStream[T]:
-        """A chat stream for a caller of a third dialect: the Messages events read into
-        chat chunks, which ``translator`` renders."""
-        payload = {**self._translated(target, body), "stream": True}
+        return self._stream(target, {**call.body, "model": target.model}, call.beta, translator)
+
+    async def generate(self, target: Target, call: ChatCall) -> Reply:
+        reply = await self._reply(target, MESSAGES_PATH, self._translated(target, call), None)
+        return anthropic_messages_reply.decode_reply(reply)
+
+    def generate_stream(
+        self, target: Target, call: ChatCall, translator: ChunkTranslator[T]
+    ) -> TranslatedStream[T]:
+        """The Messages events read into chat chunks, which ``translator`` renders."""
+        payload = {**self._translated(target, call), "stream": True}
         chained = Chained(MessagesToChat(self._bounds.max_event_bytes), translator)
         return self._stream(target, payload, None, chained)
 
     async def completion(self, target: Target, body: JSON) -> JSON:
-        return as_completion(await self.chat(target, as_chat(body)))
+        return completed(await self.generate(target, completion_call(body)))
 
     def completion_stream(
         self, target: Target, body: JSON, translator: ChunkTranslator[T]
     ) -> TranslatedStream[T]:
         """A completion stream: the Messages events read into ``text_completion``
         chunks, which ``translator`` renders."""
-        payload = {**self._translated(target, as_chat(body)), "stream": True}
+        payload = {**self._translated(target, completion_call(body)), "stream": True}
         reader = CompletionChunks(MessagesToChat(self._bounds.max_event_bytes))
         return self._stream(target, payload, None, Chained(reader, translator))
 
-    def relays(self, target: Target) -> bool:
-        return True
-
-    async def messages(self, target: Target, body: JSON, beta: str | None) -> JSON:
-        return await self._reply(target, MESSAGES_PATH, {**body, "model": target.model}, beta)
-
-    def messages_stream(
-        self, target: Target, body: JSON, beta: str | None, translator: Translator[T]
-    ) -> TranslatedStream[T]:
-        return self._stream(target, {**body, "model": target.model}, beta, translator)
-
-    async def count_tokens(self, target: Target, body: JSON, beta: str | None) -> int:
-        reply = await self._reply(target, COUNT_PATH, {**body, "model": target.model}, beta)
+    async def count_tokens(self, target: Target, call: ChatCall) -> int:
+        payload = {**call.body, "model": target.model}
+        reply = await self._reply(target, COUNT_PATH, payload, call.beta)
         tokens = reply.get("input_tokens")
         if not isinstance(tokens, int):
             raise UpstreamError(f"The upstream channel `{target.channel}` sent no token count.")
         return tokens
 
-    def _translated(self, target: Target, body: JSON) -> JSON:
-        return messages_body(body, target.model, self._default_max_tokens)
+    def _translated(self, target: Target, call: ChatCall) -> JSON:
+        return messages_body(call, target.model, self._default_max_tokens)
 
     def _reply(self, target: Target, path: str, payload: JSON, beta: str | None) -> Awaitable[JSON]:
         sending = _post(self._http, target, path, payload, beta)
@@ -125,7 +132,7 @@ class AnthropicAdapter:
     ) -> TranslatedStream[T]:
         limit = self._bounds.max_reply_bytes
 
-        def send() -> Awaitable[Reply]:
+        def send() -> Awaitable[HttpReply]:
             return _post(self._http, target, MESSAGES_PATH, payload, beta, stream=True)
 
         start = stream_start(target, limit, _is_error, stream_failure)
@@ -141,7 +148,7 @@ def _post(
     beta: str | None,
     *,
     stream: bool = False,
-) -> Awaitable[Reply]:
+) -> Awaitable[HttpReply]:
     """Send the request. A stream's reads may each take the channel's idle timeout (its
     silence between events); a whole reply's, its read timeout."""
     head = _request(target.base_url, path, target.api_key, beta)

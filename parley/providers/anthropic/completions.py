@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from parley.dialects import openai_chat, openai_chat_reply
+from parley.dialects.call import OPENAI_CHAT, ChatCall
+from parley.dialects.canonical import Reply
 from parley.dialects.translator import Failure, Translator
 from parley.domain.usage import Usage
 from parley.domain.wire import JSON
@@ -43,6 +46,16 @@ def as_chat(body: JSON) -> JSON:
         elif name not in COMPLETION_ONLY and name != "prompt":
             chat[name] = value  # judged by the chat translation, which names what it refuses
     return chat
+
+
+def completion_call(body: JSON) -> ChatCall:
+    """A completion body as the chat call it means (``as_chat``), for ``Chat.generate``."""
+    return ChatCall(OPENAI_CHAT, as_chat(body), openai_chat.decode_request)
+
+
+def completed(reply: Reply) -> JSON:
+    """A canonical reply as the ``text_completion`` it answers."""
+    return as_completion(openai_chat_reply.encode_reply(reply))
 
 
 def as_completion(reply: JSON) -> JSON:

@@ -1,7 +1,7 @@
 """The adapter for Amazon Bedrock's Converse API (``type: bedrock``).
 
-An OpenAI chat body is read into the canonical call (``dialects/openai_chat.py``) and
-written as a Converse body (``dialects/bedrock_converse.py``), sent to
+The canonical call (``dialects/call.py``: decoded once from whatever dialect its caller
+spoke) is written as a Converse body (``dialects/bedrock_converse.py``), sent to
 ``{base_url}/model/{model id}/converse`` (``/converse-stream`` for a stream) with the
 model id percent-encoded, and signed with AWS Signature Version 4 (service
 ``bedrock``) by the channel's credentials (``sigv4.py``). A stream's event-stream frames
@@ -20,23 +20,28 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 import orjson
 from yarl import URL
 
 from parley import upstream_json
 from parley.catalog_settings import AwsSettings
-from parley.dialects import bedrock_converse, openai_chat, openai_chat_reply
-from parley.dialects.canonical import Unsupported
+from parley.dialects import bedrock_converse
+from parley.dialects.call import BEDROCK_CONVERSE, ChatCall, Speaks
+from parley.dialects.canonical import Reply, Unsupported
 from parley.dialects.converse_to_chat import ConverseToChat
 from parley.dialects.translator import Chained, ChunkTranslator, Failure, Translator
 from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, UpstreamError
-from parley.http import HttpClient, Reply, prepare
-from parley.providers.anthropic.completions import CompletionChunks, as_chat, as_completion
+from parley.http import HttpClient, prepare
+from parley.http import Reply as HttpReply
+from parley.providers.anthropic.completions import CompletionChunks, completed, completion_call
 from parley.providers.base import (
+    CHAT,
+    COMPLETION,
     ReplyBounds,
+    Serves,
     Target,
     stream_cut_short,
     upstream_errors,
@@ -51,12 +56,16 @@ T = TypeVar("T")
 SERVICE = "bedrock"
 EVENT_STREAM = "application/vnd.amazon.eventstream"
 Clock = Callable[[], datetime]
+SPEAKS: Speaks = (BEDROCK_CONVERSE,)
 
 
 class BedrockAdapter:
-    """``Chat``, ``ChatTranslation`` and ``Completion`` over the one ``HttpClient``."""
+    """``Chat`` (the canonical call translated: Converse has no caller of its own) and
+    ``Completion`` over the one ``HttpClient``."""
 
     __slots__ = ("_bounds", "_clock", "_http", "_signers")
+    serves: ClassVar[Serves] = (CHAT, COMPLETION)
+    dialects = frozenset(SPEAKS)
 
     def __init__(
         self, http: HttpClient, bounds: ReplyBounds | None = None, clock: Clock | None = None
@@ -67,8 +76,19 @@ class BedrockAdapter:
         self._signers: dict[AwsSettings, Signer] = {}
         """One signer per channel's credentials, which keeps the day's signing key."""
 
-    async def chat(self, target: Target, body: JSON) -> JSON:
-        payload, json_output = _translated(body, target)
+    def speaks(self, target: Target) -> Speaks:
+        return SPEAKS
+
+    def relay(self, target: Target, call: ChatCall) -> Awaitable[JSON]:
+        raise _no_pass_through(call)
+
+    def relay_stream(
+        self, target: Target, call: ChatCall, translator: Translator[T]
+    ) -> TranslatedStream[T]:
+        raise _no_pass_through(call)
+
+    async def generate(self, target: Target, call: ChatCall) -> Reply:
+        payload, json_output = _translated(call, target)
         with upstream_errors(target.channel):
             reply = await self.send(target, "converse", payload)
             raw = await reply.read(self._bounds.max_reply_bytes)
@@ -77,25 +97,23 @@ class BedrockAdapter:
             found = upstream_json.loads(raw)
         if not isinstance(found, dict):
             raise _malformed(target.channel)
-        answer = bedrock_converse.decode_reply(found, target.model, json_output)
-        return openai_chat_reply.encode_reply(answer)
+        return bedrock_converse.decode_reply(found, target.model, json_output)
 
-    def chat_translated(
-        self, target: Target, body: JSON, translator: ChunkTranslator[T]
+    def generate_stream(
+        self, target: Target, call: ChatCall, translator: ChunkTranslator[T]
     ) -> TranslatedStream[T]:
-        """A chat stream for a caller of a third dialect: the Converse events read into
-        chat chunks, which ``translator`` renders."""
-        payload, json_output = _translated(body, target)
+        """The Converse events read into chat chunks, which ``translator`` renders."""
+        payload, json_output = _translated(call, target)
         reader = self._reader(target, json_output)
         return self._stream(target, payload, Chained(reader, translator))
 
     async def completion(self, target: Target, body: JSON) -> JSON:
-        return as_completion(await self.chat(target, as_chat(body)))
+        return completed(await self.generate(target, completion_call(body)))
 
     def completion_stream(
         self, target: Target, body: JSON, translator: ChunkTranslator[T]
     ) -> TranslatedStream[T]:
-        payload, json_output = _translated(as_chat(body), target)
+        payload, json_output = _translated(completion_call(body), target)
         reader = CompletionChunks(self._reader(target, json_output))
         return self._stream(target, payload, Chained(reader, translator))
 
@@ -107,10 +125,10 @@ class BedrockAdapter:
     ) -> TranslatedStream[T]:
         limit = self._bounds.max_reply_bytes
 
-        def send() -> Awaitable[Reply]:
+        def send() -> Awaitable[HttpReply]:
             return self.send(target, "converse-stream", payload)
 
-        def start(reply: Reply) -> Awaitable[None]:
+        def start(reply: HttpReply) -> Awaitable[None]:
             return _check_stream_start(reply, target, limit)
 
         def fault(failure: Failure) -> UpstreamError:
@@ -118,7 +136,7 @@ class BedrockAdapter:
 
         return TranslatedStream(target.channel, send, start, translator, fault)
 
-    def send(self, target: Target, action: str, payload: JSON) -> Awaitable[Reply]:
+    def send(self, target: Target, action: str, payload: JSON) -> Awaitable[HttpReply]:
         """The client's coroutine sending ``payload`` to the model's ``action``
         (``converse``, ``converse-stream``, ``invoke``), signed."""
         aws = target.options
@@ -156,13 +174,17 @@ def _origin(base_url: str) -> tuple[str, str, str]:
     return f"{url.scheme}://{host}", host, url.raw_path.rstrip("/")
 
 
-def _translated(body: JSON, target: Target) -> tuple[JSON, bool]:
-    """An OpenAI chat body as a Converse body, and whether its JSON output rides in the
+def _no_pass_through(call: ChatCall) -> RuntimeError:
+    return RuntimeError(f"Bedrock speaks Converse only: a {call.dialect} call is translated.")
+
+
+def _translated(call: ChatCall, target: Target) -> tuple[JSON, bool]:
+    """The canonical call as a Converse body, and whether its JSON output rides in the
     forced ``JSON_TOOL``; what Converse cannot say is a 400."""
     aws = target.options
     structured = aws.structured_output if isinstance(aws, AwsSettings) else "native"
     try:
-        request = openai_chat.decode_request(body)
+        request = call.request
         payload = bedrock_converse.encode_request(request, structured)
     except Unsupported as error:
         raise InvalidRequest(error.message, param=error.param) from None
@@ -175,7 +197,7 @@ def secret(target: Target) -> str | None:
     return aws.secret_access_key if isinstance(aws, AwsSettings) else target.api_key
 
 
-async def _check_stream_start(reply: Reply, target: Target, limit: int) -> None:
+async def _check_stream_start(reply: HttpReply, target: Target, limit: int) -> None:
     """Raise if the upstream refused, or answered without an event stream."""
     if reply.status >= 300:
         raw = await reply.read(limit)

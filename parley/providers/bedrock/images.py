@@ -27,16 +27,19 @@ from __future__ import annotations
 import base64
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from typing import ClassVar
 
 from parley import upstream_json
 from parley.domain.images import SIZE, nearest_ratio
 from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, UpstreamError
 from parley.providers.base import (
+    IMAGES,
     ImageEvent,
     ImageReply,
     ImageRequest,
     ReplyBounds,
+    Serves,
     Target,
     upstream_errors,
 )
@@ -54,6 +57,7 @@ class BedrockImages:
     """``Images`` for Amazon's and Stability's image models, signed by ``adapter``."""
 
     __slots__ = ("_adapter", "_bounds")
+    serves: ClassVar[Serves] = (IMAGES,)
 
     def __init__(self, adapter: BedrockAdapter, bounds: ReplyBounds | None = None) -> None:
         self._adapter = adapter

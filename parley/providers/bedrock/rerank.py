@@ -12,13 +12,15 @@ rerank API (``bedrock-agent-runtime``'s ``Rerank``, Amazon's own model) is not s
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from parley import upstream_json
 from parley.providers.base import (
+    RERANK,
     ReplyBounds,
     RerankReply,
     RerankRequest,
+    Serves,
     Target,
     upstream_errors,
 )
@@ -33,6 +35,7 @@ class BedrockRerank:
     """``Rerank`` over Bedrock's InvokeModel, sending through ``adapter`` (its signer)."""
 
     __slots__ = ("_adapter", "_bounds")
+    serves: ClassVar[Serves] = (RERANK,)
 
     def __init__(self, adapter: BedrockAdapter, bounds: ReplyBounds | None = None) -> None:
         self._adapter = adapter

@@ -38,7 +38,7 @@ import binascii
 import io
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import quote, urlencode
 
 import orjson
@@ -57,7 +57,10 @@ from parley.providers.audio_replies import (
     raw_pieces,
 )
 from parley.providers.base import (
+    SPEECH,
+    VOICES,
     EngineRoster,
+    Serves,
     SpeechAudio,
     SpeechRequest,
     Target,
@@ -95,6 +98,7 @@ def engine_speed(speed: float) -> float:
 
 class CartesiaAdapter(EngineAdapter):
     __slots__ = ()
+    serves: ClassVar[Serves] = (SPEECH, VOICES)
 
     async def _send(
         self,

@@ -8,10 +8,10 @@ where Cohere states them (``billed_units.input_tokens``, else ``meta.tokens``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from parley.http import HttpClient
-from parley.providers.base import ReplyBounds, RerankReply, RerankRequest, Target
+from parley.providers.base import RERANK, ReplyBounds, RerankReply, RerankRequest, Serves, Target
 from parley.providers.rankings import RerankCaller, ranking, reported_count
 
 RERANK_PATH = "/v2/rerank"
@@ -21,6 +21,7 @@ class CohereRerank:
     """``Rerank`` over Cohere's v2 API."""
 
     __slots__ = ("_caller",)
+    serves: ClassVar[Serves] = (RERANK,)
 
     def __init__(self, http: HttpClient, bounds: ReplyBounds | None = None) -> None:
         self._caller = RerankCaller(http, bounds)

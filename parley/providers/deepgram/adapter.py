@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import IO
+from typing import IO, ClassVar
 
 import orjson
 from yarl import URL
@@ -33,9 +33,13 @@ from parley.errors import InvalidRequest
 from parley.http import HttpClient, Prepared, prepare
 from parley.providers.audio_replies import handed_over, raw_pieces
 from parley.providers.base import (
+    SPEECH,
+    TRANSCRIPTION,
+    VOICES,
     Batches,
     EngineRoster,
     ReplyBounds,
+    Serves,
     SpeechAudio,
     SpeechRequest,
     Target,
@@ -95,6 +99,7 @@ def refuse_translation(target: Target) -> InvalidRequest:
 
 class DeepgramAdapter:
     __slots__ = ("_bounds", "_http")
+    serves: ClassVar[Serves] = (TRANSCRIPTION, SPEECH, VOICES)
 
     def __init__(self, http: HttpClient, bounds: ReplyBounds | None = None) -> None:
         self._http = http

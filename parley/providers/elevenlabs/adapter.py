@@ -35,7 +35,7 @@ from __future__ import annotations
 import io
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import quote, urlencode
 
 import orjson
@@ -53,8 +53,12 @@ from parley.providers.audio_replies import (
     raw_pieces,
 )
 from parley.providers.base import (
+    SPEECH,
+    TRANSCRIPTION,
+    VOICES,
     Batches,
     EngineRoster,
+    Serves,
     SpeechAudio,
     SpeechRequest,
     Target,
@@ -97,6 +101,7 @@ def engine_speed(speed: float) -> float:
 
 class ElevenLabsAdapter(EngineAdapter):
     __slots__ = ()
+    serves: ClassVar[Serves] = (SPEECH, VOICES, TRANSCRIPTION)
 
     async def _send(
         self,

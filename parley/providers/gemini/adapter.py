@@ -1,11 +1,11 @@
 """The adapter for upstreams that speak Google's ``generateContent`` (``type: gemini``, and
 the Gemini models of ``type: vertex``).
 
-An OpenAI chat body is read into the canonical call (``dialects/openai_chat.py``) and
-written as a ``GenerateContentRequest`` (``dialects/gemini.py``); a whole reply comes
-back the same way, and a stream (``:streamGenerateContent?alt=sse``) is read into chat
-chunks by ``GeminiToChat``, which ``chat_translated`` chains with the caller's own
-renderer (Anthropic Messages, Responses). Classic completions are chat calls with the
+The canonical call (``dialects/call.py``) is written as a ``GenerateContentRequest``
+(``dialects/gemini.py``); a whole reply comes back as a canonical ``Reply``, and a
+stream (``:streamGenerateContent?alt=sse``) is read into chat chunks by
+``GeminiToChat``, which ``generate_stream`` chains with the caller's own renderer
+(OpenAI chat, Anthropic Messages, Responses). Classic completions are chat calls with the
 prompt as the one user turn (as on Anthropic channels); embeddings go through
 ``:batchEmbedContents``.
 
@@ -19,20 +19,29 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable
-from typing import Protocol, TypeVar
+from typing import ClassVar, Protocol, TypeVar
 
 import orjson
 
 from parley import upstream_json
-from parley.dialects import gemini, openai_chat, openai_chat_reply
+from parley.dialects import canonical, gemini
+from parley.dialects.call import GEMINI, ChatCall, Speaks
 from parley.dialects.canonical import Unsupported
 from parley.dialects.gemini_to_chat import GeminiToChat
 from parley.dialects.translator import Chained, ChunkTranslator, Translator
 from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, UpstreamError
 from parley.http import HttpClient, Prepared, Reply, prepare
-from parley.providers.anthropic.completions import CompletionChunks, as_chat, as_completion
-from parley.providers.base import ReplyBounds, Target, upstream_errors
+from parley.providers.anthropic.completions import CompletionChunks, completed, completion_call
+from parley.providers.base import (
+    CHAT,
+    COMPLETION,
+    EMBEDDINGS,
+    ReplyBounds,
+    Serves,
+    Target,
+    upstream_errors,
+)
 from parley.providers.gemini.refusal import google_refusal, stream_failure
 from parley.providers.openai.answers import check_stream_start, faults, malformed
 from parley.providers.translated import TranslatedStream
@@ -41,6 +50,7 @@ T = TypeVar("T")
 GENERATE = "generateContent"
 STREAM = "streamGenerateContent?alt=sse"
 EMBED = "batchEmbedContents"
+SPEAKS: Speaks = (GEMINI,)
 
 
 class Endpoint(Protocol):
@@ -79,10 +89,12 @@ HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text
 
 
 class GeminiAdapter:
-    """``Chat``, ``ChatTranslation``, ``Completion`` and ``Embeddings`` over the one
-    ``HttpClient``. ``remote_images``: the upstream fetches images by URL (Vertex AI)."""
+    """``Chat`` (the canonical call translated), ``Completion`` and ``Embeddings`` over
+    the one ``HttpClient``. ``remote_images``: the upstream fetches images by URL (Vertex AI)."""
 
     __slots__ = ("_bounds", "_endpoint", "_http", "_remote_images")
+    serves: ClassVar[Serves] = (CHAT, COMPLETION, EMBEDDINGS)
+    dialects = frozenset(SPEAKS)
 
     def __init__(
         self,
@@ -97,26 +109,36 @@ class GeminiAdapter:
         self._endpoint = endpoint or ApiKeyEndpoint()
         self._remote_images = remote_images
 
-    async def chat(self, target: Target, body: JSON) -> JSON:
-        reply = await self._reply(target, GENERATE, self._translated(body))
-        return openai_chat_reply.encode_reply(gemini.decode_reply(reply, target.model))
+    def speaks(self, target: Target) -> Speaks:
+        return SPEAKS
 
-    def chat_translated(
-        self, target: Target, body: JSON, translator: ChunkTranslator[T]
+    def relay(self, target: Target, call: ChatCall) -> Awaitable[JSON]:
+        raise RuntimeError(f"Gemini has no {call.dialect} callers: the call is translated.")
+
+    def relay_stream(
+        self, target: Target, call: ChatCall, translator: Translator[T]
     ) -> TranslatedStream[T]:
-        """A chat stream for a caller of a third dialect: Gemini's events read into chat
-        chunks, which ``translator`` renders."""
+        raise RuntimeError(f"Gemini has no {call.dialect} callers: the call is translated.")
+
+    async def generate(self, target: Target, call: ChatCall) -> canonical.Reply:
+        reply = await self._reply(target, GENERATE, self._translated(call))
+        return gemini.decode_reply(reply, target.model)
+
+    def generate_stream(
+        self, target: Target, call: ChatCall, translator: ChunkTranslator[T]
+    ) -> TranslatedStream[T]:
+        """Gemini's events read into chat chunks, which ``translator`` renders."""
         reader = GeminiToChat(self._bounds.max_event_bytes, target.model)
-        return self._stream(target, self._translated(body), Chained(reader, translator))
+        return self._stream(target, self._translated(call), Chained(reader, translator))
 
     async def completion(self, target: Target, body: JSON) -> JSON:
-        return as_completion(await self.chat(target, as_chat(body)))
+        return completed(await self.generate(target, completion_call(body)))
 
     def completion_stream(
         self, target: Target, body: JSON, translator: ChunkTranslator[T]
     ) -> TranslatedStream[T]:
         reader = CompletionChunks(GeminiToChat(self._bounds.max_event_bytes, target.model))
-        payload = self._translated(as_chat(body))
+        payload = self._translated(completion_call(body))
         return self._stream(target, payload, Chained(reader, translator))
 
     async def embeddings(self, target: Target, body: JSON) -> JSON:
@@ -146,12 +168,11 @@ class GeminiAdapter:
         ]
         return {"object": "list", "data": data, "model": target.model}
 
-    def _translated(self, body: JSON) -> JSON:
-        """An OpenAI chat body as a ``GenerateContentRequest``; what Gemini cannot say is
+    def _translated(self, call: ChatCall) -> JSON:
+        """The canonical call as a ``GenerateContentRequest``; what Gemini cannot say is
         a 400."""
         try:
-            request = openai_chat.decode_request(body)
-            return gemini.encode_request(request, remote_images=self._remote_images)
+            return gemini.encode_request(call.request, remote_images=self._remote_images)
         except Unsupported as error:
             raise InvalidRequest(error.message, param=error.param) from None
 

@@ -30,18 +30,20 @@ from __future__ import annotations
 import base64
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, ClassVar
 
 from parley.domain.images import nearest_ratio, sniff_image
 from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, UpstreamError
 from parley.http import HttpClient
 from parley.providers.base import (
+    IMAGES,
     ImageEvent,
     ImageReply,
     ImageRequest,
     Picture,
     ReplyBounds,
+    Serves,
     Target,
 )
 from parley.providers.gemini.adapter import Endpoint, endpoint_reply
@@ -57,6 +59,7 @@ class GoogleImages:
     """``Images`` for Imagen and Gemini image models, over one ``Endpoint``."""
 
     __slots__ = ("_bounds", "_endpoint", "_http")
+    serves: ClassVar[Serves] = (IMAGES,)
 
     def __init__(self, http: HttpClient, bounds: ReplyBounds | None, endpoint: Endpoint) -> None:
         self._http = http

@@ -11,10 +11,10 @@ back (``return_documents: false``), to keep the reply small.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from parley.http import HttpClient
-from parley.providers.base import ReplyBounds, RerankReply, RerankRequest, Target
+from parley.providers.base import RERANK, ReplyBounds, RerankReply, RerankRequest, Serves, Target
 from parley.providers.rankings import RerankCaller, ranking, reported_count
 
 RERANK_PATH = "/rerank"
@@ -24,6 +24,7 @@ class JinaRerank:
     """``Rerank`` in Jina's dialect."""
 
     __slots__ = ("_caller",)
+    serves: ClassVar[Serves] = (RERANK,)
 
     def __init__(self, http: HttpClient, bounds: ReplyBounds | None = None) -> None:
         self._caller = RerankCaller(http, bounds)

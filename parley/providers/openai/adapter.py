@@ -1,12 +1,15 @@
 """The adapter for upstreams that speak OpenAI's wire format (OpenAI, vLLM, Ollama, llama.cpp,
 Azure OpenAI).
 
-The canonical request already is this format, so the adapter only names the upstream's
-model, asks streams for their usage, calls, and maps failures to the error tree. Whole
-replies are returned as the upstream sent them (the job rewrites ``model`` for its
-caller); a stream's bytes go to the caller's translator as they arrive
-(``providers/translated.py``): ``OpenAIRelay`` for an OpenAI caller, the caller
-dialect's own for any other. Where a request goes and how it authenticates is its
+It speaks OpenAI chat, and the Responses API on a channel that serves it natively. A
+caller of the same dialect is passed through (``relay``): the adapter only names the
+upstream's model, asks streams for their usage, calls, and maps failures to the error
+tree; whole replies are returned as the upstream sent them (the job rewrites ``model``
+for its caller). A call of another dialect is written as a chat body from its canonical
+call (``generate``), its reply read back as a canonical ``Reply``. A stream's bytes go
+to the caller's translator as they arrive (``providers/translated.py``): chat chunks are
+the canonical stream, so ``OpenAIRelay``, ``ChatToMessages`` and ``ChatToResponses``
+read them as they are. Where a request goes and how it authenticates is its
 ``Endpoint``: ``BEARER`` (the base URL and the path, the key as ``Authorization:
 Bearer``) unless another is given (``providers/azure/``).
 """
@@ -15,14 +18,25 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable
-from typing import Protocol, TypeVar
+from typing import ClassVar, Protocol, TypeVar
 
 import orjson
 
+from parley.dialects import canonical, openai_chat, openai_chat_reply
+from parley.dialects.call import OPENAI_CHAT, OPENAI_RESPONSES, ChatCall, Speaks
+from parley.dialects.canonical import Unsupported
 from parley.dialects.translator import ChunkTranslator, Translator
 from parley.domain.wire import JSON
+from parley.errors import InvalidRequest
 from parley.http import HttpClient, Prepared, Reply, prepare
-from parley.providers.base import ReplyBounds, Target
+from parley.providers.base import (
+    CHAT,
+    COMPLETION,
+    EMBEDDINGS,
+    ReplyBounds,
+    Serves,
+    Target,
+)
 from parley.providers.openai.answers import faults, stream_start, whole_reply
 from parley.providers.openai.refusal import stream_failure
 from parley.providers.translated import TranslatedStream
@@ -34,6 +48,10 @@ COMPLETION_PATH = "/completions"
 EMBEDDINGS_PATH = "/embeddings"
 MODERATIONS_PATH = "/moderations"
 RESPONSES_PATH = "/responses"
+TIERED_TYPE = "openai"
+"""The channel type with service tiers (OpenAI's own API)."""
+CHAT_ONLY: Speaks = (OPENAI_CHAT,)
+CHAT_AND_RESPONSES: Speaks = (OPENAI_CHAT, OPENAI_RESPONSES)
 
 
 JSON_TYPE = "application/json"
@@ -63,39 +81,60 @@ BEARER = BearerEndpoint()
 
 
 class OpenAIAdapter:
-    """``Chat``, ``ChatTranslation``, ``Completion``, ``Embeddings``, ``Moderation`` and
-    ``Responses`` over the process's one ``HttpClient``, accepting replies within
-    ``bounds``, calling ``endpoint``."""
+    """``Chat`` (OpenAI chat, and the Responses API where a channel serves it),
+    ``Completion``, ``Embeddings`` and ``Moderation`` over the process's one
+    ``HttpClient``, accepting replies within ``bounds``, calling ``endpoint``.
+    ``responses``: whether its upstreams may serve the Responses API (``responses:
+    native``; not Azure's)."""
 
-    __slots__ = ("_bounds", "_endpoint", "_http")
+    __slots__ = ("_bounds", "_endpoint", "_http", "dialects")
+    serves: ClassVar[Serves] = (CHAT, COMPLETION, EMBEDDINGS)
 
     def __init__(
-        self, http: HttpClient, bounds: ReplyBounds | None = None, endpoint: Endpoint = BEARER
+        self,
+        http: HttpClient,
+        bounds: ReplyBounds | None = None,
+        endpoint: Endpoint = BEARER,
+        *,
+        responses: bool = True,
     ) -> None:
         self._http = http
         self._bounds = bounds or ReplyBounds()
         self._endpoint = endpoint
+        self.dialects = frozenset(CHAT_AND_RESPONSES if responses else CHAT_ONLY)
 
-    def chat(self, target: Target, body: JSON) -> Awaitable[JSON]:
-        return self._reply(target, CHAT_PATH, body)  # no coroutine of its own on the way
+    def speaks(self, target: Target) -> Speaks:
+        if target.native_responses and OPENAI_RESPONSES in self.dialects:
+            return CHAT_AND_RESPONSES
+        return CHAT_ONLY
 
-    def chat_translated(
-        self, target: Target, body: JSON, translator: ChunkTranslator[T]
+    def relay(self, target: Target, call: ChatCall) -> Awaitable[JSON]:
+        """The caller's chat (or Responses) body as it came, but for the model."""
+        path = RESPONSES_PATH if call.dialect == OPENAI_RESPONSES else CHAT_PATH
+        return self._reply(target, path, call.body)  # no coroutine of its own on the way
+
+    def relay_stream(
+        self, target: Target, call: ChatCall, translator: Translator[T]
     ) -> TranslatedStream[T]:
-        """A chat stream's bytes fed to ``translator`` (``OpenAIRelay`` for an OpenAI
-        caller, the caller dialect's translator for any other)."""
-        return self._translated(target, CHAT_PATH, stream_body(body, target.model), translator)
+        """A chat stream's bytes fed to ``translator`` (``OpenAIRelay``), or a Responses
+        stream's (``ResponsesRelay``)."""
+        if call.dialect == OPENAI_RESPONSES:
+            payload = {**call.body, "model": target.model, "stream": True}
+            return self._translated(target, RESPONSES_PATH, payload, translator)
+        return self._translated(target, CHAT_PATH, stream_body(call.body, target.model), translator)
 
-    def responses(self, target: Target, body: JSON) -> Awaitable[JSON]:
-        """A whole ``response`` from an upstream that serves the Responses API."""
-        return self._reply(target, RESPONSES_PATH, body)
+    async def generate(self, target: Target, call: ChatCall) -> canonical.Reply:
+        """The canonical call as a chat body, the ``chat.completion`` read back."""
+        found = await self._reply(target, CHAT_PATH, chat_body(target, call))
+        return openai_chat_reply.decode_reply(found)
 
-    def responses_stream(
-        self, target: Target, body: JSON, translator: Translator[T]
+    def generate_stream(
+        self, target: Target, call: ChatCall, translator: ChunkTranslator[T]
     ) -> TranslatedStream[T]:
-        """A Responses stream's bytes fed to ``translator`` (``ResponsesRelay``)."""
-        payload = {**body, "model": target.model, "stream": True}
-        return self._translated(target, RESPONSES_PATH, payload, translator)
+        """The canonical call as a chat body; the chat stream's bytes go to the caller's
+        renderer as they are (chat chunks are the canonical stream)."""
+        payload = stream_body(chat_body(target, call), target.model)
+        return self._translated(target, CHAT_PATH, payload, translator)
 
     def completion(self, target: Target, body: JSON) -> Awaitable[JSON]:
         return self._reply(target, COMPLETION_PATH, body)
@@ -142,6 +181,22 @@ class OpenAIAdapter:
             connect_timeout=target.connect_timeout,
             read_timeout=target.stream_timeout if stream else target.read_timeout,
         )
+
+
+def chat_body(target: Target, call: ChatCall) -> JSON:
+    """A call of another dialect as a chat body: the one its endpoint already wrote, else
+    its canonical request written here (what chat cannot say is a 400). The service
+    tier is sent to OpenAI's own API alone, the only one that has tiers."""
+    if call.chat_body is not None:
+        return call.chat_body
+    try:
+        body = openai_chat.encode_request(call.request, target.model)
+    except Unsupported as error:
+        raise InvalidRequest(error.message, param=error.param) from None
+    tier = call.request.service_tier
+    if tier is not None and target.type_name == TIERED_TYPE:
+        body["service_tier"] = tier
+    return body
 
 
 def plain_body(body: JSON, model: str) -> JSON:

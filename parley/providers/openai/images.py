@@ -21,6 +21,7 @@ from __future__ import annotations
 import io
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import ClassVar
 
 import orjson
 
@@ -30,6 +31,7 @@ from parley.errors import UpstreamError
 from parley.http import HttpClient, Reply
 from parley.http.multipart import FilePart, MultipartBody
 from parley.providers.base import (
+    IMAGES,
     ImageEvent,
     ImageInput,
     ImageReply,
@@ -37,6 +39,7 @@ from parley.providers.base import (
     PartialImage,
     Picture,
     ReplyBounds,
+    Serves,
     Target,
     stream_cut_short,
     upstream_errors,
@@ -57,6 +60,7 @@ class OpenAIImages:
     """``Images`` over the process's one ``HttpClient``, replies within ``bounds``."""
 
     __slots__ = ("_bounds", "_endpoint", "_http")
+    serves: ClassVar[Serves] = (IMAGES,)
 
     def __init__(
         self, http: HttpClient, bounds: ReplyBounds | None = None, endpoint: Endpoint = BEARER

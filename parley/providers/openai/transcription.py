@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 
@@ -26,8 +26,10 @@ from parley.errors import UpstreamError
 from parley.http import HttpClient, Reply, prepare
 from parley.http.multipart import FilePart, MultipartBody
 from parley.providers.base import (
+    TRANSCRIPTION,
     Batches,
     ReplyBounds,
+    Serves,
     Target,
     Transcript,
     TranscriptionRequest,
@@ -48,6 +50,7 @@ class TranscriptionAdapter:
     ``bounds``."""
 
     __slots__ = ("_bounds", "_http", "_writes_subtitles")
+    serves: ClassVar[Serves] = (TRANSCRIPTION,)
 
     def __init__(
         self, http: HttpClient, bounds: ReplyBounds | None = None, *, writes_subtitles: bool = True

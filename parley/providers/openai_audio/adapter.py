@@ -24,7 +24,7 @@ import binascii
 import secrets
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import quote
 
 import orjson
@@ -42,7 +42,10 @@ from parley.providers.audio_replies import (
     reply_format,
 )
 from parley.providers.base import (
+    SPEECH,
+    VOICES,
     EngineRoster,
+    Serves,
     SpeechAudio,
     SpeechRequest,
     Target,
@@ -73,6 +76,7 @@ LANGUAGE_NAMES = {
 
 class OpenAIAudioAdapter(EngineAdapter):
     __slots__ = ()
+    serves: ClassVar[Serves] = (SPEECH, VOICES)
 
     @asynccontextmanager
     async def speech(self, target: Target, request: SpeechRequest) -> AsyncIterator[SpeechAudio]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 
@@ -28,7 +28,10 @@ from parley.providers.audio_replies import (
     reply_format,
 )
 from parley.providers.base import (
+    SPEECH,
+    VOICES,
     EngineRoster,
+    Serves,
     SpeechAudio,
     SpeechRequest,
     Target,
@@ -51,6 +54,7 @@ def engine_speed(speed: float) -> float:
 
 class SupertonicAdapter(EngineAdapter):
     __slots__ = ()
+    serves: ClassVar[Serves] = (SPEECH, VOICES)
 
     @asynccontextmanager
     async def speech(self, target: Target, request: SpeechRequest) -> AsyncIterator[SpeechAudio]:

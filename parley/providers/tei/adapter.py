@@ -9,8 +9,10 @@ than refuse the whole call, as Cohere and Jina do.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from parley.http import HttpClient
-from parley.providers.base import ReplyBounds, RerankReply, RerankRequest, Target
+from parley.providers.base import RERANK, ReplyBounds, RerankReply, RerankRequest, Serves, Target
 from parley.providers.rankings import RerankCaller, ranking
 
 RERANK_PATH = "/rerank"
@@ -20,6 +22,7 @@ class TEIRerank:
     """``Rerank`` over TEI's API."""
 
     __slots__ = ("_caller",)
+    serves: ClassVar[Serves] = (RERANK,)
 
     def __init__(self, http: HttpClient, bounds: ReplyBounds | None = None) -> None:
         self._caller = RerankCaller(http, bounds)

@@ -9,33 +9,46 @@ model's name: ``claude-*`` models are Anthropic's, others Google's, and an expli
 
 Google's models speak ``generateContent`` (the Gemini adapter with a ``VertexEndpoint``;
 Vertex fetches images by URL), and its embedding models ``predict`` (``embeddings.py``).
-Anthropic's speak Messages through ``rawPredict`` and ``streamRawPredict``: an OpenAI
-caller's body is the Anthropic codec's, and a Messages caller's is passed through as to an
-``anthropic`` channel (its ``anthropic-beta`` header with it), each with Vertex's two
-differences: no ``model`` (it is in the URL) and ``anthropic_version: vertex-2023-10-16``
-in the body. ``count_tokens`` is Vertex's ``count-tokens:rawPredict``, which names the
-model in the body.
+Anthropic's speak Messages through ``rawPredict`` and ``streamRawPredict`` (``speaks``
+says which, by the model): the canonical call of any other dialect is the Anthropic
+codec's, and a Messages caller's body is passed through as to an ``anthropic`` channel
+(its ``anthropic-beta`` header with it), each with Vertex's two differences: no
+``model`` (it is in the URL) and ``anthropic_version: vertex-2023-10-16`` in the body.
+``count_tokens`` is Vertex's ``count-tokens:rawPredict``, which names the model in the
+body.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Coroutine
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 import orjson
 
 from parley import upstream_json
-from parley.dialects import anthropic_messages_reply, openai_chat_reply
+from parley.dialects import anthropic_messages_reply
+from parley.dialects.call import ANTHROPIC_MESSAGES, GEMINI, ChatCall, Speaks
+from parley.dialects.canonical import Reply
 from parley.dialects.messages_to_chat import MessagesToChat
 from parley.dialects.translator import Chained, ChunkTranslator, Translator
 from parley.domain.wire import JSON
 from parley.errors import UpstreamError
-from parley.http import HttpClient, Prepared, Reply, prepare
+from parley.http import HttpClient, Prepared, prepare
+from parley.http import Reply as HttpReply
 from parley.providers.anthropic.adapter import messages_body
-from parley.providers.anthropic.completions import CompletionChunks, as_chat, as_completion
+from parley.providers.anthropic.completions import CompletionChunks, completed, completion_call
 from parley.providers.anthropic.refusal import stream_failure as messages_failure
-from parley.providers.base import ReplyBounds, Target, upstream_errors
+from parley.providers.base import (
+    CHAT,
+    COMPLETION,
+    EMBEDDINGS,
+    TOKEN_COUNT,
+    ReplyBounds,
+    Serves,
+    Target,
+    upstream_errors,
+)
 from parley.providers.gemini.adapter import HEADERS, GeminiAdapter, endpoint_reply
 from parley.providers.gemini.refusal import google_refusal
 from parley.providers.openai.answers import faults, malformed
@@ -48,6 +61,8 @@ ANTHROPIC_VERSION = "vertex-2023-10-16"
 COUNT_TOKENS = "count-tokens"
 """The Anthropic publisher's token-counting model, called by ``rawPredict``."""
 CONCURRENT_PREDICTS = 8
+CLAUDE_SPEAKS: Speaks = (ANTHROPIC_MESSAGES,)
+GEMINI_SPEAKS: Speaks = (GEMINI,)
 """The most embedding ``predict`` calls one request has under way at once."""
 
 
@@ -92,10 +107,12 @@ class VertexEndpoint:
 
 
 class VertexAdapter:
-    """``Chat``, ``ChatTranslation`` and ``Completion``, by the model's publisher,
-    ``Embeddings`` (Google's embedding models) and ``Messages`` (Anthropic's)."""
+    """``Chat`` and ``Completion``, by the model's publisher, ``Embeddings`` (Google's
+    embedding models) and ``TokenCount`` (Anthropic's)."""
 
     __slots__ = ("_bounds", "_claude", "_endpoint", "_gemini", "_http")
+    serves: ClassVar[Serves] = (CHAT, COMPLETION, EMBEDDINGS, TOKEN_COUNT)
+    dialects = frozenset(CLAUDE_SPEAKS + GEMINI_SPEAKS)
 
     def __init__(
         self,
@@ -113,37 +130,36 @@ class VertexAdapter:
     def _adapter(self, target: Target) -> GeminiAdapter | VertexClaude:
         return self._claude if publisher(target.model)[0] == "anthropic" else self._gemini
 
-    async def chat(self, target: Target, body: JSON) -> JSON:
-        return await self._adapter(target).chat(target, body)
+    def speaks(self, target: Target) -> Speaks:
+        """Messages for Anthropic's models, Gemini's ``generateContent`` for Google's."""
+        return CLAUDE_SPEAKS if publisher(target.model)[0] == "anthropic" else GEMINI_SPEAKS
 
-    def chat_translated(
-        self, target: Target, body: JSON, translator: ChunkTranslator[T]
+    def relay(self, target: Target, call: ChatCall) -> Awaitable[JSON]:
+        return self._claude.relay(target, call)
+
+    def relay_stream(
+        self, target: Target, call: ChatCall, translator: Translator[T]
     ) -> TranslatedStream[T]:
-        return self._adapter(target).chat_translated(target, body, translator)
+        return self._claude.relay_stream(target, call, translator)
+
+    def generate(self, target: Target, call: ChatCall) -> Awaitable[Reply]:
+        return self._adapter(target).generate(target, call)
+
+    def generate_stream(
+        self, target: Target, call: ChatCall, translator: ChunkTranslator[T]
+    ) -> TranslatedStream[T]:
+        return self._adapter(target).generate_stream(target, call, translator)
 
     async def completion(self, target: Target, body: JSON) -> JSON:
-        return as_completion(await self.chat(target, as_chat(body)))
+        return completed(await self.generate(target, completion_call(body)))
 
     def completion_stream(
         self, target: Target, body: JSON, translator: ChunkTranslator[T]
     ) -> TranslatedStream[T]:
         return self._adapter(target).completion_stream(target, body, translator)
 
-    def relays(self, target: Target) -> bool:
-        """Messages calls are passed through to Anthropic's models, translated for
-        Google's."""
-        return publisher(target.model)[0] == "anthropic"
-
-    async def messages(self, target: Target, body: JSON, beta: str | None) -> JSON:
-        return await self._claude.messages(target, body, beta)
-
-    def messages_stream(
-        self, target: Target, body: JSON, beta: str | None, translator: Translator[T]
-    ) -> TranslatedStream[T]:
-        return self._claude.messages_stream(target, body, beta, translator)
-
-    async def count_tokens(self, target: Target, body: JSON, beta: str | None) -> int:
-        return await self._claude.count_tokens(target, body, beta)
+    def count_tokens(self, target: Target, call: ChatCall) -> Awaitable[int]:
+        return self._claude.count_tokens(target, call)
 
     async def embeddings(self, target: Target, body: JSON) -> JSON:
         """OpenAI's embeddings call through ``predict``, in as many calls as the model
@@ -222,47 +238,47 @@ class VertexClaude:
         self._endpoint = endpoint
         self._default_max_tokens = default_max_tokens
 
-    async def chat(self, target: Target, body: JSON) -> JSON:
-        reply = await self._reply(target, "rawPredict", self._translated(target, body))
-        return openai_chat_reply.encode_reply(anthropic_messages_reply.decode_reply(reply))
+    async def generate(self, target: Target, call: ChatCall) -> Reply:
+        reply = await self._reply(target, "rawPredict", self._translated(target, call))
+        return anthropic_messages_reply.decode_reply(reply)
 
-    def chat_translated(
-        self, target: Target, body: JSON, translator: ChunkTranslator[T]
+    def generate_stream(
+        self, target: Target, call: ChatCall, translator: ChunkTranslator[T]
     ) -> TranslatedStream[T]:
         reader = MessagesToChat(self._bounds.max_event_bytes)
-        payload = self._translated(target, body)
+        payload = self._translated(target, call)
         return self._stream(target, payload, None, Chained(reader, translator))
 
     def completion_stream(
         self, target: Target, body: JSON, translator: ChunkTranslator[T]
     ) -> TranslatedStream[T]:
         reader = CompletionChunks(MessagesToChat(self._bounds.max_event_bytes))
-        payload = self._translated(target, as_chat(body))
+        payload = self._translated(target, completion_call(body))
         return self._stream(target, payload, None, Chained(reader, translator))
 
-    def messages(self, target: Target, body: JSON, beta: str | None) -> Awaitable[JSON]:
+    def relay(self, target: Target, call: ChatCall) -> Awaitable[JSON]:
         """A Messages caller's whole ``message``, its body passed through."""
-        return self._reply(target, "rawPredict", _relayed(body), beta)
+        return self._reply(target, "rawPredict", _relayed(call.body), call.beta)
 
-    def messages_stream(
-        self, target: Target, body: JSON, beta: str | None, translator: Translator[T]
+    def relay_stream(
+        self, target: Target, call: ChatCall, translator: Translator[T]
     ) -> TranslatedStream[T]:
         """A Messages caller's stream, its body passed through and the events' bytes fed
         to ``translator`` (``MessagesRelay``)."""
-        return self._stream(target, _relayed(body), beta, translator)
+        return self._stream(target, _relayed(call.body), call.beta, translator)
 
-    async def count_tokens(self, target: Target, body: JSON, beta: str | None) -> int:
-        payload = {**_relayed(body), "model": publisher(target.model)[1]}
-        reply = await self._reply(target, "rawPredict", payload, beta, model=COUNT_TOKENS)
+    async def count_tokens(self, target: Target, call: ChatCall) -> int:
+        payload = {**_relayed(call.body), "model": publisher(target.model)[1]}
+        reply = await self._reply(target, "rawPredict", payload, call.beta, model=COUNT_TOKENS)
         tokens = reply.get("input_tokens")
         if not isinstance(tokens, int):
             raise UpstreamError(f"The upstream channel `{target.channel}` sent no token count.")
         return tokens
 
-    def _translated(self, target: Target, body: JSON) -> JSON:
-        """An OpenAI chat body as a Vertex Messages body: the model is in the URL, and the
+    def _translated(self, target: Target, call: ChatCall) -> JSON:
+        """The canonical call as a Vertex Messages body: the model is in the URL, and the
         API version in the body."""
-        payload = messages_body(body, target.model, self._default_max_tokens)
+        payload = messages_body(call, target.model, self._default_max_tokens)
         payload.pop("model", None)
         payload["anthropic_version"] = ANTHROPIC_VERSION
         return payload
@@ -299,7 +315,7 @@ class VertexClaude:
         payload = {**payload, "stream": True}
         limit = self._bounds.max_reply_bytes
 
-        async def send() -> Reply:
+        async def send() -> HttpReply:
             head = await self._endpoint.head(target, "streamRawPredict", beta=beta)
             return await self._http.send(
                 head,
@@ -308,7 +324,7 @@ class VertexClaude:
                 read_timeout=target.stream_timeout,
             )
 
-        async def start(reply: Reply) -> None:
+        async def start(reply: HttpReply) -> None:
             if reply.status >= 300:
                 self._endpoint.refused(target, reply.status)
                 raw = await reply.read(limit)

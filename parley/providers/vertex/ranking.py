@@ -13,7 +13,7 @@ records a call and reports no usage: the call is metered on Parley's count.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 
@@ -21,9 +21,11 @@ from parley import upstream_json
 from parley.errors import UpstreamError
 from parley.http import HttpClient, prepare
 from parley.providers.base import (
+    RERANK,
     ReplyBounds,
     RerankReply,
     RerankRequest,
+    Serves,
     Target,
     upstream_errors,
 )
@@ -40,6 +42,7 @@ class VertexRanking:
     """``Rerank`` over the ranking API, with each channel's tokens (``VertexChannels``)."""
 
     __slots__ = ("_bounds", "_channels", "_http")
+    serves: ClassVar[Serves] = (RERANK,)
 
     def __init__(
         self, http: HttpClient, bounds: ReplyBounds | None, channels: VertexChannels

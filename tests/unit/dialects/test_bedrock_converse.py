@@ -141,18 +141,20 @@ SIGNED_HISTORY = [
 def test_a_messages_callers_signed_thinking_crosses_the_chat_body_to_converse(
     signed: bool,
 ) -> None:
+    """The canonical call carries the signed thinking to Converse in one hop; a chat body
+    (for an OpenAI-compatible upstream) says none of it."""
     tools = [{"name": "f", "input_schema": {"type": "object"}}]
     thinking = {"type": "enabled", "budget_tokens": 1024}
     body = {"model": "m", "max_tokens": 9, "messages": SIGNED_HISTORY, "tools": tools,
             "thinking": thinking}  # fmt: skip
     request = anthropic_messages.decode_request(body)
-    chat = openai_chat.encode_request(request, "m", thinking_blocks=signed)
-    assistant = bedrock_converse.encode_request(openai_chat.decode_request(chat))["messages"][1]
-    kinds = [next(iter(block)) for block in assistant["content"]]
     if not signed:  # a body for an OpenAI-compatible upstream: none of it
+        chat = openai_chat.encode_request(request, "m")
         assert "thinking_blocks" not in chat["messages"][1]
-        assert kinds == ["text", "toolUse"]
+        assert "reasoning_content" not in chat["messages"][1]
         return
+    assistant = bedrock_converse.encode_request(request)["messages"][1]
+    kinds = [next(iter(block)) for block in assistant["content"]]
     assert kinds == ["reasoningContent", "reasoningContent", "text", "toolUse"]
     assert assistant["content"][:2] == [
         {"reasoningContent": {"reasoningText": {"text": "hm", "signature": "sig"}}},

@@ -7,8 +7,9 @@ from decimal import Decimal
 from hypothesis import given
 from hypothesis import strategies as st
 
+from parley.dialects.openai_chat import estimate_messages
 from parley.domain.pricing import Price, nanos_to_cents, usd_to_nanos
-from parley.domain.tokens import estimate_messages, estimate_prompt, estimate_text
+from parley.domain.tokens import estimate_prompt, estimate_text
 
 SPEC = Price(input_per_1k=usd_to_nanos("0.00001"), output_per_1k=usd_to_nanos("0.00003"))
 
