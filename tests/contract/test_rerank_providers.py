@@ -15,7 +15,7 @@ import pytest
 from parley.admin.channel_probe import probe
 from parley.errors import UpstreamRefused, UpstreamRejected, UpstreamUnreachable
 from parley.http import HttpClient
-from parley.providers.base import RankedDocument, Rerank, RerankRequest, Target
+from parley.providers.base import RERANK, RankedDocument, Rerank, RerankRequest, Target
 from parley.providers.registry import ProviderRegistry
 from parley.settings import ChannelModel, ChannelSettings
 from tests.upstreams.rerankers import FakeCohere, FakeJina, FakeTEI, ranked
@@ -57,7 +57,7 @@ async def fake(case: Case) -> AsyncIterator[Any]:
 @pytest.fixture
 async def adapter(case: Case) -> AsyncIterator[Rerank]:
     client = HttpClient()
-    yield ProviderRegistry.default(client).rerank(case.channel_type)
+    yield ProviderRegistry.default(client).serving(RERANK, case.channel_type)
     await client.close()
 
 
