@@ -44,10 +44,12 @@ from parley.runtime_settings import (
     DatabaseSettings,
     LimitSettings,
     MetricsSettings,
+    OtlpSettings,
     RedisSettings,
     ResponsesSettings,
     RoutingSettings,
     ServerSettings,
+    TelemetrySettings,
     UpstreamSettings,
     UsageSettings,
 )
@@ -65,6 +67,7 @@ __all__ = [
     "MetricsSettings",
     "ModelKind",
     "ModelSettings",
+    "OtlpSettings",
     "Prices",
     "QualityLevel",
     "RedisSettings",
@@ -73,6 +76,7 @@ __all__ = [
     "ServerSettings",
     "Settings",
     "SpeechOptions",
+    "TelemetrySettings",
     "Timeouts",
     "TranscriptFormat",
     "TranscriptionOptions",
@@ -97,6 +101,7 @@ class Settings(Strict):
     responses: ResponsesSettings = ResponsesSettings()
     admin: AdminSettings = AdminSettings()
     metrics: MetricsSettings = MetricsSettings()
+    telemetry: TelemetrySettings = TelemetrySettings()
     upstream: UpstreamSettings = UpstreamSettings()
     audio: AudioSettings = AudioSettings()
     routing: RoutingSettings = RoutingSettings()
