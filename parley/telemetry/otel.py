@@ -28,6 +28,8 @@ in its own thread.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import contextvars
 import threading
 import time
@@ -82,6 +84,8 @@ its own name (``deepgram``, ``jina``)."""
 TOKEN_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304]
 SECONDS_BUCKETS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48]
 NANOS_PER_UNIT = 1_000_000_000
+STOP_SECONDS = 2.0
+"""The longest a gateway's shutdown waits for its last spans to be exported."""
 
 _traceparent: contextvars.ContextVar[bytes] = contextvars.ContextVar(
     "parley_traceparent", default=b""
@@ -345,10 +349,28 @@ class OtelTracer:
 
     def shutdown(self) -> None:
         """Flush what is queued (each export within its timeout) and stop the threads;
-        blocking: the caller runs it off the event loop."""
+        blocking (``stop`` runs it off the event loop)."""
         self._provider.shutdown()
         if self._metrics is not None:
             self._metrics.shutdown()
+
+    async def stop(self) -> None:
+        """``shutdown`` in a daemon thread, waited for at most ``STOP_SECONDS``: the last
+        spans leave if the collector takes them soon, and a collector that is down delays
+        neither the services' own shutdown (the usage records) nor the process's exit."""
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+
+        def stop() -> None:
+            try:
+                self.shutdown()
+            finally:
+                with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                    loop.call_soon_threadsafe(_settle, done)
+
+        threading.Thread(target=stop, name="parley-otel-stop", daemon=True).start()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(done, STOP_SECONDS)
 
     def _start_attempt(self, spans: _CallSpans, route: Route) -> None:
         spans.end_attempt("abandoned")
@@ -374,6 +396,11 @@ class OtelTracer:
             b"traceparent: 00-%032x-%016x-%02x\r\n"
             % (context.trace_id, context.span_id, int(context.trace_flags))
         )
+
+
+def _settle(done: asyncio.Future[None]) -> None:
+    if not done.done():
+        done.set_result(None)
 
 
 class _GenAiMetrics:

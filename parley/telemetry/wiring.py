@@ -86,7 +86,7 @@ def _install_tracing(app: web.Application, settings: OtlpSettings) -> None:
         yield
         svc.tracer = NO_TRACER
         svc.http.extra_head = None
-        await asyncio.get_running_loop().run_in_executor(None, tracer.shutdown)
+        await tracer.stop()
 
     app.cleanup_ctx.append(traced)
 

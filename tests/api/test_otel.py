@@ -80,7 +80,7 @@ def no_content(spans: list[ReceivedSpan]) -> None:
 
 
 async def test_a_call_that_fell_over_is_a_span_with_one_child_per_attempt(
-    start: StartGateway, collector: OtlpCollector, engine: FakeEngine, sick: FakeEngine
+    collector: OtlpCollector, start: StartGateway, engine: FakeEngine, sick: FakeEngine
 ) -> None:
     sick.behaviour = Behaviour(fail=503)
     gateway = await start(traced(collector.endpoint))
@@ -133,7 +133,7 @@ async def test_a_call_that_fell_over_is_a_span_with_one_child_per_attempt(
 
 
 async def test_a_stream_span_has_its_time_to_first_token_and_metrics_go_over_otlp(
-    start: StartGateway, collector: OtlpCollector, engine: FakeEngine
+    collector: OtlpCollector, start: StartGateway, engine: FakeEngine
 ) -> None:
     gateway = await start(traced(collector.endpoint, metrics=True))
     key = await gateway.key(await gateway.group("team"))
@@ -162,7 +162,7 @@ async def test_a_stream_span_has_its_time_to_first_token_and_metrics_go_over_otl
 
 
 async def test_a_failed_call_is_an_error_span(
-    start: StartGateway, collector: OtlpCollector, engine: FakeEngine, sick: FakeEngine
+    collector: OtlpCollector, start: StartGateway, engine: FakeEngine, sick: FakeEngine
 ) -> None:
     sick.behaviour = engine.behaviour = Behaviour(fail=500)
     gateway = await start(traced(collector.endpoint))
@@ -180,7 +180,7 @@ async def test_a_failed_call_is_an_error_span(
 
 
 async def test_at_sample_ratio_zero_nothing_is_exported_but_the_trace_goes_on(
-    start: StartGateway, collector: OtlpCollector, sick: FakeEngine
+    collector: OtlpCollector, start: StartGateway, sick: FakeEngine
 ) -> None:
     gateway = await start(traced(collector.endpoint, sample_ratio=0))
     key = await gateway.key(await gateway.group("team"))
@@ -220,7 +220,7 @@ async def test_a_collector_that_is_down_costs_calls_nothing_and_lost_spans_are_c
 
 
 async def test_a_full_export_queue_drops_spans_and_counts_them(
-    start: StartGateway, collector: OtlpCollector
+    collector: OtlpCollector, start: StartGateway
 ) -> None:
     collector.hold.clear()  # the collector takes exports and answers none of them yet
     gateway = await start(
