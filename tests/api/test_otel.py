@@ -250,3 +250,21 @@ async def test_without_an_endpoint_no_tracer_runs_and_nothing_is_sent_upstream(
     assert status == 200
     (request,) = [r for r in sick.requests if r.path.endswith("/chat/completions")]
     assert "traceparent" not in request.headers
+
+
+async def test_a_stream_cut_after_it_started_is_an_event_on_the_call_span(
+    collector: OtlpCollector, start: StartGateway, sick: FakeEngine
+) -> None:
+    sick.behaviour = Behaviour(drop_after=2)
+    gateway = await start(traced(collector.endpoint))
+    key = await gateway.key(await gateway.group("team"))
+    status, _ = await chat(gateway, key, stream=True)
+    assert status == 200  # the head had left; the stream then ended with an error event
+    await flush(gateway)
+    (root,) = collector.named("chat chat-large")
+    assert root.status == ERROR
+    ((event, attributes),) = root.events
+    assert event == "parley.upstream_cut"
+    assert attributes["parley.channel"] == "sick"
+    (attempt,) = collector.named("chat upstream-chat")
+    assert attempt.attributes["parley.outcome"] == "answered"  # it had started
