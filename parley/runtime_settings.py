@@ -50,6 +50,45 @@ class MetricsSettings(Strict):
     """Set by ``serve --workers N`` (not in the file): where the workers' values meet."""
 
 
+class OtlpSettings(Strict):
+    """OpenTelemetry export over OTLP/HTTP (protobuf): GenAI traces, and optionally the
+    GenAI client metrics. Off (nothing of OpenTelemetry imported) while ``endpoint`` is
+    unset; needs the ``otel`` extra (``pip install 'parley[otel]'``) when set."""
+
+    endpoint: str | None = None
+    """The collector's base URL (``http://collector:4318``): spans go to ``/v1/traces``,
+    metrics to ``/v1/metrics`` under it."""
+    headers: dict[str, str] = Field(default_factory=dict)
+    """Sent with every export (a hosted collector's key, ``${NAME}`` from the environment)."""
+    service_name: str = "parley"
+    sample_ratio: float = Field(1.0, ge=0.0, le=1.0)
+    """Of the calls without a sampled parent, the share traced; a caller's ``traceparent``
+    decides for its own calls (parent-based sampling)."""
+    metrics: bool = False
+    """Also export ``gen_ai.client.*`` metrics over OTLP (``/metrics`` stays)."""
+    metrics_interval_seconds: float = Field(60.0, gt=0)
+    max_queue_size: int = Field(2048, gt=0)
+    """Ended spans waiting for export; past it a span is dropped (and counted)."""
+    max_export_batch_size: int = Field(512, gt=0)
+    schedule_delay_seconds: float = Field(5.0, gt=0)
+    """How long an ended span may wait before its batch leaves."""
+    timeout_seconds: float = Field(10.0, gt=0)
+    """One export's time, in the exporter's thread; a batch that fails is dropped."""
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint(cls, endpoint: str | None) -> str | None:
+        if endpoint is None:
+            return None
+        if not re.fullmatch(r"https?://[^/\s]+(/\S*)?", endpoint):
+            raise ValueError(f"`{endpoint}` is not an http:// or https:// URL")
+        return endpoint.rstrip("/")
+
+
+class TelemetrySettings(Strict):
+    otlp: OtlpSettings = OtlpSettings()
+
+
 class ServerSettings(Strict):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)

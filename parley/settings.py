@@ -45,10 +45,12 @@ from parley.runtime_settings import (
     ImageSettings,
     LimitSettings,
     MetricsSettings,
+    OtlpSettings,
     RedisSettings,
     ResponsesSettings,
     RoutingSettings,
     ServerSettings,
+    TelemetrySettings,
     UpstreamSettings,
     UsageSettings,
 )
@@ -67,6 +69,7 @@ __all__ = [
     "MetricsSettings",
     "ModelKind",
     "ModelSettings",
+    "OtlpSettings",
     "Prices",
     "QualityLevel",
     "RedisSettings",
@@ -75,6 +78,7 @@ __all__ = [
     "ServerSettings",
     "Settings",
     "SpeechOptions",
+    "TelemetrySettings",
     "Timeouts",
     "TranscriptFormat",
     "TranscriptionOptions",
@@ -99,6 +103,7 @@ class Settings(Strict):
     responses: ResponsesSettings = ResponsesSettings()
     admin: AdminSettings = AdminSettings()
     metrics: MetricsSettings = MetricsSettings()
+    telemetry: TelemetrySettings = TelemetrySettings()
     upstream: UpstreamSettings = UpstreamSettings()
     audio: AudioSettings = AudioSettings()
     images: ImageSettings = ImageSettings()

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping
+from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -46,7 +47,7 @@ from parley.errors import (
 from parley.pipeline.admit import admit, resolve_model
 from parley.pipeline.call import Call
 from parley.pipeline.context import ADMITTED, CALLER, REFUSED_MODEL, REPLY_HEADERS, SERVICES
-from parley.pipeline.job import Job, ReplyJob, StreamJob
+from parley.pipeline.job import Batches, Job, ReplyJob, StreamJob
 from parley.pipeline.meter import Meter
 from parley.pipeline.plan import Switching
 from parley.pipeline.relay import Failed, relay, relay_stream
@@ -86,9 +87,12 @@ async def _whole(
         try:
             model = call.model.spec.name
             routes, policy, switching = svc.planner.plan(call, job)
+            attempt: Callable[[Route], Awaitable[R]] = switching.call if switching else job.call
+            if svc.tracer.on:
+                attempt = svc.tracer.attempts(call, attempt)
             found, route = await relay(
                 routes,
-                switching.call if switching else job.call,
+                attempt,
                 model,
                 _failed(svc, metered),
                 policy=policy,
@@ -127,7 +131,11 @@ async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
             # starts, each batch in one write (what arrived together leaves together),
             # then the end.
             routes, policy, switching = svc.planner.plan(call, job)
-            open_route = switching.open if switching else job.open
+            open_route: Callable[[Route], AbstractAsyncContextManager[Batches[B]]] = (
+                switching.open if switching else job.open
+            )
+            if svc.tracer.on:
+                open_route = svc.tracer.attempts(call, open_route)
             failed = _failed(svc, metered)
             async with relay_stream(
                 routes, open_route, call.model.spec.name, failed, policy=policy, task=task
@@ -204,6 +212,8 @@ async def _admitted(request: web.Request, job: Job) -> tuple[Services, Call]:
     request[ADMITTED] = True  # logged by Metered from here on, not as a refusal
     # The caller enters ``Metered`` next, with no await between: it ends the budget hold.
     call = Call(request_id, operation.path, caller, model, admission)
+    if svc.tracer.on:
+        svc.tracer.begin(call, request.headers)
     # The v1 middleware adds these to any reply that is not a started stream.
     request[REPLY_HEADERS] = call.reply_headers()
     return svc, call
@@ -272,8 +282,11 @@ def _answered(
     call: Call,
     headers: MutableMapping[str, str],
 ) -> None:
-    """``route`` answered: its breakers hear it, and a fallback's model becomes the call's."""
+    """``route`` answered: its breakers (and the tracer) hear it, and a fallback's model
+    becomes the call's."""
     svc.breakers.succeeded(route)
+    if svc.tracer.on:
+        svc.tracer.answered(call, route)
     if switching is not None:
         switching.answered(call, headers)
 

@@ -35,6 +35,7 @@ from parley.pipeline.call import RequestIds
 from parley.pipeline.meter import BackgroundTasks, Meter
 from parley.pipeline.plan import Planner
 from parley.pipeline.route import Route, Router
+from parley.pipeline.trace import NO_TRACER, Tracer
 from parley.pipeline.watch import CallWatchers
 from parley.providers.base import ReplyBounds
 from parley.providers.registry import (
@@ -191,6 +192,8 @@ class Services:
     started_at: int = field(default_factory=lambda: int(time.time()))
     request_ids: RequestIds = field(default_factory=RequestIds)
     watchers: CallWatchers = field(default_factory=CallWatchers)
+    tracer: Tracer = NO_TRACER
+    """Traces each call when an OTLP endpoint is set (``telemetry/wiring.py``)."""
     in_flight: CallsInFlight = field(default_factory=CallsInFlight)
     """The streams being relayed; shutdown ends them with ``streams.end_all()``."""
     shared_breakers: SharedBreakers | None = None

@@ -22,10 +22,11 @@ from parley.pipeline.call import Call
 from parley.pipeline.context import SERVICES
 from parley.pipeline.route import Route
 from parley.pipeline.services import Services
+from parley.pipeline.trace import NO_TRACER
 from parley.pipeline.watch import CallWatchers
 from parley.runtime.breaker import Breakers
 from parley.runtime.circuit import Transition
-from parley.settings import MetricsSettings, Settings
+from parley.settings import MetricsSettings, OtlpSettings, Settings
 from parley.telemetry import cors
 from parley.telemetry.access import ACCESS_RECORDS, AccessRecords
 from parley.telemetry.metrics import CONTENT_TYPE, GatewayMetrics
@@ -42,6 +43,8 @@ def install(app: web.Application, settings: Settings) -> None:
         _install_access_records(app)
     if settings.metrics.enabled:
         _install_metrics(app, settings.metrics)
+    if settings.telemetry.otlp.endpoint is not None:
+        _install_tracing(app, settings.telemetry.otlp)
 
 
 def _install_metrics(app: web.Application, settings: MetricsSettings) -> None:
@@ -62,6 +65,34 @@ def _install_metrics(app: web.Application, settings: MetricsSettings) -> None:
             await sampler
 
     app.cleanup_ctx.append(connected)  # after the services' own context: they exist
+
+
+def _install_tracing(app: web.Application, settings: OtlpSettings) -> None:
+    """OpenTelemetry spans (and metrics) over OTLP: imported here, only when configured.
+    The tracer starts with the services (after ``/metrics``, whose counter it feeds) and
+    is flushed and stopped off the event loop when they end."""
+
+    async def traced(app: web.Application) -> AsyncIterator[None]:
+        from parley.telemetry.otel import OtelTracer, traceparent_line
+
+        metrics = app.get(METRICS)
+        tracer = OtelTracer(settings, metrics.spans_lost if metrics else _uncounted)
+        svc = app[SERVICES]
+        svc.tracer = tracer
+        svc.http.extra_head = traceparent_line
+        svc.watchers.upstream_failed.append(tracer.upstream_failed)
+        svc.watchers.first_byte.append(tracer.first_byte)
+        svc.meter.observers.append(tracer.finished)
+        yield
+        svc.tracer = NO_TRACER
+        svc.http.extra_head = None
+        await tracer.stop()
+
+    app.cleanup_ctx.append(traced)
+
+
+def _uncounted(reason: str, count: int) -> None:
+    return None
 
 
 def _install_access_records(app: web.Application) -> None:
