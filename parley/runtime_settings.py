@@ -141,6 +141,24 @@ class ResponsesSettings(Strict):
     prune_every_seconds: float = Field(3600.0, gt=0)
 
 
+class FileSettings(Strict):
+    """Uploaded files (``/v1/files``): batch inputs, batch outputs and user data."""
+
+    folder: str | None = None
+    """Where a SQLite deployment keeps files' bytes; unset: ``<database file>.files``
+    beside the database (a temporary folder for a memory database). On PostgreSQL the
+    bytes are kept in the database, in chunks, so every instance sees every file."""
+    max_file_bytes: int = Field(200 * 1024 * 1024, gt=0)
+    """The largest file a caller may upload (413 past it)."""
+    max_group_bytes: int = Field(10 * 1024 * 1024 * 1024, gt=0)
+    """The most bytes a group's files may hold together, batch outputs included (413 for
+    an upload past it)."""
+    chunk_bytes: int = Field(1024 * 1024, gt=0, le=64 * 1024 * 1024)
+    """The size of each piece a file is written and read in (each a row on PostgreSQL)."""
+    prune_every_seconds: float = Field(3600.0, gt=0)
+    """How often expired files are deleted."""
+
+
 MIN_ADMIN_TOKEN_CHARS = 16
 """The admin token opens every group, key and budget: a short one is refused at start."""
 

@@ -42,6 +42,7 @@ from parley.runtime_settings import (
     AudioSettings,
     CorsSettings,
     DatabaseSettings,
+    FileSettings,
     LimitSettings,
     MetricsSettings,
     RedisSettings,
@@ -61,6 +62,7 @@ __all__ = [
     "ConfigError",
     "CorsSettings",
     "DatabaseSettings",
+    "FileSettings",
     "LimitSettings",
     "MetricsSettings",
     "ModelKind",
@@ -95,6 +97,7 @@ class Settings(Strict):
     limits: LimitSettings = LimitSettings()
     usage: UsageSettings = UsageSettings()
     responses: ResponsesSettings = ResponsesSettings()
+    files: FileSettings = FileSettings()
     admin: AdminSettings = AdminSettings()
     metrics: MetricsSettings = MetricsSettings()
     upstream: UpstreamSettings = UpstreamSettings()

@@ -80,7 +80,7 @@ async def _read_parts(
             form.file_field = name
             form.size = await _spool(part, form.file, max_file_bytes, name)
         elif part.filename is None:
-            form.fields.add(name, await _text(part, name))
+            form.fields.add(name, await text_field(part, name))
         else:
             await part.release()  # another file: not ours to read
 
@@ -100,7 +100,8 @@ async def _spool(part: BodyPartReader, file: IO[bytes], limit: int, name: str) -
     return size
 
 
-async def _text(part: BodyPartReader, name: str) -> str:
+async def text_field(part: BodyPartReader, name: str) -> str:
+    """A text part's value, at most ``MAX_FIELD_BYTES`` (400 past it or if not text)."""
     pieces: list[bytes] = []
     size = 0
     while piece := await part.read_chunk(PIECE_BYTES):

@@ -47,11 +47,13 @@ from parley.runtime.breaker import Breakers
 from parley.runtime.budget import SpendLedger
 from parley.runtime.channel_book import ChannelBook
 from parley.runtime.directory import Directory
+from parley.runtime.file_bytes import FileBytes, file_bytes
 from parley.runtime.in_flight import CallsInFlight
 from parley.runtime.response_book import ResponseBook
 from parley.runtime.writer import UsageWriter
 from parley.settings import ConfigError, ModelSettings, Prices, Settings, SpeechOptions
 from parley.store.base import Store, StoreFault, StoreUnavailable
+from parley.store.engine import sqlite_file
 from parley.store.sql import open_store
 from parley.voices.book import CloneBook
 from parley.voices.catalogue import load_catalogue
@@ -164,6 +166,8 @@ class Services:
     """The channels routed to: the config file's and those managed live."""
     responses: ResponseBook
     """Stored responses of the Responses API, written behind the reply."""
+    file_bytes: FileBytes
+    """Where uploaded files' bytes are kept (a folder, or the database's chunks)."""
     started_at: int = field(default_factory=lambda: int(time.time()))
     request_ids: RequestIds = field(default_factory=RequestIds)
     watchers: CallWatchers = field(default_factory=CallWatchers)
@@ -248,6 +252,7 @@ class Services:
             planner=Planner(router, breakers, models, settings.models, settings.routing),
             channels=book,
             responses=ResponseBook(store, settings.responses, settings.usage.spill_dir),
+            file_bytes=_file_bytes(settings, store),
             started_at=started_at,
         )
         await services.responses.replay_spills()
@@ -256,6 +261,7 @@ class Services:
             asyncio.create_task(services._refresh_loop(), name="parley-refresh"),
             asyncio.create_task(services._prune_loop(), name="parley-prune"),
             asyncio.create_task(services._prune_responses_loop(), name="parley-prune-responses"),
+            asyncio.create_task(services._prune_files_loop(), name="parley-prune-files"),
         ]
         if settings.redis is not None:
             # Imported only with Redis: redis-py is megabytes a gateway without it need not
@@ -287,6 +293,7 @@ class Services:
         if self.shared_breakers is not None:
             await _within(self.shared_breakers.close(), left(), "the shared breakers")
         await _within(self.store.close(), left(), "the database")
+        self.file_bytes.close()
 
     async def _stop_loops(self, seconds: float) -> None:
         """Cancel the refresh and prune loops, waiting (up to ``seconds``) for a prune in
@@ -355,6 +362,33 @@ class Services:
                 if pruned:
                     log.info("pruned %d expired stored responses", pruned)
             await asyncio.sleep(self.settings.responses.prune_every_seconds)
+
+    async def _prune_files_loop(self) -> None:
+        while True:
+            try:
+                pruned = await self.prune_files()
+            except (StoreUnavailable, StoreFault) as error:
+                log.warning("pruning expired files failed (%s); will try again", error)
+            else:
+                if pruned:
+                    log.info("pruned %d expired files", pruned)
+            await asyncio.sleep(self.settings.files.prune_every_seconds)
+
+    async def prune_files(self, most: int = 1000) -> int:
+        """Delete expired files: their metadata first (no caller finds them from then
+        on), then their bytes."""
+        expired = await self.store.expired_files(most)
+        await self.store.forget_files(expired)
+        for file_id in expired:
+            await self.file_bytes.delete(file_id)
+        return len(expired)
+
+
+def _file_bytes(settings: Settings, store: Store) -> FileBytes:
+    url = settings.database.url
+    files = settings.files
+    dialect = "postgresql" if url.startswith("postgres") else "sqlite"
+    return file_bytes(dialect, sqlite_file(url), files.folder, store, files.chunk_bytes)
 
 
 async def _within(closing: Awaitable[None], seconds: float, what: str) -> None:

@@ -20,6 +20,7 @@ from sqlalchemy import (
     ForeignKeyConstraint,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -266,4 +267,28 @@ stored_responses = Table(
     ForeignKeyConstraint(["group_id"], ["groups.id"], name="fk_stored_responses_group_id"),
     Index("ix_stored_responses_expires_at", "expires_at"),
     Index("ix_stored_responses_previous_response_id", "previous_response_id"),
+)
+
+
+files = Table(
+    "files",
+    metadata,
+    Column("id", String(40), primary_key=True),  # file-<24 hex>, in creation order
+    Column("group_id", Integer, nullable=False),  # the only group that may see it
+    Column("filename", String(255), nullable=False),
+    Column("purpose", String(40), nullable=False),
+    Column("bytes", BigInteger, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("expires_at", UtcDateTime),
+    ForeignKeyConstraint(["group_id"], ["groups.id"], name="fk_files_group_id"),
+    Index("ix_files_group_id_id", "group_id", "id"),
+    Index("ix_files_expires_at", "expires_at"),
+)
+
+file_chunks = Table(
+    "file_chunks",
+    metadata,
+    Column("file_id", String(40), primary_key=True),  # written before its ``files`` row
+    Column("seq", Integer, primary_key=True),  # 0, 1, ... in the file's order
+    Column("data", LargeBinary, nullable=False),
 )
