@@ -29,6 +29,7 @@ from aiohttp.typedefs import Handler
 from aiohttp.web_protocol import RequestPayloadError
 
 from parley.admin.site import admin_app
+from parley.api.batch_lane import BATCH_LANE, BatchLane
 from parley.api.reply import error_response, http_exception_as_error
 from parley.api.routes import add_routes
 from parley.edge import bodies as edge_bodies
@@ -248,9 +249,12 @@ def create_app(settings: Settings, *, store: Store | None = None) -> web.Applica
     app.router.add_get("/openapi.json", deferred("parley.openapi:openapi_json"))
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
-        app[SERVICES] = await Services.start(settings, store=store)
+        svc = app[SERVICES] = await Services.start(settings, store=store)
+        lane = app[BATCH_LANE] = BatchLane(svc)
+        lane.start()
         yield
-        await app[SERVICES].close()
+        await lane.close(settings.server.shutdown_close_seconds / 2)
+        await svc.close()
 
     app.cleanup_ctx.append(lifecycle)
     install_telemetry(app, settings)  # CORS, /metrics (after the services)

@@ -159,6 +159,25 @@ class FileSettings(Strict):
     """How often expired files are deleted."""
 
 
+class BatchSettings(Strict):
+    """The batch lane (``/v1/batches``): Parley runs each line as a call of its own."""
+
+    enabled: bool = True
+    """Whether this instance runs batch lines (the API is served either way)."""
+    concurrency: int = Field(8, gt=0)
+    """The most lines in flight at once, across every batch."""
+    per_channel: int = Field(2, gt=0)
+    """The most lines in flight at once on one channel, so interactive calls keep the
+    rest of it."""
+    backoff_seconds: float = Field(5.0, gt=0)
+    """How long a model's lines wait after a 429 (the group's rates or the upstream's)
+    or while none of its channels' breakers is closed."""
+    max_lines: int = Field(50_000, gt=0)
+    """The most lines one input file may hold."""
+    poll_seconds: float = Field(1.0, gt=0)
+    """How often the lane looks for work when it found none."""
+
+
 MIN_ADMIN_TOKEN_CHARS = 16
 """The admin token opens every group, key and budget: a short one is refused at start."""
 

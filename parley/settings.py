@@ -40,6 +40,7 @@ from parley.runtime_settings import (
     ENV_REF,
     AdminSettings,
     AudioSettings,
+    BatchSettings,
     CorsSettings,
     DatabaseSettings,
     FileSettings,
@@ -56,6 +57,7 @@ from parley.runtime_settings import (
 __all__ = [
     "AdminSettings",
     "AudioSettings",
+    "BatchSettings",
     "BreakerOptions",
     "ChannelModel",
     "ChannelSettings",
@@ -98,6 +100,7 @@ class Settings(Strict):
     usage: UsageSettings = UsageSettings()
     responses: ResponsesSettings = ResponsesSettings()
     files: FileSettings = FileSettings()
+    batches: BatchSettings = BatchSettings()
     admin: AdminSettings = AdminSettings()
     metrics: MetricsSettings = MetricsSettings()
     upstream: UpstreamSettings = UpstreamSettings()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from parley.api import (
+    batches,
     billing,
     chat,
     completions,
@@ -33,6 +34,10 @@ def add_routes(app: web.Application) -> None:
             web.delete("/v1/responses/{response_id}", stored_responses.delete_response),
             web.get("/v1/responses/{response_id}/input_items", stored_responses.list_input_items),
             web.post("/v1/embeddings", embeddings.create_embeddings),
+            web.post("/v1/batches", batches.create_batch),
+            web.get("/v1/batches", batches.list_batches),
+            web.get("/v1/batches/{batch_id}", batches.retrieve_batch),
+            web.post("/v1/batches/{batch_id}/cancel", batches.cancel_batch),
             web.post("/v1/files", files.create_file),
             web.get("/v1/files", files.list_files),
             web.get("/v1/files/{file_id}", files.retrieve_file),

@@ -80,13 +80,9 @@ def _spec(model: ModelSettings, created: int) -> ModelSpec:
     return ModelSpec(
         name=model.name,
         kind=model.kind,
-        price=Price(
-            input_per_1k=usd_to_nanos(prices.input_per_1k),
-            output_per_1k=usd_to_nanos(prices.output_per_1k),
-            per_1k_characters=usd_to_nanos(prices.per_1k_characters),
-            per_minute=usd_to_nanos(prices.per_minute),
-            cached_input_per_1k=usd_to_nanos(_or_input(prices.cached_input_per_1k, prices)),
-            cache_write_per_1k=usd_to_nanos(_or_input(prices.cache_write_per_1k, prices)),
+        price=_price(prices, Decimal(1), None, None),
+        batch_price=_price(
+            prices, prices.batch_discount, prices.batch_input_per_1k, prices.batch_output_per_1k
         ),
         context_window=model.context_window,
         vision=model.vision,
@@ -96,6 +92,25 @@ def _spec(model: ModelSettings, created: int) -> ModelSpec:
         created=created,
         transcription=_abilities(model),
         speech=speech_profile(model.audio or SpeechOptions()) if model.kind == "speech" else None,
+    )
+
+
+def _price(
+    prices: Prices, share: Decimal, input_per_1k: Decimal | None, output_per_1k: Decimal | None
+) -> Price:
+    """The model's prices, each times ``share`` (a batch discount), the input and output
+    prices replaced by explicit ones when given."""
+    return Price(
+        input_per_1k=usd_to_nanos(
+            prices.input_per_1k * share if input_per_1k is None else input_per_1k
+        ),
+        output_per_1k=usd_to_nanos(
+            prices.output_per_1k * share if output_per_1k is None else output_per_1k
+        ),
+        per_1k_characters=usd_to_nanos(prices.per_1k_characters * share),
+        per_minute=usd_to_nanos(prices.per_minute * share),
+        cached_input_per_1k=usd_to_nanos(_or_input(prices.cached_input_per_1k, prices) * share),
+        cache_write_per_1k=usd_to_nanos(_or_input(prices.cache_write_per_1k, prices) * share),
     )
 
 

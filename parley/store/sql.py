@@ -19,6 +19,7 @@ from typing import Any, Concatenate
 
 from parley.domain.accounts import Account
 from parley.domain.audit import AuditEntry, AuditQuery
+from parley.domain.batches import Batch, BatchPage
 from parley.domain.channels import ChannelEvent, StoredChannel
 from parley.domain.files import FilePage, StoredFile
 from parley.domain.groups import Group, Quota
@@ -28,6 +29,7 @@ from parley.domain.usage import UsageRecord
 from parley.domain.voices import Clone
 from parley.store import (
     admin_sql,
+    batches_sql,
     channels_sql,
     files_sql,
     keys_sql,
@@ -294,6 +296,34 @@ class SqlStore:
     add_file_chunk = writing(files_sql.add_file_chunk)
     file_chunk = reading(files_sql.file_chunk)
     delete_file_chunks = writing(files_sql.delete_file_chunks)
+
+    # batches (parley/store/batches_sql.py)
+
+    add_batch = writing(batches_sql.add_batch)
+    add_batch_lines = writing(batches_sql.add_batch_lines)
+    find_batch = reading(batches_sql.find_batch)
+
+    async def list_batches(
+        self, group_id: int, *, limit: int, after: str | None = None
+    ) -> BatchPage:
+        return await self._read(batches_sql.list_batches, group_id, limit=limit, after=after)
+
+    async def set_batch_status(
+        self, batch_id: str, status: str, *, only_from: Sequence[str], **columns: Any
+    ) -> bool:
+        return await self._write(
+            batches_sql.set_status, batch_id, status, _now(), only_from=only_from, **columns
+        )
+
+    async def runnable_batches(self) -> list[Batch]:
+        return await self._read(batches_sql.runnable_batches)
+
+    batch_lines = reading(batches_sql.lines_in_state)
+    mark_line_sent = writing(batches_sql.mark_sent)
+    requeue_line = writing(batches_sql.requeue)
+    finish_batch_lines = writing(batches_sql.finish_lines)
+    batch_results = reading(batches_sql.results)
+    batch_line_counts = reading(batches_sql.line_counts)
 
     # the admin surface (parley/store/admin_sql.py)
 
