@@ -1,6 +1,7 @@
-"""Batches through the official SDK: Parley runs each line as a call of its own at the
-model's batch price, validates the input file by line, keeps every batch private to its
-group, stops at a cancel, and never sends a line twice across a restart."""
+"""Batches through the official SDK, on SQLite and PostgreSQL: Parley runs each line as
+a call of its own at the model's batch price, validates the input file by line, keeps
+every batch private to its group, stops at a cancel, and never sends a line twice across
+a restart."""
 
 from __future__ import annotations
 
@@ -22,9 +23,12 @@ FINAL = ("completed", "failed", "expired", "cancelled")
 
 
 @pytest.fixture
-async def start(engine: FakeEngine, tmp_path: Path) -> AsyncIterator[StartGateway]:
+async def start(
+    engine: FakeEngine, database_url: str, tmp_path: Path
+) -> AsyncIterator[StartGateway]:
     def config() -> dict[str, Any]:
         settings = default_config(engine.base_url, tmp_path)
+        settings["database"] = {"url": database_url}
         settings["models"][0]["prices"]["batch_discount"] = "0.5"
         settings["batches"] = {"poll_seconds": 0.05, "concurrency": 4, "per_channel": 2}
         settings["channels"][0]["timeouts"] = {"connect": 2, "read": 60}

@@ -6,39 +6,20 @@ from __future__ import annotations
 
 import asyncio
 import os
-import secrets
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import openai
 import pytest
 from sqlalchemy import func, select
 
 from parley.store.schema import file_chunks
 from tests.api.harness import Gateway, StartGateway, call, default_config, starting
-from tests.contract.test_store import POSTGRES_URL, postgres_execute
 from tests.upstreams.openai_compatible import FakeEngine
 
 CHUNK = 1000
 """A small ``files.chunk_bytes``, so a test file spans several chunks."""
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'parley.db'}"
-        return
-    database = f"files_{secrets.token_hex(6)}"
-    try:
-        await postgres_execute(f'CREATE DATABASE "{database}"')
-    except (OSError, asyncpg.PostgresError) as error:
-        pytest.skip(f"no PostgreSQL at {POSTGRES_URL} ({error})")
-    try:
-        yield POSTGRES_URL.rsplit("/", 1)[0] + f"/{database}"
-    finally:
-        await postgres_execute(f'DROP DATABASE "{database}" WITH (FORCE)')
 
 
 @pytest.fixture
