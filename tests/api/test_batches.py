@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -14,8 +15,10 @@ from typing import Any
 import openai
 import orjson
 import pytest
+from sqlalchemy import update
 
 from parley.domain.pricing import Price, usd_to_nanos
+from parley.store.schema import batches
 from tests.api.harness import Gateway, StartGateway, default_config, records, starting
 from tests.upstreams.openai_compatible import Behaviour, FakeEngine
 
@@ -32,6 +35,14 @@ async def start(
         settings["models"][0]["prices"]["batch_discount"] = "0.5"
         settings["batches"] = {"poll_seconds": 0.05, "concurrency": 4, "per_channel": 2}
         settings["channels"][0]["timeouts"] = {"connect": 2, "read": 60}
+        settings["channels"][0]["models"] += [
+            {"name": "embed-small"},
+            {"name": "chat-broken", "upstream": "upstream-chat+fail-500"},
+        ]
+        settings["models"] += [
+            {"name": "embed-small", "kind": "embedding", "prices": {"input_per_1k": "0.0001"}},
+            {"name": "chat-broken", "kind": "chat"},
+        ]
         return settings
 
     async with starting(config) as start:
@@ -226,3 +237,61 @@ async def test_a_restart_never_sends_a_line_twice(start: StartGateway, engine: F
     assert {e["error"]["code"] for e in errors} == {"interrupted"}
     assert done.request_counts.failed == len(in_flight) == 2
     assert done.request_counts.completed == 4
+
+
+async def test_embeddings_and_failed_lines_end_in_their_files(gateway: Gateway) -> None:
+    client = gateway.client(await gateway.key(await gateway.group("team")))
+    lines = [
+        orjson.dumps(
+            {
+                "custom_id": f"e{n}",
+                "method": "POST",
+                "url": "/v1/embeddings",
+                "body": {"model": "embed-small", "input": f"some words {n}"},
+            }
+        )
+        for n in range(3)
+    ]
+    made = await client.files.create(file=("e.jsonl", input_file(lines)), purpose="batch")
+    batch = await client.batches.create(
+        input_file_id=made.id, endpoint="/v1/embeddings", completion_window="24h"
+    )
+    done = await settled(client, batch.id)
+    assert (done.status, done.request_counts.completed) == ("completed", 3)
+    output = await file_lines(client, done.output_file_id)
+    assert {line["response"]["body"]["model"] for line in output} == {"embed-small"}
+    assert all(len(line["response"]["body"]["data"][0]["embedding"]) for line in output)
+
+    broken = await submitted(
+        client, [chat_line("ok", "fine"), chat_line("no", "x", model="chat-broken")]
+    )
+    ended = await settled(client, broken.id)
+    assert (ended.request_counts.completed, ended.request_counts.failed) == (1, 1)
+    (failure,) = await file_lines(client, ended.error_file_id)
+    assert failure["custom_id"] == "no" and failure["response"]["status_code"] == 502
+    assert failure["response"]["body"]["error"]["type"] == "upstream_error"
+    failed_record = [r for r in await records(gateway) if r.request_id == failure["id"]]
+    assert [(r.status, r.cost_nanos) for r in failed_record] == [(502, 0)]
+
+
+async def test_expiry_stops_new_lines_and_sends_the_rest_to_the_error_file(
+    gateway: Gateway, engine: FakeEngine
+) -> None:
+    client = gateway.client(await gateway.key(await gateway.group("team")))
+    engine.behaviour = Behaviour(hang=0.3)
+    batch = await submitted(client, [chat_line(f"l{n}", f"text {n}") for n in range(20)])
+    await requests_seen(engine, 1)
+    store: Any = gateway.services.store
+    past = datetime.now(UTC) - timedelta(seconds=1)
+    ended = update(batches).where(batches.c.id == batch.id).values(expires_at=past)
+    await store.database.transaction(lambda conn: conn.execute(ended))
+    sent_by_then = len(engine.requests)
+
+    done = await settled(client, batch.id)
+    assert done.status == "expired" and done.expired_at is not None
+    assert len(engine.requests) <= sent_by_then + 2  # at most what was starting then
+    errors = await file_lines(client, done.error_file_id)
+    answered = await file_lines(client, done.output_file_id)
+    assert len(errors) + len(answered) == 20
+    assert len(answered) == len(engine.requests)
+    assert {e["error"]["code"] for e in errors} == {"batch_expired"}
