@@ -257,8 +257,15 @@ def create_app(settings: Settings, *, store: Store | None = None) -> web.Applica
         await svc.close()
 
     app.cleanup_ctx.append(lifecycle)
+    app.on_shutdown.append(_stop_batch_lane)  # no new batch line once shutdown begins
     install_telemetry(app, settings)  # CORS, /metrics (after the services)
     return app
+
+
+async def _stop_batch_lane(app: web.Application) -> None:
+    lane = app.get(BATCH_LANE)
+    if lane is not None:
+        await lane.stop()
 
 
 async def health(request: web.Request) -> web.Response:

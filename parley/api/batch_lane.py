@@ -96,13 +96,18 @@ class BatchLane:
         """Look for work now (a batch was created or cancelled)."""
         self._wake.set()
 
-    async def close(self, seconds: float) -> None:
-        """Stop starting lines; give those in flight ``seconds`` to end, then cancel them
-        (they stay ``sent``: ``interrupted`` at the next start)."""
+    async def stop(self) -> None:
+        """Start no more lines (the gateway is shutting down); those in flight go on."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+            self._task = None
+
+    async def close(self, seconds: float) -> None:
+        """Stop starting lines; give those in flight ``seconds`` to end, then cancel them
+        (they stay ``sent``: ``interrupted`` at the next start)."""
+        await self.stop()
         running = list(self._running.values())
         if running:
             _, late = await asyncio.wait(running, timeout=seconds)
@@ -157,9 +162,10 @@ class BatchLane:
     async def _advance(self, batch: Batch) -> bool:
         store = self._svc.store
         if batch.status == IN_PROGRESS and datetime.now(UTC) >= batch.expires_at:
-            await self._expire_unsent(batch)
-            if not self._in_flight(batch.id):
-                await self._finalize(batch, EXPIRED)
+            expired = await self._expire_unsent(batch)
+            if self._in_flight(batch.id):
+                return expired  # it ends once its lines in flight have
+            await self._finalize(batch, EXPIRED)
             return True
         if batch.status == IN_PROGRESS and await self._start_lines(batch):
             return True
@@ -289,9 +295,12 @@ class BatchLane:
         result = output_line(batch.id, item.line, item.custom_id, error.status, raw)
         return item.line, LINE_FAILED, result
 
-    async def _expire_unsent(self, batch: Batch) -> None:
+    async def _expire_unsent(self, batch: Batch) -> bool:
+        """Send the batch's queued lines to the error file as expired; whether it had any."""
         store = self._svc.store
+        had = False
         while queued := await store.batch_lines(batch.id, QUEUED, most=PAGE):
+            had = True
             outcomes: list[Outcome] = [
                 (
                     item.line,
@@ -301,6 +310,7 @@ class BatchLane:
                 for item in queued
             ]
             await store.finish_batch_lines(batch.id, outcomes, from_state=QUEUED)
+        return had
 
     async def _cancel_unsent(self, batch: Batch) -> None:
         store = self._svc.store
