@@ -145,7 +145,7 @@ class FileSettings(Strict):
     """Uploaded files (``/v1/files``): batch inputs, batch outputs and user data."""
 
     folder: str | None = None
-    """Where a SQLite deployment keeps files' bytes; unset: ``<database file>.files``
+    """Where a SQLite deployment keeps files' bytes; unset: ``<name>-files``
     beside the database (a temporary folder for a memory database). On PostgreSQL the
     bytes are kept in the database, in chunks, so every instance sees every file."""
     max_file_bytes: int = Field(200 * 1024 * 1024, gt=0)

@@ -176,6 +176,7 @@ def load_settings(
     _report_unset(unset, path, secrets)
     if path is not None:
         _anchor_sqlite_path(raw, path.parent)
+        _anchor_files_folder(raw, path.parent)
     _apply_overrides(raw, environ)
     _aws_from_environment(raw, environ)
     try:
@@ -241,6 +242,14 @@ def _anchor_sqlite_path(raw: dict[str, Any], folder: Path) -> None:
         url = database.get("url", DEFAULT_DATABASE_URL)
         if isinstance(url, str):
             database["url"] = anchored_database_url(url, folder)
+
+
+def _anchor_files_folder(raw: dict[str, Any], folder: Path) -> None:
+    """A relative ``files.folder`` is relative to the config file's folder too."""
+    files = raw.get("files")
+    kept = files.get("folder") if isinstance(files, dict) else None
+    if isinstance(files, dict) and isinstance(kept, str) and not Path(kept).is_absolute():
+        files["folder"] = str((folder.absolute() / kept).resolve())
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:

@@ -44,14 +44,15 @@ class FolderBytes:
     """Files' bytes as files of a folder, named by their id."""
 
     def __init__(self, folder: Path, chunk_bytes: int, *, temporary: bool = False) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
         self.folder = folder
+        """Made with the first file written to it."""
         self._chunk = chunk_bytes
         self._temporary = temporary
 
     async def write(self, file_id: str, pieces: AsyncIterable[bytes]) -> int:
         final = self.folder / file_id
         partial = self.folder / f"{file_id}{PARTIAL}"
+        await asyncio.to_thread(self.folder.mkdir, parents=True, exist_ok=True)
         sink = await asyncio.to_thread(partial.open, "wb")
         size = 0
         try:
@@ -132,14 +133,15 @@ def file_bytes(
     dialect: str, database_file: str | None, folder: str | None, store: FileStore, chunk: int
 ) -> FileBytes:
     """The keeper for this deployment: the database's chunks on PostgreSQL; otherwise
-    ``folder``, or ``<database file>.files`` beside a SQLite file, or a temporary folder
-    for a memory database (gone when the process ends, like the database)."""
+    ``folder``, or ``<name>-files`` beside a SQLite file ``<name>.db``, or a temporary
+    folder for a memory database (gone when the process ends, like the database)."""
     if dialect == "postgresql":
         return DatabaseBytes(store, chunk)
     if folder is not None:
         return FolderBytes(Path(folder), chunk)
     if database_file is not None:
-        return FolderBytes(Path(f"{database_file}.files"), chunk)
+        database = Path(database_file)
+        return FolderBytes(database.with_name(f"{database.stem}-files"), chunk)
     return FolderBytes(Path(tempfile.mkdtemp(prefix="parley-files-")), chunk, temporary=True)
 
 

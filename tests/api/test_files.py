@@ -52,7 +52,9 @@ async def kept_pieces(gateway: Gateway, file_id: str) -> int:
     if store.database.dialect == "postgresql":
         query = select(func.count()).where(file_chunks.c.file_id == file_id)
         return int(await store.database.read(lambda conn: conn.execute(query).scalar_one()))
-    folder = Path(f"{gateway.settings.database.url.removeprefix('sqlite:///')}.files")
+    folder = Path(gateway.settings.database.url.removeprefix("sqlite:///")).with_name(
+        "parley-files"
+    )
     return int((folder / file_id).exists())
 
 
@@ -114,7 +116,9 @@ async def test_a_file_over_its_limit_or_the_groups_is_refused_and_not_kept(
     assert "30000 bytes" in group_full.value.message
     assert len([f async for f in client.files.list()]) == 1
     if not gateway.settings.database.url.startswith("postgres"):
-        folder = Path(f"{gateway.settings.database.url.removeprefix('sqlite:///')}.files")
+        folder = Path(gateway.settings.database.url.removeprefix("sqlite:///")).with_name(
+            "parley-files"
+        )
         assert len(await asyncio.to_thread(os.listdir, folder)) == 1  # no partial file left behind
 
 
