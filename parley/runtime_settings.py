@@ -172,6 +172,10 @@ class BatchSettings(Strict):
     backoff_seconds: float = Field(5.0, gt=0)
     """How long a model's lines wait after a 429 (the group's rates or the upstream's)
     or while none of its channels' breakers is closed."""
+    rate_reserve: float = Field(0.25, ge=0, lt=1)
+    """The share of a group's (and its key's) requests and tokens per minute the lane
+    leaves to interactive calls: a batch's lines start only while more than this share
+    of each is left."""
     max_lines: int = Field(50_000, gt=0)
     """The most lines one input file may hold."""
     poll_seconds: float = Field(1.0, gt=0)

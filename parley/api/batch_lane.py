@@ -7,6 +7,8 @@ lane yields to interactive traffic:
 - at most ``batches.concurrency`` lines in flight in all, and ``batches.per_channel`` on
   one channel (the first of the model's routes whose breakers are closed), so the rest
   of each channel is left to interactive calls;
+- a batch's lines start only while more than ``batches.rate_reserve`` of its group's
+  and key's rates is left, so its group's own interactive calls keep that share;
 - a model none of whose routes has its breakers closed, or whose line was refused by the
   group's rates (429, before it was sent) or answered 429 by its upstream, waits
   ``batches.backoff_seconds`` before its next line is started.
@@ -60,6 +62,7 @@ from parley.domain.batches import (
 )
 from parley.domain.files import BATCH_OUTPUT, StoredFile, new_file_id
 from parley.errors import INTERNAL_ERROR_MESSAGE, ParleyError, RateLimited, ServiceUnavailable
+from parley.pipeline.admit import scopes_for
 from parley.pipeline.authenticate import Caller, check_usable
 from parley.pipeline.runner import NotAdmitted, batch_line
 from parley.pipeline.services import Services
@@ -188,6 +191,9 @@ class BatchLane:
 
     async def _start_lines(self, batch: Batch) -> bool:
         room = self._settings.concurrency - len(self._running)
+        headroom = await self._rate_headroom(batch)
+        if headroom is not None:
+            room = min(room, headroom)
         if room <= 0:
             return False
         taken = sum(1 for key in self._running if key[0] == batch.id)
@@ -207,6 +213,30 @@ class BatchLane:
             self._running[key] = task
             started = True
         return started
+
+    async def _rate_headroom(self, batch: Batch) -> int | None:
+        """How many more lines of the batch may start without taking the share of its
+        group's and key's rates left to interactive calls (``batches.rate_reserve``):
+        the requests left past that share, less the batch's lines in flight (which
+        have taken theirs, or are about to); 0 while the tokens left are within it.
+        ``None``: no bound (no rates, or the limiter cannot say)."""
+        reserve = self._settings.rate_reserve
+        key = self._svc.directory.key(batch.key_id)
+        group = self._svc.directory.group(batch.group_id)
+        if not reserve or key is None or group is None:
+            return None
+        try:
+            decision = await self._svc.limiter.peek(scopes_for(Caller(key, group)))
+        except ParleyError:
+            return None
+        tokens = decision.tokens
+        if tokens is not None and tokens.remaining <= tokens.limit * reserve:
+            return 0
+        requests = decision.requests
+        if requests is None:
+            return None
+        running = sum(1 for batch_id, _ in self._running if batch_id == batch.id)
+        return int(requests.remaining - requests.limit * reserve) - running
 
     def _channel_for(self, model: str) -> str | None:
         """The channel a line of ``model`` would go to first: the first of its routes

@@ -295,3 +295,25 @@ async def test_expiry_stops_new_lines_and_sends_the_rest_to_the_error_file(
     assert len(errors) + len(answered) == 20
     assert len(answered) == len(engine.requests)
     assert {e["error"]["code"] for e in errors} == {"batch_expired"}
+
+
+async def test_a_batch_leaves_its_groups_interactive_calls_their_share_of_the_rate(
+    gateway: Gateway, engine: FakeEngine
+) -> None:
+    key = await gateway.key(await gateway.group("team", rpm=4))  # rate_reserve 0.25: 1 left
+    client = gateway.client(key)
+    store = gateway.services.store
+    # the upload and the create take two requests: two are left, one of them for the lane
+    batch = await submitted(client, [chat_line(f"l{n}", f"text {n}") for n in range(4)])
+    for _ in range(2000):
+        running = await store.find_batch(batch.id, None)
+        if running is not None and running.completed:
+            break
+        await asyncio.sleep(0.01)
+    reply = await client.chat.completions.create(
+        model="chat-large", messages=[{"role": "user", "content": "interactive"}]
+    )
+    assert reply.choices[0].message.content == "echo: interactive"
+    found = await store.find_batch(batch.id, None)
+    assert found is not None and (found.status, found.completed) == ("in_progress", 1)
+    assert [r.body["messages"][0]["content"] for r in engine.requests][-1] == "interactive"
