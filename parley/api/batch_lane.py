@@ -71,6 +71,8 @@ from parley.store.base import StoreFault, StoreUnavailable
 
 log = logging.getLogger("parley.batches")
 PAGE = 1000
+KEEP_TRIES = 5
+"""How many times a line's result is offered to the database before it is given up."""
 INTERRUPTED = "The gateway stopped while this line was in flight; it is not sent again."
 EXPIRED_LINE = "This line was not run before the batch expired."
 NO_KEY = "The batch's API key or group is no longer usable."
@@ -271,13 +273,26 @@ class BatchLane:
             if outcome is None:
                 await store.requeue_line(batch.id, item.line)
             else:
-                await store.finish_batch_lines(batch.id, [outcome], from_state=SENT)
+                await self._keep(batch, outcome)
         except (StoreUnavailable, StoreFault) as error:
             log.warning("batch %s line %d: %s", batch.id, item.line, error)
         finally:
             self._on_channel[channel] -= 1
             self._running.pop((batch.id, item.line), None)
             self._wake.set()
+
+    async def _keep(self, batch: Batch, outcome: Outcome) -> None:
+        """Write a line's result, trying again while the database is away (up to
+        ``KEEP_TRIES`` times): a result it never takes leaves the line ``sent``, which
+        the next start sends to the error file as ``interrupted``."""
+        for attempt in range(1, KEEP_TRIES + 1):
+            try:
+                await self._svc.store.finish_batch_lines(batch.id, [outcome], from_state=SENT)
+                return
+            except (StoreUnavailable, StoreFault):
+                if attempt == KEEP_TRIES:
+                    raise
+                await asyncio.sleep(self._settings.poll_seconds * attempt)
 
     async def _call(self, batch: Batch, item: BatchLine) -> Outcome | None:
         """The line's call and its end; ``None`` when it was refused before it was sent
