@@ -97,6 +97,10 @@ class BatchLane:
         if self._settings.enabled:
             self._task = asyncio.create_task(self._run(), name="parley-batch-lane")
 
+    def in_flight_by_channel(self) -> dict[str, int]:
+        """Lines in flight on each channel the lane has used (``/metrics``)."""
+        return {channel or "none": count for channel, count in self._on_channel.items()}
+
     def wake(self) -> None:
         """Look for work now (a batch was created or cancelled)."""
         self._wake.set()

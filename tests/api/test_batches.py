@@ -12,6 +12,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import openai
 import orjson
 import pytest
@@ -202,6 +203,11 @@ async def test_a_cancel_stops_new_lines_and_ends_with_what_was_done(
     engine.behaviour = Behaviour(hang=0.3)
     batch = await submitted(client, [chat_line(f"l{n}", f"text {n}") for n in range(30)])
     await requests_seen(engine, 1)
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"{gateway.base_url}/metrics") as got,
+    ):
+        assert 'parley_batch_lines_in_flight{channel="engine"}' in await got.text()
     cancelling = await client.batches.cancel(batch.id)
     assert cancelling.status == "cancelling" and cancelling.cancelling_at is not None
     sent_when_cancelled = len(engine.requests)
