@@ -258,6 +258,14 @@ class Prices(Strict):
                 raise ValueError(f"the price of '{grade}' must not be negative")
         return table
 
+    batch_discount: Decimal = Field(Decimal(1), ge=0, le=1)
+    """What a batch line costs, as a share of every price above (0.5: half); 1, the
+    default, bills batch lines as interactive calls."""
+    batch_input_per_1k: Decimal | None = None
+    """An explicit batch price of input tokens; unset: ``input_per_1k * batch_discount``."""
+    batch_output_per_1k: Decimal | None = None
+    """An explicit batch price of output tokens; unset: ``output_per_1k * batch_discount``."""
+
 
 ModelKind = Literal[
     "chat", "completion", "embedding", "speech", "transcription", "moderation", "rerank", "image"

@@ -180,6 +180,47 @@ class ResponsesSettings(Strict):
     prune_every_seconds: float = Field(3600.0, gt=0)
 
 
+class FileSettings(Strict):
+    """Uploaded files (``/v1/files``): batch inputs, batch outputs and user data."""
+
+    folder: str | None = None
+    """Where a SQLite deployment keeps files' bytes; unset: ``<name>-files``
+    beside the database (a temporary folder for a memory database). On PostgreSQL the
+    bytes are kept in the database, in chunks, so every instance sees every file."""
+    max_file_bytes: int = Field(200 * 1024 * 1024, gt=0)
+    """The largest file a caller may upload (413 past it)."""
+    max_group_bytes: int = Field(10 * 1024 * 1024 * 1024, gt=0)
+    """The most bytes a group's files may hold together, batch outputs included (413 for
+    an upload past it)."""
+    chunk_bytes: int = Field(1024 * 1024, gt=0, le=64 * 1024 * 1024)
+    """The size of each piece a file is written and read in (each a row on PostgreSQL)."""
+    prune_every_seconds: float = Field(3600.0, gt=0)
+    """How often expired files are deleted."""
+
+
+class BatchSettings(Strict):
+    """The batch lane (``/v1/batches``): Parley runs each line as a call of its own."""
+
+    enabled: bool = True
+    """Whether this instance runs batch lines (the API is served either way)."""
+    concurrency: int = Field(8, gt=0)
+    """The most lines in flight at once, across every batch."""
+    per_channel: int = Field(2, gt=0)
+    """The most lines in flight at once on one channel, so interactive calls keep the
+    rest of it."""
+    backoff_seconds: float = Field(5.0, gt=0)
+    """How long a model's lines wait after a 429 (the group's rates or the upstream's)
+    or while none of its channels' breakers is closed."""
+    rate_reserve: float = Field(0.25, ge=0, lt=1)
+    """The share of a group's (and its key's) requests and tokens per minute the lane
+    leaves to interactive calls: a batch's lines start only while more than this share
+    of each is left."""
+    max_lines: int = Field(50_000, gt=0)
+    """The most lines one input file may hold."""
+    poll_seconds: float = Field(1.0, gt=0)
+    """How often the lane looks for work when it found none."""
+
+
 MIN_ADMIN_TOKEN_CHARS = 16
 """The admin token opens every group, key and budget: a short one is refused at start."""
 

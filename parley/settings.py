@@ -40,8 +40,10 @@ from parley.runtime_settings import (
     ENV_REF,
     AdminSettings,
     AudioSettings,
+    BatchSettings,
     CorsSettings,
     DatabaseSettings,
+    FileSettings,
     ImageSettings,
     LimitSettings,
     MetricsSettings,
@@ -58,12 +60,14 @@ from parley.runtime_settings import (
 __all__ = [
     "AdminSettings",
     "AudioSettings",
+    "BatchSettings",
     "BreakerOptions",
     "ChannelModel",
     "ChannelSettings",
     "ConfigError",
     "CorsSettings",
     "DatabaseSettings",
+    "FileSettings",
     "ImageSettings",
     "LimitSettings",
     "MetricsSettings",
@@ -101,6 +105,8 @@ class Settings(Strict):
     limits: LimitSettings = LimitSettings()
     usage: UsageSettings = UsageSettings()
     responses: ResponsesSettings = ResponsesSettings()
+    files: FileSettings = FileSettings()
+    batches: BatchSettings = BatchSettings()
     admin: AdminSettings = AdminSettings()
     metrics: MetricsSettings = MetricsSettings()
     telemetry: TelemetrySettings = TelemetrySettings()
@@ -178,6 +184,7 @@ def load_settings(
     _report_unset(unset, path, secrets)
     if path is not None:
         _anchor_sqlite_path(raw, path.parent)
+        _anchor_files_folder(raw, path.parent)
     _apply_overrides(raw, environ)
     _aws_from_environment(raw, environ)
     try:
@@ -243,6 +250,14 @@ def _anchor_sqlite_path(raw: dict[str, Any], folder: Path) -> None:
         url = database.get("url", DEFAULT_DATABASE_URL)
         if isinstance(url, str):
             database["url"] = anchored_database_url(url, folder)
+
+
+def _anchor_files_folder(raw: dict[str, Any], folder: Path) -> None:
+    """A relative ``files.folder`` is relative to the config file's folder too."""
+    files = raw.get("files")
+    kept = files.get("folder") if isinstance(files, dict) else None
+    if isinstance(files, dict) and isinstance(kept, str) and not Path(kept).is_absolute():
+        files["folder"] = str((folder.absolute() / kept).resolve())
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:

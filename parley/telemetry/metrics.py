@@ -29,7 +29,7 @@ import glob
 import os
 import time
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -110,6 +110,13 @@ class GatewayMetrics:
         self.queue_depth = Gauge(
             "parley_usage_queue_depth",
             "Usage records waiting for the writer.",
+            registry=r,
+            multiprocess_mode="livesum",
+        )
+        self.batch_lines = Gauge(
+            "parley_batch_lines_in_flight",
+            "Batch lines in flight, by the channel the lane counted each on.",
+            ["channel"],
             registry=r,
             multiprocess_mode="livesum",
         )
@@ -256,6 +263,11 @@ class GatewayMetrics:
             self._refusals_dropped_seen = refusals_dropped
         if refreshed_at is not None:
             self.refreshed_at.set(refreshed_at)
+
+    def batch_lane(self, in_flight: Mapping[str, int]) -> None:
+        """The batch lane's lines in flight per channel (0 for a channel it has left)."""
+        for channel, count in in_flight.items():
+            self.batch_lines.labels(channel).set(count)
 
     def exposition(self) -> bytes:
         """The text a scrape gets: this process's series, or every worker's added up."""

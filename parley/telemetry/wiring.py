@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
+from parley.api.batch_lane import BATCH_LANE, BatchLane
 from parley.domain.keys import digest, same_digest
 from parley.domain.usage import UsageRecord
 from parley.errors import AuthenticationFailed, UpstreamError
@@ -58,7 +59,8 @@ def _install_metrics(app: web.Application, settings: MetricsSettings) -> None:
         svc.meter.writer.on_batch = metrics.batch_written
         _watch(svc.watchers, metrics)
         _watch_breakers(svc.breakers, metrics)
-        sampler = asyncio.create_task(_sample_forever(metrics, svc), name="parley-metrics")
+        lane = app.get(BATCH_LANE)
+        sampler = asyncio.create_task(_sample_forever(metrics, svc, lane), name="parley-metrics")
         yield
         sampler.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -142,17 +144,19 @@ def _metered(metrics: GatewayMetrics) -> Callable[[Call, UsageRecord], None]:
     return observe
 
 
-async def _sample_forever(metrics: GatewayMetrics, svc: Services) -> None:
+async def _sample_forever(metrics: GatewayMetrics, svc: Services, lane: BatchLane | None) -> None:
     while True:
-        _sample(metrics, svc)
+        _sample(metrics, svc, lane)
         await asyncio.sleep(SAMPLE_SECONDS)
 
 
-def _sample(metrics: GatewayMetrics, svc: Services) -> None:
+def _sample(metrics: GatewayMetrics, svc: Services, lane: BatchLane | None) -> None:
     writer = svc.meter.writer
     metrics.sample(writer.backlog, svc.directory.loaded_at, writer.refusals_dropped)
     budget = svc.planner.budget
     metrics.routed(budget.granted, budget.refused, svc.planner.fallbacks)
+    if lane is not None:
+        metrics.batch_lane(lane.in_flight_by_channel())
 
 
 def _scrape_handler(token: str | None) -> Callable[[web.Request], Awaitable[web.Response]]:
@@ -164,7 +168,7 @@ def _scrape_handler(token: str | None) -> Callable[[web.Request], Awaitable[web.
             if not same_digest(digest(given), expected):
                 raise AuthenticationFailed("A valid metrics token is required for /metrics.")
         metrics = request.app[METRICS]
-        _sample(metrics, request.app[SERVICES])
+        _sample(metrics, request.app[SERVICES], request.app.get(BATCH_LANE))
         return web.Response(body=metrics.exposition(), headers={"Content-Type": CONTENT_TYPE})
 
     return scrape
