@@ -47,10 +47,18 @@ from parley.runtime.breaker import Breakers
 from parley.runtime.budget import SpendLedger
 from parley.runtime.channel_book import ChannelBook
 from parley.runtime.directory import Directory
+from parley.runtime.health_checks import HealthChecks
 from parley.runtime.in_flight import CallsInFlight
 from parley.runtime.response_book import ResponseBook
 from parley.runtime.writer import UsageWriter
-from parley.settings import ConfigError, ModelSettings, Prices, Settings, SpeechOptions
+from parley.settings import (
+    ConfigError,
+    ModelKind,
+    ModelSettings,
+    Prices,
+    Settings,
+    SpeechOptions,
+)
 from parley.store.base import Store, StoreFault, StoreUnavailable
 from parley.store.sql import open_store
 from parley.voices.book import CloneBook
@@ -172,6 +180,8 @@ class Services:
     """The streams being relayed; shutdown ends them with ``streams.end_all()``."""
     shared_breakers: SharedBreakers | None = None
     """The breakers' link to the other workers and instances, when Redis is configured."""
+    health_checks: HealthChecks | None = None
+    """The scheduled health checks of the channels that ask for them (``health``)."""
     close_by: float | None = None
     """When ``close`` must be done, on the event loop's clock: set by ``serve`` when the
     shutdown grace ends; otherwise ``server.shutdown_close_seconds`` from its start."""
@@ -265,7 +275,23 @@ class Services:
 
             shared = services.shared_breakers = SharedBreakers.connect(breakers, settings.redis)
             services._loops.append(asyncio.create_task(shared.run(), name="parley-breakers"))
+        checks = services.health_checks = HealthChecks(
+            book,
+            breakers,
+            providers,
+            services.kind_of,
+            store,
+            changed=services.reload_channels,
+            lease=services.shared_breakers.check_lease if services.shared_breakers else None,
+        )
+        services._loops.append(asyncio.create_task(checks.run(), name="parley-health-checks"))
         return services
+
+    def kind_of(self, model: str) -> ModelKind:
+        """The kind of a configured model (``chat`` for a name no longer configured)."""
+        resolved = self.models.resolve(model)
+        kind: ModelKind = resolved.spec.kind if resolved is not None else "chat"  # type: ignore[assignment]
+        return kind
 
     async def close(self) -> None:
         """Stop, write the usage records (or spill them) and close, by ``close_by``."""
