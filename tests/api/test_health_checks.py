@@ -6,13 +6,16 @@ disabled channel is left alone, and no check is billed to any group."""
 from __future__ import annotations
 
 import asyncio
+import secrets
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from cryptography.fernet import Fernet
 
 from tests.api.admin_client import ADMIN, call
 from tests.api.harness import Gateway
+from tests.services import REDIS_URL, redis_unreachable
 from tests.upstreams.openai_compatible import Behaviour, FakeEngine
 
 SPARE_KEY = "sk-spare-channel-credential-42"
@@ -207,3 +210,27 @@ async def test_a_channel_an_operator_disabled_is_never_checked_nor_enabled(
         assert len(upstream.requests) <= seen + 1  # at most a check already under way
         enables = await audited(gateway, "channel.enable")
         assert len(enables) == 1 and enables[0]["actor"] != "health-check"
+
+
+async def test_with_redis_one_instance_checks_a_channel_per_interval(
+    start_gateway: Any,
+) -> None:
+    """Two instances sharing Redis: of the two asking for the same channel's check lease,
+    one gets it, for the interval; the other skips that interval."""
+    reason = redis_unreachable()
+    if reason is not None:
+        pytest.skip(reason)
+    prefix = f"parley-test-{secrets.token_hex(4)}"
+
+    def shared(config: dict[str, Any]) -> None:
+        checked_every(3600)(config)
+        config["redis"] = {"url": REDIS_URL, "prefix": prefix}
+
+    first: Gateway = await start_gateway(shared)
+    second: Gateway = await start_gateway(shared)
+    leases = [g.services.health_checks.lease for g in (first, second) if g.services.health_checks]
+    assert all(lease is not None for lease in leases) and len(leases) == 2
+    taken = [await lease("witness", 60) for lease in leases if lease is not None]
+    assert sorted(taken) == [False, True]
+    again = [await lease("witness", 60) for lease in leases if lease is not None]
+    assert again == [False, False]  # held for the whole interval, by whoever took it
