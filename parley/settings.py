@@ -40,6 +40,8 @@ from parley.runtime_settings import (
     DEFAULT_DATABASE_URL,
     ENV_REF,
     AdminSettings,
+    AlertSettings,
+    AlertWebhook,
     AudioSettings,
     CorsSettings,
     DatabaseSettings,
@@ -55,6 +57,8 @@ from parley.runtime_settings import (
 
 __all__ = [
     "AdminSettings",
+    "AlertSettings",
+    "AlertWebhook",
     "AudioSettings",
     "BreakerOptions",
     "ChannelModel",
@@ -102,6 +106,7 @@ class Settings(Strict):
     upstream: UpstreamSettings = UpstreamSettings()
     audio: AudioSettings = AudioSettings()
     routing: RoutingSettings = RoutingSettings()
+    alerts: AlertSettings = AlertSettings()
     channels: tuple[ChannelSettings, ...] = ()
     models: tuple[ModelSettings, ...] = ()
     capabilities: dict[str, str] = Field(default_factory=dict)

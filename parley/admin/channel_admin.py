@@ -97,6 +97,7 @@ class ChannelAdmin:
                 "source": source,
                 "read_only": True,
                 "disabled": False,
+                "disabled_by": None,
                 "serving": True,
                 "key_hint": None,
             }

@@ -11,6 +11,7 @@ from typing import Any
 from yarl import URL
 
 from parley.domain.pricing import nanos_to_usd
+from parley.runtime.alerts import Alerts
 from parley.runtime.breaker import Breakers
 from parley.runtime.circuit import BreakerView, State
 from parley.runtime.health import ChannelHealth, HealthSnapshot
@@ -83,6 +84,17 @@ class Overview:
             "groups": self.groups,
             "active_keys": self.active_keys,
         }
+
+
+def alerts_view(alerts: Alerts | None) -> dict[str, Any]:
+    """The open alerts (newest first) and the latest raised by this process, resolved or
+    not (the audit log keeps every one)."""
+    if alerts is None:
+        return {"active": [], "recent": []}
+    return {
+        "active": [alert.view() for alert in alerts.active()],
+        "recent": [alert.view() for alert in alerts.recent],
+    }
 
 
 async def overview(store: AdminStore, now: datetime | None = None) -> Overview:

@@ -42,6 +42,7 @@ from parley.providers.registry import (
     check_channel_types,
     check_native_responses,
 )
+from parley.runtime.alerts import Alerts, AlertWatch
 from parley.runtime.body_pool import BodyPool
 from parley.runtime.breaker import Breakers
 from parley.runtime.budget import SpendLedger
@@ -180,6 +181,8 @@ class Services:
     """The streams being relayed; shutdown ends them with ``streams.end_all()``."""
     shared_breakers: SharedBreakers | None = None
     """The breakers' link to the other workers and instances, when Redis is configured."""
+    alerts: Alerts | None = None
+    """Alerts raised here, audited and posted to ``alerts.webhooks`` from the background."""
     health_checks: HealthChecks | None = None
     """The scheduled health checks of the channels that ask for them (``health``)."""
     close_by: float | None = None
@@ -285,6 +288,20 @@ class Services:
             lease=services.shared_breakers.check_lease if services.shared_breakers else None,
         )
         services._loops.append(asyncio.create_task(checks.run(), name="parley-health-checks"))
+        alerts = services.alerts = Alerts(settings.alerts, store)
+        breakers.transitions.append(alerts.breaker_moved)
+        watch = AlertWatch(
+            alerts,
+            settings.alerts,
+            directory=directory,
+            ledger=ledger,
+            writer=writer,
+            queue_size=settings.usage.queue_size,
+            refusals=lambda: services.meter.refusals,
+            checks=checks,
+        )
+        services._loops.append(asyncio.create_task(alerts.run(), name="parley-alerts"))
+        services._loops.append(asyncio.create_task(watch.run(), name="parley-alert-watch"))
         return services
 
     def kind_of(self, model: str) -> ModelKind:

@@ -145,6 +145,10 @@ class Directory:
     def groups(self) -> list[Group]:
         return list(self._groups.values())
 
+    def cached_keys(self) -> list[KeyRecord]:
+        """Every cached key once (a key in its rotation's grace is filed twice)."""
+        return list({record.id: record for record in self._keys.values()}.values())
+
     def cached_key(self, digest: str) -> KeyRecord | None:
         return self._keys.get(digest)
 

@@ -10,11 +10,13 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
+import aiohttp
 import pytest
 from cryptography.fernet import Fernet
 
 from tests.api.admin_client import ADMIN, call
 from tests.api.harness import Gateway
+from tests.api.test_admin_security import session_cookie
 from tests.services import REDIS_URL, redis_unreachable
 from tests.upstreams.openai_compatible import Behaviour, FakeEngine
 
@@ -88,6 +90,20 @@ async def test_a_down_upstream_reads_down_and_its_breakers_open_without_any_call
         "vision-small": 503,
     }
     assert all(body.body["max_tokens"] == 1 for body in engine.requests)
+
+    cookie = await session_cookie(gateway, {})
+    headers = {"Cookie": f"parley_admin={cookie.value}"}
+    async with (
+        aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar()) as session,
+        session.get(f"{gateway.base_url}/admin/ui/channels/engine", headers=headers) as page,
+    ):
+        html = await page.text()
+        async with session.get(f"{gateway.base_url}/admin/ui/channels", headers=headers) as listed:
+            listing = await listed.text()
+    assert page.status == 200 and listed.status == 200
+    assert '<span class="pill state-down">down</span>' in listing
+    assert '<span class="pill state-down">down</span>' in html
+    assert "Fake engine failure (status 503)" in html
 
     engine.behaviour = Behaviour()
     await until(gateway, passed(gateway, "engine"))
