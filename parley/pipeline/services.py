@@ -288,7 +288,10 @@ class Services:
             lease=services.shared_breakers.check_lease if services.shared_breakers else None,
         )
         services._loops.append(asyncio.create_task(checks.run(), name="parley-health-checks"))
-        alerts = services.alerts = Alerts(settings.alerts, store)
+        shared_ = services.shared_breakers
+        alerts = services.alerts = Alerts(
+            settings.alerts, store, claim=shared_.alert_claim if shared_ else None
+        )
         breakers.transitions.append(alerts.breaker_moved)
         watch = AlertWatch(
             alerts,

@@ -2,10 +2,12 @@
 webhooks from the background, never from a caller's path.
 
 An alert belongs to an episode, named by its ``kind`` and ``subject`` (``budget.group``
-and ``team@80%``, ``breaker.open`` and ``primary:gpt-4o``...): raising one that is
+and ``group team at 80%``, ``breaker.open`` and ``primary:gpt-4o``...): raising one that is
 already open does nothing, so a budget crossed by a thousand calls, or a breaker that
 reopens after each probe, is one alert until it is resolved (the spend falls below the
-threshold in a new period, the breaker closes). Each episode is audited once (actor
+threshold in a new period, the breaker closes). With Redis, the instance that claims the
+episode (``SharedBreakers.alert_claim``, for ``CLAIM_SECONDS``) is the one that audits
+and posts it: every worker sees a budget crossed. Each episode is audited once (actor
 ``alerts``, action ``alert.<kind>``) and posted once to every webhook, signed
 (``X-Parley-Signature: sha256=<hex HMAC-SHA256 of the body with the webhook's
 secret>``), and retried with doubling waits when the receiver fails or cannot be
@@ -26,7 +28,7 @@ import hmac
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -52,7 +54,13 @@ SIGNATURE = "X-Parley-Signature"
 RECENT = 50
 """Alerts kept in memory for the overview (the audit log keeps them all)."""
 
+CLAIM_SECONDS = 300.0
+"""How long an episode claimed by one instance is skipped by the others: long enough to
+cover the seconds between workers seeing the same budget crossed, short enough that a
+new episode of the same alert minutes later is posted again."""
+
 Severity = Literal["warning", "critical"]
+Claim = Callable[[str, float], Awaitable[bool]]
 
 
 @dataclass(slots=True)
@@ -98,10 +106,15 @@ class Alerts:
         store: AdminStore,
         *,
         sleep: Callable[[float], Any] = asyncio.sleep,
+        claim: Claim | None = None,
     ) -> None:
         self._settings = settings
         self._store = store
         self._sleep = sleep
+        self.claim = claim
+        self.handled = 0
+        """Alerts taken from the queue: audited and posted here, or claimed elsewhere."""
+        self.settled = asyncio.Condition()
         self._open: dict[tuple[str, str], Alert] = {}
         self.recent: deque[Alert] = deque(maxlen=RECENT)
         self._outbox: asyncio.Queue[Alert] = asyncio.Queue()
@@ -155,11 +168,16 @@ class Alerts:
         try:
             while True:
                 alert = await self._outbox.get()
-                await self._audit(alert)
-                for webhook in self._settings.webhooks:
-                    task = asyncio.create_task(self._deliver(webhook, alert))
-                    self._deliveries.add(task)
-                    task.add_done_callback(self._deliveries.discard)
+                episode = f"{alert.kind}:{alert.subject}"
+                if self.claim is None or await self.claim(episode, CLAIM_SECONDS):
+                    await self._audit(alert)
+                    for webhook in self._settings.webhooks:
+                        task = asyncio.create_task(self._deliver(webhook, alert))
+                        self._deliveries.add(task)
+                        task.add_done_callback(self._deliveries.discard)
+                self.handled += 1
+                async with self.settled:
+                    self.settled.notify_all()
         finally:
             for task in list(self._deliveries):
                 task.cancel()

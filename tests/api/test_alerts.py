@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +20,7 @@ from aiohttp import web
 from tests.api.admin_client import ADMIN, call
 from tests.api.harness import Gateway
 from tests.api.test_admin_security import session_cookie
+from tests.services import REDIS_URL, redis_unreachable
 from tests.upstreams.openai_compatible import Behaviour, FakeEngine
 
 SECRET = "whsec-0123456789abcdef"
@@ -171,3 +173,33 @@ async def test_a_spike_of_refusals_raises_one_alert(start_gateway: Any, receiver
     assert alert["kind"] == "refusals.spike" and alert["subject"] == "refusals"
     status, audit = await call(gateway, "GET", "/admin/audit?action=alert.refusals.spike")
     assert status == 200 and len(audit["data"]) == 1
+
+
+async def test_with_redis_an_alert_every_instance_raises_is_posted_once(
+    start_gateway: Any, receiver: Receiver
+) -> None:
+    reason = redis_unreachable()
+    if reason is not None:
+        pytest.skip(reason)
+    prefix = f"parley-test-{secrets.token_hex(4)}"
+
+    def shared(config: dict[str, Any]) -> None:
+        alerting(receiver)(config)
+        config["redis"] = {"url": REDIS_URL, "prefix": prefix}
+
+    instances: list[Gateway] = [await start_gateway(shared), await start_gateway(shared)]
+    for gateway in instances:
+        alerts = gateway.services.alerts
+        assert alerts is not None and alerts.claim is not None
+        assert alerts.raise_alert("usage.writer_behind", "usage writer", "behind", "critical")
+    for gateway in instances:
+        alerts = gateway.services.alerts
+        assert alerts is not None
+        async with asyncio.timeout(WAIT_SECONDS), alerts.settled:
+            await alerts.settled.wait_for(lambda: alerts.handled >= 1)  # noqa: B023
+    await receiver.until("/json")
+    # both instances share one database here: the audit log holds every instance's entries
+    status, audit = await call(instances[0], "GET", "/admin/audit?action=alert.usage.writer_behind")
+    assert status == 200, audit
+    assert len(audit["data"]) == 1
+    assert len(receiver.taken("/json")) == 1
