@@ -203,3 +203,36 @@ async def test_with_redis_an_alert_every_instance_raises_is_posted_once(
     assert status == 200, audit
     assert len(audit["data"]) == 1
     assert len(receiver.taken("/json")) == 1
+
+
+async def test_a_channel_its_health_checks_find_down_is_one_alert(
+    start_gateway: Any, engine: FakeEngine, receiver: Receiver
+) -> None:
+    engine.behaviour = Behaviour(fail=500)
+
+    def checked(config: dict[str, Any]) -> None:
+        alerting(receiver)(config)
+        config["channels"][0]["breaker"] = {"enabled": False}
+        config["channels"][0]["health"] = {"interval_seconds": 0.02}
+
+    gateway: Gateway = await start_gateway(checked)
+    await receiver.until("/json")
+    alert = receiver.taken("/json")[0]
+    assert (alert["kind"], alert["subject"], alert["severity"]) == (
+        "channel.down",
+        "engine",
+        "critical",
+    )
+    assert "500" in alert["message"]
+    checks = gateway.services.health_checks
+    assert checks is not None
+
+    def five_down() -> bool:
+        last = checks.last.get("engine")
+        return last is not None and last.failed_in_a_row >= 5
+
+    async with asyncio.timeout(WAIT_SECONDS), checks.checked:
+        await checks.checked.wait_for(five_down)
+    status, audit = await call(gateway, "GET", "/admin/audit?action=alert.channel.down")
+    assert status == 200 and [e["target"] for e in audit["data"]] == ["engine"]
+    assert len(receiver.taken("/json")) == 1
