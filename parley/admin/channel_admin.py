@@ -26,7 +26,7 @@ from parley.errors import InvalidRequest, NotFound, PermissionDenied, ServiceUna
 from parley.pipeline.services import Services
 from parley.runtime.channel_book import reseal_all, stored_settings
 from parley.runtime.channel_probe import ProbeResult, probe
-from parley.settings import ChannelSettings, ModelKind
+from parley.settings import ChannelSettings
 from parley.store.base import ChannelStore, Conflict, Missing
 
 SPEC_FIELDS = (
@@ -200,9 +200,7 @@ class ChannelAdmin:
                 served = candidate
         if served is None:
             raise InvalidRequest(f"Channel '{name}' does not serve '{model}'.", param="model")
-        resolved = self._svc.models.resolve(served.name)
-        kind: ModelKind = resolved.spec.kind if resolved is not None else "chat"  # type: ignore[assignment]
-        result = await probe(self._svc.providers, settings, served, kind)
+        result = await probe(self._svc.providers, settings, served, self._svc.kind_of(served.name))
         event = ChannelEvent(
             channel=name,
             model=served.name,
