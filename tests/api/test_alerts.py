@@ -236,3 +236,18 @@ async def test_a_channel_its_health_checks_find_down_is_one_alert(
     status, audit = await call(gateway, "GET", "/admin/audit?action=alert.channel.down")
     assert status == 200 and [e["target"] for e in audit["data"]] == ["engine"]
     assert len(receiver.taken("/json")) == 1
+
+
+async def test_a_usage_writer_behind_is_an_alert(start_gateway: Any, receiver: Receiver) -> None:
+    def slow_writer(config: dict[str, Any]) -> None:
+        alerting(receiver, writer_backlog=0.1)(config)
+        config["usage"] = {**config.get("usage", {}), "queue_size": 10, "flush_seconds": 3600}
+
+    gateway: Gateway = await start_gateway(slow_writer)
+    key = await gateway.key(await gateway.group("team"))
+    assert (await call(gateway, "POST", "/v1/chat/completions", token=key, body=ASK))[0] == 200
+
+    await receiver.until("/json")  # one record waits, a tenth of the queue
+    alert = receiver.taken("/json")[0]
+    assert (alert["kind"], alert["severity"]) == ("usage.writer_behind", "critical")
+    assert alert["detail"]["backlog"] >= 1
