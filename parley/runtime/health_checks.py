@@ -216,8 +216,11 @@ class HealthChecks:
         down; enable one the checker disabled once a check finds it answering."""
         limit = channel.health.disable_after
         disabling = limit is not None and outcome.down and outcome.failed_in_a_row >= limit
-        if not disabling and not outcome.ok:
-            return
+        disabled_here = any(
+            s.name == channel.name and s.disabled_by == CHECKER for s in self._book.stored
+        )
+        if not disabling and not (outcome.ok and disabled_here):
+            return  # the book says enough; the database is read only before a change
         stored = next(
             (s for s in await self._store.list_channels() if s.name == channel.name), None
         )
