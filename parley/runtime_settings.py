@@ -328,3 +328,47 @@ class RoutingSettings(Strict):
     min_retries: int = Field(10, ge=0)
     """Retries always allowed per window, so a quiet gateway still fails over."""
     retry_window_seconds: float = Field(10.0, gt=0)
+
+
+class AlertWebhook(Strict):
+    """Where alerts are posted, and how (docs/operations.md, Alerts)."""
+
+    url: str
+    secret: str | None = Field(None, repr=False, min_length=16)
+    """Signs each body: ``X-Parley-Signature: sha256=<hex HMAC-SHA256 of the body>``."""
+    format: Literal["slack", "json"] = "json"
+    """``slack``: an incoming-webhook body (``{"text": ...}``); ``json``: the alert's fields."""
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str) -> str:
+        if not url.startswith(("http://", "https://")) or any(c in url for c in " \r\n\0"):
+            raise ValueError("must be an http:// or https:// URL")
+        return url
+
+
+class AlertSettings(Strict):
+    """What raises an alert and where it goes (docs/operations.md, Alerts)."""
+
+    webhooks: tuple[AlertWebhook, ...] = ()
+    budget_thresholds: tuple[float, ...] = (0.8, 1.0)
+    """Shares of a group's or key's budget whose crossing raises an alert, once a period."""
+    writer_backlog: float = Field(0.5, gt=0, le=1)
+    """The share of ``usage.queue_size`` waiting to be written that raises an alert."""
+    refusals_per_minute: float | None = Field(600.0, gt=0)
+    """Refusals (rates, budgets, models not allowed) per minute that raise an alert."""
+    check_seconds: float = Field(10.0, ge=0.01)
+    """How often budgets, the usage writer, refusals and channels are looked at."""
+    attempts: int = Field(6, ge=1, le=20)
+    """Deliveries tried per alert and webhook before it is given up (and logged)."""
+    backoff_seconds: float = Field(1.0, gt=0)
+    """The wait after a first failed delivery, doubled after each, up to ``max_backoff``."""
+    max_backoff_seconds: float = Field(300.0, gt=0)
+    timeout_seconds: float = Field(10.0, gt=0)
+
+    @field_validator("budget_thresholds")
+    @classmethod
+    def _shares(cls, shares: tuple[float, ...]) -> tuple[float, ...]:
+        if any(not 0 < share <= 10 for share in shares):
+            raise ValueError("each threshold is a share of the budget, above 0 and at most 10")
+        return tuple(sorted(set(shares)))

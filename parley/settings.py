@@ -25,6 +25,7 @@ from parley.catalog_settings import (
     BreakerOptions,
     ChannelModel,
     ChannelSettings,
+    HealthCheckOptions,
     ModelKind,
     ModelSettings,
     Prices,
@@ -39,6 +40,8 @@ from parley.runtime_settings import (
     DEFAULT_DATABASE_URL,
     ENV_REF,
     AdminSettings,
+    AlertSettings,
+    AlertWebhook,
     AudioSettings,
     BatchSettings,
     CorsSettings,
@@ -59,6 +62,8 @@ from parley.runtime_settings import (
 
 __all__ = [
     "AdminSettings",
+    "AlertSettings",
+    "AlertWebhook",
     "AudioSettings",
     "BatchSettings",
     "BreakerOptions",
@@ -68,6 +73,7 @@ __all__ = [
     "CorsSettings",
     "DatabaseSettings",
     "FileSettings",
+    "HealthCheckOptions",
     "ImageSettings",
     "LimitSettings",
     "MetricsSettings",
@@ -114,6 +120,7 @@ class Settings(Strict):
     audio: AudioSettings = AudioSettings()
     images: ImageSettings = ImageSettings()
     routing: RoutingSettings = RoutingSettings()
+    alerts: AlertSettings = AlertSettings()
     channels: tuple[ChannelSettings, ...] = ()
     models: tuple[ModelSettings, ...] = ()
     capabilities: dict[str, str] = Field(default_factory=dict)

@@ -44,17 +44,26 @@ from parley.providers.registry import (
     check_image_channels,
     check_native_responses,
 )
+from parley.runtime.alerts import Alerts, AlertWatch
 from parley.runtime.body_pool import BodyPool
 from parley.runtime.breaker import Breakers
 from parley.runtime.budget import SpendLedger
 from parley.runtime.channel_book import ChannelBook
 from parley.runtime.directory import Directory
 from parley.runtime.file_bytes import FileBytes, file_bytes
+from parley.runtime.health_checks import HealthChecks
 from parley.runtime.image_files import ImageFiles, default_directory
 from parley.runtime.in_flight import CallsInFlight
 from parley.runtime.response_book import ResponseBook
 from parley.runtime.writer import UsageWriter
-from parley.settings import ConfigError, ModelSettings, Prices, Settings, SpeechOptions
+from parley.settings import (
+    ConfigError,
+    ModelKind,
+    ModelSettings,
+    Prices,
+    Settings,
+    SpeechOptions,
+)
 from parley.store.base import Store, StoreFault, StoreUnavailable
 from parley.store.engine import sqlite_file
 from parley.store.sql import open_store
@@ -217,6 +226,10 @@ class Services:
     """The streams being relayed; shutdown ends them with ``streams.end_all()``."""
     shared_breakers: SharedBreakers | None = None
     """The breakers' link to the other workers and instances, when Redis is configured."""
+    alerts: Alerts | None = None
+    """Alerts raised here, audited and posted to ``alerts.webhooks`` from the background."""
+    health_checks: HealthChecks | None = None
+    """The scheduled health checks of the channels that ask for them (``health``)."""
     close_by: float | None = None
     """When ``close`` must be done, on the event loop's clock: set by ``serve`` when the
     shutdown grace ends; otherwise ``server.shutdown_close_seconds`` from its start."""
@@ -314,7 +327,40 @@ class Services:
 
             shared = services.shared_breakers = SharedBreakers.connect(breakers, settings.redis)
             services._loops.append(asyncio.create_task(shared.run(), name="parley-breakers"))
+        checks = services.health_checks = HealthChecks(
+            book,
+            breakers,
+            providers,
+            services.kind_of,
+            store,
+            changed=services.reload_channels,
+            lease=services.shared_breakers.check_lease if services.shared_breakers else None,
+        )
+        services._loops.append(asyncio.create_task(checks.run(), name="parley-health-checks"))
+        shared_ = services.shared_breakers
+        alerts = services.alerts = Alerts(
+            settings.alerts, store, claim=shared_.alert_claim if shared_ else None
+        )
+        breakers.transitions.append(alerts.breaker_moved)
+        watch = AlertWatch(
+            alerts,
+            settings.alerts,
+            directory=directory,
+            ledger=ledger,
+            writer=writer,
+            queue_size=settings.usage.queue_size,
+            refusals=lambda: services.meter.refusals,
+            checks=checks,
+        )
+        services._loops.append(asyncio.create_task(alerts.run(), name="parley-alerts"))
+        services._loops.append(asyncio.create_task(watch.run(), name="parley-alert-watch"))
         return services
+
+    def kind_of(self, model: str) -> ModelKind:
+        """The kind of a configured model (``chat`` for a name no longer configured)."""
+        resolved = self.models.resolve(model)
+        kind: ModelKind = resolved.spec.kind if resolved is not None else "chat"  # type: ignore[assignment]
+        return kind
 
     async def close(self) -> None:
         """Stop, write the usage records (or spill them) and close, by ``close_by``."""

@@ -215,6 +215,7 @@ channels = Table(
     Column("disabled_at", UtcDateTime),
     Column("created_at", UtcDateTime, nullable=False),
     Column("updated_at", UtcDateTime, nullable=False),
+    Column("disabled_by", String(200)),  # an administrator, or "health-check"
     UniqueConstraint("name", name="uq_channels_name"),
     sqlite_autoincrement=True,
 )
@@ -225,7 +226,7 @@ channel_events = Table(
     Column("id", Integer, primary_key=True),
     Column("channel", String(200), nullable=False),
     Column("model", String(200), nullable=False),  # "" for the whole channel
-    Column("kind", String(20), nullable=False),  # "breaker" or "test"
+    Column("kind", String(20), nullable=False),  # "breaker", "test" or "check"
     Column("state", String(20), nullable=False),  # open/half_open/closed, or ok/failed
     Column("status", Integer),  # a test's HTTP status
     Column("latency_ms", Integer),
