@@ -30,6 +30,7 @@ from aiohttp.typedefs import Handler
 from aiohttp.web_protocol import RequestPayloadError
 
 from parley.admin.site import admin_app
+from parley.api.batch_lane import BATCH_LANE, BatchLane
 from parley.api.reply import error_response, http_exception_as_error
 from parley.api.routes import add_routes
 from parley.edge import bodies as edge_bodies
@@ -250,13 +251,23 @@ def create_app(settings: Settings, *, store: Store | None = None) -> web.Applica
     app.router.add_get("/openapi.json", deferred("parley.openapi:openapi_json"))
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
-        app[SERVICES] = await Services.start(settings, store=store)
+        svc = app[SERVICES] = await Services.start(settings, store=store)
+        lane = app[BATCH_LANE] = BatchLane(svc)
+        lane.start()
         yield
-        await app[SERVICES].close()
+        await lane.close(settings.server.shutdown_close_seconds / 2)
+        await svc.close()
 
     app.cleanup_ctx.append(lifecycle)
+    app.on_shutdown.append(_stop_batch_lane)  # no new batch line once shutdown begins
     install_telemetry(app, settings)  # CORS, /metrics (after the services)
     return app
+
+
+async def _stop_batch_lane(app: web.Application) -> None:
+    lane = app.get(BATCH_LANE)
+    if lane is not None:
+        await lane.stop()
 
 
 async def health(request: web.Request) -> web.Response:

@@ -63,6 +63,26 @@ class BreakerOptions(Strict):
         return self
 
 
+class HealthCheckOptions(Strict):
+    """A channel's scheduled health check (docs/operations.md, Health checks): the test
+    button's call to each of its models every ``interval_seconds``, told to the breakers
+    as calls are. Off unless an interval is set: each check is a real call the operator
+    pays for (one token of output per chat model)."""
+
+    interval_seconds: float | None = Field(None, ge=0.01, le=86_400)
+    """How often each model is checked; unset: never."""
+    disable_after: int | None = Field(None, ge=1, le=1000)
+    """Checks in a row that find every model failing before the checker disables the
+    channel (stored channels only); it re-enables it once a check passes again. Unset:
+    never disabled by checks."""
+
+    @model_validator(mode="after")
+    def _needs_interval(self) -> HealthCheckOptions:
+        if self.disable_after is not None and self.interval_seconds is None:
+            raise ValueError("disable_after needs interval_seconds")
+        return self
+
+
 class ChannelModel(Strict):
     name: str
     upstream: str | None = None
@@ -147,6 +167,7 @@ class ChannelSettings(Strict):
     weight: int = Field(1, ge=1)
     timeouts: Timeouts = Timeouts()
     breaker: BreakerOptions = BreakerOptions()
+    health: HealthCheckOptions = HealthCheckOptions()
     aws: AwsSettings | None = None
     """``type: bedrock`` only (and needed there)."""
     azure: AzureSettings | None = None
@@ -257,6 +278,14 @@ class Prices(Strict):
             if price < 0:
                 raise ValueError(f"the price of '{grade}' must not be negative")
         return table
+
+    batch_discount: Decimal = Field(Decimal(1), ge=0, le=1)
+    """What a batch line costs, as a share of every price above (0.5: half); 1, the
+    default, bills batch lines as interactive calls."""
+    batch_input_per_1k: Decimal | None = None
+    """An explicit batch price of input tokens; unset: ``input_per_1k * batch_discount``."""
+    batch_output_per_1k: Decimal | None = None
+    """An explicit batch price of output tokens; unset: ``output_per_1k * batch_discount``."""
 
 
 ModelKind = Literal[

@@ -50,6 +50,45 @@ class MetricsSettings(Strict):
     """Set by ``serve --workers N`` (not in the file): where the workers' values meet."""
 
 
+class OtlpSettings(Strict):
+    """OpenTelemetry export over OTLP/HTTP (protobuf): GenAI traces, and optionally the
+    GenAI client metrics. Off (nothing of OpenTelemetry imported) while ``endpoint`` is
+    unset; needs the ``otel`` extra (``pip install 'parley[otel]'``) when set."""
+
+    endpoint: str | None = None
+    """The collector's base URL (``http://collector:4318``): spans go to ``/v1/traces``,
+    metrics to ``/v1/metrics`` under it."""
+    headers: dict[str, str] = Field(default_factory=dict)
+    """Sent with every export (a hosted collector's key, ``${NAME}`` from the environment)."""
+    service_name: str = "parley"
+    sample_ratio: float = Field(1.0, ge=0.0, le=1.0)
+    """Of the calls without a sampled parent, the share traced; a caller's ``traceparent``
+    decides for its own calls (parent-based sampling)."""
+    metrics: bool = False
+    """Also export ``gen_ai.client.*`` metrics over OTLP (``/metrics`` stays)."""
+    metrics_interval_seconds: float = Field(60.0, gt=0)
+    max_queue_size: int = Field(2048, gt=0)
+    """Ended spans waiting for export; past it a span is dropped (and counted)."""
+    max_export_batch_size: int = Field(512, gt=0)
+    schedule_delay_seconds: float = Field(5.0, gt=0)
+    """How long an ended span may wait before its batch leaves."""
+    timeout_seconds: float = Field(10.0, gt=0)
+    """One export's time, in the exporter's thread; a batch that fails is dropped."""
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint(cls, endpoint: str | None) -> str | None:
+        if endpoint is None:
+            return None
+        if not re.fullmatch(r"https?://[^/\s]+(/\S*)?", endpoint):
+            raise ValueError(f"`{endpoint}` is not an http:// or https:// URL")
+        return endpoint.rstrip("/")
+
+
+class TelemetrySettings(Strict):
+    otlp: OtlpSettings = OtlpSettings()
+
+
 class ServerSettings(Strict):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
@@ -139,6 +178,47 @@ class ResponsesSettings(Strict):
     """The most responses that may wait to be written; past it, a call that would store
     one is refused (503) until they are written (``store: false`` calls are served)."""
     prune_every_seconds: float = Field(3600.0, gt=0)
+
+
+class FileSettings(Strict):
+    """Uploaded files (``/v1/files``): batch inputs, batch outputs and user data."""
+
+    folder: str | None = None
+    """Where a SQLite deployment keeps files' bytes; unset: ``<name>-files``
+    beside the database (a temporary folder for a memory database). On PostgreSQL the
+    bytes are kept in the database, in chunks, so every instance sees every file."""
+    max_file_bytes: int = Field(200 * 1024 * 1024, gt=0)
+    """The largest file a caller may upload (413 past it)."""
+    max_group_bytes: int = Field(10 * 1024 * 1024 * 1024, gt=0)
+    """The most bytes a group's files may hold together, batch outputs included (413 for
+    an upload past it)."""
+    chunk_bytes: int = Field(1024 * 1024, gt=0, le=64 * 1024 * 1024)
+    """The size of each piece a file is written and read in (each a row on PostgreSQL)."""
+    prune_every_seconds: float = Field(3600.0, gt=0)
+    """How often expired files are deleted."""
+
+
+class BatchSettings(Strict):
+    """The batch lane (``/v1/batches``): Parley runs each line as a call of its own."""
+
+    enabled: bool = True
+    """Whether this instance runs batch lines (the API is served either way)."""
+    concurrency: int = Field(8, gt=0)
+    """The most lines in flight at once, across every batch."""
+    per_channel: int = Field(2, gt=0)
+    """The most lines in flight at once on one channel, so interactive calls keep the
+    rest of it."""
+    backoff_seconds: float = Field(5.0, gt=0)
+    """How long a model's lines wait after a 429 (the group's rates or the upstream's)
+    or while none of its channels' breakers is closed."""
+    rate_reserve: float = Field(0.25, ge=0, lt=1)
+    """The share of a group's (and its key's) requests and tokens per minute the lane
+    leaves to interactive calls: a batch's lines start only while more than this share
+    of each is left."""
+    max_lines: int = Field(50_000, gt=0)
+    """The most lines one input file may hold."""
+    poll_seconds: float = Field(1.0, gt=0)
+    """How often the lane looks for work when it found none."""
 
 
 MIN_ADMIN_TOKEN_CHARS = 16
@@ -248,3 +328,47 @@ class RoutingSettings(Strict):
     min_retries: int = Field(10, ge=0)
     """Retries always allowed per window, so a quiet gateway still fails over."""
     retry_window_seconds: float = Field(10.0, gt=0)
+
+
+class AlertWebhook(Strict):
+    """Where alerts are posted, and how (docs/operations.md, Alerts)."""
+
+    url: str
+    secret: str | None = Field(None, repr=False, min_length=16)
+    """Signs each body: ``X-Parley-Signature: sha256=<hex HMAC-SHA256 of the body>``."""
+    format: Literal["slack", "json"] = "json"
+    """``slack``: an incoming-webhook body (``{"text": ...}``); ``json``: the alert's fields."""
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str) -> str:
+        if not url.startswith(("http://", "https://")) or any(c in url for c in " \r\n\0"):
+            raise ValueError("must be an http:// or https:// URL")
+        return url
+
+
+class AlertSettings(Strict):
+    """What raises an alert and where it goes (docs/operations.md, Alerts)."""
+
+    webhooks: tuple[AlertWebhook, ...] = ()
+    budget_thresholds: tuple[float, ...] = (0.8, 1.0)
+    """Shares of a group's or key's budget whose crossing raises an alert, once a period."""
+    writer_backlog: float = Field(0.5, gt=0, le=1)
+    """The share of ``usage.queue_size`` waiting to be written that raises an alert."""
+    refusals_per_minute: float | None = Field(600.0, gt=0)
+    """Refusals (rates, budgets, models not allowed) per minute that raise an alert."""
+    check_seconds: float = Field(10.0, ge=0.01)
+    """How often budgets, the usage writer, refusals and channels are looked at."""
+    attempts: int = Field(6, ge=1, le=20)
+    """Deliveries tried per alert and webhook before it is given up (and logged)."""
+    backoff_seconds: float = Field(1.0, gt=0)
+    """The wait after a first failed delivery, doubled after each, up to ``max_backoff``."""
+    max_backoff_seconds: float = Field(300.0, gt=0)
+    timeout_seconds: float = Field(10.0, gt=0)
+
+    @field_validator("budget_thresholds")
+    @classmethod
+    def _shares(cls, shares: tuple[float, ...]) -> tuple[float, ...]:
+        if any(not 0 < share <= 10 for share in shares):
+            raise ValueError("each threshold is a share of the budget, above 0 and at most 10")
+        return tuple(sorted(set(shares)))

@@ -25,6 +25,7 @@ from parley.catalog_settings import (
     BreakerOptions,
     ChannelModel,
     ChannelSettings,
+    HealthCheckOptions,
     ModelKind,
     ModelSettings,
     Prices,
@@ -39,34 +40,46 @@ from parley.runtime_settings import (
     DEFAULT_DATABASE_URL,
     ENV_REF,
     AdminSettings,
+    AlertSettings,
+    AlertWebhook,
     AudioSettings,
+    BatchSettings,
     CorsSettings,
     DatabaseSettings,
+    FileSettings,
     ImageSettings,
     LimitSettings,
     MetricsSettings,
+    OtlpSettings,
     RedisSettings,
     ResponsesSettings,
     RoutingSettings,
     ServerSettings,
+    TelemetrySettings,
     UpstreamSettings,
     UsageSettings,
 )
 
 __all__ = [
     "AdminSettings",
+    "AlertSettings",
+    "AlertWebhook",
     "AudioSettings",
+    "BatchSettings",
     "BreakerOptions",
     "ChannelModel",
     "ChannelSettings",
     "ConfigError",
     "CorsSettings",
     "DatabaseSettings",
+    "FileSettings",
+    "HealthCheckOptions",
     "ImageSettings",
     "LimitSettings",
     "MetricsSettings",
     "ModelKind",
     "ModelSettings",
+    "OtlpSettings",
     "Prices",
     "QualityLevel",
     "RedisSettings",
@@ -75,6 +88,7 @@ __all__ = [
     "ServerSettings",
     "Settings",
     "SpeechOptions",
+    "TelemetrySettings",
     "Timeouts",
     "TranscriptFormat",
     "TranscriptionOptions",
@@ -97,12 +111,16 @@ class Settings(Strict):
     limits: LimitSettings = LimitSettings()
     usage: UsageSettings = UsageSettings()
     responses: ResponsesSettings = ResponsesSettings()
+    files: FileSettings = FileSettings()
+    batches: BatchSettings = BatchSettings()
     admin: AdminSettings = AdminSettings()
     metrics: MetricsSettings = MetricsSettings()
+    telemetry: TelemetrySettings = TelemetrySettings()
     upstream: UpstreamSettings = UpstreamSettings()
     audio: AudioSettings = AudioSettings()
     images: ImageSettings = ImageSettings()
     routing: RoutingSettings = RoutingSettings()
+    alerts: AlertSettings = AlertSettings()
     channels: tuple[ChannelSettings, ...] = ()
     models: tuple[ModelSettings, ...] = ()
     capabilities: dict[str, str] = Field(default_factory=dict)
@@ -173,6 +191,7 @@ def load_settings(
     _report_unset(unset, path, secrets)
     if path is not None:
         _anchor_sqlite_path(raw, path.parent)
+        _anchor_files_folder(raw, path.parent)
     _apply_overrides(raw, environ)
     _aws_from_environment(raw, environ)
     try:
@@ -238,6 +257,14 @@ def _anchor_sqlite_path(raw: dict[str, Any], folder: Path) -> None:
         url = database.get("url", DEFAULT_DATABASE_URL)
         if isinstance(url, str):
             database["url"] = anchored_database_url(url, folder)
+
+
+def _anchor_files_folder(raw: dict[str, Any], folder: Path) -> None:
+    """A relative ``files.folder`` is relative to the config file's folder too."""
+    files = raw.get("files")
+    kept = files.get("folder") if isinstance(files, dict) else None
+    if isinstance(files, dict) and isinstance(kept, str) and not Path(kept).is_absolute():
+        files["folder"] = str((folder.absolute() / kept).resolve())
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:

@@ -18,7 +18,6 @@ from typing import Any
 from pydantic import ValidationError
 from yarl import URL
 
-from parley.admin.channel_probe import ProbeResult, probe
 from parley.admin.monitor import ChannelView
 from parley.admin.service import AdminService
 from parley.credentials import SealError
@@ -26,10 +25,20 @@ from parley.domain.channels import ChannelEvent, StoredChannel, key_hint
 from parley.errors import InvalidRequest, NotFound, PermissionDenied, ServiceUnavailable
 from parley.pipeline.services import Services
 from parley.runtime.channel_book import reseal_all, stored_settings
-from parley.settings import ChannelSettings, ModelKind
+from parley.runtime.channel_probe import ProbeResult, probe
+from parley.settings import ChannelSettings
 from parley.store.base import ChannelStore, Conflict, Missing
 
-SPEC_FIELDS = ("type", "base_url", "models", "priority", "weight", "timeouts", "breaker")
+SPEC_FIELDS = (
+    "type",
+    "base_url",
+    "models",
+    "priority",
+    "weight",
+    "timeouts",
+    "breaker",
+    "health",
+)
 """What the API takes besides ``name`` and ``api_key``."""
 HISTORY = 100
 
@@ -79,13 +88,16 @@ class ChannelAdmin:
     ) -> dict[str, Any]:
         svc = self._svc
         health = svc.meter.health.snapshot(settings.name)
-        view = ChannelView(settings, health, tuple(svc.breakers.views(settings.name))).view()
+        breakers = tuple(svc.breakers.views(settings.name))
+        check = svc.health_checks.last.get(settings.name) if svc.health_checks else None
+        view = ChannelView(settings, health, breakers, check).view()
         if stored is None:
             return {
                 **view,
                 "source": source,
                 "read_only": True,
                 "disabled": False,
+                "disabled_by": None,
                 "serving": True,
                 "key_hint": None,
             }
@@ -97,6 +109,7 @@ class ChannelAdmin:
             "key_hint": stored.key_hint,
             "disabled": stored.disabled_at is not None,
             "disabled_at": stored.disabled_at.isoformat() if stored.disabled_at else None,
+            "disabled_by": stored.disabled_by,
             "created_at": stored.created_at.isoformat(),
             "updated_at": stored.updated_at.isoformat(),
         }
@@ -150,7 +163,14 @@ class ChannelAdmin:
     async def set_disabled(self, name: str, disabled: bool) -> dict[str, Any]:
         stored = self._stored(name)
         now = datetime.now(UTC)
-        await self._replace(replace(stored, disabled_at=now if disabled else None, updated_at=now))
+        await self._replace(
+            replace(
+                stored,
+                disabled_at=now if disabled else None,
+                disabled_by=self._admin.actor.who if disabled else None,
+                updated_at=now,
+            )
+        )
         await self._admin.audit("channel.disable" if disabled else "channel.enable", name)
         return await self._applied(name)
 
@@ -180,9 +200,7 @@ class ChannelAdmin:
                 served = candidate
         if served is None:
             raise InvalidRequest(f"Channel '{name}' does not serve '{model}'.", param="model")
-        resolved = self._svc.models.resolve(served.name)
-        kind: ModelKind = resolved.spec.kind if resolved is not None else "chat"  # type: ignore[assignment]
-        result = await probe(self._svc.providers, settings, served, kind)
+        result = await probe(self._svc.providers, settings, served, self._svc.kind_of(served.name))
         event = ChannelEvent(
             channel=name,
             model=served.name,

@@ -11,9 +11,11 @@ from typing import Any
 from yarl import URL
 
 from parley.domain.pricing import nanos_to_usd
+from parley.runtime.alerts import Alerts
 from parley.runtime.breaker import Breakers
-from parley.runtime.circuit import BreakerView
+from parley.runtime.circuit import BreakerView, State
 from parley.runtime.health import ChannelHealth, HealthSnapshot
+from parley.runtime.health_checks import CheckOutcome
 from parley.settings import ChannelSettings
 from parley.store.base import AdminStore
 
@@ -84,6 +86,17 @@ class Overview:
         }
 
 
+def alerts_view(alerts: Alerts | None) -> dict[str, Any]:
+    """The open alerts (newest first) and the latest raised by this process, resolved or
+    not (the audit log keeps every one)."""
+    if alerts is None:
+        return {"active": [], "recent": []}
+    return {
+        "active": [alert.view() for alert in alerts.active()],
+        "recent": [alert.view() for alert in alerts.recent],
+    }
+
+
 async def overview(store: AdminStore, now: datetime | None = None) -> Overview:
     today = (now or datetime.now(UTC)).date()
     first = today - timedelta(days=OVERVIEW_DAYS - 1)
@@ -113,6 +126,8 @@ class ChannelView:
     health: HealthSnapshot | None
     breakers: tuple[BreakerView, ...] = ()
     """The channel's own breaker first, then its models'; empty when turned off."""
+    check: CheckOutcome | None = None
+    """The latest scheduled health check, when this process ran one."""
 
     @property
     def address(self) -> str:
@@ -131,9 +146,55 @@ class ChannelView:
             "priority": channel.priority,
             "weight": channel.weight,
             "timeouts": channel.timeouts.model_dump(),
-            "health": _health_view(self.health),
+            "health": _health_view(self.health, self._down()),
             "circuit": _circuit_view(self.breakers),
+            "check": _check_view(channel, self.check),
         }
+
+    def _down(self) -> str | None:
+        """Why the channel is down, if it is: its latest check found every model failing,
+        or its own breaker is open (cooling down). ``None`` when it is not."""
+        if self.check is not None and self.check.down:
+            return self.check.error
+        if not self.breakers:
+            return None
+        own, *models = self.breakers
+        if own.state == State.OPEN:
+            return own.last_error or "circuit breaker open"
+        if models and all(model.state == State.OPEN for model in models):
+            return models[0].last_error or "every model's circuit breaker open"
+        return None
+
+
+def _check_view(channel: ChannelSettings, check: CheckOutcome | None) -> dict[str, Any]:
+    """The scheduled health check's settings and latest outcome (``None`` until one ran
+    in this process)."""
+    options = channel.health
+    last: dict[str, Any] | None = None
+    if check is not None:
+        last = {
+            "at": _stamp(check.at),
+            "ok": check.ok,
+            "down": check.down,
+            "failed_in_a_row": check.failed_in_a_row,
+            "error": check.error or None,
+            "models": [
+                {
+                    "model": result.model,
+                    "ok": result.ok,
+                    "status": result.status,
+                    "latency_ms": result.latency_ms,
+                    "error": result.message or None,
+                }
+                for result in check.results
+            ],
+        }
+    return {
+        "enabled": options.interval_seconds is not None,
+        "interval_seconds": options.interval_seconds,
+        "disable_after": options.disable_after,
+        "last": last,
+    }
 
 
 def _circuit_view(breakers: tuple[BreakerView, ...]) -> dict[str, Any] | None:
@@ -159,7 +220,17 @@ def _breaker_view(breaker: BreakerView) -> dict[str, Any]:
     }
 
 
-def _health_view(health: HealthSnapshot | None) -> dict[str, Any]:
+def _health_view(health: HealthSnapshot | None, down: str | None = None) -> dict[str, Any]:
+    """The calls' health; ``state`` is ``down`` (with ``down_reason``) when a check or
+    the channel's own breaker says so, whatever the calls said."""
+    view = _calls_view(health)
+    if down is not None:
+        view["state"] = "down"
+    view["down_reason"] = down
+    return view
+
+
+def _calls_view(health: HealthSnapshot | None) -> dict[str, Any]:
     if health is None:
         return {
             "calls": 0,

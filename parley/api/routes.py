@@ -5,10 +5,12 @@ from __future__ import annotations
 from aiohttp import web
 
 from parley.api import (
+    batches,
     billing,
     chat,
     completions,
     embeddings,
+    files,
     image_files,
     images,
     messages,
@@ -42,6 +44,15 @@ def add_routes(app: web.Application) -> None:
             web.post("/v1/images/generations", images.create_generation),
             web.post("/v1/images/edits", images.create_edit),
             web.get("/v1/images/files/{image_id}", image_files.retrieve_image),
+            web.post("/v1/batches", batches.create_batch),
+            web.get("/v1/batches", batches.list_batches),
+            web.get("/v1/batches/{batch_id}", batches.retrieve_batch),
+            web.post("/v1/batches/{batch_id}/cancel", batches.cancel_batch),
+            web.post("/v1/files", files.create_file),
+            web.get("/v1/files", files.list_files),
+            web.get("/v1/files/{file_id}", files.retrieve_file),
+            web.delete("/v1/files/{file_id}", files.delete_file),
+            web.get("/v1/files/{file_id}/content", files.file_content),
             web.get("/v1/models", models.list_models),
             web.get("/v1/models/{model:.+}", models.retrieve_model),
             web.get("/v1/capabilities", models.list_capabilities),

@@ -90,7 +90,7 @@ async def read_files(
                     await _spool(part, buffer, max_file_bytes, name, what="image")
                 form.files.append((name, buffer.getvalue()))
             elif part.filename is None:
-                form.fields.add(name, await _text(part, name))
+                form.fields.add(name, await text_field(part, name))
             else:
                 await part.release()  # another file: not ours to read
     except (ValueError, HttpProcessingError):  # aiohttp's words for a malformed body
@@ -136,7 +136,7 @@ async def _read_parts(
             form.file_field = name
             form.size = await _spool(part, form.file, max_file_bytes, name)
         elif part.filename is None:
-            form.fields.add(name, await _text(part, name))
+            form.fields.add(name, await text_field(part, name))
         else:
             await part.release()  # another file: not ours to read
 
@@ -158,7 +158,8 @@ async def _spool(
     return size
 
 
-async def _text(part: BodyPartReader, name: str) -> str:
+async def text_field(part: BodyPartReader, name: str) -> str:
+    """A text part's value, at most ``MAX_FIELD_BYTES`` (400 past it or if not text)."""
     pieces: list[bytes] = []
     size = 0
     while piece := await part.read_chunk(PIECE_BYTES):

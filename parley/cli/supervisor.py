@@ -89,8 +89,10 @@ def _filled_pipe(data: bytes) -> int | None:
 
 def supervise(setup: dict[str, Any]) -> int:
     """Start the workers, forward the stop signals, wait; the exit status."""
-    line = json.dumps({"path": setup["path"], "settings": setup["settings"]}) + "\n"
-    workers = [_start(line) for _ in range(setup["count"])]
+    workers = [
+        _start(json.dumps({"path": setup["path"], "settings": settings}) + "\n")
+        for settings in worker_settings(setup["settings"], setup["count"])
+    ]
 
     def stop(signum: int, frame: FrameType | None) -> None:
         for worker in workers:
@@ -108,6 +110,14 @@ def supervise(setup: dict[str, Any]) -> int:
         print(f"parley: workers exited with errors: {', '.join(failed)}", file=sys.stderr)
         return 1
     return 0
+
+
+def worker_settings(settings: dict[str, Any], count: int) -> list[dict[str, Any]]:
+    """Each worker's settings: the first runs the batch lane (when ``batches.enabled``),
+    the others serve the batch API only, so an instance runs one lane (a lane that
+    starts takes the lines it finds sent for interrupted: docs/batch.md)."""
+    others = {**settings, "batches": {**settings.get("batches", {}), "enabled": False}}
+    return [settings] + [others] * (count - 1)
 
 
 def _start(line: str) -> subprocess.Popen[bytes]:

@@ -1,5 +1,6 @@
 """Channels kept in the database (managed from the admin surface), and what happened to
-them: breaker transitions and test calls, kept across restarts."""
+them: breaker transitions, test calls and scheduled health checks, kept across
+restarts."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-EventKind = Literal["breaker", "test"]
+EventKind = Literal["breaker", "test", "check"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +24,9 @@ class StoredChannel:
     created_at: datetime
     updated_at: datetime
     id: int | None = None
+    disabled_by: str | None = None
+    """Who disabled it: an administrator's name, or ``health-check`` when the scheduled
+    checks did (only then do passing checks enable it again)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from parley.domain.pricing import Price
 from parley.domain.speech import SpeechProfile
@@ -29,6 +29,17 @@ class ModelSpec:
     """Set for ``kind: transcription`` models."""
     speech: SpeechProfile | None = None
     """What a ``speech`` model allows (``None`` for other kinds)."""
+    batch_price: Price | None = None
+    """What a batch line costs (``None``: the same as ``price``)."""
+
+
+def batch_priced(model: Resolved) -> Resolved:
+    """The model as a batch line calls it: billed, and held against budgets, at its batch
+    price."""
+    spec = model.spec
+    if spec.batch_price is None or spec.batch_price == spec.price:
+        return model
+    return Resolved(replace(spec, price=spec.batch_price), model.requested, model.deprecated)
 
 
 @value

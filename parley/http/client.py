@@ -228,6 +228,10 @@ class HttpClient:
         self._keepalive = keepalive_seconds
         self._clock = clock
         self._closed = False
+        self.extra_head: Callable[[], bytes] | None = None
+        """Header lines (each ending ``\\r\\n``) added to every request's head as it is
+        sent, or ``b""``: how tracing sends each attempt's ``traceparent`` without a
+        change to any adapter's ``prepare``. ``None`` (the default) adds nothing."""
 
     async def send(
         self,
@@ -244,11 +248,16 @@ class HttpClient:
         if connection is None:  # none idle: open one, or wait for one
             connection = await self._acquire(origin, connect_timeout)
         try:
+            extra = self.extra_head
             if isinstance(body, bytes):  # written without joining
-                data = (request.head, b"%d\r\n\r\n" % len(body), body)
+                if extra is None:
+                    data = (request.head, b"%d\r\n\r\n" % len(body), body)
+                else:
+                    data = (request.head, b"%d\r\n%s\r\n" % (len(body), extra()), body)
                 connection.send(data, bodiless=request.bodiless)
             else:
-                await _send_streamed(connection, request, body, read_timeout)
+                end = b"\r\n\r\n" if extra is None else b"\r\n%s\r\n" % extra()
+                await _send_streamed(connection, request, body, read_timeout, end)
             parser = connection.parser
             while not parser.headers_done:  # the head, awaited here: no coroutine of its own
                 await connection.expect(read_timeout)
@@ -338,12 +347,16 @@ class HttpClient:
 
 
 async def _send_streamed(
-    connection: Connection, request: Prepared, body: StreamedBody, read_timeout: float
+    connection: Connection,
+    request: Prepared,
+    body: StreamedBody,
+    read_timeout: float,
+    end: bytes,
 ) -> None:
     """Write ``body`` piece by piece, each once the socket has taken the last. An upstream
     that answers before taking it all (a 413, a 401) is listened to: the rest is not sent
     and the connection is not reused."""
-    connection.send((request.head, b"%d\r\n\r\n" % body.length), bodiless=request.bodiless)
+    connection.send((request.head, b"%d%s" % (body.length, end)), bodiless=request.bodiless)
     for piece in body.pieces():
         if connection.parser.answered:
             connection.forgo_reuse()

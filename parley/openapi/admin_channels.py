@@ -45,6 +45,37 @@ _BREAKER: JSON = {
         "max_cooldown_seconds": _SECONDS,
     },
 }
+_HEALTH: JSON = {
+    "type": "object",
+    "additionalProperties": False,
+    "description": "The channel's scheduled health check (docs/operations.md); off unless "
+    "`interval_seconds` is set.",
+    "properties": {
+        "interval_seconds": {"type": ["number", "null"], "minimum": 0.01, "maximum": 86400},
+        "disable_after": {"type": ["integer", "null"], "minimum": 1, "maximum": 1000},
+    },
+}
+_CHECK_VIEW: JSON = {
+    "type": "object",
+    "required": ["enabled", "interval_seconds", "disable_after", "last"],
+    "properties": {
+        "enabled": {"type": "boolean"},
+        "interval_seconds": {"type": ["number", "null"]},
+        "disable_after": {"type": ["integer", "null"]},
+        "last": {
+            "type": ["object", "null"],
+            "description": "The latest check this server process ran (null before one).",
+            "properties": {
+                "at": {"type": "string"},
+                "ok": {"type": "boolean", "description": "Every model answered."},
+                "down": {"type": "boolean", "description": "Every model failed."},
+                "failed_in_a_row": {"type": "integer"},
+                "error": {"type": ["string", "null"]},
+                "models": {"type": "array", "items": {"type": "object"}},
+            },
+        },
+    },
+}
 _CHANNEL_FIELDS: JSON = {
     "type": {"type": "string", "description": "A channel type an adapter serves (openai…)."},
     "base_url": {"type": "string", "pattern": "^https?://"},
@@ -75,6 +106,7 @@ _CHANNEL_FIELDS: JSON = {
     "weight": {"type": "integer", "minimum": 1},
     "timeouts": _TIMEOUTS,
     "breaker": _BREAKER,
+    "health": _HEALTH,
 }
 _BREAKER_VIEW: JSON = {
     "type": "object",
@@ -145,7 +177,12 @@ SCHEMAS: JSON = {
                     "last_error_status": {"type": ["integer", "null"]},
                     "last_error_at": _WHEN,
                     "last_ok_at": _WHEN,
-                    "state": {"enum": ["idle", "healthy", "degraded", "failing"]},
+                    "state": {"enum": ["idle", "healthy", "degraded", "failing", "down"]},
+                    "down_reason": {
+                        "type": ["string", "null"],
+                        "description": "Why it is down: the latest check's error, or its "
+                        "open breaker's.",
+                    },
                 },
             },
             "circuit": {
@@ -160,6 +197,7 @@ SCHEMAS: JSON = {
                 ],
                 "description": "Null when breakers are off.",
             },
+            "check": _CHECK_VIEW,
             "source": {"enum": ["config", "database"]},
             "read_only": {"type": "boolean", "description": "True for the config file's."},
             "disabled": {"type": "boolean"},
@@ -169,6 +207,10 @@ SCHEMAS: JSON = {
                 "description": "A stored credential's last four characters after `…`.",
             },
             "disabled_at": {**_WHEN, "description": "Stored channels only."},
+            "disabled_by": {
+                "type": ["string", "null"],
+                "description": "Who disabled it: an administrator, or `health-check`.",
+            },
             "created_at": {"type": "string", "description": "Stored channels only."},
             "updated_at": {"type": "string", "description": "Stored channels only."},
         },
@@ -236,7 +278,7 @@ SCHEMAS: JSON = {
         "properties": {
             "id": {"type": ["integer", "null"]},
             "created_at": {"type": "string"},
-            "kind": {"enum": ["breaker", "test"]},
+            "kind": {"enum": ["breaker", "test", "check"]},
             "model": {"type": ["string", "null"], "description": "Null: the whole channel."},
             "state": {
                 "type": "string",

@@ -131,6 +131,17 @@ async def admit(
     return Admission(scopes, tokens, allowance, headers, budget, held, key_budget)
 
 
+async def take_request(limiter: Limiter, caller: Caller) -> dict[str, str]:
+    """Count one request against the caller's request rates (no tokens): a call that
+    is not a model call (the files API) is rate-limited like one, and refused as one
+    (429). Returns the rate-limit headers of its reply."""
+    decision = await limiter.acquire(scopes_for(caller), 0)
+    headers = rate_limit_headers(decision)
+    if not decision.allowed:
+        raise _refusal(decision, 0, headers)
+    return headers
+
+
 async def check_room(limiter: Limiter, ledger: SpendLedger, caller: Caller) -> None:
     """Refuse as ``admit`` would if the call came now, taking nothing (``limiter.peek``)."""
     _check_budget(ledger, caller)

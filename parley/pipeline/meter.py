@@ -80,6 +80,8 @@ class Meter:
         self.observers: list[Callable[[Call, UsageRecord], None]] = []
         """Told of every record (metrics, the access log): cheap, synchronous, no I/O."""
         self.health = ChannelHealth()
+        self.refusals = 0
+        """Requests refused before admission since the start (alerts watch its rate)."""
 
     def finish(
         self,
@@ -188,6 +190,7 @@ class Meter:
         """Log a request refused before admission: a small record with no usage and no
         cost, queued only while the writer has room (``UsageWriter.submit_refusal``)."""
         caller = refusal.caller
+        self.refusals += 1
         record = UsageRecord(
             request_id=refusal.request_id,
             created_at=datetime.now(UTC),

@@ -28,12 +28,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping
+from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any, TypeVar
 
 from aiohttp import web
 
+from parley.domain.models import batch_priced
 from parley.domain.usage import Usage
 from parley.errors import (
     INTERNAL_ERROR_MESSAGE,
@@ -44,9 +46,10 @@ from parley.errors import (
     UpstreamError,
 )
 from parley.pipeline.admit import admit, resolve_model
+from parley.pipeline.authenticate import Caller
 from parley.pipeline.call import Call
 from parley.pipeline.context import ADMITTED, CALLER, REFUSED_MODEL, REPLY_HEADERS, SERVICES
-from parley.pipeline.job import Job, ReplyJob, StreamJob
+from parley.pipeline.job import Batches, Job, ReplyJob, StreamJob
 from parley.pipeline.meter import Meter
 from parley.pipeline.plan import Switching
 from parley.pipeline.relay import Failed, relay, relay_stream
@@ -73,11 +76,36 @@ OVERLOADED = "The gateway is catching up on usage records; retry shortly."
 async def reply(request: web.Request, job: ReplyJob[R]) -> web.StreamResponse:
     """Admit, route, relay and meter a call answered with one whole reply."""
     svc, call = await _admitted(request, job)
-    return await _whole(request, svc, call, job)
+    return await _whole(request[REPLY_HEADERS], svc, call, job)
+
+
+async def batch_line(
+    svc: Services, caller: Caller, job: ReplyJob[R], request_id: str
+) -> web.StreamResponse:
+    """Admit, route, relay and meter one line of a batch, as ``reply`` does a request's
+    call, with no HTTP request: ``caller`` is the batch's key and group, ``request_id``
+    the line's (``batch_req_...``, which marks it as a batch line in the request log),
+    and the model is billed at its batch price. The response is rendered, not sent: its
+    status and body are the line's result. A refusal before admission (a rate, the
+    budget, an unknown model) raises ``NotAdmitted``, and nothing is metered for it; a
+    failure after it raises its ``ParleyError``, metered once as any call's."""
+    try:
+        call = await admitted_call(svc, caller, job, request_id, batch=True)
+    except ParleyError as refusal:
+        raise NotAdmitted(refusal) from None
+    return await _whole(call.reply_headers(), svc, call, job)
+
+
+class NotAdmitted(Exception):
+    """A batch line refused before admission (``error``): nothing was sent or metered."""
+
+    def __init__(self, error: ParleyError) -> None:
+        super().__init__(error.message)
+        self.error = error
 
 
 async def _whole(
-    request: web.Request, svc: Services, call: Call, job: ReplyJob[R]
+    reply_headers: dict[str, str], svc: Services, call: Call, job: ReplyJob[R]
 ) -> web.StreamResponse:
     """Stages 3 to 6 of a call answered with one whole reply."""
     task = svc.in_flight.current()
@@ -86,14 +114,16 @@ async def _whole(
         try:
             model = call.model.spec.name
             routes, policy, switching = svc.planner.plan(call, job)
+            attempt: Callable[[Route], Awaitable[R]] = switching.call if switching else job.call
+            if svc.tracer.on:
+                attempt = svc.tracer.attempts(call, attempt)
             found, route = await relay(
                 routes,
-                switching.call if switching else job.call,
+                attempt,
                 model,
                 _failed(svc, metered),
                 policy=policy,
             )
-            reply_headers = request[REPLY_HEADERS]
             _answered(svc, route, switching, call, reply_headers)
         except asyncio.CancelledError:
             if not svc.in_flight.ending(task):
@@ -116,7 +146,7 @@ async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
     answered whole, when the job says so once it accepted the model: ``job.whole``)."""
     svc, call = await _admitted(request, job)
     if job.whole is not None:
-        return await _whole(request, svc, call, job.whole)
+        return await _whole(request[REPLY_HEADERS], svc, call, job.whole)
     response = _stream_response(job.content_type, request[REPLY_HEADERS])
     task = svc.in_flight.current()
     svc.in_flight.add(task)
@@ -127,7 +157,11 @@ async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
             # starts, each batch in one write (what arrived together leaves together),
             # then the end.
             routes, policy, switching = svc.planner.plan(call, job)
-            open_route = switching.open if switching else job.open
+            open_route: Callable[[Route], AbstractAsyncContextManager[Batches[B]]] = (
+                switching.open if switching else job.open
+            )
+            if svc.tracer.on:
+                open_route = svc.tracer.attempts(call, open_route)
             failed = _failed(svc, metered)
             async with relay_stream(
                 routes, open_route, call.model.spec.name, failed, policy=policy, task=task
@@ -176,16 +210,46 @@ async def _admitted(request: web.Request, job: Job) -> tuple[Services, Call]:
     with the model names left in ``REFUSED_MODEL``)."""
     svc = request.app[SERVICES]
     caller = request[CALLER]
+    try:
+        call = await admitted_call(svc, caller, job, None)
+    except _Refused as refused:
+        request[REFUSED_MODEL] = (job.model, refused.resolved)
+        raise refused.error from None
+    request[ADMITTED] = True  # logged by Metered from here on, not as a refusal
+    # The caller enters ``Metered`` next, with no await between: it ends the budget hold.
+    if svc.tracer.on:
+        svc.tracer.begin(call, request.headers)
+    # The v1 middleware adds these to any reply that is not a started stream.
+    request[REPLY_HEADERS] = call.reply_headers()
+    return svc, call
+
+
+class _Refused(Exception):
+    """A call refused before admission, with the public model it resolved to ("")."""
+
+    def __init__(self, error: ParleyError, resolved: str) -> None:
+        self.error = error
+        self.resolved = resolved
+
+
+async def admitted_call(
+    svc: Services, caller: Caller, job: Job, request_id: str | None, *, batch: bool = False
+) -> Call:
+    """Stages 1 and 2 for ``caller``: raises ``_Refused`` (for a request) or the refusal
+    itself (for a batch line, ``request_id`` given) when the call is not admitted."""
     operation = job.operation
     meter = svc.meter
     resolved = ""
     try:
         model = resolve_model(svc.models, caller, job.model, operation.kinds, operation.name)
         resolved = model.spec.name
+        if batch:
+            model = batch_priced(model)
         job.accept(model)
         if meter.writer.overloaded:
             raise ServiceUnavailable(OVERLOADED)
-        request_id = svc.request_ids.new()
+        if request_id is None:
+            request_id = svc.request_ids.new()
         admission = await admit(
             svc.limiter,
             meter.ledger,
@@ -197,16 +261,12 @@ async def _admitted(request: web.Request, job: Job) -> tuple[Services, Call]:
             release=meter.release,
         )
     except ParleyError as refusal:
-        request[REFUSED_MODEL] = (job.model, resolved)
         if isinstance(refusal, RateLimited | QuotaExceeded):
             svc.watchers.tell_refusal(caller, refusal)
-        raise
-    request[ADMITTED] = True  # logged by Metered from here on, not as a refusal
-    # The caller enters ``Metered`` next, with no await between: it ends the budget hold.
-    call = Call(request_id, operation.path, caller, model, admission)
-    # The v1 middleware adds these to any reply that is not a started stream.
-    request[REPLY_HEADERS] = call.reply_headers()
-    return svc, call
+        if batch:
+            raise
+        raise _Refused(refusal, resolved) from None
+    return Call(request_id, operation.path, caller, model, admission)
 
 
 async def _ended_by_shutdown(
@@ -272,8 +332,11 @@ def _answered(
     call: Call,
     headers: MutableMapping[str, str],
 ) -> None:
-    """``route`` answered: its breakers hear it, and a fallback's model becomes the call's."""
+    """``route`` answered: its breakers (and the tracer) hear it, and a fallback's model
+    becomes the call's."""
     svc.breakers.succeeded(route)
+    if svc.tracer.on:
+        svc.tracer.answered(call, route)
     if switching is not None:
         switching.answered(call, headers)
 

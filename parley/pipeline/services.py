@@ -35,6 +35,7 @@ from parley.pipeline.call import RequestIds
 from parley.pipeline.meter import BackgroundTasks, Meter
 from parley.pipeline.plan import Planner
 from parley.pipeline.route import Route, Router
+from parley.pipeline.trace import NO_TRACER, Tracer
 from parley.pipeline.watch import CallWatchers
 from parley.providers.base import ReplyBounds
 from parley.providers.registry import (
@@ -43,17 +44,28 @@ from parley.providers.registry import (
     check_image_channels,
     check_native_responses,
 )
+from parley.runtime.alerts import Alerts, AlertWatch
 from parley.runtime.body_pool import BodyPool
 from parley.runtime.breaker import Breakers
 from parley.runtime.budget import SpendLedger
 from parley.runtime.channel_book import ChannelBook
 from parley.runtime.directory import Directory
+from parley.runtime.file_bytes import FileBytes, file_bytes
+from parley.runtime.health_checks import HealthChecks
 from parley.runtime.image_files import ImageFiles, default_directory
 from parley.runtime.in_flight import CallsInFlight
 from parley.runtime.response_book import ResponseBook
 from parley.runtime.writer import UsageWriter
-from parley.settings import ConfigError, ModelSettings, Prices, Settings, SpeechOptions
+from parley.settings import (
+    ConfigError,
+    ModelKind,
+    ModelSettings,
+    Prices,
+    Settings,
+    SpeechOptions,
+)
 from parley.store.base import Store, StoreFault, StoreUnavailable
+from parley.store.engine import sqlite_file
 from parley.store.sql import open_store
 from parley.voices.book import CloneBook
 from parley.voices.catalogue import load_catalogue
@@ -80,16 +92,9 @@ def _spec(model: ModelSettings, created: int) -> ModelSpec:
     return ModelSpec(
         name=model.name,
         kind=model.kind,
-        price=Price(
-            input_per_1k=usd_to_nanos(prices.input_per_1k),
-            output_per_1k=usd_to_nanos(prices.output_per_1k),
-            per_1k_characters=usd_to_nanos(prices.per_1k_characters),
-            per_minute=usd_to_nanos(prices.per_minute),
-            cached_input_per_1k=usd_to_nanos(_or_input(prices.cached_input_per_1k, prices)),
-            cache_write_per_1k=usd_to_nanos(_or_input(prices.cache_write_per_1k, prices)),
-            per_search_unit=usd_to_nanos(prices.per_search_unit),
-            per_image=_image_prices(prices),
-            image_input_per_1k=usd_to_nanos(_or_input(prices.image_input_per_1k, prices)),
+        price=_price(prices, Decimal(1), None, None),
+        batch_price=_price(
+            prices, prices.batch_discount, prices.batch_input_per_1k, prices.batch_output_per_1k
         ),
         context_window=model.context_window,
         vision=model.vision,
@@ -102,14 +107,36 @@ def _spec(model: ModelSettings, created: int) -> ModelSpec:
     )
 
 
-def _image_prices(prices: Prices) -> ImagePrices:
-    """The ``per_image`` table as (size, quality, nanos); a grade without a quality is
-    any quality (``*``)."""
+def _image_prices(prices: Prices, share: Decimal) -> ImagePrices:
+    """The ``per_image`` table as (size, quality, nanos), each times ``share``; a grade
+    without a quality is any quality (``*``)."""
     table = []
     for grade, usd in (prices.per_image or {}).items():
         size, _, quality = grade.partition("/")
-        table.append((size, quality or "*", usd_to_nanos(usd)))
+        table.append((size, quality or "*", usd_to_nanos(usd * share)))
     return tuple(table)
+
+
+def _price(
+    prices: Prices, share: Decimal, input_per_1k: Decimal | None, output_per_1k: Decimal | None
+) -> Price:
+    """The model's prices, each times ``share`` (a batch discount), the input and output
+    prices replaced by explicit ones when given."""
+    return Price(
+        input_per_1k=usd_to_nanos(
+            prices.input_per_1k * share if input_per_1k is None else input_per_1k
+        ),
+        output_per_1k=usd_to_nanos(
+            prices.output_per_1k * share if output_per_1k is None else output_per_1k
+        ),
+        per_1k_characters=usd_to_nanos(prices.per_1k_characters * share),
+        per_minute=usd_to_nanos(prices.per_minute * share),
+        cached_input_per_1k=usd_to_nanos(_or_input(prices.cached_input_per_1k, prices) * share),
+        cache_write_per_1k=usd_to_nanos(_or_input(prices.cache_write_per_1k, prices) * share),
+        per_search_unit=usd_to_nanos(prices.per_search_unit * share),
+        per_image=_image_prices(prices, share),
+        image_input_per_1k=usd_to_nanos(_or_input(prices.image_input_per_1k, prices) * share),
+    )
 
 
 def _or_input(price: Decimal | None, prices: Prices) -> Decimal:
@@ -188,13 +215,21 @@ class Services:
     """Stored responses of the Responses API, written behind the reply."""
     image_files: ImageFiles
     """The images served by URL (``response_format: url``), on disk for a while."""
+    file_bytes: FileBytes
+    """Where uploaded files' bytes are kept (a folder, or the database's chunks)."""
     started_at: int = field(default_factory=lambda: int(time.time()))
     request_ids: RequestIds = field(default_factory=RequestIds)
     watchers: CallWatchers = field(default_factory=CallWatchers)
+    tracer: Tracer = NO_TRACER
+    """Traces each call when an OTLP endpoint is set (``telemetry/wiring.py``)."""
     in_flight: CallsInFlight = field(default_factory=CallsInFlight)
     """The streams being relayed; shutdown ends them with ``streams.end_all()``."""
     shared_breakers: SharedBreakers | None = None
     """The breakers' link to the other workers and instances, when Redis is configured."""
+    alerts: Alerts | None = None
+    """Alerts raised here, audited and posted to ``alerts.webhooks`` from the background."""
+    health_checks: HealthChecks | None = None
+    """The scheduled health checks of the channels that ask for them (``health``)."""
     close_by: float | None = None
     """When ``close`` must be done, on the event loop's clock: set by ``serve`` when the
     shutdown grace ends; otherwise ``server.shutdown_close_seconds`` from its start."""
@@ -274,6 +309,7 @@ class Services:
             channels=book,
             responses=ResponseBook(store, settings.responses, settings.usage.spill_dir),
             image_files=image_files(settings),
+            file_bytes=_file_bytes(settings, store),
             started_at=started_at,
         )
         await services.responses.replay_spills()
@@ -282,6 +318,7 @@ class Services:
             asyncio.create_task(services._refresh_loop(), name="parley-refresh"),
             asyncio.create_task(services._prune_loop(), name="parley-prune"),
             asyncio.create_task(services._prune_responses_loop(), name="parley-prune-responses"),
+            asyncio.create_task(services._prune_files_loop(), name="parley-prune-files"),
         ]
         if settings.redis is not None:
             # Imported only with Redis: redis-py is megabytes a gateway without it need not
@@ -290,7 +327,40 @@ class Services:
 
             shared = services.shared_breakers = SharedBreakers.connect(breakers, settings.redis)
             services._loops.append(asyncio.create_task(shared.run(), name="parley-breakers"))
+        checks = services.health_checks = HealthChecks(
+            book,
+            breakers,
+            providers,
+            services.kind_of,
+            store,
+            changed=services.reload_channels,
+            lease=services.shared_breakers.check_lease if services.shared_breakers else None,
+        )
+        services._loops.append(asyncio.create_task(checks.run(), name="parley-health-checks"))
+        shared_ = services.shared_breakers
+        alerts = services.alerts = Alerts(
+            settings.alerts, store, claim=shared_.alert_claim if shared_ else None
+        )
+        breakers.transitions.append(alerts.breaker_moved)
+        watch = AlertWatch(
+            alerts,
+            settings.alerts,
+            directory=directory,
+            ledger=ledger,
+            writer=writer,
+            queue_size=settings.usage.queue_size,
+            refusals=lambda: services.meter.refusals,
+            checks=checks,
+        )
+        services._loops.append(asyncio.create_task(alerts.run(), name="parley-alerts"))
+        services._loops.append(asyncio.create_task(watch.run(), name="parley-alert-watch"))
         return services
+
+    def kind_of(self, model: str) -> ModelKind:
+        """The kind of a configured model (``chat`` for a name no longer configured)."""
+        resolved = self.models.resolve(model)
+        kind: ModelKind = resolved.spec.kind if resolved is not None else "chat"  # type: ignore[assignment]
+        return kind
 
     async def close(self) -> None:
         """Stop, write the usage records (or spill them) and close, by ``close_by``."""
@@ -313,6 +383,7 @@ class Services:
         if self.shared_breakers is not None:
             await _within(self.shared_breakers.close(), left(), "the shared breakers")
         await _within(self.store.close(), left(), "the database")
+        self.file_bytes.close()
 
     async def _stop_loops(self, seconds: float) -> None:
         """Cancel the refresh and prune loops, waiting (up to ``seconds``) for a prune in
@@ -381,6 +452,33 @@ class Services:
                 if pruned:
                     log.info("pruned %d expired stored responses", pruned)
             await asyncio.sleep(self.settings.responses.prune_every_seconds)
+
+    async def _prune_files_loop(self) -> None:
+        while True:
+            try:
+                pruned = await self.prune_files()
+            except (StoreUnavailable, StoreFault) as error:
+                log.warning("pruning expired files failed (%s); will try again", error)
+            else:
+                if pruned:
+                    log.info("pruned %d expired files", pruned)
+            await asyncio.sleep(self.settings.files.prune_every_seconds)
+
+    async def prune_files(self, most: int = 1000) -> int:
+        """Delete expired files: their metadata first (no caller finds them from then
+        on), then their bytes."""
+        expired = await self.store.expired_files(most)
+        await self.store.forget_files(expired)
+        for file_id in expired:
+            await self.file_bytes.delete(file_id)
+        return len(expired)
+
+
+def _file_bytes(settings: Settings, store: Store) -> FileBytes:
+    url = settings.database.url
+    files = settings.files
+    dialect = "postgresql" if url.startswith("postgres") else "sqlite"
+    return file_bytes(dialect, sqlite_file(url), files.folder, store, files.chunk_bytes)
 
 
 async def _within(closing: Awaitable[None], seconds: float, what: str) -> None:

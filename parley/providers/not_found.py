@@ -5,7 +5,7 @@ the address Parley builds does not exist there: the channel's base URL lacks the
 API lives under (most providers' ends in ``/v1``; the Anthropic SDK's address, for one,
 leaves it out), or the model's upstream name is not one the engine serves (Azure puts the
 deployment in the path; others answer 404 for an unknown model). The channel's test
-button (``admin/channel_probe.py``) adds this to the status it shows, and the log line of
+button (``runtime/channel_probe.py``) adds this to the status it shows, and the log line of
 a failed call (``telemetry/upstream.py``) carries it. It names the channel and the
 upstream model, never the address itself or a credential.
 """

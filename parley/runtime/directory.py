@@ -145,6 +145,15 @@ class Directory:
     def groups(self) -> list[Group]:
         return list(self._groups.values())
 
+    def key(self, key_id: int) -> KeyRecord | None:
+        """The key with this id, as last loaded or told (``None``: not known here)."""
+        digests = self._digests.get(key_id)
+        return self._keys.get(digests[0]) if digests else None
+
+    def cached_keys(self) -> list[KeyRecord]:
+        """Every cached key once (a key in its rotation's grace is filed twice)."""
+        return list({record.id: record for record in self._keys.values()}.values())
+
     def cached_key(self, digest: str) -> KeyRecord | None:
         return self._keys.get(digest)
 

@@ -19,6 +19,12 @@ of its calls wanted the probe (a loop, every ``lease_poll_seconds``), so an inst
 without calls for the channel never holds it for long. A lease is released (deleted if
 still its own) once its probe's outcome is known.
 
+The scheduled health checks (``runtime/health_checks.py``) take a lease of their own per
+channel and interval, ``SET <prefix>:check:<channel> <instance> NX PX <interval>``
+(``check_lease``): one instance checks a channel per interval; alerts take one per
+episode, ``SET <prefix>:alert:<kind>:<subject> … NX PX`` (``alert_claim``), so an alert
+every worker raises is audited and posted by one.
+
 When Redis is unreachable each process keeps its own breakers and lets its own probe
 through (one error line when it goes, one info line when it is back), as without Redis.
 """
@@ -81,6 +87,8 @@ class SharedBreakers:
         self._client = client
         self._key = f"{prefix}:breakers"
         self._lease_prefix = f"{prefix}:probe:"
+        self._check_prefix = f"{prefix}:check:"
+        self._alert_prefix = f"{prefix}:alert:"
         self._lease_poll = lease_poll_seconds
         self._held: dict[str, float] = {}
         """Breakers whose probe lease this instance took, and when it ends."""
@@ -142,6 +150,24 @@ class SharedBreakers:
             await self._take_lease(breaker, seconds)
         except _UNREACHABLE as exc:
             self._went_down(exc)
+
+    async def check_lease(self, channel: str, seconds: float) -> bool:
+        """Whether this instance checks ``channel`` this interval (``seconds``): it took
+        the check lease, or Redis cannot be asked (each instance then checks itself)."""
+        return await self._claim(self._check_prefix + channel, seconds)
+
+    async def alert_claim(self, episode: str, seconds: float) -> bool:
+        """Whether this instance audits and posts alert ``episode`` (``kind:subject``):
+        no other did within ``seconds``, or Redis cannot be asked."""
+        return await self._claim(self._alert_prefix + episode, seconds)
+
+    async def _claim(self, name: str, seconds: float) -> bool:
+        try:
+            taken = await self._client.set(name, self._me, nx=True, px=max(1, int(seconds * 1000)))
+        except _UNREACHABLE as exc:
+            self._went_down(exc)
+            return True
+        return bool(taken)
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)

@@ -2,13 +2,14 @@
 
 Each consumer names the small Protocol it needs (``KeyStore`` the key directory,
 ``UsageStore`` the usage writer and the budget ledger, ``VoiceStore`` the clone book,
-``ResponseStore`` the response book, ``ChannelStore`` the channel book, ``AccountStore``
-sign-in, ``AdminStore`` the admin surface); ``Store`` is all of them, held only by what
-opens and closes one. Implementations: ``store.sql.SqlStore`` (SQLite and PostgreSQL
-through SQLAlchemy Core). One contract suite (``tests/contract/test_store.py``) runs
-against each. The request path never awaits a Store method: authentication reads an
-in-memory directory that a background task refreshes, and usage records are written by
-the batched meter.
+``ResponseStore`` the response book, ``FileStore`` the files API and the batch lane,
+``BatchStore`` the batches API and the lane, ``ChannelStore`` the channel book,
+``AccountStore`` sign-in, ``AdminStore`` the admin surface); ``Store`` is all of them,
+held only by what opens and closes one. Implementations: ``store.sql.SqlStore`` (SQLite
+and PostgreSQL through SQLAlchemy Core). One contract suite
+(``tests/contract/test_store.py``) runs against each. The request path never awaits a
+Store method: authentication reads an in-memory directory that a background task
+refreshes, and usage records are written by the batched meter.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from typing import Any, Protocol
 
 from parley.domain.accounts import Account
 from parley.domain.audit import AuditEntry, AuditQuery
+from parley.domain.batches import Batch, BatchLine, BatchPage
 from parley.domain.channels import ChannelEvent, StoredChannel
+from parley.domain.files import FilePage, StoredFile
 from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord
 from parley.domain.requests import LoggedRequest, RequestQuery, StatusCounts
@@ -114,6 +117,93 @@ class ResponseStore(Protocol):
 
     async def prune_responses(self) -> int:
         """Delete every expired response; how many were."""
+
+
+class FileStore(Protocol):
+    """Uploaded files' metadata, and their bytes in chunks where the database keeps them
+    (``store/files_sql.py``). Reads and deletes name the group: another group's file is
+    not found, nor is an expired one."""
+
+    async def add_file(self, stored: StoredFile) -> None:
+        """Record a file whose bytes are written."""
+
+    async def find_file(self, file_id: str, group_id: int) -> StoredFile | None: ...
+
+    async def list_files(
+        self,
+        group_id: int,
+        *,
+        limit: int,
+        after: str | None = None,
+        ascending: bool = False,
+        purpose: str | None = None,
+    ) -> FilePage:
+        """A page of the group's files in creation order (newest first unless
+        ``ascending``), those after the id ``after``."""
+
+    async def delete_file(self, file_id: str, group_id: int) -> bool:
+        """Forget the group's file; ``False`` if it had none with this id."""
+
+    async def group_file_bytes(self, group_id: int) -> int:
+        """What the group's files hold, in bytes."""
+
+    async def expired_files(self, most: int) -> list[str]:
+        """Ids of expired files (any group's), at most ``most``."""
+
+    async def forget_files(self, file_ids: list[str]) -> int:
+        """Delete these files' metadata (pruning); how many were."""
+
+    async def add_file_chunk(self, file_id: str, seq: int, data: bytes) -> None:
+        """Store the ``seq``-th piece of a file's bytes."""
+
+    async def file_chunk(self, file_id: str, seq: int) -> bytes | None:
+        """The ``seq``-th piece of a file's bytes; ``None`` past its end."""
+
+    async def delete_file_chunks(self, file_id: str) -> None: ...
+
+
+class BatchStore(Protocol):
+    """Batches and their lines (``store/batches_sql.py``): the batches API reads them by
+    group (another group's batch is not found), the lane runs them by id."""
+
+    async def add_batch(self, batch: Batch) -> None: ...
+
+    async def add_batch_lines(self, lines: Sequence[BatchLine]) -> None: ...
+
+    async def find_batch(self, batch_id: str, group_id: int | None) -> Batch | None:
+        """The batch, if it is the group's (any group's when ``group_id`` is ``None``)."""
+
+    async def list_batches(
+        self, group_id: int, *, limit: int, after: str | None = None
+    ) -> BatchPage: ...
+
+    async def set_batch_status(
+        self, batch_id: str, status: str, *, only_from: Sequence[str], **columns: Any
+    ) -> bool:
+        """Move the batch to ``status`` (stamped now) if it is in one of ``only_from``."""
+
+    async def runnable_batches(self) -> list[Batch]: ...
+
+    async def batch_lines(
+        self, batch_id: str, state: str, *, after: int = 0, most: int = 1000
+    ) -> list[BatchLine]: ...
+
+    async def mark_line_sent(self, batch_id: str, line: int) -> bool:
+        """Record a queued line as sent; ``False``: it must not be sent."""
+
+    async def requeue_line(self, batch_id: str, line: int) -> None: ...
+
+    async def finish_batch_lines(
+        self, batch_id: str, outcomes: Sequence[tuple[int, str, str | None]], *, from_state: str
+    ) -> int:
+        """End each line ``(line, state, result)`` still in ``from_state``, counting the
+        ``done`` and ``failed`` ones on the batch, in one transaction."""
+
+    async def batch_results(
+        self, batch_id: str, state: str, *, after: int, most: int
+    ) -> list[tuple[int, str]]: ...
+
+    async def batch_line_counts(self, batch_id: str) -> dict[str, int]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,7 +410,7 @@ class AdminStore(KeyStore, UsageStore, VoiceStore, AccountStore, Protocol):
         """The newest entries first that match ``query``; ``before_id`` pages back."""
 
 
-class Store(AdminStore, ChannelStore, ResponseStore, Protocol):
+class Store(AdminStore, ChannelStore, ResponseStore, FileStore, BatchStore, Protocol):
     """Everything Parley keeps: every role, and the schema's lifecycle.
 
     What opens and closes a store holds all of it (``Services``, the CLI's

@@ -26,6 +26,7 @@ def _channel(row: RowMapping) -> StoredChannel:
         created_at=as_utc(row["created_at"]),
         updated_at=as_utc(row["updated_at"]),
         id=row["id"],
+        disabled_by=row["disabled_by"],
     )
 
 
@@ -36,6 +37,7 @@ def _channel_values(channel: StoredChannel) -> dict[str, Any]:
         "api_key_sealed": channel.api_key_sealed,
         "key_hint": channel.key_hint,
         "disabled_at": channel.disabled_at,
+        "disabled_by": channel.disabled_by,
         "created_at": channel.created_at,
         "updated_at": channel.updated_at,
     }

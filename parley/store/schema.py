@@ -20,6 +20,7 @@ from sqlalchemy import (
     ForeignKeyConstraint,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -214,6 +215,7 @@ channels = Table(
     Column("disabled_at", UtcDateTime),
     Column("created_at", UtcDateTime, nullable=False),
     Column("updated_at", UtcDateTime, nullable=False),
+    Column("disabled_by", String(200)),  # an administrator, or "health-check"
     UniqueConstraint("name", name="uq_channels_name"),
     sqlite_autoincrement=True,
 )
@@ -224,7 +226,7 @@ channel_events = Table(
     Column("id", Integer, primary_key=True),
     Column("channel", String(200), nullable=False),
     Column("model", String(200), nullable=False),  # "" for the whole channel
-    Column("kind", String(20), nullable=False),  # "breaker" or "test"
+    Column("kind", String(20), nullable=False),  # "breaker", "test" or "check"
     Column("state", String(20), nullable=False),  # open/half_open/closed, or ok/failed
     Column("status", Integer),  # a test's HTTP status
     Column("latency_ms", Integer),
@@ -267,4 +269,73 @@ stored_responses = Table(
     ForeignKeyConstraint(["group_id"], ["groups.id"], name="fk_stored_responses_group_id"),
     Index("ix_stored_responses_expires_at", "expires_at"),
     Index("ix_stored_responses_previous_response_id", "previous_response_id"),
+)
+
+
+files = Table(
+    "files",
+    metadata,
+    Column("id", String(40), primary_key=True),  # file-<24 hex>, in creation order
+    Column("group_id", Integer, nullable=False),  # the only group that may see it
+    Column("filename", String(255), nullable=False),
+    Column("purpose", String(40), nullable=False),
+    Column("bytes", BigInteger, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("expires_at", UtcDateTime),
+    ForeignKeyConstraint(["group_id"], ["groups.id"], name="fk_files_group_id"),
+    Index("ix_files_group_id_id", "group_id", "id"),
+    Index("ix_files_expires_at", "expires_at"),
+)
+
+file_chunks = Table(
+    "file_chunks",
+    metadata,
+    Column("file_id", String(40), primary_key=True),  # written before its ``files`` row
+    Column("seq", Integer, primary_key=True),  # 0, 1, ... in the file's order
+    Column("data", LargeBinary, nullable=False),
+)
+
+
+batches = Table(
+    "batches",
+    metadata,
+    Column("id", String(40), primary_key=True),  # batch_<24 hex>, in creation order
+    Column("group_id", Integer, nullable=False),  # the only group that may see it
+    Column("key_id", Integer, nullable=False),  # the key its lines are called with
+    Column("endpoint", String(40), nullable=False),
+    Column("input_file_id", String(40), nullable=False),
+    Column("completion_window", String(10), nullable=False),
+    Column("status", String(20), nullable=False),
+    Column("metadata", Text),  # JSON, as the caller gave it
+    Column("errors", Text),  # JSON: the input file's problems, by line
+    Column("output_file_id", String(40)),
+    Column("error_file_id", String(40)),
+    Column("total", Integer, nullable=False),
+    Column("completed", Integer, nullable=False),
+    Column("failed", Integer, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("expires_at", UtcDateTime, nullable=False),
+    Column("in_progress_at", UtcDateTime),
+    Column("finalizing_at", UtcDateTime),
+    Column("completed_at", UtcDateTime),
+    Column("failed_at", UtcDateTime),
+    Column("expired_at", UtcDateTime),
+    Column("cancelling_at", UtcDateTime),
+    Column("cancelled_at", UtcDateTime),
+    ForeignKeyConstraint(["group_id"], ["groups.id"], name="fk_batches_group_id"),
+    Index("ix_batches_group_id_id", "group_id", "id"),
+    Index("ix_batches_status", "status"),
+)
+
+batch_lines = Table(
+    "batch_lines",
+    metadata,
+    Column("batch_id", String(40), primary_key=True),
+    Column("line", Integer, primary_key=True),  # its line number in the input file, from 1
+    Column("custom_id", String(200), nullable=False),
+    Column("body", Text, nullable=False),  # the request body, as the caller wrote it
+    # queued → sent (recorded before the call) → done or failed; or cancelled, never sent
+    Column("state", String(10), nullable=False),
+    Column("result", Text),  # the output or error file's line, once known
+    Index("ix_batch_lines_state", "batch_id", "state"),
 )

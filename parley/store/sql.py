@@ -19,7 +19,9 @@ from typing import Any, Concatenate
 
 from parley.domain.accounts import Account
 from parley.domain.audit import AuditEntry, AuditQuery
+from parley.domain.batches import Batch, BatchPage
 from parley.domain.channels import ChannelEvent, StoredChannel
+from parley.domain.files import FilePage, StoredFile
 from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord
 from parley.domain.responses import StoredResponse
@@ -27,7 +29,9 @@ from parley.domain.usage import UsageRecord
 from parley.domain.voices import Clone
 from parley.store import (
     admin_sql,
+    batches_sql,
     channels_sql,
+    files_sql,
     keys_sql,
     requests_sql,
     responses_sql,
@@ -252,6 +256,74 @@ class SqlStore:
 
     async def prune_responses(self) -> int:
         return await self._write(responses_sql.prune_responses, _now())
+
+    # uploaded files (parley/store/files_sql.py)
+
+    add_file = writing(files_sql.add_file)
+
+    async def find_file(self, file_id: str, group_id: int) -> StoredFile | None:
+        return await self._read(files_sql.find_file, file_id, group_id, _now())
+
+    async def list_files(
+        self,
+        group_id: int,
+        *,
+        limit: int,
+        after: str | None = None,
+        ascending: bool = False,
+        purpose: str | None = None,
+    ) -> FilePage:
+        return await self._read(
+            files_sql.list_files,
+            group_id,
+            _now(),
+            limit=limit,
+            after=after,
+            ascending=ascending,
+            purpose=purpose,
+        )
+
+    async def delete_file(self, file_id: str, group_id: int) -> bool:
+        return await self._write(files_sql.delete_file, file_id, group_id, _now())
+
+    async def group_file_bytes(self, group_id: int) -> int:
+        return await self._read(files_sql.group_file_bytes, group_id, _now())
+
+    async def expired_files(self, most: int) -> list[str]:
+        return await self._read(files_sql.expired_files, _now(), most)
+
+    forget_files = writing(files_sql.forget_files)
+    add_file_chunk = writing(files_sql.add_file_chunk)
+    file_chunk = reading(files_sql.file_chunk)
+    delete_file_chunks = writing(files_sql.delete_file_chunks)
+
+    # batches (parley/store/batches_sql.py)
+
+    add_batch = writing(batches_sql.add_batch)
+    add_batch_lines = writing(batches_sql.add_batch_lines)
+    find_batch = reading(batches_sql.find_batch)
+
+    async def list_batches(
+        self, group_id: int, *, limit: int, after: str | None = None
+    ) -> BatchPage:
+        return await self._read(batches_sql.list_batches, group_id, limit=limit, after=after)
+
+    async def set_batch_status(
+        self, batch_id: str, status: str, *, only_from: Sequence[str], **columns: Any
+    ) -> bool:
+        return await self._write(
+            batches_sql.set_status, batch_id, status, _now(), only_from=only_from, **columns
+        )
+
+    async def runnable_batches(self) -> list[Batch]:
+        return await self._read(batches_sql.runnable_batches)
+
+    batch_lines = reading(batches_sql.lines_in_state)
+    mark_line_sent = writing(batches_sql.mark_sent)
+    requeue_line = writing(batches_sql.requeue)
+    finish_batch_lines = writing(batches_sql.finish_lines)
+    batch_results = reading(batches_sql.results)
+    batch_line_counts = reading(batches_sql.line_counts)
 
     # the admin surface (parley/store/admin_sql.py)
 

@@ -7,7 +7,8 @@ failed upstream attempt per channel, each limiter decision, each usage-writer ba
 (its latency), each circuit breaker transition (with the breaker's state as a gauge),
 and, at scrape time, the usage-writer queue depth, the age of the directory's last
 refresh from the store, and the planner's totals of failovers, retries the retry budget
-refused and calls a fallback model answered.
+refused and calls a fallback model answered; with OpenTelemetry export on, the spans it
+dropped (``parley_otel_spans_dropped_total``, counted from the exporter's thread).
 
 The hot path pays a dict look-up and a few additions to plain numbers per call (and per
 stream's first byte); they are folded into the series at every scrape and once a
@@ -28,7 +29,7 @@ import glob
 import os
 import time
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -112,12 +113,26 @@ class GatewayMetrics:
             registry=r,
             multiprocess_mode="livesum",
         )
+        self.batch_lines = Gauge(
+            "parley_batch_lines_in_flight",
+            "Batch lines in flight, by the channel the lane counted each on.",
+            ["channel"],
+            registry=r,
+            multiprocess_mode="livesum",
+        )
         self.refusals_dropped = Counter(
             "parley_request_log_refusals_dropped",
             "Refusals not written to the request log: the usage queue was past half full.",
             registry=r,
         )
         self._refusals_dropped_seen = 0
+        self.spans_dropped = Counter(
+            "parley_otel_spans_dropped",
+            "OpenTelemetry spans lost: queue_full (the export queue was full) or "
+            "export_failed (the collector refused or did not answer).",
+            ["reason"],
+            registry=r,
+        )
         self.refreshed_at = Gauge(
             REFRESH_TIMESTAMP,
             "When the key and group directory was last read from the store (Unix time).",
@@ -208,6 +223,10 @@ class GatewayMetrics:
         timings.seconds += seconds
         timings.buckets[bisect_left(FIRST_BYTE_BUCKETS, seconds)] += 1
 
+    def spans_lost(self, reason: str, count: int) -> None:
+        """Spans dropped by the OTLP export (called from its thread; the counter locks)."""
+        self.spans_dropped.labels(reason).inc(count)
+
     def upstream_failed(self, channel: str, status: int, error: str) -> None:
         self.upstream_errors.labels(channel, str(status), error).inc()
 
@@ -244,6 +263,11 @@ class GatewayMetrics:
             self._refusals_dropped_seen = refusals_dropped
         if refreshed_at is not None:
             self.refreshed_at.set(refreshed_at)
+
+    def batch_lane(self, in_flight: Mapping[str, int]) -> None:
+        """The batch lane's lines in flight per channel (0 for a channel it has left)."""
+        for channel, count in in_flight.items():
+            self.batch_lines.labels(channel).set(count)
 
     def exposition(self) -> bytes:
         """The text a scrape gets: this process's series, or every worker's added up."""

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
+from parley.api.batch_lane import BATCH_LANE, BatchLane
 from parley.domain.keys import digest, same_digest
 from parley.domain.usage import UsageRecord
 from parley.errors import AuthenticationFailed, UpstreamError
@@ -22,10 +23,11 @@ from parley.pipeline.call import Call
 from parley.pipeline.context import SERVICES
 from parley.pipeline.route import Route
 from parley.pipeline.services import Services
+from parley.pipeline.trace import NO_TRACER
 from parley.pipeline.watch import CallWatchers
 from parley.runtime.breaker import Breakers
 from parley.runtime.circuit import Transition
-from parley.settings import MetricsSettings, Settings
+from parley.settings import MetricsSettings, OtlpSettings, Settings
 from parley.telemetry import cors
 from parley.telemetry.access import ACCESS_RECORDS, AccessRecords
 from parley.telemetry.metrics import CONTENT_TYPE, GatewayMetrics
@@ -42,6 +44,8 @@ def install(app: web.Application, settings: Settings) -> None:
         _install_access_records(app)
     if settings.metrics.enabled:
         _install_metrics(app, settings.metrics)
+    if settings.telemetry.otlp.endpoint is not None:
+        _install_tracing(app, settings.telemetry.otlp)
 
 
 def _install_metrics(app: web.Application, settings: MetricsSettings) -> None:
@@ -55,13 +59,42 @@ def _install_metrics(app: web.Application, settings: MetricsSettings) -> None:
         svc.meter.writer.on_batch = metrics.batch_written
         _watch(svc.watchers, metrics)
         _watch_breakers(svc.breakers, metrics)
-        sampler = asyncio.create_task(_sample_forever(metrics, svc), name="parley-metrics")
+        lane = app.get(BATCH_LANE)
+        sampler = asyncio.create_task(_sample_forever(metrics, svc, lane), name="parley-metrics")
         yield
         sampler.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await sampler
 
     app.cleanup_ctx.append(connected)  # after the services' own context: they exist
+
+
+def _install_tracing(app: web.Application, settings: OtlpSettings) -> None:
+    """OpenTelemetry spans (and metrics) over OTLP: imported here, only when configured.
+    The tracer starts with the services (after ``/metrics``, whose counter it feeds) and
+    is flushed and stopped off the event loop when they end."""
+
+    async def traced(app: web.Application) -> AsyncIterator[None]:
+        from parley.telemetry.otel import OtelTracer, traceparent_line
+
+        metrics = app.get(METRICS)
+        tracer = OtelTracer(settings, metrics.spans_lost if metrics else _uncounted)
+        svc = app[SERVICES]
+        svc.tracer = tracer
+        svc.http.extra_head = traceparent_line
+        svc.watchers.upstream_failed.append(tracer.upstream_failed)
+        svc.watchers.first_byte.append(tracer.first_byte)
+        svc.meter.observers.append(tracer.finished)
+        yield
+        svc.tracer = NO_TRACER
+        svc.http.extra_head = None
+        await tracer.stop()
+
+    app.cleanup_ctx.append(traced)
+
+
+def _uncounted(reason: str, count: int) -> None:
+    return None
 
 
 def _install_access_records(app: web.Application) -> None:
@@ -111,17 +144,19 @@ def _metered(metrics: GatewayMetrics) -> Callable[[Call, UsageRecord], None]:
     return observe
 
 
-async def _sample_forever(metrics: GatewayMetrics, svc: Services) -> None:
+async def _sample_forever(metrics: GatewayMetrics, svc: Services, lane: BatchLane | None) -> None:
     while True:
-        _sample(metrics, svc)
+        _sample(metrics, svc, lane)
         await asyncio.sleep(SAMPLE_SECONDS)
 
 
-def _sample(metrics: GatewayMetrics, svc: Services) -> None:
+def _sample(metrics: GatewayMetrics, svc: Services, lane: BatchLane | None) -> None:
     writer = svc.meter.writer
     metrics.sample(writer.backlog, svc.directory.loaded_at, writer.refusals_dropped)
     budget = svc.planner.budget
     metrics.routed(budget.granted, budget.refused, svc.planner.fallbacks)
+    if lane is not None:
+        metrics.batch_lane(lane.in_flight_by_channel())
 
 
 def _scrape_handler(token: str | None) -> Callable[[web.Request], Awaitable[web.Response]]:
@@ -133,7 +168,7 @@ def _scrape_handler(token: str | None) -> Callable[[web.Request], Awaitable[web.
             if not same_digest(digest(given), expected):
                 raise AuthenticationFailed("A valid metrics token is required for /metrics.")
         metrics = request.app[METRICS]
-        _sample(metrics, request.app[SERVICES])
+        _sample(metrics, request.app[SERVICES], request.app.get(BATCH_LANE))
         return web.Response(body=metrics.exposition(), headers={"Content-Type": CONTENT_TYPE})
 
     return scrape

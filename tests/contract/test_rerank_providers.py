@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from parley.admin.channel_probe import probe
 from parley.errors import UpstreamRefused, UpstreamRejected, UpstreamUnreachable
 from parley.http import HttpClient
 from parley.providers.base import RERANK, RankedDocument, Rerank, RerankRequest, Target
 from parley.providers.registry import ProviderRegistry
+from parley.runtime.channel_probe import probe
 from parley.settings import ChannelModel, ChannelSettings
 from tests.upstreams.rerankers import FakeCohere, FakeJina, FakeTEI, ranked
 

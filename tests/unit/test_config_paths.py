@@ -106,3 +106,12 @@ def test_a_file_without_a_database_keeps_the_default_database_next_to_it(
     settings = load_settings(Path("etc/parley.yaml"), {})
     assert settings.database.url == f"sqlite:///{(tmp_path / 'etc' / 'parley.db').resolve()}"
     assert load_settings(None, {}).database.url == "sqlite:///./parley.db"
+
+
+def test_a_relative_files_folder_is_relative_to_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "etc", "files: {folder: ./uploads}\n")
+    settings = load_settings(Path("etc/parley.yaml"), {})
+    assert settings.files.folder == str((tmp_path / "etc" / "uploads").resolve())

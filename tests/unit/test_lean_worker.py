@@ -45,6 +45,9 @@ NOT_AT_START = (
     "botocore",  # Bedrock signs with parley/providers/bedrock/sigv4.py
     "boto3",
     "cryptography",  # only with channel secret keys configured, or a Vertex channel
+    "opentelemetry",  # only with telemetry.otlp.endpoint set (parley/telemetry/otel.py)
+    "parley.telemetry.otel",
+    "google.protobuf",
 )
 SERVE_A_LITTLE = """
 import asyncio, sys

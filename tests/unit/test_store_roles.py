@@ -1,7 +1,8 @@
 """The store's roles: each consumer names the small Protocol it uses, never the whole Store.
 
 ``parley/store/base.py`` cuts the ``Store`` into roles (``KeyStore``, ``UsageStore``,
-``VoiceStore``, ``ResponseStore``, ``ChannelStore``, ``AccountStore``, ``AdminStore``);
+``VoiceStore``, ``ResponseStore``, ``FileStore``, ``BatchStore``, ``ChannelStore``,
+``AccountStore``, ``AdminStore``);
 ``Store`` is all of them and the schema's lifecycle. Only what opens a store or hands
 one out holds all of it.
 """
@@ -22,6 +23,8 @@ ROLES = (
     base.UsageStore,
     base.VoiceStore,
     base.ResponseStore,
+    base.FileStore,
+    base.BatchStore,
     base.ChannelStore,
     base.AccountStore,
     base.AdminStore,

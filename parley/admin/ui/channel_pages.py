@@ -15,13 +15,13 @@ from aiohttp import web
 from multidict import MultiDictProxy
 
 from parley.admin.channel_admin import ChannelAdmin
-from parley.admin.channel_probe import ProbeResult
 from parley.admin.context import admin_service
 from parley.admin.monitor import health_state
 from parley.admin.ui.fields import FormState
 from parley.admin.ui.render import page
 from parley.errors import InvalidRequest, ParleyError
 from parley.pipeline.context import SERVICES
+from parley.runtime.channel_probe import ProbeResult
 
 Form = MultiDictProxy[Any]
 

@@ -11,7 +11,7 @@ from markupsafe import Markup
 from parley.admin.context import admin_service
 from parley.admin.fields import MAX_LIMIT
 from parley.admin.finding import audit_query_from_params
-from parley.admin.monitor import DayTotals, overview
+from parley.admin.monitor import DayTotals, alerts_view, overview
 from parley.admin.reports import DIMENSIONS, UsageQuery, query_from_params
 from parley.admin.service import AdminService
 from parley.admin.ui.channel_pages import channels_list
@@ -59,7 +59,8 @@ def _bars(days: list[DayTotals], field: str) -> list[Bar]:
 
 
 async def overview_page(request: web.Request) -> web.Response:
-    view = await overview(request.config_dict[SERVICES].store)
+    svc = request.config_dict[SERVICES]
+    view = await overview(svc.store)
     charts = {
         "requests": bar_chart(_bars(view.days, "requests"), title="Requests per day"),
         "tokens": bar_chart(_bars(view.days, "tokens"), title="Tokens per day"),
@@ -68,7 +69,13 @@ async def overview_page(request: web.Request) -> web.Response:
     return page(
         request,
         "overview.html",
-        {"view": view, "today": view.today, "period": view.period, "charts": charts},
+        {
+            "view": view,
+            "today": view.today,
+            "period": view.period,
+            "charts": charts,
+            "alerts": alerts_view(svc.alerts),
+        },
     )
 
 

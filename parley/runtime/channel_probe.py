@@ -6,6 +6,9 @@ transcription of half a second of silence. The outcome is the latency, the statu
 or the upstream's or the gateway's error status) and the upstream's error message,
 redacted of the channel's credential and of anything shaped like one. Nothing is
 metered: the call is the operator's, not a group's.
+
+The same call is the scheduled health check's (``runtime/health_checks.py``), which
+hands a failure's ``error`` to the breakers as a failed call's.
 """
 
 from __future__ import annotations
@@ -18,7 +21,12 @@ from dataclasses import dataclass
 
 from parley.dialects import openai_chat
 from parley.dialects.call import OPENAI_CHAT, ChatCall, passes_through
-from parley.errors import ParleyError, UpstreamRefused
+from parley.errors import (
+    ParleyError,
+    UpstreamError,
+    UpstreamRefused,
+    UpstreamTimeout,
+)
 from parley.providers.base import (
     CHAT,
     COMPLETION,
@@ -51,6 +59,10 @@ class ProbeResult:
     latency_ms: int
     message: str
     """The upstream's (or the gateway's) error, redacted; empty on success."""
+    error: UpstreamError | None = None
+    """The failure as a call's would be told to the breakers; ``None`` on success and for
+    a failure that is the configuration's, not the upstream's (an unknown channel type,
+    a request the gateway refused to send)."""
 
 
 def target_of(channel: ChannelSettings, served: ChannelModel) -> Target:
@@ -118,20 +130,24 @@ async def probe(
 ) -> ProbeResult:
     started = time.perf_counter()
     status, message = 200, ""
+    failure: UpstreamError | None = None
     target = target_of(channel, served)
     try:
         async with asyncio.timeout(PROBE_SECONDS):
             await _call(providers, kind, channel.type, target)
     except UpstreamRefused as error:
-        status, message = error.upstream_status, error.detail or error.message
+        status, message, failure = error.upstream_status, error.detail or error.message, error
         if status == NOT_FOUND and not error.detail:  # the provider's own words say more
             message = f"{message} {not_found_hint(channel.name, target.model)}"
+    except UpstreamError as error:
+        status, message, failure = error.status, error.message, error
     except ParleyError as error:
         status, message = error.status, error.message
     except UnknownProviderType:
         status, message = 400, f"A {channel.type} channel cannot serve {kind} models."
     except TimeoutError:
         status, message = 504, f"No answer within {PROBE_SECONDS:.0f} seconds."
+        failure = UpstreamTimeout(message)
     latency = round((time.perf_counter() - started) * 1000)
     return ProbeResult(
         model=served.name,
@@ -139,4 +155,5 @@ async def probe(
         status=status,
         latency_ms=latency,
         message=redact(message, channel.api_key)[:1000],
+        error=failure,
     )
