@@ -23,19 +23,18 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from parley.api.body import read_json, sampling
+from parley.api.apart import Large, Later, read_messages
+from parley.api.body import decode_json, read_raw
+from parley.api.messages_request import MessagesRequest, as_chat, parse_count, parse_messages
 from parley.dialects import (
-    anthropic_messages,
     anthropic_messages_reply,
-    openai_chat,
     openai_chat_reply,
 )
-from parley.dialects.canonical import Request, Unsupported, produced_characters
+from parley.dialects.canonical import produced_characters
 from parley.dialects.chat_to_messages import ChatToMessages
 from parley.dialects.messages_relay import MessagesRelay
 from parley.dialects.translator import Translator, estimate
 from parley.domain.models import CHAT_KINDS, Resolved
-from parley.domain.tokens import TOKENS_PER_IMAGE, estimate_text, prompt_ceiling
 from parley.domain.usage import NOTHING, Allowance, Usage, with_estimate
 from parley.domain.value import value
 from parley.domain.wire import JSON
@@ -43,7 +42,7 @@ from parley.errors import InvalidRequest, ParleyError, encode_anthropic_error_ev
 from parley.pipeline import runner
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.call import Call
-from parley.pipeline.context import services
+from parley.pipeline.context import CALLER, services
 from parley.pipeline.job import NO_HEADERS, Operation
 from parley.pipeline.route import Route
 from parley.providers.base import Translations
@@ -52,136 +51,44 @@ from parley.providers.registry import ProviderRegistry
 MESSAGES = Operation("messages", "/v1/messages", CHAT_KINDS)
 COUNT_TOKENS = Operation("token counting", "/v1/messages/count_tokens", CHAT_KINDS)
 ID_PREFIX = "msg_"
-SERVICE_TIERS = {"auto": "auto", "standard_only": "default"}
-"""Anthropic's ``service_tier`` as OpenAI's: ``standard_only`` is OpenAI's ``default``."""
 TIERED_CHANNEL = "openai"
-ANTHROPIC_MOST_TEMPERATURE = 1.0
-"""Anthropic's range of ``temperature`` is 0 to 1 (OpenAI's, 0 to 2)."""
-
-
-@value
-class MessagesRequest:
-    """A Messages body, checked as far as any route needs; a translating route reads it
-    whole (``canonical``) and refuses what its upstream cannot take."""
-
-    model: str
-    body: dict[str, Any]
-    stream: bool
-    max_tokens: int
-    prompt_estimate: int
-    beta: str | None
-    prompt_ceiling: int = 0
-    """The most prompt tokens the body can cost (``domain.tokens.prompt_ceiling``)."""
 
 
 async def create_message(request: web.Request) -> web.StreamResponse:
-    body = await read_json(request)
-    body_bytes = len(await request.read())  # the body read once, kept by aiohttp
-    messages = parse_messages(body, request.headers.get("anthropic-beta"), body_bytes)
+    raw = await read_raw(request)
+    beta = request.headers.get("anthropic-beta")
     svc = services(request)
+    large = None
+    if len(raw) > svc.settings.server.large_body_bytes:  # read, and translated, apart
+        messages, large = await read_messages(raw, request[CALLER].group.id, svc.bodies, beta)
+    else:
+        messages = parse_messages(decode_json(raw), beta, len(raw))
     if messages.stream:
-        stream = MessagesStream(messages, svc.providers, svc.settings.upstream.max_event_bytes)
+        max_event = svc.settings.upstream.max_event_bytes
+        stream = MessagesStream(messages, svc.providers, max_event, large)
         return await runner.stream(request, stream)
-    return await runner.reply(request, MessagesReply(messages, svc.providers))
+    return await runner.reply(request, MessagesReply(messages, svc.providers, large))
 
 
 async def count_tokens(request: web.Request) -> web.StreamResponse:
-    body = await read_json(request)
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise InvalidRequest("'model' must be a non-empty string.", param="model")
-    _require_messages(body)
-    counting = MessagesRequest(
-        model, body, False, 0, _estimate(body), request.headers.get("anthropic-beta")
-    )
-    return await runner.reply(request, TokenCount(counting, services(request).providers))
-
-
-def parse_messages(body: dict[str, Any], beta: str | None, body_bytes: int) -> MessagesRequest:
-    """What every route needs checked: the model, ``max_tokens``, ``messages`` and the
-    sampling parameters (in Anthropic's ranges); ``body_bytes`` is the size of the JSON
-    body (for the prompt's ceiling)."""
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise InvalidRequest("'model' must be a non-empty string.", param="model")
-    max_tokens = body.get("max_tokens")
-    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
-        raise InvalidRequest("'max_tokens' must be a positive integer.", param="max_tokens")
-    _require_messages(body)
-    sampling(body, ANTHROPIC_MOST_TEMPERATURE)
-    stream = body.get("stream", False)
-    if not isinstance(stream, bool):
-        raise InvalidRequest("'stream' must be a boolean.", param="stream")
-    estimate = _estimate(body)
-    ceiling = prompt_ceiling(body_bytes, _images(body.get("messages")))
-    return MessagesRequest(model, body, stream, max_tokens, estimate, beta, max(estimate, ceiling))
-
-
-def _require_messages(body: dict[str, Any]) -> None:
-    """Both routes take a conversation: a non-empty array under ``messages``."""
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise InvalidRequest("'messages' must be a non-empty array.", param="messages")
-
-
-def _estimate(body: dict[str, Any]) -> int:
-    """The prompt's tokens, estimated: a token per four characters of text (system,
-    messages, tool definitions and calls), a fixed count per image."""
-    total = 3
-    for message in body.get("messages") or ():
-        total += 4 + _estimate_content(
-            message.get("content") if isinstance(message, dict) else None
-        )
-    total += _estimate_content(body.get("system"))
-    if body.get("tools"):
-        total += estimate_text(orjson.dumps(body["tools"]).decode())
-    return total
-
-
-def _estimate_content(content: Any) -> int:
-    if isinstance(content, str):
-        return estimate_text(content)
-    if not isinstance(content, list):
-        return 0
-    total = 0
-    for block in content:
-        if not isinstance(block, dict):
-            continue
-        kind = block.get("type")
-        if kind == "image":
-            total += TOKENS_PER_IMAGE
-        elif kind in ("text", "thinking") and isinstance(block.get(kind), str):
-            total += estimate_text(block[kind])
-        elif kind == "tool_use":
-            total += estimate_text(orjson.dumps(block.get("input")).decode())
-        elif kind == "tool_result":
-            total += _estimate_content(block.get("content"))
-    return total
-
-
-def canonical(messages: MessagesRequest) -> Request:
-    """The body read whole, for a route that translates it; a 400 naming what is wrong."""
-    try:
-        return anthropic_messages.decode_request(messages.body)
-    except Unsupported as error:
-        raise InvalidRequest(error.message, param=error.param) from None
+    raw = await read_raw(request)
+    beta = request.headers.get("anthropic-beta")
+    svc = services(request)
+    if len(raw) > svc.settings.server.large_body_bytes:  # read in a body process
+        group = request[CALLER].group.id
+        counting, _ = await read_messages(raw, group, svc.bodies, beta, counting=True)
+    else:
+        counting = parse_count(decode_json(raw), beta)
+    return await runner.reply(request, TokenCount(counting, svc.providers))
 
 
 def chat_body(messages: MessagesRequest, route: Route, providers: ProviderRegistry) -> JSON:
-    """The OpenAI chat body for a translating route: signed thinking kept for an adapter
-    that reads it back (``ProviderRegistry.reads_chat``), and the service tier asked for
-    when the channel is OpenAI's own (the only one with tiers)."""
+    """The OpenAI chat body for a translating route (``as_chat``): signed thinking kept
+    for an adapter that reads it back (``ProviderRegistry.reads_chat``), and the service
+    tier asked for when the channel is OpenAI's own (the only one with tiers)."""
     signed = providers.reads_chat(route.provider_type)
-    try:
-        body = openai_chat.encode_request(
-            canonical(messages), route.target.model, thinking_blocks=signed
-        )
-    except Unsupported as error:
-        raise InvalidRequest(error.message, param=error.param) from None
-    tier = messages.body.get("service_tier")
-    if tier is not None and route.provider_type == TIERED_CHANNEL:
-        body["service_tier"] = SERVICE_TIERS[tier]
-    return body
+    tiered = route.provider_type == TIERED_CHANNEL
+    return as_chat(messages.body, route.target.model, signed=signed, tiered=tiered)
 
 
 @value
@@ -193,11 +100,14 @@ class Answer:
 
 
 class _MessagesJob:
-    __slots__ = ("_messages", "_model", "_providers")
+    __slots__ = ("_large", "_messages", "_model", "_providers")
 
-    def __init__(self, messages: MessagesRequest, providers: ProviderRegistry) -> None:
+    def __init__(
+        self, messages: MessagesRequest, providers: ProviderRegistry, large: Large | None = None
+    ) -> None:
         self._messages = messages
         self._providers = providers
+        self._large = large
         self._model = ""
 
     @property
@@ -209,7 +119,7 @@ class _MessagesJob:
         return self._messages.model
 
     def accept(self, model: Resolved) -> None:
-        if not model.spec.vision and _has_image(self._messages.body.get("messages")):
+        if not model.spec.vision and self._messages.images:
             raise InvalidRequest(
                 f"The model `{model.requested}` does not accept images; "
                 "use a vision-capable model.",
@@ -229,21 +139,19 @@ class _MessagesJob:
             prompt, output = min(prompt, window), min(output, window)
         return Allowance(prompt_tokens=prompt, completion_tokens=output)
 
-
-def _has_image(messages: Any) -> bool:
-    return _images(messages) > 0
-
-
-def _images(messages: Any) -> int:
-    """The image blocks in Messages ``messages``."""
-    count = 0
-    for message in messages if isinstance(messages, list) else ():
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, list):
-            count += sum(
-                1 for block in content if isinstance(block, dict) and block.get("type") == "image"
-            )
-    return count
+    async def _chat_body(self, route: Route) -> JSON:
+        """``chat_body``, or for a large body the same made in a body process (and, for
+        a channel of a third dialect, written in its dialect there too)."""
+        large, providers = self._large, self._providers
+        if large is None:
+            return chat_body(self._messages, route, providers)
+        return await large.translated(
+            {},
+            providers.codec(route.provider_type, route.target),
+            route.target.model,
+            signed=providers.reads_chat(route.provider_type),
+            tiered=route.provider_type == TIERED_CHANNEL,
+        )
 
 
 class MessagesReply(_MessagesJob):
@@ -260,7 +168,7 @@ class MessagesReply(_MessagesJob):
             return Answer(body, with_estimate(found, self._estimated(body.get("content"))))
         chat = self._providers.chat(route.provider_type)
         reply = openai_chat_reply.decode_reply(
-            await chat.chat(route.target, chat_body(messages, route, self._providers))
+            await chat.chat(route.target, await self._chat_body(route))
         )
         usage = with_estimate(
             reply.usage, estimate(messages.prompt_estimate, produced_characters(reply.blocks), 1)
@@ -291,9 +199,13 @@ class MessagesStream(_MessagesJob):
     whole = None
 
     def __init__(
-        self, messages: MessagesRequest, providers: ProviderRegistry, max_event_bytes: int
+        self,
+        messages: MessagesRequest,
+        providers: ProviderRegistry,
+        max_event_bytes: int,
+        large: Large | None = None,
     ) -> None:
-        super().__init__(messages, providers)
+        super().__init__(messages, providers, large)
         self._max_event_bytes = max_event_bytes
         self._translator: Translator[bytes] | None = None
 
@@ -304,14 +216,19 @@ class MessagesStream(_MessagesJob):
             relay = MessagesRelay(self._model, messages.prompt_estimate, self._max_event_bytes)
             self._translator = relay
             return adapter.messages_stream(route.target, messages.body, messages.beta, relay)
-        body = chat_body(messages, route, self._providers)
+        body = None if self._large is not None else chat_body(messages, route, self._providers)
         message_id = ID_PREFIX + secrets.token_hex(12)
         translator = ChatToMessages(
             self._model, message_id, messages.prompt_estimate, self._max_event_bytes
         )
         self._translator = translator
         chat = self._providers.chat_translation(route.provider_type)
-        return chat.chat_translated(route.target, body, translator)
+        if body is not None:
+            return chat.chat_translated(route.target, body, translator)
+        return Later(  # a large body, made in a body process
+            lambda: self._chat_body(route),
+            lambda made: chat.chat_translated(route.target, made, translator),
+        )
 
     def render(self, batch: Sequence[bytes]) -> bytes:
         return batch[0] if len(batch) == 1 else b"".join(batch)

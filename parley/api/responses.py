@@ -29,13 +29,15 @@ from datetime import UTC, datetime
 import orjson
 from aiohttp import web
 
+from parley.api.apart import Large, Later
 from parley.api.body import read_raw
-from parley.api.responses_apart import read_responses, unsealed
+from parley.api.responses_apart import read_responses
 from parley.api.responses_request import ResponsesRequest
 from parley.api.textgen import allowance, reservation
 from parley.dialects import openai_chat_reply, responses_objects
 from parley.dialects.canonical import produced_characters
 from parley.dialects.chat_to_responses import ChatToResponses
+from parley.dialects.outbound import Codec
 from parley.dialects.responses_relay import ResponsesRelay
 from parley.dialects.responses_relay import read_usage as read_responses_usage
 from parley.dialects.translator import estimate
@@ -52,8 +54,8 @@ from parley.pipeline.context import CALLER, services
 from parley.pipeline.job import NO_HEADERS, Operation
 from parley.pipeline.route import Route, Router
 from parley.providers.base import Responses, Translations
-from parley.providers.openai.adapter import OpenAIAdapter
 from parley.providers.registry import ProviderRegistry
+from parley.runtime.body_pool import BodyPool
 from parley.runtime.response_book import ResponseBook
 
 RESPONSES = Operation("responses", "/v1/responses", CHAT_KINDS)
@@ -97,19 +99,27 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     if parsed.stream:
         max_event = svc.settings.upstream.max_event_bytes
         job = ResponsesStream(
-            parsed, svc.providers, svc.router, book, default_max, max_event_bytes=max_event
+            parsed,
+            svc.providers,
+            svc.router,
+            book,
+            default_max,
+            bodies=svc.bodies,
+            max_event_bytes=max_event,
         )
         return await runner.stream(request, job)
-    whole = ResponsesReply(parsed, svc.providers, svc.router, book, default_max)
+    whole = ResponsesReply(parsed, svc.providers, svc.router, book, default_max, bodies=svc.bodies)
     return await runner.reply(request, whole)
 
 
 class _ResponsesJob:
     __slots__ = (
+        "_bodies",
         "_book",
         "_created_at",
         "_default_max",
         "_id",
+        "_large",
         "_parsed",
         "_providers",
         "_router",
@@ -122,12 +132,16 @@ class _ResponsesJob:
         router: Router,
         book: ResponseBook | None,
         default_max_tokens: int,
+        *,
+        bodies: BodyPool | None = None,
     ) -> None:
         self._parsed = parsed
         self._providers = providers
         self._router = router
         self._book = book
         self._default_max = default_max_tokens
+        self._bodies = bodies
+        self._large: Large | None = None
         self._id = responses_objects.new_id("resp_")
         self._created_at = int(time.time())
 
@@ -169,9 +183,27 @@ class _ResponsesJob:
         if chat is None:
             assert refusal is not None
             raise refusal
-        if not isinstance(self._providers.chat(route.provider_type), OpenAIAdapter):
-            chat = unsealed(chat)  # a large body's messages, for an adapter that reads them
         return {**chat, "model": route.target.model}
+
+    def _codec(self, route: Route, chat: JSON) -> Codec | None:
+        """The codec a large body's chat body is translated in for ``route``, in a body
+        process; ``None`` for a small body (its adapter translates it here) or a channel
+        that takes the chat body as it is."""
+        if self._bodies is None or not isinstance(chat.get("messages"), orjson.Fragment):
+            return None
+        return self._providers.codec(route.provider_type, route.target)
+
+    async def _translated(self, chat: JSON, codec: Codec) -> JSON:
+        """A large body's chat body, carrying its upstream's body made in a body process."""
+        large = self._large
+        if large is None:
+            assert self._bodies is not None
+            raw = orjson.dumps(chat)  # its messages' bytes, as they came from the process
+            large = self._large = Large(raw, "chat", self._parsed.group_id, self._bodies)
+        try:
+            return await large.translated(chat, codec, chat["model"])
+        except InvalidRequest as error:
+            raise in_responses_terms(error) from None
 
     def _native(self, route: Route) -> Responses | None:
         """The adapter relaying the call as it is, on a ``responses: native`` route."""
@@ -229,8 +261,12 @@ class ResponsesReply(_ResponsesJob):
             )
             return Answer(found, usage)
         chat = self._providers.chat(route.provider_type)
+        body = self._chat_body(route)
+        codec = self._codec(route, body)
+        if codec is not None:
+            body = await self._translated(body, codec)
         try:
-            found_chat = await chat.chat(route.target, self._chat_body(route))
+            found_chat = await chat.chat(route.target, body)
         except InvalidRequest as error:
             raise in_responses_terms(error) from None
         reply = openai_chat_reply.decode_reply(found_chat)
@@ -268,9 +304,10 @@ class ResponsesStream(_ResponsesJob):
         book: ResponseBook | None,
         default_max_tokens: int,
         *,
+        bodies: BodyPool | None = None,
         max_event_bytes: int,
     ) -> None:
-        super().__init__(parsed, providers, router, book, default_max_tokens)
+        super().__init__(parsed, providers, router, book, default_max_tokens, bodies=bodies)
         self._max_event_bytes = max_event_bytes
         self._translator: ChatToResponses | ResponsesRelay | None = None
 
@@ -289,8 +326,15 @@ class ResponsesStream(_ResponsesJob):
         )
         self._translator = translator
         chat = self._providers.chat_translation(route.provider_type)
+        body = self._chat_body(route)
+        codec = self._codec(route, body)
+        if codec is not None:  # a large body, translated in a body process
+            return Later(
+                lambda: self._translated(body, codec),
+                lambda made: chat.chat_translated(route.target, made, translator),
+            )
         try:
-            return chat.chat_translated(route.target, self._chat_body(route), translator)
+            return chat.chat_translated(route.target, body, translator)
         except InvalidRequest as error:
             raise in_responses_terms(error) from None
 

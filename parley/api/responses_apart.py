@@ -7,8 +7,8 @@ input items with ids, each one ``bytes``. The serving process wraps them as
 ``orjson.Fragment`` values (``opened``), which ``orjson.dumps`` writes out as they are: a
 channel that takes the chat body (OpenAI-compatible) or the Responses body (native) as
 it is gets it without the serving process ever holding the items as objects, and so
-does the stored response. A channel that translates the chat body again (Anthropic,
-Gemini, Bedrock) gets its messages decoded (``unsealed``).
+does the stored response. A channel that translates the chat body (Anthropic, Gemini,
+Bedrock) gets it translated in a body process too (``api/apart.py``, ``Large``).
 
 A body that continues a stored response (``previous_response_id``, an
 ``item_reference``) reads the database on its way, which only the serving process can:
@@ -24,6 +24,7 @@ from typing import TypeVar, cast
 import orjson
 
 from parley.api.body import decode_json
+from parley.api.refusal import Refusal
 from parley.api.responses_request import ResponsesRequest, parse_responses
 from parley.domain.value import value
 from parley.domain.wire import JSON
@@ -32,24 +33,6 @@ from parley.runtime.body_pool import BodyPool
 from parley.runtime.response_book import ResponseBook
 
 T = TypeVar("T")
-
-
-@value
-class Refusal:
-    """An error made in the body process, to be made again in the serving process
-    (errors do not cross processes: their headers are a read-only mapping)."""
-
-    kind: type[ParleyError]
-    message: str
-    param: str | None
-    code: str | None
-
-    @classmethod
-    def of(cls, error: ParleyError) -> Refusal:
-        return cls(type(error), error.message, error.param, error.code)
-
-    def error(self) -> ParleyError:
-        return self.kind(self.message, param=self.param, code=self.code)
 
 
 @value
@@ -146,11 +129,3 @@ def opened(sealed: Sealed) -> ResponsesRequest:
         refusal=refusal,
         text=dataclasses.replace(hollow.text, body=body),
     )
-
-
-def unsealed(chat: JSON) -> JSON:
-    """A chat body whose ``messages`` are objects, for an adapter that reads them."""
-    messages = chat.get("messages")
-    if isinstance(messages, orjson.Fragment):
-        return {**chat, "messages": orjson.loads(orjson.dumps(messages))}  # its bytes, read
-    return chat

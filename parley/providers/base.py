@@ -16,9 +16,10 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import dataclass
-from typing import IO, Protocol, TypeVar
+from typing import IO, Protocol, TypeVar, runtime_checkable
 
 from parley.catalog_settings import ChannelOptions
+from parley.dialects.outbound import Codec
 from parley.dialects.translator import ChunkTranslator, Translator
 from parley.domain.transcripts import ResponseFormat, Task
 from parley.domain.wire import JSON
@@ -87,6 +88,15 @@ class ChatTranslation(Protocol):
         (``parley/dialects/``: ``OpenAIRelay`` for an OpenAI caller): an
         OpenAI-compatible upstream's bytes go to it as they are; any other upstream's
         are read into chat chunks first (``dialects.translator.Chained``)."""
+
+
+@runtime_checkable
+class Encodes(Protocol):
+    """A chat adapter that writes the chat body in its upstream's own dialect."""
+
+    def codec(self, target: Target) -> Codec:
+        """How it writes a chat body for ``target`` (``dialects/outbound.py``): what a
+        body process writes ahead for a large body."""
 
 
 class Messages(Protocol):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import TypeVar
 
+from parley.dialects.outbound import Codec
 from parley.http import HttpClient
 from parley.providers.anthropic import AnthropicAdapter
 from parley.providers.azure import AzureEndpoint
@@ -19,6 +20,7 @@ from parley.providers.base import (
     ChatTranslation,
     Completion,
     Embeddings,
+    Encodes,
     Messages,
     ReplyBounds,
     Responses,
@@ -179,6 +181,12 @@ class ProviderRegistry:
         thinking in ``thinking_blocks`` (``dialects/openai_chat.py``)."""
         adapter = self._chat.get(type_name)
         return adapter is not None and not isinstance(adapter, OpenAIAdapter)
+
+    def codec(self, type_name: str, target: Target) -> Codec | None:
+        """How the type's chat adapter writes a chat body for ``target`` in its
+        upstream's dialect; ``None`` when it sends the chat body on as it is."""
+        adapter = self._chat.get(type_name)
+        return adapter.codec(target) if isinstance(adapter, Encodes) else None
 
     def chat_translation(self, type_name: str) -> ChatTranslation:
         return self._find(self._chat_translation, type_name, "chat streams in another dialect")

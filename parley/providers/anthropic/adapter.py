@@ -20,14 +20,10 @@ from typing import TypeVar
 
 import orjson
 
-from parley.dialects import (
-    anthropic_messages,
-    anthropic_messages_reply,
-    openai_chat,
-    openai_chat_reply,
-)
+from parley.dialects import anthropic_messages_reply, openai_chat_reply
 from parley.dialects.canonical import Unsupported
 from parley.dialects.messages_to_chat import MessagesToChat
+from parley.dialects.outbound import Codec, outbound
 from parley.dialects.translator import Chained, ChunkTranslator, Translator
 from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, UpstreamError
@@ -45,15 +41,18 @@ VERSION = "2023-06-01"
 
 
 def messages_body(body: JSON, model: str, default_max_tokens: int) -> JSON:
-    """An OpenAI chat body as a Messages body, without ``stream`` (the caller sets it);
+    """An OpenAI chat body as a Messages body, without ``stream`` (the caller sets it),
+    or the one already written for it in a body process (``dialects/outbound.py``);
     what Messages cannot say is a 400."""
     try:
-        request = openai_chat.decode_request(body)
-        payload = anthropic_messages.encode_request(request, model, default_max_tokens)
+        return outbound(body, messages_codec(default_max_tokens), model)[0]
     except Unsupported as error:
         raise InvalidRequest(error.message, param=error.param) from None
-    payload.pop("stream", None)
-    return payload
+
+
+def messages_codec(default_max_tokens: int) -> Codec:
+    """How a chat body is written for an upstream that speaks Messages."""
+    return Codec("anthropic", default_max_tokens)
 
 
 class AnthropicAdapter:
@@ -94,6 +93,10 @@ class AnthropicAdapter:
         payload = {**self._translated(target, as_chat(body)), "stream": True}
         reader = CompletionChunks(MessagesToChat(self._bounds.max_event_bytes))
         return self._stream(target, payload, None, Chained(reader, translator))
+
+    def codec(self, target: Target) -> Codec:
+        """How this adapter writes a chat body (``dialects/outbound.py``)."""
+        return messages_codec(self._default_max_tokens)
 
     def relays(self, target: Target) -> bool:
         return True

@@ -27,9 +27,10 @@ from yarl import URL
 
 from parley import upstream_json
 from parley.catalog_settings import AwsSettings
-from parley.dialects import bedrock_converse, openai_chat, openai_chat_reply
+from parley.dialects import bedrock_converse, openai_chat_reply
 from parley.dialects.canonical import Unsupported
 from parley.dialects.converse_to_chat import ConverseToChat
+from parley.dialects.outbound import Codec, outbound
 from parley.dialects.translator import Chained, ChunkTranslator, Failure, Translator
 from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, UpstreamError
@@ -66,6 +67,10 @@ class BedrockAdapter:
         self._clock = clock or _utc_now
         self._signers: dict[AwsSettings, Signer] = {}
         """One signer per channel's credentials, which keeps the day's signing key."""
+
+    def codec(self, target: Target) -> Codec:
+        """How this adapter writes a chat body for ``target`` (``dialects/outbound.py``)."""
+        return _codec(target)
 
     async def chat(self, target: Target, body: JSON) -> JSON:
         payload, json_output = _translated(body, target)
@@ -155,17 +160,22 @@ def _origin(base_url: str) -> tuple[str, str, str]:
     return f"{url.scheme}://{host}", host, url.raw_path.rstrip("/")
 
 
-def _translated(body: JSON, target: Target) -> tuple[JSON, bool]:
-    """An OpenAI chat body as a Converse body, and whether its JSON output rides in the
-    forced ``JSON_TOOL``; what Converse cannot say is a 400."""
+def _codec(target: Target) -> Codec:
+    """How a chat body is written for the target's channel (its ``aws.structured_output``)."""
     aws = target.options
-    structured = aws.structured_output if isinstance(aws, AwsSettings) else "native"
+    return Codec(
+        "bedrock", structured=aws.structured_output if isinstance(aws, AwsSettings) else "native"
+    )
+
+
+def _translated(body: JSON, target: Target) -> tuple[JSON, bool]:
+    """An OpenAI chat body as a Converse body (or the one already written in a body
+    process), and whether its JSON output rides in the forced ``JSON_TOOL``; what
+    Converse cannot say is a 400."""
     try:
-        request = openai_chat.decode_request(body)
-        payload = bedrock_converse.encode_request(request, structured)
+        return outbound(body, _codec(target), target.model)
     except Unsupported as error:
         raise InvalidRequest(error.message, param=error.param) from None
-    return payload, bedrock_converse.json_tool(request, structured)
 
 
 def _secret(target: Target) -> str | None:

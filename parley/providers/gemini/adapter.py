@@ -24,9 +24,10 @@ from typing import Protocol, TypeVar
 import orjson
 
 from parley import upstream_json
-from parley.dialects import gemini, openai_chat, openai_chat_reply
+from parley.dialects import gemini, openai_chat_reply
 from parley.dialects.canonical import Unsupported
 from parley.dialects.gemini_to_chat import GeminiToChat
+from parley.dialects.outbound import Codec, outbound
 from parley.dialects.translator import Chained, ChunkTranslator, Translator
 from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, UpstreamError
@@ -146,12 +147,15 @@ class GeminiAdapter:
         ]
         return {"object": "list", "data": data, "model": target.model}
 
+    def codec(self, target: Target) -> Codec:
+        """How this adapter writes a chat body (``dialects/outbound.py``)."""
+        return Codec("gemini", remote_images=self._remote_images)
+
     def _translated(self, body: JSON) -> JSON:
-        """An OpenAI chat body as a ``GenerateContentRequest``; what Gemini cannot say is
-        a 400."""
+        """An OpenAI chat body as a ``GenerateContentRequest`` (or the one already written
+        in a body process); what Gemini cannot say is a 400."""
         try:
-            request = openai_chat.decode_request(body)
-            return gemini.encode_request(request, remote_images=self._remote_images)
+            return outbound(body, Codec("gemini", remote_images=self._remote_images), "")[0]
         except Unsupported as error:
             raise InvalidRequest(error.message, param=error.param) from None
 

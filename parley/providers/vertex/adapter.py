@@ -28,11 +28,12 @@ import orjson
 from parley import upstream_json
 from parley.dialects import anthropic_messages_reply, openai_chat_reply
 from parley.dialects.messages_to_chat import MessagesToChat
+from parley.dialects.outbound import Codec
 from parley.dialects.translator import Chained, ChunkTranslator, Translator
 from parley.domain.wire import JSON
 from parley.errors import UpstreamError
 from parley.http import HttpClient, Prepared, Reply, prepare
-from parley.providers.anthropic.adapter import messages_body
+from parley.providers.anthropic.adapter import messages_body, messages_codec
 from parley.providers.anthropic.completions import CompletionChunks, as_chat, as_completion
 from parley.providers.anthropic.refusal import stream_failure as messages_failure
 from parley.providers.base import ReplyBounds, Target, upstream_errors
@@ -112,6 +113,10 @@ class VertexAdapter:
 
     def _adapter(self, target: Target) -> GeminiAdapter | VertexClaude:
         return self._claude if publisher(target.model)[0] == "anthropic" else self._gemini
+
+    def codec(self, target: Target) -> Codec:
+        """How a chat body is written for the target's model (``dialects/outbound.py``)."""
+        return self._adapter(target).codec(target)
 
     async def chat(self, target: Target, body: JSON) -> JSON:
         return await self._adapter(target).chat(target, body)
@@ -221,6 +226,9 @@ class VertexClaude:
         self._bounds = bounds or ReplyBounds()
         self._endpoint = endpoint
         self._default_max_tokens = default_max_tokens
+
+    def codec(self, target: Target) -> Codec:
+        return messages_codec(self._default_max_tokens)
 
     async def chat(self, target: Target, body: JSON) -> JSON:
         reply = await self._reply(target, "rawPredict", self._translated(target, body))

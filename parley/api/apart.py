@@ -1,0 +1,245 @@
+"""Large chat and Messages bodies read, and large bodies translated, in a body process.
+
+A body over ``server.large_body_bytes`` is never decoded on the serving event loop
+(``runtime/body_pool.py`` says why, and how the processes are shared between groups).
+``read_chat`` and ``read_messages`` have it read there by the functions that read a
+small body here (``chat_request.parse_chat``, ``messages_request.parse_messages``...),
+and get back the checked request with its ``messages`` (and any other array over
+``BULK_BYTES``) serialized: the serving process wraps those bytes as
+``orjson.Fragment``, which ``orjson.dumps`` writes out as they are. A channel that takes
+the body as it came (OpenAI-compatible for chat, Anthropic's for Messages) gets it so.
+
+A channel of another dialect needs the body translated, which is work per item too:
+``Large.translated`` has it done in a body process, once per upstream codec
+(``dialects/outbound.py``) and call, at the attempt that needs it (failover may pick a
+channel of another dialect), and hands the adapter a chat body that carries its
+upstream's body already written (``outbound.Translated``). A Responses body read apart
+(``responses_apart.py``) is translated the same way.
+
+Everything that crosses to a body process is a module-level function and plain values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from types import TracebackType
+from typing import Literal, TypeVar
+
+import orjson
+
+from parley.api.body import decode_json
+from parley.api.chat_request import Images, parse_chat, scan_images
+from parley.api.messages_request import MessagesRequest, as_chat, parse_count, parse_messages
+from parley.api.refusal import Refusal
+from parley.api.textgen import TextRequest
+from parley.dialects.canonical import Unsupported
+from parley.dialects.outbound import Codec, Translated, encode
+from parley.domain.value import value
+from parley.domain.wire import JSON
+from parley.errors import InvalidRequest, ParleyError
+from parley.providers.base import Translations
+from parley.runtime.body_pool import BodyPool
+
+T = TypeVar("T")
+Source = Literal["chat", "messages"]
+"""The dialect of a body to translate: an OpenAI chat body, or a Messages body."""
+BULK_BYTES = 64 * 1024
+"""A top-level array larger than this, serialized, comes back from a body process as
+its bytes; a smaller value comes back as objects (cheap, and readable here)."""
+
+
+@value
+class Split:
+    """A JSON object in two parts: ``small`` holds its values (``None`` where a large
+    array was), ``bulk`` each large array's bytes, by name."""
+
+    small: JSON
+    bulk: dict[str, bytes]
+
+
+def split(body: JSON, always: str | None = None) -> Split:
+    """``body`` with each top-level array over ``BULK_BYTES`` (and ``always``, whatever
+    its size) serialized."""
+    small: JSON = {}
+    bulk: dict[str, bytes] = {}
+    for name, item in body.items():
+        small[name] = item
+        if type(item) is list:
+            written = orjson.dumps(item)
+            if name == always or len(written) > BULK_BYTES:
+                bulk[name] = written
+                small[name] = None
+    return Split(small, bulk)
+
+
+def joined(parts: Split) -> JSON:
+    """The object again, each serialized array as an ``orjson.Fragment``, in its place."""
+    bulk = parts.bulk
+    return {
+        name: orjson.Fragment(bulk[name]) if name in bulk else item
+        for name, item in parts.small.items()
+    }
+
+
+@value
+class ChatRead:
+    """A chat body read in a body process: the request (its ``body`` empty: ``body``
+    has it) and what its images are to a model."""
+
+    text: TextRequest
+    body: Split
+    images: Images
+
+
+@value
+class MessagesRead:
+    """A Messages body read in a body process: the request (its ``body`` empty)."""
+
+    messages: MessagesRequest
+    body: Split
+
+
+@value
+class Made:
+    """A body translated in a body process: the upstream's body, and whether its JSON
+    output rides in Bedrock's forced tool."""
+
+    body: Split
+    json_tool: bool
+
+
+def read_chat_apart(raw: bytes, max_image_bytes: int) -> ChatRead | Refusal:
+    """The chat body read as ``create_chat_completion`` reads a small one."""
+    try:
+        body = decode_json(raw)
+        text = parse_chat(body, len(raw))
+        images = scan_images(body["messages"], max_image_bytes)
+    except ParleyError as error:
+        return Refusal.of(error)
+    return ChatRead(dataclasses.replace(text, body={}), split(body, "messages"), images)
+
+
+def read_messages_apart(raw: bytes, beta: str | None, counting: bool) -> MessagesRead | Refusal:
+    """The Messages body read as ``create_message`` (or, ``counting``, ``count_tokens``)
+    reads a small one."""
+    try:
+        body = decode_json(raw)
+        read = parse_count(body, beta) if counting else parse_messages(body, beta, len(raw))
+    except ParleyError as error:
+        return Refusal.of(error)
+    return MessagesRead(dataclasses.replace(read, body={}), split(body, "messages"))
+
+
+def translate_apart(
+    raw: bytes, source: Source, codec: Codec | None, signed: bool, tiered: bool
+) -> Made | Refusal:
+    """The body ``raw`` written for an upstream: a Messages body as a chat body
+    (``messages_request.as_chat``), and a chat body in ``codec``'s dialect
+    (``outbound.encode``) unless ``codec`` is ``None``. The model is left empty (the
+    route's is set at the call)."""
+    try:
+        body = decode_json(raw)
+        chat = as_chat(body, "", signed=signed, tiered=tiered) if source == "messages" else body
+        if codec is None:
+            return Made(split(chat), False)
+        payload, json_tool = encode(chat, codec, "")
+    except Unsupported as error:
+        return Refusal(InvalidRequest, error.message, error.param, None)
+    except ParleyError as error:
+        return Refusal.of(error)
+    return Made(split(payload), json_tool)
+
+
+async def read_chat(
+    raw: bytes, group_id: int, bodies: BodyPool, max_image_bytes: int
+) -> tuple[TextRequest, Images, Large]:
+    """A large chat body, read in a body process in the group's turn."""
+    read = await bodies.run(group_id, read_chat_apart, raw, max_image_bytes)
+    if isinstance(read, Refusal):
+        raise read.error()
+    text = dataclasses.replace(read.text, body=joined(read.body))
+    return text, read.images, Large(raw, "chat", group_id, bodies)
+
+
+async def read_messages(
+    raw: bytes, group_id: int, bodies: BodyPool, beta: str | None, *, counting: bool = False
+) -> tuple[MessagesRequest, Large]:
+    """A large Messages body, read in a body process in the group's turn."""
+    read = await bodies.run(group_id, read_messages_apart, raw, beta, counting)
+    if isinstance(read, Refusal):
+        raise read.error()
+    messages = dataclasses.replace(read.messages, body=joined(read.body))
+    return messages, Large(raw, "messages", group_id, bodies)
+
+
+class Large:
+    """A large body's bytes, kept for the attempts that need it translated: each
+    translation is made once a call, in a body process in the group's turn."""
+
+    __slots__ = ("_bodies", "_group", "_made", "_raw", "_source")
+
+    def __init__(self, raw: bytes, source: Source, group_id: int, bodies: BodyPool) -> None:
+        self._raw = raw
+        self._source = source
+        self._group = group_id
+        self._bodies = bodies
+        self._made: dict[tuple[Codec | None, bool, bool], Made | Refusal] = {}
+
+    async def translated(
+        self,
+        chat: JSON,
+        codec: Codec | None,
+        model: str,
+        *,
+        signed: bool = False,
+        tiered: bool = False,
+    ) -> JSON:
+        """The body for a route: with ``codec``, ``chat`` (as the adapter would be given
+        it) carrying the upstream's body written for that codec; without, the body as an
+        OpenAI chat body for ``model`` (a Messages body's; ``signed`` and ``tiered`` as
+        ``as_chat`` takes them). A refusal is raised as a small body's would be."""
+        key = (codec, signed, tiered)
+        made = self._made.get(key)
+        if made is None:
+            made = await self._bodies.run(
+                self._group, translate_apart, self._raw, self._source, codec, signed, tiered
+            )
+            self._made[key] = made
+        if isinstance(made, Refusal):
+            raise made.error()
+        body = joined(made.body)
+        if codec is None:
+            body["model"] = model
+            return body
+        return Translated(chat, codec, body, made.json_tool)
+
+
+class Later(AbstractAsyncContextManager[AsyncIterator[Sequence[T]]]):
+    """A route's stream opened once its body is made (in a body process): the body
+    awaited first, then the adapter's stream (``open``) entered with it."""
+
+    __slots__ = ("_body", "_open", "_opened")
+
+    def __init__(
+        self, body: Callable[[], Awaitable[JSON]], open: Callable[[JSON], Translations[T]]
+    ) -> None:
+        self._body = body
+        self._open = open
+        self._opened: Translations[T] | None = None
+
+    async def __aenter__(self) -> AsyncIterator[Sequence[T]]:
+        opened = self._opened = self._open(await self._body())
+        return await opened.__aenter__()
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool | None:
+        opened = self._opened
+        if opened is None:
+            return False
+        return await opened.__aexit__(kind, error, traceback)
