@@ -3,13 +3,15 @@
 Starts the instant fake upstream (``bench.upstream``) and one Parley (one worker,
 SQLite, memory limiter) with two groups. The small tenant keeps ``--concurrency``
 small chat calls in flight; after a second, the big tenant sends one body of
-``--mib`` MiB whose items all have the same role (a Responses ``input``, or chat
-``messages`` to an Anthropic channel with ``--route chat-anthropic``), each item a
-message of ``--text`` characters. Printed: the big call's status and time, and the
+``--mib`` MiB whose items all have the same role (a Responses ``input``, chat ``messages``
+to an Anthropic channel with ``--route chat-anthropic``, Messages ``messages`` to an
+OpenAI-compatible channel with ``--route messages-openai``), each item a message of
+``--text`` characters. Printed: the big call's status and time, and the
 small tenant's calls that overlapped it (count, p50, p99, max).
 
     python -m bench.big_body                              # from the repo root, ~1 minute
     python -m bench.big_body --route chat-anthropic --text 200
+    python -m bench.big_body --route messages-openai
 
 Figures, not a test.
 """
@@ -59,7 +61,12 @@ models:
 ROUTES = {
     "responses": ("/v1/responses", MODEL, "input"),
     "chat-anthropic": ("/v1/chat/completions", CLAUDE, "messages"),
+    "messages-openai": ("/v1/messages", MODEL, "messages"),
+    "messages-anthropic": ("/v1/messages", CLAUDE, "messages"),
 }
+"""Each route: its path, model (OpenAI-compatible or Anthropic channel) and item field.
+``chat-anthropic`` and ``messages-openai`` are translated; ``messages-anthropic`` passes
+the body through."""
 
 
 def big_body(route: str, mib: float, text: int) -> bytes:
@@ -70,6 +77,8 @@ def big_body(route: str, mib: float, text: int) -> bytes:
     body: dict[str, object] = {"model": model, field: [item] * count}
     if route == "responses":
         body["store"] = False
+    elif route.startswith("messages"):
+        body["max_tokens"] = 16
     return orjson.dumps(body)
 
 

@@ -30,7 +30,7 @@ from typing import Literal, TypeVar
 import orjson
 
 from parley.api.body import decode_json
-from parley.api.chat_request import Images, parse_chat, scan_images
+from parley.api.chat_request import Images, parse_chat_apart
 from parley.api.messages_request import MessagesRequest, as_chat, parse_count, parse_messages
 from parley.api.refusal import Refusal
 from parley.api.textgen import TextRequest
@@ -114,8 +114,7 @@ def read_chat_apart(raw: bytes, max_image_bytes: int) -> ChatRead | Refusal:
     """The chat body read as ``create_chat_completion`` reads a small one."""
     try:
         body = decode_json(raw)
-        text = parse_chat(body, len(raw))
-        images = scan_images(body["messages"], max_image_bytes)
+        text, images = parse_chat_apart(body, len(raw), max_image_bytes)
     except ParleyError as error:
         return Refusal.of(error)
     return ChatRead(dataclasses.replace(text, body={}), split(body, "messages"), images)
@@ -138,9 +137,10 @@ def translate_apart(
     """The body ``raw`` written for an upstream: a Messages body as a chat body
     (``messages_request.as_chat``), and a chat body in ``codec``'s dialect
     (``outbound.encode``) unless ``codec`` is ``None``. The model is left empty (the
-    route's is set at the call)."""
+    route's is set at the call). ``raw`` was read (and checked) already, by a body
+    process or, for a Responses body's chat body, made by one."""
     try:
-        body = decode_json(raw)
+        body = orjson.loads(raw)  # a body read and checked before (``read_*_apart``)
         chat = as_chat(body, "", signed=signed, tiered=tiered) if source == "messages" else body
         if codec is None:
             return Made(split(chat), False)

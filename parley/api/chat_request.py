@@ -13,7 +13,7 @@ from parley.api.body import required_string
 from parley.api.refusal import Refusal
 from parley.api.textgen import TextRequest, text_request
 from parley.domain.models import Resolved
-from parley.domain.tokens import count_images, estimate_messages
+from parley.domain.tokens import read_messages
 from parley.domain.value import value
 from parley.errors import InvalidRequest, ParleyError, PayloadTooLarge
 
@@ -21,22 +21,61 @@ ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function
 
 
 def parse_chat(body: dict[str, Any], body_bytes: int) -> TextRequest:
+    """The body checked, the prompt estimated and its images counted."""
+    return _parse_chat(body, body_bytes)[0]
+
+
+def parse_chat_apart(
+    body: dict[str, Any], body_bytes: int, max_image_bytes: int
+) -> tuple[TextRequest, Images]:
+    """``parse_chat``, and what the body's images are to a model (``scan_images``),
+    for a body read in a body process."""
+    text, first = _parse_chat(body, body_bytes)
+    if first is None:
+        return text, NO_IMAGES
+    return text, scan_images(body["messages"], max_image_bytes, first)
+
+
+def _parse_chat(body: dict[str, Any], body_bytes: int) -> tuple[TextRequest, int | None]:
+    """The request, and the index of the first message with an image part."""
     model = required_string(body, "model")
     messages = body.get("messages")
     if messages is None:
         raise InvalidRequest("Missing required parameter: 'messages'.", param="messages")
     if not isinstance(messages, list) or not messages:
         raise InvalidRequest("'messages' must be a non-empty array.", param="messages")
-    for index, message in enumerate(messages):
-        _check_message(message, index)
-    return text_request(
+    estimate, images, first = _read_messages(messages)
+    text = text_request(
         body,
         model=model,
-        prompt_estimate=estimate_messages(messages),
+        prompt_estimate=estimate,
         body_bytes=body_bytes,
-        images=count_images(messages),
+        images=images,
         length_fields=("max_tokens", "max_completion_tokens"),
     )
+    return text, first
+
+
+def _read_messages(messages: list[Any]) -> tuple[int, int, int | None]:
+    """Each message checked (``_check_message``), the prompt's estimate and the image
+    parts (``domain.tokens.read_messages``), and where the first message with one is. A
+    message of a known role and a string, the common case, costs a few lookups."""
+    first = None
+    for index, message in enumerate(messages):
+        if message.__class__ is dict:
+            role = message.get("role")
+            if message.get("content").__class__ is str and role.__class__ is str and role in ROLES:
+                continue
+        _check_message(message, index)
+        content = message.get("content")
+        if first is None and content.__class__ is list and _has_image(content):
+            first = index
+    estimate, images = read_messages(messages)
+    return estimate, images, first
+
+
+def _has_image(content: list[Any]) -> bool:
+    return any(part.get("type") == "image_url" for part in content)
 
 
 def _check_message(message: Any, index: int) -> None:
@@ -101,12 +140,13 @@ class Images:
 NO_IMAGES = Images(None, None)
 
 
-def scan_images(messages: list[Any], max_bytes: int) -> Images:
-    """The images of checked chat ``messages``, up to the first a vision model refuses."""
+def scan_images(messages: list[Any], max_bytes: int, start: int = 0) -> Images:
+    """The images of checked chat ``messages`` (from index ``start``: none come
+    before), up to the first a vision model refuses."""
     first = None
-    for index, message in enumerate(messages):
-        content = message.get("content")
-        if type(content) is not list:
+    for index in range(start, len(messages)):
+        content = messages[index].get("content")
+        if content.__class__ is not list:
             continue
         for part_index, part in enumerate(content):
             if part.get("type") != "image_url":

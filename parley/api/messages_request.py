@@ -11,7 +11,7 @@ import orjson
 from parley.api.body import sampling
 from parley.dialects import anthropic_messages, openai_chat
 from parley.dialects.canonical import Unsupported
-from parley.domain.tokens import TOKENS_PER_IMAGE, estimate_text, prompt_ceiling
+from parley.domain.tokens import CHARS_PER_TOKEN, TOKENS_PER_IMAGE, estimate_text, prompt_ceiling
 from parley.domain.value import value
 from parley.domain.wire import JSON
 from parley.errors import InvalidRequest
@@ -84,9 +84,11 @@ def _estimate(body: dict[str, Any]) -> int:
     messages, tool definitions and calls), a fixed count per image."""
     total = 3
     for message in body.get("messages") or ():
-        total += 4 + _estimate_content(
-            message.get("content") if isinstance(message, dict) else None
-        )
+        content = message.get("content") if message.__class__ is dict else None
+        if content.__class__ is str:  # the common case, without a call
+            total += 4 + (len(content) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
+        else:
+            total += 4 + _estimate_content(content)
     total += _estimate_content(body.get("system"))
     if body.get("tools"):
         total += estimate_text(orjson.dumps(body["tools"]).decode())
@@ -118,8 +120,8 @@ def _images(messages: Any) -> int:
     """The image blocks in Messages ``messages``."""
     count = 0
     for message in messages if isinstance(messages, list) else ():
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, list):
+        content = message.get("content") if message.__class__ is dict else None
+        if content.__class__ is list:
             count += sum(
                 1 for block in content if isinstance(block, dict) and block.get("type") == "image"
             )

@@ -22,7 +22,7 @@ from parley.api.textgen import TextRequest
 from parley.dialects import openai_chat, openai_responses, responses_objects
 from parley.dialects.canonical import Request, Unsupported
 from parley.domain.responses import TURNS_PER_COPY
-from parley.domain.tokens import count_images, estimate_messages, estimate_text, prompt_ceiling
+from parley.domain.tokens import estimate_text, prompt_ceiling, read_messages
 from parley.domain.value import value
 from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, NotFound, ParleyError
@@ -98,8 +98,8 @@ async def parse_responses(
     if chat is not None:
         if stream:
             chat["stream_options"] = {"include_usage": True}
-        estimate = estimate_messages(chat["messages"]) + _tools_estimate(canonical)
-        images = count_images(chat["messages"])
+        estimate, images = read_messages(chat["messages"])
+        estimate += _tools_estimate(canonical)
         max_tokens = canonical.max_output_tokens or 0
     else:  # for a native channel only: a token per four characters of the body
         estimate = estimate_text(orjson.dumps(body).decode())

@@ -99,6 +99,10 @@ def _is_int(value: Any) -> TypeGuard[int]:
 
 
 def _message(message: Any, index: int) -> Message:
+    if message.__class__ is dict:  # the common case first: a role and a string
+        role, content = message.get("role"), message.get("content")
+        if content.__class__ is str and role in ("user", "assistant"):
+            return Message(role, (Text(content),))
     where = f"messages.{index}"
     if not isinstance(message, dict):
         raise Unsupported(f"'{where}' must be an object with 'role' and 'content'.", where)
@@ -381,7 +385,12 @@ def _write_options(request: Request, body: JSON) -> None:
 
 
 def _write_message(message: Message) -> JSON:
-    blocks = [write_block(block) for block in message.blocks]
+    blocks = [
+        {"type": "text", "text": block.text}  # the common case, without write_block's tests
+        if block.__class__ is Text and block.cache is None
+        else write_block(block)
+        for block in message.blocks
+    ]
     return {"role": message.role, "content": [block for block in blocks if block]}
 
 

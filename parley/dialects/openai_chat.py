@@ -71,8 +71,23 @@ def decode_request(body: JSON) -> Request:
         )
     instructions: list[Text] = []
     messages: list[Message] = []
+    said: list[Text] | None = None
+    """The text of the run of plain user messages being read (the common case), made
+    one message when the run ends: ``merged`` would make it one turn anyway."""
     for index, message in enumerate(body.get("messages") or ()):
+        content = message.get("content")
+        if content.__class__ is str and message.get("role") == "user":
+            if said is None:
+                said = []
+            if content:
+                said.append(Text(content))
+            continue
+        if said is not None:
+            messages.append(Message("user", tuple(said)))
+            said = None
         _read_message(message, index, instructions, messages)
+    if said is not None:
+        messages.append(Message("user", tuple(said)))
     return Request(
         model=str(body.get("model", "")),
         messages=tuple(merged(messages)),
@@ -113,8 +128,8 @@ def _read_message(
     message: JSON, index: int, instructions: list[Text], messages: list[Message]
 ) -> None:
     role = message.get("role")
-    where = f"messages[{index}]"
     content = message.get("content")
+    where = f"messages[{index}]"
     if role in ("system", "developer"):
         instructions.extend(block for block in _content(content, where) if isinstance(block, Text))
         return
@@ -256,13 +271,7 @@ def number_of(body: JSON, name: str) -> float | None:
 def encode_request(request: Request, model: str, *, thinking_blocks: bool = False) -> JSON:
     """The canonical call as a chat body for an OpenAI-compatible upstream, or, with
     ``thinking_blocks``, for an adapter that reads it back (signed reasoning kept)."""
-    messages: list[JSON] = []
-    if request.instructions:
-        text = "\n\n".join(block.text for block in request.instructions)
-        messages.append({"role": "system", "content": text})
-    for index, message in enumerate(request.messages):
-        messages.extend(_write_message(message, index, thinking_blocks))
-    body: JSON = {"model": model, "messages": messages}
+    body: JSON = {"model": model, "messages": _write_messages(request, thinking_blocks)}
     if request.max_output_tokens is not None:
         body["max_tokens"] = request.max_output_tokens
     for name in ("temperature", "top_p", "top_k", "user"):
@@ -284,6 +293,20 @@ def encode_request(request: Request, model: str, *, thinking_blocks: bool = Fals
     return body
 
 
+def _write_messages(request: Request, signed: bool) -> list[JSON]:
+    messages: list[JSON] = []
+    if request.instructions:
+        text = "\n\n".join(block.text for block in request.instructions)
+        messages.append({"role": "system", "content": text})
+    for index, message in enumerate(request.messages):
+        blocks = message.blocks
+        if message.role == "user" and len(blocks) == 1 and blocks[0].__class__ is Text:
+            messages.append({"role": "user", "content": blocks[0].text})  # the common case
+        else:
+            messages.extend(_write_message(message, index, signed))
+    return messages
+
+
 def effort_for(budget: int | None) -> str:
     """The ``reasoning_effort`` whose budget is the nearest at or above ``budget``."""
     for effort, tokens in REASONING_BUDGETS.items():
@@ -298,12 +321,14 @@ def _write_message(message: Message, index: int, signed: bool) -> list[JSON]:
     written: list[JSON] = []
     parts: list[JSON] = []
     for position, block in enumerate(message.blocks):
-        where = f"messages[{index}].content[{position}]"
-        if isinstance(block, ToolResult):
-            written.append(_write_result(block, where))
+        if block.__class__ is Text:  # the common case, without the tests below
+            parts.append({"type": "text", "text": block.text})
+        elif isinstance(block, ToolResult):
+            written.append(_write_result(block, f"messages[{index}].content[{position}]"))
         elif isinstance(block, Text | Image):
             parts.append(_write_part(block))
         else:
+            where = f"messages[{index}].content[{position}]"
             raise Unsupported("A user message cannot hold this block here.", where)
     if parts:
         plain = all(part["type"] == "text" for part in parts)

@@ -33,12 +33,25 @@ def estimate_text(text: str) -> int:
 
 
 def estimate_messages(messages: list[Any]) -> int:
-    total = 3
+    """The prompt's tokens, estimated, for chat ``messages``."""
+    return read_messages(messages)[0]
+
+
+def read_messages(messages: list[Any]) -> tuple[int, int]:
+    """The prompt's estimate for chat ``messages`` and the image parts in them, in one
+    pass: a message whose content is a string (the common case) costs one lookup."""
+    total = 3 + TOKENS_PER_MESSAGE * len(messages)
+    images = 0
     for message in messages:
-        total += TOKENS_PER_MESSAGE
-        if isinstance(message, dict):
-            total += _estimate_content(message.get("content"))
-    return total
+        if message.__class__ is not dict:
+            continue
+        content = message.get("content")
+        if content.__class__ is str:
+            total += (len(content) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
+        elif content.__class__ is list:
+            total += _estimate_content(content)
+            images += _images(content)
+    return total, images
 
 
 def prompt_ceiling(body_bytes: int, images: int = 0) -> int:
@@ -49,14 +62,11 @@ def prompt_ceiling(body_bytes: int, images: int = 0) -> int:
 
 def count_images(messages: list[Any]) -> int:
     """The image parts in chat messages."""
-    images = 0
-    for message in messages:
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, list):
-            for part in content:
-                if isinstance(part, dict) and part.get("type") == "image_url":
-                    images += 1
-    return images
+    return read_messages(messages)[1]
+
+
+def _images(content: list[Any]) -> int:
+    return sum(1 for part in content if part.__class__ is dict and part.get("type") == "image_url")
 
 
 def estimate_prompt(prompt: Any) -> int:
@@ -82,10 +92,13 @@ def _estimate_content(content: Any) -> int:
         return 0
     total = 0
     for part in content:
-        if not isinstance(part, dict):
+        if part.__class__ is not dict:
             continue
-        if part.get("type") == "text" and isinstance(part.get("text"), str):
-            total += estimate_text(part["text"])
-        elif part.get("type") == "image_url":
+        kind = part.get("type")
+        if kind == "text":
+            text = part.get("text")
+            if text.__class__ is str:
+                total += (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
+        elif kind == "image_url":
             total += TOKENS_PER_IMAGE
     return total
