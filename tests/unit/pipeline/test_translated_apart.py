@@ -13,10 +13,12 @@ import orjson
 import pytest
 
 from parley.api.apart import BULK_BYTES, Large, Made, joined, split, translate_apart
+from parley.api.chat_request import Images, parse_chat, parse_chat_apart
 from parley.api.messages_request import as_chat
 from parley.api.refusal import Refusal
 from parley.catalog_settings import AwsSettings
 from parley.dialects.outbound import Codec, Translated, encode, outbound
+from parley.domain.tokens import IMAGE_TOKENS_CEILING, TEMPLATE_TOKENS, TOKENS_PER_IMAGE
 from parley.errors import InvalidRequest
 from parley.http import HttpClient
 from parley.providers.base import Target
@@ -142,3 +144,22 @@ async def test_each_channel_type_names_the_codec_its_adapter_writes_in() -> None
         assert codec("bedrock", "m", tool) == Codec("bedrock", structured="tool")
     finally:
         await http.close()
+
+
+def test_a_chat_body_is_read_alike_whichever_path_each_message_takes() -> None:
+    image = {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}
+    messages = [
+        {"role": "user", "content": "abcd" * 3},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c"}]},
+        {"role": "user", "content": [{"type": "text", "text": "abcde"}, image]},
+        {"role": "tool", "content": ""},
+    ]
+    text, images = parse_chat_apart({"model": "m", "messages": messages}, 100, 10)
+    assert text.prompt_estimate == 3 + 4 * 4 + 3 + 0 + (2 + TOKENS_PER_IMAGE) + 0
+    assert text.prompt_ceiling == 100 + TEMPLATE_TOKENS + IMAGE_TOKENS_CEILING
+    assert images == Images("messages[2].content[1]", None)
+    assert parse_chat({"model": "m", "messages": messages}, 100) == text
+    bad = [*messages, {"role": "user", "content": 7}]
+    with pytest.raises(InvalidRequest) as refused:
+        parse_chat_apart({"model": "m", "messages": bad}, 100, 10)
+    assert refused.value.param == "messages[4].content"
