@@ -5,8 +5,9 @@ One middleware, ``gateway``, does in order what every request needs:
 * every failure becomes the OpenAI envelope; nothing else reaches a caller;
 * a ``/v1`` call to no route is a 404 (405 for a wrong method) before its key is
   read, so a wrong path never reads as a wrong key, nor tells a valid key from another;
-* other ``/v1`` calls are authenticated (stage 1 of the pipeline) and every reply to an
-  authenticated caller carries the rate-limit headers;
+* other ``/v1`` calls (and ``/v2/rerank``, Cohere's clients' path) are authenticated
+  (stage 1 of the pipeline) and every reply to an authenticated caller carries the
+  rate-limit headers;
 * a request body still arriving has a deadline, and a key a number of bodies that may be
   arriving at once (``parley.edge.bodies``).
 
@@ -60,7 +61,8 @@ from parley.telemetry.request_ids import stamp_request_id
 from parley.telemetry.wiring import install as install_telemetry
 
 log = logging.getLogger("parley")
-V1 = "/v1/"
+V1 = ("/v1/", "/v2/rerank")
+"""The API's paths: ``/v1``, and Cohere's v2 rerank (its clients call ``/v2/rerank``)."""
 ANTHROPIC_VERSION = "anthropic-version"
 DATABASE_UNAVAILABLE = "The database is unavailable right now; try again shortly."
 BODY_TIMEOUT_MESSAGE = "The request body did not arrive in time; send it whole, faster."

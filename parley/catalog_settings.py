@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from yarl import URL
 
+from parley.domain.images import QUALITIES, is_size
 from parley.service_account import AccountError, read_account
 
 
@@ -119,7 +120,20 @@ class VertexOptions(Strict):
         return path
 
 
-ChannelOptions = AwsSettings | AzureSettings | VertexOptions
+class DeepgramOptions(Strict):
+    """A ``type: deepgram`` channel's settings for ``/v1/listen`` and ``/v1/speak``."""
+
+    punctuate: bool = True
+    """Sent as ``punctuate`` on every transcription (OpenAI's transcripts are punctuated)."""
+    smart_format: bool = True
+    """Sent as ``smart_format``: numbers, dates and the like written as people write them."""
+    language: str | None = Field(None, pattern=r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8})*$")
+    """The ``language`` sent when the caller names none; unset: Deepgram's own default."""
+    sample_rate: Literal[8000, 16000, 24000, 32000, 48000] = 24000
+    """The rate Aura is asked to speak ``wav`` and ``pcm`` at (16-bit mono)."""
+
+
+ChannelOptions = AwsSettings | AzureSettings | VertexOptions | DeepgramOptions
 """A channel's provider-specific settings, handed to its adapter with each call."""
 
 
@@ -139,6 +153,8 @@ class ChannelSettings(Strict):
     """``type: azure-openai`` only (defaults apply when unset)."""
     vertex: VertexOptions | None = None
     """``type: vertex`` only (and needed there)."""
+    deepgram: DeepgramOptions | None = None
+    """``type: deepgram`` only (defaults apply when unset)."""
 
     @model_validator(mode="after")
     def _provider_options(self) -> ChannelSettings:
@@ -156,6 +172,8 @@ class ChannelSettings(Strict):
                 "a channel of type vertex needs `vertex` (project, region, "
                 "credentials_file), and only such a channel takes it"
             )
+        if self.deepgram is not None and self.type != "deepgram":
+            raise ValueError("deepgram is for channels of type deepgram")
         return self
 
     @property
@@ -167,6 +185,8 @@ class ChannelSettings(Strict):
             return self.vertex
         if self.type == "azure-openai":
             return self.azure or AzureSettings()
+        if self.type == "deepgram":
+            return self.deepgram or DeepgramOptions()
         return None
 
     responses: Literal["translate", "native"] = "translate"
@@ -211,9 +231,37 @@ class Prices(Strict):
     """Input tokens read from the upstream's prompt cache; unset: ``input_per_1k``."""
     cache_write_per_1k: Decimal | None = None
     """Input tokens written to the upstream's prompt cache; unset: ``input_per_1k``."""
+    per_search_unit: Decimal = Decimal(0)
+    """A rerank's search unit: one query over up to 100 documents (Cohere's unit);
+    only for ``kind: rerank`` models, which may also (or instead) be priced per token."""
+
+    per_image: dict[str, Decimal] | None = None
+    """An image model's price per image by grade: ``"1024x1024/high"``, ``"1024x1024"``
+    (any quality), ``"*/low"`` (any size), ``"*"``; the most specific entry wins."""
+    image_input_per_1k: Decimal | None = None
+    """An image model's input image tokens; unset: ``input_per_1k``."""
+
+    @field_validator("per_image")
+    @classmethod
+    def _grades(cls, table: dict[str, Decimal] | None) -> dict[str, Decimal] | None:
+        for grade, price in (table or {}).items():
+            size, _, quality = grade.partition("/")
+            if not (size == "*" or is_size(size)) or not (
+                quality in ("", "*") or quality in QUALITIES
+            ):
+                raise ValueError(
+                    f"'{grade}' is not a grade: write SIZE/QUALITY (1024x1024/high), SIZE, "
+                    f"*/QUALITY or *, sizes as WxH or auto, qualities among "
+                    f"{', '.join(sorted(QUALITIES))}"
+                )
+            if price < 0:
+                raise ValueError(f"the price of '{grade}' must not be negative")
+        return table
 
 
-ModelKind = Literal["chat", "completion", "embedding", "speech", "transcription"]
+ModelKind = Literal[
+    "chat", "completion", "embedding", "speech", "transcription", "moderation", "rerank", "image"
+]
 TranscriptFormat = Literal["json", "text", "srt", "vtt", "verbose_json"]
 
 
@@ -302,4 +350,16 @@ class ModelSettings(Strict):
             raise ValueError("audio options are only for kind: speech models")
         if self.kind == "speech" and (self.prices.input_per_1k or self.prices.output_per_1k):
             raise ValueError("a speech model is priced per_1k_characters, not per token")
+        if self.prices.per_search_unit and self.kind != "rerank":
+            raise ValueError("only a kind: rerank model is priced per_search_unit")
+        image_prices = self.prices.per_image is not None or self.prices.image_input_per_1k
+        if image_prices and self.kind != "image":
+            raise ValueError("per_image and image_input_per_1k are only for kind: image models")
+        if self.prices.per_image is not None and (
+            self.prices.input_per_1k or self.prices.output_per_1k or self.prices.image_input_per_1k
+        ):
+            raise ValueError(
+                "an image model is priced per_image or per token (input_per_1k, "
+                "image_input_per_1k, output_per_1k), not both"
+            )
         return self

@@ -167,7 +167,8 @@ class ModelNotFound(NotFound):
 
     def __init__(self, model: str) -> None:
         super().__init__(
-            f"The model `{model}` does not exist or you do not have access to it.",
+            f"The model `{model}` does not exist or you do not have access to it. "
+            "GET /v1/models lists the models your key can use.",
             param="model",
         )
 

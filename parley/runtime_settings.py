@@ -217,6 +217,26 @@ class AudioSettings(Strict):
     threads_per_group: int = Field(1, gt=0, description="clips of one group measured at once")
 
 
+class ImageSettings(Strict):
+    """Image endpoints: what an edit may upload, and the images Parley serves by URL
+    (``runtime/image_files.py``; docs/api.md, Images)."""
+
+    max_file_bytes: int = Field(
+        20 * 1024 * 1024, gt=0, description="largest image or mask an edit may upload"
+    )
+    max_files: int = Field(16, gt=0, description="most images one edit may upload")
+    url_ttl_seconds: int = Field(3600, gt=0, description="how long an image URL serves")
+    url_dir: str | None = None
+    """Where images served by URL are kept; unset: ``parley-images`` beside a SQLite
+    database, else in the working directory."""
+    url_max_bytes: int = Field(
+        1024 * 1024 * 1024, gt=0, description="the most bytes kept for URLs (oldest go first)"
+    )
+    public_url: str | None = None
+    """The gateway's address as callers reach it (``https://ai.example.com``), for URLs
+    to images; unset: the address each request came to."""
+
+
 class RoutingSettings(Strict):
     """How hard a call tries other channels and models before it fails."""
 

@@ -42,6 +42,7 @@ from parley.runtime_settings import (
     AudioSettings,
     CorsSettings,
     DatabaseSettings,
+    ImageSettings,
     LimitSettings,
     MetricsSettings,
     RedisSettings,
@@ -61,6 +62,7 @@ __all__ = [
     "ConfigError",
     "CorsSettings",
     "DatabaseSettings",
+    "ImageSettings",
     "LimitSettings",
     "MetricsSettings",
     "ModelKind",
@@ -99,6 +101,7 @@ class Settings(Strict):
     metrics: MetricsSettings = MetricsSettings()
     upstream: UpstreamSettings = UpstreamSettings()
     audio: AudioSettings = AudioSettings()
+    images: ImageSettings = ImageSettings()
     routing: RoutingSettings = RoutingSettings()
     channels: tuple[ChannelSettings, ...] = ()
     models: tuple[ModelSettings, ...] = ()

@@ -2,7 +2,8 @@
 
 With ``PARLEY_REQUIRE_SERVICES=1`` (set by ``.ci/run``) a test that would skip because
 PostgreSQL, Redis or ``redis-server`` is missing fails instead: CI must never pass
-with the scale-out path untested.
+with the scale-out path untested. Administrators' passwords are hashed cheaply in the
+tests' own process (``cheap_password_hashes``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import os
 from collections.abc import Generator
 
 import pytest
+
+from parley.admin import passwords
 
 
 @pytest.hookimpl(wrapper=True)
@@ -22,3 +25,14 @@ def pytest_runtest_makereport(
         report.outcome = "failed"
         report.longrepr = f"skipped, but PARLEY_REQUIRE_SERVICES=1 forbids skips: {report.longrepr}"
     return report
+
+
+@pytest.fixture(autouse=True)
+def cheap_password_hashes(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Administrators' passwords hashed at scrypt's lowest accepted cost (N=2^10), not
+    production's (N=2^17: 128 MiB and a good part of a second of CPU a hash), which would
+    make the dashboard's tests minutes long. The cost changes nothing the tests check
+    but the stored parameters, which tests marked ``owasp_scrypt`` check at the real cost.
+    """
+    if request.node.get_closest_marker("owasp_scrypt") is None:
+        monkeypatch.setattr(passwords, "LOG2_N", 10)

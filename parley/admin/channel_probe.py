@@ -1,11 +1,11 @@
 """A channel's test button: one minimal real call to one of its models, timed.
 
 The cheapest call the model's kind allows: a chat or a completion of at most one token,
-the embedding of one word, the synthesis of one short word, the transcription of half a
-second of silence. The outcome is the latency, the status (200, or the upstream's or
-the gateway's error status) and the upstream's error message, redacted of the channel's
-credential and of anything shaped like one. Nothing is metered: the call is the
-operator's, not a group's.
+the embedding, moderation or rerank of one word, the synthesis of one short word, the
+transcription of half a second of silence. The outcome is the latency, the status (200,
+or the upstream's or the gateway's error status) and the upstream's error message,
+redacted of the channel's credential and of anything shaped like one. Nothing is
+metered: the call is the operator's, not a group's.
 """
 
 from __future__ import annotations
@@ -17,7 +17,13 @@ import wave
 from dataclasses import dataclass
 
 from parley.errors import ParleyError, UpstreamRefused
-from parley.providers.base import AudioUpload, SpeechRequest, Target, TranscriptionRequest
+from parley.providers.base import (
+    AudioUpload,
+    RerankRequest,
+    SpeechRequest,
+    Target,
+    TranscriptionRequest,
+)
 from parley.providers.not_found import NOT_FOUND, not_found_hint
 from parley.providers.redaction import redact
 from parley.providers.registry import ProviderRegistry, UnknownProviderType
@@ -73,6 +79,10 @@ async def _call(providers: ProviderRegistry, kind: ModelKind, type_: str, target
         )
     elif kind == "embedding":
         await providers.embeddings(type_).embeddings(target, {"model": model, "input": "ok"})
+    elif kind == "moderation":
+        await providers.moderation(type_).moderations(target, {"model": model, "input": "ok"})
+    elif kind == "rerank":
+        await providers.rerank(type_).rerank(target, RerankRequest("ok", ("ok",)))
     elif kind == "speech":
         request = SpeechRequest(input="OK.", voice=None, response_format="wav")
         async with providers.speech(type_).speech(target, request) as audio:

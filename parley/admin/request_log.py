@@ -54,6 +54,7 @@ COLUMNS = (
     "total_tokens",
     "characters",
     "audio_seconds",
+    "search_units",
     "cost_usd",
     "estimated",
 )
@@ -190,6 +191,7 @@ def line_view(line: LoggedRequest) -> dict[str, Any]:
         "total_tokens": record.prompt_tokens + record.completion_tokens,
         "characters": record.characters,
         "audio_seconds": record.audio_ms / 1000,
+        "search_units": record.search_units,
         "cost_usd": nanos_to_usd(record.cost_nanos),
         "estimated": record.estimated,
     }

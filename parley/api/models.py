@@ -19,6 +19,9 @@ ENDPOINTS = {
     "embedding": ["/v1/embeddings"],
     "speech": ["/v1/audio/speech"],
     "transcription": ["/v1/audio/transcriptions", "/v1/audio/translations"],
+    "moderation": ["/v1/moderations"],
+    "rerank": ["/v1/rerank", "/v2/rerank"],
+    "image": ["/v1/images/generations", "/v1/images/edits"],
 }
 
 
@@ -48,8 +51,14 @@ def model_record(spec: ModelSpec, capabilities: dict[str, str]) -> dict[str, Any
             "output_per_1k_tokens": nanos_to_usd(price.output_per_1k),
             "per_1k_characters": nanos_to_usd(price.per_1k_characters),
             "per_minute": nanos_to_usd(price.per_minute),
+            "per_search_unit": nanos_to_usd(price.per_search_unit),
         },
     }
+    if spec.kind == "image":
+        record["pricing"]["image_input_per_1k_tokens"] = nanos_to_usd(price.image_input_per_1k)
+        record["pricing"]["per_image"] = {
+            f"{size}/{quality}": nanos_to_usd(nanos) for size, quality, nanos in price.per_image
+        }
     if spec.speech is not None:
         record["speech"] = spec.speech.options()
     if spec.transcription is not None:

@@ -4,8 +4,9 @@ The handler checks the body, then hands a ``SpeechJob`` to the runner, which adm
 routes, relays and meters it. The job chooses the engine's voice for each route: a
 clone-shaped id (in any spelling an engine may fold to one, ``domain.voices``) is only
 ever the caller's own registered clone, sent under the engine's name for it; any other
-clone-shaped id, or a voice the engine does not have, becomes the model's default voice
-and is never sent, whether or not the engine's roster can be read. It calls the
+clone-shaped id, a clone's own name at the engine (a hosted engine's voice id), or a
+voice the engine does not have, becomes the model's default voice and is never sent,
+whether or not the engine's roster can be read. It calls the
 adapter, converts the audio to the caller's format as it arrives (``audio.convert``),
 and frames it: raw bytes, or ``speech.audio.delta`` events closed by
 ``speech.audio.done`` with usage. It is billed per input character
@@ -191,6 +192,7 @@ class SpeechJob:
             steps=self._steps(),
             language=self._language(),
             sse=self._sse,
+            sample_rate=self._profile.sample_rate,
         )
         adapter = self._svc.providers.speech(route.provider_type)
         async with adapter.speech(route.target, request) as audio:
@@ -266,6 +268,8 @@ class SpeechJob:
                     retryable=True,
                 )
             return clone.engine_name
+        if self._svc.clones.is_engine_name(model, requested):
+            return default  # a clone's engine id (hosted engines) is no voice to callers
         known = None
         if self._profile.voice_listing:
             known = await self._svc.rosters.builtin(model, self._svc.router.routes(model))

@@ -1,16 +1,20 @@
 """Reading a ``multipart/form-data`` upload: text fields in memory, the file spooled.
 
-Every upload (transcriptions, translations, voice clones) is read here, with the same
-caps: at most ``MAX_FIELDS`` parts, ``MAX_FIELD_BYTES`` a text field, the file under
-the caller's cap; another content type is a 415. The file is read in pieces into a
-``SpooledTemporaryFile`` (kept in memory up to ``SPOOL_BYTES``, on disk past it) and
-counted as it arrives: past the configured cap the call is refused with 413 naming the
-limit, before the rest is read. It is later sent on
+Every upload (transcriptions, translations, voice clones, image edits) is read here,
+with the same caps: at most ``MAX_FIELDS`` parts, ``MAX_FIELD_BYTES`` a text field, the
+file under the caller's cap; another content type is a 415. An image edit's files
+(``read_files``: several images and a mask, each under its cap and at most so many) are
+read into memory, since every provider is sent them whole (base64 in JSON, or a
+multipart body); the whole body is bounded by ``server.max_body_bytes`` besides. A
+single file is read in pieces into a ``SpooledTemporaryFile`` (kept in memory up to
+``SPOOL_BYTES``, on disk past it) and counted as it arrives: past the configured cap the
+call is refused with 413 naming the limit, before the rest is read. It is later sent on
 from that spool, so an upload is never held twice in memory.
 """
 
 from __future__ import annotations
 
+import io
 import tempfile
 from dataclasses import dataclass, field
 from typing import IO
@@ -40,6 +44,58 @@ class Form:
     def close(self) -> None:
         if self.file is not None:
             self.file.close()
+
+
+@dataclass
+class Files:
+    """A form's text fields and its files in the order sent, each as (field, bytes)."""
+
+    fields: MultiDict[str] = field(default_factory=MultiDict)
+    files: list[tuple[str, bytes]] = field(default_factory=list)
+
+
+async def read_files(
+    request: web.Request,
+    file_fields: tuple[str, ...],
+    max_file_bytes: int,
+    max_files: int,
+    max_total_bytes: int,
+) -> Files:
+    """The multipart form of ``request`` with files under ``file_fields`` (several under
+    one name allowed): 415 for another content type, 413 for a file over
+    ``max_file_bytes`` or files over ``max_total_bytes`` together, 400 for more than
+    ``max_files`` files or a malformed body."""
+    if request.content_type != "multipart/form-data":
+        raise UnsupportedMediaType(
+            f"Unsupported Content-Type `{request.content_type}`; send multipart/form-data."
+        )
+    form = Files()
+    try:
+        reader = await request.multipart()
+        count = 0
+        while (part := await reader.next()) is not None:
+            count += 1
+            if count > MAX_FIELDS or not isinstance(part, BodyPartReader):
+                raise InvalidRequest("The form has too many or nested parts.")
+            name = part.name or ""
+            if name in file_fields:
+                if len(form.files) >= max_files:
+                    message = f"The form carries more than {max_files} files."
+                    raise InvalidRequest(message, param=name)
+                buffer = io.BytesIO()
+                left = max_total_bytes - sum(len(data) for _, data in form.files)
+                if left < max_file_bytes:
+                    await _spool(part, buffer, left, name, what="set of images")
+                else:
+                    await _spool(part, buffer, max_file_bytes, name, what="image")
+                form.files.append((name, buffer.getvalue()))
+            elif part.filename is None:
+                form.fields.add(name, await _text(part, name))
+            else:
+                await part.release()  # another file: not ours to read
+    except (ValueError, HttpProcessingError):  # aiohttp's words for a malformed body
+        raise InvalidRequest("The multipart body could not be read.") from None
+    return form
 
 
 async def read_form(
@@ -85,13 +141,15 @@ async def _read_parts(
             await part.release()  # another file: not ours to read
 
 
-async def _spool(part: BodyPartReader, file: IO[bytes], limit: int, name: str) -> int:
+async def _spool(
+    part: BodyPartReader, file: IO[bytes], limit: int, name: str, what: str = "audio file"
+) -> int:
     size = 0
     while piece := await part.read_chunk(PIECE_BYTES):
         size += len(piece)
         if size > limit:
             raise PayloadTooLarge(
-                f"The audio file is too large: the limit is {limit} bytes "
+                f"The {what} is too large: the limit is {limit} bytes "
                 f"({limit / 1_048_576:.1f} MiB). Send a shorter or more compressed file.",
                 param=name,
             )

@@ -15,7 +15,10 @@ speaks both vocabularies: ``label`` and ``name``, ``builtin`` and ``type``.
 Deleting: a clone-shaped id of another group (in any spelling, ``domain.voices``) and a
 built-in voice are 403; an id of the caller's group that the registry does not have is
 404. The engine's copy is deleted, then the registry entry, even when the engine had
-already lost the voice. The reply is OpenAI's ``audio.voice.deleted``.
+already lost the voice. When the engine fails to delete it, the registry entry stays (so
+the voice is never forgotten while the engine may still hold it: each later deletion, the
+caller's or the operator's, tries the engine again) and a ``parley.voices`` warning
+names the clone and the channel. The reply is OpenAI's ``audio.voice.deleted``.
 
 Both go through the runner (admitted against the request rate, metered at no cost).
 """
@@ -23,6 +26,7 @@ Both go through the runner (admitted against the request rate, metered at no cos
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -45,6 +49,7 @@ from parley.errors import (
     NotFound,
     ParleyError,
     PermissionDenied,
+    UpstreamError,
     UpstreamRefused,
 )
 from parley.pipeline import runner
@@ -72,6 +77,7 @@ MEDIA_TYPES = {
 FILE_FIELDS = ("file", "audio_sample")
 """The clip's part, under the spec's name or OpenAI's."""
 MAX_CONSENT_CHARS = 300
+log = logging.getLogger("parley.voices")
 
 
 def _voices_model(model: Resolved) -> SpeechProfile:
@@ -352,7 +358,18 @@ class DeleteJob:
         if clone.channel != route.target.channel:
             raise _moved_on(route.target.channel)
         adapter = self._svc.providers.voices(route.provider_type)
-        await adapter.delete_voice(route.target, clone.engine_name)
+        try:
+            await adapter.delete_voice(route.target, clone.engine_name)
+        except UpstreamError as error:
+            log.warning(
+                "voice deletion %s (%s): the engine of channel `%s` did not delete it (%s); "
+                "the clone stays registered to its group until a deletion succeeds",
+                clone.voice_id,
+                clone.model,
+                route.target.channel,
+                error.message,
+            )
+            raise
         await self._svc.clones.remove(clone)
         return clone
 

@@ -36,7 +36,7 @@ def serve_demo(host: str | None, port: int | None) -> None:
     run_demo(
         DEMO_DIR.resolve(),
         (host, port),
-        lambda raw: run_worker(raw, reuse_port=False),
+        lambda raw, listening: run_worker(raw, reuse_port=False, on_listening=listening),
         with_store,
         _load,
         check=_check_listen,

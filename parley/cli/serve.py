@@ -12,6 +12,7 @@ import gc
 import logging
 import signal
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -34,8 +35,13 @@ STREAM_END_SECONDS = 2.0
 most half of ``server.shutdown_close_seconds``, which this time is part of)."""
 
 
-def run_worker(raw_settings: dict[str, Any], reuse_port: bool) -> None:
-    """One serving process (the settings arrive as JSON so spawned workers can take them)."""
+def run_worker(
+    raw_settings: dict[str, Any],
+    reuse_port: bool,
+    on_listening: Callable[[], None] | None = None,
+) -> None:
+    """One serving process (the settings arrive as JSON so spawned workers can take them);
+    ``on_listening`` is called once it listens (the demo prints its welcome then)."""
     settings = Settings.model_validate(raw_settings)
     configure_logging(settings.server.log_format)
     _install_uvloop()
@@ -44,7 +50,8 @@ def run_worker(raw_settings: dict[str, Any], reuse_port: bool) -> None:
     app = create_app(settings)
     app.on_startup.append(settle_garbage_collector)  # runs after the services are built
     try:
-        loop.run_until_complete(serve_app(app, settings, reuse_port=reuse_port))
+        serving = serve_app(app, settings, reuse_port=reuse_port, on_listening=on_listening)
+        loop.run_until_complete(serving)
     except OSError as error:  # the port was taken between the check and the bind
         if error.errno not in LISTEN_ERRNOS:
             raise
@@ -58,8 +65,15 @@ def run_worker(raw_settings: dict[str, Any], reuse_port: bool) -> None:
 LISTEN_ERRNOS = (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL)
 
 
-async def serve_app(app: web.Application, settings: Settings, *, reuse_port: bool) -> None:
-    """Serve ``app`` until SIGTERM or SIGINT, then shut down within the grace period."""
+async def serve_app(
+    app: web.Application,
+    settings: Settings,
+    *,
+    reuse_port: bool,
+    on_listening: Callable[[], None] | None = None,
+) -> None:
+    """Serve ``app`` until SIGTERM or SIGINT, then shut down within the grace period;
+    ``on_listening`` once the socket is bound and listening."""
     server = settings.server
     runner = EdgeRunner(  # aiohttp's AppRunner, with the edge's connections (parley/edge/)
         app,
@@ -78,7 +92,9 @@ async def serve_app(app: web.Application, settings: Settings, *, reuse_port: boo
             runner, server.host, server.port, reuse_port=reuse_port, backlog=server.backlog
         )
         await site.start()
-        _stop_once_on_signals(asyncio.get_running_loop(), stopping)
+        _stop_once_on_signals(asyncio.get_running_loop(), stopping, server.shutdown_grace_seconds)
+        if on_listening is not None:
+            on_listening()
         await stopping.wait()
     finally:
         await shut_down(runner, server.shutdown_grace_seconds)
@@ -132,8 +148,12 @@ async def _end_calls_in_flight(
         connection.force_close()
 
 
-def _stop_once_on_signals(loop: asyncio.AbstractEventLoop, stopping: asyncio.Event) -> None:
-    """SIGTERM or SIGINT starts the graceful shutdown; another one during it is ignored.
+def _stop_once_on_signals(
+    loop: asyncio.AbstractEventLoop, stopping: asyncio.Event, grace_seconds: float
+) -> None:
+    """SIGTERM or SIGINT starts the graceful shutdown, said at once in the log (a Ctrl-C
+    that seems ignored for the grace period gets pressed again); another one during it
+    is ignored.
 
     aiohttp's own handlers raise ``GracefulExit`` on every signal, so a second one (a
     repeated ``kill``, or the parent's SIGTERM to a worker that already got the signal
@@ -145,6 +165,10 @@ def _stop_once_on_signals(loop: asyncio.AbstractEventLoop, stopping: asyncio.Eve
         if stopping.is_set():
             log.warning("already shutting down: finishing calls and writing usage records")
             return
+        log.info(
+            "stopping: calls in flight have up to %gs to finish, then usage records are written",
+            grace_seconds,
+        )
         stopping.set()
 
     if sys.platform == "win32":

@@ -110,6 +110,7 @@ def _check(settings: Settings, workers: int) -> None:
     from parley.providers.registry import (
         ProviderRegistry,
         check_channel_types,
+        check_image_channels,
         check_native_responses,
     )
 
@@ -117,6 +118,7 @@ def _check(settings: Settings, workers: int) -> None:
         registry = ProviderRegistry.default(HttpClient())
         check_channel_types(settings.channels, registry.types())
         check_native_responses(settings.channels, registry)
+        check_image_channels(settings.channels, settings.models, registry)
     except ConfigError as error:
         fail(str(error))
     if workers > 1 and settings.limits.backend == "memory" and not settings.limits.per_worker:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 
+from parley.domain.images import ANY, AUTO, Grade
+
 NANOS_PER_USD = 1_000_000_000
 NANOS_PER_CENT = 10_000_000
 
@@ -27,12 +29,20 @@ def nanos_to_cents(nanos: int) -> float:
     return nanos / NANOS_PER_CENT
 
 
+ImagePrices = tuple[tuple[str, str, int], ...]
+"""A model's ``per_image`` table: (size, quality, nano-dollars an image), either part
+``*`` for any value."""
+
+
 @dataclass(frozen=True, slots=True)
 class Price:
-    """Nano-dollars per 1K input tokens, 1K output tokens, 1K characters, one minute; and
-    per 1K input tokens read from an upstream's prompt cache (``cached_input_per_1k``) or
+    """Nano-dollars per 1K input tokens, 1K output tokens, 1K characters, one minute; per
+    1K input tokens read from an upstream's prompt cache (``cached_input_per_1k``) or
     written to it (``cache_write_per_1k``), which the configuration defaults to the input
-    price."""
+    price; per search unit (a rerank's query over up to 100 documents, as Cohere bills).
+    An image model is priced per image by grade (``per_image``), or by tokens: text
+    input at ``input_per_1k``, image input at ``image_input_per_1k``, output at
+    ``output_per_1k``."""
 
     input_per_1k: int = 0
     output_per_1k: int = 0
@@ -40,6 +50,28 @@ class Price:
     per_minute: int = 0
     cached_input_per_1k: int = 0
     cache_write_per_1k: int = 0
+    per_search_unit: int = 0
+    per_image: ImagePrices = ()
+    image_input_per_1k: int = 0
+
+    def image_price(self, grade: Grade) -> int | None:
+        """Nano-dollars for one image of ``grade``; ``None`` when the table prices no
+        such image. The most specific entry wins (size and quality, then size, then
+        quality, then ``*``); an ``auto`` part, not yet known, takes the dearest entry
+        it could turn out to be."""
+        found: int | None = None
+        for size, quality in _lookups(grade):
+            prices = [
+                nanos
+                for entry_size, entry_quality, nanos in self.per_image
+                if (entry_size == size or (size == AUTO and entry_size != ANY))
+                and (entry_quality == quality or (quality == AUTO and entry_quality != ANY))
+            ]
+            if prices:
+                found = max(prices) if found is None else max(found, *prices)
+                if AUTO not in (size, quality):
+                    return found
+        return found
 
     def cost(
         self,
@@ -50,12 +82,22 @@ class Price:
         audio_ms: int = 0,
         cached_tokens: int = 0,
         cache_write_tokens: int = 0,
+        search_units: int = 0,
+        image_tokens: int = 0,
+        images: int = 0,
+        image_grade: Grade | None = None,
     ) -> int:
         """Exact cost in nano-dollars, rounded half-up once at the end. ``prompt_tokens``
-        counts every input token; the cached ones among them are priced as such."""
-        fresh = max(prompt_tokens - cached_tokens - cache_write_tokens, 0)
+        counts every input token; the cached ones and the image ones (``image_tokens``)
+        among them are priced as such. ``images`` of ``image_grade`` are priced by the
+        ``per_image`` table (nothing when it prices no such image)."""
+        image_tokens = min(image_tokens, prompt_tokens)
+        fresh = max(prompt_tokens - cached_tokens - cache_write_tokens - image_tokens, 0)
+        each = self.image_price(image_grade or Grade()) if images and self.per_image else None
         thousandths = (
             fresh * self.input_per_1k
+            + image_tokens * self.image_input_per_1k
+            + images * (each or 0) * 1000
             + cached_tokens * self.cached_input_per_1k
             + cache_write_tokens * self.cache_write_per_1k
             + completion_tokens * self.output_per_1k
@@ -63,4 +105,10 @@ class Price:
         )
         numerator = thousandths * 60_000 + audio_ms * self.per_minute * 1000
         whole, rest = divmod(numerator, 60_000_000)
-        return whole + (1 if rest * 2 >= 60_000_000 else 0)
+        return whole + (1 if rest * 2 >= 60_000_000 else 0) + search_units * self.per_search_unit
+
+
+def _lookups(grade: Grade) -> tuple[tuple[str, str], ...]:
+    """The table entries for ``grade``, most specific first."""
+    size, quality = grade.size, grade.quality
+    return ((size, quality), (size, ANY), (ANY, quality), (ANY, ANY))

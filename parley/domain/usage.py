@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from datetime import date, datetime
 from typing import Any, overload
 
+from parley.domain.images import Grade
 from parley.domain.value import value
 
 log = logging.getLogger("parley.usage")
@@ -47,6 +48,13 @@ class Usage:
     fallback: Usage | None = field(default=None, compare=False)
     """Parley's estimate of the same call, carried by an upstream's report: what is billed
     instead (marked estimated) when the report goes past the call's allowance."""
+    search_units: int = 0
+    """A rerank's search units: one query over up to 100 documents (Cohere's unit)."""
+    images: int = 0
+    """Images made, priced by ``image_grade`` when the model has a ``per_image`` table."""
+    image_grade: Grade | None = None
+    image_tokens: int = 0
+    """Of ``prompt_tokens``, those of input images (priced as such)."""
 
     @property
     def total_tokens(self) -> int:
@@ -67,6 +75,10 @@ class Allowance:
     characters: int = 0
     audio_ms: int = 0
     open_ended: bool = False
+    search_units: int = 0
+    images: int = 0
+    image_grade: Grade | None = None
+    """The grade the images are held at (an ``auto`` part at the dearest it can be)."""
 
     def cap(self, usage: Usage) -> Usage:
         """What is billed for ``usage``: itself when within the allowance (the same
@@ -78,6 +90,8 @@ class Allowance:
             and (self.open_ended or usage.completion_tokens <= self.completion_tokens)
             and usage.characters <= self.characters
             and usage.audio_ms <= self.audio_ms
+            and usage.search_units <= self.search_units
+            and usage.images <= self.images
         ):
             return usage
         fallback = usage.fallback
@@ -97,6 +111,10 @@ class Allowance:
             cached_tokens=cached,
             cache_write_tokens=min(usage.cache_write_tokens, prompt - cached),
             reasoning_tokens=min(usage.reasoning_tokens, completion),
+            search_units=min(usage.search_units, self.search_units),
+            images=min(usage.images, self.images),
+            image_grade=usage.image_grade,
+            image_tokens=min(usage.image_tokens, prompt),
         )
 
 
@@ -126,6 +144,10 @@ def with_estimate(reported: Usage | None, estimate: Usage | None) -> Usage | Non
         reported.cache_write_tokens,
         reported.reasoning_tokens,
         estimate,
+        reported.search_units,
+        reported.images,
+        reported.image_grade,
+        reported.image_tokens,
     )
 
 
@@ -219,6 +241,8 @@ class UsageRecord:
     request_count: int = 1
     """How many requests the line stands for: more than one only for a refusal counting
     the like refusals past the first few of its minute (``pipeline/refusal_rows.py``)."""
+    search_units: int = 0
+    """A rerank's search units (``Usage.search_units``); 0 for every other call."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,24 +32,29 @@ class FilePart:
 
 
 class MultipartBody:
-    """Text fields, then one file, as a ``multipart/form-data`` body of known length."""
+    """Text fields, then one file or several, as a ``multipart/form-data`` body of known
+    length."""
 
-    __slots__ = ("_file", "_head", "_size", "_tail", "boundary")
+    __slots__ = ("_files", "_size", "_tail", "boundary")
 
-    def __init__(self, fields: Sequence[tuple[str, str]], file: FilePart) -> None:
+    def __init__(self, fields: Sequence[tuple[str, str]], *files: FilePart) -> None:
         self.boundary = f"parley-{secrets.token_hex(16)}"
         rendered = [self._field(name, value) for name, value in fields]
-        rendered.append(
-            f"--{self.boundary}\r\n"
-            f'Content-Disposition: form-data; name="{_quoted(file.name)}"; '
-            f'filename="{_quoted(file.filename)}"\r\n'
-            f"Content-Type: {_one_line(file.content_type)}\r\n\r\n".encode()
-        )
-        self._head = b"".join(rendered)
-        self._tail = f"\r\n--{self.boundary}--\r\n".encode()
-        self._file = file.file
-        self._size = self._file.seek(0, os.SEEK_END)
-        self._file.seek(0)
+        self._files: list[tuple[bytes, IO[bytes], int]] = []
+        for index, part in enumerate(files):
+            head = b"".join(rendered) if index == 0 else b"\r\n"
+            head += (
+                f"--{self.boundary}\r\n"
+                f'Content-Disposition: form-data; name="{_quoted(part.name)}"; '
+                f'filename="{_quoted(part.filename)}"\r\n'
+                f"Content-Type: {_one_line(part.content_type)}\r\n\r\n".encode()
+            )
+            size = part.file.seek(0, os.SEEK_END)
+            part.file.seek(0)
+            self._files.append((head, part.file, size))
+        closing = f"--{self.boundary}--\r\n".encode()
+        self._tail = b"\r\n" + closing if files else b"".join(rendered) + closing
+        self._size = sum(len(head) + size for head, _, size in self._files)
 
     @property
     def content_type(self) -> str:
@@ -57,19 +62,20 @@ class MultipartBody:
 
     @property
     def length(self) -> int:
-        return len(self._head) + self._size + len(self._tail)
+        return self._size + len(self._tail)
 
     def pieces(self) -> Iterator[bytes]:
-        """The body, in pieces of at most ``PIECE_BYTES`` of the file."""
-        yield self._head
-        self._file.seek(0)
-        left = self._size
-        while left > 0:
-            piece = self._file.read(min(PIECE_BYTES, left))
-            if not piece:
-                raise ValueError("the file to upload got shorter while it was being sent")
-            left -= len(piece)
-            yield piece
+        """The body, in pieces of at most ``PIECE_BYTES`` of each file."""
+        for head, file, size in self._files:
+            yield head
+            file.seek(0)
+            left = size
+            while left > 0:
+                piece = file.read(min(PIECE_BYTES, left))
+                if not piece:
+                    raise ValueError("the file to upload got shorter while it was being sent")
+                left -= len(piece)
+                yield piece
         yield self._tail
 
     def _field(self, name: str, value: str) -> bytes:

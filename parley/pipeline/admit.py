@@ -52,12 +52,18 @@ Release = Callable[[Budget, str, int, int], None]
 
 
 def worst_cost(price: Price, allowance: Allowance) -> int:
-    """What the call costs at most, in nano-dollars: the allowance at the model's prices."""
+    """What the call costs at most, in nano-dollars: the allowance at the model's prices
+    (every input token at the dearer of the text and image input prices)."""
+    dearer_images = price.image_input_per_1k > price.input_per_1k
     return price.cost(
         prompt_tokens=allowance.prompt_tokens,
         completion_tokens=allowance.completion_tokens,
         characters=allowance.characters,
         audio_ms=allowance.audio_ms,
+        search_units=allowance.search_units,
+        image_tokens=allowance.prompt_tokens if dearer_images else 0,
+        images=allowance.images,
+        image_grade=allowance.image_grade,
     )
 
 

@@ -105,6 +105,10 @@ class Meter:
                 audio_ms=usage.audio_ms,
                 cached_tokens=usage.cached_tokens,
                 cache_write_tokens=usage.cache_write_tokens,
+                search_units=usage.search_units,
+                image_tokens=usage.image_tokens,
+                images=usage.images,
+                image_grade=usage.image_grade,
             )
             cost = max(0, cost)  # never a credit, whatever a price says
         record = UsageRecord(
@@ -128,6 +132,9 @@ class Meter:
             call.model.requested,  # model_requested
             error_code,
             None if first_byte is None else int(first_byte * 1000),  # first_byte_ms
+            True,  # admitted
+            1,  # request_count
+            usage.search_units,
         )
         self.writer.submit(record)
         self.health.observe(record)

@@ -25,7 +25,7 @@ from parley.audio.budget import DecodeBudget
 from parley.audio.pool import ProbePool
 from parley.credentials import CredentialBox, SealError
 from parley.domain.models import ModelRegistry, ModelSpec
-from parley.domain.pricing import Price, usd_to_nanos
+from parley.domain.pricing import ImagePrices, Price, usd_to_nanos
 from parley.domain.speech import SpeechProfile
 from parley.domain.transcripts import TranscriptionAbilities
 from parley.http import HeadLimits, HttpClient
@@ -40,6 +40,7 @@ from parley.providers.base import ReplyBounds
 from parley.providers.registry import (
     ProviderRegistry,
     check_channel_types,
+    check_image_channels,
     check_native_responses,
 )
 from parley.runtime.body_pool import BodyPool
@@ -47,6 +48,7 @@ from parley.runtime.breaker import Breakers
 from parley.runtime.budget import SpendLedger
 from parley.runtime.channel_book import ChannelBook
 from parley.runtime.directory import Directory
+from parley.runtime.image_files import ImageFiles, default_directory
 from parley.runtime.in_flight import CallsInFlight
 from parley.runtime.response_book import ResponseBook
 from parley.runtime.writer import UsageWriter
@@ -85,6 +87,9 @@ def _spec(model: ModelSettings, created: int) -> ModelSpec:
             per_minute=usd_to_nanos(prices.per_minute),
             cached_input_per_1k=usd_to_nanos(_or_input(prices.cached_input_per_1k, prices)),
             cache_write_per_1k=usd_to_nanos(_or_input(prices.cache_write_per_1k, prices)),
+            per_search_unit=usd_to_nanos(prices.per_search_unit),
+            per_image=_image_prices(prices),
+            image_input_per_1k=usd_to_nanos(_or_input(prices.image_input_per_1k, prices)),
         ),
         context_window=model.context_window,
         vision=model.vision,
@@ -95,6 +100,16 @@ def _spec(model: ModelSettings, created: int) -> ModelSpec:
         transcription=_abilities(model),
         speech=speech_profile(model.audio or SpeechOptions()) if model.kind == "speech" else None,
     )
+
+
+def _image_prices(prices: Prices) -> ImagePrices:
+    """The ``per_image`` table as (size, quality, nanos); a grade without a quality is
+    any quality (``*``)."""
+    table = []
+    for grade, usd in (prices.per_image or {}).items():
+        size, _, quality = grade.partition("/")
+        table.append((size, quality or "*", usd_to_nanos(usd)))
+    return tuple(table)
 
 
 def _or_input(price: Decimal | None, prices: Prices) -> Decimal:
@@ -131,6 +146,13 @@ def probe_pool(settings: Settings) -> ProbePool:
     return ProbePool(audio.threads, audio.threads_per_group, budget)
 
 
+def image_files(settings: Settings) -> ImageFiles:
+    """Where images served by URL are kept, for how long, within what (``images``)."""
+    options = settings.images
+    directory = options.url_dir or default_directory(settings.database.url)
+    return ImageFiles(directory, options.url_ttl_seconds, options.url_max_bytes)
+
+
 def _abilities(model: ModelSettings) -> TranscriptionAbilities | None:
     if model.kind != "transcription":
         return None
@@ -164,6 +186,8 @@ class Services:
     """The channels routed to: the config file's and those managed live."""
     responses: ResponseBook
     """Stored responses of the Responses API, written behind the reply."""
+    image_files: ImageFiles
+    """The images served by URL (``response_format: url``), on disk for a while."""
     started_at: int = field(default_factory=lambda: int(time.time()))
     request_ids: RequestIds = field(default_factory=RequestIds)
     watchers: CallWatchers = field(default_factory=CallWatchers)
@@ -194,6 +218,7 @@ class Services:
         )
         check_channel_types(settings.channels, providers.types())
         check_native_responses(settings.channels, providers)
+        check_image_channels(settings.channels, settings.models, providers)
         if store is None:
             opened = await open_store(
                 settings.database.url,
@@ -248,6 +273,7 @@ class Services:
             planner=Planner(router, breakers, models, settings.models, settings.routing),
             channels=book,
             responses=ResponseBook(store, settings.responses, settings.usage.spill_dir),
+            image_files=image_files(settings),
             started_at=started_at,
         )
         await services.responses.replay_spills()

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from parley import upstream_json
-from parley.errors import UpstreamRefused
+from parley.errors import InvalidRequest, UpstreamRefused
 from parley.http import HttpClient, Prepared, Reply, prepare
 from parley.providers.base import ReplyBounds, SpeechAudio, Target, upstream_errors
 from parley.providers.openai.refusal import refusal
@@ -168,3 +168,14 @@ async def raw_pieces(reply: Reply, channel: str) -> AsyncGenerator[bytes, None]:
                 yield piece
     finally:
         reply.release()
+
+
+def no_voice() -> InvalidRequest:
+    """The refusal of a call that names no voice it can use, on a model without
+    ``default_voice``, to an engine without a default voice whose roster offers none
+    either (ElevenLabs, Cartesia)."""
+    return InvalidRequest(
+        "This speech model has no default voice, and the call names none it can use: "
+        "name a voice from GET /v1/audio/voices.",
+        param="voice",
+    )

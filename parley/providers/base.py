@@ -147,6 +147,49 @@ class Embeddings(Protocol):
         """Embeddings of the body's ``input``, as OpenAI's ``list`` of ``embedding`` objects."""
 
 
+class Moderation(Protocol):
+    def moderations(self, target: Target, body: JSON) -> Awaitable[JSON]:
+        """A moderation of the body's ``input``, as OpenAI's ``{id, model, results}``."""
+
+
+@dataclass(frozen=True, slots=True)
+class RerankRequest:
+    """A rerank in Parley's terms: the query and each document as the text to rank it
+    by (object documents already turned into text by ``api/rerank.py``). ``top_n`` is
+    how many results the caller wants (``None``: all); an engine that ignores it is
+    trimmed by Parley."""
+
+    query: str
+    documents: tuple[str, ...]
+    top_n: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RankedDocument:
+    """One document's place: its index in the request's ``documents`` and its score."""
+
+    index: int
+    relevance_score: float
+
+
+@dataclass(frozen=True, slots=True)
+class RerankReply:
+    """An engine's ranking, as it sent it (checked: each index in range, once; each
+    score a finite number), and what it reported of its cost, if anything."""
+
+    results: tuple[RankedDocument, ...]
+    input_tokens: int | None = None
+    """The tokens the engine said it read (Jina's and vLLM's ``usage``, Cohere's
+    ``meta.billed_units.input_tokens``); ``None``: it said nothing valid."""
+    search_units: int | None = None
+    """The search units the engine billed (Cohere's ``meta.billed_units``)."""
+
+
+class Rerank(Protocol):
+    async def rerank(self, target: Target, request: RerankRequest) -> RerankReply:
+        """The documents ranked by relevance to the query, in the engine's own dialect."""
+
+
 @dataclass(frozen=True, slots=True)
 class AudioUpload:
     """The caller's audio, checked and spooled: sent on from ``file`` (seekable)."""
@@ -206,6 +249,9 @@ class SpeechRequest:
     """ISO 639-1 code of the voice's language, when the catalogue knows it."""
     sse: bool = False
     """Ask the engine for ``speech.audio.delta`` events where it can give them."""
+    sample_rate: int | None = None
+    """The model's ``sample_rate``: the rate to ask for, of an engine that offers several
+    (the adapter says the rate it got in ``SpeechAudio.sample_rate``)."""
 
 
 class SpeechAudio:
@@ -278,6 +324,92 @@ class Voices(Protocol):
 
     async def delete_voice(self, target: Target, name: str) -> bool:
         """Delete an uploaded voice; False when the engine did not have it."""
+
+
+@dataclass(frozen=True, slots=True)
+class ImageInput:
+    """An image the caller sent (an edit's ``image`` or ``mask``), sniffed and bounded."""
+
+    data: bytes
+    media_type: str
+    """``image/png``, ``image/jpeg`` or ``image/webp``, from the bytes."""
+
+
+@dataclass(frozen=True, slots=True)
+class ImageRequest:
+    """One image generation (no ``inputs``) or edit, in OpenAI's terms; each adapter
+    says it in its upstream's. ``None`` is a field the caller left to the model."""
+
+    prompt: str
+    n: int = 1
+    size: str | None = None
+    quality: str | None = None
+    background: str | None = None
+    output_format: str | None = None
+    output_compression: int | None = None
+    inputs: tuple[ImageInput, ...] = ()
+    mask: ImageInput | None = None
+    partial_images: int | None = None
+    """Streamed partial images asked for (0 to 3), where the upstream streams."""
+    url_reply: bool | None = None
+    """The caller's ``response_format``: ``True`` for ``url``, ``False`` for
+    ``b64_json``, ``None`` when not given (then not sent on: GPT image models refuse it)."""
+    options: tuple[tuple[str, str | int], ...] = ()
+    """Other fields OpenAI's API takes (``style``, ``moderation``, ``input_fidelity``,
+    ``user``...), sent on as given by upstreams that speak it; others ignore them."""
+
+    @property
+    def edit(self) -> bool:
+        return bool(self.inputs)
+
+
+@dataclass(frozen=True, slots=True)
+class Picture:
+    """One image an upstream made: its bytes, their media type, and the prompt the
+    upstream rewrote it from (DALL·E 3), if it said."""
+
+    data: bytes
+    media_type: str
+    revised_prompt: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ImageReply:
+    """An upstream's images, with what it said it made (``size``, ``quality``,
+    ``background``, ``output_format``: ``None`` when it did not say) and the usage it
+    reported (OpenAI's ``usage`` object, unchecked: ``domain.usage`` reads it)."""
+
+    images: tuple[Picture, ...]
+    size: str | None = None
+    quality: str | None = None
+    background: str | None = None
+    output_format: str | None = None
+    usage: JSON | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartialImage:
+    """A streamed partial image: a preview of image ``index``, replaced by later ones."""
+
+    data: bytes
+    media_type: str
+    index: int
+
+
+ImageEvent = PartialImage | ImageReply
+"""An item of an image stream: a partial image, or finished images (with their usage)."""
+
+
+class Images(Protocol):
+    def images(self, target: Target, request: ImageRequest) -> Awaitable[ImageReply]:
+        """Generate (or, with ``request.inputs``, edit) images; the whole reply."""
+
+    def images_stream(
+        self, target: Target, request: ImageRequest
+    ) -> AbstractAsyncContextManager[AsyncIterator[Sequence[ImageEvent]]]:
+        """The same, streamed: partial images as the upstream sends them, then the
+        finished images (one ``ImageReply`` per image, or one for all). An upstream that
+        cannot stream is sent the whole call, its reply the only event."""
 
 
 @contextmanager

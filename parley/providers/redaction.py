@@ -3,8 +3,10 @@
 An upstream's error message is relayed when the request itself was at fault, and some
 upstreams (or the proxies in front of them) echo the request's headers in it. Removed:
 the channel's own key in every spelling a message can carry it, and anything shaped like
-a credential: an ``Authorization``-style header's value, a bearer token, an
-``sk-``-style key, a JWT.
+a credential: an ``Authorization``-style header's value (``x-api-key``, ElevenLabs'
+``xi-api-key`` among them), a bearer token, a Deepgram ``Token`` (a run of 32 or more
+hexadecimal digits after the word), an ``sk-``-style key, ElevenLabs' and Cartesia's
+``sk_`` and ``sk_car_`` keys, a JWT.
 
 The key's spellings: as is; with any of its ASCII characters percent-encoded (once or
 twice, either case), escaped as JSON's ``\\u00XX`` or written as invisible Unicode tag
@@ -45,7 +47,9 @@ _CREDENTIALS = re.compile(
     (?P<sep>["']?\s*[:=]\s*["']?)
     (?:(?:bearer|basic|token)\s+)?[^\s"',;}]+
   | \bbearer\s+[A-Za-z0-9._~+/=-]{6,}
+  | \btoken\s+[A-Fa-f0-9]{32,}\b
   | \b(?:sk|rk|pk)-[A-Za-z0-9_-]{8,}
+  | \bsk_(?:car_)?[A-Za-z0-9]{16,}
   | \beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*
     """,
     re.IGNORECASE | re.VERBOSE,

@@ -21,23 +21,37 @@ from parley.providers.base import (
     Completion,
     Embeddings,
     Encodes,
+    Images,
     Messages,
+    Moderation,
     ReplyBounds,
+    Rerank,
     Responses,
     Speech,
     Target,
     Transcription,
     Voices,
 )
-from parley.providers.bedrock import BedrockAdapter
+from parley.providers.bedrock import BedrockAdapter, BedrockRerank
+from parley.providers.bedrock.images import BedrockImages
+from parley.providers.cartesia import CartesiaAdapter
+from parley.providers.cohere import CohereRerank
+from parley.providers.deepgram import DeepgramAdapter
+from parley.providers.elevenlabs import ElevenLabsAdapter
 from parley.providers.gemini import GeminiAdapter
+from parley.providers.gemini.adapter import ApiKeyEndpoint
+from parley.providers.gemini.images import GoogleImages
+from parley.providers.jina import JinaRerank
 from parley.providers.openai import OpenAIAdapter
+from parley.providers.openai.images import OpenAIImages
 from parley.providers.openai.transcription import TranscriptionAdapter
 from parley.providers.openai_audio import OpenAIAudioAdapter
 from parley.providers.supertonic import SupertonicAdapter
-from parley.providers.vertex.adapter import VertexAdapter
+from parley.providers.tei import TEIRerank
+from parley.providers.vertex.adapter import VertexAdapter, VertexEndpoint
 from parley.providers.vertex.channels import VertexChannels
-from parley.settings import ChannelSettings, ConfigError
+from parley.providers.vertex.ranking import VertexRanking
+from parley.settings import ChannelSettings, ConfigError, ModelSettings
 
 OPENAI_COMPATIBLE_TYPES = ("openai", "vllm", "ollama", "llamacpp")
 """Types whose upstreams speak OpenAI's wire format, all served by ``OpenAIAdapter``."""
@@ -48,6 +62,10 @@ DEFAULT_MAX_TOKENS = 1024
 TRANSCRIPTION_TYPES = ("openai", "speaches", "vllm")
 """Types whose upstreams speak OpenAI's audio wire format for speech-to-text; ``vllm``
 cannot write subtitles (Parley writes them from segments)."""
+
+JINA_RERANK_TYPES = ("jina", "vllm", "llamacpp", "infinity", "openai")
+"""Types whose upstreams rerank in Jina's dialect (``POST {base_url}/rerank``); ``cohere``
+speaks Cohere's v2 and ``tei`` TEI's own (docs/configuration.md, Rerank channels)."""
 
 _Adapter = TypeVar("_Adapter")
 
@@ -76,7 +94,10 @@ class ProviderRegistry:
         "_chat_translation",
         "_completion",
         "_embeddings",
+        "_images",
         "_messages",
+        "_moderation",
+        "_rerank",
         "_responses",
         "_speech",
         "_transcription",
@@ -93,6 +114,9 @@ class ProviderRegistry:
         self._transcription: dict[str, Transcription] = {}
         self._speech: dict[str, Speech] = {}
         self._voices: dict[str, Voices] = {}
+        self._moderation: dict[str, Moderation] = {}
+        self._rerank: dict[str, Rerank] = {}
+        self._images: dict[str, Images] = {}
 
     @classmethod
     def default(
@@ -109,33 +133,56 @@ class ProviderRegistry:
         have theirs loaded at their first call)."""
         registry = cls()
         openai = OpenAIAdapter(http, bounds)
+        openai_images = OpenAIImages(http, bounds)
         for type_name in OPENAI_COMPATIBLE_TYPES:
             registry.register(type_name, chat=openai, completion=openai)
             registry.register(type_name, embeddings=openai, chat_translation=openai)
+            registry.register(type_name, responses=openai, moderation=openai)
             registry.register(type_name, responses=openai)
+            registry.register(type_name, images=openai_images)
         anthropic = AnthropicAdapter(http, bounds, default_max_tokens)
         registry.register("anthropic", chat=anthropic, completion=anthropic, messages=anthropic)
         registry.register("anthropic", chat_translation=anthropic)
         azure = OpenAIAdapter(http, bounds, AzureEndpoint())
         registry.register("azure-openai", chat=azure, completion=azure)
         registry.register("azure-openai", embeddings=azure, chat_translation=azure)
+        registry.register("azure-openai", images=OpenAIImages(http, bounds, AzureEndpoint()))
         bedrock = BedrockAdapter(http, bounds)
         registry.register("bedrock", chat=bedrock, completion=bedrock, chat_translation=bedrock)
+        registry.register("bedrock", images=BedrockImages(bedrock, bounds))
         gemini = GeminiAdapter(http, bounds)
         registry.register("gemini", chat=gemini, chat_translation=gemini, completion=gemini)
         registry.register("gemini", embeddings=gemini)
+        registry.register("gemini", images=GoogleImages(http, bounds, ApiKeyEndpoint()))
         google_cloud = VertexChannels(http)
         google_cloud.prepare(channels)
         vertex = VertexAdapter(http, bounds, google_cloud, default_max_tokens)
         registry.register("vertex", chat=vertex, chat_translation=vertex, completion=vertex)
         registry.register("vertex", embeddings=vertex, messages=vertex)
+        registry.register("vertex", rerank=VertexRanking(http, bounds, google_cloud))
+        vertex_images = GoogleImages(http, bounds, VertexEndpoint(google_cloud))
+        registry.register("vertex", images=vertex_images)
         for type_name in TRANSCRIPTION_TYPES:
             adapter = TranscriptionAdapter(http, bounds, writes_subtitles=type_name != "vllm")
             registry.register(type_name, transcription=adapter)
+        deepgram = DeepgramAdapter(http, bounds)
+        registry.register("deepgram", transcription=deepgram, speech=deepgram, voices=deepgram)
         openai_audio = OpenAIAudioAdapter(http, bounds)
         registry.register("openai-audio", speech=openai_audio, voices=openai_audio)
         supertonic = SupertonicAdapter(http, bounds)
         registry.register("supertonic", speech=supertonic, voices=supertonic)
+        jina = JinaRerank(http, bounds)
+        for type_name in JINA_RERANK_TYPES:
+            registry.register(type_name, rerank=jina)
+        registry.register("cohere", rerank=CohereRerank(http, bounds))
+        registry.register("tei", rerank=TEIRerank(http, bounds))
+        registry.register("bedrock", rerank=BedrockRerank(bedrock, bounds))
+        elevenlabs = ElevenLabsAdapter(http, bounds)
+        registry.register(
+            "elevenlabs", speech=elevenlabs, voices=elevenlabs, transcription=elevenlabs
+        )
+        cartesia = CartesiaAdapter(http, bounds)
+        registry.register("cartesia", speech=cartesia, voices=cartesia)
         return registry
 
     def register(
@@ -151,6 +198,9 @@ class ProviderRegistry:
         transcription: Transcription | None = None,
         speech: Speech | None = None,
         voices: Voices | None = None,
+        moderation: Moderation | None = None,
+        rerank: Rerank | None = None,
+        images: Images | None = None,
     ) -> None:
         """Serve the given capabilities of channels of ``type_name`` with these adapters."""
         if chat is not None:
@@ -171,6 +221,12 @@ class ProviderRegistry:
             self._speech[type_name] = speech
         if voices is not None:
             self._voices[type_name] = voices
+        if moderation is not None:
+            self._moderation[type_name] = moderation
+        if rerank is not None:
+            self._rerank[type_name] = rerank
+        if images is not None:
+            self._images[type_name] = images
 
     def chat(self, type_name: str) -> Chat:
         return self._find(self._chat, type_name, "chat")
@@ -218,6 +274,19 @@ class ProviderRegistry:
     def voices(self, type_name: str) -> Voices:
         return self._find(self._voices, type_name, "voices")
 
+    def moderation(self, type_name: str) -> Moderation:
+        return self._find(self._moderation, type_name, "moderations")
+
+    def rerank(self, type_name: str) -> Rerank:
+        return self._find(self._rerank, type_name, "rerank")
+
+    def images(self, type_name: str) -> Images:
+        return self._find(self._images, type_name, "images")
+
+    def image_types(self) -> frozenset[str]:
+        """The channel types that can serve image models."""
+        return frozenset(self._images)
+
     def types(self) -> frozenset[str]:
         """Every channel type some adapter is registered for."""
         tables = (
@@ -228,6 +297,9 @@ class ProviderRegistry:
             self._transcription,
             self._speech,
             self._voices,
+            self._moderation,
+            self._rerank,
+            self._images,
         )
         return frozenset().union(*tables)
 
@@ -246,6 +318,22 @@ def check_native_responses(channels: Sequence[ChannelSettings], registry: Provid
             raise ConfigError(
                 f"channels[{index}].responses: the channel type '{channel.type}' cannot "
                 "serve the Responses API natively (use 'translate')"
+            )
+
+
+def check_image_channels(
+    channels: Sequence[ChannelSettings], models: Sequence[ModelSettings], registry: ProviderRegistry
+) -> None:
+    """Raise ``ConfigError`` naming the first channel that serves a ``kind: image`` model
+    although no adapter of its type serves images."""
+    image_models = {model.name for model in models if model.kind == "image"}
+    for index, channel in enumerate(channels):
+        served = [model.name for model in channel.models if model.name in image_models]
+        if served and channel.type not in registry.image_types():
+            raise ConfigError(
+                f"channels[{index}].models: the channel type '{channel.type}' cannot serve "
+                f"the image model '{served[0]}' (image channels: "
+                f"{', '.join(sorted(registry.image_types()))})"
             )
 
 

@@ -129,6 +129,7 @@ usage_records = Table(
     Column("first_byte_ms", Integer),
     Column("admitted", Boolean, nullable=False, server_default=true()),
     Column("request_count", Integer, nullable=False, server_default="1"),
+    Column("search_units", BigInteger, nullable=False, server_default="0"),
     Index("ix_usage_records_created_at", "created_at"),
     Index("ix_usage_records_group_id_created_at", "group_id", "created_at"),
     # Failures and refusals also have a partial index on (status, created_at) where

@@ -233,6 +233,7 @@ def _raw_row(record: UsageRecord) -> dict[str, Any]:
         "first_byte_ms": record.first_byte_ms,
         "admitted": record.admitted,
         "request_count": record.request_count,
+        "search_units": record.search_units,
     }
 
 

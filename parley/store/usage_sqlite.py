@@ -63,6 +63,7 @@ _RAW_COLUMNS = (
     "cached_tokens",
     "cache_write_tokens",
     "request_count",
+    "search_units",
 )
 _ROLLUP_COLUMNS = ("group_id", "day", "model", *ROLLUP_TOTALS)
 
@@ -276,6 +277,7 @@ class Batch:
                     record.cached_tokens,
                     record.cache_write_tokens,
                     record.request_count,
+                    record.search_units,
                 )
             )
             key_id = record.key_id

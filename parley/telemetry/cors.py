@@ -21,7 +21,7 @@ from parley.api.reply import error_response
 from parley.errors import PermissionDenied
 from parley.settings import CorsSettings
 
-V1 = "/v1/"
+V1 = ("/v1/", "/v2/rerank")
 ALLOWED_METHODS = "GET, POST, DELETE, OPTIONS"
 ALWAYS_ALLOWED_HEADERS = ("authorization", "content-type")
 EXPOSED_HEADERS = ", ".join(

@@ -35,6 +35,8 @@ ADDRESSED_ENDPOINTS = frozenset(
         "/v1/chat/completions",
         "/v1/completions",
         "/v1/embeddings",
+        "/v1/images/generations",
+        "/v1/images/edits",
         "/v1/messages",
         "/v1/audio/speech",
         "/v1/audio/transcriptions",

@@ -6,7 +6,10 @@ book does not know (created on another instance since the last refresh) is looke
 the store once; an id still unknown there is remembered as unknown until the next refresh.
 
 Clones are keyed by model and folded voice id (``domain.voices.folded``): engines fold
-names, so ``Anna``, ``anna`` and ``ANNA`` in fullwidth letters are one voice.
+names, so ``Anna``, ``anna`` and ``ANNA`` in fullwidth letters are one voice. The
+engines' own names for the clones are known too (``is_engine_name``), so that a hosted
+engine's voice id of a clone (ElevenLabs', Cartesia's), were it ever learnt, is never
+taken for a voice of the engine's own.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ class CloneBook:
         self._local: dict[Key, tuple[int, Clone | None]] = {}
         """What this instance changed, with its change number: kept over a load that
         started before it."""
+        self._engine_names: dict[str, frozenset[str]] | None = None
+        """Each model's clones' engine names; rebuilt after a change."""
 
     async def load(self) -> None:
         seen = self._changes
@@ -42,12 +47,23 @@ class CloneBook:
                 else:
                     fresh[key] = clone
         self._clones = fresh
+        self._engine_names = None
         self._unknown.clear()
         self._local = {key: entry for key, entry in self._local.items() if entry[0] > seen}
 
     def of_group(self, model: str, group_id: int) -> list[Clone]:
         found = [c for c in self._clones.values() if c.model == model and c.group_id == group_id]
         return sorted(found, key=lambda clone: clone.created_at)
+
+    def is_engine_name(self, model: str, name: str) -> bool:
+        """Whether ``name`` is the engine's name for one of the model's clones (any
+        group's)."""
+        if self._engine_names is None:
+            names: dict[str, set[str]] = {}
+            for clone in self._clones.values():
+                names.setdefault(clone.model, set()).add(clone.engine_name)
+            self._engine_names = {model: frozenset(held) for model, held in names.items()}
+        return name in self._engine_names.get(model, frozenset())
 
     def get(self, model: str, voice_id: str) -> Clone | None:
         return self._clones.get(_key(model, voice_id))
@@ -78,6 +94,7 @@ class CloneBook:
 
     def _remember(self, key: Key, clone: Clone | None) -> None:
         self._changes += 1
+        self._engine_names = None
         self._local[key] = (self._changes, clone)
         self._unknown.discard(key)
         if clone is None:

@@ -10,6 +10,9 @@ reads every usage record back.
 
 from __future__ import annotations
 
+import atexit
+import shutil
+import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -31,7 +34,9 @@ from parley.edge.runner import EdgeRunner
 from parley.pipeline.context import SERVICES
 from parley.pipeline.services import Services
 from parley.settings import Settings
+from parley.store.engine import sqlite_file
 from parley.store.schema import usage_records
+from parley.store.sql import open_store
 from tests.upstreams.openai_compatible import FakeEngine
 
 CHANNEL_KEY = "sk-channel-secret-0123456789"
@@ -81,6 +86,43 @@ def default_config(engine_url: str, workdir: Path) -> Config:
     }
 
 
+_MIGRATED: dict[str, Path] = {}
+"""The SQLite file this test process migrated once, copied for every fresh database."""
+
+
+async def seed_database(url: str) -> None:
+    """Start a new SQLite file as a copy of one already at the newest revision.
+
+    A server started on a fresh file migrates it in a child process
+    (``store/migrate_apart.py``): a second of CPU per gateway, paid by nearly every API
+    test. The migrations themselves are tested where they are the subject
+    (``tests/contract/test_migrate_apart.py``, ``tests/unit/test_lean_worker.py``, the
+    process tests); here every gateway gets the same schema by copying one file
+    migrated once per test process. An existing file, or any other database, is left
+    alone."""
+    path = _fresh_sqlite_file(url)
+    if path is None:
+        return
+    template = _MIGRATED.get("sqlite")
+    if template is None:
+        folder = Path(tempfile.mkdtemp(prefix="parley-migrated-"))
+        atexit.register(shutil.rmtree, folder, True)
+        template = folder / "parley.db"
+        store = await open_store(f"sqlite:///{template}")
+        try:
+            await store.migrate()
+        finally:
+            await store.close()
+        _MIGRATED["sqlite"] = template
+    shutil.copyfile(template, path)
+
+
+def _fresh_sqlite_file(url: str) -> Path | None:
+    """The path of a SQLite file that does not exist yet; None for anything else."""
+    path = sqlite_file(url)
+    return None if path is None or Path(path).exists() else Path(path)
+
+
 @dataclass
 class Gateway:
     settings: Settings
@@ -92,6 +134,7 @@ class Gateway:
     @classmethod
     async def start(cls, config: dict[str, Any]) -> Gateway:
         gateway = cls(Settings.model_validate(config))
+        await seed_database(gateway.settings.database.url)
         app = create_app(gateway.settings)
         gateway.runner = EdgeRunner(
             app, gateway.settings.server, handler_cancellation=True, shutdown_timeout=1

@@ -7,6 +7,8 @@ import base64
 import re
 from typing import Any
 
+import pytest
+
 from parley.admin.roles import ROUTE_ROLES, needed
 from parley.admin.site import HANDLERS
 from parley.store.schema import admin_accounts
@@ -134,6 +136,7 @@ async def test_the_owner_manages_administrators_and_changes_apply_at_once(
         assert status == 400 and error["error"]["param"] == param, body
 
 
+@pytest.mark.owasp_scrypt
 async def test_passwords_are_stored_as_scrypt_hashes(start_gateway: Any) -> None:
     gateway = await staffed(start_gateway)
 

@@ -12,6 +12,8 @@ from cryptography.fernet import Fernet
 
 from tests.api.admin_client import ADMIN, call
 from tests.api.harness import Gateway
+from tests.upstreams.cartesia import FakeCartesia
+from tests.upstreams.elevenlabs import FakeElevenLabs
 from tests.upstreams.openai_audio import FakeAudioEngine
 from tests.upstreams.supertonic import FakeSupertonic
 from tests.upstreams.transcribers import FakeTranscriber
@@ -166,3 +168,30 @@ async def test_every_speech_and_transcription_channel_type_answers_the_probe(
         assert tonic.last_body["text"] == "OK." and tonic.last_body["response_format"] == "wav"
         assert kokoro.requests[-1].body["response_format"] == "wav"
         assert vllm.last.fields["model"] == "openai/whisper-large-v3"
+
+
+async def test_hosted_voice_channels_are_tested_with_one_short_synthesis(
+    start_gateway: Any,
+) -> None:
+    gateway = await audio_gateway(start_gateway)
+    eleven_key, cartesia_key = "sk_" + "ab12" * 12, "sk_car_" + "Cd34" * 6
+    async with (
+        FakeElevenLabs(api_key=eleven_key) as eleven,
+        FakeCartesia(api_key=cartesia_key) as cartesia,
+    ):
+        for name, type_, engine, key, upstream in (
+            ("eleven", "elevenlabs", eleven, eleven_key, "eleven_multilingual_v2"),
+            ("sonic", "cartesia", cartesia, cartesia_key, "sonic-2"),
+        ):
+            body = channel(name, type_, engine, key, "tts-live", upstream)
+            body["base_url"] = engine.endpoint
+            assert (await call(gateway, "POST", "/admin/channels", body=body))[0] == 201
+            result = await press_test(gateway, name)
+            assert (result["ok"], result["status"]) == (True, 200), result
+            listing, synthesis = engine.requests[-2:]  # no default voice: the first is used
+            assert listing.method == "GET" and synthesis.method == "POST"
+
+            await change(gateway, name, api_key=WRONG_KEY)
+            result = await press_test(gateway, name)
+            assert (result["ok"], result["status"]) == (False, 401)
+            assert unseen(result["message"], WRONG_KEY, key)

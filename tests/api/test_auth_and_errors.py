@@ -159,7 +159,8 @@ async def test_unknown_and_inaccessible_models_get_the_same_404(gateway: Gateway
         assert error["code"] == "model_not_found"
         assert (
             error["message"]
-            == f"The model `{name}` does not exist or you do not have access to it."
+            == f"The model `{name}` does not exist or you do not have access to it. "
+            "GET /v1/models lists the models your key can use."
         )
 
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-import socket
 from typing import Any
 
 import aiohttp
 import pytest
 
 from tests.api.harness import Config, Gateway, StartGateway, records
+from tests.services import REDIS_URL, redis_unreachable
 from tests.upstreams.openai_compatible import Behaviour, FakeEngine
 
 CALLS = 200
@@ -30,10 +30,9 @@ BUDGET = 1_000_000
 
 
 def require_redis() -> None:
-    try:
-        socket.create_connection(("127.0.0.1", 6379), timeout=1).close()
-    except OSError as error:
-        pytest.skip(f"no Redis at 127.0.0.1:6379 ({error})")
+    reason = redis_unreachable()
+    if reason is not None:
+        pytest.skip(reason)
 
 
 def priced_on_output(config: Config) -> None:
@@ -71,7 +70,7 @@ async def test_concurrent_calls_overshoot_a_budget_by_at_most_one_worst_case(
         priced_on_output(config)
         if backend == "redis":
             config["limits"] = {**config["limits"], "backend": "redis"}
-            config["redis"] = {"url": "redis://127.0.0.1:6379/0", "prefix": secrets.token_hex(8)}
+            config["redis"] = {"url": REDIS_URL, "prefix": secrets.token_hex(8)}
 
     if backend == "redis":
         require_redis()

@@ -14,6 +14,9 @@ import pytest
 from parley.api.chat import CHAT
 from parley.api.completions import COMPLETIONS
 from parley.api.embeddings import EMBEDDINGS, MAX_INPUTS
+from parley.api.images import EDITS, GENERATIONS
+from parley.api.moderations import MODERATIONS
+from parley.api.rerank import RERANK_V1, RERANK_V2
 from parley.settings import ModelKind
 from tests.api.harness import Gateway, StartGateway, records
 from tests.upstreams.embeddings import vector
@@ -160,6 +163,8 @@ async def test_auth_and_limits_apply(gateway: Gateway) -> None:
 
 def test_every_model_kind_the_config_accepts_has_an_endpoint() -> None:
     served = set(CHAT.kinds) | set(COMPLETIONS.kinds) | set(EMBEDDINGS.kinds)
+    served |= set(MODERATIONS.kinds) | set(RERANK_V1.kinds) | set(RERANK_V2.kinds)
+    served |= set(GENERATIONS.kinds) | set(EDITS.kinds)
     assert set(get_args(ModelKind)) == served | AUDIO_KINDS
 
 

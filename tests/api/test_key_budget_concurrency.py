@@ -19,6 +19,7 @@ from tests.api.test_budget_concurrency import (
     priced_on_output,
     require_redis,
 )
+from tests.services import REDIS_URL
 from tests.upstreams.openai_compatible import Behaviour, FakeEngine
 
 
@@ -30,7 +31,7 @@ async def test_concurrent_calls_overshoot_a_keys_budget_by_at_most_one_worst_cas
         priced_on_output(config)
         if backend == "redis":
             config["limits"] = {**config["limits"], "backend": "redis"}
-            config["redis"] = {"url": "redis://127.0.0.1:6379/0", "prefix": secrets.token_hex(8)}
+            config["redis"] = {"url": REDIS_URL, "prefix": secrets.token_hex(8)}
 
     if backend == "redis":
         require_redis()

@@ -104,7 +104,11 @@ async def chat(gateway: Gateway, key: str, model: str = "chat-large") -> Any:
 async def test_a_dead_channel_costs_nothing_once_its_breaker_opens(
     engine: FakeEngine, tmp_path: Path
 ) -> None:
-    async with starting(lambda: two_channels(DEAD_URL, engine.base_url, tmp_path)) as go:
+    # A cool-down longer than the test: no half-open probe, however slow the machine.
+    config = lambda: two_channels(  # noqa: E731
+        DEAD_URL, engine.base_url, tmp_path, breaker={"cooldown_seconds": 300}
+    )
+    async with starting(config) as go:
         gateway = await go()
         key = await gateway.key(await gateway.group("team"))
         tried = failures_on(gateway, "sick")

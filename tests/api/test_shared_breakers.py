@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -16,9 +15,9 @@ import pytest
 from parley.runtime.circuit import State, Transition
 from tests.api.harness import Config, Gateway, StartGateway, records, starting
 from tests.api.test_resilience import MESSAGES, failures_on, state, two_channels
+from tests.services import REDIS_URL, redis_unreachable
 from tests.upstreams.openai_compatible import Behaviour, FakeEngine
 
-REDIS_URL = "redis://127.0.0.1:6379/0"
 SICK = "sick:upstream-chat"
 COOLDOWN = 2.0
 
@@ -31,10 +30,9 @@ async def sick() -> AsyncIterator[FakeEngine]:
 
 def require_redis() -> None:
     """Skip (fail under ``PARLEY_REQUIRE_SERVICES=1``) when no Redis listens."""
-    try:
-        socket.create_connection(("127.0.0.1", 6379), timeout=1).close()
-    except OSError as error:
-        pytest.skip(f"no Redis at 127.0.0.1:6379 ({error})")
+    reason = redis_unreachable()
+    if reason is not None:
+        pytest.skip(reason)
 
 
 @pytest.fixture

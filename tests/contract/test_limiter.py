@@ -1,9 +1,9 @@
 """The limiter contract: every ``Limiter`` implementation answers these the same way.
 
-Runs against ``MemoryLimiter`` and ``RedisLimiter`` (Redis at 127.0.0.1:6379, each test
-under its own random key prefix). The tests use real time, so they only rely on what holds
-within a few seconds: at rpm=3 a bucket refills one request every 20 s, so waits are
-checked to within ``SLACK`` seconds.
+Runs against ``MemoryLimiter`` and ``RedisLimiter`` (the suite's Redis, named in
+``tests/services.py``; each test under its own random key prefix). The tests use real
+time, so they only rely on what holds within a few seconds: at rpm=3 a bucket refills
+one request every 20 s, so waits are checked to within ``SLACK`` seconds.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from parley.limits import redis as redis_limits
 from parley.limits.base import UNLIMITED, Budget, Limiter, Scope
 from parley.limits.memory import MemoryLimiter
 from parley.limits.redis import RedisLimiter
+from tests.services import REDIS_URL
 
-REDIS_URL = "redis://127.0.0.1:6379/0"
 REPO_ROOT = str(Path(__file__).resolve().parents[2])
 SLACK = 2.0
 """Seconds of real time a test may take between its calls."""

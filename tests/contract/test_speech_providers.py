@@ -1,18 +1,22 @@
 """The contract of the ``Speech`` and ``Voices`` adapters, each against its fake engine over HTTP.
 
 ``openai-audio`` runs against a vLLM-Omni style engine and a plain (Kokoro / tts-1 style)
-one; ``supertonic`` against the Supertonic server.
+one; ``supertonic`` against the Supertonic server; ``deepgram`` against the fake Deepgram
+(Aura's ``speak`` and the ``models`` listing).
 """
 
 from __future__ import annotations
 
+import io
 import socket
 import struct
 from collections.abc import AsyncIterator
 
+import av
 import pytest
 
-from parley.errors import UpstreamError, UpstreamRefused
+from parley.catalog_settings import DeepgramOptions
+from parley.errors import UpstreamError, UpstreamRefused, UpstreamTimeout
 from parley.http import HttpClient
 from parley.providers.base import (
     ReplyBounds,
@@ -23,6 +27,7 @@ from parley.providers.base import (
     VoicesUnsupported,
 )
 from parley.providers.registry import ProviderRegistry
+from tests.upstreams.deepgram import FakeDeepgram
 from tests.upstreams.openai_audio import FakeAudioEngine
 from tests.upstreams.supertonic import FakeSupertonic
 from tests.upstreams.tones import encoded, sine, wav
@@ -241,6 +246,147 @@ async def test_supertonic_lists_only_builtin_styles_and_cannot_clone(
     assert listed.builtin[:2] == ("M1", "M2") and len(listed.builtin) == 10
 
 
+# deepgram
+
+DG_KEY = "dg0123456789abcdef0123456789abcdef01234567"
+
+
+def aura(base_url: str, model: str = "aura-2-thalia-en", rate: int = 24000) -> Target:
+    options = DeepgramOptions(sample_rate=rate)  # type: ignore[arg-type]
+    return Target("aura", base_url, DG_KEY, model, 1.0, 5.0, options=options)
+
+
+def decoded_seconds(data: bytes) -> float:
+    with av.open(io.BytesIO(data)) as container:
+        return sum(frame.samples / frame.sample_rate for frame in container.decode(audio=0))
+
+
+async def test_aura_speaks_wav_by_default_with_the_token_and_only_the_text(
+    registry: ProviderRegistry,
+) -> None:
+    async with FakeDeepgram(api_key=DG_KEY) as engine:
+        audio, body = await spoken(registry, "deepgram", aura(engine.base_url), HELLO)
+        sent = engine.speeches[-1]
+    assert sent.headers["Authorization"] == f"Token {DG_KEY}"
+    assert sent.body == {"text": HELLO.input}
+    assert dict(sent.query) == {
+        "model": "aura-2-thalia-en",
+        "encoding": "linear16",
+        "sample_rate": "24000",
+        "container": "wav",
+    }
+    assert audio.format == "wav" and audio.sample_rate == 24000 and not audio.streamed_events
+    assert body[:4] == b"RIFF" and decoded_seconds(body) == pytest.approx(len(HELLO.input) * 0.02)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "encoding", "container"),
+    [
+        ("mp3", "mp3", None),
+        ("opus", "opus", "ogg"),
+        ("flac", "flac", None),
+        ("aac", "aac", None),
+        ("pcm", "linear16", "none"),
+    ],
+)
+async def test_aura_makes_every_openai_format(
+    registry: ProviderRegistry, fmt: str, encoding: str, container: str | None
+) -> None:
+    request = SpeechRequest(input="x" * 50, voice="aura-2-apollo-en", response_format=fmt)
+    async with FakeDeepgram(api_key=DG_KEY) as engine:
+        audio, body = await spoken(registry, "deepgram", aura(engine.base_url, rate=16000), request)
+        query = engine.speeches[-1].query
+    assert (query["model"], query["encoding"], query.get("container")) == (
+        "aura-2-apollo-en",
+        encoding,
+        container,
+    )
+    assert audio.format == fmt
+    if fmt == "pcm":  # raw 16-bit mono at the channel's rate: nothing to decode
+        assert query["sample_rate"] == "16000" and audio.sample_rate == 16000
+        assert len(body) == 16000 * 2 * 1.0
+    else:
+        assert "sample_rate" not in query and audio.sample_rate is None
+        assert decoded_seconds(body) == pytest.approx(1.0, abs=0.1)
+
+
+@pytest.mark.parametrize(("speed", "sent"), [(4.0, "1.5"), (0.25, "0.7"), (1.2, "1.2")])
+async def test_aura_speed_is_clamped_to_its_range(
+    registry: ProviderRegistry, speed: float, sent: str
+) -> None:
+    request = SpeechRequest(input="hello", voice=None, response_format="mp3", speed=speed)
+    async with FakeDeepgram(api_key=DG_KEY) as engine:
+        await spoken(registry, "deepgram", aura(engine.base_url), request)
+        assert engine.speeches[-1].query["speed"] == sent
+        await spoken(registry, "deepgram", aura(engine.base_url), HELLO)
+        assert "speed" not in engine.speeches[-1].query
+
+
+async def test_aura_refusals_relay_deepgrams_message_and_failures_fall_over(
+    registry: ProviderRegistry,
+) -> None:
+    adapter = registry.speech("deepgram")
+    unknown = SpeechRequest(input="hi", voice="aura-9-nobody-en", response_format="mp3")
+    long = SpeechRequest(input="x" * 2001, voice=None, response_format="mp3")
+    async with FakeDeepgram(api_key=DG_KEY) as engine:
+        with pytest.raises(UpstreamRefused) as refused:
+            async with adapter.speech(aura(engine.base_url), unknown):
+                pass
+        with pytest.raises(UpstreamRefused) as too_long:
+            async with adapter.speech(aura(engine.base_url), long):
+                pass
+        with pytest.raises(UpstreamRefused) as busy:
+            busy_model = "aura-2-thalia-en+fail-429+retry-after-4"
+            async with adapter.speech(aura(engine.base_url, busy_model), HELLO):
+                pass
+    assert refused.value.status == 400 and not refused.value.retryable
+    assert refused.value.message == "No such model: aura-9-nobody-en"
+    assert too_long.value.status == 413
+    assert busy.value.retryable and busy.value.retry_after == 4.0
+
+
+async def test_aura_sse_is_left_to_parley_and_silence_is_a_timeout(
+    registry: ProviderRegistry,
+) -> None:
+    request = SpeechRequest(input="hello", voice=None, response_format="pcm", sse=True)
+    async with FakeDeepgram(api_key=DG_KEY) as engine:
+        audio, body = await spoken(registry, "deepgram", aura(engine.base_url), request)
+        assert not audio.streamed_events and len(body) == 24000 * 2 * 0.4  # Aura's bytes
+        slow = Target("aura", engine.base_url, DG_KEY, "aura-2-thalia-en+hang-5", 1.0, 0.3)
+        with pytest.raises(UpstreamTimeout):
+            async with registry.speech("deepgram").speech(slow, HELLO):
+                pass
+
+
+async def test_aura_audio_cut_midway_is_an_upstream_failure(registry: ProviderRegistry) -> None:
+    async with FakeDeepgram(api_key=DG_KEY) as engine:
+        speaking = registry.speech("deepgram").speech(
+            aura(engine.base_url, "aura-2-thalia-en+drop-after-2"), HELLO
+        )
+        async with speaking as audio:
+            with pytest.raises(UpstreamError):
+                await collect(audio)
+
+
+async def test_aura_voices_are_its_models_and_it_cannot_clone(
+    registry: ProviderRegistry,
+) -> None:
+    voices = registry.voices("deepgram")
+    async with FakeDeepgram(api_key=DG_KEY) as engine:
+        listed = await voices.list_voices(aura(engine.base_url))
+        with pytest.raises(VoicesUnsupported):
+            await voices.create_voice(
+                aura(engine.base_url), VoiceClip("g7__anna", b"", "audio/wav", "parley")
+            )
+        assert await voices.delete_voice(aura(engine.base_url), "g7__anna") is False
+        with pytest.raises(UpstreamRefused) as unauthorized:
+            wrong = Target("aura", engine.base_url, "dg-wrong", "aura-2-thalia-en", 1.0, 5.0)
+            await voices.list_voices(wrong)
+    assert listed.builtin[:3] == ("aura-2-thalia-en", "aura-2-andromeda-en", "aura-2-apollo-en")
+    assert listed.uploaded == ()
+    assert unauthorized.value.upstream_status == 401 and unauthorized.value.retryable
+
+
 async def test_engine_replies_past_the_upstream_bounds_are_upstream_errors(
     http: HttpClient,
 ) -> None:
@@ -257,3 +403,6 @@ async def test_engine_replies_past_the_upstream_bounds_are_upstream_errors(
     async with FakeSupertonic() as tonic:
         with pytest.raises(UpstreamError, match="larger than Parley accepts"):
             await tight.voices("supertonic").list_voices(target(tonic.base_url, "supertonic"))
+    async with FakeDeepgram(api_key=DG_KEY) as deepgram:
+        with pytest.raises(UpstreamError, match="larger than Parley accepts"):
+            await tight.voices("deepgram").list_voices(aura(deepgram.base_url))

@@ -1,7 +1,7 @@
 """The store contract: ``SqlStore`` answers these the same way on SQLite and PostgreSQL.
 
-SQLite runs on a fresh file under ``tmp_path``. PostgreSQL (127.0.0.1:5432, database
-``test``, user ``postgres``) gives each test a schema of its own, ``t_<random hex>``,
+SQLite runs on a fresh file under ``tmp_path``. PostgreSQL (the suite's database,
+named in ``tests/services.py``) gives each test a schema of its own, ``t_<random hex>``,
 created here, passed to ``open_store(..., schema=...)`` (it becomes the connections'
 ``search_path``) and dropped afterwards, so tests can run in parallel under xdist.
 """
@@ -29,8 +29,8 @@ from parley.store.base import Conflict, GroupChanges, Missing, StoreUnavailable
 from parley.store.engine import driver_url
 from parley.store.sql import SqlStore, open_store
 from tests.records import usage_record
+from tests.services import POSTGRES_URL
 
-POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
 PLUS_THREE = timezone(timedelta(hours=3))
 
 

@@ -157,3 +157,13 @@ async def test_sqlite_reads_failures_through_their_partial_index(tmp_path: Path)
 
 def _inlined(conn: Connection, statement: Any) -> str:
     return str(statement.compile(conn, compile_kwargs={"literal_binds": True}))
+
+
+async def test_a_reranks_search_units_are_kept_on_its_line(store: SqlStore) -> None:  # noqa: F811
+    team = await store.create_group("team")
+    key = await store.create_key(team.id, name="ci", digest=digest_of("a"), prefix="pk-aaaa")
+    record = usage_record("rr1", created_at=BASE, group_id=team.id, key_id=key.id, cost=6)
+    await store.record_usage([replace(record, endpoint="/v2/rerank", search_units=3)])
+    line = await store.find_request("rr1")
+    assert line is not None
+    assert (line.record.endpoint, line.record.search_units) == ("/v2/rerank", 3)

@@ -100,9 +100,9 @@ def test_every_described_operation_survives_fuzzing_without_a_5xx_or_a_leak(
     schema = schemathesis.openapi.from_url(f"{server.base_url}/openapi.json")
     operations = [result.ok() for result in schema.get_all_operations()]
     operations.sort(key=lambda op: op.path.startswith("/admin"))
-    # text, messages, responses, embeddings, speech, voices, transcription, admin (groups,
-    # keys, usage, requests, channels, accounts, audit, voices)
-    assert len(operations) == 55
+    # text, messages, responses, embeddings, moderations, rerank, images, speech, voices,
+    # transcription, admin (groups, keys, usage, requests, channels, accounts, audit, voices)
+    assert len(operations) == 61
     calls = 0
     for operation in operations:
         token = ADMIN_TOKEN if operation.path.startswith("/admin") else key
@@ -137,7 +137,7 @@ def test_the_description_names_exactly_the_v1_and_admin_routes_the_app_serves() 
     api = {
         (m, p)
         for m, p in routes
-        if p.startswith(("/v1/", "/admin/")) and not is_dashboard(p)  # HTML pages
+        if p.startswith(("/v1/", "/v2/", "/admin/")) and not is_dashboard(p)  # HTML pages
     }
     described = {(m, p) for p, item in document()["paths"].items() for m in item}
     assert described == api

@@ -114,12 +114,7 @@ def test_the_demo_serves_chat_speech_and_transcription_then_stops_its_engines(
         engines = children_of(demo.pid)
         assert len(engines) == 2
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=key)
-        for _ in range(100):  # the gateway starts listening just after printing the key
-            try:
-                client.models.list()
-                break
-            except openai.APIConnectionError:
-                time.sleep(0.2)
+        client.models.list()  # the key is printed once the gateway listens
         chat = client.chat.completions.create(
             model=CHAT_MODEL, messages=[{"role": "user", "content": "Hi"}], max_tokens=8
         )
@@ -144,6 +139,9 @@ def test_the_demo_serves_chat_speech_and_transcription_then_stops_its_engines(
 
 
 def test_a_busy_port_stops_the_demo_before_any_engine_or_key(tmp_path: Path) -> None:
+    earlier = tmp_path / "parley-demo" / "parley.yaml"
+    earlier.parent.mkdir()
+    earlier.write_text("# the configuration of the last start that served\n")
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -165,3 +163,5 @@ def test_a_busy_port_stops_the_demo_before_any_engine_or_key(tmp_path: Path) -> 
     assert "starting the local engines" not in output
     assert "serving" not in output and not KEY.search(output)
     assert not (tmp_path / "parley-demo" / "parley.db").exists(), "no key, no database"
+    assert earlier.read_text() == "# the configuration of the last start that served\n"
+    assert sorted(path.name for path in earlier.parent.iterdir()) == ["parley.yaml"]

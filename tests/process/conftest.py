@@ -16,8 +16,9 @@ import asyncpg
 import pytest
 
 from tests.process.procs import Processes
+from tests.services import POSTGRES_URL, postgres_database
 
-POSTGRES_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/test"
+POSTGRES_ADMIN_URL = POSTGRES_URL
 
 
 @pytest.fixture
@@ -51,7 +52,7 @@ class PostgresDatabase:
 
     def __init__(self) -> None:
         self.name = f"parley_t_{secrets.token_hex(6)}"
-        self.url = f"postgresql://postgres@127.0.0.1:5432/{self.name}"
+        self.url = postgres_database(self.name)
 
     async def acreate(self) -> None:
         await postgres_execute(f'CREATE DATABASE "{self.name}"')

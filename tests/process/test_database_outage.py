@@ -25,6 +25,7 @@ from tests.api.admin_client import browser_session, form_token, login
 from tests.api.harness import Gateway, default_config
 from tests.process.conftest import PostgresDatabase
 from tests.process.proxy import TcpProxy
+from tests.services import POSTGRES_HOST, POSTGRES_PORT, postgres_through
 from tests.upstreams.openai_compatible import FakeEngine
 
 pytestmark = pytest.mark.postgres
@@ -47,7 +48,7 @@ UNAVAILABLE = {
 
 @pytest.fixture
 async def proxy() -> AsyncIterator[TcpProxy]:
-    async with TcpProxy(5432) as running:
+    async with TcpProxy(POSTGRES_PORT, POSTGRES_HOST) as running:
         yield running
 
 
@@ -57,7 +58,7 @@ async def gateway(
 ) -> AsyncIterator[Gateway]:
     async with FakeEngine(api_key="sk-channel-secret-0123456789") as engine:
         config: dict[str, Any] = default_config(engine.base_url, tmp_path)
-        config["database"] = {"url": postgres_db.url.replace(":5432/", f":{proxy.port}/")}
+        config["database"] = {"url": postgres_through(postgres_db.url, "127.0.0.1", proxy.port)}
         config["admin"] = {"token": ADMIN}
         config["database"]["timeout_seconds"] = HUNG_TIMEOUT
         config["usage"] |= {"queue_size": QUEUE_SIZE, "flush_seconds": 0.05}

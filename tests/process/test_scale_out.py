@@ -8,7 +8,6 @@ database.
 from __future__ import annotations
 
 import secrets
-import socket
 from pathlib import Path
 
 import pytest
@@ -16,19 +15,18 @@ import pytest
 from tests.process.calls import Chat, burst, gateway_config
 from tests.process.conftest import PostgresDatabase
 from tests.process.procs import Processes, usage_count
+from tests.services import REDIS_URL, redis_unreachable
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 
-REDIS_URL = "redis://127.0.0.1:6379/0"
 RPM = 10
 CALLS = 30
 
 
 def require_redis() -> None:
-    try:
-        socket.create_connection(("127.0.0.1", 6379), timeout=1).close()
-    except OSError as error:
-        pytest.skip(f"no Redis at {REDIS_URL} ({error})")
+    reason = redis_unreachable()
+    if reason is not None:
+        pytest.skip(reason)
 
 
 def test_two_instances_share_one_rate_limit_and_one_database(

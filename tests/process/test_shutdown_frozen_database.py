@@ -30,6 +30,7 @@ from tests.process.calls import CALL_SECONDS, Chat, burst, gateway_config, get
 from tests.process.conftest import PostgresDatabase
 from tests.process.procs import Processes, Server, usage_count
 from tests.process.proxy import TcpProxy
+from tests.services import POSTGRES_HOST, POSTGRES_PORT, postgres_through
 
 T = TypeVar("T")
 CALLS = 20
@@ -54,7 +55,7 @@ class ProxyThread:
 
     @staticmethod
     async def _start(target_port: int) -> TcpProxy:
-        proxy = TcpProxy(target_port)
+        proxy = TcpProxy(target_port, POSTGRES_HOST)
         await proxy.start()
         return proxy
 
@@ -72,7 +73,7 @@ class ProxyThread:
 
 @pytest.fixture
 def proxy() -> Iterator[ProxyThread]:
-    running = ProxyThread(5432)
+    running = ProxyThread(POSTGRES_PORT)
     try:
         yield running
     finally:
@@ -125,7 +126,7 @@ def test_a_frozen_database_at_shutdown_costs_the_closing_time_and_loses_nothing(
     postgres_db: PostgresDatabase,
     proxy: ProxyThread,
 ) -> None:
-    through_proxy = postgres_db.url.replace(":5432/", f":{proxy.proxy.port}/")
+    through_proxy = postgres_through(postgres_db.url, "127.0.0.1", proxy.proxy.port)
     config = gateway_config(
         engine,
         tmp_path,
@@ -192,7 +193,7 @@ def test_stored_responses_outlive_a_frozen_database_at_shutdown(
 ) -> None:
     """Each caller was given an id: the responses the database did not take at shutdown
     are spilled beside the usage records and written at the next start, once."""
-    through_proxy = postgres_db.url.replace(":5432/", f":{proxy.proxy.port}/")
+    through_proxy = postgres_through(postgres_db.url, "127.0.0.1", proxy.proxy.port)
     config = gateway_config(
         engine,
         tmp_path,

@@ -9,7 +9,7 @@ import pytest
 from parley.http import HttpClient
 from parley.pipeline.services import Services
 from parley.providers.openai import OpenAIAdapter
-from parley.providers.registry import ProviderRegistry, check_channel_types
+from parley.providers.registry import ProviderRegistry, check_channel_types, check_image_channels
 from parley.settings import ConfigError, Settings
 
 
@@ -50,3 +50,21 @@ async def test_services_refuse_to_start_with_an_unknown_type(tmp_path: Path) -> 
     with pytest.raises(ConfigError, match=r"channels\[0\]\.type"):
         await Services.start(settings_with_types("watsonx", workdir=tmp_path))
     assert not (tmp_path / "parley.db").exists()
+
+
+def test_an_image_model_on_a_channel_that_cannot_draw_is_refused_naming_both() -> None:
+    registry = ProviderRegistry.default(HttpClient())
+    config = {
+        "channels": [
+            {"name": "a", "type": "azure-openai", "base_url": "http://127.0.0.1:9",
+             "models": ["painter"]},
+            {"name": "b", "type": "anthropic", "base_url": "http://127.0.0.1:9",
+             "models": ["chat", "painter"]},
+        ],
+        "models": [{"name": "painter", "kind": "image"}, {"name": "chat"}],
+    }  # fmt: skip
+    settings = Settings.model_validate(config)
+    assert {"openai", "vllm", "azure-openai"} <= registry.image_types()
+    with pytest.raises(ConfigError, match=r"channels\[1\]\.models: the channel type 'anthropic' "
+                       r"cannot serve the image model 'painter'"):  # fmt: skip
+        check_image_channels(settings.channels, settings.models, registry)

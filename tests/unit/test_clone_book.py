@@ -22,6 +22,9 @@ async def store(tmp_path: Path) -> AsyncIterator[SqlStore]:
     await opened.close()
 
 
+NOW = datetime.now(UTC)
+
+
 def clone(group_id: int, label: str) -> Clone:
     voice_id = f"g{group_id}__{label}"
     return Clone(
@@ -63,3 +66,17 @@ async def test_a_removal_is_effective_at_once_and_survives_a_load(store: SqlStor
     await book.load()
     assert book.of_group("tts", group.id) == []
     assert await store.list_clones() == []
+
+
+async def test_the_engines_names_of_clones_are_known_for_any_group(store: SqlStore) -> None:
+    group = await store.create_group("b")
+    book = CloneBook(store)
+    hosted = Clone(group.id, "tts", "Cy", f"g{group.id}__Cy", "Xy7Ab", "eleven", 4000, NOW)
+    assert not book.is_engine_name("tts", "Xy7Ab")
+    await book.add(hosted)
+    assert book.is_engine_name("tts", "Xy7Ab") and not book.is_engine_name("other", "Xy7Ab")
+    await book.remove(hosted)
+    assert not book.is_engine_name("tts", "Xy7Ab")
+    await store.add_clone(hosted)  # made on another instance
+    await book.load()
+    assert book.is_engine_name("tts", "Xy7Ab")

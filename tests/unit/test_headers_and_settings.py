@@ -65,6 +65,10 @@ def write(tmp_path: Path, text: str) -> Path:
         ("capabilities: {LLM_CHAT: ghost}", "capability `LLM_CHAT` names unknown model"),
         ("server: {host: '${NOT_SET_ANYWHERE}'}", "server.host: environment variable NOT_SET"),
         ("server: {port: 1\n  bad: [", "not valid YAML at line"),
+        (
+            "models: [{name: e, kind: embedding, prices: {per_search_unit: '0.002'}}]",
+            "only a kind: rerank model is priced per_search_unit",
+        ),
         ("- just\n- a list", "the top level must be a mapping"),
     ],
 )

@@ -142,7 +142,7 @@ def test_a_file_that_shrinks_while_sent_is_an_error() -> None:
     body = upload(b"y" * 100)
     pieces = body.pieces()
     next(pieces)
-    body._file.truncate(10)  # type: ignore[attr-defined]
+    body._files[0][1].truncate(10)  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="shorter"):
         list(pieces)
 
@@ -151,3 +151,19 @@ def test_a_bytes_io_works_as_the_file() -> None:
     part = FilePart("file", "a.wav", "audio/wav", io.BytesIO(b"abc"))
     body = MultipartBody([], part)
     assert b"".join(body.pieces()).count(b"abc") == 1
+
+
+def test_several_files_go_in_order_each_with_its_part_head() -> None:
+    first = FilePart("image[]", "a.png", "image/png", io.BytesIO(b"first-bytes"))
+    second = FilePart("image[]", "b.png", "image/png", io.BytesIO(b"second"))
+    mask = FilePart("mask", "mask.png", "image/png", io.BytesIO(b"mask!"))
+    body = MultipartBody([("prompt", "a cat")], first, second, mask)
+    whole = b"".join(body.pieces())
+    assert len(whole) == body.length
+    boundary = body.boundary.encode()
+    parts = whole.split(b"--" + boundary)
+    assert parts[0] == b"" and parts[-1] == b"--\r\n"
+    assert b'name="prompt"\r\n\r\na cat\r\n' in parts[1]
+    assert parts[2].endswith(b"\r\n\r\nfirst-bytes\r\n")
+    assert b'name="image[]"; filename="b.png"' in parts[3]
+    assert parts[4].endswith(b"Content-Type: image/png\r\n\r\nmask!\r\n")

@@ -35,6 +35,14 @@ KEY = "my-channel-key-42"
             f"Incorrect API key provided: {REDACTED}",
         ),
         ("token eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.sig_nature", f"token {REDACTED}"),
+        ("xi-api-key: 0a1b2c3d4e5f", f"xi-api-key: {REDACTED}"),
+        (
+            "key sk_3f9a0c1b2d4e5f60718293a4b5c6d7e8f9012345 is invalid",
+            f"key {REDACTED} is invalid",
+        ),
+        ("X-API-Key sk_car_Ab12Cd34Ef56Gh78Ij90 refused", f"X-API-Key {REDACTED} refused"),
+        ("key sk_car_Ab12Cd34Ef56Gh78Ij90.", f"key {REDACTED}."),
+        ("sent Token 0123456789abcdef0123456789abcdef01234567.", f"sent {REDACTED}."),
     ],
 )
 def test_credentials_are_redacted(text: str, expected: str) -> None:
@@ -48,6 +56,8 @@ def test_credentials_are_redacted(text: str, expected: str) -> None:
         "Basic validation failed: the bearer token field is missing",
         "messages[0].content must be a string; see the task-list docs",
         "Invalid value for 'temperature': 3.5 > 2",
+        "unknown field task_id_column; see disk_usage_metrics",
+        "Input too long: token 4097 of 4096; token deadbeef is not a key",
     ],
 )
 def test_ordinary_messages_are_untouched(text: str) -> None:

@@ -5,7 +5,8 @@ from the Bedrock API reference.
         upstream.endpoint        # "http://127.0.0.1:<port>", a bedrock channel's base_url
         upstream.requests        # every request received (ReceivedRequest), oldest first
 
-``POST /model/{modelId}/converse`` and ``/model/{modelId}/converse-stream``, the model id
+``POST /model/{modelId}/converse`` and ``/model/{modelId}/converse-stream`` (and ``/invoke`` for
+image models: ``bedrock_images.py``), the model id
 percent-encoded in the path. Every request's AWS Signature Version 4 is **verified**:
 recomputed with botocore's own signer from the request as received (the headers its
 ``SignedHeaders`` names, the raw path, the body) and compared; a mismatch is a 403
@@ -70,6 +71,7 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
+from tests.upstreams import bedrock_images
 from tests.upstreams.server import JSON, FakeServer, input_words, last_user_text, received
 
 SIGNATURE = "ErcBCkgIBRABGAIiQGZha2Ugc2lnbmF0dXJl"
@@ -206,10 +208,12 @@ class FakeBedrock(FakeServer):
         if (
             len(parts) != 4
             or parts[1] != "model"
-            or parts[3] not in ("converse", "converse-stream")
+            or parts[3] not in ("converse", "converse-stream", "invoke")
         ):
             return error_reply("UnknownOperationException", "Unknown operation", 404)
         model = unquote(parts[2])
+        if parts[3] == "invoke":
+            return bedrock_images.invoke(body, model, _invalid)
         behaviour = self.behaviour.with_model(model)
         if behaviour.fail is not None:
             return error_reply(behaviour.fail, f"Fake failure ({behaviour.fail}).")
@@ -340,6 +344,10 @@ class FakeBedrock(FakeServer):
             await response.write(data[middle:])
         await response.write_eof()
         return response
+
+
+def _invalid(message: str) -> web.Response:
+    return error_reply("ValidationException", message)
 
 
 def _events(reply: JSON) -> list[bytes]:

@@ -51,6 +51,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from tests.upstreams import google_images
 from tests.upstreams.server import JSON, FakeServer, json_reply, received
 
 STATUSES = {
@@ -434,6 +435,8 @@ class FakeGemini(FakeServer):
                 400, google_error(400, "API key not valid. Please pass a valid API key.")
             )
         model, _, method = request.match_info["call"].partition(":")
+        if google_images.answers(model):
+            return google_images.answer(body, model, method)
         if method == "batchEmbedContents":
             return embed(body, model)
         return await self.content.answer(request, body, model, method)

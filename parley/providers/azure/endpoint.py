@@ -25,6 +25,7 @@ from parley.http import Prepared, prepare
 from parley.providers.base import Target
 
 DEFAULTS = AzureSettings()
+JSON_TYPE = "application/json"
 
 
 class AzureEndpoint:
@@ -32,23 +33,39 @@ class AzureEndpoint:
 
     __slots__ = ()
 
-    def head(self, target: Target, path: str) -> Prepared:
+    def head(self, target: Target, path: str, content_type: str = JSON_TYPE) -> Prepared:
         options = target.options if isinstance(target.options, AzureSettings) else DEFAULTS
-        return _head(target.base_url, path, target.model, target.api_key, options)
+        if content_type == JSON_TYPE:
+            return _json_head(target.base_url, path, target.model, target.api_key, options)
+        return _head(
+            target.base_url, path, target.model, target.api_key, options, content_type=content_type
+        )
 
 
 @functools.cache
-def _head(
+def _json_head(
     base_url: str, path: str, deployment: str, key: str | None, options: AzureSettings
 ) -> Prepared:
     """The request head, rendered once per channel, deployment, endpoint and key."""
+    return _head(base_url, path, deployment, key, options, content_type=JSON_TYPE)
+
+
+def _head(
+    base_url: str,
+    path: str,
+    deployment: str,
+    key: str | None,
+    options: AzureSettings,
+    *,
+    content_type: str,
+) -> Prepared:
     api_version, auth = options.api_version, options.auth
     if api_version is None:
         url = f"{base_url}/openai/v1{path}"
     else:
         name = quote(deployment, safe="")
         url = f"{base_url}/openai/deployments/{name}{path}?api-version={quote(api_version)}"
-    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    headers = {"Content-Type": content_type, "Accept": "application/json, text/event-stream"}
     if key and auth == "bearer":
         headers["Authorization"] = f"Bearer {key}"
     elif key:

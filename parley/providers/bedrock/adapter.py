@@ -75,10 +75,10 @@ class BedrockAdapter:
     async def chat(self, target: Target, body: JSON) -> JSON:
         payload, json_output = _translated(body, target)
         with upstream_errors(target.channel):
-            reply = await self._send(target, "converse", payload)
+            reply = await self.send(target, "converse", payload)
             raw = await reply.read(self._bounds.max_reply_bytes)
             if reply.status >= 300:
-                raise refusal(target.channel, reply.status, raw, _secret(target), reply.headers)
+                raise refusal(target.channel, reply.status, raw, secret(target), reply.headers)
             found = upstream_json.loads(raw)
         if not isinstance(found, dict):
             raise _malformed(target.channel)
@@ -113,7 +113,7 @@ class BedrockAdapter:
         limit = self._bounds.max_reply_bytes
 
         def send() -> Awaitable[Reply]:
-            return self._send(target, "converse-stream", payload)
+            return self.send(target, "converse-stream", payload)
 
         def start(reply: Reply) -> Awaitable[None]:
             return _check_stream_start(reply, target, limit)
@@ -123,8 +123,9 @@ class BedrockAdapter:
 
         return TranslatedStream(target.channel, send, start, translator, fault)
 
-    def _send(self, target: Target, action: str, payload: JSON) -> Awaitable[Reply]:
-        """The client's coroutine sending ``payload`` to the model's ``action``, signed."""
+    def send(self, target: Target, action: str, payload: JSON) -> Awaitable[Reply]:
+        """The client's coroutine sending ``payload`` to the model's ``action``
+        (``converse``, ``converse-stream``, ``invoke``), signed."""
         aws = target.options
         if not isinstance(aws, AwsSettings):
             raise UpstreamError(f"The channel `{target.channel}` has no AWS credentials.")
@@ -178,7 +179,8 @@ def _translated(body: JSON, target: Target) -> tuple[JSON, bool]:
         raise InvalidRequest(error.message, param=error.param) from None
 
 
-def _secret(target: Target) -> str | None:
+def secret(target: Target) -> str | None:
+    """What of the channel's credentials an error must never show."""
     aws = target.options
     return aws.secret_access_key if isinstance(aws, AwsSettings) else target.api_key
 
@@ -187,14 +189,14 @@ async def _check_stream_start(reply: Reply, target: Target, limit: int) -> None:
     """Raise if the upstream refused, or answered without an event stream."""
     if reply.status >= 300:
         raw = await reply.read(limit)
-        raise refusal(target.channel, reply.status, raw, _secret(target), reply.headers)
+        raise refusal(target.channel, reply.status, raw, secret(target), reply.headers)
     if reply.content_type != EVENT_STREAM:
         raise UpstreamError(f"The upstream channel `{target.channel}` did not stream its reply.")
 
 
 def _fault(target: Target, failure: Failure) -> UpstreamError:
     if failure.payload is not None:
-        return stream_failure(target.channel, failure.payload, _secret(target))
+        return stream_failure(target.channel, failure.payload, secret(target))
     if failure.too_large:
         error = upstream_failure(target.channel, EventTooLarge(0, []))
         assert error is not None

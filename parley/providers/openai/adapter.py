@@ -32,14 +32,20 @@ T = TypeVar("T")
 CHAT_PATH = "/chat/completions"
 COMPLETION_PATH = "/completions"
 EMBEDDINGS_PATH = "/embeddings"
+MODERATIONS_PATH = "/moderations"
 RESPONSES_PATH = "/responses"
+
+
+JSON_TYPE = "application/json"
 
 
 class Endpoint(Protocol):
     """Where an OpenAI-shaped request for ``target`` goes, and with what credentials."""
 
-    def head(self, target: Target, path: str) -> Prepared:
-        """The request head for the operation at ``path`` (``/chat/completions``...)."""
+    def head(self, target: Target, path: str, content_type: str = JSON_TYPE) -> Prepared:
+        """The request head for the operation at ``path`` (``/chat/completions``...),
+        its body of ``content_type`` (a JSON head is rendered once and kept; a
+        multipart one, whose boundary changes with each body, each time)."""
 
 
 class BearerEndpoint:
@@ -47,17 +53,19 @@ class BearerEndpoint:
 
     __slots__ = ()
 
-    def head(self, target: Target, path: str) -> Prepared:
-        return _request(target.base_url, path, target.api_key)
+    def head(self, target: Target, path: str, content_type: str = JSON_TYPE) -> Prepared:
+        if content_type == JSON_TYPE:
+            return _request(target.base_url, path, target.api_key)
+        return _head(target.base_url, path, target.api_key, content_type)
 
 
 BEARER = BearerEndpoint()
 
 
 class OpenAIAdapter:
-    """``Chat``, ``ChatTranslation``, ``Completion``, ``Embeddings`` and ``Responses``
-    over the process's one ``HttpClient``, accepting replies within ``bounds``, calling
-    ``endpoint``."""
+    """``Chat``, ``ChatTranslation``, ``Completion``, ``Embeddings``, ``Moderation`` and
+    ``Responses`` over the process's one ``HttpClient``, accepting replies within
+    ``bounds``, calling ``endpoint``."""
 
     __slots__ = ("_bounds", "_endpoint", "_http")
 
@@ -100,6 +108,9 @@ class OpenAIAdapter:
 
     def embeddings(self, target: Target, body: JSON) -> Awaitable[JSON]:
         return self._reply(target, EMBEDDINGS_PATH, body)
+
+    def moderations(self, target: Target, body: JSON) -> Awaitable[JSON]:
+        return self._reply(target, MODERATIONS_PATH, body)
 
     def _translated(
         self, target: Target, path: str, payload: JSON, translator: Translator[T]
@@ -154,7 +165,11 @@ def stream_body(body: JSON, model: str) -> JSON:
 @functools.cache
 def _request(base_url: str, path: str, api_key: str | None) -> Prepared:
     """The request head, rendered once per channel, endpoint and key."""
-    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    return _head(base_url, path, api_key, JSON_TYPE)
+
+
+def _head(base_url: str, path: str, api_key: str | None, content_type: str) -> Prepared:
+    headers = {"Content-Type": content_type, "Accept": "application/json, text/event-stream"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
     return prepare("POST", f"{base_url}{path}", headers)

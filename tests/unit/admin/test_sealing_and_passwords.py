@@ -49,6 +49,7 @@ def test_a_hint_shows_four_characters_of_a_long_credential_only() -> None:
     assert key_hint("short-key") == "…"
 
 
+@pytest.mark.owasp_scrypt
 def test_passwords_are_salted_scrypt_and_checked_in_constant_time() -> None:
     first, second = hash_password_now("correct horse"), hash_password_now("correct horse")
     assert first != second and first.startswith("scrypt$17$8$1$")

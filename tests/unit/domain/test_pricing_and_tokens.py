@@ -76,3 +76,10 @@ def test_cached_and_cache_written_input_tokens_have_their_own_prices() -> None:
     # Per token: 3,000 nano-dollars fresh, 300 cached, 3,750 written, 15,000 output.
     assert cost == 100 * 3000 + 1000 * 300 + 212 * 3750 + 7 * 15000
     assert price.cost(prompt_tokens=10, cached_tokens=20) == 20 * 300  # no negative fresh
+
+
+def test_search_units_are_priced_whole_beside_tokens() -> None:
+    price = Price(input_per_1k=usd_to_nanos("0.00002"), per_search_unit=usd_to_nanos("0.002"))
+    assert price.cost(search_units=1) == 2_000_000
+    assert price.cost(search_units=3, prompt_tokens=1000) == 6_020_000
+    assert Price(input_per_1k=5).cost(search_units=7) == 0  # a model not priced per unit

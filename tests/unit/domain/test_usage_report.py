@@ -128,3 +128,12 @@ def test_an_estimate_past_the_allowance_is_capped() -> None:
     report = with_estimate(Usage(prompt_tokens=9, completion_tokens=77_777_777), estimate)
     billed = Allowance(prompt_tokens=40, completion_tokens=10).cap(report)
     assert billed == Usage(prompt_tokens=8, completion_tokens=10, estimated=True)
+
+
+def test_search_units_past_the_allowance_bill_the_estimate() -> None:
+    estimate = Usage(prompt_tokens=30, search_units=2, estimated=True)
+    reported = with_estimate(Usage(prompt_tokens=20, search_units=9), estimate)
+    assert reported.search_units == 9
+    allowance = Allowance(prompt_tokens=100, search_units=2)
+    assert allowance.cap(reported) == estimate
+    assert allowance.cap(Usage(prompt_tokens=20, search_units=2)).search_units == 2

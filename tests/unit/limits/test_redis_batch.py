@@ -1,5 +1,6 @@
 """The Redis limiter's calls made in one turn of the event loop go out as one pipeline,
-each script still checked on its own (real Redis at 127.0.0.1:6379, skipped without)."""
+each script still checked on its own (the suite's real Redis, ``tests/services.py``;
+skipped without)."""
 
 from __future__ import annotations
 
