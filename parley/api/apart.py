@@ -7,14 +7,17 @@ small body here (``chat_request.parse_chat``, ``messages_request.parse_messages`
 and get back the checked request with its ``messages`` (and any other array over
 ``BULK_BYTES``) serialized: the serving process wraps those bytes as
 ``orjson.Fragment``, which ``orjson.dumps`` writes out as they are. A channel that takes
-the body as it came (OpenAI-compatible for chat, Anthropic's for Messages) gets it so.
+the body as it came (``dialects.call.passes_through``: OpenAI-compatible for chat,
+Anthropic's for Messages) gets it so.
 
-A channel of another dialect needs the body translated, which is work per item too:
-``Large.translated`` has it done in a body process, once per upstream codec
-(``dialects/outbound.py``) and call, at the attempt that needs it (failover may pick a
-channel of another dialect), and hands the adapter a chat body that carries its
-upstream's body already written (``outbound.Translated``). A Responses body read apart
-(``responses_apart.py``) is translated the same way.
+A channel of another dialect needs the call translated, which is work per item too:
+``Large.written`` has it done in a body process (the body read into the canonical call
+and written by the route's ``Codec``, ``dialects/outbound.py``, or as an OpenAI chat
+body), once per codec and call, at the attempt that needs it (failover may pick a
+channel of another dialect), and hands the adapter the ``ChatCall`` carrying its
+upstream's body already written (``ChatCall.translated`` or ``chat_body``), so the
+serving process never decodes it. A Responses body read apart (``responses_apart.py``)
+is translated the same way, from the chat body written there.
 
 Everything that crosses to a body process is a module-level function and plain values.
 """
