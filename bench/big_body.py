@@ -1,15 +1,19 @@
 """What one tenant's 25 MiB body of same-role items costs it, and another tenant meanwhile.
 
-Starts the instant fake upstream (``bench.upstream``) and one Parley (one worker,
+Starts two instant fake upstreams (``bench.upstream``: one for each tenant's models, so
+that the upstream reading the big body holds up nobody else) and one Parley (one worker,
 SQLite, memory limiter) with two groups. The small tenant keeps ``--concurrency``
 small chat calls in flight; after a second, the big tenant sends one body of
-``--mib`` MiB whose items all have the same role (a Responses ``input``, or chat
-``messages`` to an Anthropic channel with ``--route chat-anthropic``), each item a
-message of ``--text`` characters. Printed: the big call's status and time, and the
-small tenant's calls that overlapped it (count, p50, p99, max).
+``--mib`` MiB whose items all have the same role (a Responses ``input``, chat ``messages``
+to an Anthropic channel with ``--route chat-anthropic``, Messages ``messages`` to an
+OpenAI-compatible channel with ``--route messages-openai``), each item a message of
+``--text`` characters. Printed: the big call's status and time, and the small tenant's
+calls that overlapped it (count, p50, p99, max). A body of 1.5 MiB goes first, so that
+the body processes are up (``--cold``: none, the big body pays for starting them).
 
     python -m bench.big_body                              # from the repo root, ~1 minute
     python -m bench.big_body --route chat-anthropic --text 200
+    python -m bench.big_body --route messages-openai
 
 Figures, not a test.
 """
@@ -33,6 +37,7 @@ from bench.harness import parley_cli
 from bench.processes import Services, free_ports, sigterm_as_interrupt, wait_until_ready
 
 MODEL = "bench-model"
+BIG = "bench-big"
 CLAUDE = "bench-claude"
 CONFIG = """\
 server: {{host: 127.0.0.1, port: {port}, access_log: false}}
@@ -43,13 +48,20 @@ channels:
     base_url: http://127.0.0.1:{upstream_port}/v1
     api_key: upstream-key
     models: [{{name: {model}, upstream: fake-model}}]
+  - name: fake-big
+    base_url: http://127.0.0.1:{big_port}/v1
+    api_key: upstream-key
+    models: [{{name: {big}, upstream: fake-model}}]
   - name: claude
     type: anthropic
-    base_url: http://127.0.0.1:{upstream_port}/v1
+    base_url: http://127.0.0.1:{big_port}/v1
     api_key: upstream-key
     models: [{{name: {claude}, upstream: fake-claude}}]
 models:
   - name: {model}
+    kind: chat
+    prices: {{input_per_1k: 0.0005, output_per_1k: 0.0015}}
+  - name: {big}
     kind: chat
     prices: {{input_per_1k: 0.0005, output_per_1k: 0.0015}}
   - name: {claude}
@@ -57,9 +69,14 @@ models:
     prices: {{input_per_1k: 0.0005, output_per_1k: 0.0015}}
 """
 ROUTES = {
-    "responses": ("/v1/responses", MODEL, "input"),
+    "responses": ("/v1/responses", BIG, "input"),
     "chat-anthropic": ("/v1/chat/completions", CLAUDE, "messages"),
+    "messages-openai": ("/v1/messages", BIG, "messages"),
+    "messages-anthropic": ("/v1/messages", CLAUDE, "messages"),
 }
+"""Each route: its path, model (OpenAI-compatible or Anthropic channel) and item field.
+``chat-anthropic`` and ``messages-openai`` are translated; ``messages-anthropic`` passes
+the body through."""
 
 
 def big_body(route: str, mib: float, text: int) -> bytes:
@@ -70,6 +87,8 @@ def big_body(route: str, mib: float, text: int) -> bytes:
     body: dict[str, object] = {"model": model, field: [item] * count}
     if route == "responses":
         body["store"] = False
+    elif route.startswith("messages"):
+        body["max_tokens"] = 16
     return orjson.dumps(body)
 
 
@@ -112,6 +131,10 @@ async def small_calls(
 async def measure(args: argparse.Namespace, port: int, small_key: str, big_key: str) -> None:
     path = ROUTES[args.route][0]
     body = big_body(args.route, args.mib, args.text)
+    if not args.cold:  # the body processes started (and imported Parley) beforehand
+        warm = big_body(args.route, 1.5, args.text)
+        status, seconds = await asyncio.to_thread(send_big, port, big_key, path, warm)
+        print(f"warm-up: a {len(warm) / 1048576:.1f} MiB body, status {status} in {seconds:.2f} s")
     stop = asyncio.Event()
     small = asyncio.create_task(small_calls(port, small_key, args.concurrency, stop))
     await asyncio.sleep(1.0)
@@ -154,20 +177,26 @@ def main() -> None:
     parser.add_argument("--mib", type=float, default=24.9, help="the big body's size")
     parser.add_argument("--text", type=int, default=11, help="characters in each item")
     parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument(
+        "--cold", action="store_true", help="no warm-up body: the big one starts the processes"
+    )
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="parley-big-body-"))
     try:
         with sigterm_as_interrupt(), Services(workdir) as services:
-            upstream_port, port = free_ports(2)
-            upstream_args = ["-m", "bench.upstream", "--port", str(upstream_port)]
-            wait_until_ready(services.start("upstream", upstream_port, upstream_args))
+            upstream_port, big_port, port = free_ports(3)
+            for name, listen in (("upstream", upstream_port), ("big-upstream", big_port)):
+                upstream_args = ["-m", "bench.upstream", "--port", str(listen)]
+                wait_until_ready(services.start(name, listen, upstream_args))
             config = workdir / "parley.yaml"
             config.write_text(
                 CONFIG.format(
                     port=port,
                     workdir=workdir,
                     upstream_port=upstream_port,
+                    big_port=big_port,
                     model=MODEL,
+                    big=BIG,
                     claude=CLAUDE,
                 )
             )

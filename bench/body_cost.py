@@ -1,12 +1,15 @@
-"""The CPU one large Responses body costs its caller: the body process's work, called here.
+"""The CPU one large body costs its caller: the body processes' work, called here.
 
-Builds the body ``bench.big_body`` sends (``--mib`` MiB of same-role items of ``--text``
-characters) and reads it as a body process does (``uncollected(read_apart, ...)``), in
-this process: no server, no upstream. Prints the CPU and wall seconds and the load
-average; with ``--profile`` the same call under cProfile, its costliest functions.
+Builds the body ``bench.big_body`` sends for ``--route`` (``--mib`` MiB of same-role
+items of ``--text`` characters) and reads it as the body processes do, in this process
+(no server, no upstream): a Responses body read (``read_apart``); a chat body read
+(``read_chat_apart``) and translated for Anthropic (``translate_apart``); a Messages body
+read (``read_messages_apart``) and translated to an OpenAI chat body. Prints the CPU and
+wall seconds of each step and the load average; with ``--profile`` the same calls under
+cProfile, their costliest functions.
 
     python -m bench.body_cost                    # from the repo root
-    python -m bench.body_cost --profile 20       # the 20 costliest functions
+    python -m bench.body_cost --route chat-anthropic --profile 20
 
 Figures, not a test.
 """
@@ -18,28 +21,55 @@ import cProfile
 import os
 import pstats
 import time
+from collections.abc import Callable
+from typing import Any
 
-from bench.big_body import big_body
+from bench.big_body import ROUTES, big_body
+from parley.api.apart import read_chat_apart, read_messages_apart, translate_apart
 from parley.api.responses_apart import read_apart
+from parley.dialects.outbound import Codec
 from parley.runtime.body_pool import uncollected
+
+Step = tuple[str, Callable[..., Any], tuple[Any, ...]]
+
+
+def steps(route: str, raw: bytes) -> list[Step]:
+    """The body processes' calls for one body on ``route``, in order."""
+    if route == "responses":
+        return [("read", read_apart, (raw, 1))]
+    if route == "chat-anthropic":
+        anthropic = Codec("anthropic", 4096)
+        return [
+            ("read", read_chat_apart, (raw, 20 * 1024 * 1024)),
+            ("translate", translate_apart, (raw, "chat", anthropic, False)),
+        ]
+    read: Step = ("read", read_messages_apart, (raw, None, False))
+    if route == "messages-anthropic":
+        return [read]
+    return [read, ("translate", translate_apart, (raw, "messages", None, False))]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--route", choices=tuple(ROUTES), default="responses")
     parser.add_argument("--mib", type=float, default=24.9, help="the body's size")
     parser.add_argument("--text", type=int, default=11, help="characters in each item")
     parser.add_argument("--profile", type=int, default=0, help="print N costliest functions")
     args = parser.parse_args()
-    raw = big_body("responses", args.mib, args.text)
-    cpu, wall = time.process_time(), time.monotonic()
-    uncollected(read_apart, (raw, 1))
-    cpu, wall = time.process_time() - cpu, time.monotonic() - wall
-    load = ", ".join(f"{each:.1f}" for each in os.getloadavg())
-    print(f"{len(raw):,} bytes: {cpu:.2f} s CPU, {wall:.2f} s wall (load average {load})")
-    if args.profile:
-        profile = cProfile.Profile()
-        profile.runcall(uncollected, read_apart, (raw, 1))
-        pstats.Stats(profile).sort_stats("tottime").print_stats(args.profile)
+    raw = big_body(args.route, args.mib, args.text)
+    for name, function, call in steps(args.route, raw):
+        cpu, wall = time.process_time(), time.monotonic()
+        uncollected(function, call)
+        cpu, wall = time.process_time() - cpu, time.monotonic() - wall
+        load = ", ".join(f"{each:.1f}" for each in os.getloadavg())
+        print(
+            f"{args.route} {name}, {len(raw):,} bytes: {cpu:.2f} s CPU, {wall:.2f} s wall "
+            f"(load average {load})"
+        )
+        if args.profile:
+            profile = cProfile.Profile()
+            profile.runcall(uncollected, function, call)
+            pstats.Stats(profile).sort_stats("tottime").print_stats(args.profile)
 
 
 if __name__ == "__main__":

@@ -25,15 +25,16 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from parley.api.body import read_json, sampling
-from parley.dialects import anthropic_messages, anthropic_messages_reply
-from parley.dialects.call import ANTHROPIC_MESSAGES, ChatCall, passes_through
+from parley.api.apart import Large, Later, read_messages
+from parley.api.body import decode_json, read_raw
+from parley.api.messages_request import MessagesRequest, parse_count, parse_messages
+from parley.dialects import anthropic_messages_reply
+from parley.dialects.call import ChatCall, passes_through
 from parley.dialects.canonical import produced_characters
 from parley.dialects.chat_to_messages import ChatToMessages
 from parley.dialects.messages_relay import MessagesRelay
 from parley.dialects.translator import Translator, estimate
 from parley.domain.models import CHAT_KINDS, Resolved
-from parley.domain.tokens import prompt_ceiling
 from parley.domain.usage import NOTHING, Allowance, Usage, with_estimate
 from parley.domain.value import value
 from parley.domain.wire import JSON
@@ -41,7 +42,7 @@ from parley.errors import InvalidRequest, ParleyError
 from parley.pipeline import runner
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.call import Call
-from parley.pipeline.context import services
+from parley.pipeline.context import CALLER, services
 from parley.pipeline.job import NO_HEADERS, Operation
 from parley.pipeline.route import Route
 from parley.providers import base as capability
@@ -51,85 +52,34 @@ from parley.providers.registry import ProviderRegistry
 MESSAGES = Operation("messages", "/v1/messages", CHAT_KINDS)
 COUNT_TOKENS = Operation("token counting", "/v1/messages/count_tokens", CHAT_KINDS)
 ID_PREFIX = "msg_"
-ANTHROPIC_MOST_TEMPERATURE = 1.0
-"""Anthropic's range of ``temperature`` is 0 to 1 (OpenAI's, 0 to 2)."""
-
-
-@value
-class MessagesRequest:
-    """A Messages body, checked as far as any route needs; a translating route reads it
-    whole (``canonical``) and refuses what its upstream cannot take."""
-
-    model: str
-    body: dict[str, Any]
-    stream: bool
-    max_tokens: int
-    prompt_estimate: int
-    beta: str | None
-    prompt_ceiling: int = 0
-    """The most prompt tokens the body can cost (``domain.tokens.prompt_ceiling``)."""
-
-    def call(self) -> ChatCall:
-        """The canonical call: the body as sent, read into a ``Request`` only on a route
-        that translates it (``dialects/anthropic_messages.py``)."""
-        return ChatCall(
-            ANTHROPIC_MESSAGES, self.body, anthropic_messages.decode_request, beta=self.beta
-        )
 
 
 async def create_message(request: web.Request) -> web.StreamResponse:
-    body = await read_json(request)
-    body_bytes = len(await request.read())  # the body read once, kept by aiohttp
-    messages = parse_messages(body, request.headers.get("anthropic-beta"), body_bytes)
+    raw = await read_raw(request)
+    beta = request.headers.get("anthropic-beta")
     svc = services(request)
+    large = None
+    if len(raw) > svc.settings.server.large_body_bytes:  # read, and translated, apart
+        messages, large = await read_messages(raw, request[CALLER].group.id, svc.bodies, beta)
+    else:
+        messages = parse_messages(decode_json(raw), beta, len(raw))
     if messages.stream:
-        stream = MessagesStream(messages, svc.providers, svc.settings.upstream.max_event_bytes)
+        max_event = svc.settings.upstream.max_event_bytes
+        stream = MessagesStream(messages, svc.providers, max_event, large)
         return await runner.stream(request, stream)
-    return await runner.reply(request, MessagesReply(messages, svc.providers))
+    return await runner.reply(request, MessagesReply(messages, svc.providers, large))
 
 
 async def count_tokens(request: web.Request) -> web.StreamResponse:
-    body = await read_json(request)
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise InvalidRequest("'model' must be a non-empty string.", param="model")
-    _require_messages(body)
-    counting = MessagesRequest(
-        model,
-        body,
-        False,
-        0,
-        anthropic_messages.estimate_prompt(body),
-        request.headers.get("anthropic-beta"),
-    )
-    return await runner.reply(request, TokenCount(counting, services(request).providers))
-
-
-def parse_messages(body: dict[str, Any], beta: str | None, body_bytes: int) -> MessagesRequest:
-    """What every route needs checked: the model, ``max_tokens``, ``messages`` and the
-    sampling parameters (in Anthropic's ranges); ``body_bytes`` is the size of the JSON
-    body (for the prompt's ceiling)."""
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise InvalidRequest("'model' must be a non-empty string.", param="model")
-    max_tokens = body.get("max_tokens")
-    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
-        raise InvalidRequest("'max_tokens' must be a positive integer.", param="max_tokens")
-    _require_messages(body)
-    sampling(body, ANTHROPIC_MOST_TEMPERATURE)
-    stream = body.get("stream", False)
-    if not isinstance(stream, bool):
-        raise InvalidRequest("'stream' must be a boolean.", param="stream")
-    estimate = anthropic_messages.estimate_prompt(body)
-    ceiling = prompt_ceiling(body_bytes, anthropic_messages.count_images(body.get("messages")))
-    return MessagesRequest(model, body, stream, max_tokens, estimate, beta, max(estimate, ceiling))
-
-
-def _require_messages(body: dict[str, Any]) -> None:
-    """Both routes take a conversation: a non-empty array under ``messages``."""
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise InvalidRequest("'messages' must be a non-empty array.", param="messages")
+    raw = await read_raw(request)
+    beta = request.headers.get("anthropic-beta")
+    svc = services(request)
+    if len(raw) > svc.settings.server.large_body_bytes:  # read in a body process
+        group = request[CALLER].group.id
+        counting, _ = await read_messages(raw, group, svc.bodies, beta, counting=True)
+    else:
+        counting = parse_count(decode_json(raw), beta)
+    return await runner.reply(request, TokenCount(counting, svc.providers))
 
 
 @value
@@ -141,11 +91,14 @@ class Answer:
 
 
 class _MessagesJob:
-    __slots__ = ("_call", "_messages", "_model", "_providers")
+    __slots__ = ("_call", "_large", "_messages", "_model", "_providers")
 
-    def __init__(self, messages: MessagesRequest, providers: ProviderRegistry) -> None:
+    def __init__(
+        self, messages: MessagesRequest, providers: ProviderRegistry, large: Large | None = None
+    ) -> None:
         self._messages = messages
         self._providers = providers
+        self._large = large
         self._model = ""
         self._call = messages.call()
 
@@ -163,7 +116,7 @@ class _MessagesJob:
         return self._messages.model
 
     def accept(self, model: Resolved) -> None:
-        if not model.spec.vision and _has_image(self._messages.body.get("messages")):
+        if not model.spec.vision and self._messages.images:
             raise InvalidRequest(
                 f"The model `{model.requested}` does not accept images; "
                 "use a vision-capable model.",
@@ -183,9 +136,15 @@ class _MessagesJob:
             prompt, output = min(prompt, window), min(output, window)
         return Allowance(prompt_tokens=prompt, completion_tokens=output)
 
-
-def _has_image(messages: Any) -> bool:
-    return anthropic_messages.count_images(messages) > 0
+    async def _written(self, route: Route) -> ChatCall:
+        """The call for a translating route: for a large body, carrying its upstream's
+        body written in a body process (``api/apart.py``), so this process never reads
+        its messages."""
+        large = self._large
+        if large is None:
+            return self._call
+        codec = self._providers.codec(route.provider_type, route.target)
+        return await large.written(self._call, codec, route.target)
 
 
 class MessagesReply(_MessagesJob):
@@ -200,7 +159,7 @@ class MessagesReply(_MessagesJob):
             body = await adapter.relay(route.target, self._call)
             found = anthropic_messages_reply.read_usage(body.get("usage"))
             return Answer(body, with_estimate(found, self._estimated(body.get("content"))))
-        reply = await adapter.generate(route.target, self._call)
+        reply = await adapter.generate(route.target, await self._written(route))
         usage = with_estimate(
             reply.usage, estimate(messages.prompt_estimate, produced_characters(reply.blocks), 1)
         )
@@ -230,9 +189,13 @@ class MessagesStream(_MessagesJob):
     whole = None
 
     def __init__(
-        self, messages: MessagesRequest, providers: ProviderRegistry, max_event_bytes: int
+        self,
+        messages: MessagesRequest,
+        providers: ProviderRegistry,
+        max_event_bytes: int,
+        large: Large | None = None,
     ) -> None:
-        super().__init__(messages, providers)
+        super().__init__(messages, providers, large)
         self._max_event_bytes = max_event_bytes
         self._translator: Translator[bytes] | None = None
 
@@ -248,7 +211,12 @@ class MessagesStream(_MessagesJob):
             self._model, message_id, messages.prompt_estimate, self._max_event_bytes
         )
         self._translator = translator
-        return adapter.generate_stream(route.target, self._call, translator)
+        if self._large is None:
+            return adapter.generate_stream(route.target, self._call, translator)
+        return Later(  # a large body, written for the route in a body process
+            lambda: self._written(route),
+            lambda ready: adapter.generate_stream(route.target, ready, translator),
+        )
 
     def render(self, batch: Sequence[bytes]) -> bytes:
         return batch[0] if len(batch) == 1 else b"".join(batch)

@@ -31,14 +31,16 @@ from datetime import UTC, datetime
 import orjson
 from aiohttp import web
 
+from parley.api.apart import Large, Later
 from parley.api.body import read_raw
 from parley.api.responses_apart import read_responses
 from parley.api.responses_request import ResponsesRequest
 from parley.api.textgen import allowance, reservation
 from parley.dialects import responses_objects
-from parley.dialects.call import passes_through
+from parley.dialects.call import ChatCall, passes_through
 from parley.dialects.canonical import produced_characters
 from parley.dialects.chat_to_responses import ChatToResponses
+from parley.dialects.outbound import Codec
 from parley.dialects.responses_relay import ResponsesRelay
 from parley.dialects.responses_relay import read_usage as read_responses_usage
 from parley.dialects.translator import estimate
@@ -57,6 +59,7 @@ from parley.pipeline.route import Route, Router
 from parley.providers import base as capability
 from parley.providers.base import Chat, Translations
 from parley.providers.registry import ProviderRegistry
+from parley.runtime.body_pool import BodyPool
 from parley.runtime.response_book import ResponseBook
 
 RESPONSES = Operation("responses", "/v1/responses", CHAT_KINDS)
@@ -100,20 +103,28 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     if parsed.stream:
         max_event = svc.settings.upstream.max_event_bytes
         job = ResponsesStream(
-            parsed, svc.providers, svc.router, book, default_max, max_event_bytes=max_event
+            parsed,
+            svc.providers,
+            svc.router,
+            book,
+            default_max,
+            bodies=svc.bodies,
+            max_event_bytes=max_event,
         )
         return await runner.stream(request, job)
-    whole = ResponsesReply(parsed, svc.providers, svc.router, book, default_max)
+    whole = ResponsesReply(parsed, svc.providers, svc.router, book, default_max, bodies=svc.bodies)
     return await runner.reply(request, whole)
 
 
 class _ResponsesJob:
     __slots__ = (
+        "_bodies",
         "_book",
         "_call",
         "_created_at",
         "_default_max",
         "_id",
+        "_large",
         "_parsed",
         "_providers",
         "_router",
@@ -126,12 +137,16 @@ class _ResponsesJob:
         router: Router,
         book: ResponseBook | None,
         default_max_tokens: int,
+        *,
+        bodies: BodyPool | None = None,
     ) -> None:
         self._parsed = parsed
         self._providers = providers
         self._router = router
         self._book = book
         self._default_max = default_max_tokens
+        self._bodies = bodies
+        self._large: Large | None = None
         self._id = responses_objects.new_id("resp_")
         self._created_at = int(time.time())
         self._call = parsed.call()
@@ -180,6 +195,31 @@ class _ResponsesJob:
         if refusal is not None:
             raise refusal
         return adapter, False
+
+    def _codec(self, route: Route) -> Codec | None:
+        """The codec a large body's call is written in for ``route``, in a body process;
+        ``None`` for a small body (its adapter writes it here) or an upstream that
+        speaks OpenAI chat (it is sent the chat body made with the call)."""
+        chat = self._parsed.chat
+        if self._bodies is None or chat is None:
+            return None
+        if not isinstance(chat.get("messages"), orjson.Fragment):
+            return None
+        return self._providers.codec(route.provider_type, route.target)
+
+    async def _written(self, route: Route, codec: Codec) -> ChatCall:
+        """The call carrying its upstream's body, written from its chat body in a body
+        process (the chat body's messages are bytes here, never read)."""
+        large = self._large
+        if large is None:
+            chat = self._parsed.chat
+            assert self._bodies is not None and chat is not None
+            raw = orjson.dumps(chat)  # its messages' bytes, as they came from the process
+            large = self._large = Large(raw, "chat", self._parsed.group_id, self._bodies)
+        try:
+            return await large.written(self._call, codec, route.target)
+        except InvalidRequest as error:
+            raise in_responses_terms(error) from None
 
     def _keep(self, response: JSON) -> None:
         """Hand the finished response to the book (when the caller asked to store it)."""
@@ -232,8 +272,12 @@ class ResponsesReply(_ResponsesJob):
                 ),
             )
             return Answer(found, usage)
+        call = self._call
+        codec = self._codec(route)
+        if codec is not None:  # a large body, written for the route in a body process
+            call = await self._written(route, codec)
         try:
-            reply = await adapter.generate(route.target, self._call)
+            reply = await adapter.generate(route.target, call)
         except InvalidRequest as error:
             raise in_responses_terms(error) from None
         usage = with_estimate(
@@ -270,9 +314,10 @@ class ResponsesStream(_ResponsesJob):
         book: ResponseBook | None,
         default_max_tokens: int,
         *,
+        bodies: BodyPool | None = None,
         max_event_bytes: int,
     ) -> None:
-        super().__init__(parsed, providers, router, book, default_max_tokens)
+        super().__init__(parsed, providers, router, book, default_max_tokens, bodies=bodies)
         self._max_event_bytes = max_event_bytes
         self._translator: ChatToResponses | ResponsesRelay | None = None
 
@@ -290,6 +335,12 @@ class ResponsesStream(_ResponsesJob):
             responses_objects.item_ids(self._id),
         )
         self._translator = translator
+        codec = self._codec(route)
+        if codec is not None:  # a large body, written for the route in a body process
+            return Later(
+                lambda: self._written(route, codec),
+                lambda ready: adapter.generate_stream(route.target, ready, translator),
+            )
         try:
             return adapter.generate_stream(route.target, self._call, translator)
         except InvalidRequest as error:

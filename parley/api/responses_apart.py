@@ -8,8 +8,8 @@ input items with ids, each one ``bytes``. The serving process wraps them as
 channel that takes the chat body (OpenAI-compatible) or the Responses body (native) as
 it is gets it without the serving process ever holding the items as objects, and so
 does the stored response. A channel of another dialect (Anthropic, Gemini, Bedrock)
-gets the canonical call, read back from the chat body's messages on such a route alone
-(``ResponsesRequest.call``).
+gets the canonical call written in its dialect in a body process too, from the chat
+body's messages (``api/apart.py``, ``Large``): the serving process never reads them.
 
 A body that continues a stored response (``previous_response_id``, an
 ``item_reference``) reads the database on its way, which only the serving process can:
@@ -25,6 +25,7 @@ from typing import TypeVar, cast
 import orjson
 
 from parley.api.body import decode_json
+from parley.api.refusal import Refusal
 from parley.api.responses_request import ResponsesRequest, parse_responses
 from parley.domain.value import value
 from parley.domain.wire import JSON
@@ -33,24 +34,6 @@ from parley.runtime.body_pool import BodyPool
 from parley.runtime.response_book import ResponseBook
 
 T = TypeVar("T")
-
-
-@value
-class Refusal:
-    """An error made in the body process, to be made again in the serving process
-    (errors do not cross processes: their headers are a read-only mapping)."""
-
-    kind: type[ParleyError]
-    message: str
-    param: str | None
-    code: str | None
-
-    @classmethod
-    def of(cls, error: ParleyError) -> Refusal:
-        return cls(type(error), error.message, error.param, error.code)
-
-    def error(self) -> ParleyError:
-        return self.kind(self.message, param=self.param, code=self.code)
 
 
 @value

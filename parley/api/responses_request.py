@@ -128,8 +128,8 @@ async def parse_responses(
     if chat is not None:
         if stream:
             chat["stream_options"] = {"include_usage": True}
-        estimate = openai_chat.estimate_messages(chat["messages"]) + _tools_estimate(canonical)
-        images = openai_chat.count_images(chat["messages"])
+        estimate, images = openai_chat.read_messages(chat["messages"])
+        estimate += _tools_estimate(canonical)
         max_tokens = canonical.max_output_tokens or 0
     else:  # for a native channel only: a token per four characters of the body
         estimate = estimate_text(orjson.dumps(body).decode())

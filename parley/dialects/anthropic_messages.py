@@ -27,7 +27,7 @@ from parley.dialects.canonical import (
     ToolResult,
     Unsupported,
 )
-from parley.domain.tokens import TOKENS_PER_IMAGE, estimate_text
+from parley.domain.tokens import CHARS_PER_TOKEN, TOKENS_PER_IMAGE, estimate_text
 from parley.domain.wire import JSON
 
 FIELDS = frozenset(
@@ -103,6 +103,10 @@ def _is_int(value: Any) -> TypeGuard[int]:
 
 
 def _message(message: Any, index: int) -> Message:
+    if message.__class__ is dict:  # the common case first: a role and a string
+        role, content = message.get("role"), message.get("content")
+        if content.__class__ is str and role in ("user", "assistant"):
+            return Message(role, (Text(content),))
     where = f"messages.{index}"
     if not isinstance(message, dict):
         raise Unsupported(f"'{where}' must be an object with 'role' and 'content'.", where)
@@ -385,7 +389,12 @@ def _write_options(request: Request, body: JSON) -> None:
 
 
 def _write_message(message: Message) -> JSON:
-    blocks = [write_block(block) for block in message.blocks]
+    blocks = [
+        {"type": "text", "text": block.text}  # the common case, without write_block's tests
+        if block.__class__ is Text and block.cache is None
+        else write_block(block)
+        for block in message.blocks
+    ]
     return {"role": message.role, "content": [block for block in blocks if block]}
 
 
@@ -447,9 +456,11 @@ def estimate_prompt(body: JSON) -> int:
     of text (system, messages, tool definitions and calls), a fixed count per image."""
     total = 3
     for message in body.get("messages") or ():
-        total += 4 + _estimate_content(
-            message.get("content") if isinstance(message, dict) else None
-        )
+        content = message.get("content") if message.__class__ is dict else None
+        if content.__class__ is str:  # the common case, without a call
+            total += 4 + (len(content) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
+        else:
+            total += 4 + _estimate_content(content)
     total += _estimate_content(body.get("system"))
     if body.get("tools"):
         total += estimate_text(orjson.dumps(body["tools"]).decode())
@@ -481,8 +492,8 @@ def count_images(messages: Any) -> int:
     """The image blocks in Messages ``messages``."""
     count = 0
     for message in messages if isinstance(messages, list) else ():
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, list):
+        content = message.get("content") if message.__class__ is dict else None
+        if content.__class__ is list:
             count += sum(
                 1 for block in content if isinstance(block, dict) and block.get("type") == "image"
             )

@@ -16,7 +16,12 @@ caller dialect's renderer.
 
 ``ChatCall`` carries both forms: the caller's body as sent, and the ``Request`` read
 from it on first use, so a pass-through (the commonest call: chat to an
-OpenAI-compatible upstream) never builds it.
+OpenAI-compatible upstream) never builds it. A large body (over
+``server.large_body_bytes``) is never decoded in the serving process at all: its
+translation is written in a body process (``api/apart.py``), once per upstream codec,
+and the call carries it written (``translated`` for a ``Codec``, ``chat_body`` for an
+OpenAI chat upstream), which the adapter sends instead of writing ``request``
+(``dialects/outbound.py``).
 """
 
 from __future__ import annotations
@@ -24,7 +29,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final, Literal
 
+from parley.dialects.bedrock_converse import StructuredOutput
 from parley.dialects.canonical import Request
+from parley.domain.value import value
 from parley.domain.wire import JSON
 
 Dialect = Literal[
@@ -50,6 +57,37 @@ def passes_through(caller: Dialect, upstream: Speaks) -> bool:
     return caller in upstream
 
 
+Written = Literal["anthropic", "gemini", "bedrock"]
+"""An upstream dialect a call is written in by a ``Codec`` (``dialects/outbound.py``):
+Messages, Gemini's, Converse."""
+
+
+@value
+class Codec:
+    """How a canonical call is written for one kind of upstream: its dialect and what
+    changes it per channel (the default ``max_tokens``, whether images may go by URL,
+    how Bedrock is asked for JSON output)."""
+
+    dialect: Written
+    default_max_tokens: int = 0
+    """``max_tokens`` when the caller gave none (Messages needs one)."""
+    remote_images: bool = False
+    """Images may go by URL (Vertex AI fetches them)."""
+    structured: StructuredOutput = "native"
+    """How Bedrock is asked for a ``json_schema`` (``aws.structured_output``)."""
+
+
+@value
+class Translated:
+    """A call already written for ``codec``, in a body process: the upstream's body
+    (``payload``, its model left empty, its large values as ``orjson.Fragment``) and
+    whether its JSON output rides in Bedrock's forced tool."""
+
+    codec: Codec
+    payload: JSON
+    json_tool: bool
+
+
 class ChatCall:
     """One generation call, as the caller sent it and as the canonical call.
 
@@ -60,10 +98,14 @@ class ChatCall:
     caller's ``anthropic-beta`` header, which a Messages pass-through sends on.
     ``chat_body`` is the call already written as an OpenAI chat body, when its endpoint
     wrote one anyway (Responses does, once, in a body process for a large body): an
-    upstream that speaks OpenAI chat is sent it instead of ``request`` written again.
+    upstream that speaks OpenAI chat is sent it instead of ``request`` written again;
+    a large Messages body's is written in a body process for the route that needs it.
+    ``translated`` is the call already written for an upstream of another dialect, in a
+    body process, for a large body: the adapter whose codec it was written for sends it
+    instead of ``request`` (``dialects.outbound.outbound``).
     """
 
-    __slots__ = ("_decode", "_request", "beta", "body", "chat_body", "dialect")
+    __slots__ = ("_decode", "_request", "beta", "body", "chat_body", "dialect", "translated")
 
     def __init__(
         self,
@@ -74,6 +116,7 @@ class ChatCall:
         request: Request | None = None,
         beta: str | None = None,
         chat_body: JSON | None = None,
+        translated: Translated | None = None,
     ) -> None:
         self.dialect: Dialect = dialect
         self.body = body
@@ -81,6 +124,23 @@ class ChatCall:
         self._request = request
         self.beta = beta
         self.chat_body = chat_body
+        self.translated = translated
+
+    def written(
+        self, *, chat_body: JSON | None = None, translated: Translated | None = None
+    ) -> ChatCall:
+        """This call for one attempt, carrying what a body process wrote for its route:
+        the same body, decoder and ``Request`` (if read), and ``chat_body`` or
+        ``translated`` (the call's own ``chat_body`` kept when none is given)."""
+        return ChatCall(
+            self.dialect,
+            self.body,
+            self._decode,
+            request=self._request,
+            beta=self.beta,
+            chat_body=self.chat_body if chat_body is None else chat_body,
+            translated=translated,
+        )
 
     @property
     def request(self) -> Request:

@@ -107,11 +107,15 @@ def merged(messages: Iterable[Message]) -> list[Message]:
     number of blocks, however long a run is."""
     turns: list[Message] = []
     run: list[Message] = []
+    role = None
     for message in messages:
-        if run and run[-1].role != message.role:
-            turns.append(_joined(run))
-            run = []
-        run.append(message)
+        if message.role != role:
+            if run:
+                turns.append(_joined(run))
+            run = [message]
+            role = message.role
+        else:
+            run.append(message)
     if run:
         turns.append(_joined(run))
     return turns
@@ -120,10 +124,7 @@ def merged(messages: Iterable[Message]) -> list[Message]:
 def _joined(run: list[Message]) -> Message:
     if len(run) == 1:
         return run[0]
-    blocks: list[Block] = []
-    for message in run:
-        blocks.extend(message.blocks)
-    return Message(run[0].role, tuple(blocks))
+    return Message(run[0].role, tuple(block for message in run for block in message.blocks))
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,11 @@ from parley.dialects.canonical import (
     merged,
 )
 from parley.dialects.openai_chat_reply import read_thinking_blocks
-from parley.domain.tokens import TOKENS_PER_IMAGE, TOKENS_PER_MESSAGE, estimate_text
+from parley.domain.tokens import (
+    CHARS_PER_TOKEN,
+    TOKENS_PER_IMAGE,
+    TOKENS_PER_MESSAGE,
+)
 from parley.domain.wire import JSON
 
 IGNORED = frozenset({"model", "messages", "stream", "stream_options", "store", "service_tier"})
@@ -72,8 +76,23 @@ def decode_request(body: JSON) -> Request:
         )
     instructions: list[Text] = []
     messages: list[Message] = []
+    said: list[Text] | None = None
+    """The text of the run of plain user messages being read (the common case), made
+    one message when the run ends: ``merged`` would make it one turn anyway."""
     for index, message in enumerate(body.get("messages") or ()):
+        content = message.get("content")
+        if content.__class__ is str and message.get("role") == "user":
+            if said is None:
+                said = []
+            if content:
+                said.append(Text(content))
+            continue
+        if said is not None:
+            messages.append(Message("user", tuple(said)))
+            said = None
         _read_message(message, index, instructions, messages)
+    if said is not None:
+        messages.append(Message("user", tuple(said)))
     return Request(
         model=str(body.get("model", "")),
         messages=tuple(merged(messages)),
@@ -114,8 +133,8 @@ def _read_message(
     message: JSON, index: int, instructions: list[Text], messages: list[Message]
 ) -> None:
     role = message.get("role")
-    where = f"messages[{index}]"
     content = message.get("content")
+    where = f"messages[{index}]"
     if role in ("system", "developer"):
         instructions.extend(block for block in _content(content, where) if isinstance(block, Text))
         return
@@ -257,13 +276,7 @@ def number_of(body: JSON, name: str) -> float | None:
 def encode_request(request: Request, model: str) -> JSON:
     """The canonical call as a chat body for an OpenAI-compatible upstream (which may
     refuse a field it does not know, so signed reasoning is not written)."""
-    messages: list[JSON] = []
-    if request.instructions:
-        text = "\n\n".join(block.text for block in request.instructions)
-        messages.append({"role": "system", "content": text})
-    for index, message in enumerate(request.messages):
-        messages.extend(_write_message(message, index))
-    body: JSON = {"model": model, "messages": messages}
+    body: JSON = {"model": model, "messages": _write_messages(request)}
     if request.max_output_tokens is not None:
         body["max_tokens"] = request.max_output_tokens
     for name in ("temperature", "top_p", "top_k", "user"):
@@ -285,6 +298,20 @@ def encode_request(request: Request, model: str) -> JSON:
     return body
 
 
+def _write_messages(request: Request) -> list[JSON]:
+    messages: list[JSON] = []
+    if request.instructions:
+        text = "\n\n".join(block.text for block in request.instructions)
+        messages.append({"role": "system", "content": text})
+    for index, message in enumerate(request.messages):
+        blocks = message.blocks
+        if message.role == "user" and len(blocks) == 1 and blocks[0].__class__ is Text:
+            messages.append({"role": "user", "content": blocks[0].text})  # the common case
+        else:
+            messages.extend(_write_message(message, index))
+    return messages
+
+
 def effort_for(budget: int | None) -> str:
     """The ``reasoning_effort`` whose budget is the nearest at or above ``budget``."""
     for effort, tokens in REASONING_BUDGETS.items():
@@ -299,12 +326,14 @@ def _write_message(message: Message, index: int) -> list[JSON]:
     written: list[JSON] = []
     parts: list[JSON] = []
     for position, block in enumerate(message.blocks):
-        where = f"messages[{index}].content[{position}]"
-        if isinstance(block, ToolResult):
-            written.append(_write_result(block, where))
+        if block.__class__ is Text:  # the common case, without the tests below
+            parts.append({"type": "text", "text": block.text})
+        elif isinstance(block, ToolResult):
+            written.append(_write_result(block, f"messages[{index}].content[{position}]"))
         elif isinstance(block, Text | Image):
             parts.append(_write_part(block))
         else:
+            where = f"messages[{index}].content[{position}]"
             raise Unsupported("A user message cannot hold this block here.", where)
     if parts:
         plain = all(part["type"] == "text" for part in parts)
@@ -372,37 +401,45 @@ def _write_format(form: ResponseFormat) -> JSON:
 def estimate_messages(messages: list[Any]) -> int:
     """The prompt's tokens, estimated from chat ``messages``: a few of framing a message,
     a token per four characters of text, a fixed count per image."""
-    total = 3
-    for message in messages:
-        total += TOKENS_PER_MESSAGE
-        if isinstance(message, dict):
-            total += _estimate_content(message.get("content"))
-    return total
+    return read_messages(messages)[0]
 
 
 def count_images(messages: list[Any]) -> int:
     """The image parts in chat messages."""
+    return read_messages(messages)[1]
+
+
+def read_messages(messages: list[Any]) -> tuple[int, int]:
+    """The prompt's estimate for chat ``messages`` and the image parts in them, in one
+    pass: a message whose content is a string (the common case) costs one lookup."""
+    total = 3 + TOKENS_PER_MESSAGE * len(messages)
     images = 0
     for message in messages:
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, list):
-            for part in content:
-                if isinstance(part, dict) and part.get("type") == "image_url":
-                    images += 1
-    return images
+        if message.__class__ is not dict:
+            continue
+        content = message.get("content")
+        if content.__class__ is str:
+            total += (len(content) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
+        elif content.__class__ is list:
+            total += _estimate_content(content)
+            images += _images(content)
+    return total, images
 
 
-def _estimate_content(content: Any) -> int:
-    if isinstance(content, str):
-        return estimate_text(content)
-    if not isinstance(content, list):
-        return 0
+def _images(content: list[Any]) -> int:
+    return sum(1 for part in content if part.__class__ is dict and part.get("type") == "image_url")
+
+
+def _estimate_content(content: list[Any]) -> int:
     total = 0
     for part in content:
-        if not isinstance(part, dict):
+        if part.__class__ is not dict:
             continue
-        if part.get("type") == "text" and isinstance(part.get("text"), str):
-            total += estimate_text(part["text"])
-        elif part.get("type") == "image_url":
+        kind = part.get("type")
+        if kind == "text":
+            text = part.get("text")
+            if text.__class__ is str:
+                total += (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
+        elif kind == "image_url":
             total += TOKENS_PER_IMAGE
     return total

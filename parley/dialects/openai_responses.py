@@ -124,7 +124,19 @@ def normalized_input(value: Any) -> list[JSON]:
         raise Unsupported("'input' must be a string or an array of items.", "input")
     items: list[JSON] = []
     ids = input_ids()
+    append = items.append
     for index, item in enumerate(value):
+        content = item.get("content") if item.__class__ is dict else None
+        if content.__class__ is str and "role" in item and "type" not in item and "id" not in item:
+            # the common case: a message of a role and a string, no more (``status`` may be)
+            role = item.get("role")
+            part = "output_text" if role == "assistant" else "input_text"
+            written = {**item, "type": "message", "content": [{"type": part, "text": content}]}
+            if "status" not in item:
+                written["status"] = "completed"
+            written["id"] = ids("msg_")
+            append(written)
+            continue
         if not isinstance(item, dict):
             raise Unsupported(f"'input[{index}]' must be an object.", f"input[{index}]")
         kind = item.get("type", "message" if "role" in item else None)
@@ -166,8 +178,29 @@ def decode_request(body: JSON, items: list[JSON]) -> Request:
     elif given is not None and not isinstance(given, str):
         raise Unsupported("'instructions' must be a string.", "instructions")
     messages: list[Message] = []
+    said: list[Text | Image] | None = None
+    """The parts of the run of plain user messages being read (the common case), made
+    one message when the run ends: ``merged`` would make it one turn anyway."""
     for index, item in enumerate(items):
+        content = item.get("content")
+        if (
+            item.get("role") == "user"
+            and item.get("type") == "message"
+            and content.__class__ is list
+            and len(content) == 1
+            and content[0].__class__ is dict
+            and content[0].get("type") == "input_text"
+        ):
+            if said is None:
+                said = []
+            said.append(Text(str(content[0].get("text") or "")))
+            continue
+        if said is not None:
+            messages.append(Message("user", tuple(said)))
+            said = None
         _read_item(item, index, instructions, messages)
+    if said is not None:
+        messages.append(Message("user", tuple(said)))
     return Request(
         model=str(body.get("model", "")),
         messages=tuple(merged(messages)),

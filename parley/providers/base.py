@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import IO, Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from parley.catalog_settings import ChannelOptions
-from parley.dialects.call import ChatCall, Dialect, Speaks
+from parley.dialects.call import ChatCall, Codec, Dialect, Speaks
 from parley.dialects.canonical import Reply
 from parley.dialects.translator import ChunkTranslator, Translator
 from parley.domain.transcripts import ResponseFormat, Task
@@ -126,6 +126,16 @@ class Chat(Protocol):
         read into the canonical chunk stream (chat chunks) for the caller's renderer:
         an OpenAI chat upstream's bytes go to ``translator`` as they are, any other's
         through its reader first (``dialects.translator.Chained``)."""
+
+
+@runtime_checkable
+class Encodes(Protocol):
+    """A chat adapter whose upstream speaks a dialect other than OpenAI chat: it writes a
+    call it translates with a ``Codec`` (``dialects/outbound.py``)."""
+
+    def codec(self, target: Target) -> Codec:
+        """How it writes a call for ``target``: what a body process writes ahead for a
+        large body (``ChatCall.translated``)."""
 
 
 @runtime_checkable

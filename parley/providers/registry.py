@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any, TypeVar
 
-from parley.dialects.call import OPENAI_RESPONSES
+from parley.dialects.call import OPENAI_RESPONSES, Codec
 from parley.http import HttpClient
 from parley.providers.anthropic import AnthropicAdapter
 from parley.providers.azure import AzureEndpoint
@@ -25,8 +25,10 @@ from parley.providers.base import (
     Chat,
     Completion,
     Embeddings,
+    Encodes,
     ReplyBounds,
     Speech,
+    Target,
     TokenCount,
     Transcription,
     Voices,
@@ -178,6 +180,13 @@ class ProviderRegistry:
     def types_serving(self, capability: Capability[Any]) -> frozenset[str]:
         """The channel types some adapter serves ``capability`` for."""
         return frozenset(self._tables.get(capability.name, ()))
+
+    def codec(self, type_name: str, target: Target) -> Codec | None:
+        """How the type's chat adapter writes a call for ``target`` in its upstream's
+        dialect (what a body process writes ahead for a large body); ``None`` when its
+        upstream speaks OpenAI chat (a call is then written as a chat body)."""
+        adapter = self._tables.get(CHAT.name, {}).get(type_name)
+        return adapter.codec(target) if isinstance(adapter, Encodes) else None
 
     def types(self) -> frozenset[str]:
         """Every channel type some adapter is registered for."""

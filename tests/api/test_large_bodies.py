@@ -19,7 +19,7 @@ import aiohttp
 import openai
 import pytest
 
-from parley.dialects import openai_responses
+from parley.dialects import openai_chat, openai_responses
 from tests.api.harness import CHANNEL_KEY, Gateway, starting
 from tests.api.responses_harness import Upstreams, responses_config
 from tests.upstreams.anthropic import FakeAnthropic
@@ -52,12 +52,14 @@ async def key(upstreams: Upstreams) -> str:
 
 @pytest.fixture
 def no_decoding_here(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The serving process cannot read a Responses body (a body process still can)."""
+    """The serving process can neither read a Responses body nor translate its chat body
+    for another dialect (a body process still can)."""
 
     def refuse(*_: Any) -> Any:
         raise AssertionError("a large body was read on the serving event loop")
 
     monkeypatch.setattr(openai_responses, "decode_request", refuse)
+    monkeypatch.setattr(openai_chat, "decode_request", refuse)
 
 
 def lines(count: int = ITEMS) -> list[dict[str, Any]]:
@@ -113,6 +115,19 @@ async def test_a_large_body_to_a_translating_channel_is_one_turn_there(
     assert status == 200, answer
     [turn] = upstreams.anthropic.requests[-1].body["messages"]
     assert [block["text"] for block in turn["content"]] == [f"line {n}" for n in range(ITEMS)]
+
+
+@pytest.mark.usefixtures("no_decoding_here")
+async def test_a_large_body_streams_from_a_translating_channel(
+    upstreams: Upstreams, key: str
+) -> None:
+    client = upstreams.gateway.client(key)
+    async with client.responses.stream(model="claude-like", input=lines(), store=False) as events:
+        final = await events.get_final_response()
+    assert final.status == "completed"
+    [turn] = upstreams.anthropic.requests[-1].body["messages"]
+    assert [block["text"] for block in turn["content"]] == [f"line {n}" for n in range(ITEMS)]
+    assert upstreams.anthropic.requests[-1].body["stream"] is True
 
 
 @pytest.mark.usefixtures("no_decoding_here")

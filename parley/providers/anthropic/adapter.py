@@ -20,10 +20,11 @@ from typing import ClassVar, TypeVar
 
 import orjson
 
-from parley.dialects import anthropic_messages, anthropic_messages_reply
+from parley.dialects import anthropic_messages_reply
 from parley.dialects.call import ANTHROPIC_MESSAGES, ChatCall, Speaks
 from parley.dialects.canonical import Reply, Unsupported
 from parley.dialects.messages_to_chat import MessagesToChat
+from parley.dialects.outbound import Codec, outbound
 from parley.dialects.translator import Chained, ChunkTranslator, Translator
 from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, UpstreamError
@@ -50,14 +51,18 @@ SPEAKS: Speaks = (ANTHROPIC_MESSAGES,)
 
 
 def messages_body(call: ChatCall, model: str, default_max_tokens: int) -> JSON:
-    """The canonical call as a Messages body, without ``stream`` (the caller sets it);
+    """The canonical call as a Messages body, without ``stream`` (the caller sets it),
+    or the one already written for it in a body process (``dialects/outbound.py``);
     what Messages cannot say is a 400."""
     try:
-        payload = anthropic_messages.encode_request(call.request, model, default_max_tokens)
+        return outbound(call, messages_codec(default_max_tokens), model)[0]
     except Unsupported as error:
         raise InvalidRequest(error.message, param=error.param) from None
-    payload.pop("stream", None)
-    return payload
+
+
+def messages_codec(default_max_tokens: int) -> Codec:
+    """How a chat body is written for an upstream that speaks Messages."""
+    return Codec("anthropic", default_max_tokens)
 
 
 class AnthropicAdapter:
@@ -111,6 +116,10 @@ class AnthropicAdapter:
         payload = {**self._translated(target, completion_call(body)), "stream": True}
         reader = CompletionChunks(MessagesToChat(self._bounds.max_event_bytes))
         return self._stream(target, payload, None, Chained(reader, translator))
+
+    def codec(self, target: Target) -> Codec:
+        """How this adapter writes a call it translates (``dialects/outbound.py``)."""
+        return messages_codec(self._default_max_tokens)
 
     async def count_tokens(self, target: Target, call: ChatCall) -> int:
         payload = {**call.body, "model": target.model}

@@ -31,6 +31,7 @@ from parley.dialects import bedrock_converse
 from parley.dialects.call import BEDROCK_CONVERSE, ChatCall, Speaks
 from parley.dialects.canonical import Reply, Unsupported
 from parley.dialects.converse_to_chat import ConverseToChat
+from parley.dialects.outbound import Codec, outbound
 from parley.dialects.translator import Chained, ChunkTranslator, Failure, Translator
 from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, UpstreamError
@@ -86,6 +87,10 @@ class BedrockAdapter:
         self, target: Target, call: ChatCall, translator: Translator[T]
     ) -> TranslatedStream[T]:
         raise _no_pass_through(call)
+
+    def codec(self, target: Target) -> Codec:
+        """How this adapter writes a call for ``target`` (``dialects/outbound.py``)."""
+        return _codec(target)
 
     async def generate(self, target: Target, call: ChatCall) -> Reply:
         payload, json_output = _translated(call, target)
@@ -178,17 +183,22 @@ def _no_pass_through(call: ChatCall) -> RuntimeError:
     return RuntimeError(f"Bedrock speaks Converse only: a {call.dialect} call is translated.")
 
 
-def _translated(call: ChatCall, target: Target) -> tuple[JSON, bool]:
-    """The canonical call as a Converse body, and whether its JSON output rides in the
-    forced ``JSON_TOOL``; what Converse cannot say is a 400."""
+def _codec(target: Target) -> Codec:
+    """How a call is written for the target's channel (its ``aws.structured_output``)."""
     aws = target.options
-    structured = aws.structured_output if isinstance(aws, AwsSettings) else "native"
+    return Codec(
+        "bedrock", structured=aws.structured_output if isinstance(aws, AwsSettings) else "native"
+    )
+
+
+def _translated(call: ChatCall, target: Target) -> tuple[JSON, bool]:
+    """The canonical call as a Converse body (or the one already written in a body
+    process), and whether its JSON output rides in the forced ``JSON_TOOL``; what
+    Converse cannot say is a 400."""
     try:
-        request = call.request
-        payload = bedrock_converse.encode_request(request, structured)
+        return outbound(call, _codec(target), target.model)
     except Unsupported as error:
         raise InvalidRequest(error.message, param=error.param) from None
-    return payload, bedrock_converse.json_tool(request, structured)
 
 
 def secret(target: Target) -> str | None:

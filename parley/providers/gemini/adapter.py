@@ -28,6 +28,7 @@ from parley.dialects import canonical, gemini
 from parley.dialects.call import GEMINI, ChatCall, Speaks
 from parley.dialects.canonical import Unsupported
 from parley.dialects.gemini_to_chat import GeminiToChat
+from parley.dialects.outbound import Codec, outbound
 from parley.dialects.translator import Chained, ChunkTranslator, Translator
 from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, UpstreamError
@@ -168,11 +169,15 @@ class GeminiAdapter:
         ]
         return {"object": "list", "data": data, "model": target.model}
 
+    def codec(self, target: Target) -> Codec:
+        """How this adapter writes a call it translates (``dialects/outbound.py``)."""
+        return Codec("gemini", remote_images=self._remote_images)
+
     def _translated(self, call: ChatCall) -> JSON:
-        """The canonical call as a ``GenerateContentRequest``; what Gemini cannot say is
-        a 400."""
+        """The canonical call as a ``GenerateContentRequest`` (or the one already written
+        in a body process); what Gemini cannot say is a 400."""
         try:
-            return gemini.encode_request(call.request, remote_images=self._remote_images)
+            return outbound(call, Codec("gemini", remote_images=self._remote_images), "")[0]
         except Unsupported as error:
             raise InvalidRequest(error.message, param=error.param) from None
 

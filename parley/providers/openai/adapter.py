@@ -22,7 +22,7 @@ from typing import ClassVar, Protocol, TypeVar
 
 import orjson
 
-from parley.dialects import canonical, openai_chat, openai_chat_reply
+from parley.dialects import canonical, openai_chat_reply, outbound
 from parley.dialects.call import OPENAI_CHAT, OPENAI_RESPONSES, ChatCall, Speaks
 from parley.dialects.canonical import Unsupported
 from parley.dialects.translator import ChunkTranslator, Translator
@@ -190,13 +190,9 @@ def chat_body(target: Target, call: ChatCall) -> JSON:
     if call.chat_body is not None:
         return call.chat_body
     try:
-        body = openai_chat.encode_request(call.request, target.model)
+        return outbound.chat_body(call.request, target.model, target.type_name == TIERED_TYPE)
     except Unsupported as error:
         raise InvalidRequest(error.message, param=error.param) from None
-    tier = call.request.service_tier
-    if tier is not None and target.type_name == TIERED_TYPE:
-        body["service_tier"] = tier
-    return body
 
 
 def plain_body(body: JSON, model: str) -> JSON:

@@ -31,12 +31,13 @@ from parley.dialects import anthropic_messages_reply
 from parley.dialects.call import ANTHROPIC_MESSAGES, GEMINI, ChatCall, Speaks
 from parley.dialects.canonical import Reply
 from parley.dialects.messages_to_chat import MessagesToChat
+from parley.dialects.outbound import Codec
 from parley.dialects.translator import Chained, ChunkTranslator, Translator
 from parley.domain.wire import JSON
 from parley.errors import UpstreamError
 from parley.http import HttpClient, Prepared, prepare
 from parley.http import Reply as HttpReply
-from parley.providers.anthropic.adapter import messages_body
+from parley.providers.anthropic.adapter import messages_body, messages_codec
 from parley.providers.anthropic.completions import CompletionChunks, completed, completion_call
 from parley.providers.anthropic.refusal import stream_failure as messages_failure
 from parley.providers.base import (
@@ -133,6 +134,10 @@ class VertexAdapter:
     def speaks(self, target: Target) -> Speaks:
         """Messages for Anthropic's models, Gemini's ``generateContent`` for Google's."""
         return CLAUDE_SPEAKS if publisher(target.model)[0] == "anthropic" else GEMINI_SPEAKS
+
+    def codec(self, target: Target) -> Codec:
+        """How a call is written for the target's model (``dialects/outbound.py``)."""
+        return self._adapter(target).codec(target)
 
     def relay(self, target: Target, call: ChatCall) -> Awaitable[JSON]:
         return self._claude.relay(target, call)
@@ -237,6 +242,9 @@ class VertexClaude:
         self._bounds = bounds or ReplyBounds()
         self._endpoint = endpoint
         self._default_max_tokens = default_max_tokens
+
+    def codec(self, target: Target) -> Codec:
+        return messages_codec(self._default_max_tokens)
 
     async def generate(self, target: Target, call: ChatCall) -> Reply:
         reply = await self._reply(target, "rawPredict", self._translated(target, call))

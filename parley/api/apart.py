@@ -1,0 +1,257 @@
+"""Large chat and Messages bodies read, and large bodies translated, in a body process.
+
+A body over ``server.large_body_bytes`` is never decoded on the serving event loop
+(``runtime/body_pool.py`` says why, and how the processes are shared between groups).
+``read_chat`` and ``read_messages`` have it read there by the functions that read a
+small body here (``chat_request.parse_chat``, ``messages_request.parse_messages``...),
+and get back the checked request with its ``messages`` (and any other array over
+``BULK_BYTES``) serialized: the serving process wraps those bytes as
+``orjson.Fragment``, which ``orjson.dumps`` writes out as they are. A channel that takes
+the body as it came (``dialects.call.passes_through``: OpenAI-compatible for chat,
+Anthropic's for Messages) gets it so.
+
+A channel of another dialect needs the call translated, which is work per item too:
+``Large.written`` has it done in a body process (the body read into the canonical call
+and written by the route's ``Codec``, ``dialects/outbound.py``, or as an OpenAI chat
+body), once per codec and call, at the attempt that needs it (failover may pick a
+channel of another dialect), and hands the adapter the ``ChatCall`` carrying its
+upstream's body already written (``ChatCall.translated`` or ``chat_body``), so the
+serving process never decodes it. A Responses body read apart (``responses_apart.py``)
+is translated the same way, from the chat body written there.
+
+Everything that crosses to a body process is a module-level function and plain values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from types import TracebackType
+from typing import Literal, TypeVar
+
+import orjson
+
+from parley.api.body import decode_json
+from parley.api.chat_request import Images, parse_chat_apart
+from parley.api.messages_request import MessagesRequest, parse_count, parse_messages
+from parley.api.refusal import Refusal
+from parley.api.textgen import TextRequest
+from parley.dialects.call import ANTHROPIC_MESSAGES, OPENAI_CHAT, ChatCall, Dialect
+from parley.dialects.canonical import Unsupported
+from parley.dialects.outbound import DECODERS, Codec, Translated, chat_body, translate
+from parley.domain.value import value
+from parley.domain.wire import JSON
+from parley.errors import InvalidRequest, ParleyError
+from parley.providers.base import Target, Translations
+from parley.providers.openai.adapter import TIERED_TYPE
+from parley.runtime.body_pool import BodyPool
+
+T = TypeVar("T")
+Source = Literal["chat", "messages"]
+"""The dialect of a body to translate: an OpenAI chat body, or a Messages body."""
+SOURCES: dict[Source, Dialect] = {"chat": OPENAI_CHAT, "messages": ANTHROPIC_MESSAGES}
+BULK_BYTES = 64 * 1024
+"""A top-level array larger than this, serialized, comes back from a body process as
+its bytes; a smaller value comes back as objects (cheap, and readable here)."""
+
+
+@value
+class Split:
+    """A JSON object in two parts: ``small`` holds its values (``None`` where a large
+    array was), ``bulk`` each large array's bytes, by name."""
+
+    small: JSON
+    bulk: dict[str, bytes]
+
+
+def split(body: JSON, always: str | None = None) -> Split:
+    """``body`` with each top-level array over ``BULK_BYTES`` (and ``always``, whatever
+    its size) serialized."""
+    small: JSON = {}
+    bulk: dict[str, bytes] = {}
+    for name, item in body.items():
+        small[name] = item
+        if type(item) is list:
+            written = orjson.dumps(item)
+            if name == always or len(written) > BULK_BYTES:
+                bulk[name] = written
+                small[name] = None
+    return Split(small, bulk)
+
+
+def joined(parts: Split) -> JSON:
+    """The object again, each serialized array as an ``orjson.Fragment``, in its place."""
+    bulk = parts.bulk
+    return {
+        name: orjson.Fragment(bulk[name]) if name in bulk else item
+        for name, item in parts.small.items()
+    }
+
+
+@value
+class ChatRead:
+    """A chat body read in a body process: the request (its ``body`` empty: ``body``
+    has it) and what its images are to a model."""
+
+    text: TextRequest
+    body: Split
+    images: Images
+
+
+@value
+class MessagesRead:
+    """A Messages body read in a body process: the request (its ``body`` empty)."""
+
+    messages: MessagesRequest
+    body: Split
+
+
+@value
+class Made:
+    """A body translated in a body process: the upstream's body, and whether its JSON
+    output rides in Bedrock's forced tool."""
+
+    body: Split
+    json_tool: bool
+
+
+def read_chat_apart(raw: bytes, max_image_bytes: int) -> ChatRead | Refusal:
+    """The chat body read as ``create_chat_completion`` reads a small one."""
+    try:
+        body = decode_json(raw)
+        text, images = parse_chat_apart(body, len(raw), max_image_bytes)
+    except ParleyError as error:
+        return Refusal.of(error)
+    return ChatRead(dataclasses.replace(text, body={}), split(body, "messages"), images)
+
+
+def read_messages_apart(raw: bytes, beta: str | None, counting: bool) -> MessagesRead | Refusal:
+    """The Messages body read as ``create_message`` (or, ``counting``, ``count_tokens``)
+    reads a small one."""
+    try:
+        body = decode_json(raw)
+        read = parse_count(body, beta) if counting else parse_messages(body, beta, len(raw))
+    except ParleyError as error:
+        return Refusal.of(error)
+    return MessagesRead(dataclasses.replace(read, body={}), split(body, "messages"))
+
+
+def translate_apart(
+    raw: bytes, source: Source, codec: Codec | None, tiered: bool
+) -> Made | Refusal:
+    """The body ``raw`` written for an upstream: read in its ``source`` dialect into the
+    canonical call and written by ``codec`` (``outbound.translate``), or, with no codec,
+    as an OpenAI chat body (a Messages body's, ``outbound.chat_body``; its service tier
+    asked for when ``tiered``). The model is left empty (the route's is set at the call).
+    ``raw`` was read (and checked) already, by a body process or, for a Responses body's
+    chat body, made by one."""
+    try:
+        body = orjson.loads(raw)  # a body read and checked before (``read_*_apart``)
+        dialect = SOURCES[source]
+        if codec is None:
+            return Made(split(chat_body(DECODERS[dialect](body), "", tiered)), False)
+        payload, json_tool = translate(body, dialect, codec)
+    except Unsupported as error:
+        return Refusal(InvalidRequest, error.message, error.param, None)
+    except ParleyError as error:
+        return Refusal.of(error)
+    return Made(split(payload), json_tool)
+
+
+async def read_chat(
+    raw: bytes, group_id: int, bodies: BodyPool, max_image_bytes: int
+) -> tuple[TextRequest, Images, Large]:
+    """A large chat body, read in a body process in the group's turn."""
+    read = await bodies.run(group_id, read_chat_apart, raw, max_image_bytes)
+    if isinstance(read, Refusal):
+        raise read.error()
+    text = dataclasses.replace(read.text, body=joined(read.body))
+    return text, read.images, Large(raw, "chat", group_id, bodies)
+
+
+async def read_messages(
+    raw: bytes, group_id: int, bodies: BodyPool, beta: str | None, *, counting: bool = False
+) -> tuple[MessagesRequest, Large]:
+    """A large Messages body, read in a body process in the group's turn."""
+    read = await bodies.run(group_id, read_messages_apart, raw, beta, counting)
+    if isinstance(read, Refusal):
+        raise read.error()
+    messages = dataclasses.replace(read.messages, body=joined(read.body))
+    return messages, Large(raw, "messages", group_id, bodies)
+
+
+class Large:
+    """A large body's bytes, kept for the attempts that need it translated: each
+    translation is made once a call, in a body process in the group's turn."""
+
+    __slots__ = ("_bodies", "_group", "_made", "_raw", "_source")
+
+    def __init__(self, raw: bytes, source: Source, group_id: int, bodies: BodyPool) -> None:
+        self._raw = raw
+        self._source = source
+        self._group = group_id
+        self._bodies = bodies
+        self._made: dict[tuple[Codec | None, bool], Made | Refusal] = {}
+
+    async def _made_for(self, codec: Codec | None, tiered: bool) -> Made:
+        key = (codec, tiered)
+        made = self._made.get(key)
+        if made is None:
+            made = await self._bodies.run(
+                self._group, translate_apart, self._raw, self._source, codec, tiered
+            )
+            self._made[key] = made
+        if isinstance(made, Refusal):
+            raise made.error()
+        return made
+
+    async def translated(self, codec: Codec) -> Translated:
+        """The call written for ``codec``'s upstream, its model left empty (the adapter
+        sets the route's). A refusal is raised as a small body's would be."""
+        made = await self._made_for(codec, False)
+        return Translated(codec, joined(made.body), made.json_tool)
+
+    async def chat_body(self, model: str, *, tiered: bool) -> JSON:
+        """A Messages body as an OpenAI chat body for ``model`` (its service tier asked
+        for when ``tiered``)."""
+        body = joined((await self._made_for(None, tiered)).body)
+        body["model"] = model
+        return body
+
+    async def written(self, call: ChatCall, codec: Codec | None, target: Target) -> ChatCall:
+        """``call`` for one attempt on ``target``, carrying its upstream's body written
+        here: for ``codec``, or (no codec: an OpenAI chat upstream) as a chat body."""
+        if codec is not None:
+            return call.written(translated=await self.translated(codec))
+        tiered = target.type_name == TIERED_TYPE
+        return call.written(chat_body=await self.chat_body(target.model, tiered=tiered))
+
+
+class Later(AbstractAsyncContextManager[AsyncIterator[Sequence[T]]]):
+    """A route's stream opened once its call is written (in a body process): the call
+    awaited first, then the adapter's stream (``open``) entered with it."""
+
+    __slots__ = ("_body", "_open", "_opened")
+
+    def __init__(
+        self, body: Callable[[], Awaitable[ChatCall]], open: Callable[[ChatCall], Translations[T]]
+    ) -> None:
+        self._body = body
+        self._open = open
+        self._opened: Translations[T] | None = None
+
+    async def __aenter__(self) -> AsyncIterator[Sequence[T]]:
+        opened = self._opened = self._open(await self._body())
+        return await opened.__aenter__()
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool | None:
+        opened = self._opened
+        if opened is None:
+            return False
+        return await opened.__aexit__(kind, error, traceback)

@@ -1,0 +1,90 @@
+"""A Messages body (``POST /v1/messages`` and ``count_tokens``) read and checked: what
+every route needs of it, and the prompt's estimate. A large body is read by the same
+functions in a body process (``api/apart.py``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from parley.api.body import sampling
+from parley.dialects import anthropic_messages
+from parley.dialects.call import ANTHROPIC_MESSAGES, ChatCall
+from parley.domain.tokens import prompt_ceiling
+from parley.domain.value import value
+from parley.errors import InvalidRequest
+
+ANTHROPIC_MOST_TEMPERATURE = 1.0
+"""Anthropic's range of ``temperature`` is 0 to 1 (OpenAI's, 0 to 2)."""
+
+
+@value
+class MessagesRequest:
+    """A Messages body, checked as far as any route needs; a translating route reads it
+    whole (``canonical``) and refuses what its upstream cannot take."""
+
+    model: str
+    body: dict[str, Any]
+    stream: bool
+    max_tokens: int
+    prompt_estimate: int
+    beta: str | None
+    prompt_ceiling: int = 0
+    """The most prompt tokens the body can cost (``domain.tokens.prompt_ceiling``)."""
+    images: int = 0
+    """The image blocks in ``messages``."""
+
+    def call(self) -> ChatCall:
+        """The canonical call: the body as sent, read into a ``Request`` only on a route
+        that translates it (``dialects/anthropic_messages.py``)."""
+        return ChatCall(
+            ANTHROPIC_MESSAGES, self.body, anthropic_messages.decode_request, beta=self.beta
+        )
+
+
+def parse_messages(body: dict[str, Any], beta: str | None, body_bytes: int) -> MessagesRequest:
+    """What every route needs checked: the model, ``max_tokens``, ``messages`` and the
+    sampling parameters (in Anthropic's ranges); ``body_bytes`` is the size of the JSON
+    body (for the prompt's ceiling)."""
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise InvalidRequest("'model' must be a non-empty string.", param="model")
+    max_tokens = body.get("max_tokens")
+    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+        raise InvalidRequest("'max_tokens' must be a positive integer.", param="max_tokens")
+    _require_messages(body)
+    sampling(body, ANTHROPIC_MOST_TEMPERATURE)
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise InvalidRequest("'stream' must be a boolean.", param="stream")
+    estimate = anthropic_messages.estimate_prompt(body)
+    images = anthropic_messages.count_images(body.get("messages"))
+    ceiling = prompt_ceiling(body_bytes, images)
+    return MessagesRequest(
+        model, body, stream, max_tokens, estimate, beta, max(estimate, ceiling), images
+    )
+
+
+def parse_count(body: dict[str, Any], beta: str | None) -> MessagesRequest:
+    """A ``count_tokens`` body: a model and a conversation (nothing is generated)."""
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise InvalidRequest("'model' must be a non-empty string.", param="model")
+    _require_messages(body)
+    estimate = anthropic_messages.estimate_prompt(body)
+    return MessagesRequest(
+        model,
+        body,
+        False,
+        0,
+        estimate,
+        beta,
+        0,
+        anthropic_messages.count_images(body.get("messages")),
+    )
+
+
+def _require_messages(body: dict[str, Any]) -> None:
+    """Both routes take a conversation: a non-empty array under ``messages``."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise InvalidRequest("'messages' must be a non-empty array.", param="messages")
