@@ -16,7 +16,8 @@ from typing import Any
 import orjson
 
 from parley.api.body import decode_json
-from parley.api.chat import CHAT, ChatReply, parse_chat
+from parley.api.chat import CHAT, ChatReply
+from parley.api.chat_request import parse_chat
 from parley.api.completions import COMPLETIONS, CompletionReply, parse_completion
 from parley.api.embeddings import EMBEDDINGS, EmbeddingJob, parse_embeddings
 from parley.api.responses import RESPONSES, ResponsesReply
@@ -163,7 +164,7 @@ async def line_job(endpoint: str, body: str, svc: Services, group_id: int) -> Re
         return ResponsesReply(parsed, svc.providers, svc.router, None, default_max)
     decoded = decode_json(raw)
     if endpoint == "/v1/chat/completions":
-        return ChatReply(parse_chat(decoded, len(raw)), svc)
+        return ChatReply(parse_chat(decoded, len(raw)), svc, None, None)
     if endpoint == "/v1/completions":
         return CompletionReply(parse_completion(decoded, len(raw)), svc)
     return EmbeddingJob(parse_embeddings(decoded), svc.providers, len(raw))
