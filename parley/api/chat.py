@@ -19,7 +19,6 @@ from parley.pipeline import runner
 from parley.pipeline.context import services
 from parley.pipeline.job import Operation
 from parley.pipeline.route import Route
-from parley.pipeline.services import Services
 from parley.providers import base as capability
 from parley.providers.base import Translations
 
@@ -48,8 +47,9 @@ async def create_chat_completion(request: web.Request) -> web.StreamResponse:
 
 
 def chat_call(text: TextRequest) -> ChatCall:
-    """The canonical call of a chat body: the body as sent, its ``Request`` read from it
-    (``dialects/openai_chat.py``) only if a route translates it."""
+    """The canonical call of a chat body, for a route that translates it: the body as
+    sent, its ``Request`` read from it (``dialects/openai_chat.py``) on first use. A
+    route that passes the call through is given the body alone."""
     return ChatCall(OPENAI_CHAT, text.body, openai_chat.decode_request)
 
 
@@ -57,23 +57,18 @@ class ChatReply(TextReply):
     """A whole chat completion: the upstream's, passed through, or a canonical reply
     written as one."""
 
-    __slots__ = ("_call",)
+    __slots__ = ()
     operation = CHAT
     id_prefix = "chatcmpl-"
-
-    def __init__(self, text: TextRequest, svc: Services) -> None:
-        TextReply.__init__(self, text, svc)
-        self._call = chat_call(text)
 
     def check(self, model: Resolved) -> None:
         check_images(self._text.body, model, self._settings.server.max_image_bytes)
 
     def call(self, route: Route) -> Awaitable[JSON]:
         adapter = self._providers.serving(capability.CHAT, route.provider_type)
-        call = self._call
-        if passes_through(call.dialect, adapter.speaks(route.target)):
-            return adapter.relay(route.target, call)
-        return _written(adapter.generate(route.target, call))
+        if passes_through(OPENAI_CHAT, adapter.speaks(route.target)):
+            return adapter.relay(route.target, OPENAI_CHAT, self._text.body, None)
+        return _written(adapter.generate(route.target, chat_call(self._text)))
 
     def produced(self, reply: JSON) -> str:
         return _message_text(reply)
@@ -82,15 +77,11 @@ class ChatReply(TextReply):
 class ChatStream(TextStream):
     """A streamed chat completion, its one-event reads relayed by their learned shape."""
 
-    __slots__ = ("_call",)
+    __slots__ = ()
     operation = CHAT
     id_prefix = "chatcmpl-"
     chunk_object = "chat.completion.chunk"
     shapes = True
-
-    def __init__(self, text: TextRequest, svc: Services) -> None:
-        TextStream.__init__(self, text, svc)
-        self._call = chat_call(text)
 
     def check(self, model: Resolved) -> None:
         check_images(self._text.body, model, self._settings.server.max_image_bytes)
@@ -99,10 +90,10 @@ class ChatStream(TextStream):
         """The relay is fed the upstream's bytes passed through, or the chat chunks a
         translating adapter's reader made (``OpenAIRelay`` takes both)."""
         adapter = self._providers.serving(capability.CHAT, route.provider_type)
-        call = self._call
-        if passes_through(call.dialect, adapter.speaks(route.target)):
-            return adapter.relay_stream(route.target, call, self.relay())
-        return adapter.generate_stream(route.target, call, self.relay())
+        if passes_through(OPENAI_CHAT, adapter.speaks(route.target)):
+            body = self._text.body
+            return adapter.relay_stream(route.target, OPENAI_CHAT, body, None, self.relay())
+        return adapter.generate_stream(route.target, chat_call(self._text), self.relay())
 
 
 async def _written(reply: Awaitable[Reply]) -> JSON:

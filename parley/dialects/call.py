@@ -14,9 +14,10 @@ bytes fed to the caller dialect's relay (``OpenAIRelay``, ``MessagesRelay``,
 ``chat.completion.chunk`` objects, ``translator.ChunkTranslator``) and rendered by the
 caller dialect's renderer.
 
-``ChatCall`` carries both forms: the caller's body as sent, and the ``Request`` read
-from it on first use, so a pass-through (the commonest call: chat to an
-OpenAI-compatible upstream) never builds it.
+``ChatCall`` is what a translation is given: the caller's body as sent, and the
+``Request`` read from it on first use. A pass-through is given the caller's dialect and
+body alone (``Chat.relay``), so the commonest call (chat to an OpenAI-compatible
+upstream) builds neither.
 """
 
 from __future__ import annotations
