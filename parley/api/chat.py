@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Any
 
 from aiohttp import web
@@ -50,9 +51,10 @@ async def create_chat_completion(request: web.Request) -> web.StreamResponse:
 
 
 def chat_call(text: TextRequest) -> ChatCall:
-    """The canonical call of a chat body: the body as sent, its ``Request`` read from it
-    (``dialects/openai_chat.py``) only if a route translates it, and never for a large
-    body (its translation is written in a body process: ``api/apart.py``)."""
+    """The canonical call of a chat body, for a route that translates it: the body as
+    sent, its ``Request`` read from it (``dialects/openai_chat.py``) on first use, and
+    never for a large body (its translation is written in a body process:
+    ``api/apart.py``). A route that passes the call through is given the body alone."""
     return ChatCall(OPENAI_CHAT, text.body, openai_chat.decode_request)
 
 
@@ -60,7 +62,7 @@ class ChatReply(TextReply):
     """A whole chat completion: the upstream's, passed through, or a canonical reply
     written as one."""
 
-    __slots__ = ("_call", "_images", "_large")
+    __slots__ = ("_images", "_large")
     operation = CHAT
     id_prefix = "chatcmpl-"
 
@@ -68,18 +70,20 @@ class ChatReply(TextReply):
         self, text: TextRequest, svc: Services, images: Images | None, large: Large | None
     ) -> None:
         TextReply.__init__(self, text, svc)
-        self._call = chat_call(text)
         self._images = images
         self._large = large
 
     def check(self, model: Resolved) -> None:
         _check(self._text, self._images, model, self._settings.server.max_image_bytes)
 
-    async def call(self, route: Route) -> JSON:
+    def call(self, route: Route) -> Awaitable[JSON]:
         adapter = self._providers.serving(capability.CHAT, route.provider_type)
-        call = self._call
-        if passes_through(call.dialect, adapter.speaks(route.target)):
-            return await adapter.relay(route.target, call)
+        if passes_through(OPENAI_CHAT, adapter.speaks(route.target)):
+            return adapter.relay(route.target, OPENAI_CHAT, self._text.body, None)
+        return self._translated(adapter, route)
+
+    async def _translated(self, adapter: capability.Chat, route: Route) -> JSON:
+        call = chat_call(self._text)
         large = self._large
         if large is not None:  # written for the route's upstream in a body process
             codec = self._providers.codec(route.provider_type, route.target)
@@ -93,7 +97,7 @@ class ChatReply(TextReply):
 class ChatStream(TextStream):
     """A streamed chat completion, its one-event reads relayed by their learned shape."""
 
-    __slots__ = ("_call", "_images", "_large")
+    __slots__ = ("_images", "_large")
     operation = CHAT
     id_prefix = "chatcmpl-"
     chunk_object = "chat.completion.chunk"
@@ -103,7 +107,6 @@ class ChatStream(TextStream):
         self, text: TextRequest, svc: Services, images: Images | None, large: Large | None
     ) -> None:
         TextStream.__init__(self, text, svc)
-        self._call = chat_call(text)
         self._images = images
         self._large = large
 
@@ -114,9 +117,10 @@ class ChatStream(TextStream):
         """The relay is fed the upstream's bytes passed through, or the chat chunks a
         translating adapter's reader made (``OpenAIRelay`` takes both)."""
         adapter = self._providers.serving(capability.CHAT, route.provider_type)
-        call, large, target, relay = self._call, self._large, route.target, self.relay()
-        if passes_through(call.dialect, adapter.speaks(target)):
-            return adapter.relay_stream(target, call, relay)
+        target, relay = route.target, self.relay()
+        if passes_through(OPENAI_CHAT, adapter.speaks(target)):
+            return adapter.relay_stream(target, OPENAI_CHAT, self._text.body, None, relay)
+        call, large = chat_call(self._text), self._large
         if large is None:
             return adapter.generate_stream(target, call, relay)
         codec = self._providers.codec(route.provider_type, target)

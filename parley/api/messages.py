@@ -156,7 +156,8 @@ class MessagesReply(_MessagesJob):
         messages = self._messages
         adapter, passed = self._adapter(route)
         if passed:
-            body = await adapter.relay(route.target, self._call)
+            call = self._call
+            body = await adapter.relay(route.target, call.dialect, call.body, call.beta)
             found = anthropic_messages_reply.read_usage(body.get("usage"))
             return Answer(body, with_estimate(found, self._estimated(body.get("content"))))
         reply = await adapter.generate(route.target, await self._written(route))
@@ -205,7 +206,8 @@ class MessagesStream(_MessagesJob):
         if passed:
             relay = MessagesRelay(self._model, messages.prompt_estimate, self._max_event_bytes)
             self._translator = relay
-            return adapter.relay_stream(route.target, self._call, relay)
+            call = self._call
+            return adapter.relay_stream(route.target, call.dialect, call.body, call.beta, relay)
         message_id = ID_PREFIX + secrets.token_hex(12)
         translator = ChatToMessages(
             self._model, message_id, messages.prompt_estimate, self._max_event_bytes

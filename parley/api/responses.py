@@ -37,7 +37,7 @@ from parley.api.responses_apart import read_responses
 from parley.api.responses_request import ResponsesRequest
 from parley.api.textgen import allowance, reservation
 from parley.dialects import responses_objects
-from parley.dialects.call import ChatCall, passes_through
+from parley.dialects.call import OPENAI_RESPONSES, ChatCall, passes_through
 from parley.dialects.canonical import produced_characters
 from parley.dialects.chat_to_responses import ChatToResponses
 from parley.dialects.outbound import Codec
@@ -263,7 +263,7 @@ class ResponsesReply(_ResponsesJob):
     async def call(self, route: Route) -> Answer:
         adapter, passed = self._adapter(route)
         if passed:
-            found = await adapter.relay(route.target, self._call)
+            found = await adapter.relay(route.target, OPENAI_RESPONSES, self._parsed.body, None)
             found["model"] = self._parsed.model
             usage = with_estimate(
                 read_responses_usage(found.get("usage")),
@@ -327,7 +327,8 @@ class ResponsesStream(_ResponsesJob):
             parsed = self._parsed
             relay = ResponsesRelay(parsed.model, parsed.text.prompt_estimate, self._max_event_bytes)
             self._translator = relay
-            return adapter.relay_stream(route.target, self._call, relay)
+            body = parsed.body
+            return adapter.relay_stream(route.target, OPENAI_RESPONSES, body, None, relay)
         translator = ChatToResponses(
             self._skeleton(),
             self._parsed.text.prompt_estimate,

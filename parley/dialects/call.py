@@ -14,14 +14,14 @@ bytes fed to the caller dialect's relay (``OpenAIRelay``, ``MessagesRelay``,
 ``chat.completion.chunk`` objects, ``translator.ChunkTranslator``) and rendered by the
 caller dialect's renderer.
 
-``ChatCall`` carries both forms: the caller's body as sent, and the ``Request`` read
-from it on first use, so a pass-through (the commonest call: chat to an
-OpenAI-compatible upstream) never builds it. A large body (over
-``server.large_body_bytes``) is never decoded in the serving process at all: its
-translation is written in a body process (``api/apart.py``), once per upstream codec,
-and the call carries it written (``translated`` for a ``Codec``, ``chat_body`` for an
-OpenAI chat upstream), which the adapter sends instead of writing ``request``
-(``dialects/outbound.py``).
+``ChatCall`` is what a translation is given: the caller's body as sent, and the
+``Request`` read from it on first use. A pass-through is given the caller's dialect and
+body alone (``Chat.relay``), so the commonest call (chat to an OpenAI-compatible
+upstream) builds neither. A large body (over ``server.large_body_bytes``) is never
+decoded in the serving process at all: its translation is written in a body process
+(``api/apart.py``), once per upstream codec, and the call carries it written
+(``translated`` for a ``Codec``, ``chat_body`` for an OpenAI chat upstream), which the
+adapter sends instead of writing ``request`` (``dialects/outbound.py``).
 """
 
 from __future__ import annotations

@@ -92,7 +92,7 @@ class ReplyBounds:
 @runtime_checkable
 class Chat(Protocol):
     """Generation: one ``ChatCall`` (``dialects/call.py``), whatever dialect its caller
-    speaks. The job asks ``dialects.call.passes_through(call.dialect, speaks(target))``
+    speaks. The job asks ``dialects.call.passes_through(dialect, speaks(target))``
     and then calls ``relay`` (the caller's body to an upstream that speaks it) or
     ``generate`` (the canonical ``Request`` written in the upstream's own dialect, its
     reply read back as a canonical ``Reply``); the adapter owns only its outbound codec."""
@@ -105,12 +105,22 @@ class Chat(Protocol):
         """The dialects the target's upstream speaks, the one a call is translated into
         first (Vertex AI: Messages for Claude models, Gemini's otherwise)."""
 
-    def relay(self, target: Target, call: ChatCall) -> Awaitable[JSON]:
-        """A whole reply passed through: ``call.body`` sent in ``call.dialect`` (one the
-        target speaks) but for the upstream's model, its reply as the upstream sent it."""
+    def relay(
+        self, target: Target, dialect: Dialect, body: JSON, beta: str | None
+    ) -> Awaitable[JSON]:
+        """A whole reply passed through: the caller's ``body`` sent in its ``dialect`` (one
+        the target speaks) but for the upstream's model, with a Messages caller's
+        ``anthropic-beta``; the reply as the upstream sent it. A relay never needs the
+        canonical call, so the commonest call (chat to an OpenAI-compatible upstream)
+        never builds a ``ChatCall``."""
 
     def relay_stream(
-        self, target: Target, call: ChatCall, translator: Translator[T]
+        self,
+        target: Target,
+        dialect: Dialect,
+        body: JSON,
+        beta: str | None,
+        translator: Translator[T],
     ) -> Translations[T]:
         """A stream passed through: the upstream's bytes fed to the caller dialect's
         relay (``OpenAIRelay``, ``MessagesRelay``, ``ResponsesRelay``) as they arrive."""

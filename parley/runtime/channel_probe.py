@@ -95,11 +95,10 @@ async def _call(providers: ProviderRegistry, kind: ModelKind, type_: str, target
     if kind == "chat":
         body = {"model": model, "messages": [{"role": "user", "content": PROMPT}], "max_tokens": 1}
         adapter = providers.serving(CHAT, type_)
-        call = ChatCall(OPENAI_CHAT, body, openai_chat.decode_request)
-        if passes_through(call.dialect, adapter.speaks(target)):
-            await adapter.relay(target, call)
+        if passes_through(OPENAI_CHAT, adapter.speaks(target)):
+            await adapter.relay(target, OPENAI_CHAT, body, None)
         else:
-            await adapter.generate(target, call)
+            await adapter.generate(target, ChatCall(OPENAI_CHAT, body, openai_chat.decode_request))
     elif kind == "completion":
         await providers.serving(COMPLETION, type_).completion(
             target, {"model": model, "prompt": PROMPT, "max_tokens": 1}

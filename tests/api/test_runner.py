@@ -19,8 +19,7 @@ import pytest
 from aiohttp import web
 
 from parley.app import create_app
-from parley.dialects import openai_chat
-from parley.dialects.call import OPENAI_CHAT, ChatCall, Speaks
+from parley.dialects.call import OPENAI_CHAT, ChatCall, Dialect, Speaks
 from parley.dialects.canonical import Reply
 from parley.dialects.chunk_reader import ChunkReader
 from parley.dialects.translator import ChunkTranslator, Translator
@@ -57,14 +56,19 @@ class BuggyAdapter:
     def speaks(self, target: Target) -> Speaks:
         return self._real.speaks(target)
 
-    async def relay(self, target: Target, call: ChatCall) -> JSON:
-        reply = await self._real.relay(target, call)
+    async def relay(self, target: Target, dialect: Dialect, body: JSON, beta: str | None) -> JSON:
+        reply = await self._real.relay(target, dialect, body, beta)
         return {"choices": reply["no such field"]}
 
     def relay_stream(
-        self, target: Target, call: ChatCall, translator: Translator[T]
+        self,
+        target: Target,
+        dialect: Dialect,
+        body: JSON,
+        beta: str | None,
+        translator: Translator[T],
     ) -> AbstractAsyncContextManager[AsyncIterator[Sequence[T]]]:
-        return self._stream(target, call, translator)
+        return self._stream(target, body, translator)
 
     def generate(self, target: Target, call: ChatCall) -> Awaitable[Reply]:
         return self._real.generate(target, call)
@@ -76,9 +80,9 @@ class BuggyAdapter:
 
     @asynccontextmanager
     async def _stream(
-        self, target: Target, call: ChatCall, translator: Translator[T]
+        self, target: Target, body: JSON, translator: Translator[T]
     ) -> AsyncIterator[AsyncIterator[Sequence[T]]]:
-        async with self._real.relay_stream(target, call, translator) as batches:
+        async with self._real.relay_stream(target, OPENAI_CHAT, body, None, translator) as batches:
             yield self._translate(batches)
 
     async def _translate(self, batches: AsyncIterator[Sequence[T]]) -> AsyncIterator[Sequence[T]]:
@@ -271,8 +275,9 @@ class RawTextJob:
 
     def open(self, route: Route) -> AbstractAsyncContextManager[Batches]:
         adapter = self._providers.serving(CHAT, route.provider_type)
-        call = ChatCall(OPENAI_CHAT, self._body, openai_chat.decode_request)
-        return adapter.relay_stream(route.target, call, ChunkReader(1 << 20))
+        return adapter.relay_stream(
+            route.target, OPENAI_CHAT, self._body, None, ChunkReader(1 << 20)
+        )
 
     def render(self, batch: Sequence[JSON]) -> bytes:
         text = "".join(

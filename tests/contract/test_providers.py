@@ -55,20 +55,18 @@ def call_of(body: JSON) -> ChatCall:
 
 async def chat(adapter: Chat, to: Target, body: JSON) -> JSON:
     """A whole chat reply, as a chat job asks for it (passed through, or translated)."""
-    call = call_of(body)
-    if passes_through(call.dialect, adapter.speaks(to)):
-        return await adapter.relay(to, call)
-    return openai_chat_reply.encode_reply(await adapter.generate(to, call))
+    if passes_through(OPENAI_CHAT, adapter.speaks(to)):
+        return await adapter.relay(to, OPENAI_CHAT, body, None)
+    return openai_chat_reply.encode_reply(await adapter.generate(to, call_of(body)))
 
 
 def chat_stream(
     adapter: Chat, to: Target, body: JSON, translator: ChunkTranslator[T]
 ) -> AbstractAsyncContextManager[AsyncIterator[Sequence[T]]]:
     """A chat stream, as a chat job opens it (passed through, or translated)."""
-    call = call_of(body)
-    if passes_through(call.dialect, adapter.speaks(to)):
-        return adapter.relay_stream(to, call, translator)
-    return adapter.generate_stream(to, call, translator)
+    if passes_through(OPENAI_CHAT, adapter.speaks(to)):
+        return adapter.relay_stream(to, OPENAI_CHAT, body, None, translator)
+    return adapter.generate_stream(to, call_of(body), translator)
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from typing import ClassVar, TypeVar
 import orjson
 
 from parley.dialects import anthropic_messages_reply
-from parley.dialects.call import ANTHROPIC_MESSAGES, ChatCall, Speaks
+from parley.dialects.call import ANTHROPIC_MESSAGES, ChatCall, Dialect, Speaks
 from parley.dialects.canonical import Reply, Unsupported
 from parley.dialects.messages_to_chat import MessagesToChat
 from parley.dialects.outbound import Codec, outbound
@@ -84,14 +84,20 @@ class AnthropicAdapter:
     def speaks(self, target: Target) -> Speaks:
         return SPEAKS
 
-    def relay(self, target: Target, call: ChatCall) -> Awaitable[JSON]:
-        payload = {**call.body, "model": target.model}
-        return self._reply(target, MESSAGES_PATH, payload, call.beta)
+    def relay(
+        self, target: Target, dialect: Dialect, body: JSON, beta: str | None
+    ) -> Awaitable[JSON]:
+        return self._reply(target, MESSAGES_PATH, {**body, "model": target.model}, beta)
 
     def relay_stream(
-        self, target: Target, call: ChatCall, translator: Translator[T]
+        self,
+        target: Target,
+        dialect: Dialect,
+        body: JSON,
+        beta: str | None,
+        translator: Translator[T],
     ) -> TranslatedStream[T]:
-        return self._stream(target, {**call.body, "model": target.model}, call.beta, translator)
+        return self._stream(target, {**body, "model": target.model}, beta, translator)
 
     async def generate(self, target: Target, call: ChatCall) -> Reply:
         reply = await self._reply(target, MESSAGES_PATH, self._translated(target, call), None)

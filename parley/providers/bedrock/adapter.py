@@ -28,7 +28,7 @@ from yarl import URL
 from parley import upstream_json
 from parley.catalog_settings import AwsSettings
 from parley.dialects import bedrock_converse
-from parley.dialects.call import BEDROCK_CONVERSE, ChatCall, Speaks
+from parley.dialects.call import BEDROCK_CONVERSE, ChatCall, Dialect, Speaks
 from parley.dialects.canonical import Reply, Unsupported
 from parley.dialects.converse_to_chat import ConverseToChat
 from parley.dialects.outbound import Codec, outbound
@@ -80,13 +80,20 @@ class BedrockAdapter:
     def speaks(self, target: Target) -> Speaks:
         return SPEAKS
 
-    def relay(self, target: Target, call: ChatCall) -> Awaitable[JSON]:
-        raise _no_pass_through(call)
+    def relay(
+        self, target: Target, dialect: Dialect, body: JSON, beta: str | None
+    ) -> Awaitable[JSON]:
+        raise _no_pass_through(dialect)
 
     def relay_stream(
-        self, target: Target, call: ChatCall, translator: Translator[T]
+        self,
+        target: Target,
+        dialect: Dialect,
+        body: JSON,
+        beta: str | None,
+        translator: Translator[T],
     ) -> TranslatedStream[T]:
-        raise _no_pass_through(call)
+        raise _no_pass_through(dialect)
 
     def codec(self, target: Target) -> Codec:
         """How this adapter writes a call for ``target`` (``dialects/outbound.py``)."""
@@ -179,8 +186,8 @@ def _origin(base_url: str) -> tuple[str, str, str]:
     return f"{url.scheme}://{host}", host, url.raw_path.rstrip("/")
 
 
-def _no_pass_through(call: ChatCall) -> RuntimeError:
-    return RuntimeError(f"Bedrock speaks Converse only: a {call.dialect} call is translated.")
+def _no_pass_through(dialect: Dialect) -> RuntimeError:
+    return RuntimeError(f"Bedrock speaks Converse only: a {dialect} call is translated.")
 
 
 def _codec(target: Target) -> Codec:

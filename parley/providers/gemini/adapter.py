@@ -25,7 +25,7 @@ import orjson
 
 from parley import upstream_json
 from parley.dialects import canonical, gemini
-from parley.dialects.call import GEMINI, ChatCall, Speaks
+from parley.dialects.call import GEMINI, ChatCall, Dialect, Speaks
 from parley.dialects.canonical import Unsupported
 from parley.dialects.gemini_to_chat import GeminiToChat
 from parley.dialects.outbound import Codec, outbound
@@ -113,13 +113,20 @@ class GeminiAdapter:
     def speaks(self, target: Target) -> Speaks:
         return SPEAKS
 
-    def relay(self, target: Target, call: ChatCall) -> Awaitable[JSON]:
-        raise RuntimeError(f"Gemini has no {call.dialect} callers: the call is translated.")
+    def relay(
+        self, target: Target, dialect: Dialect, body: JSON, beta: str | None
+    ) -> Awaitable[JSON]:
+        raise RuntimeError(f"Gemini has no {dialect} callers: the call is translated.")
 
     def relay_stream(
-        self, target: Target, call: ChatCall, translator: Translator[T]
+        self,
+        target: Target,
+        dialect: Dialect,
+        body: JSON,
+        beta: str | None,
+        translator: Translator[T],
     ) -> TranslatedStream[T]:
-        raise RuntimeError(f"Gemini has no {call.dialect} callers: the call is translated.")
+        raise RuntimeError(f"Gemini has no {dialect} callers: the call is translated.")
 
     async def generate(self, target: Target, call: ChatCall) -> canonical.Reply:
         reply = await self._reply(target, GENERATE, self._translated(call))

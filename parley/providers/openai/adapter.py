@@ -23,7 +23,7 @@ from typing import ClassVar, Protocol, TypeVar
 import orjson
 
 from parley.dialects import canonical, openai_chat_reply, outbound
-from parley.dialects.call import OPENAI_CHAT, OPENAI_RESPONSES, ChatCall, Speaks
+from parley.dialects.call import OPENAI_CHAT, OPENAI_RESPONSES, ChatCall, Dialect, Speaks
 from parley.dialects.canonical import Unsupported
 from parley.dialects.translator import ChunkTranslator, Translator
 from parley.domain.wire import JSON
@@ -108,20 +108,27 @@ class OpenAIAdapter:
             return CHAT_AND_RESPONSES
         return CHAT_ONLY
 
-    def relay(self, target: Target, call: ChatCall) -> Awaitable[JSON]:
+    def relay(
+        self, target: Target, dialect: Dialect, body: JSON, beta: str | None
+    ) -> Awaitable[JSON]:
         """The caller's chat (or Responses) body as it came, but for the model."""
-        path = RESPONSES_PATH if call.dialect == OPENAI_RESPONSES else CHAT_PATH
-        return self._reply(target, path, call.body)  # no coroutine of its own on the way
+        path = RESPONSES_PATH if dialect == OPENAI_RESPONSES else CHAT_PATH
+        return self._reply(target, path, body)  # no coroutine of its own on the way
 
     def relay_stream(
-        self, target: Target, call: ChatCall, translator: Translator[T]
+        self,
+        target: Target,
+        dialect: Dialect,
+        body: JSON,
+        beta: str | None,
+        translator: Translator[T],
     ) -> TranslatedStream[T]:
         """A chat stream's bytes fed to ``translator`` (``OpenAIRelay``), or a Responses
         stream's (``ResponsesRelay``)."""
-        if call.dialect == OPENAI_RESPONSES:
-            payload = {**call.body, "model": target.model, "stream": True}
+        if dialect == OPENAI_RESPONSES:
+            payload = {**body, "model": target.model, "stream": True}
             return self._translated(target, RESPONSES_PATH, payload, translator)
-        return self._translated(target, CHAT_PATH, stream_body(call.body, target.model), translator)
+        return self._translated(target, CHAT_PATH, stream_body(body, target.model), translator)
 
     async def generate(self, target: Target, call: ChatCall) -> canonical.Reply:
         """The canonical call as a chat body, the ``chat.completion`` read back."""

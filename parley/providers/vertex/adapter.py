@@ -28,7 +28,7 @@ import orjson
 
 from parley import upstream_json
 from parley.dialects import anthropic_messages_reply
-from parley.dialects.call import ANTHROPIC_MESSAGES, GEMINI, ChatCall, Speaks
+from parley.dialects.call import ANTHROPIC_MESSAGES, GEMINI, ChatCall, Dialect, Speaks
 from parley.dialects.canonical import Reply
 from parley.dialects.messages_to_chat import MessagesToChat
 from parley.dialects.outbound import Codec
@@ -139,13 +139,20 @@ class VertexAdapter:
         """How a call is written for the target's model (``dialects/outbound.py``)."""
         return self._adapter(target).codec(target)
 
-    def relay(self, target: Target, call: ChatCall) -> Awaitable[JSON]:
-        return self._claude.relay(target, call)
+    def relay(
+        self, target: Target, dialect: Dialect, body: JSON, beta: str | None
+    ) -> Awaitable[JSON]:
+        return self._claude.relay(target, body, beta)
 
     def relay_stream(
-        self, target: Target, call: ChatCall, translator: Translator[T]
+        self,
+        target: Target,
+        dialect: Dialect,
+        body: JSON,
+        beta: str | None,
+        translator: Translator[T],
     ) -> TranslatedStream[T]:
-        return self._claude.relay_stream(target, call, translator)
+        return self._claude.relay_stream(target, body, beta, translator)
 
     def generate(self, target: Target, call: ChatCall) -> Awaitable[Reply]:
         return self._adapter(target).generate(target, call)
@@ -264,16 +271,16 @@ class VertexClaude:
         payload = self._translated(target, completion_call(body))
         return self._stream(target, payload, None, Chained(reader, translator))
 
-    def relay(self, target: Target, call: ChatCall) -> Awaitable[JSON]:
+    def relay(self, target: Target, body: JSON, beta: str | None) -> Awaitable[JSON]:
         """A Messages caller's whole ``message``, its body passed through."""
-        return self._reply(target, "rawPredict", _relayed(call.body), call.beta)
+        return self._reply(target, "rawPredict", _relayed(body), beta)
 
     def relay_stream(
-        self, target: Target, call: ChatCall, translator: Translator[T]
+        self, target: Target, body: JSON, beta: str | None, translator: Translator[T]
     ) -> TranslatedStream[T]:
         """A Messages caller's stream, its body passed through and the events' bytes fed
         to ``translator`` (``MessagesRelay``)."""
-        return self._stream(target, _relayed(call.body), call.beta, translator)
+        return self._stream(target, _relayed(body), beta, translator)
 
     async def count_tokens(self, target: Target, call: ChatCall) -> int:
         payload = {**_relayed(call.body), "model": publisher(target.model)[1]}
