@@ -22,7 +22,8 @@ import orjson
 
 from parley import upstream_json
 from parley.errors import InvalidRequest, UpstreamRefused
-from parley.http import HttpClient, Prepared, Reply, prepare
+from parley.http import HttpClient, Reply, prepare
+from parley.http.client import StreamedBody
 from parley.providers.base import ReplyBounds, SpeechAudio, Target, upstream_errors
 from parley.providers.openai.refusal import refusal
 
@@ -54,19 +55,26 @@ class EngineAdapter:
         target: Target,
         method: str,
         path: str,
-        body: bytes,
+        body: bytes | StreamedBody,
         content_type: str = "application/json",
         *,
         stream: bool = False,
     ) -> Reply:
-        """Send a request. A synthesis's reads (``stream``) may each take the channel's
-        idle timeout, as any stream's; anything else's, its read timeout."""
+        """Send a request with the engine's credential headers (``_credentials``). A
+        synthesis's reads (``stream``) may each take the channel's idle timeout, as any
+        stream's; anything else's, its read timeout."""
+        headers = {"Content-Type": content_type, "Accept": "*/*", **self._credentials(target)}
         return await self._http.send(
-            engine_request(method, target.base_url + path, target.api_key, content_type),
+            prepare(method, target.base_url + path, headers),
             body,
             connect_timeout=target.connect_timeout,
             read_timeout=target.stream_timeout if stream else target.read_timeout,
         )
+
+    def _credentials(self, target: Target) -> dict[str, str]:
+        """The headers that carry the channel's key: OpenAI's ``Authorization: Bearer``,
+        which a provider with its own scheme replaces."""
+        return {"Authorization": f"Bearer {target.api_key}"} if target.api_key else {}
 
     async def _synthesis(self, target: Target, path: str, body: bytes) -> Reply:
         """The engine's reply to a synthesis ``POST``ed to ``path``, once it said yes."""
@@ -81,13 +89,6 @@ class EngineAdapter:
                     reply.headers,
                 )
         return reply
-
-
-def engine_request(method: str, url: str, api_key: str | None, content_type: str) -> Prepared:
-    headers = {"Content-Type": content_type, "Accept": "*/*"}
-    if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
-    return prepare(method, url, headers)
 
 
 def reply_format(content_type: str, asked: str) -> str:

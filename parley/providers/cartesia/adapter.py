@@ -46,8 +46,7 @@ import orjson
 from parley import upstream_json
 from parley.domain.voices import clone_owner
 from parley.errors import UpstreamError, UpstreamRefused
-from parley.http import Reply, prepare
-from parley.http.client import StreamedBody
+from parley.http import Reply
 from parley.http.multipart import FilePart, MultipartBody
 from parley.providers.audio_replies import (
     EngineAdapter,
@@ -100,25 +99,9 @@ class CartesiaAdapter(EngineAdapter):
     __slots__ = ()
     serves: ClassVar[Serves] = (SPEECH, VOICES)
 
-    async def _send(
-        self,
-        target: Target,
-        method: str,
-        path: str,
-        body: bytes | StreamedBody,
-        content_type: str = "application/json",
-        *,
-        stream: bool = False,
-    ) -> Reply:
-        headers = {"Content-Type": content_type, "Accept": "*/*", VERSION_HEADER: VERSION}
-        if target.api_key:
-            headers[KEY_HEADER] = target.api_key
-        return await self._http.send(
-            prepare(method, target.base_url + path, headers),
-            body,
-            connect_timeout=target.connect_timeout,
-            read_timeout=target.stream_timeout if stream else target.read_timeout,
-        )
+    def _credentials(self, target: Target) -> dict[str, str]:
+        """Cartesia's key and API version."""
+        return {VERSION_HEADER: VERSION, **({KEY_HEADER: target.api_key} if target.api_key else {})}
 
     async def _answer(self, target: Target, reply: Reply) -> Any:
         raw = await reply.read(self._bounds.max_reply_bytes)
