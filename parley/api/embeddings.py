@@ -19,14 +19,13 @@ import orjson
 from aiohttp import web
 
 from parley.api.body import optional_positive_int, read_json, required_string
-from parley.domain.models import Resolved
-from parley.domain.tokens import estimate_prompt, prompt_ceiling
-from parley.domain.usage import Allowance, Usage, reported_usage, with_estimate
+from parley.api.input_job import InputJob
+from parley.domain.tokens import estimate_prompt
+from parley.domain.usage import Usage, reported_usage, with_estimate
 from parley.domain.vectors import Encoding, NotAVector, encoded
 from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, UpstreamError
 from parley.pipeline import runner
-from parley.pipeline.authenticate import Caller
 from parley.pipeline.call import Call
 from parley.pipeline.context import services
 from parley.pipeline.job import Operation
@@ -98,30 +97,14 @@ def _tokens(item: Any) -> bool:
     return isinstance(item, list) and bool(item) and all(_token(token) for token in item)
 
 
-class EmbeddingJob:
+class EmbeddingJob(InputJob):
     """One embeddings call: a ``ReplyJob`` for the runner."""
 
-    __slots__ = ("_body", "_ceiling", "_estimate", "_providers")
+    __slots__ = ()
     operation = EMBEDDINGS
 
     def __init__(self, body: dict[str, Any], providers: ProviderRegistry, body_bytes: int) -> None:
-        self._body = body
-        self._providers = providers
-        self._estimate = max(1, estimate_prompt(body["input"]))
-        self._ceiling = max(self._estimate, prompt_ceiling(body_bytes))
-
-    @property
-    def model(self) -> str:
-        return str(self._body["model"])
-
-    def accept(self, model: Resolved) -> None:
-        self._body = {**self._body, "model": model.spec.name}
-
-    def reservation(self, model: Resolved, caller: Caller) -> int:
-        return self._estimate
-
-    def allowance(self, model: Resolved) -> Allowance:
-        return Allowance(prompt_tokens=self._ceiling)
+        super().__init__(body, providers, estimate_prompt(body["input"]), body_bytes)
 
     async def call(self, route: Route) -> JSON:
         adapter = self._providers.serving(capability.EMBEDDINGS, route.provider_type)

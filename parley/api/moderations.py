@@ -23,13 +23,12 @@ import orjson
 from aiohttp import web
 
 from parley.api.body import read_json
-from parley.domain.models import Resolved
-from parley.domain.tokens import TOKENS_PER_IMAGE, estimate_text, prompt_ceiling
-from parley.domain.usage import Allowance, Usage, reported_usage, with_estimate
+from parley.api.input_job import InputJob
+from parley.domain.tokens import TOKENS_PER_IMAGE, estimate_text
+from parley.domain.usage import Usage, reported_usage, with_estimate
 from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, UpstreamError
 from parley.pipeline import runner
-from parley.pipeline.authenticate import Caller
 from parley.pipeline.call import Call
 from parley.pipeline.context import services
 from parley.pipeline.job import Operation
@@ -113,31 +112,16 @@ def _texts_and_images(inputs: str | list[Any]) -> tuple[int, int]:
     return tokens, images
 
 
-class ModerationJob:
+class ModerationJob(InputJob):
     """One moderation call: a ``ReplyJob`` for the runner."""
 
-    __slots__ = ("_body", "_ceiling", "_estimate", "_providers")
+    __slots__ = ()
     operation = MODERATIONS
 
     def __init__(self, body: dict[str, Any], providers: ProviderRegistry, body_bytes: int) -> None:
-        self._body = body
-        self._providers = providers
         tokens, images = _texts_and_images(body["input"])
-        self._estimate = max(1, tokens + images * TOKENS_PER_IMAGE)
-        self._ceiling = max(self._estimate, prompt_ceiling(body_bytes, images))
-
-    @property
-    def model(self) -> str:
-        return str(self._body["model"])
-
-    def accept(self, model: Resolved) -> None:
-        self._body = {**self._body, "model": model.spec.name}
-
-    def reservation(self, model: Resolved, caller: Caller) -> int:
-        return self._estimate
-
-    def allowance(self, model: Resolved) -> Allowance:
-        return Allowance(prompt_tokens=self._ceiling)
+        estimate = tokens + images * TOKENS_PER_IMAGE
+        super().__init__(body, providers, estimate, body_bytes, images)
 
     async def call(self, route: Route) -> JSON:
         adapter = self._providers.serving(MODERATION, route.provider_type)
