@@ -48,7 +48,7 @@ from parley.runtime.breaker import Breakers, model_key
 from parley.runtime.channel_book import ChannelBook, stored_settings
 from parley.runtime.channel_probe import ProbeResult, probe, target_of
 from parley.settings import ChannelModel, ChannelSettings, ModelKind
-from parley.store.base import Store, StoreFault, StoreUnavailable
+from parley.store.base import CheckStore, StoreFault, StoreUnavailable
 
 log = logging.getLogger("parley.health")
 
@@ -109,7 +109,7 @@ class HealthChecks:
         breakers: Breakers,
         providers: ProviderRegistry,
         kind_of: KindOf,
-        store: Store,
+        store: CheckStore,
         *,
         changed: Callable[[], Awaitable[None]],
         lease: Lease | None = None,

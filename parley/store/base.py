@@ -371,11 +371,24 @@ class AccountStore(Protocol):
     async def delete_account(self, name: str) -> bool: ...
 
 
-class AdminStore(KeyStore, UsageStore, VoiceStore, AccountStore, Protocol):
+class AuditStore(Protocol):
+    """The audit log: appended to by whoever changes something, read by the admin
+    surface."""
+
+    async def record_audit(self, entry: AuditEntry) -> AuditEntry:
+        """Append an entry; returns it with its id."""
+
+    async def list_audit(
+        self, *, limit: int = 100, before_id: int | None = None, query: AuditQuery | None = None
+    ) -> list[AuditEntry]:
+        """The newest entries first that match ``query``; ``before_id`` pages back."""
+
+
+class AdminStore(KeyStore, UsageStore, VoiceStore, AccountStore, AuditStore, Protocol):
     """What the admin surface uses (``AdminService``, and through it the admin API, the
-    dashboard and the CLI): groups and keys, usage, clones and accounts, and what only
-    it reads (``store/admin_sql.py``, ``store/requests_sql.py``): every group's
-    rollups, failures per day, each key's last use, the request log and the audit log."""
+    dashboard and the CLI): groups and keys, usage, clones and accounts, the audit log,
+    and what only it reads (``store/admin_sql.py``, ``store/requests_sql.py``): every
+    group's rollups, failures per day, each key's last use and the request log."""
 
     async def usage_rollups(
         self, start: date, end: date, *, group_id: int | None = None, model: str | None = None
@@ -401,13 +414,10 @@ class AdminStore(KeyStore, UsageStore, VoiceStore, AccountStore, Protocol):
 
     async def find_request(self, request_id: str) -> LoggedRequest | None: ...
 
-    async def record_audit(self, entry: AuditEntry) -> AuditEntry:
-        """Append an entry; returns it with its id."""
 
-    async def list_audit(
-        self, *, limit: int = 100, before_id: int | None = None, query: AuditQuery | None = None
-    ) -> list[AuditEntry]:
-        """The newest entries first that match ``query``; ``before_id`` pages back."""
+class CheckStore(ChannelStore, AuditStore, Protocol):
+    """What the channels' health checker uses (``runtime/health_checks.py``): the stored
+    channels, their history, and the audit log of what it disabled or enabled."""
 
 
 class Store(AdminStore, ChannelStore, ResponseStore, FileStore, BatchStore, Protocol):

@@ -2,7 +2,7 @@
 
 ``parley/store/base.py`` cuts the ``Store`` into roles (``KeyStore``, ``UsageStore``,
 ``VoiceStore``, ``ResponseStore``, ``FileStore``, ``BatchStore``, ``ChannelStore``,
-``AccountStore``, ``AdminStore``);
+``AccountStore``, ``AuditStore``, ``AdminStore``, ``CheckStore``);
 ``Store`` is all of them and the schema's lifecycle. Only what opens a store or hands
 one out holds all of it.
 """
@@ -27,7 +27,9 @@ ROLES = (
     base.BatchStore,
     base.ChannelStore,
     base.AccountStore,
+    base.AuditStore,
     base.AdminStore,
+    base.CheckStore,
 )
 LIFECYCLE = {"migrate", "close"}
 OWNERS = ("open_store(", "with_store(", "Services.start(")
