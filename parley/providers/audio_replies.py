@@ -43,6 +43,18 @@ FORMAT_OF_MEDIA_TYPE = {
 }
 
 
+def within(value: float, lowest: float, highest: float) -> float:
+    """``value`` brought into an engine's range (a speed it can do)."""
+    return min(highest, max(lowest, value))
+
+
+def nearest_rate(offered: tuple[int, ...], asked: int | None) -> int:
+    """The sample rate of ``offered`` nearest the one asked (24 kHz when none is), the
+    higher of two as near."""
+    wanted = asked or 24000
+    return min(offered, key=lambda rate: (abs(rate - wanted), -rate))
+
+
 class EngineAdapter:
     __slots__ = ("_bounds", "_http")
 

@@ -52,8 +52,10 @@ from parley.providers.audio_replies import (
     EngineAdapter,
     engine_refusal,
     handed_over,
+    nearest_rate,
     no_voice,
     raw_pieces,
+    within,
 )
 from parley.providers.base import (
     SPEECH,
@@ -83,16 +85,6 @@ PAGE_SIZE = 100
 MAX_PAGES = 20
 CLONE_LANGUAGE = "en"
 """The language a clone is made in: Parley's clone API names none."""
-
-
-def sample_rate(asked: int | None) -> int:
-    """The rate Cartesia offers nearest the one asked (24 kHz when none is)."""
-    wanted = asked or 24000
-    return min(SAMPLE_RATES, key=lambda rate: (abs(rate - wanted), -rate))
-
-
-def engine_speed(speed: float) -> float:
-    return min(FASTEST, max(SLOWEST, speed))
 
 
 class CartesiaAdapter(EngineAdapter):
@@ -195,7 +187,7 @@ def tts_body(model: str, request: SpeechRequest, voice: str) -> tuple[dict[str, 
         output: dict[str, Any] = dict(MP3_FORMAT)
         fmt, rate = "mp3", 44100
     else:
-        rate = sample_rate(request.sample_rate)
+        rate = nearest_rate(SAMPLE_RATES, request.sample_rate)
         output = {"container": "raw", "encoding": "pcm_s16le", "sample_rate": rate}
         fmt = "pcm"
     body: dict[str, Any] = {
@@ -207,7 +199,7 @@ def tts_body(model: str, request: SpeechRequest, voice: str) -> tuple[dict[str, 
     if request.language is not None:
         body["language"] = request.language
     if request.speed != 1.0:
-        body["generation_config"] = {"speed": engine_speed(request.speed)}
+        body["generation_config"] = {"speed": within(request.speed, SLOWEST, FASTEST)}
     return body, fmt, rate
 
 

@@ -48,8 +48,10 @@ from parley.http.multipart import FilePart, MultipartBody
 from parley.providers.audio_replies import (
     EngineAdapter,
     handed_over,
+    nearest_rate,
     no_voice,
     raw_pieces,
+    within,
 )
 from parley.providers.base import (
     SPEECH,
@@ -85,17 +87,6 @@ UPLOADED_CATEGORIES = frozenset({"cloned", "generated"})
 """Voices made in the account (by Parley or anyone else), never listed as built-in."""
 LANGUAGE_MODELS_SUFFIX = "_v2_5"
 """ElevenLabs takes ``language_code`` only on its v2.5 models (else it is an error)."""
-
-
-def pcm_rate(asked: int | None) -> int:
-    """The rate ElevenLabs offers nearest the one asked (24 kHz when none is)."""
-    wanted = asked or 24000
-    return min(PCM_RATES, key=lambda rate: (abs(rate - wanted), -rate))
-
-
-def engine_speed(speed: float) -> float:
-    """The nearest speed ElevenLabs can do."""
-    return min(FASTEST, max(SLOWEST, speed))
 
 
 class ElevenLabsAdapter(EngineAdapter):
@@ -234,7 +225,7 @@ def tts_body(model: str, request: SpeechRequest) -> dict[str, Any]:
     body: dict[str, Any] = {
         "text": request.input,
         "model_id": model,
-        "voice_settings": {"speed": engine_speed(request.speed)},
+        "voice_settings": {"speed": within(request.speed, SLOWEST, FASTEST)},
     }
     if request.language is not None and model.endswith(LANGUAGE_MODELS_SUFFIX):
         body["language_code"] = request.language
@@ -245,7 +236,7 @@ def output_format(request: SpeechRequest) -> tuple[str, str, int]:
     """ElevenLabs' ``output_format`` for the request, the format it makes and its rate."""
     if request.response_format == "mp3":
         return MP3_FORMAT, "mp3", 44100
-    rate = pcm_rate(request.sample_rate)
+    rate = nearest_rate(PCM_RATES, request.sample_rate)
     return f"pcm_{rate}", "pcm", rate
 
 

@@ -26,6 +26,7 @@ from parley.providers.audio_replies import (
     raw_pieces,
     read_answer,
     reply_format,
+    within,
 )
 from parley.providers.base import (
     SPEECH,
@@ -45,11 +46,6 @@ STYLES_PATH = "/styles"
 NATIVE_FORMATS = frozenset({"wav", "flac", "ogg"})
 SLOWEST, FASTEST = 0.7, 2.0
 SAMPLE_RATE = 44100
-
-
-def engine_speed(speed: float) -> float:
-    """The nearest speed Supertonic can do."""
-    return min(FASTEST, max(SLOWEST, speed))
 
 
 class SupertonicAdapter(EngineAdapter):
@@ -90,7 +86,7 @@ class SupertonicAdapter(EngineAdapter):
 def tts_body(request: SpeechRequest, response_format: str) -> JSON:
     body: JSON = {
         "text": request.input,
-        "speed": engine_speed(request.speed),
+        "speed": within(request.speed, SLOWEST, FASTEST),
         "response_format": response_format,
     }
     if request.voice is not None:
