@@ -104,6 +104,20 @@ class Services:
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
         self.started: list[Service] = []
+        self.handed_out: set[int] = set()
+
+    def free_port(self) -> int:
+        """A free port that this set of services has not handed out before.
+
+        A process started here binds its port only some time after ``start`` returns, so
+        the kernel may offer that port again to the next ``free_ports`` call; remembering
+        every port given out keeps two services from being told the same one.
+        """
+        while True:
+            (port,) = free_ports(1)
+            if port not in self.handed_out:
+                self.handed_out.add(port)
+                return port
 
     def __enter__(self) -> Services:
         return self

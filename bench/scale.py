@@ -41,7 +41,6 @@ from bench.processes import (
     Service,
     Services,
     cpu_list,
-    free_ports,
     wait_until_ready,
 )
 
@@ -69,7 +68,7 @@ def redis_pid() -> int | None:
 
 
 def start_upstream(services: Services, args: argparse.Namespace, place: Placement) -> Service:
-    port = free_ports(1)[0]
+    port = services.free_port()
     command = ["-m", "bench.upstream", "--port", str(port), "--slow-delay", str(args.slow_delay)]
     return services.start("upstream", port, command, cpus=place.helpers)
 
@@ -77,7 +76,7 @@ def start_upstream(services: Services, args: argparse.Namespace, place: Placemen
 def start_bare(
     services: Services, upstream: Service, workers: int, place: Placement, name: str = "bare"
 ) -> Service:
-    port = free_ports(1)[0]
+    port = services.free_port()
     url = f"http://127.0.0.1:{upstream.port}/v1"
     command = ["-m", "bench.bare_relay", "--port", str(port), "--upstream", url]
     command += ["--workers", str(workers)]
@@ -96,7 +95,7 @@ def start_parley(
     name: str = "parley",
 ) -> tuple[Service, str]:
     """Parley in its own folder (config, database), and a key to call it with."""
-    port = free_ports(1)[0]
+    port = services.free_port()
     config = harness.write_parley_config(workdir, port, upstream.port, limits)
     key = harness.create_key(config)
     command = ["-m", "parley", "serve", "--config", str(config), "--workers", str(workers)]
