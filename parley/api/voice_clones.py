@@ -316,7 +316,7 @@ async def retire(svc: Services, clone: Clone) -> Deleted:
     a model that must still be configured: a channel that cannot be reached leaves the
     deletion recorded, with that error)."""
     deletions = svc.deletions
-    now = datetime.now(UTC)
+    now = deletions.clock() if deletions is not None else datetime.now(UTC)
     claimed_until = deletions.claimed_until(now) if deletions is not None else now
     pending = await svc.clones.retire(clone, now, claimed_until)
     if pending is not None and deletions is not None:

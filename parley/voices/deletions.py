@@ -90,6 +90,8 @@ class CloneDeletions:
         self._locate = locate
         self._timing = timing
         self.clock = clock
+        """What "now" is to the deletions (when one is due, when it failed): the wall
+        clock, or a test's."""
         self.deleted = 0
         """Engine copies deleted (or found already gone) by this process."""
         self.failed = 0

@@ -6,10 +6,11 @@ times (quoting the channel's key in their error, as a careless proxy would) befo
 delete again. The caller's deletion is done at once: the voice is neither listed nor
 used again. What the engine refused is a row of ``voice_deletions`` (its attempts, its
 error without the key, its next attempt) that the background loop retries, after
-``clone_deletion_retry_seconds`` doubled after each failure up to the maximum (set here
-to fractions of a second: no test sleeps long), across a restart of the gateway; a
-voice the engine no longer has counts as deleted. The operator sees the rows on the
-admin API and the dashboard, retries one now or gives it up, and both are audited.
+``clone_deletion_retry_seconds`` doubled after each failure up to the maximum (timed
+by the retrier's clock, which the tests move by hand: no test sleeps long), across a
+restart of the gateway; a voice the engine no longer has counts as deleted. The
+operator sees the rows on the admin API and the dashboard, retries one now or gives it
+up, and both are audited.
 """
 
 from __future__ import annotations
@@ -18,14 +19,14 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 
-from parley.domain.voices import PendingDeletion, deletion_delay
+from parley.domain.voices import PendingDeletion
 from parley.voices.deletions import CLAIM_SECONDS
 from tests.api.admin_client import ADMIN, browser_session, call, hidden, login
 from tests.api.harness import Gateway
@@ -36,8 +37,9 @@ from tests.upstreams.elevenlabs import FakeElevenLabs
 from tests.upstreams.openai_audio import FakeAudioEngine
 
 OMNI_KEY = "sk-omni-0123456789abcdefABCDEF"
-FIRST, LONGEST, SCAN = 0.3, 0.6, 0.05
-"""The retries' timing here: 0.3 s after a first failure, then 0.6 s (the cap)."""
+FIRST, LONGEST, SCAN = 30.0, 60.0, 0.02
+"""The retries' timing here: 30 s after a first failure, then 60 s (the cap), on the
+retrier's clock (``Manual``); the loop looks every 20 ms of real time."""
 SLOW = {"clone_deletion_retry_seconds": 3600, "clone_deletion_scan_seconds": 3600}
 """No background retry within a test: the operator's retries alone."""
 REFUSING = 1_000_000
@@ -79,6 +81,19 @@ class Fakes:
         return {"elevenlabs": self.eleven, "cartesia": self.cartesia}.get(engine, self.omni)
 
 
+class Manual:
+    """The retrier's clock, moved by the test: starts at the wall clock's now."""
+
+    def __init__(self) -> None:
+        self.now = datetime.now(UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
 @dataclass
 class Deleting:
     fakes: Fakes
@@ -87,6 +102,13 @@ class Deleting:
     key: str
     group_id: int
     started: list[Gateway] = field(default_factory=list)
+
+    def clocked(self, clock: Manual) -> Manual:
+        """Run this gateway's retrier on ``clock``."""
+        deletions = self.gateway.services.deletions
+        assert deletions is not None
+        deletions.clock = clock
+        return clock
 
     async def restart(self) -> None:
         """A new gateway on the same database (the old one stopped first); the group's
@@ -211,11 +233,30 @@ def without_key(text: str | None, key: str) -> bool:
 # the caller, and the retries
 
 
+async def attempted(run: Deleting, attempts: int) -> PendingDeletion:
+    """The one deletion once it has failed ``attempts`` times (its attempt over: the row
+    no longer holds that attempt's claim)."""
+    found: list[PendingDeletion] = []
+
+    async def check() -> bool:
+        found[:] = await run.deletions()
+        if len(found) != 1 or found[0].attempts != attempts:
+            return False
+        last = found[0].last_attempt_at
+        return last is not None and found[0].next_attempt_at - last < timedelta(
+            seconds=CLAIM_SECONDS
+        )
+
+    await until(check)
+    return found[0]
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 async def test_a_refused_deletion_is_done_for_the_caller_and_retried_until_the_engine_deletes(
     start: Starter, engine: str
 ) -> None:
     run = await start(fast())
+    clock = run.clocked(Manual())
     fakes = run.fakes
     status, voice = await run.clone(engine, "Anna")
     assert status == 200, voice
@@ -236,21 +277,27 @@ async def test_a_refused_deletion_is_done_for_the_caller_and_retried_until_the_e
         clone.channel,
     )
     assert first.attempts == 1 and fakes.holds(engine, clone.engine_name)
-    assert first.last_attempt_at is not None
-    assert first.next_attempt_at - first.last_attempt_at == timedelta(seconds=FIRST)
+    assert first.last_attempt_at == clock.now
+    assert first.next_attempt_at == clock.now + timedelta(seconds=FIRST)
     assert "[redacted]" in (first.last_error or ""), "the fake quoted the key"
     assert without_key(first.last_error, fakes.key(engine))
 
-    seen = await rows_until_done(run)
+    clock.advance(FIRST - 1)
+    await asyncio.sleep(5 * SCAN)
+    assert await run.deletions() == [first], "not due yet: not tried"
+    clock.advance(1)
+    second = await attempted(run, 2)
+    assert second.next_attempt_at == clock.now + timedelta(seconds=2 * FIRST)
+    clock.advance(2 * FIRST)
+    third = await attempted(run, 3)
+    assert third.next_attempt_at == clock.now + timedelta(seconds=LONGEST), "capped"
+    for row in (second, third):
+        assert without_key(row.last_error, fakes.key(engine))
+    assert fakes.holds(engine, clone.engine_name)
+    clock.advance(LONGEST)
+    await rows_until_done(run)
     assert not fakes.holds(engine, clone.engine_name)
     assert fakes.deletes(engine) == 4, "three refused, then deleted"
-    for row in seen:
-        assert without_key(row.last_error, fakes.key(engine))
-        assert row.last_attempt_at is not None
-        wait = row.next_attempt_at - row.last_attempt_at
-        claimed = wait > timedelta(seconds=CLAIM_SECONDS - 10)  # an attempt under way
-        assert claimed or wait == timedelta(seconds=deletion_delay(row.attempts, FIRST, LONGEST))
-    assert {row.attempts for row in seen} >= {1, 3}
     assert await run.gateway.services.store.list_clones() == []
 
 
@@ -259,12 +306,14 @@ async def test_a_voice_the_engine_no_longer_has_counts_as_deleted(
     start: Starter, engine: str
 ) -> None:
     run = await start(fast())
+    clock = run.clocked(Manual())
     _, voice = await run.clone(engine, "Bo")
     (clone,) = await run.gateway.services.store.list_clones()
     run.fakes.refuse(engine, 1)
     assert (await run.delete(engine, voice["id"]))[0] == 200
     assert [row.attempts for row in await run.deletions()] == [1]
     run.fakes.forget(engine, clone.engine_name)  # another instance's attempt, say
+    clock.advance(FIRST)
     await rows_until_done(run)
     assert run.fakes.deletes(engine) == 2, "the second attempt's 404 ended it"
     deletions = run.gateway.services.deletions
@@ -273,19 +322,19 @@ async def test_a_voice_the_engine_no_longer_has_counts_as_deleted(
 
 async def test_pending_deletions_survive_a_restart(start: Starter) -> None:
     run = await start(fast())
+    clock = run.clocked(Manual())
     _, voice = await run.clone("elevenlabs", "Cy")
     (clone,) = await run.gateway.services.store.list_clones()
     run.fakes.refuse("elevenlabs", REFUSING)
     assert (await run.delete("elevenlabs", voice["id"]))[0] == 200
-
-    async def retried_once() -> bool:
-        return [row.attempts for row in await run.deletions()] == [2]
-
-    await until(retried_once)  # the next attempt is 0.6 s away: none is under way
+    clock.advance(FIRST)
+    await attempted(run, 2)  # the next is 60 s away on this clock: none is under way
     await run.restart()
     (kept,) = await run.deletions()
     assert kept.attempts == 2 and run.fakes.holds("elevenlabs", clone.engine_name)
     run.fakes.refuse("elevenlabs", 0)
+    later = run.clocked(Manual())
+    later.now = clock.now + timedelta(seconds=2 * FIRST)
     await rows_until_done(run)
     assert not run.fakes.holds("elevenlabs", clone.engine_name)
     assert voice["id"] not in await run.listed("elevenlabs")
@@ -297,6 +346,7 @@ async def test_a_label_is_cloned_again_only_once_the_engine_deleted_the_old_voic
     """The name-keyed engine holds one voice per name: the old one's late deletion must
     never take the new one."""
     run = await start(fast())
+    clock = run.clocked(Manual())
     _, voice = await run.clone("openai-audio", "Dee")
     run.fakes.refuse("openai-audio", REFUSING)
     assert (await run.delete("openai-audio", voice["id"]))[0] == 200
@@ -304,10 +354,12 @@ async def test_a_label_is_cloned_again_only_once_the_engine_deleted_the_old_voic
     assert status == 409 and refused["error"]["code"] == "voice_deletion_pending"
     assert run.fakes.holds("openai-audio", voice["id"].lower())
     run.fakes.refuse("openai-audio", 0)
+    clock.advance(FIRST)
     await rows_until_done(run)
     status, again = await run.clone("openai-audio", "Dee")
     assert status == 200 and again["id"] == voice["id"]
-    await asyncio.sleep(4 * SCAN)  # a few more looks of the loop
+    clock.advance(10 * LONGEST)
+    await asyncio.sleep(5 * SCAN)  # a few more looks of the loop
     assert run.fakes.holds("openai-audio", voice["id"].lower())
     assert voice["id"] in await run.listed("openai-audio")
 
@@ -316,15 +368,21 @@ async def test_metrics_count_the_attempts_and_the_deletions_still_to_do(
     start: Starter,
 ) -> None:
     run = await start(fast())
+    clock = run.clocked(Manual())
     _, voice = await run.clone("cartesia", "Eve")
     run.fakes.refuse("cartesia", 2)
     assert (await run.delete("cartesia", voice["id"]))[0] == 200
+    await asyncio.sleep(5 * SCAN)  # the loop's next look counts the deletion pending
     async with aiohttp.ClientSession() as session:
         async with session.get(f"{run.gateway.base_url}/metrics") as scrape:
             early = await scrape.text()
         assert 'parley_voice_deletion_attempts_total{outcome="failed"} 1.0' in early
+        assert "parley_voice_deletions_pending 1.0" in early
+        clock.advance(FIRST)
+        await attempted(run, 2)
+        clock.advance(2 * FIRST)
         await rows_until_done(run)
-        await asyncio.sleep(2 * SCAN)  # the loop's look after the last attempt
+        await asyncio.sleep(5 * SCAN)  # the loop's look after the last attempt
         async with session.get(f"{run.gateway.base_url}/metrics") as scrape:
             late = await scrape.text()
     assert 'parley_voice_deletion_attempts_total{outcome="failed"} 2.0' in late
