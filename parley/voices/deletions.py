@@ -114,9 +114,9 @@ class CloneDeletions:
         """Attempt every deletion that is due and that this process claims; how many."""
         rows = await self._store.list_deletions()
         self.pending = left = len(rows)
-        now = self.clock()
         attempted = 0
         for row in rows:
+            now = self.clock()  # an attempt may have taken a while
             if row.next_attempt_at > now:
                 continue
             claimed = await self._store.claim_deletion(
