@@ -286,7 +286,8 @@ class UpstreamSettings(Strict):
 
 class AudioSettings(Strict):
     """Measuring uploaded audio: how long a clip may last, what decoding it may cost, and
-    the threads it runs on (``parley.audio.pool``)."""
+    the threads it runs on (``parley.audio.pool``); and how deleted clones are deleted
+    on their engines when a first attempt fails (``parley.voices.deletions``)."""
 
     max_seconds: float = Field(7200.0, gt=0, description="the longest clip accepted (else 400)")
     decode_cpu_seconds: float = Field(2.0, gt=0, description="CPU time any clip may take to decode")
@@ -295,6 +296,16 @@ class AudioSettings(Strict):
     )
     threads: int = Field(4, gt=0, description="clips measured at once")
     threads_per_group: int = Field(1, gt=0, description="clips of one group measured at once")
+    clone_deletion_retry_seconds: float = Field(
+        30.0, gt=0, description="wait after a failed deletion of a clone on its engine"
+    )
+    """The wait after the first failed attempt; doubled after each further failure."""
+    clone_deletion_retry_max_seconds: float = Field(
+        3600.0, gt=0, description="longest wait between two attempts at deleting a clone"
+    )
+    clone_deletion_scan_seconds: float = Field(
+        5.0, gt=0, description="how often each worker looks for clone deletions that are due"
+    )
 
 
 class ImageSettings(Strict):

@@ -32,7 +32,7 @@ from parley.admin.request_log import (
     line_view,
     read_page,
 )
-from parley.admin.views import audit_view, clone_view, group_view, key_view
+from parley.admin.views import audit_view, clone_view, deletion_view, group_view, key_view
 from parley.api.body import read_json
 from parley.api.reply import json_reply
 from parley.domain.groups import Quota
@@ -209,9 +209,18 @@ async def list_voices(request: web.Request) -> web.Response:
 
 async def delete_voice(request: web.Request) -> web.Response:
     service = admin_service(request)
-    clone = await service.delete_clone(request.match_info["model"], request.match_info["voice_id"])
+    deleted = await service.delete_clone(
+        request.match_info["model"], request.match_info["voice_id"]
+    )
     names = {group.id: group.name for group in await service.groups()}
-    return json_reply({**clone_view(clone, names), "deleted": True})
+    pending = deleted.pending
+    return json_reply(
+        {
+            **clone_view(deleted.clone, names),
+            "deleted": True,
+            "pending_deletion": deletion_view(pending, names) if pending is not None else None,
+        }
+    )
 
 
 async def get_overview(request: web.Request) -> web.Response:

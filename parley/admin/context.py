@@ -13,7 +13,7 @@ from aiohttp import web
 from parley.admin.auth import FailedAttempts, Session, Sessions
 from parley.admin.passwords import Hasher, VerifiedPasswords
 from parley.admin.service import AdminService
-from parley.api.voice_clones import delete_registered
+from parley.api.voice_clones import retire
 from parley.domain.audit import Actor
 from parley.pipeline.context import SERVICES
 
@@ -101,5 +101,6 @@ def admin_service(request: web.Request) -> AdminService:
         request[ACTOR],
         directory=svc.directory,
         ledger=svc.meter.ledger,
-        unclone=partial(delete_registered, svc),
+        unclone=partial(retire, svc),
+        retry_deletion=svc.deletions.retry_now if svc.deletions is not None else None,
     )

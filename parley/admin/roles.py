@@ -25,6 +25,8 @@ ROUTE_ROLES: dict[tuple[str, str], Role] = {
     ("PATCH", "/keys/{key_id}"): OPERATOR,
     ("POST", "/keys/{key_id}/rotate"): OPERATOR,
     ("DELETE", "/voices/{model}/{voice_id}"): OPERATOR,
+    ("POST", "/voice-deletions/{deletion_id}/retry"): OPERATOR,
+    ("DELETE", "/voice-deletions/{deletion_id}"): OPERATOR,
     ("POST", "/ui/groups"): OPERATOR,
     ("POST", "/ui/groups/{name}"): OPERATOR,
     ("POST", "/ui/groups/{name}/disable"): OPERATOR,
@@ -34,6 +36,8 @@ ROUTE_ROLES: dict[tuple[str, str], Role] = {
     ("POST", "/ui/keys/{key_id}"): OPERATOR,
     ("POST", "/ui/keys/{key_id}/rotate"): OPERATOR,
     ("POST", "/ui/voices/{model}/{voice_id}/delete"): OPERATOR,
+    ("POST", "/ui/voice-deletions/{deletion_id}/retry"): OPERATOR,
+    ("POST", "/ui/voice-deletions/{deletion_id}/abandon"): OPERATOR,
     # channels
     ("POST", "/channels"): OPERATOR,
     ("PATCH", "/channels/{name}"): OPERATOR,

@@ -78,6 +78,9 @@ HANDLERS = (
     ("GET", "/voices", "api:list_voices"),
     ("GET", "/voices/roster", "roster:get_roster"),
     ("DELETE", "/voices/{model}/{voice_id}", "api:delete_voice"),
+    ("GET", "/voice-deletions", "voice_deletions:list_deletions"),
+    ("POST", "/voice-deletions/{deletion_id}/retry", "voice_deletions:retry_deletion"),
+    ("DELETE", "/voice-deletions/{deletion_id}", "voice_deletions:abandon_deletion"),
     ("GET", "/", "ui.pages:overview_page"),
     ("GET", "/login", "ui.session:login_page"),
     ("POST", "/login", "ui.session:login"),
@@ -114,6 +117,8 @@ HANDLERS = (
     ("GET", "/ui/audit", "ui.pages:audit_page"),
     ("GET", "/ui/voices", "ui.voices:voices_page"),
     ("POST", "/ui/voices/{model}/{voice_id}/delete", "ui.voices:delete_voice"),
+    ("POST", "/ui/voice-deletions/{deletion_id}/retry", "ui.voices:retry_deletion"),
+    ("POST", "/ui/voice-deletions/{deletion_id}/abandon", "ui.voices:abandon_deletion"),
 )
 """Method, path and handler (``parley.admin.<module>:<function>``): the JSON API
 (``api.py``) and the dashboard's pages (``ui/``, with Jinja2). Each module is imported by

@@ -1,4 +1,5 @@
-"""What the operator is shown of groups, keys, budgets, audit entries and clones.
+"""What the operator is shown of groups, keys, budgets, audit entries, clones and the
+clone deletions still to do on the engines.
 
 A key's state (its record, never its secret, with its status and last use) and a
 budget's period and spend are what ``AdminService`` answers with, and the dashboard and
@@ -18,7 +19,7 @@ from parley.domain.audit import AuditEntry
 from parley.domain.groups import Group
 from parley.domain.keys import KeyRecord
 from parley.domain.pricing import nanos_to_usd
-from parley.domain.voices import Clone
+from parley.domain.voices import Clone, PendingDeletion
 from parley.runtime.budget import Period
 
 
@@ -153,4 +154,25 @@ def clone_view(clone: Clone, group_names: Mapping[int, str]) -> dict[str, Any]:
         "duration_seconds": round(clone.duration_ms / 1000, 3),
         "consent": clone.consent,
         "created_at": _iso(clone.created_at),
+    }
+
+
+def deletion_view(pending: PendingDeletion, group_names: Mapping[int, str]) -> dict[str, Any]:
+    """A clone deletion still to do on its engine: what, where, and how it went so far
+    (``last_error`` holds no credential: it was redacted before it was stored)."""
+    return {
+        "object": "audio.voice.deletion",
+        "id": pending.id,
+        "voice_id": pending.voice_id,
+        "model": pending.model,
+        "group_id": pending.group_id,
+        "group": group_names.get(pending.group_id),
+        "label": pending.label,
+        "engine_name": pending.engine_name,
+        "channel": pending.channel,
+        "requested_at": _iso(pending.requested_at),
+        "attempts": pending.attempts,
+        "last_error": pending.last_error,
+        "last_attempt_at": _iso(pending.last_attempt_at),
+        "next_attempt_at": _iso(pending.next_attempt_at),
     }

@@ -69,6 +69,7 @@ from parley.store.engine import sqlite_file
 from parley.store.sql import open_store
 from parley.voices.book import CloneBook
 from parley.voices.catalogue import load_catalogue
+from parley.voices.deletions import CloneDeletions, DeletionTiming, Located
 from parley.voices.rosters import Rosters
 
 if TYPE_CHECKING:
@@ -230,6 +231,8 @@ class Services:
     """Alerts raised here, audited and posted to ``alerts.webhooks`` from the background."""
     health_checks: HealthChecks | None = None
     """The scheduled health checks of the channels that ask for them (``health``)."""
+    deletions: CloneDeletions | None = None
+    """Deleted clones' engine copies still to delete, retried in the background."""
     close_by: float | None = None
     """When ``close`` must be done, on the event loop's clock: set by ``serve`` when the
     shutdown grace ends; otherwise ``server.shutdown_close_seconds`` from its start."""
@@ -337,6 +340,7 @@ class Services:
             lease=services.shared_breakers.check_lease if services.shared_breakers else None,
         )
         services._loops.append(asyncio.create_task(checks.run(), name="parley-health-checks"))
+        services._start_deletions()
         shared_ = services.shared_breakers
         alerts = services.alerts = Alerts(
             settings.alerts, store, claim=shared_.alert_claim if shared_ else None
@@ -355,6 +359,25 @@ class Services:
         services._loops.append(asyncio.create_task(alerts.run(), name="parley-alerts"))
         services._loops.append(asyncio.create_task(watch.run(), name="parley-alert-watch"))
         return services
+
+    def _start_deletions(self) -> None:
+        """The background loop that deletes retired clones on their engines."""
+        audio = self.settings.audio
+        timing = DeletionTiming(
+            audio.clone_deletion_retry_seconds,
+            audio.clone_deletion_retry_max_seconds,
+            audio.clone_deletion_scan_seconds,
+        )
+        deletions = CloneDeletions(self.store, self.providers, self.locate_channel, timing)
+        self.deletions = deletions
+        self._loops.append(asyncio.create_task(deletions.run(), name="parley-deletions"))
+
+    def locate_channel(self, model: str, channel: str) -> Located | None:
+        """Where ``channel`` serves ``model`` now (``None``: removed or disabled)."""
+        for route in self.router.routes(model):
+            if route.target.channel == channel:
+                return Located(route.provider_type, route.target)
+        return None
 
     def kind_of(self, model: str) -> ModelKind:
         """The kind of a configured model (``chat`` for a name no longer configured)."""

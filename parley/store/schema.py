@@ -190,6 +190,28 @@ voice_clones = Table(
     sqlite_autoincrement=True,
 )
 
+voice_deletions = Table(
+    "voice_deletions",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("group_id", Integer, nullable=False),
+    Column("model", String(200), nullable=False),
+    Column("label", String(200), nullable=False),
+    Column("voice_id", String(300), nullable=False),
+    Column("engine_name", String(300), nullable=False),
+    Column("channel", String(200), nullable=False),
+    Column("requested_at", UtcDateTime, nullable=False),
+    Column("next_attempt_at", UtcDateTime, nullable=False),
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    Column("last_error", Text),  # credentials removed before it is written
+    Column("last_attempt_at", UtcDateTime),
+    Index("ix_voice_deletions_model_voice_id", "model", "voice_id"),
+    Index("ix_voice_deletions_next_attempt_at", "next_attempt_at"),
+    sqlite_autoincrement=True,
+)
+"""Clones deleted in Parley whose engine copy is still to delete (``voices/deletions.py``);
+a row goes when the engine says the voice is gone, or when an operator gives up."""
+
 audit_log = Table(
     "audit_log",
     metadata,
