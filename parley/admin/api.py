@@ -23,7 +23,7 @@ from parley.admin.finding import (
     key_finder,
     listing_from_params,
 )
-from parley.admin.monitor import alerts_view, overview
+from parley.admin.monitor import alerts_view, budget_watch, overview
 from parley.admin.reports import query_from_params
 from parley.admin.request_log import (
     export_csv,
@@ -225,7 +225,14 @@ async def delete_voice(request: web.Request) -> web.Response:
 
 async def get_overview(request: web.Request) -> web.Response:
     svc = request.config_dict[SERVICES]
-    return json_reply({**(await overview(svc.store)).view(), "alerts": alerts_view(svc.alerts)})
+    watch = await budget_watch(admin_service(request))
+    return json_reply(
+        {
+            **(await overview(svc.store)).view(),
+            "spend": watch.view(),
+            "alerts": alerts_view(svc.alerts),
+        }
+    )
 
 
 async def list_channels(request: web.Request) -> web.Response:

@@ -32,6 +32,7 @@ ROUTE_ROLES: dict[tuple[str, str], Role] = {
     ("POST", "/ui/groups/{name}/disable"): OPERATOR,
     ("POST", "/ui/groups/{name}/enable"): OPERATOR,
     ("POST", "/ui/groups/{name}/keys"): OPERATOR,
+    ("POST", "/ui/keys"): OPERATOR,
     ("POST", "/ui/keys/{key_id}/revoke"): OPERATOR,
     ("POST", "/ui/keys/{key_id}"): OPERATOR,
     ("POST", "/ui/keys/{key_id}/rotate"): OPERATOR,

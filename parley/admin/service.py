@@ -52,6 +52,16 @@ def check_group_name(name: str) -> str:
     return name
 
 
+def changed(before: dict[str, Any], after: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The settings that differ, each as ``{"before": ..., "after": ...}`` (an audit
+    entry's ``changed``, which the dashboard shows as before → after)."""
+    return {
+        name: {"before": before.get(name), "after": value}
+        for name, value in after.items()
+        if before.get(name) != value
+    }
+
+
 class KeyReplayed(Replayed):
     """A key request sent again with its idempotency key: ``key_id`` is what it made."""
 
@@ -138,11 +148,17 @@ class AdminService:
         try:
             if not findable(name):
                 raise Missing(name)
+            before = await self.store.get_group(name)
+            if before is None:
+                raise Missing(name)
             group = await self.store.update_group(name, changes)
         except Missing:
             raise NotFound(f"No group named '{name}'.", param="name") from None
         self._remember_group(group)
-        await self.audit("group.update", name, **group_detail(group))
+        after = group_detail(group)
+        await self.audit(
+            "group.update", name, **after, changed=changed(group_detail(before), after)
+        )
         return group
 
     async def set_disabled(self, name: str, disabled: bool) -> Group:
@@ -252,14 +268,24 @@ class AdminService:
         return await self.key_state(found[0])
 
     async def update_key(self, key_id: int, changes: KeyChanges) -> KeyState:
-        """Change a key's label, rates, models, budget or expiry; audited."""
+        """Change a key's label, rates, models, budget or expiry; audited with its
+        settings after and what changed (``changed``: each field's before and after)."""
+        before = next((r for r in await self.store.list_keys() if r.id == key_id), None)
         try:
+            if before is None:
+                raise Missing(str(key_id))
             record = await self.store.update_key(key_id, changes)
         except Missing:
             raise NotFound(f"No key with id '{key_id}'.", param="key_id") from None
         if self._directory is not None:
             self._directory.remember_key(record)
-        await self.audit("key.update", f"key {record.id} ({record.prefix}…)", **key_detail(record))
+        after = key_detail(record)
+        await self.audit(
+            "key.update",
+            f"key {record.id} ({record.prefix}…)",
+            **after,
+            changed=changed(key_detail(before), after),
+        )
         return await self.key_state(record)
 
     async def rotate_key(self, key_id: int, grace: timedelta) -> tuple[KeyState, str]:
@@ -277,7 +303,8 @@ class AdminService:
         await self.audit(
             "key.rotate",
             f"key {record.id} ({record.prefix}…)",
-            old_secret_valid_until=until.isoformat(),
+            old_prefix=record.prefix_of(previous=True),
+            old_secret_valid_until=until.isoformat(timespec="seconds"),
         )
         return await self.key_state(record), secret
 

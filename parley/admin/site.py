@@ -94,6 +94,7 @@ HANDLERS = (
     ("POST", "/ui/groups/{name}/keys", "ui.forms:create_key"),
     ("POST", "/ui/keys/{key_id}/revoke", "ui.forms:revoke_key"),
     ("GET", "/ui/keys", "ui.keys:keys_page"),
+    ("POST", "/ui/keys", "ui.keys:create_key"),
     ("GET", "/ui/keys/{key_id}", "ui.keys:show_key"),
     ("POST", "/ui/keys/{key_id}", "ui.keys:update_key"),
     ("POST", "/ui/keys/{key_id}/rotate", "ui.keys:rotate_key"),

@@ -92,6 +92,7 @@ api_keys = Table(
     Column("previous_digest", String(64)),  # the secret a rotation replaced, in its grace
     Column("previous_until", UtcDateTime),
     Column("idempotency_key", String(64)),  # what the request that created it said, if any
+    Column("former_prefixes", Text),  # JSON array, newest first: secrets rotations replaced
     ForeignKeyConstraint(["group_id"], ["groups.id"], name="fk_api_keys_group_id"),
     UniqueConstraint("digest", name="uq_api_keys_digest"),
     Index("ix_api_keys_updated_at", "updated_at"),
@@ -131,6 +132,8 @@ usage_records = Table(
     Column("admitted", Boolean, nullable=False, server_default=true()),
     Column("request_count", Integer, nullable=False, server_default="1"),
     Column("search_units", BigInteger, nullable=False, server_default="0"),
+    Column("key_prefix", String(32)),  # the prefix of the secret that made the call
+    Column("error_detail", String(600)),  # why a failed call failed (redacted)
     Index("ix_usage_records_created_at", "created_at"),
     Index("ix_usage_records_group_id_created_at", "group_id", "created_at"),
     # Failures and refusals also have a partial index on (status, created_at) where

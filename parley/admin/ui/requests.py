@@ -21,7 +21,7 @@ from parley.admin.ui.render import page
 from parley.errors import InvalidRequest, NotFound
 from parley.pipeline.context import SERVICES
 
-STATUS_CHOICES = ("2xx", "4xx", "429", "404", "401", "5xx")
+STATUS_CHOICES = ("2xx", "4xx", "400", "401", "403", "404", "429", "5xx", "502", "504")
 
 
 async def requests_page(request: web.Request) -> web.Response:
