@@ -349,9 +349,11 @@ class OidcClient:
 
     @staticmethod
     async def _json(reply: aiohttp.ClientResponse) -> Mapping[str, Any]:
-        raw = await reply.content.read(MAX_DOCUMENT_BYTES + 1)
-        if len(raw) > MAX_DOCUMENT_BYTES:
-            raise OidcRefused("The provider's answer is too large.")
+        raw = bytearray()
+        async for chunk in reply.content.iter_chunked(64 * 1024):
+            raw += chunk
+            if len(raw) > MAX_DOCUMENT_BYTES:
+                raise OidcRefused("The provider's answer is too large.")
         try:
             body = orjson.loads(raw)
         except orjson.JSONDecodeError:
