@@ -9,6 +9,8 @@ administrator account it is bound to.
   the name claim if an owner made it for single sign-on (no password) and it is bound
   to no one yet, or creates it where ``create_accounts`` allows. An account with a
   password of the same name is never taken over: the sign-in is refused.
+* A sign-in under way is a signed cookie (``Flows``): any worker can finish it, and each
+  answer is accepted once in a process.
 """
 
 from __future__ import annotations

@@ -213,7 +213,7 @@ async def test_an_owner_gets_the_owners_pages_and_the_role_follows_the_claim(
         .get_by_role("link", name="Administrators")
         .click()
     )
-    await expect(page.locator("table[data-accounts]")).to_contain_text("ada")
+    await expect(page.locator("tr[data-account=ada]")).to_contain_text("single sign-on")
     await page.get_by_role("button", name="Sign out").click()
     await context.close()
     # an owner demotes the account here; the provider's claim gives the role back
