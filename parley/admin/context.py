@@ -20,6 +20,9 @@ from parley.pipeline.context import SERVICES
 if TYPE_CHECKING:
     from jinja2 import Environment
 
+    from parley.admin.oidc import OidcClient
+    from parley.admin.sso import Flows
+
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -64,6 +67,11 @@ class AdminState:
     cookies: CookiePolicy = field(default_factory=CookiePolicy)
     hasher: Hasher = field(default_factory=Hasher)
     verified: VerifiedPasswords = field(default_factory=VerifiedPasswords)
+    local_sign_in: bool = True
+    """Whether the admin token and passwords sign in (``admin.local_sign_in``)."""
+    sso: OidcClient | None = None
+    """Single sign-on (``admin.oidc``), with the sign-ins under way (``flows``)."""
+    flows: Flows | None = None
 
 
 class Templates:

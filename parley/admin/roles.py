@@ -65,7 +65,9 @@ ROUTE_ROLES: dict[tuple[str, str], Role] = {
     # the session itself
     ("POST", "/logout"): VIEWER,
 }
-OPEN_ROUTES = frozenset({("GET", "/login"), ("POST", "/login")})
+OPEN_ROUTES = frozenset(
+    {("GET", "/login"), ("POST", "/login"), ("GET", "/sso/start"), ("GET", "/sso/callback")}
+)
 """Reached before signing in."""
 
 

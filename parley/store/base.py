@@ -390,11 +390,15 @@ class AccountStore(Protocol):
 
     async def get_account(self, name: str) -> Account | None: ...
 
+    async def account_of_subject(self, subject: str) -> Account | None:
+        """The account bound to a single sign-on identity (``Account.sso_subject``)."""
+
     async def add_account(self, account: Account) -> Account:
-        """Raises ``Conflict`` when the name is taken."""
+        """Raises ``Conflict`` when the name (or the single sign-on identity) is taken."""
 
     async def update_account(self, name: str, changes: dict[str, Any]) -> Account:
-        """Set columns (``role``, ``password_hash``, ``disabled_at``); raises ``Missing``."""
+        """Set columns (``role``, ``password_hash``, ``disabled_at``, ``sso_subject``);
+        raises ``Missing``."""
 
     async def delete_account(self, name: str) -> bool: ...
 

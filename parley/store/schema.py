@@ -272,7 +272,9 @@ admin_accounts = Table(
     Column("disabled_at", UtcDateTime),
     Column("created_at", UtcDateTime, nullable=False),
     Column("updated_at", UtcDateTime, nullable=False),
+    Column("sso_subject", String(600)),  # "<issuer> <sub>" of single sign-on, if bound
     UniqueConstraint("name", name="uq_admin_accounts_name"),
+    UniqueConstraint("sso_subject", name="uq_admin_accounts_sso_subject"),
     sqlite_autoincrement=True,
 )
 

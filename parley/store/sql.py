@@ -386,6 +386,9 @@ class SqlStore:
     async def get_account(self, name: str) -> Account | None:
         return await self._read(channels_sql.get_account, name)
 
+    async def account_of_subject(self, subject: str) -> Account | None:
+        return await self._read(channels_sql.account_of_subject, subject)
+
     async def add_account(self, account: Account) -> Account:
         return await self._write(channels_sql.add_account, account)
 
