@@ -27,8 +27,16 @@ from aiohttp import web
 from parley.admin.auth import bearer_token, token_matches
 from parley.admin.context import ACTOR, ADMIN_STATE, ROLE, AdminState, client_address
 from parley.admin.passwords import outdated
-from parley.admin.roles import OPEN_ROUTES, needed
-from parley.domain.accounts import ROLES, Account, Role, allows
+from parley.admin.roles import OPEN_ROUTES, group_admin_scope, needed
+from parley.domain.accounts import (
+    ACCOUNT_ROLES,
+    GROUP_ADMIN,
+    ROLES,
+    Account,
+    AccountRole,
+    Role,
+    allows,
+)
 from parley.domain.audit import Actor, AuditEntry
 from parley.errors import AuthenticationFailed, PermissionDenied, RateLimited
 from parley.pipeline.context import SERVICES
@@ -74,10 +82,10 @@ def basic_credentials(authorization: str | None) -> tuple[str, str] | None:
     return (name, password) if colon and name else None
 
 
-async def account_role(store: AccountStore, name: str) -> Role | None:
+async def account_role(store: AccountStore, name: str) -> AccountRole | None:
     """The role of an enabled account (None when it is gone or disabled)."""
     account = await store.get_account(name)
-    if account is None or account.disabled_at is not None or account.role not in ROLES:
+    if account is None or account.disabled_at is not None or account.role not in ACCOUNT_ROLES:
         return None
     return account.role
 
@@ -159,8 +167,16 @@ def require_role(request: web.Request) -> None:
         or (request.method, template) in OPEN_ROUTES
     ):
         return
-    wanted = needed(request.method, template)
     role = request.get(ROLE)
+    if role == GROUP_ADMIN:  # off the ladder: its own column of the table (tenancy.py)
+        if group_admin_scope(request.method, template) is None:
+            raise PermissionDenied(
+                "Your role (group-admin) may not do this: a group administrator sees and "
+                "changes only its own group's keys, usage and request log.",
+                code="insufficient_role",
+            )
+        return
+    wanted = needed(request.method, template)
     if role not in ROLES or not allows(cast(Role, role), wanted):
         raise PermissionDenied(
             f"Your role ({role or 'none'}) may not do this; it needs the {wanted} role.",

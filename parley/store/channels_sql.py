@@ -124,6 +124,7 @@ def _account(row: RowMapping) -> Account:
         updated_at=as_utc(row["updated_at"]),
         disabled_at=as_utc(disabled) if disabled is not None else None,
         id=row["id"],
+        group_id=row["group_id"],
     )
 
 
@@ -148,6 +149,7 @@ def add_account(conn: Connection, account: Account) -> Account:
         "disabled_at": account.disabled_at,
         "created_at": account.created_at,
         "updated_at": account.updated_at,
+        "group_id": account.group_id,
     }
     row = (
         conn.execute(admin_accounts.insert().values(values).returning(*admin_accounts.c))

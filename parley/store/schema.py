@@ -242,12 +242,14 @@ admin_accounts = Table(
     metadata,
     Column("id", Integer, primary_key=True),
     Column("name", String(64), nullable=False),
-    Column("role", String(20), nullable=False),  # owner, operator or viewer
+    Column("role", String(20), nullable=False),  # owner, operator, viewer or group-admin
     Column("password_hash", String(300), nullable=False),  # scrypt (parley/admin/passwords.py)
     Column("disabled_at", UtcDateTime),
     Column("created_at", UtcDateTime, nullable=False),
     Column("updated_at", UtcDateTime, nullable=False),
+    Column("group_id", Integer),  # a group-admin's group; NULL for every other role
     UniqueConstraint("name", name="uq_admin_accounts_name"),
+    ForeignKeyConstraint(["group_id"], ["groups.id"], name="fk_admin_accounts_group_id"),
     sqlite_autoincrement=True,
 )
 

@@ -16,6 +16,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from parley.admin.signin import require_role
+from parley.admin.tenancy import admit
 from parley.admin.ui import session
 from parley.admin.ui.render import page
 from parley.admin.ui.voices import VOICES
@@ -38,6 +39,7 @@ async def serve_page(request: web.Request, handler: Handler) -> web.StreamRespon
     try:
         await session.enter(request)
         require_role(request)
+        await admit(request)
         return await handler(request)
     except ParleyError as error:
         return _error_page(request, error.message, error.status)

@@ -11,7 +11,7 @@ from typing import Any
 from aiohttp import web
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
-from parley.admin.context import ROLE, SESSION, TEMPLATES
+from parley.admin.context import GROUP_SCOPE, ROLE, SESSION, TEMPLATES
 
 
 def environment() -> Environment:
@@ -79,6 +79,8 @@ def page(
             "role": role,
             "can_operate": role in ("operator", "owner"),
             "is_owner": role == "owner",
+            "group_scope": request.get(GROUP_SCOPE),
+            "can_keys": role in ("operator", "owner", "group-admin"),
             **context,
         }
     )
