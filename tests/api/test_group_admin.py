@@ -8,9 +8,11 @@ from __future__ import annotations
 import base64
 import re
 import secrets
+from pathlib import Path
 from typing import Any
 
 import aiohttp
+from click.testing import CliRunner
 
 from parley.admin.roles import (
     GROUP,
@@ -23,6 +25,7 @@ from parley.admin.roles import (
     REQUEST,
 )
 from parley.admin.site import HANDLERS, is_dashboard
+from parley.cli import cli
 from tests.api.admin_client import ADMIN, admin_gateway, browser_session, call, chat_status, hidden
 from tests.api.harness import Gateway
 from tests.api.harness import call as call_as
@@ -339,3 +342,23 @@ async def test_the_owner_makes_a_group_admin_on_the_accounts_page(start_gateway:
     assert account is not None and account.role == "group-admin"
     group = await gateway.services.store.get_group(THEIRS)
     assert group is not None and account.group_id == group.id
+
+
+def test_the_cli_makes_a_group_admin_with_its_group(tmp_path: Path) -> None:
+    config = tmp_path / "parley.yaml"
+    config.write_text(f"database:\n  url: sqlite:///{tmp_path / 'parley.db'}\n")
+    runner = CliRunner()
+
+    def run(*args: str, stdin: str = "") -> tuple[int, str]:
+        result = runner.invoke(cli, ["--config", str(config), *args], input=stdin)
+        return result.exit_code, result.output
+
+    assert run("groups", "create", MINE)[0] == 0
+    made = ("admin", "create", "gina", "--role", "group-admin", "--password-stdin")
+    code, out = run(*made, stdin=GINA_PASSWORD + "\n")
+    assert code != 0 and "needs 'group'" in out
+    code, out = run(*made, "--group", MINE, stdin=GINA_PASSWORD + "\n")
+    assert code == 0 and "gina\tgroup-admin\tactive" in out, out
+    code, out = run("admin", "set-role", "gina", "viewer", "--group", MINE)
+    assert code != 0 and "Only a group-admin has a group" in out
+    assert run("admin", "set-role", "gina", "viewer")[0] == 0
