@@ -18,7 +18,7 @@ from datetime import timedelta
 from typing import Any
 
 from parley.admin.reports import UsageQuery, UsageReport
-from parley.admin.service import AdminService, Unclone
+from parley.admin.service import AdminService, KeyReplayed, Unclone
 from parley.admin.views import KeyState
 from parley.domain.audit import Actor, AuditEntry, AuditQuery
 from parley.domain.groups import Group, Quota
@@ -147,15 +147,23 @@ class GroupAdminService(AdminService):
             )
         group = await self.group(group_name)
         within_group(group, rpm=quota.rpm, tpm=quota.tpm, models=models, budget_nanos=budget_nanos)
-        return await super().create_key(
-            group.name,
-            name=name,
-            expires_in_days=expires_in_days,
-            quota=quota,
-            models=models,
-            budget_nanos=budget_nanos,
-            idempotency_key=idempotency_key,
-        )
+        try:
+            return await super().create_key(
+                group.name,
+                name=name,
+                expires_in_days=expires_in_days,
+                quota=quota,
+                models=models,
+                budget_nanos=budget_nanos,
+                idempotency_key=idempotency_key,
+            )
+        except KeyReplayed as replay:  # its words name the key: only if it is theirs
+            if (await super().find_key(replay.key_id)).record.group_id == group.id:
+                raise
+            raise InvalidRequest(
+                "This idempotency key is already used; send another.",
+                param="idempotency_key",
+            ) from None
 
     async def find_key(self, key_id: int) -> KeyState:
         state = await super().find_key(key_id)

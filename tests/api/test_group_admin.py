@@ -362,3 +362,29 @@ def test_the_cli_makes_a_group_admin_with_its_group(tmp_path: Path) -> None:
     code, out = run("admin", "set-role", "gina", "viewer", "--group", MINE)
     assert code != 0 and "Only a group-admin has a group" in out
     assert run("admin", "set-role", "gina", "viewer")[0] == 0
+
+
+async def test_an_idempotency_key_of_another_group_tells_nothing_of_its_key(
+    start_gateway: Any,
+) -> None:
+    gateway = await admin_gateway(start_gateway)
+    await World(gateway).build()
+    once = {"Idempotency-Key": "release-1"}
+    status, theirs = await call(
+        gateway, "POST", "/admin/keys", body={"group": THEIRS}, headers=once
+    )
+    assert status == 201
+    status, error = await call_as(
+        gateway, "POST", "/admin/keys", None, json={"group": MINE}, headers={**basic(), **once}
+    )
+    assert status == 400 and error["error"]["param"] == "idempotency_key"
+    assert theirs["prefix"] not in str(error) and str(theirs["id"]) not in str(error)
+    mine = {"Idempotency-Key": "release-2"}
+    status, made = await call_as(
+        gateway, "POST", "/admin/keys", None, json={"group": MINE}, headers={**basic(), **mine}
+    )
+    assert status == 201
+    status, again = await call_as(
+        gateway, "POST", "/admin/keys", None, json={"group": MINE}, headers={**basic(), **mine}
+    )
+    assert status == 409 and made["prefix"] in again["error"]["message"]
