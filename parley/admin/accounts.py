@@ -151,9 +151,10 @@ class Accounts:
         if role is not None:
             changes["role"] = check_role(role)
         new_role: AccountRole = changes.get("role", current.role)
-        if new_role == GROUP_ADMIN and group in (None, "") and current.group_id is not None:
-            pass  # a group-admin keeps its group
-        elif new_role == GROUP_ADMIN or group not in (None, "") or current.group_id is not None:
+        had_group = current.group_id is not None
+        if group not in (None, "") or (new_role == GROUP_ADMIN) != had_group:
+            # a group named, a group-admin made (it needs one) or unmade (it loses it);
+            # a group-admin left without a group named keeps its own
             changes["group_id"] = await self._group_id(new_role, group)
         if password is not None:
             changes["password_hash"] = await self._hasher.hash(check_password(password))

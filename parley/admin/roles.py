@@ -166,6 +166,12 @@ GROUP_ADMIN_ROUTES: dict[tuple[str, str], Scope | None] = {
 A route missing here is refused (403), like one marked ``REFUSED``."""
 
 
+GROUP_ADMIN_REFUSAL = (
+    "Your role (group-admin) may not do this: a group administrator sees and changes only "
+    "its own group's keys, usage and request log."
+)
+
+
 def group_admin_scope(method: str, template: str) -> Scope | None:
     """What a group-admin may reach through ``method template``: None when refused."""
     return GROUP_ADMIN_ROUTES.get((method, template))

@@ -27,7 +27,7 @@ from aiohttp import web
 from parley.admin.auth import bearer_token, token_matches
 from parley.admin.context import ACTOR, ADMIN_STATE, ROLE, AdminState, client_address
 from parley.admin.passwords import outdated
-from parley.admin.roles import OPEN_ROUTES, group_admin_scope, needed
+from parley.admin.roles import GROUP_ADMIN_REFUSAL, OPEN_ROUTES, group_admin_scope, needed
 from parley.domain.accounts import (
     ACCOUNT_ROLES,
     GROUP_ADMIN,
@@ -170,11 +170,7 @@ def require_role(request: web.Request) -> None:
     role = request.get(ROLE)
     if role == GROUP_ADMIN:  # off the ladder: its own column of the table (tenancy.py)
         if group_admin_scope(request.method, template) is None:
-            raise PermissionDenied(
-                "Your role (group-admin) may not do this: a group administrator sees and "
-                "changes only its own group's keys, usage and request log.",
-                code="insufficient_role",
-            )
+            raise PermissionDenied(GROUP_ADMIN_REFUSAL, code="insufficient_role")
         return
     wanted = needed(request.method, template)
     if role not in ROLES or not allows(cast(Role, role), wanted):

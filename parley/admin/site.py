@@ -149,8 +149,8 @@ async def gate(request: web.Request, handler: Handler) -> web.StreamResponse:
 
         return await serve_page(request, handler)
     await api_identity(request, state)
-    require_role(request)
     await admit(request)
+    require_role(request)
     return await handler(request)
 
 

@@ -1,10 +1,11 @@
 """A group-admin's gate: the one place where the thing a path names is checked to be of
 their group, before any handler runs (``site.gate`` and the dashboard's gate call
-``admit`` after the role check).
+``admit`` before ``signin.require_role``, which refuses group-admins the same routes).
 
-* ``signin.require_role`` has already refused the routes ``roles.GROUP_ADMIN_ROUTES``
-  gives no scope (403: the route is not theirs, whatever it names).
-* ``admit`` reads the account's group from the store on every request (an account
+* ``admit`` refuses the routes ``roles.GROUP_ADMIN_ROUTES`` gives no scope (403: the
+  route is not theirs, whatever it names), once their group is known, so the refusal's
+  page shows their navigation.
+* It reads the account's group from the store on every request (an account
   moved to another group, or made an operator, takes effect at once), attaches it to
   the request (``GROUP_SCOPE``: ``context.admin_service`` then narrows every view to it)
   and checks the path's group, key or request-log line: another group's is a 404 with
@@ -21,7 +22,15 @@ from aiohttp import web
 
 from parley.admin.context import ACTOR, GROUP_SCOPE, ROLE, admin_service
 from parley.admin.request_log import find_line
-from parley.admin.roles import GROUP, HOME, KEY, OPEN_ROUTES, REQUEST, group_admin_scope
+from parley.admin.roles import (
+    GROUP,
+    GROUP_ADMIN_REFUSAL,
+    HOME,
+    KEY,
+    OPEN_ROUTES,
+    REQUEST,
+    group_admin_scope,
+)
 from parley.admin.signin import route_template
 from parley.domain.accounts import GROUP_ADMIN
 from parley.domain.groups import Group
@@ -61,6 +70,8 @@ async def admit(request: web.Request) -> None:
         raise PermissionDenied(NO_GROUP, code="insufficient_role")
     request[GROUP_SCOPE] = group
     scope = group_admin_scope(request.method, template)
+    if scope is None:
+        raise PermissionDenied(GROUP_ADMIN_REFUSAL, code="insufficient_role")
     service = admin_service(request)
     if scope == HOME:
         raise web.HTTPSeeOther(home(group))

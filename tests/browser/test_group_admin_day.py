@@ -121,11 +121,13 @@ async def test_a_group_admins_day(browser: Browser, dashboard: Gateway, artifact
         reply = await page.goto(base + path)
         assert reply is not None and reply.status == 404, path
         await expect(page.get_by_role("heading", name="Not found")).to_be_visible()
+        assert await nav.get_by_role("link").all_inner_texts() == names
     await look(page, artifacts, "not-found")
     for path in ("/admin/ui/channels", "/admin/ui/accounts", "/admin/ui/audit"):
         reply = await page.goto(base + path)
         assert reply is not None and reply.status == 403, path
         await expect(page.get_by_role("heading", name="Refused")).to_be_visible()
+        assert await nav.get_by_role("link").all_inner_texts() == names  # hers, still
     await look(page, artifacts, "refused")
     await page.goto(f"{base}/admin/ui/groups")
     assert page.url == f"{base}/admin/ui/groups/{MINE}"

@@ -38,8 +38,8 @@ async def serve_page(request: web.Request, handler: Handler) -> web.StreamRespon
     """A dashboard page: the session entered, then the page, any failure as a page."""
     try:
         await session.enter(request)
-        require_role(request)
         await admit(request)
+        require_role(request)
         return await handler(request)
     except ParleyError as error:
         return _error_page(request, error.message, error.status)
