@@ -11,10 +11,14 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from parley.admin.auth import FailedAttempts, Session, Sessions
+from parley.admin.group_scope import GroupAdminService
 from parley.admin.passwords import Hasher, VerifiedPasswords
 from parley.admin.service import AdminService
 from parley.api.voice_clones import retire
+from parley.domain.accounts import GROUP_ADMIN
 from parley.domain.audit import Actor
+from parley.domain.groups import Group
+from parley.errors import PermissionDenied
 from parley.pipeline.context import SERVICES
 
 if TYPE_CHECKING:
@@ -24,6 +28,7 @@ if TYPE_CHECKING:
     from parley.admin.sso import Flows
 
 
+NOT_ADMITTED = "A group administrator reaches only its own group's pages."
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
@@ -95,6 +100,8 @@ SESSION = web.RequestKey("admin_session", Session)
 ACTOR = web.RequestKey("admin_actor", Actor)
 ROLE = web.RequestKey("admin_role", str)
 """The caller's role (``parley.domain.accounts``): the token's is ``owner``."""
+GROUP_SCOPE = web.RequestKey("admin_group_scope", Group)
+"""A group-admin's group (``tenancy.py``): every view narrowed to it."""
 
 
 def client_address(request: web.Request) -> str:
@@ -103,7 +110,20 @@ def client_address(request: web.Request) -> str:
 
 
 def admin_service(request: web.Request) -> AdminService:
+    """The caller's service: a group-admin's sees and changes its group alone."""
     svc = request.config_dict[SERVICES]
+    scope = request.get(GROUP_SCOPE)
+    if scope is None and request.get(ROLE) == GROUP_ADMIN:  # never all groups for them
+        raise PermissionDenied(NOT_ADMITTED, code="insufficient_role")
+    if scope is not None:
+        return GroupAdminService(
+            svc.store,
+            request[ACTOR],
+            scope,
+            directory=svc.directory,
+            ledger=svc.meter.ledger,
+            unclone=partial(retire, svc),
+        )
     return AdminService(
         svc.store,
         request[ACTOR],

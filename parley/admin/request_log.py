@@ -162,6 +162,8 @@ async def find_line(service: AdminService, request_id: str) -> LoggedRequest:
     found = None
     if len(request_id) <= MAX_TEXT and request_id.isprintable():
         found = await service.store.find_request(request_id)
+    if found is not None and service.scope is not None:  # another group's is not there
+        found = found if found.record.group_id == service.scope.id else None
     if found is None:
         raise NotFound(f"No request '{request_id}' in the log.", param="request_id")
     return found
@@ -211,6 +213,8 @@ def _cell(view: dict[str, Any], column: str) -> object:
 
 async def _query(service: AdminService, filters: Filters) -> RequestQuery:
     group_id = (await service.group(filters.group)).id if filters.group else None
+    if group_id is None and service.scope is not None:  # a group-admin's: theirs alone
+        group_id = service.scope.id
     key_id = await _key_id(service, filters.key) if filters.key else None
     return RequestQuery(
         since=_instant(filters.since, "since", end=False),

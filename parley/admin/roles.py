@@ -4,9 +4,17 @@ the dashboard alike (``site.gate`` checks it before any handler runs).
 A route is named by its method and its path template under ``/admin``. Reads (``GET``)
 need ``viewer`` unless listed; any other method not listed needs ``owner``, so a new
 route is closed until it is given its place here.
+
+A ``group-admin`` (one group's own administrator) is not on that ladder: it may call
+only the routes ``GROUP_ADMIN_ROUTES`` gives a scope, and each of those only on its own
+group's things (``tenancy.py`` checks the thing the path names, in one place). Every
+served route has its decision there, refusals included (``None``), so a new route is
+refused to group-admins until someone decides, and a test fails until they do.
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 from parley.domain.accounts import Role
 
@@ -69,6 +77,117 @@ OPEN_ROUTES = frozenset(
     {("GET", "/login"), ("POST", "/login"), ("GET", "/sso/start"), ("GET", "/sso/callback")}
 )
 """Reached before signing in."""
+
+
+Scope = Literal["home", "own", "group", "key", "request"]
+HOME: Scope = "home"
+"""The dashboard's landing and group list: a group-admin is sent to its group's page."""
+OWN: Scope = "own"
+"""A list, report or form whose data the group-admin's service narrows to its group
+(a group named in its query or body other than theirs is not found)."""
+GROUP: Scope = "group"
+"""The path's ``{name}`` is a group: theirs, or 404."""
+KEY: Scope = "key"
+"""The path's ``{key_id}`` is a key: of their group, or 404."""
+REQUEST: Scope = "request"
+"""The path's ``{request_id}`` is a line of the request log: of their group, or 404."""
+REFUSED = None
+"""Not a group-admin's: 403, whatever the path names (so it confirms nothing)."""
+
+GROUP_ADMIN_ROUTES: dict[tuple[str, str], Scope | None] = {
+    # their group: read, not changed (limits, budget and enabling are the operator's)
+    ("GET", "/groups"): OWN,
+    ("GET", "/groups/{name}"): GROUP,
+    ("POST", "/groups"): REFUSED,
+    ("PATCH", "/groups/{name}"): REFUSED,
+    ("POST", "/groups/{name}/disable"): REFUSED,
+    ("POST", "/groups/{name}/enable"): REFUSED,
+    ("GET", "/"): HOME,
+    ("GET", "/ui/groups"): HOME,
+    ("POST", "/ui/groups"): REFUSED,
+    ("GET", "/ui/groups/{name}"): GROUP,
+    ("POST", "/ui/groups/{name}"): REFUSED,
+    ("POST", "/ui/groups/{name}/disable"): REFUSED,
+    ("POST", "/ui/groups/{name}/enable"): REFUSED,
+    # their keys: listed, created, changed, rotated and revoked within the group's limits
+    ("GET", "/keys"): OWN,
+    ("POST", "/keys"): OWN,
+    ("GET", "/keys/{key_id}"): KEY,
+    ("PATCH", "/keys/{key_id}"): KEY,
+    ("DELETE", "/keys/{key_id}"): KEY,
+    ("POST", "/keys/{key_id}/rotate"): KEY,
+    ("POST", "/ui/groups/{name}/keys"): GROUP,
+    ("GET", "/ui/keys"): OWN,
+    ("POST", "/ui/keys"): OWN,
+    ("GET", "/ui/keys/{key_id}"): KEY,
+    ("POST", "/ui/keys/{key_id}"): KEY,
+    ("POST", "/ui/keys/{key_id}/rotate"): KEY,
+    ("POST", "/ui/keys/{key_id}/revoke"): KEY,
+    # their usage, spend and request log
+    ("GET", "/usage"): OWN,
+    ("GET", "/requests"): OWN,
+    ("GET", "/requests/{request_id}"): REQUEST,
+    ("GET", "/ui/usage"): OWN,
+    ("GET", "/ui/usage.csv"): OWN,
+    ("GET", "/ui/requests"): OWN,
+    ("GET", "/ui/requests.csv"): OWN,
+    ("GET", "/ui/requests/{request_id}"): REQUEST,
+    # the session
+    ("POST", "/logout"): OWN,
+    # everyone's, or the gateway's: never a group-admin's
+    ("GET", "/overview"): REFUSED,
+    ("GET", "/audit"): REFUSED,
+    ("GET", "/ui/audit"): REFUSED,
+    ("GET", "/voices"): REFUSED,
+    ("GET", "/voices/roster"): REFUSED,
+    ("DELETE", "/voices/{model}/{voice_id}"): REFUSED,
+    ("GET", "/ui/voices"): REFUSED,
+    ("POST", "/ui/voices/{model}/{voice_id}/delete"): REFUSED,
+    ("GET", "/voice-deletions"): REFUSED,
+    ("POST", "/voice-deletions/{deletion_id}/retry"): REFUSED,
+    ("DELETE", "/voice-deletions/{deletion_id}"): REFUSED,
+    ("POST", "/ui/voice-deletions/{deletion_id}/retry"): REFUSED,
+    ("POST", "/ui/voice-deletions/{deletion_id}/abandon"): REFUSED,
+    ("GET", "/channels"): REFUSED,
+    ("POST", "/channels"): REFUSED,
+    ("POST", "/channels/reseal"): REFUSED,
+    ("GET", "/channels/{name}"): REFUSED,
+    ("PATCH", "/channels/{name}"): REFUSED,
+    ("DELETE", "/channels/{name}"): REFUSED,
+    ("POST", "/channels/{name}/disable"): REFUSED,
+    ("POST", "/channels/{name}/enable"): REFUSED,
+    ("POST", "/channels/{name}/test"): REFUSED,
+    ("GET", "/channels/{name}/history"): REFUSED,
+    ("GET", "/ui/channels"): REFUSED,
+    ("POST", "/ui/channels"): REFUSED,
+    ("GET", "/ui/channels/{name}"): REFUSED,
+    ("POST", "/ui/channels/{name}"): REFUSED,
+    ("POST", "/ui/channels/{name}/disable"): REFUSED,
+    ("POST", "/ui/channels/{name}/enable"): REFUSED,
+    ("POST", "/ui/channels/{name}/delete"): REFUSED,
+    ("POST", "/ui/channels/{name}/test"): REFUSED,
+    ("GET", "/accounts"): REFUSED,
+    ("POST", "/accounts"): REFUSED,
+    ("PATCH", "/accounts/{name}"): REFUSED,
+    ("DELETE", "/accounts/{name}"): REFUSED,
+    ("GET", "/ui/accounts"): REFUSED,
+    ("POST", "/ui/accounts"): REFUSED,
+    ("POST", "/ui/accounts/{name}"): REFUSED,
+    ("POST", "/ui/accounts/{name}/delete"): REFUSED,
+}
+"""Every route under /admin but the sign-in page, and what a group-admin may do on it.
+A route missing here is refused (403), like one marked ``REFUSED``."""
+
+
+GROUP_ADMIN_REFUSAL = (
+    "Your role (group-admin) may not do this: a group administrator sees and changes only "
+    "its own group's keys, usage and request log."
+)
+
+
+def group_admin_scope(method: str, template: str) -> Scope | None:
+    """What a group-admin may reach through ``method template``: None when refused."""
+    return GROUP_ADMIN_ROUTES.get((method, template))
 
 
 def needed(method: str, template: str) -> Role:

@@ -100,6 +100,9 @@ class AdminService:
         self.period: Period = ledger.period if ledger is not None else period
         self._directory = directory
         self._ledger = ledger
+        self.scope: Group | None = None
+        """The one group this service shows (a group-admin's, ``group_scope.py``);
+        None: every group."""
 
     async def audit(self, action: str, target: str, **detail: Any) -> None:
         entry = AuditEntry(

@@ -30,8 +30,16 @@ from aiohttp import web
 from parley.admin.auth import bearer_token, token_matches
 from parley.admin.context import ACTOR, ADMIN_STATE, ROLE, AdminState, client_address
 from parley.admin.passwords import outdated
-from parley.admin.roles import OPEN_ROUTES, needed
-from parley.domain.accounts import ROLES, Account, Role, allows
+from parley.admin.roles import GROUP_ADMIN_REFUSAL, OPEN_ROUTES, group_admin_scope, needed
+from parley.domain.accounts import (
+    ACCOUNT_ROLES,
+    GROUP_ADMIN,
+    ROLES,
+    Account,
+    AccountRole,
+    Role,
+    allows,
+)
 from parley.domain.audit import Actor, AuditEntry
 from parley.errors import AuthenticationFailed, PermissionDenied, RateLimited
 from parley.pipeline.context import SERVICES
@@ -82,11 +90,11 @@ def basic_credentials(authorization: str | None) -> tuple[str, str] | None:
     return (name, password) if colon and name else None
 
 
-async def account_role(store: AccountStore, name: str, *, local: bool = True) -> Role | None:
+async def account_role(store: AccountStore, name: str, *, local: bool = True) -> AccountRole | None:
     """The role of an enabled account (None when it is gone or disabled, or, with
     ``local`` sign-in off, when it is not bound to single sign-on)."""
     account = await store.get_account(name)
-    if account is None or account.disabled_at is not None or account.role not in ROLES:
+    if account is None or account.disabled_at is not None or account.role not in ACCOUNT_ROLES:
         return None
     if not local and account.sso_subject is None:
         return None
@@ -172,8 +180,12 @@ def require_role(request: web.Request) -> None:
         or (request.method, template) in OPEN_ROUTES
     ):
         return
-    wanted = needed(request.method, template)
     role = request.get(ROLE)
+    if role == GROUP_ADMIN:  # off the ladder: its own column of the table (tenancy.py)
+        if group_admin_scope(request.method, template) is None:
+            raise PermissionDenied(GROUP_ADMIN_REFUSAL, code="insufficient_role")
+        return
+    wanted = needed(request.method, template)
     if role not in ROLES or not allows(cast(Role, role), wanted):
         raise PermissionDenied(
             f"Your role ({role or 'none'}) may not do this; it needs the {wanted} role.",

@@ -25,6 +25,7 @@ from parley.admin.context import (
     Templates,
 )
 from parley.admin.signin import api_identity, require_role
+from parley.admin.tenancy import admit
 from parley.edge.deferred import deferred
 from parley.errors import NotFound, ParleyError
 from parley.pipeline.context import REPLY_HEADERS
@@ -162,6 +163,7 @@ async def gate(request: web.Request, handler: Handler) -> web.StreamResponse:
 
         return await serve_page(request, handler)
     await api_identity(request, state)
+    await admit(request)
     require_role(request)
     return await handler(request)
 

@@ -20,12 +20,13 @@ from parley.admin.service import AdminService
 from parley.cli.admin import as_admin
 from parley.cli.context import fail, settings_from, with_store
 from parley.credentials import CredentialBox, SealError, new_key
-from parley.domain.accounts import ROLES, Account
+from parley.domain.accounts import ACCOUNT_ROLES, Account
 from parley.domain.audit import Actor
 from parley.runtime.channel_book import reseal_all
 from parley.store.base import ChannelStore, Store
 
-ROLE = click.Choice(ROLES)
+ROLE = click.Choice(ACCOUNT_ROLES)
+GROUP_HELP = "The group a group-admin administers (that role only)."
 
 
 def _password(from_stdin: bool) -> str:
@@ -51,14 +52,17 @@ def admin() -> None:
 
 @admin.command("create")
 @click.argument("name")
-@click.option("--role", type=ROLE, required=True, help="owner, operator or viewer.")
+@click.option("--role", type=ROLE, required=True, help="owner, operator, viewer or group-admin.")
+@click.option("--group", default=None, help=GROUP_HELP)
 @click.option("--password-stdin", is_flag=True, help="Read the password from standard input.")
 @click.option("--sso", is_flag=True, help="No password: signs in with single sign-on only.")
 @click.pass_context
-def create(ctx: click.Context, name: str, role: str, password_stdin: bool, sso: bool) -> None:
+def create(
+    ctx: click.Context, name: str, role: str, group: str | None, password_stdin: bool, sso: bool
+) -> None:
     """Create an account NAME (lower-case letters, digits, '.', '_', '-')."""
     password = None if sso else _password(password_stdin)
-    account = as_admin(ctx, lambda a: _accounts(a).create(name, role, password, sso=sso))
+    account = as_admin(ctx, lambda a: _accounts(a).create(name, role, password, group, sso=sso))
     click.echo(_line(account))
 
 
@@ -73,10 +77,11 @@ def list_accounts(ctx: click.Context) -> None:
 @admin.command("set-role")
 @click.argument("name")
 @click.argument("role", type=ROLE)
+@click.option("--group", default=None, help=GROUP_HELP)
 @click.pass_context
-def set_role(ctx: click.Context, name: str, role: str) -> None:
-    """Give account NAME another role."""
-    click.echo(_line(as_admin(ctx, lambda a: _accounts(a).update(name, role=role))))
+def set_role(ctx: click.Context, name: str, role: str, group: str | None) -> None:
+    """Give account NAME another role (a group-admin: with its --group)."""
+    click.echo(_line(as_admin(ctx, lambda a: _accounts(a).update(name, role=role, group=group))))
 
 
 @admin.command("password")

@@ -3,6 +3,10 @@
 * ``owner``: everything, administrators included.
 * ``operator``: tenants (groups), keys, channels and voices; not administrators.
 * ``viewer``: reads every page and list; changes nothing.
+* ``group-admin``: one group's own administrator (``group_id``): its page, its keys
+  (within the group's limits), its usage and request log, nothing of any other group
+  (``parley/admin/tenancy.py``). Not on the ladder above: it is allowed no route of
+  the ladder's, only those ``roles.GROUP_ADMIN_ROUTES`` opens to it.
 
 The admin token acts as an owner (automation); the CLI too (it has the database).
 """
@@ -17,6 +21,11 @@ from typing import Literal
 Role = Literal["viewer", "operator", "owner"]
 ROLES: tuple[Role, ...] = ("viewer", "operator", "owner")
 """From the least to the most allowed."""
+GroupAdmin = Literal["group-admin"]
+GROUP_ADMIN: GroupAdmin = "group-admin"
+AccountRole = Role | GroupAdmin
+ACCOUNT_ROLES: tuple[AccountRole, ...] = (*ROLES, GROUP_ADMIN)
+"""Every role an account may have: the ladder, and a group's own administrator."""
 ACCOUNT_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 ACCOUNT_NAME_RULE = (
     "1 to 64 characters: lower-case letters, digits, '.', '_' and '-', "
@@ -34,7 +43,7 @@ def allows(role: Role, needed: Role) -> bool:
 @dataclass(frozen=True, slots=True)
 class Account:
     name: str
-    role: Role
+    role: AccountRole
     password_hash: str
     created_at: datetime
     updated_at: datetime
@@ -42,6 +51,8 @@ class Account:
     id: int | None = None
     sso_subject: str | None = None
     """``<issuer> <sub>``: the single sign-on identity the account is bound to."""
+    group_id: int | None = None
+    """The group a ``group-admin`` administers (None for every other role)."""
 
     @property
     def sso_only(self) -> bool:

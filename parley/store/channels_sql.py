@@ -125,6 +125,7 @@ def _account(row: RowMapping) -> Account:
         disabled_at=as_utc(disabled) if disabled is not None else None,
         id=row["id"],
         sso_subject=row["sso_subject"],
+        group_id=row["group_id"],
     )
 
 
@@ -158,6 +159,7 @@ def add_account(conn: Connection, account: Account) -> Account:
         "created_at": account.created_at,
         "updated_at": account.updated_at,
         "sso_subject": account.sso_subject,
+        "group_id": account.group_id,
     }
     row = (
         conn.execute(admin_accounts.insert().values(values).returning(*admin_accounts.c))

@@ -267,14 +267,16 @@ admin_accounts = Table(
     metadata,
     Column("id", Integer, primary_key=True),
     Column("name", String(64), nullable=False),
-    Column("role", String(20), nullable=False),  # owner, operator or viewer
+    Column("role", String(20), nullable=False),  # owner, operator, viewer or group-admin
     Column("password_hash", String(300), nullable=False),  # scrypt (parley/admin/passwords.py)
     Column("disabled_at", UtcDateTime),
     Column("created_at", UtcDateTime, nullable=False),
     Column("updated_at", UtcDateTime, nullable=False),
     Column("sso_subject", String(600)),  # "<issuer> <sub>" of single sign-on, if bound
+    Column("group_id", Integer),  # a group-admin's group; NULL for every other role
     UniqueConstraint("name", name="uq_admin_accounts_name"),
     UniqueConstraint("sso_subject", name="uq_admin_accounts_sso_subject"),
+    ForeignKeyConstraint(["group_id"], ["groups.id"], name="fk_admin_accounts_group_id"),
     sqlite_autoincrement=True,
 )
 

@@ -1,5 +1,6 @@
 """The dashboard's administrators page (the owner's alone, ``roles.py``): the accounts,
-a form to add one, and per account its role, a new password, disable/enable, delete.
+a form to add one, and per account its role (a group-admin's group too), a new password,
+disable/enable, delete.
 Changes go through ``accounts.Accounts`` (hashed, audited)."""
 
 from __future__ import annotations
@@ -10,18 +11,28 @@ from aiohttp import web
 
 from parley.admin.accounts import accounts_of
 from parley.admin.ui.render import page
-from parley.domain.accounts import ACCOUNT_NAME_RULE, MIN_PASSWORD, ROLES
+from parley.domain.accounts import ACCOUNT_NAME_RULE, ACCOUNT_ROLES, GROUP_ADMIN, MIN_PASSWORD
 from parley.errors import ParleyError
 
 ACCOUNTS = "/admin/ui/accounts"
 
 
+def _group(form: Any) -> Any:
+    """The form's group, for a group-admin only (a select left set for another role is
+    not a mistake to refuse)."""
+    return (form.get("group") or None) if form.get("role") == GROUP_ADMIN else None
+
+
 async def accounts_page(
     request: web.Request, *, error: str = "", values: Any = None, status: int = 200
 ) -> web.Response:
+    accounts = accounts_of(request)
+    names = await accounts.group_names()
     context = {
-        "accounts": await accounts_of(request).list(),
-        "roles": ROLES,
+        "accounts": await accounts.list(),
+        "roles": ACCOUNT_ROLES,
+        "group_names": names,
+        "groups": sorted(names.values()),
         "name_rule": ACCOUNT_NAME_RULE,
         "min_password": MIN_PASSWORD,
         "error": error,
@@ -34,10 +45,17 @@ async def create_account(request: web.Request) -> web.Response:
     form = await request.post()
     try:
         await accounts_of(request).create(
-            str(form.get("name", "")).strip(), form.get("role"), form.get("password")
+            str(form.get("name", "")).strip(),
+            form.get("role"),
+            form.get("password"),
+            _group(form),
         )
     except ParleyError as problem:
-        kept = {"name": form.get("name", ""), "role": form.get("role", "viewer")}
+        kept = {
+            "name": form.get("name", ""),
+            "role": form.get("role", "viewer"),
+            "group": form.get("group", ""),
+        }
         return await accounts_page(
             request, error=problem.message, values=kept, status=problem.status
         )
@@ -54,6 +72,7 @@ async def update_account(request: web.Request) -> web.Response:
             role=form.get("role") or None,
             password=password,
             disabled=disabled,
+            group=_group(form),
         )
     except ParleyError as problem:
         return await accounts_page(request, error=problem.message, status=problem.status)

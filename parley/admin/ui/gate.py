@@ -16,6 +16,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from parley.admin.signin import require_role
+from parley.admin.tenancy import admit
 from parley.admin.ui import session
 from parley.admin.ui.render import page
 from parley.admin.ui.voices import VOICES
@@ -37,6 +38,7 @@ async def serve_page(request: web.Request, handler: Handler) -> web.StreamRespon
     """A dashboard page: the session entered, then the page, any failure as a page."""
     try:
         await session.enter(request)
+        await admit(request)
         require_role(request)
         return await handler(request)
     except ParleyError as error:

@@ -18,7 +18,6 @@ from aiohttp import web
 from parley.admin.context import admin_service
 from parley.admin.finding import DEFAULT_PAGE, key_finder, listing_from_params
 from parley.admin.reports import UsageQuery
-from parley.admin.service import findable
 from parley.admin.ui.fields import FormState
 from parley.admin.ui.forms import (
     Form,
@@ -166,8 +165,9 @@ async def create_key(request: web.Request) -> web.Response:
         return await keys_page(request, key_form=state, status_code=400)
 
     name = _text(form, "group")
-    group = await service.store.get_group(name) if findable(name) else None
-    if group is None:
+    try:  # the caller's service: a group-admin's finds its own group alone
+        group = await service.group(name)
+    except NotFound:
         problem = InvalidRequest("Choose the group the key is for.", param="group")
         return await failed(FormState.failed("new-key", form, problem))
     return await make_key(request, form, group, failed)

@@ -12,7 +12,7 @@ from aiohttp import web
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup, escape
 
-from parley.admin.context import ROLE, SESSION, TEMPLATES
+from parley.admin.context import GROUP_SCOPE, ROLE, SESSION, TEMPLATES
 from parley.pipeline.context import SERVICES
 
 
@@ -122,6 +122,8 @@ def page(
             "can_operate": role in ("operator", "owner"),
             "is_owner": role == "owner",
             "has_speech": has_speech(request),
+            "group_scope": request.get(GROUP_SCOPE),
+            "can_keys": role in ("operator", "owner", "group-admin"),
             **context,
         }
     )

@@ -22,6 +22,7 @@ from parley.admin.signin import (
     wrong_credentials,
 )
 from parley.admin.ui.render import page
+from parley.domain.accounts import AccountRole
 from parley.domain.audit import Actor
 from parley.errors import PermissionDenied
 from parley.pipeline.context import SERVICES
@@ -67,6 +68,7 @@ async def enter(request: web.Request) -> None:
     if session is None:
         raise web.HTTPSeeOther("/admin/login")
     local = state.local_sign_in
+    role: AccountRole | None
     if session.who == "token":
         role = TOKEN_ROLE if local else None
     else:
