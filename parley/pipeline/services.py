@@ -136,7 +136,17 @@ def _price(
         per_search_unit=usd_to_nanos(prices.per_search_unit * share),
         per_image=_image_prices(prices, share),
         image_input_per_1k=usd_to_nanos(_or_input(prices.image_input_per_1k, prices) * share),
+        audio_input_per_1k=usd_to_nanos((prices.audio_input_per_1k or 0) * share),
+        cached_audio_input_per_1k=usd_to_nanos(_cached_audio(prices) * share),
+        audio_output_per_1k=usd_to_nanos((prices.audio_output_per_1k or 0) * share),
     )
+
+
+def _cached_audio(prices: Prices) -> Decimal:
+    """The price of cached input audio, or the input audio price when the model sets none."""
+    if prices.cached_audio_input_per_1k is not None:
+        return prices.cached_audio_input_per_1k
+    return prices.audio_input_per_1k or Decimal(0)
 
 
 def _or_input(price: Decimal | None, prices: Prices) -> Decimal:
