@@ -51,6 +51,7 @@ from parley.runtime_settings import (
     LimitSettings,
     MetricsSettings,
     OtlpSettings,
+    RealtimeSettings,
     RedisSettings,
     ResponsesSettings,
     RoutingSettings,
@@ -82,6 +83,7 @@ __all__ = [
     "OtlpSettings",
     "Prices",
     "QualityLevel",
+    "RealtimeSettings",
     "RedisSettings",
     "ResponsesSettings",
     "RoutingSettings",
@@ -121,6 +123,7 @@ class Settings(Strict):
     images: ImageSettings = ImageSettings()
     routing: RoutingSettings = RoutingSettings()
     alerts: AlertSettings = AlertSettings()
+    realtime: RealtimeSettings = RealtimeSettings()
     channels: tuple[ChannelSettings, ...] = ()
     models: tuple[ModelSettings, ...] = ()
     capabilities: dict[str, str] = Field(default_factory=dict)
