@@ -18,9 +18,10 @@ from collections.abc import Callable
 import aiohttp
 from aiohttp import web
 
+from parley.dialects.realtime import session_update
 from parley.errors import InvalidRequest, ServiceUnavailable, UpstreamError
 from parley.pipeline.admit import resolve_model
-from parley.pipeline.context import CALLER, SERVICES
+from parley.pipeline.context import CALLER, CLIENT_SECRET, SERVICES
 from parley.pipeline.realtime import ENDPOINT, Session
 from parley.pipeline.route import Route
 from parley.pipeline.services import Services
@@ -37,10 +38,15 @@ NOT_UPGRADE = "This endpoint speaks WebSocket: connect with an upgrade request."
 async def realtime_session(request: web.Request) -> web.StreamResponse:
     svc = request.app[SERVICES]
     caller = request[CALLER]
-    name = request.query.get("model")
+    secret = request.get(CLIENT_SECRET)
+    name = request.query.get("model") or (secret.model if secret is not None else None)
     if not name:
         raise InvalidRequest(NO_MODEL, param="model", code="missing_model")
     model = resolve_model(svc.models, caller, name, KINDS, ENDPOINT)
+    if secret is not None and secret.model not in (None, model.spec.name):
+        raise InvalidRequest(
+            f"This client secret opens sessions of `{secret.model}` only.", param="model"
+        )
     settings = svc.settings.realtime
     socket = web.WebSocketResponse(
         protocols=(SUBPROTOCOL,),
@@ -57,6 +63,8 @@ async def realtime_session(request: web.Request) -> web.StreamResponse:
         )
     async with contextlib.AsyncExitStack() as stack:
         upstream, route = await _open_upstream(svc, stack, routes, settings.max_event_bytes)
+        if secret is not None and secret.session is not None:  # what the secret is bound to
+            await upstream.send_str(session_update(secret.session, route.target.model))
         await socket.prepare(request)
         task = svc.in_flight.current()
         svc.in_flight.add(task)

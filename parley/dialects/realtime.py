@@ -176,6 +176,13 @@ def session_model(event: ClientEvent, upstream_model: str) -> None:
         session["model"] = upstream_model
 
 
+def session_update(session: dict[str, Any], upstream_model: str) -> str:
+    """A ``session.update`` of ``session`` (a client secret's), its model the upstream's."""
+    event = ClientEvent(SESSION_UPDATE, {"type": SESSION_UPDATE, "session": dict(session)}, None)
+    session_model(event, upstream_model)
+    return event.encoded()
+
+
 def output_limit(event: ClientEvent, session_limit: int | None, default: int) -> int:
     """The most output tokens a ``response.create`` allows: its own limit, else the
     session's, else ``default`` (``"inf"`` is ``default`` too)."""

@@ -3,9 +3,47 @@
 from __future__ import annotations
 
 from parley.domain.wire import JSON
-from parley.openapi.components import ERROR_REPLY, operation, query_param
+from parley.openapi.components import (
+    ERROR_REPLY,
+    json_body,
+    json_reply,
+    operation,
+    query_param,
+    ref,
+)
 
-SCHEMAS: JSON = {}
+SCHEMAS: JSON = {
+    "ClientSecretRequest": {
+        "type": "object",
+        "properties": {
+            "expires_after": {
+                "type": "object",
+                "properties": {
+                    "anchor": {"const": "created_at"},
+                    "seconds": {"type": "integer", "minimum": 10, "maximum": 3600},
+                },
+            },
+            "session": {
+                "type": "object",
+                "description": "A realtime or transcription session configuration; its "
+                "model binds the secret to that model.",
+                "properties": {
+                    "type": {"enum": ["realtime", "transcription"]},
+                    "model": {"type": "string"},
+                },
+            },
+        },
+    },
+    "ClientSecret": {
+        "type": "object",
+        "required": ["value", "expires_at", "session"],
+        "properties": {
+            "value": {"type": "string", "description": "ek_..., shown once."},
+            "expires_at": {"type": "integer"},
+            "session": {"type": "object"},
+        },
+    },
+}
 
 PATHS: JSON = {
     "/v1/realtime": {
@@ -23,6 +61,15 @@ PATHS: JSON = {
                     "model", description="A kind: realtime model name or alias.", required=True
                 )
             ],
+        )
+    },
+    "/v1/realtime/client_secrets": {
+        "post": operation(
+            "createRealtimeClientSecret",
+            "A short-lived ek_ secret that opens realtime sessions only (a browser sends "
+            "it in the openai-insecure-api-key.<secret> subprotocol)",
+            json_reply("The secret", ref("ClientSecret")),
+            requestBody=json_body(ref("ClientSecretRequest")),
         )
     },
 }

@@ -269,6 +269,10 @@ class Session:
         """The turn a ``response.create`` (or, ``None``, the upstream) begins, admitted;
         ``None`` when refused (the caller is told with an ``error`` event)."""
         svc, settings = self._svc, self._settings
+        key = svc.directory.key(self._caller.key.id)
+        if key is None or key.revoked_at is not None:  # revoked while the session was open
+            said = "This API key has been revoked."
+            raise Ending(POLICY, said, self._error(said, "invalid_api_key"))
         bound = self._model.spec.context_window or settings.turn_input_tokens
         prompt, audio = self._conversation.estimate(bound)
         session_limit = self._conversation.max_output_tokens

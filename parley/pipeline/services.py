@@ -49,6 +49,7 @@ from parley.runtime.body_pool import BodyPool
 from parley.runtime.breaker import Breakers
 from parley.runtime.budget import SpendLedger
 from parley.runtime.channel_book import ChannelBook
+from parley.runtime.client_secrets import ClientSecrets
 from parley.runtime.directory import Directory
 from parley.runtime.file_bytes import FileBytes, file_bytes
 from parley.runtime.health_checks import HealthChecks
@@ -227,6 +228,8 @@ class Services:
     """The images served by URL (``response_format: url``), on disk for a while."""
     file_bytes: FileBytes
     """Where uploaded files' bytes are kept (a folder, or the database's chunks)."""
+    client_secrets: ClientSecrets
+    """The realtime client secrets (``ek_``) made here or found in the store."""
     started_at: int = field(default_factory=lambda: int(time.time()))
     request_ids: RequestIds = field(default_factory=RequestIds)
     watchers: CallWatchers = field(default_factory=CallWatchers)
@@ -320,6 +323,7 @@ class Services:
             responses=ResponseBook(store, settings.responses, settings.usage.spill_dir),
             image_files=image_files(settings),
             file_bytes=_file_bytes(settings, store),
+            client_secrets=ClientSecrets(store),
             started_at=started_at,
         )
         await services.responses.replay_spills()

@@ -29,6 +29,7 @@ from tests.upstreams.realtime import PCM_RATE, FakeRealtime
 
 MODEL = "voice-rt"
 UPSTREAM_MODEL = "gpt-realtime"
+OTHER_MODEL = "voice-rt-mini"
 PRICES = {
     "input_per_1k": "0.004",
     "output_per_1k": "0.016",
@@ -48,11 +49,17 @@ def realtime_config(upstream: FakeRealtime, workdir: Path) -> Config:
                 "type": "openai",
                 "base_url": upstream.base_url,
                 "api_key": CHANNEL_KEY,
-                "models": [{"name": MODEL, "upstream": UPSTREAM_MODEL}],
+                "models": [
+                    {"name": MODEL, "upstream": UPSTREAM_MODEL},
+                    {"name": OTHER_MODEL, "upstream": UPSTREAM_MODEL},
+                ],
                 "timeouts": {"connect": 2, "read": 5},
             }
         ],
-        "models": [{"name": MODEL, "kind": "realtime", "prices": PRICES}],
+        "models": [
+            {"name": MODEL, "kind": "realtime", "prices": PRICES},
+            {"name": OTHER_MODEL, "kind": "realtime", "prices": PRICES},
+        ],
     }
 
 
