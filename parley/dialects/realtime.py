@@ -176,6 +176,20 @@ def session_model(event: ClientEvent, upstream_model: str) -> None:
         session["model"] = upstream_model
 
 
+def voice_of(event: ClientEvent) -> str | None:
+    """The voice a ``session.update`` or ``response.create`` asks for (a name, or a
+    custom voice's ``{id}``), GA or beta shape; ``None`` when it names none."""
+    part = event.body.get("session" if event.type == SESSION_UPDATE else "response")
+    if not isinstance(part, dict):
+        return None
+    audio = part.get("audio")
+    output = audio.get("output") if isinstance(audio, dict) else None
+    voice = output.get("voice") if isinstance(output, dict) else part.get("voice")
+    if isinstance(voice, dict):
+        voice = voice.get("id")
+    return voice if isinstance(voice, str) else None
+
+
 def session_update(session: dict[str, Any], upstream_model: str) -> str:
     """A ``session.update`` of ``session`` (a client secret's), its model the upstream's."""
     event = ClientEvent(SESSION_UPDATE, {"type": SESSION_UPDATE, "session": dict(session)}, None)

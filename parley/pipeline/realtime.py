@@ -52,9 +52,11 @@ from parley.dialects.realtime import (
     server_event,
     session_model,
     turn_usage,
+    voice_of,
 )
 from parley.domain.models import Resolved
 from parley.domain.usage import Allowance, Usage
+from parley.domain.voices import clone_owner
 from parley.errors import ParleyError, QuotaExceeded, RateLimited
 from parley.pipeline.admit import Admission, admit, scopes_for
 from parley.pipeline.authenticate import Caller
@@ -88,6 +90,7 @@ SESSION_OVER = "Your session hit the maximum duration of {} seconds."
 IDLE = "The session was idle for {} seconds and is closed."
 TOO_SLOW = "The caller read events too slowly; the session is closed."
 TOO_LARGE = "An event was larger than the {} bytes a session accepts."
+UNKNOWN_VOICE = "The voice '{}' does not exist for this model."
 
 
 class Ending(Exception):
@@ -247,6 +250,17 @@ class Session:
             )
             return
         forward: str | bytes = frame
+        voice = voice_of(event) if event.type in (SESSION_UPDATE, RESPONSE_CREATE) else None
+        if voice is not None and not self._may_use(voice):
+            await self._send(
+                self._error(
+                    UNKNOWN_VOICE.format(voice[:100]),
+                    "voice_not_found",
+                    param="voice",
+                    event_id=event.event_id,
+                )
+            )
+            return
         if event.type == APPEND:
             self._conversation.audio_bytes += base64_bytes(event.body["audio"])
         elif event.type == ITEM_CREATE:
@@ -264,6 +278,14 @@ class Session:
             await self._upstream.send_str(forward if isinstance(forward, str) else forward.decode())
         except ConnectionError:
             raise Ending(UPSTREAM_FAILED, "The upstream ended the session.") from None
+
+    def _may_use(self, voice: str) -> bool:
+        """A voice is the upstream's, never a Parley clone id (those belong to speech
+        models) nor a hosted voice id another group's clone is known by."""
+        if clone_owner(voice) is not None:
+            return False
+        owners = self._svc.clones.engine_name_owners(voice)
+        return not owners or self._caller.group.id in owners
 
     async def _admit(self, event: ClientEvent | None) -> Turn | None:
         """The turn a ``response.create`` (or, ``None``, the upstream) begins, admitted;

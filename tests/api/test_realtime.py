@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import base64
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import orjson
 import pytest
 
 from parley.domain.pricing import usd_to_nanos
+from parley.domain.voices import Clone
 from parley.settings import Settings
 from tests.api.harness import (
     CHANNEL_KEY,
@@ -27,6 +29,7 @@ from tests.api.harness import (
 )
 from tests.upstreams.realtime import PCM_RATE, FakeRealtime
 
+NOW = datetime.now(UTC)
 MODEL = "voice-rt"
 UPSTREAM_MODEL = "gpt-realtime"
 OTHER_MODEL = "voice-rt-mini"
@@ -286,6 +289,46 @@ async def test_bad_events_are_answered_and_the_session_goes_on(
     assert "response.make" not in sent
     assert sent.count("input_audio_buffer.append") == 1
     assert sent.count("response.create") == 1
+
+
+async def test_only_the_upstreams_voices_and_the_groups_own_are_sent_on(
+    start: StartGateway, upstream: FakeRealtime
+) -> None:
+    def speech_model(config: Config) -> None:
+        config["models"].append({"name": "tts", "kind": "speech"})
+
+    gateway = await start(speech_model)
+    team, other = await gateway.group("team"), await gateway.group("other")
+    clone = Clone(other.id, "tts", "bob", f"g{other.id}__bob", "voice_abc123", "x", 3000, NOW)
+    await gateway.services.clones.add(clone)
+    key = await gateway.key(team)
+    refused = (
+        f"g{other.id}__bob",  # a clone id: a speech model's, never a realtime session's
+        f"g{team.id}__mine",
+        "voice_abc123",  # another group's clone, by the engine's own id for it
+    )
+    async with aiohttp.ClientSession() as http:
+        socket = await connect(gateway, key, http)
+        await socket.until("session.created")
+        for voice in refused:
+            output = {"voice": {"id": voice}}
+            await socket.send({"type": "session.update", "session": {"audio": {"output": output}}})
+            error = await socket.until("error")
+            assert error["error"]["code"] == "voice_not_found"
+        await socket.send({"type": "response.create", "response": {"voice": "voice_abc123"}})
+        assert (await socket.until("error"))["error"]["code"] == "voice_not_found"
+        output = {"voice": "marin"}
+        await socket.send({"type": "session.update", "session": {"audio": {"output": output}}})
+        await socket.until("session.updated")
+    sent = upstream.connections[0].events
+    assert [event["type"] for event in sent] == ["session.update"]
+    owner = await gateway.key(other)
+    async with aiohttp.ClientSession() as http:
+        socket = await connect(gateway, owner, http)
+        await socket.until("session.created")
+        output = {"voice": {"id": "voice_abc123"}}
+        await socket.send({"type": "session.update", "session": {"audio": {"output": output}}})
+        await socket.until("session.updated")  # its own clone's engine id: sent on
 
 
 async def test_refusals_before_the_upgrade_are_envelopes(gateway: Gateway) -> None:
