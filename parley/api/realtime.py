@@ -18,7 +18,6 @@ from collections.abc import Callable
 import aiohttp
 from aiohttp import web
 
-from parley.dialects.realtime import session_update
 from parley.errors import InvalidRequest, ServiceUnavailable, UpstreamError
 from parley.pipeline.admit import resolve_model
 from parley.pipeline.context import CALLER, CLIENT_SECRET, SERVICES
@@ -63,8 +62,6 @@ async def realtime_session(request: web.Request) -> web.StreamResponse:
         )
     async with contextlib.AsyncExitStack() as stack:
         upstream, route = await _open_upstream(svc, stack, routes, settings.max_event_bytes)
-        if secret is not None and secret.session is not None:  # what the secret is bound to
-            await upstream.send_str(session_update(secret.session, route.target.model))
         await socket.prepare(request)
         task = svc.in_flight.current()
         svc.in_flight.add(task)
@@ -77,6 +74,7 @@ async def realtime_session(request: web.Request) -> web.StreamResponse:
                 socket=socket,
                 upstream=upstream,
                 abort=_aborter(request),
+                bound=secret.session if secret is not None else None,
             )
             await session.run(task)
         except Exception:  # the session's own boundary: the socket is a WebSocket now

@@ -190,11 +190,48 @@ def voice_of(event: ClientEvent) -> str | None:
     return voice if isinstance(voice, str) else None
 
 
-def session_update(session: dict[str, Any], upstream_model: str) -> str:
-    """A ``session.update`` of ``session`` (a client secret's), its model the upstream's."""
-    event = ClientEvent(SESSION_UPDATE, {"type": SESSION_UPDATE, "session": dict(session)}, None)
-    session_model(event, upstream_model)
-    return event.encoded()
+def transcription_part(event: ClientEvent) -> dict[str, Any] | None:
+    """The input transcription a ``session.update`` turns on (GA
+    ``session.audio.input.transcription``, beta ``session.input_audio_transcription``),
+    when it names a model."""
+    session = event.body["session"]
+    audio = session.get("audio")
+    given = audio.get("input") if isinstance(audio, dict) else None
+    part = given.get("transcription") if isinstance(given, dict) else None
+    if part is None:
+        part = session.get("input_audio_transcription")
+    return part if isinstance(part, dict) and "model" in part else None
+
+
+def transcription_usage(event: dict[str, Any], audio_ms: int) -> Usage:
+    """What an ``input_audio_transcription.completed`` event reports (tokens, or a
+    duration), with the committed audio's length as Parley measured it."""
+    usage = event.get("usage")
+    counts = None
+    if isinstance(usage, dict) and usage.get("type") == "tokens":
+        details = _details(usage.get("input_token_details"))
+        counts = reported_counts(
+            {
+                "input": usage.get("input_tokens"),
+                "output": usage.get("output_tokens"),
+                "audio": details.get("audio_tokens"),
+            },
+            source="a realtime upstream's transcription",
+            required=("input", "output"),
+        )
+    if counts is None:
+        return Usage(audio_ms=audio_ms, estimated=not isinstance(usage, dict))
+    return Usage(
+        prompt_tokens=counts["input"],
+        completion_tokens=counts["output"],
+        audio_ms=audio_ms,
+        audio_tokens=min(counts["audio"], counts["input"]),
+    )
+
+
+def session_update(session: dict[str, Any]) -> bytes:
+    """A ``session.update`` event of ``session`` (a client secret's)."""
+    return orjson.dumps({"type": SESSION_UPDATE, "session": session})
 
 
 def output_limit(event: ClientEvent, session_limit: int | None, default: int) -> int:

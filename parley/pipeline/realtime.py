@@ -51,14 +51,17 @@ from parley.dialects.realtime import (
     read_client_event,
     server_event,
     session_model,
+    session_update,
+    transcription_part,
+    transcription_usage,
     turn_usage,
     voice_of,
 )
 from parley.domain.models import Resolved
 from parley.domain.usage import Allowance, Usage
 from parley.domain.voices import clone_owner
-from parley.errors import ParleyError, QuotaExceeded, RateLimited
-from parley.pipeline.admit import Admission, admit, scopes_for
+from parley.errors import ModelNotFound, ParleyError, QuotaExceeded, RateLimited
+from parley.pipeline.admit import Admission, admit, check_room, resolve_model, scopes_for
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.call import Call
 from parley.pipeline.route import Route
@@ -90,6 +93,12 @@ SESSION_OVER = "Your session hit the maximum duration of {} seconds."
 IDLE = "The session was idle for {} seconds and is closed."
 TOO_SLOW = "The caller read events too slowly; the session is closed."
 TOO_LARGE = "An event was larger than the {} bytes a session accepts."
+TRANSCRIBED = "conversation.item.input_audio_transcription.completed"
+COMMITTED = "input_audio_buffer.committed"
+INPUT_EVENTS = frozenset({COMMITTED, "input_audio_buffer.cleared", TRANSCRIBED})
+TRANSCRIBERS = frozenset({"transcription"})
+CHECK_AUDIO_SECONDS = 5
+"""While the input is transcribed, the limits are checked once per this much audio."""
 UNKNOWN_VOICE = "The voice '{}' does not exist for this model."
 
 
@@ -173,6 +182,7 @@ class Session:
         socket: web.WebSocketResponse,
         upstream: aiohttp.ClientWebSocketResponse,
         abort: Callable[[], None],
+        bound: dict[str, Any] | None = None,
     ) -> None:
         self._svc = svc
         self._caller = caller
@@ -188,6 +198,17 @@ class Session:
         self._ids = itertools.count(1)
         self._scopes = scopes_for(caller)
         self._sending = asyncio.Lock()
+        self._bound = bound
+        """The session configuration a client secret is bound to: the session's first
+        ``session.update``, checked as the caller's own would be."""
+        self._transcription: Resolved | None = None
+        """The transcription model the input is transcribed by, once the caller sets one."""
+        self._uncommitted = 0
+        """Input audio bytes appended since the buffer was last committed or cleared."""
+        self._unchecked = 0
+        """Input audio bytes appended since the limits were last checked (transcription)."""
+        self._committed: dict[str, int] = {}
+        """Each committed item's audio bytes, until its transcription is metered."""
 
     async def run(self, task: asyncio.Task[Any]) -> None:
         """Relay until either side ends, the session's time is up, or shutdown; every
@@ -227,6 +248,8 @@ class Session:
 
     async def _from_caller(self) -> None:
         socket, idle = self._socket, self._settings.idle_seconds
+        if self._bound is not None:
+            await self._client_event(session_update(self._bound))
         while True:
             try:
                 message = await socket.receive(timeout=idle)
@@ -244,40 +267,97 @@ class Session:
     async def _client_event(self, frame: str | bytes) -> None:
         try:
             event = read_client_event(frame, self._settings.max_audio_chunk_bytes)
+            forward = await self._prepared(event, frame)
         except BadEvent as bad:
             await self._send(
                 self._error(bad.message, bad.code, param=bad.param, event_id=bad.event_id)
             )
             return
-        forward: str | bytes = frame
-        voice = voice_of(event) if event.type in (SESSION_UPDATE, RESPONSE_CREATE) else None
-        if voice is not None and not self._may_use(voice):
-            await self._send(
-                self._error(
-                    UNKNOWN_VOICE.format(voice[:100]),
-                    "voice_not_found",
-                    param="voice",
-                    event_id=event.event_id,
-                )
-            )
+        if forward is None:  # a turn refused: the caller was told
             return
-        if event.type == APPEND:
-            self._conversation.audio_bytes += base64_bytes(event.body["audio"])
-        elif event.type == ITEM_CREATE:
-            self._conversation.characters += len(frame)
-        elif event.type == SESSION_UPDATE:
-            session_model(event, self._route.target.model)
-            forward = event.encoded()
-        elif event.type == RESPONSE_CREATE:
-            turn = await self._admit(event)
-            if turn is None:
-                return
-            self._pending.append(turn)
-            forward = event.encoded()
         try:
             await self._upstream.send_str(forward if isinstance(forward, str) else forward.decode())
         except ConnectionError:
             raise Ending(UPSTREAM_FAILED, "The upstream ended the session.") from None
+
+    async def _prepared(self, event: ClientEvent, frame: str | bytes) -> str | bytes | None:
+        """What to send upstream for ``event`` (``None``: nothing); raises ``BadEvent``
+        for an event that may not go."""
+        voice = voice_of(event) if event.type in (SESSION_UPDATE, RESPONSE_CREATE) else None
+        if voice is not None and not self._may_use(voice):
+            raise BadEvent(
+                UNKNOWN_VOICE.format(voice[:100]),
+                code="voice_not_found",
+                param="voice",
+                event_id=event.event_id,
+            )
+        if event.type == APPEND:
+            heard = base64_bytes(event.body["audio"])
+            await self._audio_admitted(heard, event.event_id)
+            self._conversation.audio_bytes += heard
+            self._uncommitted += heard
+        elif event.type == ITEM_CREATE:
+            self._conversation.characters += len(frame)
+        elif event.type == SESSION_UPDATE:
+            self._transcribed_by(event)
+            session_model(event, self._route.target.model)
+            return event.encoded()
+        elif event.type == RESPONSE_CREATE:
+            turn = await self._admit(event)
+            if turn is None:
+                return None
+            self._pending.append(turn)
+            return event.encoded()
+        return frame
+
+    def _transcribed_by(self, event: ClientEvent) -> None:
+        """The input transcription a ``session.update`` turns on must be a transcription
+        model the key may use, served by this session's channel: its usage is billed at
+        that model's price (its name rewritten to the channel's)."""
+        part = transcription_part(event)
+        if part is None:
+            return
+        param = "session.audio.input.transcription.model"
+        name = part["model"]
+        try:
+            if not isinstance(name, str):
+                raise ModelNotFound(str(name)[:100])
+            model = resolve_model(self._svc.models, self._caller, name, TRANSCRIBERS, ENDPOINT)
+        except ParleyError as refused:
+            raise BadEvent(
+                refused.message,
+                code=refused.code or "invalid_value",
+                param=param,
+                event_id=event.event_id,
+            ) from None
+        channel = self._route.target.channel
+        here = [r for r in self._svc.router.routes(model.spec.name) if r.target.channel == channel]
+        if not here:
+            raise BadEvent(
+                f"The transcription model `{name}` is not served by this session's channel.",
+                code="model_not_supported",
+                param=param,
+                event_id=event.event_id,
+            )
+        part["model"] = here[0].target.model
+        self._transcription = model
+
+    async def _audio_admitted(self, heard: int, event_id: str | None) -> None:
+        """While the upstream transcribes the input, every few seconds of audio is checked
+        against the group's rates and budgets before it is sent (a transcription-only
+        session has no turn to admit)."""
+        if self._transcription is None:
+            return
+        self._unchecked += heard
+        if self._unchecked < self._conversation.input_rate * CHECK_AUDIO_SECONDS:
+            return
+        self._unchecked = 0
+        try:
+            await check_room(self._svc.limiter, self._svc.meter.ledger, self._caller)
+        except ParleyError as refused:
+            raise BadEvent(
+                refused.message, code=refused.code or "refused", event_id=event_id
+            ) from None
 
     def _may_use(self, voice: str) -> bool:
         """A voice is the upstream's, never a Parley clone id (those belong to speech
@@ -381,6 +461,8 @@ class Session:
             return orjson.dumps(body).decode()
         elif kind == "error":
             return self._upstream_error(body, frame)
+        elif kind in INPUT_EVENTS:
+            self._input_event(kind, body)
         else:
             turn = self._open.get(body.get("response_id", "")) if "response_id" in body else None
             if turn is not None:
@@ -434,6 +516,39 @@ class Session:
             del error["event_id"]
             return orjson.dumps(body).decode()
         return frame
+
+    def _input_event(self, kind: str, body: dict[str, Any]) -> None:
+        """The input buffer committed (its audio kept for the item's transcription) or
+        cleared, or an item's transcription done (metered)."""
+        if kind == TRANSCRIBED:
+            self._transcribed(body)
+            return
+        item = body.get("item_id")
+        if kind == COMMITTED and isinstance(item, str) and self._transcription is not None:
+            self._committed[item] = self._uncommitted
+        self._uncommitted = 0
+
+    def _transcribed(self, body: dict[str, Any]) -> None:
+        """An item's input transcription: one usage record at the transcription model's
+        price (its audio as Parley counted it, and the tokens the upstream reports)."""
+        model = self._transcription
+        item = body.get("item_id")
+        if model is None or not isinstance(item, str) or item not in self._committed:
+            return
+        audio = self._committed.pop(item)
+        audio_ms = audio * 1000 // max(self._conversation.input_rate, 1)
+        usage = transcription_usage(body, audio_ms)
+        allowance = Allowance(usage.prompt_tokens, usage.completion_tokens, audio_ms=audio_ms)
+        call = Call(
+            self._svc.request_ids.new(),
+            ENDPOINT,
+            self._caller,
+            model,
+            Admission((), 0, allowance),
+        )
+        self._svc.meter.finish(
+            call, usage=usage, status=OK, channel=self._route.target.channel, billable=True
+        )
 
     async def _rate_limits(self) -> list[dict[str, Any]]:
         """The group's (and key's) limits as they stand, in ``rate_limits.updated``'s shape."""

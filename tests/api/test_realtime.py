@@ -331,6 +331,70 @@ async def test_only_the_upstreams_voices_and_the_groups_own_are_sent_on(
         await socket.until("session.updated")  # its own clone's engine id: sent on
 
 
+def transcriber(config: Config) -> None:
+    """A transcription model served by the realtime channel, priced per minute."""
+    config["channels"][0]["models"].append({"name": "stt", "upstream": "gpt-4o-transcribe"})
+    config["models"].append({"name": "stt", "kind": "transcription", "prices": STT_PRICES})
+
+
+STT_PRICES = {"per_minute": "0.006"}
+TRANSCRIBE = {
+    "type": "session.update",
+    "session": {
+        "type": "realtime",
+        "audio": {"input": {"transcription": {"model": "stt"}, "turn_detection": None}},
+    },
+}
+
+
+async def test_input_transcription_is_billed_at_the_transcription_models_price(
+    start: StartGateway, upstream: FakeRealtime
+) -> None:
+    gateway = await start(transcriber)
+    key = await gateway.key(await gateway.group("team"))
+    async with aiohttp.ClientSession() as http:
+        socket = await connect(gateway, key, http)
+        await socket.until("session.created")
+        unknown = orjson.loads(orjson.dumps(TRANSCRIBE))
+        unknown["session"]["audio"]["input"]["transcription"]["model"] = "whisper-1"
+        await socket.send(unknown)
+        error = await socket.until("error")
+        assert error["error"]["code"] == "model_not_found"
+        assert error["error"]["param"] == "session.audio.input.transcription.model"
+        await socket.send(TRANSCRIBE)
+        await socket.until("session.updated")
+        await socket.send({"type": "input_audio_buffer.append", "audio": speech(2.0)})
+        await socket.send({"type": "input_audio_buffer.commit"})
+        done = await socket.until("conversation.item.input_audio_transcription.completed")
+    [sent] = upstream.connections[0].of_type("session.update")
+    assert sent["session"]["audio"]["input"]["transcription"]["model"] == "gpt-4o-transcribe"
+    [record] = await records(gateway)
+    assert record.model == "stt"
+    assert record.audio_ms == 2000
+    assert record.prompt_tokens == done["usage"]["input_tokens"] == 20
+    assert record.cost_nanos == usd_to_nanos(STT_PRICES["per_minute"]) * 2 // 60
+
+
+async def test_a_transcription_only_session_is_checked_against_the_budget(
+    start: StartGateway, upstream: FakeRealtime
+) -> None:
+    gateway = await start(transcriber)
+    key = await gateway.key(await gateway.group("poor", budget_nanos=1))
+    async with aiohttp.ClientSession() as http:
+        socket = await connect(gateway, key, http)
+        await socket.until("session.created")
+        await socket.send(TRANSCRIBE)
+        await socket.until("session.updated")
+        await socket.send({"type": "input_audio_buffer.append", "audio": speech(1.0)})
+        await socket.send({"type": "input_audio_buffer.commit"})
+        await socket.until("conversation.item.input_audio_transcription.completed")
+        for _ in range(6):  # the limits are checked once per five seconds of audio
+            await socket.send({"type": "input_audio_buffer.append", "audio": speech(1.0)})
+        assert (await socket.until("error"))["error"]["code"] == "insufficient_quota"
+    appended = upstream.connections[0].of_type("input_audio_buffer.append")
+    assert len(appended) < 7
+
+
 async def test_refusals_before_the_upgrade_are_envelopes(gateway: Gateway) -> None:
     key = await gateway.key(await gateway.group("team"))
     async with aiohttp.ClientSession() as http:

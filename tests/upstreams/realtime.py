@@ -197,8 +197,7 @@ class _Session:
         kind = event.get("type")
         event_id = event.get("event_id")
         if kind == "session.update":
-            self.session.update(event.get("session") or {})
-            await self.send({"type": "session.updated", "session": self.session})
+            await self.update_session(event.get("session") or {})
         elif kind == "input_audio_buffer.append":
             try:
                 audio = base64.b64decode(event["audio"], validate=True)
@@ -234,6 +233,14 @@ class _Session:
         elif kind == "response.cancel":
             self.cancelled = True
 
+    async def update_session(self, session: JSON) -> None:
+        given = dict(session)
+        audio = given.pop("audio", None) or {}
+        for side in ("input", "output"):
+            self.session["audio"][side].update(audio.get(side) or {})
+        self.session.update(given)
+        await self.send({"type": "session.updated", "session": self.session})
+
     async def append(self, audio: bytes) -> None:
         vad = (self.session["audio"]["input"] or {}).get("turn_detection")
         self.buffer.extend(audio)
@@ -260,7 +267,8 @@ class _Session:
 
     async def commit(self) -> None:
         item_id = self.id("item")
-        self.conversation_audio += len(self.buffer)
+        audio = len(self.buffer)
+        self.conversation_audio += audio
         self.buffer.clear()
         await self.send(
             {
@@ -275,6 +283,32 @@ class _Session:
                 "type": "message",
                 "role": "user",
                 "content": [{"type": "input_audio", "transcript": None}],
+            }
+        )
+        transcription = (self.session["audio"]["input"] or {}).get("transcription")
+        if transcription:
+            await self.transcribe(item_id, audio)
+
+    async def transcribe(self, item_id: str, audio: int) -> None:
+        """OpenAI's input transcription events for a committed item, with token usage."""
+        tokens = audio * 10 // PCM_RATE
+        ids = {"item_id": item_id, "content_index": 0}
+        await self.send(
+            {"type": "conversation.item.input_audio_transcription.delta", **ids, "delta": "Hi"}
+        )
+        usage = {
+            "type": "tokens",
+            "input_tokens": tokens,
+            "output_tokens": 1,
+            "total_tokens": tokens + 1,
+            "input_token_details": {"text_tokens": 0, "audio_tokens": tokens},
+        }
+        await self.send(
+            {
+                "type": "conversation.item.input_audio_transcription.completed",
+                **ids,
+                "transcript": "Hi",
+                "usage": usage,
             }
         )
 
