@@ -88,6 +88,7 @@ CLOSE_SECONDS = 2.0
 PARLEY_EVENT_ID = "parley_"
 """The prefix of the ``event_id`` Parley gives a ``response.create`` sent without one
 (so an upstream's error can be tied to its turn); taken off again before the caller sees it."""
+UPSTREAM_ENDED = "The upstream ended the session."
 SHUTTING_DOWN = "The gateway is shutting down; reconnect to start a new session."
 SESSION_OVER = "Your session hit the maximum duration of {} seconds."
 IDLE = "The session was idle for {} seconds and is closed."
@@ -106,11 +107,15 @@ class Ending(Exception):
     """The session ends: close the caller's socket with ``code`` and ``reason``, after an
     ``error`` event when ``event`` is set."""
 
-    def __init__(self, code: int, reason: str, event: str | None = None) -> None:
+    def __init__(
+        self, code: int, reason: str, event: str | None = None, *, upstream: bool = False
+    ) -> None:
         super().__init__(reason)
         self.code = code
         self.reason = reason
         self.event = event
+        self.upstream = upstream
+        """The upstream ended the session (its open turns are recorded as cut by it)."""
 
 
 @dataclass(slots=True)
@@ -127,6 +132,8 @@ class Turn:
     audio_prompt_tokens: int
     delivered: Delivered = field(default_factory=Delivered)
     first_byte: float | None = None
+    refused: bool = False
+    """A response the upstream began that admission refused (cancelled, still metered)."""
 
 
 @dataclass(slots=True)
@@ -225,7 +232,7 @@ class Session:
             ended = next(iter(done)).exception()
             if isinstance(ended, Ending):
                 ending = ended
-                status = UPSTREAM_CUT if ended.code == UPSTREAM_FAILED else CLIENT_CLOSED
+                status = UPSTREAM_CUT if ended.upstream else CLIENT_CLOSED
             elif ended is not None:
                 raise ended
         except TimeoutError:
@@ -278,7 +285,7 @@ class Session:
         try:
             await self._upstream.send_str(forward if isinstance(forward, str) else forward.decode())
         except ConnectionError:
-            raise Ending(UPSTREAM_FAILED, "The upstream ended the session.") from None
+            raise Ending(UPSTREAM_FAILED, UPSTREAM_ENDED, upstream=True) from None
 
     async def _prepared(self, event: ClientEvent, frame: str | bytes) -> str | bytes | None:
         """What to send upstream for ``event`` (``None``: nothing); raises ``BadEvent``
@@ -415,7 +422,7 @@ class Session:
         for what the upstream still reports (it is billed to Parley all the same)."""
         admission = Admission((), 0, allowance)
         call = Call(request_id, ENDPOINT, self._caller, self._model, admission)
-        return Turn(call, None, False, prompt, audio)
+        return Turn(call, None, False, prompt, audio, refused=True)
 
     # The upstream's side
 
@@ -430,18 +437,16 @@ class Session:
             elif message.type == aiohttp.WSMsgType.ERROR:
                 break
         code = self._upstream.close_code
-        said = "The upstream ended the session."
         if code in RELAYED_CLOSES:
-            raise Ending(code, said)
-        raise Ending(
-            UPSTREAM_FAILED, said, self._error(said, "upstream_closed", kind="server_error")
-        )
+            raise Ending(code, UPSTREAM_ENDED, upstream=True)
+        said = self._error(UPSTREAM_ENDED, "upstream_closed", kind="server_error")
+        raise Ending(UPSTREAM_FAILED, UPSTREAM_ENDED, said, upstream=True)
 
     async def _server_event(self, frame: str) -> str | None:
         """What the caller is sent for an upstream's event (``None``: nothing)."""
         kind, body = server_event(frame)
         if kind in ("response.output_audio.delta", "response.output_audio_transcript.delta"):
-            turn = self._open.get(body.get("response_id", ""))
+            turn = self._turn_of(body)
             if turn is not None:
                 turn.delivered.add(kind, body)
             return frame
@@ -464,10 +469,15 @@ class Session:
         elif kind in INPUT_EVENTS:
             self._input_event(kind, body)
         else:
-            turn = self._open.get(body.get("response_id", "")) if "response_id" in body else None
+            turn = self._turn_of(body)
             if turn is not None:
                 turn.delivered.add(kind, body)
         return frame
+
+    def _turn_of(self, body: dict[str, Any]) -> Turn | None:
+        """The open turn a server event belongs to (by its ``response_id``), if any."""
+        response_id = body.get("response_id")
+        return self._open.get(response_id) if isinstance(response_id, str) else None
 
     async def _response_created(self, response: Any) -> None:
         response_id = response.get("id") if isinstance(response, dict) else None
@@ -476,7 +486,7 @@ class Session:
         turn = self._pending.popleft() if self._pending else await self._admit(None)
         if turn is None:
             return
-        if not turn.call.admission.scopes:  # refused: the upstream's own turn is cancelled
+        if turn.refused:  # the upstream's own turn, refused: cancelled at once
             cancel = {"type": "response.cancel", "response_id": response_id}
             with contextlib.suppress(ConnectionError):
                 await self._upstream.send_str(orjson.dumps(cancel).decode())

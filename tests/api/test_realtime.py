@@ -105,7 +105,7 @@ class Socket:
                 message = await self.socket.receive()
                 if message.type != aiohttp.WSMsgType.TEXT:
                     raise AssertionError(f"socket ended ({message.type}, {self.socket.close_code})")
-                event = orjson.loads(message.data)
+                event = _parsed(message.data)
                 self.seen.append(event)
                 if event["type"] == kind:
                     return event
@@ -116,9 +116,18 @@ class Socket:
             while True:
                 message = await self.socket.receive()
                 if message.type == aiohttp.WSMsgType.TEXT:
-                    self.seen.append(orjson.loads(message.data))
+                    self.seen.append(_parsed(message.data))
                     continue
                 return self.socket.close_code
+
+
+def _parsed(frame: str) -> dict[str, Any]:
+    """An event as JSON; a frame relayed as it came that is no event, under ``raw``."""
+    try:
+        event = orjson.loads(frame)
+    except orjson.JSONDecodeError:
+        event = None
+    return event if isinstance(event, dict) and "type" in event else {"type": "", "raw": frame}
 
 
 async def connect(
@@ -510,6 +519,32 @@ async def test_a_refused_upstream_begun_response_is_cancelled(
     assert done["response"]["status"] == "cancelled"
     assert len(upstream.connections[0].of_type("response.cancel")) == 1
     assert len(await records(gateway)) == 2  # what the upstream delivered is still metered
+
+
+async def test_a_hostile_upstream_neither_breaks_the_session_nor_its_bill(
+    gateway: Gateway, upstream: FakeRealtime
+) -> None:
+    upstream.behaviour.usage = {"input_tokens": "lots", "output_tokens": -5}
+    upstream.behaviour.prelude = [
+        "not json",
+        "[1, 2]",
+        {"type": "response.output_audio.delta", "response_id": [1], "delta": "AAAA"},
+        {"type": "response.done", "response": {"id": {"x": 1}}},
+        {"type": "error", "error": "nope"},
+        {"type": "session.updated", "session": {"audio": {"output": {"format": 7}}}},
+    ]
+    key = await gateway.key(await gateway.group("team"))
+    async with aiohttp.ClientSession() as http:
+        socket = await connect(gateway, key, http)
+        await socket.until("session.created")
+        await socket.send({"type": "response.create"})
+        await socket.until("response.done")
+        await socket.send({"type": "input_audio_buffer.clear"})
+        await socket.until("input_audio_buffer.cleared")  # the session goes on
+    [record] = await records(gateway)
+    assert record.estimated  # the report was no count: what was delivered is billed
+    assert record.completion_tokens == 3 * 2 + 5  # 0.3 s of audio; "Hello there, how ", 17 chars
+    assert record.cost_nanos > 0
 
 
 async def test_a_session_cut_midway_bills_what_was_delivered(

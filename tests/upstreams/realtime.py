@@ -50,6 +50,8 @@ class RealtimeBehaviour:
     cached_tokens: int = 0
     usage: Any = None
     """Reported as the usage instead of the real count (``None``: the real count)."""
+    prelude: list[Any] = field(default_factory=list)
+    """Events (or raw frames, as strings) sent before each response: a hostile upstream's."""
     close_after_deltas: int | None = None
     """Close the socket (1011) after this many audio deltas of a response."""
     rate_limits: list[JSON] = field(
@@ -346,6 +348,13 @@ class _Session:
             },
         }
 
+    async def send_prelude(self) -> None:
+        for odd in self.behaviour.prelude:
+            if isinstance(odd, str):
+                await self.socket.send_str(odd)
+            else:
+                await self.send(dict(odd))
+
     async def respond(self, options: JSON) -> None:
         behaviour = self.behaviour
         response_id = self.id("resp")
@@ -363,6 +372,7 @@ class _Session:
             "max_output_tokens": limit,
             "usage": None,
         }
+        await self.send_prelude()
         await self.send({"type": "response.created", "response": dict(response)})
         await self.send({"type": "rate_limits.updated", "rate_limits": behaviour.rate_limits})
         item_id = self.id("item")
