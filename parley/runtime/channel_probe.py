@@ -78,6 +78,7 @@ def target_of(channel: ChannelSettings, served: ChannelModel) -> Target:
         connect_timeout=min(timeouts.connect, PROBE_SECONDS),
         read_timeout=min(timeouts.read, PROBE_SECONDS),
         idle_timeout=min(timeouts.idle, PROBE_SECONDS),
+        options=channel.options,
         type_name=channel.type,
     )
 

@@ -17,7 +17,11 @@ import pytest
 
 from parley.domain.pricing import usd_to_nanos
 from parley.domain.voices import Clone
-from parley.settings import Settings
+from parley.http.client import HttpClient
+from parley.providers.base import ReplyBounds
+from parley.providers.registry import ProviderRegistry
+from parley.runtime.channel_probe import probe
+from parley.settings import ChannelSettings, Settings
 from tests.api.harness import (
     CHANNEL_KEY,
     Config,
@@ -705,3 +709,29 @@ def test_audio_prices_belong_to_realtime_models() -> None:
         Settings.model_validate(
             {"models": [{"name": "c", "kind": "chat", "prices": {"audio_input_per_1k": "1"}}]}
         )
+
+
+@pytest.mark.parametrize("azure", [False, True])
+async def test_a_channel_test_opens_a_session_and_bills_nothing(
+    upstream: FakeRealtime, azure: bool
+) -> None:
+    body: dict[str, Any] = {
+        "name": "rt",
+        "type": "openai",
+        "base_url": upstream.base_url,
+        "api_key": CHANNEL_KEY,
+        "models": [{"name": MODEL, "upstream": UPSTREAM_MODEL}],
+    }
+    if azure:
+        body.update(
+            type="azure-openai", base_url=upstream.endpoint, azure={"api_version": "2025-04-01"}
+        )
+    channel = ChannelSettings.model_validate(body)
+    providers = ProviderRegistry.default(HttpClient(), ReplyBounds(), 4096, ())
+    result = await probe(providers, channel, channel.models[0], "realtime")
+    assert (result.ok, result.status) == (True, 200), result
+    assert upstream.connections[0].events == []  # no response asked for: nothing billed
+    assert upstream.connections[0].path == ("/openai/realtime" if azure else "/v1/realtime")
+    wrong = ChannelSettings.model_validate({**body, "api_key": "sk-wrong-key-0123456789"})
+    result = await probe(providers, wrong, wrong.models[0], "realtime")
+    assert (result.ok, result.status) == (False, 401)
