@@ -65,6 +65,7 @@ async def realtime_session(request: web.Request) -> web.StreamResponse:
         await socket.prepare(request)
         task = svc.in_flight.current()
         svc.in_flight.add(task)
+        svc.live_sessions.opened(model.spec.name)
         try:
             session = Session(
                 svc,
@@ -83,6 +84,7 @@ async def realtime_session(request: web.Request) -> web.StreamResponse:
                 await socket.close(code=1011, message=b"internal error")
         finally:
             svc.in_flight.discard(task)
+            svc.live_sessions.closed(model.spec.name)
     return socket
 
 

@@ -55,6 +55,7 @@ from parley.runtime.file_bytes import FileBytes, file_bytes
 from parley.runtime.health_checks import HealthChecks
 from parley.runtime.image_files import ImageFiles, default_directory
 from parley.runtime.in_flight import CallsInFlight
+from parley.runtime.live_sessions import LiveSessions
 from parley.runtime.response_book import ResponseBook
 from parley.runtime.writer import UsageWriter
 from parley.settings import (
@@ -235,6 +236,8 @@ class Services:
     watchers: CallWatchers = field(default_factory=CallWatchers)
     tracer: Tracer = NO_TRACER
     """Traces each call when an OTLP endpoint is set (``telemetry/wiring.py``)."""
+    live_sessions: LiveSessions = field(default_factory=LiveSessions)
+    """The realtime sessions open in this process, per model (``/metrics``)."""
     in_flight: CallsInFlight = field(default_factory=CallsInFlight)
     """The streams being relayed; shutdown ends them with ``streams.end_all()``."""
     shared_breakers: SharedBreakers | None = None

@@ -230,6 +230,20 @@ async def test_the_official_sdk_talks_to_a_relayed_model(
     assert record.cost_nanos == expected_cost(usage) > 0
 
 
+async def test_open_sessions_are_counted_in_metrics(gateway: Gateway) -> None:
+    key = await gateway.key(await gateway.group("team"))
+    gauge = f'parley_realtime_sessions{{model="{MODEL}"}}'
+    async with aiohttp.ClientSession() as http:
+        socket = await connect(gateway, key, http)
+        await socket.until("session.created")
+        async with http.get(f"{gateway.base_url}/metrics") as scraped:
+            assert f"{gauge} 1.0" in await scraped.text()
+        await socket.socket.close()
+        await asyncio.sleep(0.2)
+        async with http.get(f"{gateway.base_url}/metrics") as scraped:
+            assert f"{gauge} 0.0" in await scraped.text()
+
+
 async def test_each_turn_is_one_record_at_its_own_prices(
     gateway: Gateway, upstream: FakeRealtime
 ) -> None:
