@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -64,6 +65,7 @@ from parley.errors import ModelNotFound, ParleyError, QuotaExceeded, RateLimited
 from parley.pipeline.admit import Admission, admit, check_room, resolve_model, scopes_for
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.call import Call
+from parley.pipeline.meter import Refusal
 from parley.pipeline.route import Route
 from parley.pipeline.services import Services
 from parley.runtime.in_flight import SHUTDOWN_STATUS
@@ -389,6 +391,7 @@ class Session:
         max_out = output_limit(event, session_limit, most) if event else session_limit or most
         event_id = event.event_id if event is not None else None
         request_id = svc.request_ids.new()
+        asked = time.monotonic()
         allowance = Allowance(prompt_tokens=bound, completion_tokens=max_out)
         try:
             admission = await admit(
@@ -404,11 +407,23 @@ class Session:
         except ParleyError as refusal:
             if isinstance(refusal, RateLimited | QuotaExceeded):
                 svc.watchers.tell_refusal(self._caller, refusal)
+            svc.meter.refused(
+                Refusal(
+                    self._caller,
+                    request_id,
+                    ENDPOINT,
+                    refusal.status,
+                    refusal.code,
+                    asked,
+                    self._model.spec.name,
+                    self._model.requested,
+                )
+            )
             await self._send(
                 self._error(refusal.message, refusal.code or "refused", event_id=event_id)
             )
-            if event is None:
-                return self._unadmitted(request_id, allowance, prompt, audio)
+            if event is None:  # its record is the refusal's line's sibling, with an id of its own
+                return self._unadmitted(svc.request_ids.new(), allowance, prompt, audio)
             return None
         given = False
         if event is not None and event_id is None:

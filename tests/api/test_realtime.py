@@ -16,6 +16,7 @@ import orjson
 import pytest
 
 from parley.domain.pricing import usd_to_nanos
+from parley.domain.requests import RequestQuery, StatusFilter
 from parley.domain.voices import Clone
 from parley.http.client import HttpClient
 from parley.providers.base import ReplyBounds
@@ -484,6 +485,11 @@ async def test_turns_count_against_rpm_and_a_refusal_keeps_the_session(
         await socket.until("conversation.item.done")
     assert len(upstream.connections[0].of_type("response.create")) == 1
     assert len(await records(gateway)) == 1
+    query = RequestQuery(status=StatusFilter(400, 599))
+    refused = [line.record for line in await gateway.services.store.list_requests(query)]
+    assert [(r.status, r.error_code, r.endpoint, r.model) for r in refused] == [
+        (429, "rate_limit_exceeded", "/v1/realtime", MODEL)
+    ]
 
 
 async def test_a_spent_budget_refuses_the_turn(gateway: Gateway, upstream: FakeRealtime) -> None:
