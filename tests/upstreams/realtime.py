@@ -461,3 +461,17 @@ class _Session:
                 "reason": "client_cancelled" if status == "cancelled" else "max_output_tokens",
             }
         await self.send({"type": "response.done", "response": response})
+
+
+async def serve_forever(port: int, delay: float, chunks: int) -> None:
+    """Run the fake on ``port`` (``api_key`` unchecked), each response ``chunks`` audio
+    deltas ``delay`` seconds apart: ``python -m tests.upstreams.realtime PORT DELAY N``."""
+    behaviour = RealtimeBehaviour(audio_chunks=chunks, delay=delay)
+    async with FakeRealtime(port=port, behaviour=behaviour):
+        await asyncio.Event().wait()
+
+
+if __name__ == "__main__":
+    import sys
+
+    asyncio.run(serve_forever(int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])))
