@@ -84,6 +84,16 @@ async def test_a_browser_opens_a_bound_session_with_a_secret(
     assert value not in str(stored)
 
 
+async def test_a_browser_may_send_a_group_key_in_the_subprotocol(gateway: Gateway) -> None:
+    key = await gateway.key(await gateway.group("team"))
+    async with aiohttp.ClientSession() as http:
+        socket = await browser(gateway, key, http)
+        await socket.until("session.created")
+        with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+            await browser(gateway, "pk-not-a-key-0123456789abcdefghij", http)
+    assert refused.value.status == 401
+
+
 async def test_the_official_sdk_takes_a_secret_as_its_key(gateway: Gateway) -> None:
     key = await gateway.key(await gateway.group("team"))
     value = (await secret_for(gateway, key))["value"]
