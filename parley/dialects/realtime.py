@@ -234,14 +234,14 @@ def session_update(session: dict[str, Any]) -> bytes:
     return orjson.dumps({"type": SESSION_UPDATE, "session": session})
 
 
-def output_limit(event: ClientEvent, session_limit: int | None, default: int) -> int:
+def output_limit(event: ClientEvent, session_limit: int | None) -> int | None:
     """The most output tokens a ``response.create`` allows: its own limit, else the
-    session's, else ``default`` (``"inf"`` is ``default`` too)."""
+    session's; ``None`` when neither sets one (or says ``"inf"``)."""
     response = event.body.get("response") or {}
     limit = response.get("max_output_tokens")
     if type(limit) is int and limit > 0:
         return limit
-    return session_limit or default
+    return session_limit
 
 
 def error_event(

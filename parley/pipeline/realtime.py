@@ -387,12 +387,15 @@ class Session:
         bound = self._model.spec.context_window or settings.turn_input_tokens
         prompt, audio = self._conversation.estimate(bound)
         session_limit = self._conversation.max_output_tokens
-        most = settings.turn_output_tokens
-        max_out = output_limit(event, session_limit, most) if event else session_limit or most
+        limit = output_limit(event, session_limit) if event is not None else session_limit
+        # With no limit (or "inf"), the output is held at the default but not capped there.
+        max_out = limit or settings.turn_output_tokens
         event_id = event.event_id if event is not None else None
         request_id = svc.request_ids.new()
         asked = time.monotonic()
-        allowance = Allowance(prompt_tokens=bound, completion_tokens=max_out)
+        allowance = Allowance(
+            prompt_tokens=bound, completion_tokens=max_out, open_ended=limit is None
+        )
         try:
             admission = await admit(
                 svc.limiter,

@@ -279,6 +279,28 @@ async def test_each_turn_is_one_record_at_its_own_prices(
     assert found[1].cost_nanos > text_price
 
 
+async def test_a_turn_without_an_output_limit_is_billed_whole(
+    gateway: Gateway, upstream: FakeRealtime
+) -> None:
+    upstream.behaviour.chunk_bytes = 48_000 * 100  # 100 s of audio a delta: 2,000 tokens
+    key = await gateway.key(await gateway.group("team"))
+    async with aiohttp.ClientSession() as http:
+        socket = await connect(gateway, key, http, max_msg_size=0)
+        await socket.until("session.created")
+        await socket.send({"type": "response.create", "response": {"max_output_tokens": "inf"}})
+        done = await socket.until("response.done", seconds=30)
+        await socket.send({"type": "response.create", "response": {"max_output_tokens": 1000}})
+        capped = await socket.until("response.done", seconds=30)
+    found = sorted(await records(gateway), key=lambda record: record.created_at)
+    usage = done["response"]["usage"]
+    assert usage["output_tokens"] > 4096  # past the default hold: billed, not cut there
+    assert (found[0].completion_tokens, found[0].estimated) == (usage["output_tokens"], False)
+    assert capped["response"]["status"] == "incomplete"
+    assert capped["response"]["usage"]["output_tokens"] > 1000
+    # a report past the turn's own limit is not believed: billed at the limit, estimated
+    assert (found[1].completion_tokens, found[1].estimated) == (1000, True)
+
+
 async def test_bad_events_are_answered_and_the_session_goes_on(
     start: StartGateway, upstream: FakeRealtime
 ) -> None:

@@ -130,10 +130,10 @@ def test_a_turn_output_limit_is_its_own_then_the_sessions() -> None:
     endless = read_client_event(
         '{"type": "response.create", "response": {"max_output_tokens": "inf"}}', 1
     )
-    assert output_limit(own, 200, 4096) == 50
-    assert output_limit(bare, 200, 4096) == 200
-    assert output_limit(bare, None, 4096) == 4096
-    assert output_limit(endless, None, 4096) == 4096
+    assert output_limit(own, 200) == 50
+    assert output_limit(bare, 200) == 200
+    assert output_limit(bare, None) is None
+    assert output_limit(endless, None) is None
 
 
 def test_a_cut_response_is_estimated_from_what_it_delivered() -> None:
