@@ -46,8 +46,13 @@ from parley.errors import (
 )
 from parley.limits.headers import rate_limit_headers
 from parley.pipeline.admit import scopes_for
-from parley.pipeline.authenticate import Caller, check_usable, identify
-from parley.pipeline.context import CALLER, REPLY_HEADERS, SERVICES
+from parley.pipeline.authenticate import (
+    Caller,
+    check_usable,
+    identify,
+    identify_client_secret,
+)
+from parley.pipeline.context import CALLER, CLIENT_SECRET, REPLY_HEADERS, SERVICES
 from parley.pipeline.services import Services
 from parley.pipeline.started import (
     MESSAGES,
@@ -65,6 +70,9 @@ log = logging.getLogger("parley")
 V1 = ("/v1/", "/v2/rerank")
 """The API's paths: ``/v1``, and Cohere's v2 rerank (its clients call ``/v2/rerank``)."""
 ANTHROPIC_VERSION = "anthropic-version"
+REALTIME = "/v1/realtime"
+KEY_SUBPROTOCOL = "openai-insecure-api-key"
+"""The WebSocket subprotocol a browser names its key (or client secret) in."""
 DATABASE_UNAVAILABLE = "The database is unavailable right now; try again shortly."
 BODY_TIMEOUT_MESSAGE = "The request body did not arrive in time; send it whole, faster."
 BAD_BODY_MESSAGE = (
@@ -83,9 +91,9 @@ async def gateway(request: web.Request, handler: Handler) -> web.StreamResponse:
         if v1:
             began = time.monotonic()
             _routed(request)
-            directory = request.app[SERVICES].directory
+            svc = request.app[SERVICES]
             authorization = request.headers.get("Authorization") or _api_key(request)
-            caller = await identify(authorization, directory)
+            caller = await _identified(request, authorization, svc)
             check_usable(caller)
             request[CALLER] = caller
         if request.content.is_eof():  # nearly every call: the body came whole with the head
@@ -197,12 +205,30 @@ def _anthropic_client(request: web.Request) -> bool:
 
 def _api_key(request: web.Request) -> str | None:
     """On the Messages API, a request without ``Authorization`` may carry its key in
-    ``x-api-key`` (Anthropic's SDKs send either): as a Bearer credential."""
+    ``x-api-key`` (Anthropic's SDKs send either); a realtime session, in the WebSocket
+    subprotocol ``openai-insecure-api-key.<key>`` (browsers can set no header): either
+    as a Bearer credential."""
     if request.path.startswith(MESSAGES):
         api_key = request.headers.get("x-api-key")
         if api_key:
             return f"Bearer {api_key}"
+    elif request.path == REALTIME:
+        for offered in request.headers.get("Sec-WebSocket-Protocol", "").split(","):
+            name, dot, key = offered.strip().partition(".")
+            if dot and name == KEY_SUBPROTOCOL and key:
+                return f"Bearer {key}"
     return None
+
+
+async def _identified(request: web.Request, authorization: str | None, svc: Services) -> Caller:
+    """The caller the credential names: a key's, or on ``/v1/realtime`` a client secret's
+    (kept on the request: the session is bound to what it was made for)."""
+    if request.path == REALTIME:
+        found = await identify_client_secret(authorization, svc.client_secrets, svc.directory)
+        if found is not None:
+            caller, request[CLIENT_SECRET] = found
+            return caller
+    return await identify(authorization, svc.directory)
 
 
 async def _with_body_bounds(request: web.Request, handler: Handler) -> web.StreamResponse:

@@ -261,6 +261,12 @@ class Prices(Strict):
     (any quality), ``"*/low"`` (any size), ``"*"``; the most specific entry wins."""
     image_input_per_1k: Decimal | None = None
     """An image model's input image tokens; unset: ``input_per_1k``."""
+    audio_input_per_1k: Decimal | None = Field(None, ge=0)
+    """A realtime model's input audio tokens (required for ``kind: realtime``)."""
+    cached_audio_input_per_1k: Decimal | None = Field(None, ge=0)
+    """Input audio tokens read from the upstream's cache; unset: ``audio_input_per_1k``."""
+    audio_output_per_1k: Decimal | None = Field(None, ge=0)
+    """A realtime model's output audio tokens (required for ``kind: realtime``)."""
 
     @field_validator("per_image")
     @classmethod
@@ -289,8 +295,19 @@ class Prices(Strict):
 
 
 ModelKind = Literal[
-    "chat", "completion", "embedding", "speech", "transcription", "moderation", "rerank", "image"
+    "chat",
+    "completion",
+    "embedding",
+    "speech",
+    "transcription",
+    "moderation",
+    "rerank",
+    "image",
+    "realtime",
 ]
+REALTIME_PRICES = ("input_per_1k", "output_per_1k", "audio_input_per_1k", "audio_output_per_1k")
+"""The prices a ``kind: realtime`` model must state: a turn is never billed at $0 because
+its model's prices were left out."""
 TranscriptFormat = Literal["json", "text", "srt", "vtt", "verbose_json"]
 
 
@@ -384,6 +401,7 @@ class ModelSettings(Strict):
         image_prices = self.prices.per_image is not None or self.prices.image_input_per_1k
         if image_prices and self.kind != "image":
             raise ValueError("per_image and image_input_per_1k are only for kind: image models")
+        self._realtime_prices()
         if self.prices.per_image is not None and (
             self.prices.input_per_1k or self.prices.output_per_1k or self.prices.image_input_per_1k
         ):
@@ -392,3 +410,19 @@ class ModelSettings(Strict):
                 "image_input_per_1k, output_per_1k), not both"
             )
         return self
+
+    def _realtime_prices(self) -> None:
+        """A realtime model states its text and audio prices (each may be 0, but said);
+        audio prices belong to realtime models only."""
+        prices = self.prices
+        audio = (prices.audio_input_per_1k, prices.cached_audio_input_per_1k)
+        if self.kind != "realtime":
+            if any(price is not None for price in (*audio, prices.audio_output_per_1k)):
+                raise ValueError("audio token prices are only for kind: realtime models")
+            return
+        missing = [name for name in REALTIME_PRICES if name not in prices.model_fields_set]
+        if missing:
+            raise ValueError(
+                "a realtime model must state its prices (its turns are billed by them): "
+                f"set prices.{', prices.'.join(missing)}"
+            )

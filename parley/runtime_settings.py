@@ -453,3 +453,36 @@ class AlertSettings(Strict):
         if any(not 0 < share <= 10 for share in shares):
             raise ValueError("each threshold is a share of the budget, above 0 and at most 10")
         return tuple(sorted(set(shares)))
+
+
+class RealtimeSettings(Strict):
+    """Realtime sessions (``GET /v1/realtime``; docs/realtime.md): how large an event may
+    be, how long a session may last or stay silent, how long a slow caller may hold the
+    relay back, and the bounds of a turn's worst case."""
+
+    max_event_bytes: int = Field(
+        8 * 1024 * 1024, ge=1024, description="largest event either side may send"
+    )
+    max_audio_chunk_bytes: int = Field(
+        4 * 1024 * 1024,
+        ge=1024,
+        description="most audio bytes one input_audio_buffer.append may carry",
+    )
+    max_session_seconds: float = Field(3600.0, gt=0, description="the longest a session lasts")
+    idle_seconds: float = Field(
+        600.0, gt=0, description="how long a session may go without a caller's event"
+    )
+    send_timeout_seconds: float = Field(
+        10.0, gt=0, description="how long a slow caller may keep an event from being sent"
+    )
+    turn_input_tokens: int = Field(
+        32_768,
+        gt=0,
+        description="a turn's most input tokens, for a model without a context window",
+    )
+    turn_output_tokens: int = Field(
+        4096, gt=0, description="a turn's most output tokens when the caller sets none"
+    )
+    client_secret_seconds: int = Field(
+        600, ge=10, le=3600, description="a client secret's life when the caller sets none"
+    )

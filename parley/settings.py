@@ -52,6 +52,7 @@ from parley.runtime_settings import (
     MetricsSettings,
     OidcSettings,
     OtlpSettings,
+    RealtimeSettings,
     RedisSettings,
     ResponsesSettings,
     RoutingSettings,
@@ -84,6 +85,7 @@ __all__ = [
     "OtlpSettings",
     "Prices",
     "QualityLevel",
+    "RealtimeSettings",
     "RedisSettings",
     "ResponsesSettings",
     "RoutingSettings",
@@ -123,6 +125,7 @@ class Settings(Strict):
     images: ImageSettings = ImageSettings()
     routing: RoutingSettings = RoutingSettings()
     alerts: AlertSettings = AlertSettings()
+    realtime: RealtimeSettings = RealtimeSettings()
     channels: tuple[ChannelSettings, ...] = ()
     models: tuple[ModelSettings, ...] = ()
     capabilities: dict[str, str] = Field(default_factory=dict)

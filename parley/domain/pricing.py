@@ -42,7 +42,9 @@ class Price:
     price; per search unit (a rerank's query over up to 100 documents, as Cohere bills).
     An image model is priced per image by grade (``per_image``), or by tokens: text
     input at ``input_per_1k``, image input at ``image_input_per_1k``, output at
-    ``output_per_1k``."""
+    ``output_per_1k``. A realtime model prices its audio tokens on their own: input
+    audio at ``audio_input_per_1k`` (``cached_audio_input_per_1k`` when read from the
+    cache) and output audio at ``audio_output_per_1k``."""
 
     input_per_1k: int = 0
     output_per_1k: int = 0
@@ -53,6 +55,9 @@ class Price:
     per_search_unit: int = 0
     per_image: ImagePrices = ()
     image_input_per_1k: int = 0
+    audio_input_per_1k: int = 0
+    cached_audio_input_per_1k: int = 0
+    audio_output_per_1k: int = 0
 
     def image_price(self, grade: Grade) -> int | None:
         """Nano-dollars for one image of ``grade``; ``None`` when the table prices no
@@ -86,21 +91,34 @@ class Price:
         image_tokens: int = 0,
         images: int = 0,
         image_grade: Grade | None = None,
+        audio_tokens: int = 0,
+        cached_audio_tokens: int = 0,
+        audio_output_tokens: int = 0,
     ) -> int:
         """Exact cost in nano-dollars, rounded half-up once at the end. ``prompt_tokens``
-        counts every input token; the cached ones and the image ones (``image_tokens``)
-        among them are priced as such. ``images`` of ``image_grade`` are priced by the
+        counts every input token; the cached ones, the image ones (``image_tokens``) and
+        the audio ones (``audio_tokens``, ``cached_audio_tokens`` of them cached) among
+        them are priced as such, as are the audio ones of ``completion_tokens``
+        (``audio_output_tokens``). ``images`` of ``image_grade`` are priced by the
         ``per_image`` table (nothing when it prices no such image)."""
         image_tokens = min(image_tokens, prompt_tokens)
-        fresh = max(prompt_tokens - cached_tokens - cache_write_tokens - image_tokens, 0)
+        cached_audio = min(cached_audio_tokens, audio_tokens, cached_tokens)
+        fresh_audio = max(min(audio_tokens - cached_audio, prompt_tokens - cached_tokens), 0)
+        audio_out = min(audio_output_tokens, completion_tokens)
+        fresh = max(
+            prompt_tokens - cached_tokens - cache_write_tokens - image_tokens - fresh_audio, 0
+        )
         each = self.image_price(image_grade or Grade()) if images and self.per_image else None
         thousandths = (
             fresh * self.input_per_1k
             + image_tokens * self.image_input_per_1k
             + images * (each or 0) * 1000
-            + cached_tokens * self.cached_input_per_1k
+            + (cached_tokens - cached_audio) * self.cached_input_per_1k
             + cache_write_tokens * self.cache_write_per_1k
-            + completion_tokens * self.output_per_1k
+            + fresh_audio * self.audio_input_per_1k
+            + cached_audio * self.cached_audio_input_per_1k
+            + (completion_tokens - audio_out) * self.output_per_1k
+            + audio_out * self.audio_output_per_1k
             + characters * self.per_1k_characters
         )
         numerator = thousandths * 60_000 + audio_ms * self.per_minute * 1000

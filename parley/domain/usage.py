@@ -55,6 +55,12 @@ class Usage:
     image_grade: Grade | None = None
     image_tokens: int = 0
     """Of ``prompt_tokens``, those of input images (priced as such)."""
+    audio_tokens: int = 0
+    """Of ``prompt_tokens``, those of input audio (a realtime turn's; priced as such)."""
+    cached_audio_tokens: int = 0
+    """Of ``audio_tokens`` (and of ``cached_tokens``), those read from the cache."""
+    audio_output_tokens: int = 0
+    """Of ``completion_tokens``, those of output audio (priced as such)."""
 
     @property
     def total_tokens(self) -> int:
@@ -115,6 +121,9 @@ class Allowance:
             images=min(usage.images, self.images),
             image_grade=usage.image_grade,
             image_tokens=min(usage.image_tokens, prompt),
+            audio_tokens=min(usage.audio_tokens, prompt),
+            cached_audio_tokens=min(usage.cached_audio_tokens, cached),
+            audio_output_tokens=min(usage.audio_output_tokens, completion),
         )
 
 
@@ -148,6 +157,9 @@ def with_estimate(reported: Usage | None, estimate: Usage | None) -> Usage | Non
         reported.images,
         reported.image_grade,
         reported.image_tokens,
+        reported.audio_tokens,
+        reported.cached_audio_tokens,
+        reported.audio_output_tokens,
     )
 
 

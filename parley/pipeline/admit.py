@@ -56,17 +56,22 @@ Release = Callable[[Budget, str, int, int], None]
 
 def worst_cost(price: Price, allowance: Allowance) -> int:
     """What the call costs at most, in nano-dollars: the allowance at the model's prices
-    (every input token at the dearer of the text and image input prices)."""
+    (every input token at the dearest of the text, image and audio input prices, and
+    every output token at the dearer of the text and audio output prices)."""
     dearer_images = price.image_input_per_1k > price.input_per_1k
+    dearer_audio = price.audio_input_per_1k > max(price.input_per_1k, price.image_input_per_1k)
+    dearer_audio_out = price.audio_output_per_1k > price.output_per_1k
     return price.cost(
         prompt_tokens=allowance.prompt_tokens,
         completion_tokens=allowance.completion_tokens,
         characters=allowance.characters,
         audio_ms=allowance.audio_ms,
         search_units=allowance.search_units,
-        image_tokens=allowance.prompt_tokens if dearer_images else 0,
+        image_tokens=allowance.prompt_tokens if dearer_images and not dearer_audio else 0,
         images=allowance.images,
         image_grade=allowance.image_grade,
+        audio_tokens=allowance.prompt_tokens if dearer_audio else 0,
+        audio_output_tokens=allowance.completion_tokens if dearer_audio_out else 0,
     )
 
 

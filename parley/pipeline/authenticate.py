@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from parley.domain.client_secrets import PREFIX as CLIENT_SECRET_PREFIX
+from parley.domain.client_secrets import ClientSecret
 from parley.domain.groups import Group
 from parley.domain.keys import KeyRecord, digest, looks_like_key, same_digest
 from parley.domain.value import value
 from parley.errors import AuthenticationFailed, PermissionDenied
+from parley.runtime.client_secrets import ClientSecrets
 from parley.runtime.directory import Directory
 
 MISSING = (
@@ -19,6 +22,9 @@ REVOKED = "This API key has been revoked."
 EXPIRED = "This API key has expired."
 DISABLED = "This API key's group has been disabled. Ask your administrator to enable it."
 ROTATED = "This API key has been replaced by a new one. Use the new key."
+SECRET_WRONG = (
+    "Incorrect or expired client secret. Make a new one with POST /v1/realtime/client_secrets."
+)
 
 
 @value
@@ -58,6 +64,28 @@ async def identify(authorization: str | None, directory: Directory) -> Caller:
     if group is None:
         raise AuthenticationFailed(WRONG)
     return Caller(record, group, previous)  # key, group, previous_secret
+
+
+async def identify_client_secret(
+    authorization: str | None, secrets: ClientSecrets, directory: Directory
+) -> tuple[Caller, ClientSecret] | None:
+    """For a realtime session: the caller an ``ek_`` client secret stands for (its key's,
+    usable or not) and the secret; ``None`` when the credential is no client secret (a key,
+    or nothing: ``identify`` answers). 401 for an unknown or expired secret."""
+    if not authorization:
+        return None
+    scheme, _, token = authorization.partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token.startswith(CLIENT_SECRET_PREFIX):
+        return None
+    secret = await secrets.find(token)
+    if secret is None:
+        raise AuthenticationFailed(SECRET_WRONG)
+    record = directory.key(secret.key_id)
+    group = directory.group(secret.group_id)
+    if record is None or group is None:
+        raise AuthenticationFailed(SECRET_WRONG)
+    return Caller(record, group), secret
 
 
 def check_usable(caller: Caller) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from parley.domain.client_secrets import ClientSecret
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.services import Services
 
@@ -12,6 +13,8 @@ CALLER = web.RequestKey("caller", Caller)
 REPLY_HEADERS = web.RequestKey("reply_headers", dict[str, str])
 ADMITTED = web.RequestKey("admitted", bool)
 """Set by the runner once a call is admitted: ``Metered`` logs it, the middleware does not."""
+CLIENT_SECRET = web.RequestKey("client_secret", ClientSecret)
+"""The realtime client secret a session was opened with (what it is bound to)."""
 REFUSED_MODEL = web.RequestKey("refused_model", tuple[str, str])
 """The model name the caller gave, and the public model it resolved to ("" if none)."""
 

@@ -138,6 +138,9 @@ class Meter:
                 image_tokens=usage.image_tokens,
                 images=usage.images,
                 image_grade=usage.image_grade,
+                audio_tokens=usage.audio_tokens,
+                cached_audio_tokens=usage.cached_audio_tokens,
+                audio_output_tokens=usage.audio_output_tokens,
             )
             cost = max(0, cost)  # never a credit, whatever a price says
         record = UsageRecord(

@@ -49,11 +49,13 @@ from parley.runtime.body_pool import BodyPool
 from parley.runtime.breaker import Breakers
 from parley.runtime.budget import SpendLedger
 from parley.runtime.channel_book import ChannelBook
+from parley.runtime.client_secrets import ClientSecrets
 from parley.runtime.directory import Directory
 from parley.runtime.file_bytes import FileBytes, file_bytes
 from parley.runtime.health_checks import HealthChecks
 from parley.runtime.image_files import ImageFiles, default_directory
 from parley.runtime.in_flight import CallsInFlight
+from parley.runtime.live_sessions import LiveSessions
 from parley.runtime.response_book import ResponseBook
 from parley.runtime.writer import UsageWriter
 from parley.settings import (
@@ -137,7 +139,17 @@ def _price(
         per_search_unit=usd_to_nanos(prices.per_search_unit * share),
         per_image=_image_prices(prices, share),
         image_input_per_1k=usd_to_nanos(_or_input(prices.image_input_per_1k, prices) * share),
+        audio_input_per_1k=usd_to_nanos((prices.audio_input_per_1k or 0) * share),
+        cached_audio_input_per_1k=usd_to_nanos(_cached_audio(prices) * share),
+        audio_output_per_1k=usd_to_nanos((prices.audio_output_per_1k or 0) * share),
     )
+
+
+def _cached_audio(prices: Prices) -> Decimal:
+    """The price of cached input audio, or the input audio price when the model sets none."""
+    if prices.cached_audio_input_per_1k is not None:
+        return prices.cached_audio_input_per_1k
+    return prices.audio_input_per_1k or Decimal(0)
 
 
 def _or_input(price: Decimal | None, prices: Prices) -> Decimal:
@@ -218,11 +230,15 @@ class Services:
     """The images served by URL (``response_format: url``), on disk for a while."""
     file_bytes: FileBytes
     """Where uploaded files' bytes are kept (a folder, or the database's chunks)."""
+    client_secrets: ClientSecrets
+    """The realtime client secrets (``ek_``) made here or found in the store."""
     started_at: int = field(default_factory=lambda: int(time.time()))
     request_ids: RequestIds = field(default_factory=RequestIds)
     watchers: CallWatchers = field(default_factory=CallWatchers)
     tracer: Tracer = NO_TRACER
     """Traces each call when an OTLP endpoint is set (``telemetry/wiring.py``)."""
+    live_sessions: LiveSessions = field(default_factory=LiveSessions)
+    """The realtime sessions open in this process, per model (``/metrics``)."""
     in_flight: CallsInFlight = field(default_factory=CallsInFlight)
     """The streams being relayed; shutdown ends them with ``streams.end_all()``."""
     shared_breakers: SharedBreakers | None = None
@@ -313,6 +329,7 @@ class Services:
             responses=ResponseBook(store, settings.responses, settings.usage.spill_dir),
             image_files=image_files(settings),
             file_bytes=_file_bytes(settings, store),
+            client_secrets=ClientSecrets(store),
             started_at=started_at,
         )
         await services.responses.replay_spills()

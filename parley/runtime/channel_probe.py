@@ -42,12 +42,15 @@ from parley.providers.base import (
     TranscriptionRequest,
 )
 from parley.providers.not_found import NOT_FOUND, not_found_hint
+from parley.providers.openai.realtime import realtime_socket
 from parley.providers.redaction import redact
 from parley.providers.registry import ProviderRegistry, UnknownProviderType
 from parley.settings import ChannelModel, ChannelSettings, ModelKind
 
 PROMPT = "Say OK."
 PROBE_SECONDS = 30.0
+REALTIME_PROBE_BYTES = 1024 * 1024
+"""The largest first event of a realtime session a probe reads (its ``session.created``)."""
 """The longest a test may take, whatever the channel's own timeouts."""
 
 
@@ -75,6 +78,7 @@ def target_of(channel: ChannelSettings, served: ChannelModel) -> Target:
         connect_timeout=min(timeouts.connect, PROBE_SECONDS),
         read_timeout=min(timeouts.read, PROBE_SECONDS),
         idle_timeout=min(timeouts.idle, PROBE_SECONDS),
+        options=channel.options,
         type_name=channel.type,
     )
 
@@ -113,6 +117,9 @@ async def _call(providers: ProviderRegistry, kind: ModelKind, type_: str, target
         )
     elif kind == "rerank":
         await providers.serving(RERANK, type_).rerank(target, RerankRequest("ok", ("ok",)))
+    elif kind == "realtime":  # a session opened and its first event read: nothing billed
+        async with realtime_socket(target, REALTIME_PROBE_BYTES) as socket:
+            await socket.receive()
     elif kind == "speech":
         request = SpeechRequest(input="OK.", voice=None, response_format="wav")
         async with providers.serving(SPEECH, type_).speech(target, request) as audio:

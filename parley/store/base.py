@@ -23,6 +23,7 @@ from parley.domain.accounts import Account
 from parley.domain.audit import AuditEntry, AuditQuery
 from parley.domain.batches import Batch, BatchLine, BatchPage
 from parley.domain.channels import ChannelEvent, StoredChannel
+from parley.domain.client_secrets import ClientSecret
 from parley.domain.files import FilePage, StoredFile
 from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord
@@ -355,6 +356,18 @@ class VoiceStore(Protocol):
         """Forget a deletion (done, or given up); False when there was none."""
 
 
+class ClientSecretStore(Protocol):
+    """Realtime client secrets by digest (``store/client_secrets_sql.py``), kept in memory
+    by the secrets book (``runtime/client_secrets.py``)."""
+
+    async def add_client_secret(self, secret: ClientSecret) -> None: ...
+
+    async def find_client_secret(self, digest: str) -> ClientSecret | None: ...
+
+    async def prune_client_secrets(self, before: datetime) -> int:
+        """Forget the secrets that expired before ``before``; how many there were."""
+
+
 class ChannelStore(Protocol):
     """Channels managed from the admin surface (the config file's are not stored) and
     their history (``store/channels_sql.py``): the channel book routes to them, the
@@ -452,7 +465,15 @@ class CheckStore(ChannelStore, AuditStore, Protocol):
     channels, their history, and the audit log of what it disabled or enabled."""
 
 
-class Store(AdminStore, ChannelStore, ResponseStore, FileStore, BatchStore, Protocol):
+class Store(
+    AdminStore,
+    ChannelStore,
+    ResponseStore,
+    FileStore,
+    BatchStore,
+    ClientSecretStore,
+    Protocol,
+):
     """Everything Parley keeps: every role, and the schema's lifecycle.
 
     What opens and closes a store holds all of it (``Services``, the CLI's

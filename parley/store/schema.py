@@ -368,3 +368,18 @@ batch_lines = Table(
     Column("result", Text),  # the output or error file's line, once known
     Index("ix_batch_lines_state", "batch_id", "state"),
 )
+
+
+realtime_client_secrets = Table(
+    "realtime_client_secrets",
+    metadata,
+    Column("digest", String(64), primary_key=True),  # SHA-256 of the ek_ secret; never it
+    Column("key_id", Integer, nullable=False),  # the key it was made from (its group, limits)
+    Column("group_id", Integer, nullable=False),
+    Column("model", String(200)),  # the public model it is bound to; NULL: any
+    Column("session", Text),  # JSON: the session configuration it is bound to
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("expires_at", UtcDateTime, nullable=False),
+    ForeignKeyConstraint(["key_id"], ["api_keys.id"], name="fk_realtime_client_secrets_key_id"),
+    Index("ix_realtime_client_secrets_expires_at", "expires_at"),
+)

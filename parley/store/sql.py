@@ -31,6 +31,7 @@ from parley.store import (
     admin_sql,
     batches_sql,
     channels_sql,
+    client_secrets_sql,
     files_sql,
     keys_sql,
     requests_sql,
@@ -250,6 +251,11 @@ class SqlStore:
     claim_deletion = writing(voices_sql.claim_deletion)
     deletion_failed = writing(voices_sql.deletion_failed)
     finish_deletion = writing(voices_sql.finish_deletion)
+
+    # realtime client secrets
+    add_client_secret = writing(client_secrets_sql.add_client_secret)
+    find_client_secret = reading(client_secrets_sql.find_client_secret)
+    prune_client_secrets = writing(client_secrets_sql.prune_client_secrets)
 
     # stored responses (parley/store/responses_sql.py)
 

@@ -121,6 +121,13 @@ class GatewayMetrics:
             registry=r,
             multiprocess_mode="livesum",
         )
+        self.realtime_sessions = Gauge(
+            "parley_realtime_sessions",
+            "Realtime sessions open now, by public model.",
+            ["model"],
+            registry=r,
+            multiprocess_mode="livesum",
+        )
         self.refusals_dropped = Counter(
             "parley_request_log_refusals_dropped",
             "Refusals not written to the request log: the usage queue was past half full.",
@@ -293,6 +300,11 @@ class GatewayMetrics:
         """The batch lane's lines in flight per channel (0 for a channel it has left)."""
         for channel, count in in_flight.items():
             self.batch_lines.labels(channel).set(count)
+
+    def live_sessions(self, by_model: Mapping[str, int]) -> None:
+        """The realtime sessions open per model (0 for a model whose sessions ended)."""
+        for model, count in by_model.items():
+            self.realtime_sessions.labels(model).set(count)
 
     def exposition(self) -> bytes:
         """The text a scrape gets: this process's series, or every worker's added up."""

@@ -160,6 +160,7 @@ def _sample(metrics: GatewayMetrics, svc: Services, lane: BatchLane | None) -> N
         metrics.clone_deletions(deletions.deleted, deletions.failed, deletions.pending)
     if lane is not None:
         metrics.batch_lane(lane.in_flight_by_channel())
+    metrics.live_sessions(svc.live_sessions.by_model())
 
 
 def _scrape_handler(token: str | None) -> Callable[[web.Request], Awaitable[web.Response]]:

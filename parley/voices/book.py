@@ -68,6 +68,11 @@ class CloneBook:
             self._engine_names = {model: frozenset(held) for model, held in names.items()}
         return name in self._engine_names.get(model, frozenset())
 
+    def engine_name_owners(self, name: str) -> frozenset[int]:
+        """The groups whose clones (of any model) an engine knows as ``name``: a hosted
+        engine's voice id is one group's, whichever model a caller names it on."""
+        return frozenset(c.group_id for c in self._clones.values() if c.engine_name == name)
+
     def get(self, model: str, voice_id: str) -> Clone | None:
         return self._clones.get(_key(model, voice_id))
 

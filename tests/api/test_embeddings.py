@@ -11,6 +11,7 @@ import aiohttp
 import openai
 import pytest
 
+from parley.api import realtime
 from parley.api.chat import CHAT
 from parley.api.completions import COMPLETIONS
 from parley.api.embeddings import EMBEDDINGS, MAX_INPUTS
@@ -24,6 +25,8 @@ from tests.upstreams.openai_compatible import Behaviour, FakeEngine
 
 AUDIO_KINDS = {"speech", "transcription"}
 """Served by the audio endpoints (``/v1/audio/speech``, ``/v1/audio/transcriptions``)."""
+REALTIME_KINDS = realtime.KINDS
+"""Served by ``/v1/realtime`` (a WebSocket)."""
 
 
 def with_embeddings(config: dict[str, Any]) -> None:
@@ -165,7 +168,7 @@ def test_every_model_kind_the_config_accepts_has_an_endpoint() -> None:
     served = set(CHAT.kinds) | set(COMPLETIONS.kinds) | set(EMBEDDINGS.kinds)
     served |= set(MODERATIONS.kinds) | set(RERANK_V1.kinds) | set(RERANK_V2.kinds)
     served |= set(GENERATIONS.kinds) | set(EDITS.kinds)
-    assert set(get_args(ModelKind)) == served | AUDIO_KINDS
+    assert set(get_args(ModelKind)) == served | AUDIO_KINDS | REALTIME_KINDS
 
 
 @pytest.mark.parametrize("given", ["float", "base64"])

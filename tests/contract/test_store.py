@@ -21,6 +21,7 @@ import asyncpg
 import pytest
 from sqlalchemy import text
 
+from parley.domain.client_secrets import ClientSecret
 from parley.domain.groups import Quota
 from parley.domain.requests import RequestQuery
 from parley.domain.usage import DailyUsage, UsageRecord
@@ -598,6 +599,7 @@ async def test_an_unreachable_database_raises_store_unavailable_from_every_metho
         "failures_by_day": store.failures_by_day(datetime.now(UTC)),
         "list_requests": store.list_requests(RequestQuery()),
         "find_request": store.find_request("r-1"),
+        "find_client_secret": store.find_client_secret("d"),
     }
     try:
         for name, pending in calls.items():
@@ -607,3 +609,28 @@ async def test_an_unreachable_database_raises_store_unavailable_from_every_metho
             assert "[SQL" not in str(raised.value), name
     finally:
         await store.close()
+
+
+async def test_client_secrets_are_kept_by_digest_and_pruned_once_expired(
+    store: SqlStore,
+) -> None:
+    group = await store.create_group("one")
+    key = await store.create_key(group.id, name="k", digest=digest_of("k"), prefix="pk-")
+    now = datetime.now(UTC).replace(microsecond=0)
+    live = ClientSecret(
+        digest_of("ek_live"),
+        key.id,
+        group.id,
+        "voice",
+        {"type": "realtime", "instructions": "Be brief.", "audio": {"output": {"voice": "marin"}}},
+        now,
+        now + timedelta(minutes=10),
+    )
+    old = ClientSecret(digest_of("ek_old"), key.id, group.id, None, None, now, now)
+    await store.add_client_secret(live)
+    await store.add_client_secret(old)
+    assert await store.find_client_secret(live.digest) == live
+    assert await store.find_client_secret(digest_of("ek_other")) is None
+    assert await store.prune_client_secrets(now + timedelta(seconds=1)) == 1
+    assert await store.find_client_secret(old.digest) is None
+    assert await store.find_client_secret(live.digest) == live

@@ -101,9 +101,9 @@ def test_every_described_operation_survives_fuzzing_without_a_5xx_or_a_leak(
     operations = [result.ok() for result in schema.get_all_operations()]
     operations.sort(key=lambda op: op.path.startswith("/admin"))
     # text, messages, responses, embeddings, moderations, rerank, images, files, batches,
-    # speech, voices, transcription, admin (groups, keys, usage, requests, channels,
-    # accounts, audit, voices)
-    assert len(operations) == 70
+    # speech, voices, transcription, realtime, admin (groups, keys, usage, requests,
+    # channels, accounts, audit, voices)
+    assert len(operations) == 72
     calls = 0
     for operation in operations:
         token = ADMIN_TOKEN if operation.path.startswith("/admin") else key

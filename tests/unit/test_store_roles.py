@@ -2,7 +2,8 @@
 
 ``parley/store/base.py`` cuts the ``Store`` into roles (``KeyStore``, ``UsageStore``,
 ``VoiceStore``, ``ResponseStore``, ``FileStore``, ``BatchStore``, ``ChannelStore``,
-``AccountStore``, ``AuditStore``, ``AdminStore``, ``CheckStore``);
+``AccountStore``, ``AuditStore``, ``AdminStore``, ``CheckStore``,
+``ClientSecretStore``);
 ``Store`` is all of them and the schema's lifecycle. Only what opens a store or hands
 one out holds all of it.
 """
@@ -30,6 +31,7 @@ ROLES = (
     base.AuditStore,
     base.AdminStore,
     base.CheckStore,
+    base.ClientSecretStore,
 )
 LIFECYCLE = {"migrate", "close"}
 OWNERS = ("open_store(", "with_store(", "Services.start(")

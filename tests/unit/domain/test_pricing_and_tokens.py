@@ -84,3 +84,36 @@ def test_search_units_are_priced_whole_beside_tokens() -> None:
     assert price.cost(search_units=1) == 2_000_000
     assert price.cost(search_units=3, prompt_tokens=1000) == 6_020_000
     assert Price(input_per_1k=5).cost(search_units=7) == 0  # a model not priced per unit
+
+
+def test_audio_tokens_have_their_own_prices_in_and_out() -> None:
+    price = Price(
+        input_per_1k=usd_to_nanos("0.004"),
+        output_per_1k=usd_to_nanos("0.016"),
+        cached_input_per_1k=usd_to_nanos("0.0004"),
+        audio_input_per_1k=usd_to_nanos("0.032"),
+        cached_audio_input_per_1k=usd_to_nanos("0.0004"),
+        audio_output_per_1k=usd_to_nanos("0.064"),
+    )
+    # 1,000 input tokens: 600 audio (100 of them cached), 400 text (50 cached);
+    # 300 output tokens: 250 audio, 50 text.
+    cost = price.cost(
+        prompt_tokens=1000,
+        completion_tokens=300,
+        cached_tokens=150,
+        audio_tokens=600,
+        cached_audio_tokens=100,
+        audio_output_tokens=250,
+    )
+    per_token = {"text": 4000, "cached": 400, "audio": 32000, "audio_out": 64000, "out": 16000}
+    assert cost == (
+        350 * per_token["text"]
+        + 50 * per_token["cached"]
+        + 500 * per_token["audio"]
+        + 100 * per_token["cached"]
+        + 50 * per_token["out"]
+        + 250 * per_token["audio_out"]
+    )
+    # counts past their totals never bill more than the totals hold
+    assert price.cost(prompt_tokens=10, audio_tokens=50) == 10 * 32000
+    assert price.cost(completion_tokens=10, audio_output_tokens=50) == 10 * 64000
