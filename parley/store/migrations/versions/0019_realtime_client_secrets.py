@@ -1,8 +1,8 @@
 """Realtime client secrets: the digest of each short-lived ``ek_`` secret a browser opens
 a realtime session with, the key it was made from, what it is bound to, and its expiry.
 
-Revision ID: 0020
-Revises: 0014
+Revision ID: 0019
+Revises: 0018
 Create Date: 2026-11-29
 """
 
@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0020"
-down_revision: str | None = "0014"
+revision: str = "0019"
+down_revision: str | None = "0018"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
