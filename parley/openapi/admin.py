@@ -181,6 +181,29 @@ SCHEMAS: JSON = {
             "deleted": {"type": "boolean", "description": "Only in a deletion's reply."},
         },
     },
+    "VoiceDeletion": {
+        "type": "object",
+        "description": "A clone's deletion its engine has not done yet, retried with backoff.",
+        "required": ["object", "id", "voice_id", "model", "group_id", "attempts"],
+        "properties": {
+            "object": {"const": "audio.voice.deletion"},
+            "id": {"type": "integer"},
+            "voice_id": {"type": "string"},
+            "model": {"type": "string"},
+            "group_id": {"type": "integer"},
+            "group": {"type": ["string", "null"]},
+            "label": {"type": "string"},
+            "engine_name": {"type": "string"},
+            "channel": {"type": "string"},
+            "requested_at": {"type": ["string", "null"]},
+            "attempts": {"type": "integer"},
+            "last_error": {"type": ["string", "null"], "description": "Redacted."},
+            "last_attempt_at": {"type": ["string", "null"]},
+            "next_attempt_at": {"type": ["string", "null"]},
+            "deleted": {"type": "boolean", "description": "Only in a retry's reply."},
+            "abandoned": {"type": "boolean", "description": "Only in a give-up's reply."},
+        },
+    },
     "GroupChanges": {
         "type": "object",
         "description": "A field set to null clears that limit.",
@@ -388,6 +411,35 @@ PATHS: JSON = {
                 query_param("group", description="One group's name"),
                 query_param("model", description="One model's name"),
             ],
+        )
+    },
+    "/admin/voice-deletions": {
+        "get": admin_operation(
+            "listVoiceDeletions",
+            "Clone deletions their engines have not done yet",
+            json_reply("The pending deletions", list_of("VoiceDeletion")),
+            parameters=[
+                query_param("group", description="One group's name"),
+                query_param("model", description="One model's name"),
+            ],
+        )
+    },
+    "/admin/voice-deletions/{deletion_id}/retry": {
+        "post": admin_operation(
+            "retryVoiceDeletion",
+            "Try a pending clone deletion on its engine now (audited)",
+            json_reply("The deletion after the attempt", ref("VoiceDeletion")),
+            parameters=[path_param("deletion_id", "integer")],
+            role="operator",
+        )
+    },
+    "/admin/voice-deletions/{deletion_id}": {
+        "delete": admin_operation(
+            "abandonVoiceDeletion",
+            "Give up a pending clone deletion (audited; the engine keeps the voice)",
+            json_reply("The deletion given up", ref("VoiceDeletion")),
+            parameters=[path_param("deletion_id", "integer")],
+            role="operator",
         )
     },
     "/admin/voices/{model}/{voice_id}": {

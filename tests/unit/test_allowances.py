@@ -12,7 +12,7 @@ from parley.api.embeddings import EmbeddingJob, parse_embeddings
 from parley.api.textgen import allowance
 from parley.domain.models import ModelSpec, Resolved
 from parley.domain.pricing import Price
-from parley.domain.tokens import IMAGE_TOKENS_CEILING, TEMPLATE_TOKENS
+from parley.domain.tokens import IMAGE_TOKENS_CEILING, TEMPLATE_TOKENS, estimate_prompt
 from parley.domain.usage import Allowance
 from parley.pipeline.admit import worst_cost
 from parley.providers.registry import ProviderRegistry
@@ -81,7 +81,9 @@ def test_a_completion_call_may_use_its_body_and_best_of() -> None:
 def test_an_embeddings_call_may_use_its_body() -> None:
     body = {"model": "m", "input": ["a", "b"]}
     size = len(orjson.dumps(body))
-    job = EmbeddingJob(parse_embeddings(body), ProviderRegistry(), size)
+    job = EmbeddingJob(
+        parse_embeddings(body), ProviderRegistry(), size, estimate_prompt(["a", "b"])
+    )
     assert job.allowance(model()) == Allowance(prompt_tokens=size + TEMPLATE_TOKENS)
 
 
