@@ -48,6 +48,13 @@ ROUTE_ROLES: dict[tuple[str, str], Role] = {
     ("POST", "/ui/channels/{name}/enable"): OPERATOR,
     ("POST", "/ui/channels/{name}/delete"): OPERATOR,
     ("POST", "/ui/channels/{name}/test"): OPERATOR,
+    # models and prices
+    ("POST", "/models"): OPERATOR,
+    ("PATCH", "/models/{name}"): OPERATOR,
+    ("DELETE", "/models/{name}"): OPERATOR,
+    ("POST", "/ui/models"): OPERATOR,
+    ("POST", "/ui/models/{name}"): OPERATOR,
+    ("POST", "/ui/models/{name}/delete"): OPERATOR,
     # administrators: the owner's alone, reading included
     ("GET", "/accounts"): OWNER,
     ("POST", "/accounts"): OWNER,

@@ -243,6 +243,9 @@ class UsageRecord:
     the like refusals past the first few of its minute (``pipeline/refusal_rows.py``)."""
     search_units: int = 0
     """A rerank's search units (``Usage.search_units``); 0 for every other call."""
+    price: str | None = None
+    """The unit prices the call was billed at (``Price.tag``: the model's price in force
+    when it was admitted); ``None`` for a call not billed (refused or failed)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -99,7 +99,9 @@ class Meter:
         admission = call.admission
         usage = self.capped(call, usage, channel)
         cost = 0
+        price = None
         if billable if billable is not None else status < 400:
+            price = call.model.spec.price.tag
             cost = call.model.spec.price.cost(
                 prompt_tokens=usage.prompt_tokens,
                 completion_tokens=usage.completion_tokens,
@@ -137,6 +139,7 @@ class Meter:
             True,  # admitted
             1,  # request_count
             usage.search_units,
+            price,
         )
         self.writer.submit(record)
         self.health.observe(record)

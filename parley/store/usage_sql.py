@@ -234,6 +234,7 @@ def _raw_row(record: UsageRecord) -> dict[str, Any]:
         "admitted": record.admitted,
         "request_count": record.request_count,
         "search_units": record.search_units,
+        "price": record.price,
     }
 
 

@@ -64,6 +64,7 @@ _RAW_COLUMNS = (
     "cache_write_tokens",
     "request_count",
     "search_units",
+    "price",
 )
 _ROLLUP_COLUMNS = ("group_id", "day", "model", *ROLLUP_TOTALS)
 
@@ -75,11 +76,11 @@ texts that stay prepared. One statement per row (``executemany``) would hand the
 over once per row, and on a busy worker each hand-over waits up to the switch interval."""
 
 NO_VALUE = -1
-"""Bound for a missing ``error_code`` or ``first_byte_ms`` and turned back into NULL by
+"""Bound for a missing ``error_code``, ``first_byte_ms`` or ``price``, turned back into NULL by
 the statement (``NULLIF(?, -1)``; a time is never negative, and a text never equals an
 integer): the sqlite3 module binds ``None`` only after looking for an adapter, which
 costs more than the integer (docs/performance.md, Speed habits)."""
-_MAYBE_NULL = ("error_code", "first_byte_ms")
+_MAYBE_NULL = ("error_code", "first_byte_ms", "price")
 
 
 def _values(columns: Sequence[str], rows: int) -> str:
@@ -253,6 +254,7 @@ class Batch:
             text = f"{second}{at.microsecond:06d}"
             error_code = record.error_code
             first_byte_ms = record.first_byte_ms
+            price = record.price
             values.extend(
                 (
                     record.request_id,
@@ -278,6 +280,7 @@ class Batch:
                     record.cache_write_tokens,
                     record.request_count,
                     record.search_units,
+                    NO_VALUE if price is None else price,
                 )
             )
             key_id = record.key_id

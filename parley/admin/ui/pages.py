@@ -35,6 +35,10 @@ AUDIT_ACTIONS = (
     ("key.rotate", "key.rotate"),
     ("key.revoke", "key.revoke"),
     ("voice.delete", "voice.delete"),
+    ("model.", "any model change"),
+    ("model.create", "model.create"),
+    ("model.update", "model.update"),
+    ("model.delete", "model.delete"),
     ("session.", "sign-ins and sign-outs"),
 )
 """The actions the audit page offers to filter by (any other can be typed in the URL)."""
