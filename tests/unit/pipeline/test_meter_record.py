@@ -80,6 +80,7 @@ async def test_each_value_lands_in_its_own_field(tmp_path: Path) -> None:
         error_code="code",
         first_byte_ms=250,
         admitted=True,
+        price=price.tag,
     )
     assert record == expected
     assert record.cost_nanos > 0
