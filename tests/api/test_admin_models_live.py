@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import openai
@@ -15,7 +17,7 @@ import pytest
 
 from parley.domain.pricing import Price, usd_to_nanos
 from tests.api.admin_client import ADMIN, admin_gateway, browser_session, call, login
-from tests.api.harness import Gateway, records
+from tests.api.harness import Gateway, StartGateway, default_config, records, starting
 from tests.api.test_admin_accounts import as_account, staffed
 from tests.upstreams.openai_compatible import FakeEngine
 
@@ -54,11 +56,26 @@ async def until(check: Any, seconds: float = 5.0) -> None:
         await asyncio.sleep(0.05)
 
 
+@pytest.fixture
+async def on_each_store(
+    engine: FakeEngine, database_url: str, tmp_path: Path
+) -> AsyncIterator[StartGateway]:
+    """Gateways on one database: a SQLite file, then PostgreSQL."""
+
+    def config() -> dict[str, Any]:
+        settings = default_config(engine.base_url, tmp_path)
+        settings["database"] = {"url": database_url}
+        return settings
+
+    async with starting(config) as start:
+        yield start
+
+
 async def test_a_model_added_live_is_callable_on_every_instance_without_restart(
-    start_gateway: Any, engine: FakeEngine
+    on_each_store: StartGateway, engine: FakeEngine
 ) -> None:
-    gateway = await admin_gateway(start_gateway)
-    other = await admin_gateway(start_gateway)  # a second instance on the same database
+    gateway = await admin_gateway(on_each_store)
+    other = await admin_gateway(on_each_store)  # a second instance on the same database
     key = await gateway.key(await gateway.group("team"))
     with pytest.raises(openai.NotFoundError):
         await ask(gateway, key)
@@ -80,6 +97,8 @@ async def test_a_model_added_live_is_callable_on_every_instance_without_restart(
     await until(other_serves_it)  # brought by the other instance's refresh loop
     other_key = await other.key(await other.group("elsewhere"))
     await ask(other, other_key)
+    billed = [r.price for r in await records(other) if r.model == "fresh-model"]
+    assert set(billed) == {priced("0.002", "0.004").tag}
 
     status, _ = await call(gateway, "PATCH", "/admin/models/fresh-model", body={"enabled": False})
     assert status == 200
