@@ -260,6 +260,11 @@ class Services:
         services._loops.append(asyncio.create_task(watch.run(), name="parley-alert-watch"))
         return services
 
+    def model_names(self) -> list[str]:
+        """Every model's name: the config file's in its order, then those managed live."""
+        names = [model.name for model in self.settings.models]
+        return names + [live.spec.name for live in self.model_book.live]
+
     def kind_of(self, model: str) -> ModelKind:
         """The kind of a configured model (``chat`` for a name no longer configured)."""
         resolved = self.models.resolve(model)

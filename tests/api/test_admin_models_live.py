@@ -138,6 +138,9 @@ async def test_each_call_is_billed_and_logged_at_the_price_in_force(
         url = f"{gateway.base_url}/admin/ui/requests/{record.request_id}"
         async with session.get(url) as page:
             html = await page.text()
+        async with session.get(f"{gateway.base_url}/admin/ui/groups") as page:
+            groups = await page.text()
+    assert 'value="fresh-model"' in groups  # a group may be given the live model
     assert "Billed at" in html
     assert "$0.002 per 1K input tokens" in html and "$0.004 per 1K output tokens" in html
 

@@ -53,7 +53,7 @@ async def requests_page(request: web.Request) -> web.Response:
             "rows": [line_view(line) for line in found.lines] if found else [],
             "error": error,
             "groups": [group.name for group in await service.groups()],
-            "models": [model.name for model in svc.settings.models],
+            "models": svc.model_names(),
             "statuses": STATUS_CHOICES,
             "query": urlencode(filters.params()),
             "older": _older(found),
