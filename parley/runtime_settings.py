@@ -13,8 +13,9 @@ from __future__ import annotations
 import ipaddress
 import re
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from parley.catalog_settings import Strict
 
@@ -225,9 +226,70 @@ MIN_ADMIN_TOKEN_CHARS = 16
 """The admin token opens every group, key and budget: a short one is refused at start."""
 
 
+RoleName = Literal["viewer", "operator", "owner"]
+LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
+
+
+class OidcSettings(Strict):
+    """Single sign-on to the dashboard through an OpenID Connect provider (authorization
+    code with PKCE; ``parley.admin.oidc``). The role comes from a claim of the ID token
+    (or of userinfo) at every sign-in, through ``roles``: claim value → role."""
+
+    issuer: str
+    """The provider's issuer URL, exactly as its discovery document states it."""
+    client_id: str = Field(min_length=1)
+    client_secret: SecretStr | None = None
+    """``${NAME}``: kept out of the file, never logged; unset: a public client (PKCE)."""
+    name: str = Field("single sign-on", min_length=1, max_length=60)
+    """What the button on the login page says: "Sign in with <name>"."""
+    scopes: tuple[str, ...] = ("openid", "profile", "email")
+    role_claim: str = "groups"
+    """The claim that holds the caller's groups or roles; a dotted path reaches into
+    objects (Keycloak's ``realm_access.roles``)."""
+    roles: dict[str, RoleName] = Field(min_length=1)
+    """Claim value → role; where several match, the highest role wins, and where none
+    does the sign-in is refused."""
+    username_claim: str = "preferred_username"
+    """The claim that names the account (made lower-case; other characters than
+    letters, digits, '.', '_' and '-' become '-')."""
+    create_accounts: bool = False
+    """Create the account at its first sign-in; off: only accounts an owner made for
+    single sign-on (``"sso": true``) or that signed in before may sign in."""
+    redirect_base_url: str
+    """Parley's public address as the browser reaches it (``https://parley.example``);
+    the provider sends the browser back to ``<it>/admin/sso/callback``."""
+
+    @field_validator("issuer", "redirect_base_url")
+    @classmethod
+    def _https(cls, url: str) -> str:
+        parsed = urlsplit(url)
+        loopback = parsed.scheme == "http" and parsed.hostname in LOOPBACK_HOSTS
+        if not parsed.hostname or (parsed.scheme != "https" and not loopback):
+            raise ValueError("must be an https:// URL (http:// only on the loopback address)")
+        return url
+
+    @field_validator("scopes")
+    @classmethod
+    def _openid(cls, scopes: tuple[str, ...]) -> tuple[str, ...]:
+        if "openid" not in scopes:
+            raise ValueError("must include openid")
+        return scopes
+
+    @property
+    def redirect_uri(self) -> str:
+        return f"{self.redirect_base_url.rstrip('/')}/admin/sso/callback"
+
+
 class AdminSettings(Strict):
     token: str | None = None
     """The bearer token of ``/admin`` and the dashboard's password; unset or empty: off."""
+
+    oidc: OidcSettings | None = None
+    """Single sign-on to the dashboard; unset: off."""
+    local_sign_in: bool = True
+    """Whether the admin token and the accounts' passwords sign in (the dashboard's form,
+    the API's Bearer and Basic credentials); false leaves single sign-on alone, and
+    ``PARLEY_ADMIN_LOCAL_SIGN_IN=true`` at a restart is the way back in (break-glass)."""
 
     secure_cookies: Literal["auto", "always"] = "auto"
     """``auto``: the dashboard's cookies are ``Secure`` when the request came over HTTPS,
@@ -259,6 +321,14 @@ class AdminSettings(Strict):
             )
         return token
 
+    @model_validator(mode="after")
+    def _someone_signs_in(self) -> AdminSettings:
+        if not self.local_sign_in and self.oidc is None:
+            raise ValueError(
+                "local_sign_in is false but admin.oidc is not set: nobody could sign in"
+            )
+        return self
+
     @field_validator("trusted_proxies")
     @classmethod
     def _networks(cls, proxies: tuple[str, ...]) -> tuple[str, ...]:
@@ -286,7 +356,8 @@ class UpstreamSettings(Strict):
 
 class AudioSettings(Strict):
     """Measuring uploaded audio: how long a clip may last, what decoding it may cost, and
-    the threads it runs on (``parley.audio.pool``)."""
+    the threads it runs on (``parley.audio.pool``); and how deleted clones are deleted
+    on their engines when a first attempt fails (``parley.voices.deletions``)."""
 
     max_seconds: float = Field(7200.0, gt=0, description="the longest clip accepted (else 400)")
     decode_cpu_seconds: float = Field(2.0, gt=0, description="CPU time any clip may take to decode")
@@ -295,6 +366,16 @@ class AudioSettings(Strict):
     )
     threads: int = Field(4, gt=0, description="clips measured at once")
     threads_per_group: int = Field(1, gt=0, description="clips of one group measured at once")
+    clone_deletion_retry_seconds: float = Field(
+        30.0, gt=0, description="wait after a failed deletion of a clone on its engine"
+    )
+    """The wait after the first failed attempt; doubled after each further failure."""
+    clone_deletion_retry_max_seconds: float = Field(
+        3600.0, gt=0, description="longest wait between two attempts at deleting a clone"
+    )
+    clone_deletion_scan_seconds: float = Field(
+        5.0, gt=0, description="how often each worker looks for clone deletions that are due"
+    )
 
 
 class ImageSettings(Strict):

@@ -50,6 +50,7 @@ from parley.runtime_settings import (
     ImageSettings,
     LimitSettings,
     MetricsSettings,
+    OidcSettings,
     OtlpSettings,
     RedisSettings,
     ResponsesSettings,
@@ -79,6 +80,7 @@ __all__ = [
     "MetricsSettings",
     "ModelKind",
     "ModelSettings",
+    "OidcSettings",
     "OtlpSettings",
     "Prices",
     "QualityLevel",
@@ -316,6 +318,7 @@ _OVERRIDES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("PARLEY_REDIS_URL", ("redis", "url")),
     ("PARLEY_LIMITS_BACKEND", ("limits", "backend")),
     ("PARLEY_ADMIN_TOKEN", ("admin", "token")),
+    ("PARLEY_ADMIN_LOCAL_SIGN_IN", ("admin", "local_sign_in")),
     ("PARLEY_SECRET_KEYS", ("admin", "secret_keys")),
     ("PARLEY_METRICS_TOKEN", ("metrics", "token")),
 )

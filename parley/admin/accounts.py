@@ -29,7 +29,7 @@ from parley.domain.accounts import (
 from parley.errors import InvalidRequest, NotFound
 from parley.store.base import Conflict, Missing
 
-RESERVED = frozenset({"token", "cli", "breaker"})
+RESERVED = frozenset({"token", "cli", "breaker", "sso"})
 """Names the audit log uses for other actors."""
 
 
@@ -66,6 +66,7 @@ def account_view(account: Account) -> dict[str, Any]:
         "role": account.role,
         "disabled": account.disabled_at is not None,
         "disabled_at": _iso(account.disabled_at),
+        "sso": account.sso_only or account.sso_subject is not None,
         "created_at": _iso(account.created_at),
         "updated_at": _iso(account.updated_at),
     }
@@ -84,17 +85,21 @@ class Accounts:
     async def list(self) -> list[Account]:
         return await self._store.list_accounts()
 
-    async def create(self, name: Any, role: Any, password: Any) -> Account:
-        name, role, password = check_name(name), check_role(role), check_password(password)
+    async def create(self, name: Any, role: Any, password: Any, *, sso: bool = False) -> Account:
+        """An account signed in by its password, or with ``sso`` one with none, for the
+        single sign-on whose name claim is ``name`` (bound at its first sign-in)."""
+        name, role = check_name(name), check_role(role)
+        if sso and password is not None:
+            raise InvalidRequest("An account for single sign-on has no password.", param="password")
         now = datetime.now(UTC)
-        hashed = await self._hasher.hash(password)
+        hashed = "" if sso else await self._hasher.hash(check_password(password))
         try:
             account = await self._store.add_account(Account(name, role, hashed, now, now))
         except Conflict:
             raise InvalidRequest(
                 f"An account named '{name}' already exists.", param="name", code="conflict"
             ) from None
-        await self._admin.audit("account.create", name, role=role)
+        await self._admin.audit("account.create", name, role=role, **({"sso": True} if sso else {}))
         return account
 
     async def update(
@@ -139,8 +144,11 @@ async def list_accounts(request: web.Request) -> web.Response:
 
 async def create_account(request: web.Request) -> web.Response:
     body = await read_json(request)
+    sso = body.get("sso", False)
+    if not isinstance(sso, bool):
+        raise InvalidRequest("'sso' must be true or false.", param="sso")
     account = await accounts_of(request).create(
-        body.get("name"), body.get("role"), body.get("password")
+        body.get("name"), body.get("role"), body.get("password"), sso=sso
     )
     return json_reply(account_view(account), status=201)
 

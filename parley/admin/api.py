@@ -23,7 +23,7 @@ from parley.admin.finding import (
     key_finder,
     listing_from_params,
 )
-from parley.admin.monitor import alerts_view, overview
+from parley.admin.monitor import alerts_view, budget_watch, overview
 from parley.admin.reports import query_from_params
 from parley.admin.request_log import (
     export_csv,
@@ -32,7 +32,7 @@ from parley.admin.request_log import (
     line_view,
     read_page,
 )
-from parley.admin.views import audit_view, clone_view, group_view, key_view
+from parley.admin.views import audit_view, clone_view, deletion_view, group_view, key_view
 from parley.api.body import read_json
 from parley.api.reply import json_reply
 from parley.domain.groups import Quota
@@ -209,14 +209,30 @@ async def list_voices(request: web.Request) -> web.Response:
 
 async def delete_voice(request: web.Request) -> web.Response:
     service = admin_service(request)
-    clone = await service.delete_clone(request.match_info["model"], request.match_info["voice_id"])
+    deleted = await service.delete_clone(
+        request.match_info["model"], request.match_info["voice_id"]
+    )
     names = {group.id: group.name for group in await service.groups()}
-    return json_reply({**clone_view(clone, names), "deleted": True})
+    pending = deleted.pending
+    return json_reply(
+        {
+            **clone_view(deleted.clone, names),
+            "deleted": True,
+            "pending_deletion": deletion_view(pending, names) if pending is not None else None,
+        }
+    )
 
 
 async def get_overview(request: web.Request) -> web.Response:
     svc = request.config_dict[SERVICES]
-    return json_reply({**(await overview(svc.store)).view(), "alerts": alerts_view(svc.alerts)})
+    watch = await budget_watch(admin_service(request))
+    return json_reply(
+        {
+            **(await overview(svc.store)).view(),
+            "spend": watch.view(),
+            "alerts": alerts_view(svc.alerts),
+        }
+    )
 
 
 async def list_channels(request: web.Request) -> web.Response:

@@ -13,12 +13,15 @@ from aiohttp import web
 from parley.admin.auth import FailedAttempts, Session, Sessions
 from parley.admin.passwords import Hasher, VerifiedPasswords
 from parley.admin.service import AdminService
-from parley.api.voice_clones import delete_registered
+from parley.api.voice_clones import retire
 from parley.domain.audit import Actor
 from parley.pipeline.context import SERVICES
 
 if TYPE_CHECKING:
     from jinja2 import Environment
+
+    from parley.admin.oidc import OidcClient
+    from parley.admin.sso import Flows
 
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -64,6 +67,11 @@ class AdminState:
     cookies: CookiePolicy = field(default_factory=CookiePolicy)
     hasher: Hasher = field(default_factory=Hasher)
     verified: VerifiedPasswords = field(default_factory=VerifiedPasswords)
+    local_sign_in: bool = True
+    """Whether the admin token and passwords sign in (``admin.local_sign_in``)."""
+    sso: OidcClient | None = None
+    """Single sign-on (``admin.oidc``), with the sign-ins under way (``flows``)."""
+    flows: Flows | None = None
 
 
 class Templates:
@@ -101,5 +109,6 @@ def admin_service(request: web.Request) -> AdminService:
         request[ACTOR],
         directory=svc.directory,
         ledger=svc.meter.ledger,
-        unclone=partial(delete_registered, svc),
+        unclone=partial(retire, svc),
+        retry_deletion=svc.deletions.retry_now if svc.deletions is not None else None,
     )

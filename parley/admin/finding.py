@@ -163,11 +163,14 @@ GROUPS: Finder[Group] = Finder(
 
 
 def key_finder(group_names: Mapping[int, str]) -> Finder[KeyState]:
-    """Keys found by label, prefix or group name; newest first unless sorted otherwise."""
+    """Keys found by label, prefix (the current secret's or one a rotation replaced: an
+    old request-log line's prefix finds its key) or group name; newest first unless
+    sorted otherwise."""
     return Finder(
         lambda state: (
             state.record.name,
             state.record.prefix,
+            *state.record.former_prefixes,
             group_names.get(state.record.group_id, ""),
         ),
         {

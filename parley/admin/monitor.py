@@ -7,9 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
+from urllib.parse import quote
 
 from yarl import URL
 
+from parley.admin.service import AdminService
+from parley.admin.views import Budget, key_name
 from parley.domain.pricing import nanos_to_usd
 from parley.runtime.alerts import Alerts
 from parley.runtime.breaker import Breakers
@@ -84,6 +87,66 @@ class Overview:
             "groups": self.groups,
             "active_keys": self.active_keys,
         }
+
+
+WATCH_ROWS = 5
+"""How many top spenders and groups nearest their budget the overview lists."""
+
+
+@dataclass(frozen=True, slots=True)
+class Spend:
+    """A group's or a key's spend this budget period, against its own budget if any."""
+
+    kind: str
+    """``group`` or ``key``."""
+    name: str
+    """The group's name; a key's prefix and label."""
+    link: str
+    """Its dashboard page."""
+    budget: Budget
+
+    def view(self) -> dict[str, Any]:
+        return {"kind": self.kind, "name": self.name, **self.budget.view()}
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetWatch:
+    """The overview's spend: the top spending groups and keys this period, and the groups
+    nearest their budget (over it first)."""
+
+    groups: list[Spend]
+    keys: list[Spend]
+    nearest: list[Spend]
+
+    def view(self) -> dict[str, Any]:
+        return {
+            "top_groups": [spend.view() for spend in self.groups],
+            "top_keys": [spend.view() for spend in self.keys],
+            "nearest_budget": [spend.view() for spend in self.nearest],
+        }
+
+
+async def budget_watch(service: AdminService, rows: int = WATCH_ROWS) -> BudgetWatch:
+    """Who spends most this period and which groups are nearest their budget (the live
+    ledger's spend when serving: no database read per group)."""
+    groups = [
+        Spend("group", group.name, f"/admin/ui/groups/{quote(group.name, safe='')}", budget)
+        for group in await service.groups()
+        for budget in [await service.budget(group)]
+    ]
+    keys = [
+        Spend("key", key_name(record), f"/admin/ui/keys/{record.id}", budget)
+        for record in await service.store.list_keys()
+        for budget in [await service.key_budget(record)]
+    ]
+
+    def top(spends: list[Spend]) -> list[Spend]:
+        spent = [spend for spend in spends if spend.budget.spent_nanos > 0]
+        return sorted(spent, key=lambda spend: -spend.budget.spent_nanos)[:rows]
+
+    budgeted = [spend for spend in groups if spend.budget.share is not None]
+    nearest = sorted(budgeted, key=lambda spend: -(spend.budget.share or 0.0))[:rows]
+    return BudgetWatch(top(groups), top(keys), nearest)
 
 
 def alerts_view(alerts: Alerts | None) -> dict[str, Any]:

@@ -29,6 +29,8 @@ MAX_CSV_LINES = 10_000
 """An export's most lines (pages of ``MAX_PAGE``); narrow the filters for more."""
 MAX_TEXT = 200
 MAX_ID = 2_147_483_647
+MIN_PREFIX = 4
+"""The fewest characters of a prefix the ``key`` filter takes (``pk-`` alone is every key)."""
 STATUS_CLASSES = ("2xx", "3xx", "4xx", "5xx")
 COLUMNS = (
     "created_at",
@@ -43,6 +45,7 @@ COLUMNS = (
     "channel",
     "status",
     "error_code",
+    "error_detail",
     "admitted",
     "requests",
     "latency_ms",
@@ -180,6 +183,7 @@ def line_view(line: LoggedRequest) -> dict[str, Any]:
         "channel": record.channel or None,
         "status": record.status,
         "error_code": record.error_code,
+        "error_detail": record.error_detail,
         "admitted": record.admitted,
         "requests": record.request_count,
         "latency_ms": record.latency_ms,
@@ -208,11 +212,7 @@ def _cell(view: dict[str, Any], column: str) -> object:
 
 async def _query(service: AdminService, filters: Filters) -> RequestQuery:
     group_id = (await service.group(filters.group)).id if filters.group else None
-    key_id = None
-    if filters.key:
-        if not (filters.key.isdigit() and 1 <= int(filters.key) <= MAX_ID):
-            raise InvalidRequest("'key' must be a key's id.", param="key")
-        key_id = int(filters.key)
+    key_id = await _key_id(service, filters.key) if filters.key else None
     return RequestQuery(
         since=_instant(filters.since, "since", end=False),
         until=_instant(filters.until, "until", end=True),
@@ -221,6 +221,29 @@ async def _query(service: AdminService, filters: Filters) -> RequestQuery:
         model=filters.model or None,
         status=_status(filters.status),
     )
+
+
+async def _key_id(service: AdminService, wanted: str) -> int:
+    """The key a filter names: by its id, or by a prefix (or its start) of its secret now
+    or of one a rotation replaced, so an old line's prefix finds its key."""
+    if wanted.isdigit():
+        if not 1 <= int(wanted) <= MAX_ID:
+            raise InvalidRequest("'key' must be a key's id or prefix.", param="key")
+        return int(wanted)
+    if len(wanted) < MIN_PREFIX:
+        raise InvalidRequest(
+            f"'key' must be a key's id, or at least {MIN_PREFIX} characters of its prefix.",
+            param="key",
+        )
+    found = [r for r in await service.store.list_keys() if r.known_by(wanted)]
+    if not found:
+        raise NotFound(f"No key has had a secret starting '{wanted}'.", param="key")
+    if len(found) > 1:
+        raise InvalidRequest(
+            f"{len(found)} keys have had a secret starting '{wanted}'; give more of it.",
+            param="key",
+        )
+    return found[0].id
 
 
 def _status(raw: str) -> StatusFilter | None:

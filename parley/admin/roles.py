@@ -25,15 +25,20 @@ ROUTE_ROLES: dict[tuple[str, str], Role] = {
     ("PATCH", "/keys/{key_id}"): OPERATOR,
     ("POST", "/keys/{key_id}/rotate"): OPERATOR,
     ("DELETE", "/voices/{model}/{voice_id}"): OPERATOR,
+    ("POST", "/voice-deletions/{deletion_id}/retry"): OPERATOR,
+    ("DELETE", "/voice-deletions/{deletion_id}"): OPERATOR,
     ("POST", "/ui/groups"): OPERATOR,
     ("POST", "/ui/groups/{name}"): OPERATOR,
     ("POST", "/ui/groups/{name}/disable"): OPERATOR,
     ("POST", "/ui/groups/{name}/enable"): OPERATOR,
     ("POST", "/ui/groups/{name}/keys"): OPERATOR,
+    ("POST", "/ui/keys"): OPERATOR,
     ("POST", "/ui/keys/{key_id}/revoke"): OPERATOR,
     ("POST", "/ui/keys/{key_id}"): OPERATOR,
     ("POST", "/ui/keys/{key_id}/rotate"): OPERATOR,
     ("POST", "/ui/voices/{model}/{voice_id}/delete"): OPERATOR,
+    ("POST", "/ui/voice-deletions/{deletion_id}/retry"): OPERATOR,
+    ("POST", "/ui/voice-deletions/{deletion_id}/abandon"): OPERATOR,
     # channels
     ("POST", "/channels"): OPERATOR,
     ("PATCH", "/channels/{name}"): OPERATOR,
@@ -67,7 +72,9 @@ ROUTE_ROLES: dict[tuple[str, str], Role] = {
     # the session itself
     ("POST", "/logout"): VIEWER,
 }
-OPEN_ROUTES = frozenset({("GET", "/login"), ("POST", "/login")})
+OPEN_ROUTES = frozenset(
+    {("GET", "/login"), ("POST", "/login"), ("GET", "/sso/start"), ("GET", "/sso/callback")}
+)
 """Reached before signing in."""
 
 

@@ -26,7 +26,7 @@ from parley.admin.views import (
 from parley.domain.audit import Actor, AuditEntry, AuditQuery
 from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord, digest, display_prefix, new_key
-from parley.domain.voices import Clone
+from parley.domain.voices import Clone, Deleted, PendingDeletion
 from parley.errors import InvalidRequest, NotFound, Replayed, ServiceUnavailable
 from parley.runtime.budget import Period, SpendLedger, next_period_start, period_start
 from parley.runtime.directory import Directory
@@ -52,6 +52,16 @@ def check_group_name(name: str) -> str:
     return name
 
 
+def changed(before: dict[str, Any], after: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The settings that differ, each as ``{"before": ..., "after": ...}`` (an audit
+    entry's ``changed``, which the dashboard shows as before → after)."""
+    return {
+        name: {"before": before.get(name), "after": value}
+        for name, value in after.items()
+        if before.get(name) != value
+    }
+
+
 class KeyReplayed(Replayed):
     """A key request sent again with its idempotency key: ``key_id`` is what it made."""
 
@@ -64,8 +74,11 @@ class KeyReplayed(Replayed):
         self.key_id = record.id
 
 
-Unclone = Callable[[Clone], Awaitable[Clone]]
-"""Deletes a registered clone on its engine, then in the registry (the ``/v1`` path's)."""
+Unclone = Callable[[Clone], Awaitable[Deleted]]
+"""Deletes a registered clone: out of the registry, then on its engine (the ``/v1``
+path's own deletion)."""
+RetryDeletion = Callable[[int], Awaitable[PendingDeletion | None]]
+"""Attempts a recorded deletion on its engine now; the row after it (``None``: done)."""
 
 
 class AdminService:
@@ -78,9 +91,11 @@ class AdminService:
         directory: Directory | None = None,
         ledger: SpendLedger | None = None,
         unclone: Unclone | None = None,
+        retry_deletion: RetryDeletion | None = None,
     ) -> None:
         self.store = store
         self._unclone = unclone
+        self._retry_deletion = retry_deletion
         self.actor = actor
         self.period: Period = ledger.period if ledger is not None else period
         self._directory = directory
@@ -133,11 +148,17 @@ class AdminService:
         try:
             if not findable(name):
                 raise Missing(name)
+            before = await self.store.get_group(name)
+            if before is None:
+                raise Missing(name)
             group = await self.store.update_group(name, changes)
         except Missing:
             raise NotFound(f"No group named '{name}'.", param="name") from None
         self._remember_group(group)
-        await self.audit("group.update", name, **group_detail(group))
+        after = group_detail(group)
+        await self.audit(
+            "group.update", name, **after, changed=changed(group_detail(before), after)
+        )
         return group
 
     async def set_disabled(self, name: str, disabled: bool) -> Group:
@@ -247,14 +268,24 @@ class AdminService:
         return await self.key_state(found[0])
 
     async def update_key(self, key_id: int, changes: KeyChanges) -> KeyState:
-        """Change a key's label, rates, models, budget or expiry; audited."""
+        """Change a key's label, rates, models, budget or expiry; audited with its
+        settings after and what changed (``changed``: each field's before and after)."""
+        before = next((r for r in await self.store.list_keys() if r.id == key_id), None)
         try:
+            if before is None:
+                raise Missing(str(key_id))
             record = await self.store.update_key(key_id, changes)
         except Missing:
             raise NotFound(f"No key with id '{key_id}'.", param="key_id") from None
         if self._directory is not None:
             self._directory.remember_key(record)
-        await self.audit("key.update", f"key {record.id} ({record.prefix}…)", **key_detail(record))
+        after = key_detail(record)
+        await self.audit(
+            "key.update",
+            f"key {record.id} ({record.prefix}…)",
+            **after,
+            changed=changed(key_detail(before), after),
+        )
         return await self.key_state(record)
 
     async def rotate_key(self, key_id: int, grace: timedelta) -> tuple[KeyState, str]:
@@ -272,7 +303,8 @@ class AdminService:
         await self.audit(
             "key.rotate",
             f"key {record.id} ({record.prefix}…)",
-            old_secret_valid_until=until.isoformat(),
+            old_prefix=record.prefix_of(previous=True),
+            old_secret_valid_until=until.isoformat(timespec="seconds"),
         )
         return await self.key_state(record), secret
 
@@ -296,8 +328,9 @@ class AdminService:
             return []
         return await self.store.list_clones(model=model, group_id=group_id)
 
-    async def delete_clone(self, model: str, voice_id: str) -> Clone:
-        """Delete a clone on its engine, then in the registry; audited."""
+    async def delete_clone(self, model: str, voice_id: str) -> Deleted:
+        """Delete a clone: out of the registry, then on its engine (what the engine did
+        not delete stays recorded and is retried); audited."""
         found = [
             clone
             for clone in (await self.store.list_clones(model=model) if findable(model) else [])
@@ -311,7 +344,8 @@ class AdminService:
             )
         if self._unclone is None:
             raise ServiceUnavailable("Voices can be deleted only by a running gateway.")
-        clone = await self._unclone(found[0])
+        deleted = await self._unclone(found[0])
+        clone = deleted.clone
         names = {group.id: group.name for group in await self.store.list_groups()}
         await self.audit(
             "voice.delete",
@@ -319,8 +353,69 @@ class AdminService:
             group=names.get(clone.group_id),
             label=clone.label,
             channel=clone.channel,
+            engine="deleted" if deleted.pending is None else "pending",
         )
-        return clone
+        return deleted
+
+    async def clone_deletions(
+        self, group_name: str | None = None, model: str | None = None
+    ) -> list[PendingDeletion]:
+        """Deleted clones whose engine copies are still to delete, oldest first."""
+        group_id = (await self.group(group_name)).id if group_name is not None else None
+        if model is not None and not findable(model):
+            return []
+        return await self.store.list_deletions(model=model, group_id=group_id)
+
+    async def clone_deletion(self, deletion_id: int) -> PendingDeletion:
+        found = await self.store.find_deletion(deletion_id)
+        if found is None:
+            raise _no_deletion(deletion_id)
+        return found
+
+    async def retry_clone_deletion(
+        self, deletion_id: int
+    ) -> tuple[PendingDeletion, PendingDeletion | None]:
+        """Attempt a recorded deletion on its engine now, due or not: the row before the
+        attempt and after it (``None``: the engine no longer holds the voice); audited."""
+        before = await self.clone_deletion(deletion_id)
+        if self._retry_deletion is None:
+            raise ServiceUnavailable("Engines are reached only by a running gateway.")
+        try:
+            after = await self._retry_deletion(deletion_id)
+        except LookupError:
+            raise _no_deletion(deletion_id) from None
+        await self.audit(
+            "voice.deletion_retry",
+            _deletion_target(before),
+            group=await self._group_name(before.group_id),
+            channel=before.channel,
+            outcome="deleted" if after is None else "failed",
+            attempts=before.attempts if after is None else after.attempts,
+            error=None if after is None else after.last_error,
+        )
+        return before, after
+
+    async def abandon_clone_deletion(self, deletion_id: int) -> PendingDeletion:
+        """Stop trying to delete a clone on its engine (the engine may still hold it: the
+        operator takes it from here); audited with what was last known."""
+        before = await self.clone_deletion(deletion_id)
+        if not await self.store.finish_deletion(deletion_id):
+            raise _no_deletion(deletion_id)
+        await self.audit(
+            "voice.deletion_abandon",
+            _deletion_target(before),
+            group=await self._group_name(before.group_id),
+            label=before.label,
+            channel=before.channel,
+            engine_name=before.engine_name,
+            attempts=before.attempts,
+            error=before.last_error,
+        )
+        return before
+
+    async def _group_name(self, group_id: int) -> str | None:
+        names = {group.id: group.name for group in await self.store.list_groups()}
+        return names.get(group_id)
 
     # usage and the log
 
@@ -347,3 +442,15 @@ class AdminService:
         self, *, limit: int = 100, before_id: int | None = None, query: AuditQuery | None = None
     ) -> list[AuditEntry]:
         return await self.store.list_audit(limit=limit, before_id=before_id, query=query)
+
+
+def _deletion_target(pending: PendingDeletion) -> str:
+    return f"voice {pending.voice_id} ({pending.model}), deletion {pending.id}"
+
+
+def _no_deletion(deletion_id: int) -> NotFound:
+    return NotFound(
+        f"No clone deletion {deletion_id} is still to do.",
+        param="deletion_id",
+        code="deletion_not_found",
+    )

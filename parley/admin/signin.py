@@ -7,6 +7,9 @@
   takes effect at once (the admin surface is never on the request path of ``/v1``).
 * A password checked once is remembered for a minute (``passwords.VerifiedPasswords``),
   so API scripts with Basic credentials do not pay scrypt's cost on every call.
+* With ``admin.local_sign_in: false`` the token and passwords are refused everywhere,
+  and a dashboard session is kept only by an account bound to single sign-on
+  (``sso.py``).
 * Wrong credentials count against the client address and the account name
   (``FailedAttempts``); a request with none counts for nothing, and a right one is
   never refused. Each failure is written to the audit log (never the password) until
@@ -39,14 +42,19 @@ DUMMY_HASH = "scrypt$17$8$1$AAAAAAAAAAAAAAAAAAAAAA==$AAAAAAAAAAAAAAAAAAAAAAAAAAA
 """Checked when the account is unknown or disabled, so that answer takes as long as a
 wrong password's (an account's existence does not show in the timing)."""
 ADMIN_PREFIX = "/admin"
+LOCAL_OFF = (
+    "Local sign-in is off (admin.local_sign_in: false): the admin token and passwords are "
+    "refused; administrators sign in to the dashboard with single sign-on."
+)
 
 
 async def check_password(
     state: AdminState, store: AccountStore, name: str, password: str
 ) -> Account | None:
-    """The enabled account ``name`` if ``password`` is its password, else None."""
+    """The enabled account ``name`` if ``password`` is its password, else None (an
+    account made for single sign-on has none)."""
     account = await store.get_account(name) if len(name) <= 64 and name.isprintable() else None
-    if account is None or account.disabled_at is not None:
+    if account is None or account.disabled_at is not None or account.sso_only:
         await state.hasher.verify(password, DUMMY_HASH)  # the same time as a wrong password
         return None
     if state.verified.known(name, password, account.password_hash):
@@ -74,10 +82,13 @@ def basic_credentials(authorization: str | None) -> tuple[str, str] | None:
     return (name, password) if colon and name else None
 
 
-async def account_role(store: AccountStore, name: str) -> Role | None:
-    """The role of an enabled account (None when it is gone or disabled)."""
+async def account_role(store: AccountStore, name: str, *, local: bool = True) -> Role | None:
+    """The role of an enabled account (None when it is gone or disabled, or, with
+    ``local`` sign-in off, when it is not bound to single sign-on)."""
     account = await store.get_account(name)
     if account is None or account.disabled_at is not None or account.role not in ROLES:
+        return None
+    if not local and account.sso_subject is None:
         return None
     return account.role
 
@@ -119,6 +130,8 @@ async def api_identity(request: web.Request, state: AdminState) -> None:
     ``RateLimited`` for a wrong credential from a locked-out source)."""
     address = client_address(request)
     header = request.headers.get("Authorization")
+    if not state.local_sign_in:
+        raise AuthenticationFailed(LOCAL_OFF)
     if token_matches(bearer_token(header), state.token):
         request[ACTOR], request[ROLE] = Actor("token", address), TOKEN_ROLE
         return

@@ -28,10 +28,16 @@ from parley.admin.signin import api_identity, require_role
 from parley.edge.deferred import deferred
 from parley.errors import NotFound, ParleyError
 from parley.pipeline.context import REPLY_HEADERS
-from parley.settings import Settings
+from parley.settings import OidcSettings, Settings
 
 STATIC = Path(__file__).parent / "static"
-DASHBOARD_PREFIXES = ("/admin/ui/", "/admin/login", "/admin/logout", "/admin/static/")
+DASHBOARD_PREFIXES = (
+    "/admin/ui/",
+    "/admin/login",
+    "/admin/logout",
+    "/admin/static/",
+    "/admin/sso/",
+)
 ADMIN_OFF = "The admin API is off: set admin.token in the config."
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
@@ -83,10 +89,15 @@ HANDLERS = (
     ("GET", "/voices", "api:list_voices"),
     ("GET", "/voices/roster", "roster:get_roster"),
     ("DELETE", "/voices/{model}/{voice_id}", "api:delete_voice"),
+    ("GET", "/voice-deletions", "voice_deletions:list_deletions"),
+    ("POST", "/voice-deletions/{deletion_id}/retry", "voice_deletions:retry_deletion"),
+    ("DELETE", "/voice-deletions/{deletion_id}", "voice_deletions:abandon_deletion"),
     ("GET", "/", "ui.pages:overview_page"),
     ("GET", "/login", "ui.session:login_page"),
     ("POST", "/login", "ui.session:login"),
     ("POST", "/logout", "ui.session:logout"),
+    ("GET", "/sso/start", "ui.sso:start"),
+    ("GET", "/sso/callback", "ui.sso:callback"),
     ("GET", "/ui/groups", "ui.forms:groups_page"),
     ("POST", "/ui/groups", "ui.forms:create_group"),
     ("GET", "/ui/groups/{name}", "ui.forms:group_page"),
@@ -96,6 +107,7 @@ HANDLERS = (
     ("POST", "/ui/groups/{name}/keys", "ui.forms:create_key"),
     ("POST", "/ui/keys/{key_id}/revoke", "ui.forms:revoke_key"),
     ("GET", "/ui/keys", "ui.keys:keys_page"),
+    ("POST", "/ui/keys", "ui.keys:create_key"),
     ("GET", "/ui/keys/{key_id}", "ui.keys:show_key"),
     ("POST", "/ui/keys/{key_id}", "ui.keys:update_key"),
     ("POST", "/ui/keys/{key_id}/rotate", "ui.keys:rotate_key"),
@@ -124,6 +136,8 @@ HANDLERS = (
     ("GET", "/ui/audit", "ui.pages:audit_page"),
     ("GET", "/ui/voices", "ui.voices:voices_page"),
     ("POST", "/ui/voices/{model}/{voice_id}/delete", "ui.voices:delete_voice"),
+    ("POST", "/ui/voice-deletions/{deletion_id}/retry", "ui.voices:retry_deletion"),
+    ("POST", "/ui/voice-deletions/{deletion_id}/abandon", "ui.voices:abandon_deletion"),
 )
 """Method, path and handler (``parley.admin.<module>:<function>``): the JSON API
 (``api.py``) and the dashboard's pages (``ui/``, with Jinja2). Each module is imported by
@@ -166,6 +180,23 @@ async def to_dashboard(request: web.Request) -> web.Response:
     raise web.HTTPSeeOther("/admin/")
 
 
+def _single_sign_on(
+    admin: web.Application, state: AdminState, settings: OidcSettings, token: str
+) -> None:
+    """Single sign-on's relying party (PyJWT, ``parley[sso]``: imported only when
+    ``admin.oidc`` is set), its HTTP client closed with the application."""
+    from parley.admin.oidc import OidcClient
+    from parley.admin.sso import Flows
+
+    state.sso, state.flows = OidcClient(settings), Flows(token)
+
+    async def close(_: web.Application) -> None:
+        if state.sso is not None:
+            await state.sso.close()
+
+    admin.on_cleanup.append(close)
+
+
 def admin_app(settings: Settings) -> web.Application:
     """The admin surface as a sub-application, so its checks never run on /v1 calls."""
     admin = web.Application(
@@ -177,7 +208,12 @@ def admin_app(settings: Settings) -> web.Application:
             always=settings.admin.secure_cookies == "always",
             trusted_proxies=settings.admin.trusted_proxies,
         )
-        admin[ADMIN_STATE] = AdminState(token, Sessions(token), cookies=cookies)
+        state = AdminState(
+            token, Sessions(token), cookies=cookies, local_sign_in=settings.admin.local_sign_in
+        )
+        if settings.admin.oidc is not None:
+            _single_sign_on(admin, state, settings.admin.oidc, token)
+        admin[ADMIN_STATE] = state
         admin[TEMPLATES] = Templates()  # Jinja2's environment, built by the first page
     routes = [
         web.route(method, path, deferred(f"parley.admin.{name}")) for method, path, name in HANDLERS

@@ -1,4 +1,5 @@
-"""What the operator is shown of groups, keys, budgets, audit entries and clones.
+"""What the operator is shown of groups, keys, budgets, audit entries, clones and the
+clone deletions still to do on the engines.
 
 A key's state (its record, never its secret, with its status and last use) and a
 budget's period and spend are what ``AdminService`` answers with, and the dashboard and
@@ -18,7 +19,7 @@ from parley.domain.audit import AuditEntry
 from parley.domain.groups import Group
 from parley.domain.keys import KeyRecord
 from parley.domain.pricing import nanos_to_usd
-from parley.domain.voices import Clone
+from parley.domain.voices import Clone, PendingDeletion
 from parley.runtime.budget import Period
 
 
@@ -33,6 +34,10 @@ class KeyState:
     last_used_at: datetime | None
 
 
+NEAR_BUDGET = 0.8
+"""The part of a budget spent from which the dashboard says a group or key is near it."""
+
+
 @dataclass(frozen=True, slots=True)
 class Budget:
     period: Period
@@ -41,9 +46,35 @@ class Budget:
     limit_nanos: int | None
     spent_nanos: int
 
+    @property
+    def over(self) -> bool:
+        """Spent all of it: calls are refused (429 ``insufficient_quota``) until the
+        period ends or the budget is raised."""
+        return self.limit_nanos is not None and self.spent_nanos >= self.limit_nanos
+
+    @property
+    def share(self) -> float | None:
+        """The part spent (1.0 is all of it, and past it above); None with no budget."""
+        limit = self.limit_nanos
+        if limit is None:
+            return None
+        return self.spent_nanos / limit if limit else 1.0
+
+    @property
+    def state(self) -> str:
+        """``over`` (spent), ``near`` (``NEAR_BUDGET`` of it or more), ``ok``, or ``none``
+        (no budget): what the dashboard flags, in colour and in words."""
+        share = self.share
+        if share is None:
+            return "none"
+        if self.over:
+            return "over"
+        return "near" if share >= NEAR_BUDGET else "ok"
+
     def view(self) -> dict[str, Any]:
         limit = self.limit_nanos
         return {
+            "state": self.state,
             "period": self.period,
             "period_start": self.start.isoformat(),
             "period_end": self.end.isoformat(),
@@ -121,6 +152,7 @@ def key_view(state: KeyState, group_names: Mapping[int, str]) -> dict[str, Any]:
         "revoked_at": _iso(record.revoked_at),
         "last_used_at": _iso(state.last_used_at),
         **key_detail(record),
+        "former_prefixes": list(record.former_prefixes),
         "previous_secret_valid_until": _iso(record.previous_until)
         if record.previous_until is not None and record.previous_until > datetime.now(UTC)
         else None,
@@ -153,4 +185,25 @@ def clone_view(clone: Clone, group_names: Mapping[int, str]) -> dict[str, Any]:
         "duration_seconds": round(clone.duration_ms / 1000, 3),
         "consent": clone.consent,
         "created_at": _iso(clone.created_at),
+    }
+
+
+def deletion_view(pending: PendingDeletion, group_names: Mapping[int, str]) -> dict[str, Any]:
+    """A clone deletion still to do on its engine: what, where, and how it went so far
+    (``last_error`` holds no credential: it was redacted before it was stored)."""
+    return {
+        "object": "audio.voice.deletion",
+        "id": pending.id,
+        "voice_id": pending.voice_id,
+        "model": pending.model,
+        "group_id": pending.group_id,
+        "group": group_names.get(pending.group_id),
+        "label": pending.label,
+        "engine_name": pending.engine_name,
+        "channel": pending.channel,
+        "requested_at": _iso(pending.requested_at),
+        "attempts": pending.attempts,
+        "last_error": pending.last_error,
+        "last_attempt_at": _iso(pending.last_attempt_at),
+        "next_attempt_at": _iso(pending.next_attempt_at),
     }

@@ -65,14 +65,19 @@ class Split:
     bulk: dict[str, bytes]
 
 
-def split(body: JSON, always: str | None = None) -> Split:
+def split(body: JSON, always: str | None = None, texts_up_to: int = 0) -> Split:
     """``body`` with each top-level array over ``BULK_BYTES`` (and ``always``, whatever
-    its size) serialized."""
+    its size) serialized, except an array of at most ``texts_up_to`` strings: a few
+    strings, however long, cost the serving process next to nothing to take back as
+    objects, and an adapter that reads them (an embeddings upstream that takes texts, a
+    completion upstream that takes one prompt) finds them as it would in a small body."""
     small: JSON = {}
     bulk: dict[str, bytes] = {}
     for name, item in body.items():
         small[name] = item
         if type(item) is list:
+            if len(item) <= texts_up_to and all(type(text) is str for text in item):
+                continue
             written = orjson.dumps(item)
             if name == always or len(written) > BULK_BYTES:
                 bulk[name] = written

@@ -15,11 +15,17 @@ from typing import Any
 
 import orjson
 
+from parley.api.apart import read_chat
 from parley.api.body import decode_json
 from parley.api.chat import CHAT, ChatReply
 from parley.api.chat_request import parse_chat
-from parley.api.completions import COMPLETIONS, CompletionReply, parse_completion
-from parley.api.embeddings import EMBEDDINGS, EmbeddingJob, parse_embeddings
+from parley.api.completions import (
+    COMPLETIONS,
+    CompletionReply,
+    parse_completion,
+    read_completion,
+)
+from parley.api.embeddings import EMBEDDINGS, embedding_job, parse_embeddings
 from parley.api.responses import RESPONSES, ResponsesReply
 from parley.api.responses_apart import read_responses
 from parley.domain.batches import LineError
@@ -162,9 +168,13 @@ async def line_job(endpoint: str, body: str, svc: Services, group_id: int) -> Re
             raise InvalidRequest("A batch line cannot be streamed: leave out 'stream'.")
         default_max = svc.settings.limits.default_max_tokens
         return ResponsesReply(parsed, svc.providers, svc.router, None, default_max)
-    decoded = decode_json(raw)
+    large = svc.settings.server.large_body_bytes
     if endpoint == "/v1/chat/completions":
-        return ChatReply(parse_chat(decoded, len(raw)), svc, None, None)
+        if len(raw) > large:  # read, and translated, in a body process
+            max_image = svc.settings.server.max_image_bytes
+            text, images, apart = await read_chat(raw, group_id, svc.bodies, max_image)
+            return ChatReply(text, svc, images, apart)
+        return ChatReply(parse_chat(decode_json(raw), len(raw)), svc, None, None)
     if endpoint == "/v1/completions":
-        return CompletionReply(parse_completion(decoded, len(raw)), svc)
-    return EmbeddingJob(parse_embeddings(decoded), svc.providers, len(raw))
+        return CompletionReply(await read_completion(raw, group_id, svc.bodies, large), svc)
+    return await embedding_job(raw, svc.providers, group_id, svc.bodies, large)

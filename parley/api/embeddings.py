@@ -18,20 +18,23 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from parley.api.body import optional_positive_int, read_json, required_string
+from parley.api.apart import Split, joined, split
+from parley.api.body import decode_json, optional_positive_int, read_raw, required_string
 from parley.api.input_job import InputJob
+from parley.api.refusal import Refusal
 from parley.domain.tokens import estimate_prompt
 from parley.domain.usage import Usage, reported_usage, with_estimate
 from parley.domain.vectors import Encoding, NotAVector, encoded
 from parley.domain.wire import JSON
-from parley.errors import InvalidRequest, UpstreamError
+from parley.errors import InvalidRequest, ParleyError, UpstreamError
 from parley.pipeline import runner
 from parley.pipeline.call import Call
-from parley.pipeline.context import services
+from parley.pipeline.context import CALLER, services
 from parley.pipeline.job import Operation
 from parley.pipeline.route import Route
 from parley.providers import base as capability
 from parley.providers.registry import ProviderRegistry
+from parley.runtime.body_pool import BodyPool
 
 EMBEDDING_KINDS = frozenset({"embedding"})
 EMBEDDINGS = Operation("embeddings", "/v1/embeddings", EMBEDDING_KINDS)
@@ -40,10 +43,45 @@ ENCODINGS = ("float", "base64")
 
 
 async def create_embeddings(request: web.Request) -> web.StreamResponse:
-    body = await read_json(request)
-    size = len(await request.read())  # the body read once, kept by aiohttp
-    job = EmbeddingJob(parse_embeddings(body), services(request).providers, size)
+    raw = await read_raw(request)
+    svc = services(request)
+    job = await embedding_job(
+        raw,
+        svc.providers,
+        request[CALLER].group.id,
+        svc.bodies,
+        svc.settings.server.large_body_bytes,
+    )
     return await runner.reply(request, job)
+
+
+async def embedding_job(
+    raw: bytes, providers: ProviderRegistry, group_id: int, bodies: BodyPool, large: int
+) -> EmbeddingJob:
+    """The job of an embeddings body: a body over ``large`` bytes read in a body process
+    (``read_embeddings_apart``), in the group's turn, as a chat body is
+    (``api/apart.py``): a body of token-id arrays is millions of small objects, seconds
+    of decoding and checking that no other tenant waits for."""
+    if len(raw) <= large:
+        body = parse_embeddings(decode_json(raw))
+        return EmbeddingJob(body, providers, len(raw), estimate_prompt(body["input"]))
+    read = await bodies.run(group_id, read_embeddings_apart, raw)
+    if isinstance(read, Refusal):
+        raise read.error()
+    parts, estimate = read
+    return EmbeddingJob(joined(parts), providers, len(raw), estimate)
+
+
+def read_embeddings_apart(raw: bytes) -> tuple[Split, int] | Refusal:
+    """An embeddings body read (in a body process) as a small one is here: checked, its
+    input tokens estimated, and its ``input`` handed back as its bytes when it is large
+    (texts, at most ``MAX_INPUTS`` of them, come back as they are: an upstream that
+    embeds texts reads them)."""
+    try:
+        body = parse_embeddings(decode_json(raw))
+    except ParleyError as error:
+        return Refusal.of(error)
+    return split(body, texts_up_to=MAX_INPUTS), estimate_prompt(body["input"])
 
 
 def parse_embeddings(body: dict[str, Any]) -> dict[str, Any]:
@@ -103,8 +141,10 @@ class EmbeddingJob(InputJob):
     __slots__ = ()
     operation = EMBEDDINGS
 
-    def __init__(self, body: dict[str, Any], providers: ProviderRegistry, body_bytes: int) -> None:
-        super().__init__(body, providers, estimate_prompt(body["input"]), body_bytes)
+    def __init__(
+        self, body: dict[str, Any], providers: ProviderRegistry, body_bytes: int, estimate: int
+    ) -> None:
+        super().__init__(body, providers, estimate, body_bytes)
 
     async def call(self, route: Route) -> JSON:
         adapter = self._providers.serving(capability.EMBEDDINGS, route.provider_type)

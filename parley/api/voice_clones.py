@@ -14,11 +14,14 @@ speaks both vocabularies: ``label`` and ``name``, ``builtin`` and ``type``.
 
 Deleting: a clone-shaped id of another group (in any spelling, ``domain.voices``) and a
 built-in voice are 403; an id of the caller's group that the registry does not have is
-404. The engine's copy is deleted, then the registry entry, even when the engine had
-already lost the voice. When the engine fails to delete it, the registry entry stays (so
-the voice is never forgotten while the engine may still hold it: each later deletion, the
-caller's or the operator's, tries the engine again) and a ``parley.voices`` warning
-names the clone and the channel. The reply is OpenAI's ``audio.voice.deleted``.
+404. A clone of the caller's is retired: out of the registry at once (never listed nor
+used again) and recorded as still to delete on its engine, in one transaction; then the
+engine's copy is deleted (``voices/deletions.py``), which counts as done when the engine
+had already lost the voice. When the engine fails (an error, a timeout, its channel
+gone), the deletion stays recorded, with its error, and the background loop tries again
+until the engine deletes it or an operator gives it up; meanwhile the id is not cloned
+again (409 ``voice_deletion_pending``). The caller's reply is OpenAI's
+``audio.voice.deleted`` either way: for the caller, the voice is gone.
 
 Both go through the runner (admitted against the request rate, metered at no cost).
 """
@@ -26,7 +29,6 @@ Both go through the runner (admitted against the request rate, metered at no cos
 from __future__ import annotations
 
 import asyncio
-import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -42,15 +44,20 @@ from parley.audio.errors import AudioError
 from parley.domain.models import Resolved
 from parley.domain.speech import MAX_CLIP_SECONDS, MIN_CLIP_SECONDS, SpeechProfile
 from parley.domain.usage import NOTHING, Allowance, Usage
-from parley.domain.voices import LABEL_RULE, Clone, clone_id, clone_owner, valid_label
+from parley.domain.voices import (
+    LABEL_RULE,
+    Clone,
+    Deleted,
+    clone_id,
+    clone_owner,
+    valid_label,
+)
 from parley.errors import (
     AlreadyExists,
     InvalidRequest,
     NotFound,
     ParleyError,
     PermissionDenied,
-    UpstreamError,
-    UpstreamRefused,
 )
 from parley.pipeline import runner
 from parley.pipeline.authenticate import Caller
@@ -58,7 +65,6 @@ from parley.pipeline.call import Call
 from parley.pipeline.context import caller, services
 from parley.pipeline.job import Operation
 from parley.pipeline.precheck import refuse_before_upload
-from parley.pipeline.relay import relay
 from parley.pipeline.route import Route
 from parley.pipeline.services import Services
 from parley.providers.base import VOICES, VoiceClip, VoicesUnsupported
@@ -77,7 +83,6 @@ MEDIA_TYPES = {
 FILE_FIELDS = ("file", "audio_sample")
 """The clip's part, under the spec's name or OpenAI's."""
 MAX_CONSENT_CHARS = 300
-log = logging.getLogger("parley.voices")
 
 
 def _voices_model(model: Resolved) -> SpeechProfile:
@@ -85,14 +90,6 @@ def _voices_model(model: Resolved) -> SpeechProfile:
     if profile is None or not profile.voice_listing:
         raise not_local_tts(model.requested)
     return profile
-
-
-def _moved_on(channel: str) -> UpstreamRefused:
-    return UpstreamRefused(
-        f"The upstream channel `{channel}` does not hold this voice.",
-        upstream_status=503,
-        retryable=True,
-    )
 
 
 # cloning
@@ -215,9 +212,11 @@ class CloneJob:
         return NOTHING
 
     async def call(self, route: Route) -> Clone:
-        voice_id = clone_id(self._caller.group.id, self._label)
-        if await self._svc.clones.find(self._spec_name, voice_id, self._caller.group.id):
+        voice_id, group_id = clone_id(self._caller.group.id, self._label), self._caller.group.id
+        if await self._svc.clones.find(self._spec_name, voice_id, group_id):
             raise _taken(voice_id)  # made on another instance since the last refresh
+        if await self._svc.clones.deletion_pending(self._spec_name, voice_id, group_id):
+            raise _still_deleting(voice_id)
         audio, media_type, transcript = await self._clip()
         consent = self._consent or f"parley-g{self._caller.group.id}"  # engines require one
         clip = VoiceClip(voice_id, audio, media_type, consent, transcript)
@@ -280,6 +279,15 @@ def _trimmed(data: bytes, seconds: float) -> bytes:
     return trim_to_wav(data, seconds)
 
 
+def _still_deleting(voice_id: str) -> AlreadyExists:
+    return AlreadyExists(
+        f"Your group deleted a voice `{voice_id}` on this model that its engine has not "
+        "deleted yet; the label can be cloned again once it has.",
+        param="label",
+        code="voice_deletion_pending",
+    )
+
+
 def _taken(voice_id: str) -> AlreadyExists:
     return AlreadyExists(
         f"Your group already has a voice `{voice_id}` on this model (labels ignore case).",
@@ -301,24 +309,27 @@ async def delete_voice(request: web.Request) -> web.StreamResponse:
     return await runner.reply(request, job)
 
 
-async def delete_registered(svc: Services, clone: Clone) -> Clone:
-    """Delete a registered clone for the operator: the same ``DeleteJob`` over the
-    model's routes (its engine, then the registry), without a caller to admit or meter."""
-    model = svc.models.resolve(clone.model)
-    if model is None:
-        raise NotFound(
-            f"The model `{clone.model}` is no longer configured, so its engine cannot be "
-            "reached to delete the voice.",
-            param="model",
-        )
-    job = DeleteJob(svc, clone.group_id, clone.model, clone.voice_id)
-    job.accept(model)
-    found, _ = await relay(svc.router.routes(model.spec.name), job.call, model.spec.name)
-    return found
+async def retire(svc: Services, clone: Clone) -> Deleted:
+    """Take the clone out of the registry, then delete it on its engine once now; what
+    the engine did not delete stays recorded for the background loop. ``DeleteJob``'s
+    work, and the operator's deletion as it is (without a caller to admit or meter, nor
+    a model that must still be configured: a channel that cannot be reached leaves the
+    deletion recorded, with that error)."""
+    deletions = svc.deletions
+    now = deletions.clock() if deletions is not None else datetime.now(UTC)
+    claimed_until = deletions.claimed_until(now) if deletions is not None else now
+    pending = await svc.clones.retire(clone, now, claimed_until)
+    if pending is not None and deletions is not None:
+        pending = await deletions.attempt(pending)
+    return Deleted(clone, pending)
 
 
 class DeleteJob:
-    """One deletion, as the runner's ``ReplyJob`` whose reply is the deleted ``Clone``."""
+    """One deletion, as the runner's ``ReplyJob`` whose reply is the ``Deleted`` clone.
+
+    The route only admits the call: the engine is reached on the clone's own channel
+    wherever the model's routes would lead (``voices/deletions.py``), so a deletion
+    never waits for a breaker to close nor falls over to a channel without the voice."""
 
     def __init__(self, svc: Services, group_id: int, model: str, voice_id: str) -> None:
         self._svc, self._group_id, self._model, self._voice_id = svc, group_id, model, voice_id
@@ -345,7 +356,7 @@ class DeleteJob:
     def allowance(self, model: Resolved) -> Allowance:
         return NOTHING
 
-    async def call(self, route: Route) -> Clone:
+    async def call(self, route: Route) -> Deleted:
         if clone_owner(self._voice_id) is None:
             raise await self._not_a_clone()
         clone = await self._svc.clones.find(self._spec_name, self._voice_id, self._group_id)
@@ -355,23 +366,7 @@ class DeleteJob:
                 param="voice_id",
                 code="voice_not_found",
             )
-        if clone.channel != route.target.channel:
-            raise _moved_on(route.target.channel)
-        adapter = self._svc.providers.serving(VOICES, route.provider_type)
-        try:
-            await adapter.delete_voice(route.target, clone.engine_name)
-        except UpstreamError as error:
-            log.warning(
-                "voice deletion %s (%s): the engine of channel `%s` did not delete it (%s); "
-                "the clone stays registered to its group until a deletion succeeds",
-                clone.voice_id,
-                clone.model,
-                route.target.channel,
-                error.message,
-            )
-            raise
-        await self._svc.clones.remove(clone)
-        return clone
+        return await retire(self._svc, clone)
 
     async def _not_a_clone(self) -> ParleyError:
         """403 for a built-in voice, 404 for an id nobody has."""
@@ -385,11 +380,12 @@ class DeleteJob:
             code="voice_not_found",
         )
 
-    def usage(self, reply: Clone) -> Usage:
+    def usage(self, reply: Deleted) -> Usage:
         return Usage()
 
-    def render(self, reply: Clone, call: Call, usage: Usage) -> web.StreamResponse:
-        return json_reply({"id": reply.voice_id, "object": "audio.voice.deleted", "deleted": True})
+    def render(self, reply: Deleted, call: Call, usage: Usage) -> web.StreamResponse:
+        voice_id = reply.clone.voice_id
+        return json_reply({"id": voice_id, "object": "audio.voice.deleted", "deleted": True})
 
 
 def _refused(voice_id: str) -> PermissionDenied:

@@ -53,11 +53,12 @@ def admin() -> None:
 @click.argument("name")
 @click.option("--role", type=ROLE, required=True, help="owner, operator or viewer.")
 @click.option("--password-stdin", is_flag=True, help="Read the password from standard input.")
+@click.option("--sso", is_flag=True, help="No password: signs in with single sign-on only.")
 @click.pass_context
-def create(ctx: click.Context, name: str, role: str, password_stdin: bool) -> None:
+def create(ctx: click.Context, name: str, role: str, password_stdin: bool, sso: bool) -> None:
     """Create an account NAME (lower-case letters, digits, '.', '_', '-')."""
-    password = _password(password_stdin)
-    account = as_admin(ctx, lambda a: _accounts(a).create(name, role, password))
+    password = None if sso else _password(password_stdin)
+    account = as_admin(ctx, lambda a: _accounts(a).create(name, role, password, sso=sso))
     click.echo(_line(account))
 
 

@@ -40,3 +40,10 @@ class Account:
     updated_at: datetime
     disabled_at: datetime | None = None
     id: int | None = None
+    sso_subject: str | None = None
+    """``<issuer> <sub>``: the single sign-on identity the account is bound to."""
+
+    @property
+    def sso_only(self) -> bool:
+        """Made for single sign-on: no password signs it in."""
+        return not self.password_hash

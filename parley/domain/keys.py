@@ -57,6 +57,10 @@ class KeyRecord:
     previous_digest: str | None = None
     """The digest of the secret a rotation replaced, accepted until ``previous_until``."""
     previous_until: datetime | None = None
+    former_prefixes: tuple[str, ...] = ()
+    """The display prefixes of the secrets rotations replaced, newest first: the first is
+    the previous secret's while ``previous_digest`` is kept. The request log names a call
+    by the prefix of the secret that made it, and a search for an old prefix finds the key."""
 
     def usable_at(self, now: datetime) -> bool:
         if self.revoked_at is not None:
@@ -65,6 +69,21 @@ class KeyRecord:
 
     def may_use(self, model: str) -> bool:
         return self.models is None or model in self.models
+
+    def prefix_of(self, previous: bool) -> str:
+        """The display prefix of the current secret, or of the previous one (empty when
+        its rotation predates the record of former prefixes)."""
+        if not previous:
+            return self.prefix
+        return self.former_prefixes[0] if self.former_prefixes else ""
+
+    def known_by(self, prefix: str) -> bool:
+        """Whether ``prefix`` is, or starts, the prefix of this key's secret now or of one
+        a rotation replaced (case-insensitive, as the dashboard's search is)."""
+        wanted = prefix.casefold()
+        return any(
+            known.casefold().startswith(wanted) for known in (self.prefix, *self.former_prefixes)
+        )
 
     def previous_valid_at(self, now: datetime) -> bool:
         """Whether the secret replaced by the last rotation is still in its grace period."""

@@ -61,6 +61,9 @@ class LoggedRequest:
     """The group's name (None if the group is gone)."""
     key_name: str | None
     key_prefix: str | None
+    """The prefix of the secret that made the call (not the key's current one after a
+    rotation); None when that is not known (a line older than the record of prefixes,
+    of a key rotated since)."""
 
     @property
     def dialect(self) -> str:

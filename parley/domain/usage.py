@@ -243,6 +243,12 @@ class UsageRecord:
     the like refusals past the first few of its minute (``pipeline/refusal_rows.py``)."""
     search_units: int = 0
     """A rerank's search units (``Usage.search_units``); 0 for every other call."""
+    key_prefix: str = ""
+    """The display prefix of the secret that made the call (a rotation's previous secret
+    in its grace has its own): the log keeps it after the key is rotated."""
+    error_detail: str | None = None
+    """Why a failed call failed, for the operator: an upstream's refusal as its status and
+    its own message (redacted), else what the caller was told. None for a success."""
     price: str | None = None
     """The unit prices the call was billed at (``Price.tag``: the model's price in force
     when it was admitted); ``None`` for a call not billed (refused or failed)."""

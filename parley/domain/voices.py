@@ -144,6 +144,51 @@ class Clone:
         return record
 
 
+@dataclass(frozen=True, slots=True)
+class PendingDeletion:
+    """A clone deleted in Parley whose copy on its engine is not known to be gone yet.
+
+    The clone itself is out of the registry (no caller lists or uses it again); this row
+    is what is left to do: delete ``engine_name`` on ``channel``. ``next_attempt_at`` is
+    when an attempt may start; an attempt under way holds it a while ahead (its claim),
+    so that no other worker or instance starts one at the same time."""
+
+    group_id: int
+    model: str
+    label: str
+    voice_id: str
+    engine_name: str
+    channel: str
+    requested_at: datetime
+    next_attempt_at: datetime
+    attempts: int = 0
+    """Failed attempts so far."""
+    last_error: str | None = None
+    """The last failure, with every credential removed."""
+    last_attempt_at: datetime | None = None
+    id: int = 0
+    """The row's number (0 before it is stored): a voice id may be deleted, cloned
+    again and deleted again, each deletion a row of its own."""
+
+
+@dataclass(frozen=True, slots=True)
+class Deleted:
+    """A clone just deleted in Parley, and its deletion on the engine when that is still
+    to do (``None``: the engine no longer holds the voice)."""
+
+    clone: Clone
+    pending: PendingDeletion | None
+
+
+def deletion_delay(attempts: int, first: float, longest: float) -> float:
+    """Seconds to wait after the ``attempts``-th failed attempt at deleting a clone on its
+    engine: ``first``, doubled after each further failure, never more than ``longest``."""
+    if attempts <= 1:
+        return min(first, longest)
+    doublings = min(attempts - 1, 62)  # past it the cap has long been reached
+    return min(first * 2.0**doublings, longest)
+
+
 def voice_records(
     builtin: Iterable[str],
     clones: Iterable[Clone],

@@ -16,7 +16,7 @@ from aiohttp import web
 from parley.errors import ParleyError
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.context import ADMITTED, REFUSED_MODEL, SERVICES
-from parley.pipeline.meter import Refusal
+from parley.pipeline.meter import Refusal, failure_detail
 from parley.telemetry.request_ids import request_id
 
 MAX_TEXT = 200
@@ -39,6 +39,7 @@ def log_refusal(
         began=began,
         model=model,
         model_requested=storable(asked),
+        detail=failure_detail(error),
     )
     request.app[SERVICES].meter.refused(refusal)
 

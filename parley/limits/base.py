@@ -59,6 +59,9 @@ class Decision:
     retry_after_seconds: float = 0.0
     too_large: bool = False
     """The call asks for more tokens than the bucket can ever hold."""
+    limited_scope: str | None = None
+    """The scope whose bucket refused the call (``g:12``, a group's; ``k:34``, a key's
+    own rates), so the refusal names the limit that applied."""
 
 
 UNLIMITED = Decision(allowed=True)

@@ -99,12 +99,20 @@ def decide(
             tokens = window
     if allowed:
         return Decision(True, requests, tokens)
-    if any(b.dimension == "tokens" and b.cost > b.limit for b in buckets):
+    too_large = [b for b in buckets if b.dimension == "tokens" and b.cost > b.limit]
+    if too_large:
         return Decision(
-            allowed=False, requests=requests, tokens=tokens, limited_by="tokens", too_large=True
+            allowed=False,
+            requests=requests,
+            tokens=tokens,
+            limited_by="tokens",
+            too_large=True,
+            limited_scope=min(too_large, key=lambda bucket: bucket.limit).scope,
         )
-    wait, dimension = max(
-        (seconds_until(level, bucket.cost, bucket.limit), bucket.dimension)
+    # The longest wait decides; of equal waits, a key's own bucket is named (``k:`` sorts
+    # after ``g:``), since the key alone would refuse the call.
+    wait, dimension, scope = max(
+        (seconds_until(level, bucket.cost, bucket.limit), bucket.dimension, bucket.scope)
         for bucket, level in zip(buckets, levels, strict=True)
         if level < bucket.cost
     )
@@ -114,6 +122,7 @@ def decide(
         tokens=tokens,
         limited_by=dimension,
         retry_after_seconds=wait,
+        limited_scope=scope,
     )
 
 

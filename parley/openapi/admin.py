@@ -51,6 +51,7 @@ SCHEMAS: JSON = {
             "budget": {
                 "type": "object",
                 "properties": {
+                    "state": {"enum": ["over", "near", "ok", "none"]},
                     "period": {"enum": ["month", "day"]},
                     "period_start": {"type": "string"},
                     "period_end": {"type": "string"},
@@ -85,6 +86,16 @@ SCHEMAS: JSON = {
             "days": {"type": "array", "items": {"type": "object"}},
             "groups": {"type": "integer"},
             "active_keys": {"type": "integer"},
+            "spend": {
+                "type": "object",
+                "description": "The top spending groups and keys this budget period, and "
+                "the groups nearest their budget: budget views with kind and name.",
+                "properties": {
+                    "top_groups": {"type": "array", "items": {"type": "object"}},
+                    "top_keys": {"type": "array", "items": {"type": "object"}},
+                    "nearest_budget": {"type": "array", "items": {"type": "object"}},
+                },
+            },
         },
     },
     "LoggedRequest": {
@@ -111,6 +122,11 @@ SCHEMAS: JSON = {
             "channel": {"type": ["string", "null"]},
             "status": {"type": "integer"},
             "error_code": {"type": ["string", "null"]},
+            "error_detail": {
+                "type": ["string", "null"],
+                "description": "Why it failed: the upstream's status and redacted message, "
+                "or what the caller was told.",
+            },
             "admitted": {"type": "boolean"},
             "requests": {"type": "integer", "minimum": 1},
             "latency_ms": {"type": "integer"},
@@ -193,6 +209,11 @@ SCHEMAS: JSON = {
             "tpm": {"type": ["integer", "null"]},
             "models": {"type": ["array", "null"], "items": {"type": "string"}},
             "budget_usd": {"type": ["number", "null"]},
+            "former_prefixes": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Prefixes of the secrets rotations replaced, newest first.",
+            },
             "previous_secret_valid_until": {
                 "type": ["string", "null"],
                 "description": "Until when a rotated key's old secret still works.",

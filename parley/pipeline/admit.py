@@ -47,6 +47,9 @@ KEY_BUDGET_SPENT = (
     "raise the key's budget, or wait for the next period."
 )
 
+KEY_SCOPE = "k:"
+"""The name of a key's own rate scope starts so (``g:`` a group's)."""
+
 Release = Callable[[Budget, str, int, int], None]
 """Ends a budget hold: the budget, the hold's id, the nanos held, the cost to count."""
 
@@ -89,7 +92,7 @@ def scopes_for(caller: Caller) -> tuple[Scope, ...]:
     quota = caller.key.quota
     if quota.rpm is None and quota.tpm is None:
         return (group_scope,)
-    return group_scope, Scope(f"k:{caller.key.id}", quota)
+    return group_scope, Scope(f"{KEY_SCOPE}{caller.key.id}", quota)
 
 
 async def admit(
@@ -173,17 +176,23 @@ def _refusal(decision: Decision, tokens: int, headers: dict[str, str]) -> RateLi
         limit = decision.tokens.limit if decision.tokens else 0
         message = (
             f"Request too large: it needs about {tokens} tokens (prompt estimate plus "
-            f"max_tokens) but your limit is {limit} tokens per minute. Lower max_tokens "
-            "or shorten the prompt."
+            f"max_tokens) but the limit is {limit} tokens per minute {_whose(decision)}. "
+            "Lower max_tokens or shorten the prompt."
         )
         return RateLimited(message, kind="tokens", headers={**headers, "x-should-retry": "false"})
     window = decision.tokens if kind == "tokens" else decision.requests
     limit = window.limit if window else 0
     unit = "tokens" if kind == "tokens" else "requests"
     message = (
-        f"Rate limit reached: {limit} {unit} per minute for your group. "
+        f"Rate limit reached: {limit} {unit} per minute {_whose(decision)}. "
         f"Please try again in {decision.retry_after_seconds:.3g}s."
     )
     return RateLimited(
         message, kind=kind, headers={**headers, **retry_headers(decision.retry_after_seconds)}
     )
+
+
+def _whose(decision: Decision) -> str:
+    """Whose limit refused the call: the key's own rates (``scopes_for``) or the group's."""
+    scope = decision.limited_scope or ""
+    return "for this key" if scope.startswith(KEY_SCOPE) else "for your group"

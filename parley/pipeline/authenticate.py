@@ -28,6 +28,11 @@ class Caller:
     previous_secret: bool = False
     """The call came with the secret the key's last rotation replaced."""
 
+    @property
+    def prefix(self) -> str:
+        """The display prefix of the secret the call came with."""
+        return self.key.prefix_of(self.previous_secret)
+
     def may_use(self, model: str) -> bool:
         """Whether both the group and the key may use this public model name."""
         return self.group.may_use(model) and self.key.may_use(model)

@@ -19,6 +19,7 @@ from typing import Any
 
 from parley.domain.usage import Usage, UsageRecord
 from parley.domain.value import value
+from parley.errors import ParleyError, UpstreamRefused, UpstreamRejected
 from parley.limits.base import Budget, Limiter, Scope, SettlesAtOnce
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.call import Call
@@ -27,6 +28,29 @@ from parley.runtime.health import ChannelHealth
 from parley.runtime.writer import UsageWriter
 
 log = logging.getLogger("parley.meter")
+
+MAX_DETAIL = 500
+"""The most characters of a failure's reason the request log keeps."""
+
+
+def failure_detail(error: BaseException | str | None) -> str | None:
+    """Why a call failed, for the request log: an upstream's refusal as its status and its
+    own message (redacted by the provider that read it: never a channel's key), any other
+    ``ParleyError`` as what the caller was told, or ``error`` itself when it is a text.
+    Cut to ``MAX_DETAIL`` characters a database can hold."""
+    if isinstance(error, UpstreamRejected):
+        text = f"The upstream answered {error.upstream_status}: {error.message}"
+    elif isinstance(error, UpstreamRefused):
+        said = f": {error.detail}" if error.detail else " (it gave no reason)"
+        text = f"The upstream answered {error.upstream_status}{said}"
+    elif isinstance(error, ParleyError):
+        text = error.message
+    elif isinstance(error, str):
+        text = error
+    else:
+        return None
+    text = text[:MAX_DETAIL].replace("\x00", "")
+    return text if text.isascii() else text.encode("utf-8", "replace").decode("utf-8")
 
 
 @value
@@ -43,6 +67,8 @@ class Refusal:
     model: str = ""
     """The model the name resolved to, when it did."""
     model_requested: str = ""
+    detail: str | None = None
+    """What the caller was told (``failure_detail``)."""
 
 
 class BackgroundTasks:
@@ -93,6 +119,7 @@ class Meter:
         billable: bool | None = None,
         error_code: str | None = None,
         first_byte: float | None = None,
+        error_detail: str | None = None,
     ) -> UsageRecord:
         """Record the call once. A failed call (status >= 400) costs nothing unless
         ``billable`` says otherwise (a stream cut after it delivered content)."""
@@ -139,6 +166,8 @@ class Meter:
             True,  # admitted
             1,  # request_count
             usage.search_units,
+            call.caller.prefix,  # key_prefix: of the secret the call came with
+            error_detail,
             price,
         )
         self.writer.submit(record)
@@ -207,6 +236,8 @@ class Meter:
             model_requested=refusal.model_requested,
             error_code=refusal.error_code,
             admitted=False,
+            key_prefix=caller.prefix,
+            error_detail=refusal.detail,
         )
         self.writer.submit_refusal(record)
 

@@ -50,7 +50,7 @@ from parley.pipeline.authenticate import Caller
 from parley.pipeline.call import Call
 from parley.pipeline.context import ADMITTED, CALLER, REFUSED_MODEL, REPLY_HEADERS, SERVICES
 from parley.pipeline.job import Batches, Job, ReplyJob, StreamJob
-from parley.pipeline.meter import Meter
+from parley.pipeline.meter import Meter, failure_detail
 from parley.pipeline.plan import Switching
 from parley.pipeline.relay import Failed, relay, relay_stream
 from parley.pipeline.route import Route
@@ -71,6 +71,7 @@ NO_USAGE = Usage()
 CLIENT_GONE = (ConnectionResetError, ConnectionError)
 SHUTTING_DOWN = "The gateway is shutting down; retry the request."
 OVERLOADED = "The gateway is catching up on usage records; retry shortly."
+CALLER_LEFT = "The caller closed the connection before the reply ended."
 
 
 async def reply(request: web.Request, job: ReplyJob[R]) -> web.StreamResponse:
@@ -129,7 +130,7 @@ async def _whole(
             if not svc.in_flight.ending(task):
                 raise
             task.uncancel()
-            metered.record_failure(SHUTDOWN_STATUS, ServiceUnavailable.code)
+            metered.record_failure(SHUTDOWN_STATUS, ServiceUnavailable.code, SHUTTING_DOWN)
             raise ServiceUnavailable(SHUTTING_DOWN) from None
         finally:
             svc.in_flight.discard(task)
@@ -185,7 +186,7 @@ async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
         except ParleyError as error:
             await _stream_failed(request, response, job, metered, error)
         except CLIENT_GONE:
-            metered.record_failure(CLIENT_CLOSED)
+            metered.record_failure(CLIENT_CLOSED, None, CALLER_LEFT)
         except asyncio.CancelledError:
             if not await _ended_by_shutdown(request, response, job, metered, task):
                 raise
@@ -193,7 +194,7 @@ async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
             if not response.prepared:
                 raise
             log.exception("a stream failed after its reply started (%s)", call.endpoint)
-            metered.record_failure(INTERNAL_ERROR)
+            metered.record_failure(INTERNAL_ERROR, None, INTERNAL_ERROR_MESSAGE)
             await _raise_or_tell(
                 request, response, job, metered, ParleyError(INTERNAL_ERROR_MESSAGE)
             )
@@ -279,10 +280,10 @@ async def _ended_by_shutdown(
     """A stream cancelled: by shutdown (its reply ended cleanly, ``True``), or by its
     caller leaving (``False``: the cancellation goes on)."""
     if not request.app[SERVICES].in_flight.ending(task):
-        metered.record_failure(CLIENT_CLOSED)
+        metered.record_failure(CLIENT_CLOSED, None, CALLER_LEFT)
         return False
     task.uncancel()
-    metered.record_failure(SHUTDOWN_STATUS, ServiceUnavailable.code)
+    metered.record_failure(SHUTDOWN_STATUS, ServiceUnavailable.code, SHUTTING_DOWN)
     await _raise_or_tell(request, response, job, metered, ServiceUnavailable(SHUTTING_DOWN))
     return True
 
@@ -321,7 +322,7 @@ async def _stream_failed(
     if isinstance(error, UpstreamError) and response.prepared and route is not None:  # cut
         watchers = request.app[SERVICES].watchers
         watchers.tell_upstream_failed(call, route, error, call.age())
-    metered.record_failure(error.status, error.code)
+    metered.record_failure(error.status, error.code, error)
     await _raise_or_tell(request, response, job, metered, error)
 
 
@@ -386,6 +387,7 @@ class Metered:
         "call",
         "closing",
         "error_code",
+        "error_detail",
         "first_byte",
         "route",
         "status",
@@ -403,6 +405,8 @@ class Metered:
         self.closing = False
         """A stream's end is being written: a failure now is recorded, not told."""
         self.error_code: str | None = None
+        self.error_detail: str | None = None
+        """Why it failed, for the request log (``failure_detail``)."""
         self.first_byte: float | None = None
         """Seconds from admission to the reply's first byte (None: nothing was sent)."""
 
@@ -416,12 +420,15 @@ class Metered:
         if usage is not None:
             self.usage = usage
 
-    def record_failure(self, status: int, code: str | None = None) -> None:
-        """Record a failure and its error code (the first one counts). The caller is told
-        of it unless the stream's end is being written (``closing``)."""
+    def record_failure(
+        self, status: int, code: str | None = None, why: BaseException | str | None = None
+    ) -> None:
+        """Record a failure, its error code and why (the first one counts). The caller is
+        told of it unless the stream's end is being written (``closing``)."""
         if self.status is None:
             self.status = status
             self.error_code = code
+            self.error_detail = failure_detail(why)
 
     def delivered(self, usage: Usage | None) -> None:
         """A stream is billed for what it delivered, whatever its status."""
@@ -441,6 +448,12 @@ class Metered:
             self.status = failure_status(error)
             if isinstance(error, ParleyError):
                 self.error_code = error.code
+            why: BaseException | str = INTERNAL_ERROR_MESSAGE  # never an exception's text
+            if isinstance(error, ParleyError):
+                why = error
+            elif isinstance(error, asyncio.CancelledError):
+                why = CALLER_LEFT
+            self.error_detail = failure_detail(why)
         self._meter.finish(
             self.call,
             usage=self.usage,
@@ -449,6 +462,7 @@ class Metered:
             billable=self.billable,
             error_code=self.error_code,
             first_byte=self.first_byte,
+            error_detail=self.error_detail,
         )
 
 

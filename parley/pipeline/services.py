@@ -63,6 +63,7 @@ from parley.store.base import Store, StoreFault, StoreUnavailable
 from parley.store.engine import sqlite_file
 from parley.store.sql import open_store
 from parley.voices.book import CloneBook
+from parley.voices.deletions import CloneDeletions, DeletionTiming, Located
 from parley.voices.rosters import Rosters
 
 if TYPE_CHECKING:
@@ -136,6 +137,8 @@ class Services:
     """Alerts raised here, audited and posted to ``alerts.webhooks`` from the background."""
     health_checks: HealthChecks | None = None
     """The scheduled health checks of the channels that ask for them (``health``)."""
+    deletions: CloneDeletions | None = None
+    """Deleted clones' engine copies still to delete, retried in the background."""
     close_by: float | None = None
     """When ``close`` must be done, on the event loop's clock: set by ``serve`` when the
     shutdown grace ends; otherwise ``server.shutdown_close_seconds`` from its start."""
@@ -241,6 +244,7 @@ class Services:
             lease=services.shared_breakers.check_lease if services.shared_breakers else None,
         )
         services._loops.append(asyncio.create_task(checks.run(), name="parley-health-checks"))
+        services._start_deletions()
         shared_ = services.shared_breakers
         alerts = services.alerts = Alerts(
             settings.alerts, store, claim=shared_.alert_claim if shared_ else None
@@ -264,6 +268,25 @@ class Services:
         """Every model's name: the config file's in its order, then those managed live."""
         names = [model.name for model in self.settings.models]
         return names + [live.spec.name for live in self.model_book.live]
+
+    def _start_deletions(self) -> None:
+        """The background loop that deletes retired clones on their engines."""
+        audio = self.settings.audio
+        timing = DeletionTiming(
+            audio.clone_deletion_retry_seconds,
+            audio.clone_deletion_retry_max_seconds,
+            audio.clone_deletion_scan_seconds,
+        )
+        deletions = CloneDeletions(self.store, self.providers, self.locate_channel, timing)
+        self.deletions = deletions
+        self._loops.append(asyncio.create_task(deletions.run(), name="parley-deletions"))
+
+    def locate_channel(self, model: str, channel: str) -> Located | None:
+        """Where ``channel`` serves ``model`` now (``None``: removed or disabled)."""
+        for route in self.router.routes(model):
+            if route.target.channel == channel:
+                return Located(route.provider_type, route.target)
+        return None
 
     def kind_of(self, model: str) -> ModelKind:
         """The kind of a configured model (``chat`` for a name no longer configured)."""

@@ -12,9 +12,12 @@ The half-open probe is one across every instance: whoever takes the breaker's pr
 lease, ``SET <prefix>:probe:<breaker> <instance> NX PX <lease>``, lets one call through
 (``Breakers.grant``); the others skip the channel until the probe's outcome, shared as
 any transition, closes or reopens the breaker everywhere, or the lease expires. The
-instance that opened a breaker asks for the lease just before its cool-down ends, for
-``LEASE_GRACE_SECONDS`` (its probe, when it comes, stretches the lease to the probe's
-own: the channel's connect and first-token timeouts); any other instance asks when one
+instance that opened a breaker asks for the lease just before its cool-down ends: its
+calls may start the probe for ``LEASE_GRACE_SECONDS``, and the lease is held that long
+plus the probe's own (the channel's connect and first-token timeouts), so a probe that
+starts late in the grace is covered however late its process gets to stretch the lease;
+when the grace passes with no probe started here, the lease is given back at once, so
+the others wait no longer than the grace. Any other instance asks when one
 of its calls wanted the probe (a loop, every ``lease_poll_seconds``), so an instance
 without calls for the channel never holds it for long. A lease is released (deleted if
 still its own) once its probe's outcome is known.
@@ -146,10 +149,27 @@ class SharedBreakers:
         self._spawn(self._lease(breaker, seconds))
 
     async def _lease(self, breaker: Breaker, seconds: float) -> None:
+        """The opener's lease: probes may start here for ``seconds``; it is held the
+        probe's lease longer, and given back if no probe started (``_unused``)."""
         try:
-            await self._take_lease(breaker, seconds)
+            taken = await self._take_lease(breaker, seconds, breaker.probe_lease)
         except _UNREACHABLE as exc:
             self._went_down(exc)
+            return
+        if taken:
+            loop = asyncio.get_running_loop()
+            timer = loop.call_later(seconds, self._unused, breaker.key)
+            self._timers.add(timer)
+
+    def _unused(self, key: str) -> None:
+        """The opener's grace is over: its lease goes back unless a probe started here
+        (half-open: the probe's outcome releases it) or the breaker moved on."""
+        self._timers = {timer for timer in self._timers if not timer.cancelled()}
+        breaker = self._breakers.find(key)
+        if breaker is None or breaker.state != State.OPEN:
+            return
+        if self._held.pop(key, None) is not None:
+            self._spawn(self._release(key))
 
     async def check_lease(self, channel: str, seconds: float) -> bool:
         """Whether this instance checks ``channel`` this interval (``seconds``): it took
@@ -237,19 +257,22 @@ class SharedBreakers:
             except _UNREACHABLE as exc:
                 self._went_down(exc)
 
-    async def _take_lease(self, breaker: Breaker, seconds: float) -> None:
-        """Try to take ``breaker``'s probe lease for ``seconds``; when another instance
-        holds it, ask again once it expires."""
+    async def _take_lease(self, breaker: Breaker, seconds: float, more: float = 0.0) -> bool:
+        """Try to take ``breaker``'s probe lease: a probe may start here for ``seconds``,
+        and the lease is held ``more`` seconds longer. When another instance holds it,
+        ask again once it expires. Whether it was taken."""
         key, now = breaker.key, self._breakers.now()
         if self._lost.get(key, 0.0) > now or self._held.get(key, 0.0) > now:
-            return
+            return False
         name = self._lease_prefix + key
-        if await self._client.set(name, self._me, nx=True, px=max(1, int(seconds * 1000))):
-            self._held[key] = now + seconds
+        held = max(1, int((seconds + more) * 1000))
+        if await self._client.set(name, self._me, nx=True, px=held):
+            self._held[key] = now + seconds + more
             self._breakers.grant(key, now + seconds)
-            return
+            return True
         left = await self._client.pttl(name)
         self._lost[key] = now + max(left, 50) / 1000
+        return False
 
     async def _follow(self) -> None:
         pubsub = self._client.pubsub()

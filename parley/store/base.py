@@ -30,7 +30,7 @@ from parley.domain.requests import LoggedRequest, RequestQuery, StatusCounts
 from parley.domain.responses import StoredResponse
 from parley.domain.stored_models import StoredModel
 from parley.domain.usage import DailyUsage, GroupDailyUsage, UsageRecord
-from parley.domain.voices import Clone
+from parley.domain.voices import Clone, PendingDeletion
 
 
 class StoreError(Exception):
@@ -314,7 +314,8 @@ class UsageStore(Protocol):
 
 class VoiceStore(Protocol):
     """The registry of what each group cloned (``store/voices_sql.py``), kept in memory by
-    the clone book (``voices/book.py``)."""
+    the clone book (``voices/book.py``), and the deleted clones whose engine copies are
+    still to delete (``voices/deletions.py``)."""
 
     async def add_clone(self, clone: Clone) -> Clone:
         """Raises ``Conflict`` when the model already has a clone with this voice id."""
@@ -326,6 +327,33 @@ class VoiceStore(Protocol):
 
     async def delete_clone(self, model: str, voice_id: str) -> bool:
         """Forget a clone; False when there was none."""
+
+    async def retire_clone(
+        self, clone: Clone, requested_at: datetime, claimed_until: datetime
+    ) -> PendingDeletion | None:
+        """Forget a clone and record its engine copy as still to delete, in one
+        transaction, claimed until ``claimed_until``; ``None`` when there was no clone."""
+
+    async def list_deletions(
+        self, *, model: str | None = None, group_id: int | None = None
+    ) -> list[PendingDeletion]:
+        """Deletions still to do, oldest first, of one model and/or one group."""
+
+    async def find_deletion(self, deletion_id: int) -> PendingDeletion | None: ...
+
+    async def claim_deletion(
+        self, deletion_id: int, now: datetime, until: datetime, *, due: bool
+    ) -> PendingDeletion | None:
+        """Hold a deletion until ``until`` for one attempt; ``None`` when it is not due
+        (with ``due``), another claim won, or it is gone."""
+
+    async def deletion_failed(
+        self, deletion_id: int, error: str, at: datetime, next_at: datetime
+    ) -> PendingDeletion | None:
+        """Count a failed attempt; ``None`` when the deletion is gone."""
+
+    async def finish_deletion(self, deletion_id: int) -> bool:
+        """Forget a deletion (done, or given up); False when there was none."""
 
 
 class ChannelStore(Protocol):
@@ -381,11 +409,15 @@ class AccountStore(Protocol):
 
     async def get_account(self, name: str) -> Account | None: ...
 
+    async def account_of_subject(self, subject: str) -> Account | None:
+        """The account bound to a single sign-on identity (``Account.sso_subject``)."""
+
     async def add_account(self, account: Account) -> Account:
-        """Raises ``Conflict`` when the name is taken."""
+        """Raises ``Conflict`` when the name (or the single sign-on identity) is taken."""
 
     async def update_account(self, name: str, changes: dict[str, Any]) -> Account:
-        """Set columns (``role``, ``password_hash``, ``disabled_at``); raises ``Missing``."""
+        """Set columns (``role``, ``password_hash``, ``disabled_at``, ``sso_subject``);
+        raises ``Missing``."""
 
     async def delete_account(self, name: str) -> bool: ...
 

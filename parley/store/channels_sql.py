@@ -124,6 +124,7 @@ def _account(row: RowMapping) -> Account:
         updated_at=as_utc(row["updated_at"]),
         disabled_at=as_utc(disabled) if disabled is not None else None,
         id=row["id"],
+        sso_subject=row["sso_subject"],
     )
 
 
@@ -138,9 +139,17 @@ def get_account(conn: Connection, name: str) -> Account | None:
     return None if row is None else _account(row)
 
 
+def account_of_subject(conn: Connection, subject: str) -> Account | None:
+    query = select(admin_accounts).where(admin_accounts.c.sso_subject == subject)
+    row = conn.execute(query).mappings().one_or_none()
+    return None if row is None else _account(row)
+
+
 def add_account(conn: Connection, account: Account) -> Account:
     if get_account(conn, account.name) is not None:
         raise Conflict(f"an account named `{account.name}` already exists")
+    if account.sso_subject is not None and account_of_subject(conn, account.sso_subject):
+        raise Conflict("another account is bound to this single sign-on identity")
     values = {
         "name": account.name,
         "role": account.role,
@@ -148,6 +157,7 @@ def add_account(conn: Connection, account: Account) -> Account:
         "disabled_at": account.disabled_at,
         "created_at": account.created_at,
         "updated_at": account.updated_at,
+        "sso_subject": account.sso_subject,
     }
     row = (
         conn.execute(admin_accounts.insert().values(values).returning(*admin_accounts.c))

@@ -15,6 +15,10 @@ from parley.store.base import GroupChanges, KeyChanges, Missing, Replay
 from parley.store.rows import record
 from parley.store.schema import UtcDateTime, api_keys, groups
 
+MAX_FORMER_PREFIXES = 100
+"""The most replaced prefixes a key keeps (the newest): far more rotations than any key
+sees, and a bound on what every directory refresh reads."""
+
 
 def create_group(
     conn: Connection,
@@ -91,17 +95,25 @@ def rotate_key(
     conn: Connection, key_id: int, *, digest: str, prefix: str, until: datetime, now: datetime
 ) -> KeyRecord:
     """Give the key a new secret; the current one stays accepted until ``until``."""
-    current = conn.execute(select(api_keys.c.digest).where(api_keys.c.id == key_id)).first()
+    keys = api_keys.c
+    query = select(keys.digest, keys.prefix, keys.former_prefixes).where(keys.id == key_id)
+    current = conn.execute(query).first()
     if current is None:
         raise Missing(f"there is no key with id {key_id}")
+    former = [current.prefix, *_prefixes(current.former_prefixes)]
     values = {
         "digest": digest,
         "prefix": prefix,
+        "former_prefixes": json.dumps(former[:MAX_FORMER_PREFIXES]),
         "previous_digest": current.digest,
         "previous_until": until,
         "updated_at": now,
     }
     return _update_key(conn, key_id, values)
+
+
+def _prefixes(stored: str | None) -> tuple[str, ...]:
+    return () if stored is None else tuple(json.loads(stored))
 
 
 def _update_key(conn: Connection, key_id: int, values: dict[str, Any]) -> KeyRecord:
@@ -191,4 +203,10 @@ def group(row: RowMapping) -> Group:
 
 def key(row: RowMapping) -> KeyRecord:
     models = None if row["models"] is None else frozenset(json.loads(row["models"]))
-    return record(KeyRecord, row, quota=Quota(rpm=row["rpm"], tpm=row["tpm"]), models=models)
+    return record(
+        KeyRecord,
+        row,
+        quota=Quota(rpm=row["rpm"], tpm=row["tpm"]),
+        models=models,
+        former_prefixes=_prefixes(row["former_prefixes"]),
+    )

@@ -1,5 +1,5 @@
-"""The request log read back: usage records with their key's label and prefix and their
-group's name, newest first, filtered, one page at a time.
+"""The request log read back: usage records with their key's label, the prefix of the
+secret that made each, and their group's name, newest first, filtered, one page at a time.
 
 Pages are keyed by ``(created_at, request_id)`` (a cursor, not an offset), so a page
 costs the same however far back it is and a line written meanwhile never shifts one.
@@ -39,7 +39,8 @@ def _joined() -> Select[Any]:
     return select(
         usage_records,
         keys.name.label("key_name"),
-        keys.prefix.label("key_prefix"),
+        keys.prefix.label("current_prefix"),
+        keys.previous_digest.label("rotated"),
         groups.c.name.label("group_name"),
     ).select_from(joined)
 
@@ -80,9 +81,13 @@ def _select(query: RequestQuery) -> Select[Any]:
 def _logged(row: Any) -> LoggedRequest:
     values = {name: row[name] for name in _RECORD_COLUMNS}
     values["created_at"] = as_utc(values["created_at"])
+    values["key_prefix"] = own = values["key_prefix"] or ""
+    # A line written before lines kept their prefix: the key's own is right only when
+    # the key never had another.
+    current = row["current_prefix"] if row["rotated"] is None else None
     return LoggedRequest(
         record=UsageRecord(**values),
         group=row["group_name"],
         key_name=row["key_name"],
-        key_prefix=row["key_prefix"],
+        key_prefix=own or current,
     )

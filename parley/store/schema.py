@@ -92,6 +92,7 @@ api_keys = Table(
     Column("previous_digest", String(64)),  # the secret a rotation replaced, in its grace
     Column("previous_until", UtcDateTime),
     Column("idempotency_key", String(64)),  # what the request that created it said, if any
+    Column("former_prefixes", Text),  # JSON array, newest first: secrets rotations replaced
     ForeignKeyConstraint(["group_id"], ["groups.id"], name="fk_api_keys_group_id"),
     UniqueConstraint("digest", name="uq_api_keys_digest"),
     Index("ix_api_keys_updated_at", "updated_at"),
@@ -131,6 +132,8 @@ usage_records = Table(
     Column("admitted", Boolean, nullable=False, server_default=true()),
     Column("request_count", Integer, nullable=False, server_default="1"),
     Column("search_units", BigInteger, nullable=False, server_default="0"),
+    Column("key_prefix", String(32)),  # the prefix of the secret that made the call
+    Column("error_detail", String(600)),  # why a failed call failed (redacted)
     Column("price", Text),  # the unit prices the call was billed at (``Price.tag``)
     Index("ix_usage_records_created_at", "created_at"),
     Index("ix_usage_records_group_id_created_at", "group_id", "created_at"),
@@ -190,6 +193,28 @@ voice_clones = Table(
     Index("ix_voice_clones_group_id", "group_id"),
     sqlite_autoincrement=True,
 )
+
+voice_deletions = Table(
+    "voice_deletions",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("group_id", Integer, nullable=False),
+    Column("model", String(200), nullable=False),
+    Column("label", String(200), nullable=False),
+    Column("voice_id", String(300), nullable=False),
+    Column("engine_name", String(300), nullable=False),
+    Column("channel", String(200), nullable=False),
+    Column("requested_at", UtcDateTime, nullable=False),
+    Column("next_attempt_at", UtcDateTime, nullable=False),
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    Column("last_error", Text),  # credentials removed before it is written
+    Column("last_attempt_at", UtcDateTime),
+    Index("ix_voice_deletions_model_voice_id", "model", "voice_id"),
+    Index("ix_voice_deletions_next_attempt_at", "next_attempt_at"),
+    sqlite_autoincrement=True,
+)
+"""Clones deleted in Parley whose engine copy is still to delete (``voices/deletions.py``);
+a row goes when the engine says the voice is gone, or when an operator gives up."""
 
 audit_log = Table(
     "audit_log",
@@ -266,7 +291,9 @@ admin_accounts = Table(
     Column("disabled_at", UtcDateTime),
     Column("created_at", UtcDateTime, nullable=False),
     Column("updated_at", UtcDateTime, nullable=False),
+    Column("sso_subject", String(600)),  # "<issuer> <sub>" of single sign-on, if bound
     UniqueConstraint("name", name="uq_admin_accounts_name"),
+    UniqueConstraint("sso_subject", name="uq_admin_accounts_sso_subject"),
     sqlite_autoincrement=True,
 )
 

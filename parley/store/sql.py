@@ -27,7 +27,7 @@ from parley.domain.keys import KeyRecord
 from parley.domain.responses import StoredResponse
 from parley.domain.stored_models import StoredModel
 from parley.domain.usage import UsageRecord
-from parley.domain.voices import Clone
+from parley.domain.voices import Clone, PendingDeletion
 from parley.store import (
     admin_sql,
     batches_sql,
@@ -241,6 +241,17 @@ class SqlStore:
         return await self._read(voices_sql.list_clones, model, group_id)
 
     delete_clone = writing(voices_sql.delete_clone)
+    retire_clone = writing(voices_sql.retire_clone)
+
+    async def list_deletions(
+        self, *, model: str | None = None, group_id: int | None = None
+    ) -> list[PendingDeletion]:
+        return await self._read(voices_sql.list_deletions, model, group_id)
+
+    find_deletion = reading(voices_sql.find_deletion)
+    claim_deletion = writing(voices_sql.claim_deletion)
+    deletion_failed = writing(voices_sql.deletion_failed)
+    finish_deletion = writing(voices_sql.finish_deletion)
 
     # stored responses (parley/store/responses_sql.py)
 
@@ -390,6 +401,9 @@ class SqlStore:
 
     async def get_account(self, name: str) -> Account | None:
         return await self._read(channels_sql.get_account, name)
+
+    async def account_of_subject(self, subject: str) -> Account | None:
+        return await self._read(channels_sql.account_of_subject, subject)
 
     async def add_account(self, account: Account) -> Account:
         return await self._write(channels_sql.add_account, account)

@@ -234,6 +234,8 @@ def _raw_row(record: UsageRecord) -> dict[str, Any]:
         "admitted": record.admitted,
         "request_count": record.request_count,
         "search_units": record.search_units,
+        "key_prefix": record.key_prefix or None,
+        "error_detail": record.error_detail,
         "price": record.price,
     }
 

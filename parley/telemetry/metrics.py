@@ -7,7 +7,8 @@ failed upstream attempt per channel, each limiter decision, each usage-writer ba
 (its latency), each circuit breaker transition (with the breaker's state as a gauge),
 and, at scrape time, the usage-writer queue depth, the age of the directory's last
 refresh from the store, and the planner's totals of failovers, retries the retry budget
-refused and calls a fallback model answered; with OpenTelemetry export on, the spans it
+refused and calls a fallback model answered, and the deleted clones still to delete on
+their engines with the attempts at it; with OpenTelemetry export on, the spans it
 dropped (``parley_otel_spans_dropped_total``, counted from the exporter's thread).
 
 The hot path pays a dict look-up and a few additions to plain numbers per call (and per
@@ -169,6 +170,20 @@ class GatewayMetrics:
             ["model", "fallback"],
             registry=r,
         )
+        self.deletions_pending = Gauge(
+            "parley_voice_deletions_pending",
+            "Deleted clones whose copies on their engines are still to delete.",
+            registry=r,
+            multiprocess_mode="livemax",
+        )
+        self.deletion_attempts = Counter(
+            "parley_voice_deletion_attempts",
+            "Attempts at deleting a deleted clone on its engine, by outcome "
+            "(deleted: the engine no longer holds it; failed: tried again later).",
+            ["outcome"],
+            registry=r,
+        )
+        self._deletions_seen = (0, 0)
         self._routed = (0, 0)
         self._fell_back: dict[tuple[str, str], int] = {}
         self._first_bytes: dict[str, _Tally] = {}
@@ -246,6 +261,16 @@ class GatewayMetrics:
             if grown:
                 self.fallbacks.labels(*pair).inc(grown)
                 self._fell_back[pair] = count
+
+    def clone_deletions(self, deleted: int, failed: int, pending: int | None) -> None:
+        """The clone deletions' running totals (what grew since the last call is added)
+        and how many are still to do, when known."""
+        before_deleted, before_failed = self._deletions_seen
+        self.deletion_attempts.labels("deleted").inc(deleted - before_deleted)
+        self.deletion_attempts.labels("failed").inc(failed - before_failed)
+        self._deletions_seen = (deleted, failed)
+        if pending is not None:
+            self.deletions_pending.set(pending)
 
     def batch_written(self, seconds: float, ok: bool) -> None:
         self.write_latency.labels("ok" if ok else "failed").observe(seconds)

@@ -155,6 +155,9 @@ def _sample(metrics: GatewayMetrics, svc: Services, lane: BatchLane | None) -> N
     metrics.sample(writer.backlog, svc.directory.loaded_at, writer.refusals_dropped)
     budget = svc.planner.budget
     metrics.routed(budget.granted, budget.refused, svc.planner.fallbacks)
+    deletions = svc.deletions
+    if deletions is not None:
+        metrics.clone_deletions(deletions.deleted, deletions.failed, deletions.pending)
     if lane is not None:
         metrics.batch_lane(lane.in_flight_by_channel())
 

@@ -1,7 +1,8 @@
 """The clone registry in memory, so a speech call never waits on the database for a voice.
 
 Filled from the store at start-up and refreshed with the key directory; a clone this
-instance creates or deletes counts at once. A clone id of the caller's own group that the
+instance creates or deletes counts at once (a deleted clone is retired: its engine copy
+is then deleted by ``voices/deletions.py``). A clone id of the caller's own group that the
 book does not know (created on another instance since the last refresh) is looked up in
 the store once; an id still unknown there is remembered as unknown until the next refresh.
 
@@ -14,7 +15,9 @@ taken for a voice of the engine's own.
 
 from __future__ import annotations
 
-from parley.domain.voices import Clone, folded
+from datetime import datetime
+
+from parley.domain.voices import Clone, PendingDeletion, folded
 from parley.store.base import VoiceStore
 
 Key = tuple[str, str]
@@ -88,9 +91,24 @@ class CloneBook:
         self._remember(_key(clone.model, clone.voice_id), clone)
         return clone
 
-    async def remove(self, clone: Clone) -> None:
-        await self._store.delete_clone(clone.model, clone.voice_id)
+    async def retire(
+        self, clone: Clone, requested_at: datetime, claimed_until: datetime
+    ) -> PendingDeletion | None:
+        """Forget the clone here and in the store, where its engine copy is recorded as
+        still to delete (``voices/deletions.py``); ``None`` when the store no longer had
+        it (deleted meanwhile by another request: forgotten here all the same)."""
+        pending = await self._store.retire_clone(clone, requested_at, claimed_until)
         self._remember(_key(clone.model, clone.voice_id), None)
+        return pending
+
+    async def deletion_pending(self, model: str, voice_id: str, group_id: int) -> bool:
+        """Whether a deleted clone of the group with this id (in any spelling the
+        engines fold alike) is still to delete on its engine: until it is, the id is not
+        cloned again, so that the engine never holds two voices of one id (and the late
+        deletion of the old one never takes the new one)."""
+        wanted = folded(voice_id)
+        pending = await self._store.list_deletions(model=model, group_id=group_id)
+        return any(folded(deletion.voice_id) == wanted for deletion in pending)
 
     def _remember(self, key: Key, clone: Clone | None) -> None:
         self._changes += 1

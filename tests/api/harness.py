@@ -132,7 +132,8 @@ class Gateway:
     clients: list[openai.AsyncOpenAI | anthropic.AsyncAnthropic] = field(default_factory=list)
 
     @classmethod
-    async def start(cls, config: dict[str, Any]) -> Gateway:
+    async def start(cls, config: dict[str, Any], *, port: int = 0) -> Gateway:
+        """Serve ``config`` on 127.0.0.1, on ``port`` (0: any free one)."""
         gateway = cls(Settings.model_validate(config))
         await seed_database(gateway.settings.database.url)
         app = create_app(gateway.settings)
@@ -140,7 +141,7 @@ class Gateway:
             app, gateway.settings.server, handler_cancellation=True, shutdown_timeout=1
         )
         await gateway.runner.setup()
-        site = web.TCPSite(gateway.runner, "127.0.0.1", 0)
+        site = web.TCPSite(gateway.runner, "127.0.0.1", port)
         await site.start()
         port = gateway.runner.addresses[0][1]
         gateway.base_url = f"http://127.0.0.1:{port}"

@@ -236,3 +236,22 @@ async def test_a_viewer_is_refused_every_dashboard_action(start_gateway: Any) ->
                 assert reply.status == 403, path
                 wanted = "owner" if path.startswith("/ui/accounts") else "operator"
                 assert f"needs the {wanted} role" in await reply.text(), path
+
+
+async def test_an_account_for_single_sign_on_has_no_password(start_gateway: Any) -> None:
+    gateway = await staffed(start_gateway)
+    body = {"name": "ada", "role": "viewer", "sso": True}
+    status, created = await call(gateway, "POST", "/admin/accounts", body=body)
+    assert status == 201 and created["sso"] is True
+    stored = await gateway.services.store.get_account("ada")
+    assert stored is not None and stored.sso_only and stored.sso_subject is None
+    guess = basic("ada", "anything-at-all-123")  # no password signs it in
+    status, _ = await call_as(gateway, "GET", "/admin/groups", None, headers=guess)
+    assert status == 401
+    with_password = {**body, "name": "bo", "password": "a-password-123"}
+    status, refused = await call(gateway, "POST", "/admin/accounts", body=with_password)
+    assert status == 400 and refused["error"]["param"] == "password"
+    status, refused = await call(gateway, "POST", "/admin/accounts", body={**body, "sso": "yes"})
+    assert status == 400 and refused["error"]["param"] == "sso"
+    status, listed = await call(gateway, "GET", "/admin/accounts")
+    assert {a["name"]: a["sso"] for a in listed["data"]}["olivia"] is False

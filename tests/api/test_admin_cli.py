@@ -241,3 +241,10 @@ def test_keys_create_takes_the_keys_own_models_and_budget(run: Invoke, tmp_path:
     refused = run("keys", "create", "--group", "team", "--budget-usd", "2000000000", code=2)
     assert "'budget_usd' must be a number from 0 to 1000000000" in refused
     assert len(_stored(tmp_path)[0]) == 2
+
+
+def test_an_account_for_single_sign_on_is_made_without_a_password(run: Invoke) -> None:
+    assert run("admin", "create", "ada", "--role", "viewer", "--sso").startswith("ada\tviewer\t")
+    assert "ada\tviewer\tactive" in run("admin", "list")
+    refused = run("admin", "create", "sso", "--role", "viewer", "--sso", code=2)
+    assert "not one of" in refused

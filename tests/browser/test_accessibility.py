@@ -6,12 +6,14 @@ Playwright; nothing is fetched.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from axe_playwright_python.async_playwright import Axe
 from playwright.async_api import Browser, Page, expect
 
 from parley.domain.requests import RequestQuery
+from parley.domain.voices import Clone
 from tests.api.harness import Gateway, call
 from tests.browser.conftest import ADMIN_TOKEN
 from tests.browser.test_dashboard import sign_in
@@ -39,6 +41,7 @@ async def pages_of(gateway: Gateway) -> list[str]:
         await call(gateway, "POST", "/v1/chat/completions", key, json=CHAT)
     await gateway.flush_usage()
     record = (await gateway.services.store.list_keys())[0]
+    await _pending_deletion(gateway, group.id)
     request_id = (await gateway.services.store.list_requests(RequestQuery()))[0].record.request_id
     return [
         "/admin/",
@@ -60,6 +63,19 @@ async def pages_of(gateway: Gateway) -> list[str]:
         "/admin/ui/audit?action=key.",
         "/admin/ui/groups/nobody",
     ]
+
+
+async def _pending_deletion(gateway: Gateway, group_id: int) -> None:
+    """A deleted clone its engine has not deleted, with a long error: the Voices page's
+    table of deletions to retry or give up."""
+    store = gateway.services.store
+    now = datetime.now(UTC)
+    clone = Clone(group_id, "tts-gone", "Anna", f"g{group_id}__Anna", "x" * 40, "gone", 4000, now)
+    await store.add_clone(clone)
+    pending = await store.retire_clone(clone, now, now + timedelta(hours=1))
+    assert pending is not None
+    error = "HTTP 503: " + "the provider is down for maintenance, please retry later " * 4
+    await store.deletion_failed(pending.id, error, now, now + timedelta(hours=1))
 
 
 async def test_every_dashboard_page_passes_axe(browser: Browser, dashboard: Gateway) -> None:

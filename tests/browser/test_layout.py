@@ -95,11 +95,8 @@ async def test_a_phone_keeps_each_stacked_value_in_one_piece(
     gap = await page.evaluate(
         """() => {
           const cell = document.querySelector("td[data-label^='Budget']");
-          const text = [...cell.childNodes]
-            .find((n) => n.nodeType === Node.TEXT_NODE && n.data.trim());
-          const range = document.createRange();
-          range.selectNodeContents(text);
-          const rects = [...range.getClientRects()].filter((r) => r.width > 0);
+          const amount = cell.querySelector("[data-budget-state] .nowrap");
+          const rects = [...amount.getClientRects()].filter((r) => r.width > 0);
           const note = cell.querySelector(".muted").getBoundingClientRect();
           return note.left - rects[rects.length - 1].right;
         }"""

@@ -67,3 +67,16 @@ async def test_accounts(store: SqlStore) -> None:  # noqa: F811
     with pytest.raises(Missing):
         await store.update_account("nobody", {"role": "owner"})
     assert await store.delete_account("vera") and await store.get_account("vera") is None
+
+
+async def test_an_account_is_found_by_its_single_sign_on_identity(store: SqlStore) -> None:  # noqa: F811
+    subject = "https://id.example.test user-7"
+    await store.add_account(Account("ada", "owner", "", NOW, NOW, sso_subject=subject))
+    found = await store.account_of_subject(subject)
+    assert found is not None and (found.name, found.sso_only) == ("ada", True)
+    assert await store.account_of_subject("https://id.example.test user-8") is None
+    with pytest.raises(Conflict):  # one identity, one account
+        await store.add_account(Account("ada2", "viewer", "", NOW, NOW, sso_subject=subject))
+    await store.add_account(Account("bo", "viewer", "", NOW, NOW))
+    bound = await store.update_account("bo", {"sso_subject": "https://id.example.test user-9"})
+    assert bound.sso_subject == "https://id.example.test user-9"

@@ -178,3 +178,46 @@ async def test_the_price_a_call_was_billed_at_is_kept_on_its_line(store: SqlStor
     await store.record_usage([replace(billed, price=tag), replace(failed, status=502)])
     found = [await store.find_request(request_id) for request_id in ("p1", "p2")]
     assert [line.record.price if line else "missing" for line in found] == [tag, None]
+
+
+async def test_a_line_keeps_its_secrets_prefix_and_its_failure_after_a_rotation(
+    store: SqlStore,  # noqa: F811
+) -> None:
+    """A line names the secret that made it, whatever the key's prefix is now; a line from
+    before lines kept a prefix shows the key's only while the key was never rotated."""
+    team = await store.create_group("team")
+    key = await store.create_key(team.id, name="ci", digest=digest_of("a"), prefix="pk-first")
+    plain = await store.create_key(team.id, name="", digest=digest_of("p"), prefix="pk-plain")
+    old = replace(
+        usage_record("old", created_at=BASE, group_id=team.id, key_id=key.id),
+        key_prefix="pk-first",
+        status=502,
+        error_detail="The upstream answered 502: overloaded é",
+    )
+    unnamed = usage_record("unnamed", created_at=BASE, group_id=team.id, key_id=key.id)
+    legacy = usage_record("legacy", created_at=BASE, group_id=team.id, key_id=plain.id)
+    await store.record_usage([old, unnamed, legacy])
+    rotated = await store.rotate_key(
+        key.id, digest=digest_of("b"), prefix="pk-second", previous_until=BASE
+    )
+    assert rotated.former_prefixes == ("pk-first",)
+    again = await store.rotate_key(
+        key.id, digest=digest_of("c"), prefix="pk-third", previous_until=BASE
+    )
+    assert again.former_prefixes == ("pk-second", "pk-first")
+    assert again.prefix_of(previous=True) == "pk-second" and again.known_by("PK-FIR")
+    new = replace(
+        usage_record("new", created_at=BASE + timedelta(seconds=1), group_id=team.id),
+        key_id=key.id,
+        key_prefix="pk-third",
+    )
+    await store.record_usage([new])
+
+    lines = {line.record.request_id: line for line in await store.list_requests(RequestQuery())}
+    assert lines["old"].key_prefix == "pk-first" and lines["new"].key_prefix == "pk-third"
+    assert lines["old"].record.error_detail == "The upstream answered 502: overloaded é"
+    assert lines["new"].record.error_detail is None
+    assert lines["unnamed"].key_prefix is None  # its key was rotated since: not known
+    assert lines["legacy"].key_prefix == "pk-plain"  # never rotated: its only prefix
+    found = await store.find_request("old")
+    assert found is not None and found.key_prefix == "pk-first"

@@ -58,14 +58,30 @@ async def test_a_clone_made_elsewhere_is_found_in_the_store(store: SqlStore) -> 
     assert found is not None and found.label == "bob"
 
 
-async def test_a_removal_is_effective_at_once_and_survives_a_load(store: SqlStore) -> None:
+async def test_a_retirement_is_effective_at_once_and_survives_a_load(store: SqlStore) -> None:
     group = await store.create_group("a")
     book = CloneBook(store)
     anna = await book.add(clone(group.id, "anna"))
-    await book.remove(anna)
+    pending = await book.retire(anna, NOW, NOW)
+    assert pending is not None and pending.engine_name == anna.engine_name
+    assert await book.find("tts", anna.voice_id, group.id) is None
     await book.load()
     assert book.of_group("tts", group.id) == []
     assert await store.list_clones() == []
+    assert await book.retire(anna, NOW, NOW) is None, "already retired"
+
+
+async def test_a_retired_id_is_pending_in_every_spelling_until_done(store: SqlStore) -> None:
+    group = await store.create_group("a")
+    book = CloneBook(store)
+    pending = await book.retire(await book.add(clone(group.id, "Anna")), NOW, NOW)
+    assert pending is not None
+    for spelling in (f"g{group.id}__Anna", f"G{group.id}__ANNA", f"g{group.id}__anna"):
+        assert await book.deletion_pending("tts", spelling, group.id)
+    assert not await book.deletion_pending("tts", f"g{group.id}__Anna", group.id + 1)
+    assert not await book.deletion_pending("other", f"g{group.id}__Anna", group.id)
+    await store.finish_deletion(pending.id)
+    assert not await book.deletion_pending("tts", f"g{group.id}__Anna", group.id)
 
 
 async def test_the_engines_names_of_clones_are_known_for_any_group(store: SqlStore) -> None:
@@ -75,7 +91,7 @@ async def test_the_engines_names_of_clones_are_known_for_any_group(store: SqlSto
     assert not book.is_engine_name("tts", "Xy7Ab")
     await book.add(hosted)
     assert book.is_engine_name("tts", "Xy7Ab") and not book.is_engine_name("other", "Xy7Ab")
-    await book.remove(hosted)
+    await book.retire(hosted, NOW, NOW)
     assert not book.is_engine_name("tts", "Xy7Ab")
     await store.add_clone(hosted)  # made on another instance
     await book.load()

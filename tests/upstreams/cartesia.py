@@ -27,7 +27,8 @@ message, request_id}``; before it, plain text ``Title: Message``.
 Knobs: ``busy`` (status with ``Retry-After``), ``delay`` (seconds before every head),
 ``drop_after`` (pieces or events before the connection is cut), ``error_after`` (SSE
 chunks before an ``error`` event), ``json_errors`` (answer errors as JSON whatever the
-version).
+version), ``refuse_deletes`` (that many voice deletions answer 502, their message
+quoting the ``X-API-Key`` sent, as a careless proxy would, before deletions work again).
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ class FakeCartesia(FakeServer):
     drop_after: int | None = None
     error_after: int | None = None
     json_errors: bool = False
+    refuse_deletes: int = 0
     voices: dict[str, dict[str, Any]] = field(default_factory=dict, kw_only=True)
     clips: dict[str, bytes] = field(default_factory=dict, kw_only=True)
 
@@ -243,6 +245,11 @@ class FakeCartesia(FakeServer):
 
     async def _delete(self, request: web.Request) -> web.Response:
         self.requests.append(received(request, None))
+        if self.refuse_deletes > 0:
+            self.refuse_deletes -= 1
+            sent = request.headers.get("X-API-Key", "")
+            message = f"Upstream connect error (request headers: X-API-Key={sent})."
+            return self.error(request, 502, "bad_gateway", "Bad Gateway", message)
         voice = self.voices.get(request.match_info["voice_id"])
         if voice is None:
             return self.error(request, 404, "voice_not_found", "Not Found", "Voice not found.")

@@ -35,7 +35,9 @@ Knobs: ``busy`` answers every call with that status and ``retry-after``; ``delay
 every reply's head that many seconds; ``drop_after`` cuts a synthesis after that many
 pieces; ``echo_key_in_errors`` puts the caller's key into a 400's message;
 ``claimed_seconds`` replaces the clip's length in ``audio_duration_secs``; ``list_fails``
-answers the voice list with a 500.
+answers the voice list with a 500; ``refuse_deletes`` answers that many voice deletions
+with a 500 before it deletes again (its message quoting the key with
+``echo_key_in_errors``).
 """
 
 from __future__ import annotations
@@ -85,6 +87,7 @@ class FakeElevenLabs(FakeServer):
     echo_key_in_errors: bool = False
     claimed_seconds: float | None = None
     list_fails: bool = False
+    refuse_deletes: int = 0
     voices: dict[str, dict[str, Any]] = field(default_factory=dict, kw_only=True)
     """The account's voices by id: the premade ones, then those added."""
     samples: dict[str, bytes] = field(default_factory=dict, kw_only=True)
@@ -226,6 +229,12 @@ class FakeElevenLabs(FakeServer):
     async def _delete(self, request: web.Request) -> web.Response:
         self.requests.append(received(request, None))
         voice_id = request.match_info["voice_id"]
+        if self.refuse_deletes > 0:
+            self.refuse_deletes -= 1
+            message = "An internal error occurred while deleting the voice."
+            if self.echo_key_in_errors:
+                message += f" (request sent with xi-api-key: {self.api_key})"
+            return error(500, "internal_error", message)
         voice = self.voices.get(voice_id)
         if voice is None:
             return error(404, "voice_not_found", f"A voice with voice_id {voice_id} was not found.")

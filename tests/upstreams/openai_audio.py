@@ -44,7 +44,8 @@ for raw audio), ``drop_after`` (after N pieces, drop the connection), ``drop_voi
 (send half the voice list, then drop), ``leak`` (a refused speech request's error message
 quotes the request's ``Authorization`` header, as a careless proxy in front of it would),
 ``busy`` (speech answers this status, 429 or 503, with ``retry-after: busy_retry_after``
-seconds, as an overloaded server does).
+seconds, as an overloaded server does), ``refuse_deletes`` (that many voice deletions
+answer 503, quoting the ``Authorization`` header with ``leak``, before they work again).
 Counters: ``completed_streams``, ``cancelled_streams``.
 """
 
@@ -117,6 +118,7 @@ class FakeAudioEngine(FakeServer):
     leak: bool = False
     busy: int | None = None
     busy_retry_after: float = 30.0
+    refuse_deletes: int = 0
     spoken: list[str] = field(default_factory=list)
     uploaded: dict[str, JSON] = field(default_factory=dict)
     samples: dict[str, bytes] = field(default_factory=dict)
@@ -376,6 +378,12 @@ class FakeAudioEngine(FakeServer):
         name = self.fold(request.match_info["name"])
         try:
             self._authorize(request)
+            if self.refuse_deletes > 0:
+                self.refuse_deletes -= 1
+                message = "The engine is overloaded."
+                if self.leak:
+                    message += f" (Authorization: {request.headers.get('Authorization', '')})"
+                raise Refused(503, message)
         except Refused as refused:
             return self._error(refused)
         if name not in self.uploaded:

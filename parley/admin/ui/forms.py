@@ -10,6 +10,7 @@ idempotency key, so sending it again (a reload) creates nothing and says so.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -174,13 +175,17 @@ async def _group_page(
 ) -> web.Response:
     service = admin_service(request)
     replayed = request.query.get("replayed", "")
+    keys = await service.keys(group.name)
     return page(
         request,
         "group.html",
         {
             "group": group,
             "budget": await service.budget(group),
-            "keys": await service.keys(group.name),
+            "keys": keys,
+            "key_budgets": {
+                state.record.id: await service.key_budget(state.record) for state in keys
+            },
             "new_key": new_key,
             "replayed": replayed if replayed.isdigit() else "",
             "key_form": key_form or new_key_form(),
@@ -235,9 +240,26 @@ def _idempotency_key(form: Form) -> str | None:
 
 
 async def create_key(request: web.Request) -> web.Response:
+    """A key made on its group's page, shown there once."""
     form = await request.post()
+    group = await admin_service(request).group(request.match_info["name"])
+
+    async def failed(state: FormState) -> web.Response:
+        return await _group_page(request, group, key_form=state, status=400)
+
+    return await make_key(request, form, group, failed)
+
+
+async def make_key(
+    request: web.Request,
+    form: Form,
+    group: Group,
+    failed: Callable[[FormState], Awaitable[web.Response]],
+) -> web.Response:
+    """Create a key in ``group`` from a key form (a group's page's, or the Keys page's):
+    its secret is shown once, on the group's page; a form that fails is shown again by
+    ``failed``; a form sent twice creates nothing and says so."""
     service = admin_service(request)
-    group = await service.group(request.match_info["name"])
     try:
         state, secret = await service.create_key(
             group.name,
@@ -254,8 +276,7 @@ async def create_key(request: web.Request) -> web.Response:
     except KeyReplayed as replay:
         raise web.HTTPSeeOther(f"{group_url(group.name)}?replayed={replay.key_id}#keys") from None
     except InvalidRequest as error:
-        failed = FormState.failed("new-key", form, error)
-        return await _group_page(request, group, key_form=failed, status=400)
+        return await failed(FormState.failed("new-key", form, error))
     return await _group_page(request, group, new_key={"state": state, "secret": secret})
 
 

@@ -18,6 +18,7 @@ from aiohttp import web
 from parley.admin.context import admin_service
 from parley.admin.finding import DEFAULT_PAGE, key_finder, listing_from_params
 from parley.admin.reports import UsageQuery
+from parley.admin.service import findable
 from parley.admin.ui.fields import FormState
 from parley.admin.ui.forms import (
     Form,
@@ -28,6 +29,8 @@ from parley.admin.ui.forms import (
     _text,
     group_url,
     limits_values,
+    make_key,
+    new_key_form,
 )
 from parley.admin.ui.render import page
 from parley.admin.views import KeyState
@@ -104,10 +107,15 @@ async def key_page(
     )
 
 
-async def keys_page(request: web.Request) -> web.Response:
-    """Every group's keys, searched by label, prefix or group, by status, sorted, paged."""
+async def keys_page(
+    request: web.Request, *, key_form: FormState | None = None, status_code: int = 200
+) -> web.Response:
+    """Every group's keys, searched by label, prefix (a former one too) or group, by
+    status, sorted, paged, with their own rates, budget and models; and a form to create
+    a key in any group."""
     service = admin_service(request)
-    names = {group.id: group.name for group in await service.groups()}
+    groups = await service.groups()
+    names = {group.id: group.name for group in groups}
     finder = key_finder(names)
     listing = listing_from_params(request.query, finder.sort_names(), default_limit=DEFAULT_PAGE)
     if not request.query.get("sort"):
@@ -129,6 +137,13 @@ async def keys_page(request: web.Request) -> web.Response:
         request,
         "keys.html",
         {
+            "budgets": {
+                state.record.id: await service.key_budget(state.record) for state in found.items
+            },
+            "key_form": key_form or new_key_form(),
+            "group_names": sorted(names.values()),
+            "key_models": _context(request)["models"],
+            **{k: v for k, v in _context(request).items() if k != "models"},
             "found": found,
             "listing": listing,
             "names": names,
@@ -137,7 +152,25 @@ async def keys_page(request: web.Request) -> web.Response:
             "sort_value": sort_value,
             "page_url": page_url,
         },
+        status=status_code,
     )
+
+
+async def create_key(request: web.Request) -> web.Response:
+    """A key made on the Keys page, in the group its form names (shown once on the group's
+    page, as a key made there)."""
+    form = await request.post()
+    service = admin_service(request)
+
+    async def failed(state: FormState) -> web.Response:
+        return await keys_page(request, key_form=state, status_code=400)
+
+    name = _text(form, "group")
+    group = await service.store.get_group(name) if findable(name) else None
+    if group is None:
+        problem = InvalidRequest("Choose the group the key is for.", param="group")
+        return await failed(FormState.failed("new-key", form, problem))
+    return await make_key(request, form, group, failed)
 
 
 async def show_key(request: web.Request) -> web.Response:

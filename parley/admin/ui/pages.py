@@ -11,35 +11,25 @@ from markupsafe import Markup
 from parley.admin.context import admin_service
 from parley.admin.fields import MAX_LIMIT
 from parley.admin.finding import audit_query_from_params
-from parley.admin.monitor import DayTotals, alerts_view, overview
+from parley.admin.monitor import DayTotals, alerts_view, budget_watch, overview
 from parley.admin.reports import DIMENSIONS, UsageQuery, query_from_params
 from parley.admin.service import AdminService
 from parley.admin.ui.channel_pages import channels_list
 from parley.admin.ui.charts import Bar, bar_chart, ranking_chart
 from parley.admin.ui.render import page, usd
-from parley.domain.audit import AuditQuery
+from parley.domain.audit import ACTIONS, AuditQuery
 from parley.domain.pricing import nanos_to_usd
 from parley.errors import InvalidRequest
 from parley.pipeline.context import SERVICES
 
 AUDIT_PAGE = 100
-AUDIT_ACTIONS = (
-    ("group.", "any group change"),
-    ("group.create", "group.create"),
-    ("group.update", "group.update"),
-    ("group.disable", "group.disable"),
-    ("group.enable", "group.enable"),
-    ("key.", "any key change"),
-    ("key.create", "key.create"),
-    ("key.update", "key.update"),
-    ("key.rotate", "key.rotate"),
-    ("key.revoke", "key.revoke"),
-    ("voice.delete", "voice.delete"),
-    ("model.", "any model change"),
-    ("model.create", "model.create"),
-    ("model.update", "model.update"),
-    ("model.delete", "model.delete"),
-    ("session.", "sign-ins and sign-outs"),
+AUDIT_ACTIONS = tuple(
+    choice
+    for family in dict.fromkeys(action.split(".")[0] for action, _ in ACTIONS)
+    for choice in (
+        (f"{family}.", f"every {family}.* action"),
+        *((action, action) for action, _ in ACTIONS if action.startswith(f"{family}.")),
+    )
 )
 """The actions the audit page offers to filter by (any other can be typed in the URL)."""
 
@@ -79,6 +69,8 @@ async def overview_page(request: web.Request) -> web.Response:
             "period": view.period,
             "charts": charts,
             "alerts": alerts_view(svc.alerts),
+            "watch": await budget_watch(admin_service(request)),
+            "budget_period": svc.meter.ledger.period,
         },
     )
 

@@ -11,8 +11,10 @@ from typing import Any
 
 from aiohttp import web
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup, escape
 
 from parley.admin.context import ROLE, SESSION, TEMPLATES
+from parley.pipeline.context import SERVICES
 
 
 def environment() -> Environment:
@@ -29,7 +31,38 @@ def environment() -> Environment:
     env.filters["unit_usd"] = unit_usd
     env.filters["number"] = lambda value: f"{value:,}"
     env.filters["epoch"] = lambda seconds: when(datetime.fromtimestamp(seconds, UTC))
+    env.filters["to_second"] = to_second
+    env.filters["path"] = path_breaks
+    env.filters["setting"] = setting
     return env
+
+
+def setting(value: Any) -> str:
+    """A setting as the audit log shows it: a list joined, nothing as "none"."""
+    if value is None:
+        return "none"
+    if isinstance(value, list | tuple):
+        return ", ".join(str(item) for item in value) or "none (empty)"
+    return str(value)
+
+
+def to_second(value: datetime | None) -> str:
+    """A deadline (a rotated secret's grace) to the second: a grace of thirty seconds
+    shown to the minute would read as already over, or not begun."""
+    if value is None:
+        return "—"
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def path_breaks(value: str) -> Markup:
+    """A path (``/v1/chat/completions``) that may break only after a '/', never inside a
+    word (the page's text otherwise breaks anywhere, to keep narrow screens unscrolled)."""
+    return Markup("<wbr>").join(escape(part) for part in _after_slashes(value))
+
+
+def _after_slashes(value: str) -> list[str]:
+    parts = value.split("/")
+    return [part + "/" for part in parts[:-1]] + [parts[-1]]
 
 
 def when(value: datetime | None) -> str:
@@ -68,6 +101,15 @@ def usd(value: float | None) -> str:
     return f"${whole}.{fraction.ljust(2, '0')}"
 
 
+def has_speech(request: web.Request) -> bool:
+    """Whether a speech model is configured: only then are there voices to show (the
+    Voices tab is hidden otherwise; its page still answers, saying so)."""
+    services = request.config_dict.get(SERVICES)
+    if services is None:
+        return False
+    return any(model.kind == "speech" for model in services.settings.models)
+
+
 def page(
     request: web.Request,
     template: str,
@@ -87,6 +129,7 @@ def page(
             "role": role,
             "can_operate": role in ("operator", "owner"),
             "is_owner": role == "owner",
+            "has_speech": has_speech(request),
             **context,
         }
     )

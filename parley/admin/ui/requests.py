@@ -32,7 +32,7 @@ PRICE_UNITS = {
     "image_input_per_1k": "per 1K image input tokens",
 }
 """How the request page names each unit price the call was billed at."""
-STATUS_CHOICES = ("2xx", "4xx", "429", "404", "401", "5xx")
+STATUS_CHOICES = ("2xx", "4xx", "400", "401", "403", "404", "429", "5xx", "502", "504")
 
 
 async def requests_page(request: web.Request) -> web.Response:

@@ -14,7 +14,13 @@ from aiohttp import web
 from parley.admin.auth import same_secret, token_matches
 from parley.admin.context import ACTOR, ADMIN_STATE, ROLE, SESSION, client_address
 from parley.admin.service import AdminService
-from parley.admin.signin import TOKEN_ROLE, account_role, check_password, wrong_credentials
+from parley.admin.signin import (
+    LOCAL_OFF,
+    TOKEN_ROLE,
+    account_role,
+    check_password,
+    wrong_credentials,
+)
 from parley.admin.ui.render import page
 from parley.domain.audit import Actor
 from parley.errors import PermissionDenied
@@ -24,23 +30,30 @@ from parley.store.base import AccountStore
 SESSION_COOKIE = "parley_admin"
 LOGIN_COOKIE = "parley_login"
 COOKIE_PATH = "/admin"
-OPEN_PATHS = ("/admin/login", "/admin/static/")
+OPEN_PATHS = ("/admin/login", "/admin/static/", "/admin/sso/")
 NOT_TOKEN = "That is not the admin token (leave the name empty to sign in with it)."
 FORGED = (
     "This form did not come from this dashboard, or it has expired. Reload the page and try again."
 )
 
 
-def _set_cookie(
-    request: web.Request, response: web.StreamResponse, name: str, value: str, max_age: int
+def set_cookie(
+    request: web.Request,
+    response: web.StreamResponse,
+    name: str,
+    value: str,
+    max_age: int,
+    *,
+    path: str = COOKIE_PATH,
+    samesite: str = "Strict",
 ) -> None:
     response.set_cookie(
         name,
         value,
         max_age=max_age,
-        path=COOKIE_PATH,
+        path=path,
         httponly=True,
-        samesite="Strict",
+        samesite=samesite,
         secure=request.config_dict[ADMIN_STATE].cookies.secure(request),
     )
 
@@ -53,11 +66,11 @@ async def enter(request: web.Request) -> None:
     session = state.sessions.read(request.cookies.get(SESSION_COOKIE))
     if session is None:
         raise web.HTTPSeeOther("/admin/login")
-    role = (
-        TOKEN_ROLE
-        if session.who == "token"
-        else await account_role(_accounts(request), session.who)
-    )
+    local = state.local_sign_in
+    if session.who == "token":
+        role = TOKEN_ROLE if local else None
+    else:
+        role = await account_role(_accounts(request), session.who, local=local)
     if role is None:  # the account was disabled or deleted since
         raise web.HTTPSeeOther("/admin/login")
     request[SESSION] = session
@@ -71,9 +84,16 @@ async def enter(request: web.Request) -> None:
 
 
 async def login_form(request: web.Request, *, error: str = "", status: int = 200) -> web.Response:
+    state = request.config_dict[ADMIN_STATE]
     nonce = secrets.token_urlsafe(24)
-    response = page(request, "login.html", {"nonce": nonce, "error": error}, status=status)
-    _set_cookie(request, response, LOGIN_COOKIE, nonce, 3600)
+    context = {
+        "nonce": nonce,
+        "error": error,
+        "local": state.local_sign_in,
+        "provider": state.sso.settings.name if state.sso is not None else None,
+    }
+    response = page(request, "login.html", context, status=status)
+    set_cookie(request, response, LOGIN_COOKIE, nonce, 3600)
     return response
 
 
@@ -84,6 +104,8 @@ async def login_page(request: web.Request) -> web.Response:
 async def login(request: web.Request) -> web.Response:
     state = request.config_dict[ADMIN_STATE]
     address = client_address(request)
+    if not state.local_sign_in:
+        return await login_form(request, error=LOCAL_OFF, status=403)
     form = await request.post()
     nonce, cookie = form.get("nonce"), request.cookies.get(LOGIN_COOKIE, "")
     if not isinstance(nonce, str) or not cookie or not same_secret(nonce, cookie):
@@ -108,7 +130,7 @@ async def login(request: web.Request) -> web.Response:
     session, cookie_value = state.sessions.new(who)
     await _audit(request, Actor(session.actor, address), "session.login")
     response = web.HTTPSeeOther("/admin/")
-    _set_cookie(request, response, SESSION_COOKIE, cookie_value, state.sessions.max_age)
+    set_cookie(request, response, SESSION_COOKIE, cookie_value, state.sessions.max_age)
     response.del_cookie(LOGIN_COOKIE, path=COOKIE_PATH)
     raise response
 

@@ -1,6 +1,8 @@
 """The dashboard's Voices page: every group's clones, searched and filtered by group and
-model, each deletable (on its engine, then in the registry) through
-``AdminService.delete_clone``; and a speech model's built-in roster when one is chosen."""
+model, each deletable (out of the registry, then on its engine) through
+``AdminService.delete_clone``; the deletions the engines have not done yet, with their
+attempts and last error, each to try again now or give up; and a speech model's
+built-in roster when one is chosen."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from parley.admin.context import admin_service
 from parley.admin.finding import DEFAULT_PAGE, clone_finder, listing_from_params
 from parley.admin.roster import builtin_voices
 from parley.admin.ui.render import page
+from parley.admin.voice_deletions import deletion_id
 from parley.errors import ParleyError
 from parley.pipeline.context import SERVICES
 
@@ -24,6 +27,7 @@ async def voices_page(request: web.Request) -> web.Response:
     group = request.query.get("group") or None
     model = request.query.get("model") or None
     clones = await service.clones(group, model)
+    deletions = await service.clone_deletions(group, model)
     groups = await service.groups()
     names = {g.id: g.name for g in groups}
     finder = clone_finder(names)
@@ -44,6 +48,7 @@ async def voices_page(request: web.Request) -> web.Response:
         "voices.html",
         {
             "found": found,
+            "deletions": deletions,
             "names": names,
             "groups": [g.name for g in groups],
             "models": [m.name for m in svc.settings.models if m.kind == "speech"],
@@ -71,9 +76,23 @@ async def delete_voice(request: web.Request) -> web.Response:
     await admin_service(request).delete_clone(
         request.match_info["model"], request.match_info["voice_id"]
     )
-    back = form.get("back")
-    target = back if isinstance(back, str) and back.startswith(VOICES) else VOICES
-    raise web.HTTPSeeOther(target)
+    raise web.HTTPSeeOther(_back(form.get("back")))
+
+
+async def retry_deletion(request: web.Request) -> web.Response:
+    form = await request.post()
+    await admin_service(request).retry_clone_deletion(deletion_id(request))
+    raise web.HTTPSeeOther(_back(form.get("back")))
+
+
+async def abandon_deletion(request: web.Request) -> web.Response:
+    form = await request.post()
+    await admin_service(request).abandon_clone_deletion(deletion_id(request))
+    raise web.HTTPSeeOther(_back(form.get("back")))
+
+
+def _back(back: object) -> str:
+    return back if isinstance(back, str) and back.startswith(VOICES) else VOICES
 
 
 def _filtered(group: str | None, model: str | None, q: str = "") -> str:

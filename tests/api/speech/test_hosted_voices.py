@@ -266,7 +266,7 @@ async def test_a_clone_is_private_to_its_group_and_deleted_at_the_engine(
 
 
 @pytest.mark.parametrize("model", MODELS)
-async def test_a_deletion_the_engine_fails_keeps_the_clone_until_one_succeeds(
+async def test_a_deletion_the_engine_fails_is_done_for_the_caller_and_kept_to_retry(
     hosted: Hosted, model: Model, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level("WARNING", logger="parley.voices")
@@ -280,18 +280,24 @@ async def test_a_deletion_the_engine_fails_keeps_the_clone_until_one_succeeds(
     )
     engine = hosted.engine(model)
     engine.busy = 503
-    with pytest.raises(openai.APIStatusError) as failed:
-        await a.audio.voices.delete(voice.id, extra_query=extra)
-    assert failed.value.status_code == 502
+    deleted = await a.audio.voices.delete(voice.id, extra_query=extra)
+    assert deleted.deleted and deleted.id == voice.id
     (warning,) = [r.getMessage() for r in caplog.records if r.name == "parley.voices"]
     assert voice.id in warning and f"`{'eleven' if model is ELEVEN else 'cartesia'}`" in warning
-    (kept,) = await hosted.gateway.services.store.list_clones()
-    assert kept.voice_id == voice.id and kept.engine_name in engine.voices
+    store = hosted.gateway.services.store
+    assert await store.list_clones() == []
+    (pending,) = await store.list_deletions()
+    assert pending.voice_id == voice.id and pending.engine_name in engine.voices
+    assert pending.attempts == 1 and "HTTP 503" in (pending.last_error or "")
 
     engine.busy = None
-    assert (await a.audio.voices.delete(voice.id, extra_query=extra)).deleted
-    assert kept.engine_name not in engine.voices
-    assert await hosted.gateway.services.store.list_clones() == []
+    listing = await a.get("/audio/voices", cast_to=dict, options={"params": extra})
+    assert voice.id not in {record["id"] for record in listing["voices"]}
+    await a.audio.speech.create(model=model.name, input=TEXT, voice=voice.id)
+    assert hosted.spoken_voice(model) == model.default_voice, "never used again"
+    with pytest.raises(openai.NotFoundError):
+        await a.audio.voices.delete(voice.id, extra_query=extra)
+    assert pending.engine_name in engine.voices, "left to the background retries"
 
 
 async def test_a_clones_engine_id_is_never_used_even_when_the_roster_is_unknown(

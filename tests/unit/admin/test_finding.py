@@ -78,10 +78,10 @@ def test_spend_keeps_the_cents_fraction_below_a_dollar(value: float | None, show
 
 
 def test_a_ranking_chart_shortens_names_and_sums_the_tail() -> None:
-    long_name = "a-very-long-group-name-for-a-tenant-of-many-words"
+    long_name = "a-very-long-group-name-for-a-tenant-of-many-words-and-more-words"
     bars = [Bar(long_name, 50.0), *(Bar(f"g{n}", float(n)) for n in range(12))]
     svg = str(ranking_chart(bars, title="Spend by group", limit=4))
     assert svg.startswith('<svg class="chart" viewBox=')
-    assert f"<title>{long_name}: 50</title>" in svg and "a-very-long-group…" in svg
+    assert f"<title>{long_name}: 50</title>" in svg and f">{long_name[:38]}…<" in svg
     assert "10 others" in svg and svg.count('<rect class="bar"') == 4
     assert "Nothing in this range." in str(ranking_chart([], title="Empty"))

@@ -4,6 +4,7 @@ its neighbour's place would still type-check."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -30,7 +31,9 @@ async def test_each_value_lands_in_its_own_field(tmp_path: Path) -> None:
     meter = Meter(
         UsageWriter(store, ledger, UsageSettings()), ledger, MemoryLimiter(), BackgroundTasks()
     )
-    key = KeyRecord(9, 4, "k", "d" * 64, "pk-", datetime.now(UTC))
+    key = KeyRecord(
+        9, 4, "k", "d" * 64, "pk-current", datetime.now(UTC), former_prefixes=("pk-old",)
+    )
     price = Price(input_per_1k=1_000_000, output_per_1k=3_000_000, per_1k_characters=5_000_000)
     call = Call(
         "req_1",
@@ -49,7 +52,13 @@ async def test_each_value_lands_in_its_own_field(tmp_path: Path) -> None:
         cache_write_tokens=10,
     )
     record = meter.finish(
-        call, usage=usage, status=299, channel="chan", error_code="code", first_byte=0.25
+        call,
+        usage=usage,
+        status=299,
+        channel="chan",
+        error_code="code",
+        first_byte=0.25,
+        error_detail="why",
     )
     expected = UsageRecord(
         request_id="req_1",
@@ -80,8 +89,13 @@ async def test_each_value_lands_in_its_own_field(tmp_path: Path) -> None:
         error_code="code",
         first_byte_ms=250,
         admitted=True,
+        key_prefix="pk-current",
+        error_detail="why",
         price=price.tag,
     )
     assert record == expected
+    previous = replace(call, caller=Caller(key, Group(4, "g"), previous_secret=True))
+    again = meter.finish(previous, usage=usage, status=200, channel="chan")
+    assert again.key_prefix == "pk-old"  # the secret the call came with, not the key's now
     assert record.cost_nanos > 0
     await store.close()

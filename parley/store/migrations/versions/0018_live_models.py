@@ -1,8 +1,8 @@
 """Models managed live (their prices, and a price change scheduled for an instant), and
 the unit prices each call was billed at, on its usage record.
 
-Revision ID: 0016
-Revises: 0014
+Revision ID: 0018
+Revises: 0017
 Create Date: 2026-11-29
 """
 
@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0016"
-down_revision: str | None = "0014"
+revision: str = "0018"
+down_revision: str | None = "0017"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
