@@ -265,7 +265,9 @@ class ChannelAdmin:
         for served in settings.models:
             if self._svc.models.resolve(served.name) is None:
                 raise InvalidRequest(
-                    f"'{served.name}' is not a model declared in the config file.", param="models"
+                    f"'{served.name}' is not a model declared in the config file or on "
+                    "the Models page.",
+                    param="models",
                 )
         return settings.model_dump(mode="json", exclude={"name", "api_key"})
 

@@ -19,7 +19,7 @@ from typing import Any
 from multidict import MultiMapping
 
 from parley.admin.service import AdminService
-from parley.domain.pricing import nanos_to_usd
+from parley.domain.pricing import nanos_to_usd, unit_prices
 from parley.domain.requests import LoggedRequest, RequestQuery, StatusFilter
 from parley.errors import InvalidRequest, NotFound
 
@@ -200,6 +200,7 @@ def line_view(line: LoggedRequest) -> dict[str, Any]:
         "search_units": record.search_units,
         "cost_usd": nanos_to_usd(record.cost_nanos),
         "estimated": record.estimated,
+        "price": unit_prices(record.price),
     }
 
 

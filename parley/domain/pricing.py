@@ -8,7 +8,8 @@ nine decimals per token exact, and a signed 64-bit column still holds $9.2 billi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field, fields
 from decimal import ROUND_HALF_UP, Decimal
 
 from parley.domain.images import ANY, AUTO, Grade
@@ -58,6 +59,13 @@ class Price:
     audio_input_per_1k: int = 0
     cached_audio_input_per_1k: int = 0
     audio_output_per_1k: int = 0
+    tag: str = field(default="", init=False, compare=False, repr=False)
+    """The unit prices as the request log keeps them: a JSON object of every price that
+    is not zero, in nano-dollars (``per_image`` as ``{"SIZE/QUALITY": nanos}``). Made
+    once, when the price is, so metering a call only copies a reference."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tag", price_tag(self))
 
     def image_price(self, grade: Grade) -> int | None:
         """Nano-dollars for one image of ``grade``; ``None`` when the table prices no
@@ -124,6 +132,35 @@ class Price:
         numerator = thousandths * 60_000 + audio_ms * self.per_minute * 1000
         whole, rest = divmod(numerator, 60_000_000)
         return whole + (1 if rest * 2 >= 60_000_000 else 0) + search_units * self.per_search_unit
+
+
+def price_tag(price: Price) -> str:
+    """``Price.tag``: the non-zero unit prices as compact JSON, keys sorted."""
+    units: dict[str, object] = {}
+    for unit in fields(price):
+        if unit.name == "tag":
+            continue
+        amount = getattr(price, unit.name)
+        if unit.name == "per_image":
+            if amount:
+                units["per_image"] = {f"{size}/{quality}": nanos for size, quality, nanos in amount}
+        elif amount:
+            units[unit.name] = amount
+    return json.dumps(units, sort_keys=True, separators=(",", ":"))
+
+
+def unit_prices(tag: str | None) -> dict[str, object] | None:
+    """A ``Price.tag`` read back, in USD (``per_image`` a table of USD by grade); ``None``
+    for a line that recorded none (a refusal, a failed call, a line older than it)."""
+    if not tag:
+        return None
+    units: dict[str, object] = {}
+    for unit, nanos in json.loads(tag).items():
+        if isinstance(nanos, dict):
+            units[unit] = {grade: nanos_to_usd(each) for grade, each in nanos.items()}
+        else:
+            units[unit] = nanos_to_usd(nanos)
+    return units
 
 
 def _lookups(grade: Grade) -> tuple[tuple[str, str], ...]:

@@ -261,6 +261,9 @@ class UsageRecord:
     error_detail: str | None = None
     """Why a failed call failed, for the operator: an upstream's refusal as its status and
     its own message (redacted), else what the caller was told. None for a success."""
+    price: str | None = None
+    """The unit prices the call was billed at (``Price.tag``: the model's price in force
+    when it was admitted); ``None`` for a call not billed (refused or failed)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from parley.openapi import (
     admin,
     admin_channels,
     admin_keys,
+    admin_models,
     batches,
     billing,
     catalog,
@@ -53,6 +54,7 @@ PARTS: tuple[ModuleType, ...] = (
     admin,
     admin_channels,
     admin_keys,
+    admin_models,
 )
 
 

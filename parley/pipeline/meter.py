@@ -126,7 +126,9 @@ class Meter:
         admission = call.admission
         usage = self.capped(call, usage, channel)
         cost = 0
+        price = None
         if billable if billable is not None else status < 400:
+            price = call.model.spec.price.tag
             cost = call.model.spec.price.cost(
                 prompt_tokens=usage.prompt_tokens,
                 completion_tokens=usage.completion_tokens,
@@ -169,6 +171,7 @@ class Meter:
             usage.search_units,
             call.caller.prefix,  # key_prefix: of the secret the call came with
             error_detail,
+            price,
         )
         self.writer.submit(record)
         self.health.observe(record)

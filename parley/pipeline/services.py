@@ -18,16 +18,12 @@ import time
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from parley.audio.budget import DecodeBudget
 from parley.audio.pool import ProbePool
 from parley.credentials import CredentialBox, SealError
-from parley.domain.models import ModelRegistry, ModelSpec
-from parley.domain.pricing import ImagePrices, Price, usd_to_nanos
-from parley.domain.speech import SpeechProfile
-from parley.domain.transcripts import TranscriptionAbilities
+from parley.domain.models import ModelRegistry
 from parley.http import HeadLimits, HttpClient
 from parley.limits.base import Limiter
 from parley.limits.factory import build_limiter
@@ -56,21 +52,19 @@ from parley.runtime.health_checks import HealthChecks
 from parley.runtime.image_files import ImageFiles, default_directory
 from parley.runtime.in_flight import CallsInFlight
 from parley.runtime.live_sessions import LiveSessions
+from parley.runtime.model_book import ModelBook
+from parley.runtime.model_specs import model_specs
 from parley.runtime.response_book import ResponseBook
 from parley.runtime.writer import UsageWriter
 from parley.settings import (
     ConfigError,
     ModelKind,
-    ModelSettings,
-    Prices,
     Settings,
-    SpeechOptions,
 )
 from parley.store.base import Store, StoreFault, StoreUnavailable
 from parley.store.engine import sqlite_file
 from parley.store.sql import open_store
 from parley.voices.book import CloneBook
-from parley.voices.catalogue import load_catalogue
 from parley.voices.deletions import CloneDeletions, DeletionTiming, Located
 from parley.voices.rosters import Rosters
 
@@ -84,97 +78,6 @@ quarter of the closing time: the usage records come first)."""
 CLOSING_SECONDS = 1.0
 """Of the closing time, what the usage writer leaves for closing connections (at most a
 quarter of it)."""
-
-
-def model_specs(settings: Settings, created: int) -> list[ModelSpec]:
-    return [_spec(model, created) for model in settings.models]
-
-
-def _spec(model: ModelSettings, created: int) -> ModelSpec:
-    prices = model.prices
-    return ModelSpec(
-        name=model.name,
-        kind=model.kind,
-        price=_price(prices, Decimal(1), None, None),
-        batch_price=_price(
-            prices, prices.batch_discount, prices.batch_input_per_1k, prices.batch_output_per_1k
-        ),
-        context_window=model.context_window,
-        vision=model.vision,
-        owned_by=model.owned_by,
-        aliases=model.aliases,
-        retired_aliases=model.retired_aliases,
-        created=created,
-        transcription=_abilities(model),
-        speech=speech_profile(model.audio or SpeechOptions()) if model.kind == "speech" else None,
-    )
-
-
-def _image_prices(prices: Prices, share: Decimal) -> ImagePrices:
-    """The ``per_image`` table as (size, quality, nanos), each times ``share``; a grade
-    without a quality is any quality (``*``)."""
-    table = []
-    for grade, usd in (prices.per_image or {}).items():
-        size, _, quality = grade.partition("/")
-        table.append((size, quality or "*", usd_to_nanos(usd * share)))
-    return tuple(table)
-
-
-def _price(
-    prices: Prices, share: Decimal, input_per_1k: Decimal | None, output_per_1k: Decimal | None
-) -> Price:
-    """The model's prices, each times ``share`` (a batch discount), the input and output
-    prices replaced by explicit ones when given."""
-    return Price(
-        input_per_1k=usd_to_nanos(
-            prices.input_per_1k * share if input_per_1k is None else input_per_1k
-        ),
-        output_per_1k=usd_to_nanos(
-            prices.output_per_1k * share if output_per_1k is None else output_per_1k
-        ),
-        per_1k_characters=usd_to_nanos(prices.per_1k_characters * share),
-        per_minute=usd_to_nanos(prices.per_minute * share),
-        cached_input_per_1k=usd_to_nanos(_or_input(prices.cached_input_per_1k, prices) * share),
-        cache_write_per_1k=usd_to_nanos(_or_input(prices.cache_write_per_1k, prices) * share),
-        per_search_unit=usd_to_nanos(prices.per_search_unit * share),
-        per_image=_image_prices(prices, share),
-        image_input_per_1k=usd_to_nanos(_or_input(prices.image_input_per_1k, prices) * share),
-        audio_input_per_1k=usd_to_nanos((prices.audio_input_per_1k or 0) * share),
-        cached_audio_input_per_1k=usd_to_nanos(_cached_audio(prices) * share),
-        audio_output_per_1k=usd_to_nanos((prices.audio_output_per_1k or 0) * share),
-    )
-
-
-def _cached_audio(prices: Prices) -> Decimal:
-    """The price of cached input audio, or the input audio price when the model sets none."""
-    if prices.cached_audio_input_per_1k is not None:
-        return prices.cached_audio_input_per_1k
-    return prices.audio_input_per_1k or Decimal(0)
-
-
-def _or_input(price: Decimal | None, prices: Prices) -> Decimal:
-    """A cache price, or the input price when the model sets none."""
-    return prices.input_per_1k if price is None else price
-
-
-def speech_profile(options: SpeechOptions) -> SpeechProfile:
-    """A speech model's profile; its catalogue file is read here, once."""
-    return SpeechProfile(
-        catalogue=load_catalogue(options.voices_catalogue),
-        default_voice=options.default_voice,
-        fallback_to_wav=options.unsupported_formats == "wav",
-        quality_steps={str(level): steps for level, steps in (options.quality_steps or {}).items()},
-        default_quality=options.default_quality,
-        instruction=options.instruction,
-        cloning=options.cloning,
-        transcript_cloning=options.transcript_cloning,
-        voice_listing=options.voice_listing,
-        status_on_every_voice=options.status_on_every_voice,
-        max_input_chars=options.max_input_chars,
-        sample_rate=options.sample_rate,
-        max_clip_bytes=options.max_clip_bytes,
-        engine_clip_seconds=options.engine_clip_seconds,
-    )
 
 
 def probe_pool(settings: Settings) -> ProbePool:
@@ -191,15 +94,6 @@ def image_files(settings: Settings) -> ImageFiles:
     options = settings.images
     directory = options.url_dir or default_directory(settings.database.url)
     return ImageFiles(directory, options.url_ttl_seconds, options.url_max_bytes)
-
-
-def _abilities(model: ModelSettings) -> TranscriptionAbilities | None:
-    if model.kind != "transcription":
-        return None
-    options = model.transcription
-    if options is None:
-        return TranscriptionAbilities()
-    return TranscriptionAbilities(options.translate, options.stream, options.formats)
 
 
 @dataclass
@@ -224,6 +118,8 @@ class Services:
     planner: Planner
     channels: ChannelBook
     """The channels routed to: the config file's and those managed live."""
+    model_book: ModelBook
+    """The models managed live, and the channels that serve them."""
     responses: ResponseBook
     """Stored responses of the Responses API, written behind the reply."""
     image_files: ImageFiles
@@ -296,15 +192,12 @@ class Services:
         started_at = int(time.time())
         clones = CloneBook(store)
         await clones.load()
-        try:
-            box = CredentialBox(settings.admin.secret_keys)
-            book = ChannelBook(settings.channels, box, providers.types())
-        except SealError as error:
-            raise ConfigError(f"admin.secret_keys: {error}") from None
-        await book.load(store)
-        router = Router(book.active, random.Random())
+        book, model_book = await _books(settings, store, providers.types())
         models = ModelRegistry(model_specs(settings, started_at), settings.capabilities)
-        breakers = Breakers(book.active)
+        models.use_live(model_book.live)
+        routed = model_book.serve(book.active)
+        router = Router(routed, random.Random())
+        breakers = Breakers(routed)
         breakers.transitions.append(book.transition)
         services = cls(
             settings=settings,
@@ -326,6 +219,7 @@ class Services:
             breakers=breakers,
             planner=Planner(router, breakers, models, settings.models, settings.routing),
             channels=book,
+            model_book=model_book,
             responses=ResponseBook(store, settings.responses, settings.usage.spill_dir),
             image_files=image_files(settings),
             file_bytes=_file_bytes(settings, store),
@@ -376,6 +270,11 @@ class Services:
         services._loops.append(asyncio.create_task(alerts.run(), name="parley-alerts"))
         services._loops.append(asyncio.create_task(watch.run(), name="parley-alert-watch"))
         return services
+
+    def model_names(self) -> list[str]:
+        """Every model's name: the config file's in its order, then those managed live."""
+        names = [model.name for model in self.settings.models]
+        return names + [live.spec.name for live in self.model_book.live]
 
     def _start_deletions(self) -> None:
         """The background loop that deletes retired clones on their engines."""
@@ -442,8 +341,8 @@ class Services:
                 await loop
 
     async def refresh(self) -> None:
-        """Reload groups, changed keys, period spend and channels from the store, and
-        write the channels' breaker transitions."""
+        """Reload groups, changed keys, period spend, channels and models from the
+        store, and write the channels' breaker transitions."""
         await self.directory.load()
         await self.meter.ledger.refresh()
         await self.clones.load()
@@ -451,9 +350,15 @@ class Services:
         await self.channels.flush(self.store)
 
     async def reload_channels(self) -> None:
-        """Read the stored channels; when they changed, route with a new ``Router``."""
-        if await self.channels.load(self.store):
-            active = self.channels.active
+        """Read the stored channels and models; when either changed, serve the models
+        and route with a new ``Router``."""
+        channels_changed = await self.channels.load(self.store)
+        models_changed = await self.model_book.load(self.store)
+        if models_changed:
+            self.models.use_live(self.model_book.live)
+            log.info("models changed: %d managed live", len(self.model_book.live))
+        if channels_changed or models_changed:
+            active = self.model_book.serve(self.channels.active)
             self.router = Router(active, random.Random())
             self.planner.use(self.router)
             self.breakers.update(active)
@@ -512,6 +417,21 @@ class Services:
         for file_id in expired:
             await self.file_bytes.delete(file_id)
         return len(expired)
+
+
+async def _books(
+    settings: Settings, store: Store, types: frozenset[str]
+) -> tuple[ChannelBook, ModelBook]:
+    """The channels and the models managed live, loaded from the store."""
+    try:
+        box = CredentialBox(settings.admin.secret_keys)
+        book = ChannelBook(settings.channels, box, types)
+    except SealError as error:
+        raise ConfigError(f"admin.secret_keys: {error}") from None
+    await book.load(store)
+    model_book = ModelBook(settings.models)
+    await model_book.load(store)
+    return book, model_book
 
 
 def _file_bytes(settings: Settings, store: Store) -> FileBytes:

@@ -29,6 +29,7 @@ from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord
 from parley.domain.requests import LoggedRequest, RequestQuery, StatusCounts
 from parley.domain.responses import StoredResponse
+from parley.domain.stored_models import StoredModel
 from parley.domain.usage import DailyUsage, GroupDailyUsage, UsageRecord
 from parley.domain.voices import Clone, PendingDeletion
 
@@ -395,6 +396,24 @@ class ChannelStore(Protocol):
         """Delete events older than ``before`` (kept as long as usage records)."""
 
 
+class ModelStore(Protocol):
+    """Models managed from the admin surface (the config file's are not stored;
+    ``store/models_sql.py``): the model book serves them, the admin surface changes
+    them."""
+
+    async def list_models(self) -> list[StoredModel]:
+        """Every stored model, by name."""
+
+    async def add_model(self, model: StoredModel) -> StoredModel:
+        """Raises ``Conflict`` when the name is taken."""
+
+    async def replace_model(self, model: StoredModel) -> StoredModel:
+        """Rewrite the named model; raises ``Missing`` when there is none."""
+
+    async def delete_model(self, name: str) -> bool:
+        """Forget a model; False when there was none."""
+
+
 class AccountStore(Protocol):
     """Administrator accounts (``store/channels_sql.py``): sign-in and the accounts
     page."""
@@ -468,6 +487,7 @@ class CheckStore(ChannelStore, AuditStore, Protocol):
 class Store(
     AdminStore,
     ChannelStore,
+    ModelStore,
     ResponseStore,
     FileStore,
     BatchStore,

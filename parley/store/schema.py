@@ -134,6 +134,7 @@ usage_records = Table(
     Column("search_units", BigInteger, nullable=False, server_default="0"),
     Column("key_prefix", String(32)),  # the prefix of the secret that made the call
     Column("error_detail", String(600)),  # why a failed call failed (redacted)
+    Column("price", Text),  # the unit prices the call was billed at (``Price.tag``)
     Index("ix_usage_records_created_at", "created_at"),
     Index("ix_usage_records_group_id_created_at", "group_id", "created_at"),
     # Failures and refusals also have a partial index on (status, created_at) where
@@ -244,6 +245,24 @@ channels = Table(
     UniqueConstraint("name", name="uq_channels_name"),
     sqlite_autoincrement=True,
 )
+
+models = Table(
+    "models",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("name", String(200), nullable=False),
+    Column("spec", Text, nullable=False),  # JSON: kind, aliases..., channels (no prices)
+    Column("prices", Text, nullable=False),  # JSON: the config's price fields, USD strings
+    Column("prices_from", UtcDateTime, nullable=False),  # when those prices took effect
+    Column("next_prices", Text),  # JSON: a scheduled change, if any
+    Column("next_prices_from", UtcDateTime),  # the instant it takes effect
+    Column("enabled", Boolean, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+    UniqueConstraint("name", name="uq_models_name"),
+    sqlite_autoincrement=True,
+)
+"""Models managed live (``store/models_sql.py``); the config file's are not stored."""
 
 channel_events = Table(
     "channel_events",

@@ -25,6 +25,7 @@ from parley.domain.files import FilePage, StoredFile
 from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord
 from parley.domain.responses import StoredResponse
+from parley.domain.stored_models import StoredModel
 from parley.domain.usage import UsageRecord
 from parley.domain.voices import Clone, PendingDeletion
 from parley.store import (
@@ -34,6 +35,7 @@ from parley.store import (
     client_secrets_sql,
     files_sql,
     keys_sql,
+    models_sql,
     requests_sql,
     responses_sql,
     usage_sql,
@@ -385,6 +387,20 @@ class SqlStore:
 
     async def prune_channel_events(self, before: datetime) -> int:
         return await self._write(channels_sql.prune_channel_events, before)
+
+    # models managed live (models_sql.py)
+
+    async def list_models(self) -> list[StoredModel]:
+        return await self._read(models_sql.list_models)
+
+    async def add_model(self, model: StoredModel) -> StoredModel:
+        return await self._write(models_sql.add_model, model)
+
+    async def replace_model(self, model: StoredModel) -> StoredModel:
+        return await self._write(models_sql.replace_model, model)
+
+    async def delete_model(self, name: str) -> bool:
+        return await self._write(models_sql.delete_model, name)
 
     async def list_accounts(self) -> list[Account]:
         return await self._read(channels_sql.list_accounts)

@@ -236,6 +236,7 @@ def _raw_row(record: UsageRecord) -> dict[str, Any]:
         "search_units": record.search_units,
         "key_prefix": record.key_prefix or None,
         "error_detail": record.error_detail,
+        "price": record.price,
     }
 
 

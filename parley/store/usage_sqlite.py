@@ -66,6 +66,7 @@ _RAW_COLUMNS = (
     "search_units",
     "key_prefix",
     "error_detail",
+    "price",
 )
 _ROLLUP_COLUMNS = ("group_id", "day", "model", *ROLLUP_TOTALS)
 
@@ -77,12 +78,12 @@ texts that stay prepared. One statement per row (``executemany``) would hand the
 over once per row, and on a busy worker each hand-over waits up to the switch interval."""
 
 NO_VALUE = -1
-"""Bound for a missing ``error_code``, ``first_byte_ms``, ``key_prefix`` or
-``error_detail`` and turned back into NULL by the statement (``NULLIF(?, -1)``; a time is
-never negative, and a text never equals an integer): the sqlite3 module binds ``None``
-only after looking for an adapter, which costs more than the integer
-(docs/performance.md, Speed habits)."""
-_MAYBE_NULL = ("error_code", "first_byte_ms", "key_prefix", "error_detail")
+"""Bound for a missing ``error_code``, ``first_byte_ms``, ``key_prefix``,
+``error_detail`` or ``price`` and turned back into NULL by the statement
+(``NULLIF(?, -1)``; a time is never negative, and a text never equals an integer): the
+sqlite3 module binds ``None`` only after looking for an adapter, which costs more than
+the integer (docs/performance.md, Speed habits)."""
+_MAYBE_NULL = ("error_code", "first_byte_ms", "key_prefix", "error_detail", "price")
 
 
 def _values(columns: Sequence[str], rows: int) -> str:
@@ -256,6 +257,7 @@ class Batch:
             text = f"{second}{at.microsecond:06d}"
             error_code = record.error_code
             first_byte_ms = record.first_byte_ms
+            price = record.price
             error_detail = record.error_detail
             values.extend(
                 (
@@ -284,6 +286,7 @@ class Batch:
                     record.search_units,
                     record.key_prefix or NO_VALUE,
                     NO_VALUE if error_detail is None else error_detail,
+                    NO_VALUE if price is None else price,
                 )
             )
             key_id = record.key_id

@@ -169,6 +169,17 @@ async def test_a_reranks_search_units_are_kept_on_its_line(store: SqlStore) -> N
     assert (line.record.endpoint, line.record.search_units) == ("/v2/rerank", 3)
 
 
+async def test_the_price_a_call_was_billed_at_is_kept_on_its_line(store: SqlStore) -> None:  # noqa: F811
+    team = await store.create_group("team")
+    key = await store.create_key(team.id, name="ci", digest=digest_of("a"), prefix="pk-aaaa")
+    tag = '{"input_per_1k":2000000,"output_per_1k":4000000}'
+    billed = usage_record("p1", created_at=BASE, group_id=team.id, key_id=key.id, cost=6)
+    failed = usage_record("p2", created_at=BASE, group_id=team.id, key_id=key.id, cost=0)
+    await store.record_usage([replace(billed, price=tag), replace(failed, status=502)])
+    found = [await store.find_request(request_id) for request_id in ("p1", "p2")]
+    assert [line.record.price if line else "missing" for line in found] == [tag, None]
+
+
 async def test_a_line_keeps_its_secrets_prefix_and_its_failure_after_a_rotation(
     store: SqlStore,  # noqa: F811
 ) -> None:

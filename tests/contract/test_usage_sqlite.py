@@ -12,12 +12,15 @@ from typing import Any
 
 import pytest
 
+from parley.domain.pricing import Price
 from parley.domain.usage import UsageRecord
 from parley.store import usage_sql, usage_sqlite
 from parley.store.base import StoreFault
 from parley.store.sql import SqlStore, open_store
 from tests.records import usage_record
 
+PRICE = Price(input_per_1k=5, output_per_1k=7)
+"""The unit prices one record was billed at: text in a column the other records leave NULL."""
 TABLES = (
     "SELECT * FROM usage_records ORDER BY request_id",
     "SELECT * FROM usage_daily ORDER BY group_id, day, model",
@@ -51,7 +54,9 @@ def batches() -> list[list[UsageRecord]]:
     first.append(first[5])
     zoned = usage_record("z1", created_at=datetime(2024, 3, 10, 1, 0, tzinfo=east), key_id=2)
     naive = usage_record("n1", created_at=datetime(2024, 3, 11, 8, 0), key_id=3)
-    estimated = replace(usage_record("e1", key_id=1, created_at=base), estimated=True)
+    estimated = replace(
+        usage_record("e1", key_id=1, created_at=base), estimated=True, price=PRICE.tag
+    )
     older = usage_record("o1", created_at=datetime(2024, 1, 1, tzinfo=UTC), key_id=1)
     streamed = replace(usage_record("s1", created_at=base), model_requested="b-alias")
     streamed = replace(streamed, first_byte_ms=42, status=502, error_code="bad_gateway")

@@ -2,6 +2,7 @@
 
 ``parley/store/base.py`` cuts the ``Store`` into roles (``KeyStore``, ``UsageStore``,
 ``VoiceStore``, ``ResponseStore``, ``FileStore``, ``BatchStore``, ``ChannelStore``,
+``ModelStore``,
 ``AccountStore``, ``AuditStore``, ``AdminStore``, ``CheckStore``,
 ``ClientSecretStore``);
 ``Store`` is all of them and the schema's lifecycle. Only what opens a store or hands
@@ -27,6 +28,7 @@ ROLES = (
     base.FileStore,
     base.BatchStore,
     base.ChannelStore,
+    base.ModelStore,
     base.AccountStore,
     base.AuditStore,
     base.AdminStore,

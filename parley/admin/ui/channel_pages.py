@@ -92,7 +92,7 @@ def _list_context(request: web.Request, admin: ChannelAdmin) -> dict[str, Any]:
     return {
         "views": admin.views(),
         "types": sorted(svc.providers.types()),
-        "model_names": [model.name for model in svc.settings.models],
+        "model_names": svc.model_names(),
         "sealing": svc.channels.box.ready,
         "state_of": health_state,
     }

@@ -89,7 +89,7 @@ def _models(form: Form) -> frozenset[str] | None:
 def _context(request: web.Request) -> dict[str, Any]:
     svc = request.config_dict[SERVICES]
     return {
-        "models": [model.name for model in svc.settings.models],
+        "models": svc.model_names(),
         "name_rule": GROUP_NAME_RULE,
         "name_pattern": r"[A-Za-z0-9][A-Za-z0-9._\-]{0,63}",
         "period": svc.meter.ledger.period,

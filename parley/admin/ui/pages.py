@@ -95,7 +95,7 @@ async def usage_page(request: web.Request) -> web.Response:
             "charts": charts,
             "error": error,
             "groups": [group.name for group in await service.groups()],
-            "models": [model.name for model in svc.settings.models],
+            "models": svc.model_names(),
             "dimensions": DIMENSIONS,
             "csv_query": request.query_string,
             "key_filter": report.query.key if report else None,

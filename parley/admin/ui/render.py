@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 from aiohttp import web
@@ -27,6 +28,7 @@ def environment() -> Environment:
     env.filters["when"] = when
     env.filters["instant"] = instant
     env.filters["usd"] = usd
+    env.filters["unit_usd"] = unit_usd
     env.filters["number"] = lambda value: f"{value:,}"
     env.filters["epoch"] = lambda seconds: when(datetime.fromtimestamp(seconds, UTC))
     env.filters["to_second"] = to_second
@@ -75,6 +77,12 @@ def instant(value: str | datetime | None) -> str:
         return "—"
     moment = datetime.fromisoformat(value) if isinstance(value, str) else value
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+
+
+def unit_usd(value: float | str) -> str:
+    """A unit price exactly, to the nano-dollar: ``$0.00001`` (never rounded, since a
+    price per token is often far below a cent)."""
+    return "$" + (f"{Decimal(str(value)):.9f}".rstrip("0").rstrip(".") or "0")
 
 
 def usd(value: float | None) -> str:

@@ -21,6 +21,17 @@ from parley.admin.ui.render import page
 from parley.errors import InvalidRequest, NotFound
 from parley.pipeline.context import SERVICES
 
+PRICE_UNITS = {
+    "input_per_1k": "per 1K input tokens",
+    "output_per_1k": "per 1K output tokens",
+    "cached_input_per_1k": "per 1K cached input tokens",
+    "cache_write_per_1k": "per 1K cache-write tokens",
+    "per_1k_characters": "per 1K characters",
+    "per_minute": "per minute of audio",
+    "per_search_unit": "per search unit",
+    "image_input_per_1k": "per 1K image input tokens",
+}
+"""How the request page names each unit price the call was billed at."""
 STATUS_CHOICES = ("2xx", "4xx", "400", "401", "403", "404", "429", "5xx", "502", "504")
 
 
@@ -42,7 +53,7 @@ async def requests_page(request: web.Request) -> web.Response:
             "rows": [line_view(line) for line in found.lines] if found else [],
             "error": error,
             "groups": [group.name for group in await service.groups()],
-            "models": [model.name for model in svc.settings.models],
+            "models": svc.model_names(),
             "statuses": STATUS_CHOICES,
             "query": urlencode(filters.params()),
             "older": _older(found),
@@ -52,7 +63,8 @@ async def requests_page(request: web.Request) -> web.Response:
 
 async def request_page(request: web.Request) -> web.Response:
     line = await find_line(admin_service(request), request.match_info["request_id"])
-    return page(request, "request.html", {"line": line_view(line)})
+    context = {"line": line_view(line), "price_units": PRICE_UNITS}
+    return page(request, "request.html", context)
 
 
 async def requests_csv(request: web.Request) -> web.Response:

@@ -91,6 +91,7 @@ async def test_each_value_lands_in_its_own_field(tmp_path: Path) -> None:
         admitted=True,
         key_prefix="pk-current",
         error_detail="why",
+        price=price.tag,
     )
     assert record == expected
     previous = replace(call, caller=Caller(key, Group(4, "g"), previous_secret=True))
