@@ -44,6 +44,7 @@ from parley.runtime_settings import (
     AlertWebhook,
     AudioSettings,
     BatchSettings,
+    ContentSettings,
     CorsSettings,
     DatabaseSettings,
     FileSettings,
@@ -70,6 +71,7 @@ __all__ = [
     "ChannelModel",
     "ChannelSettings",
     "ConfigError",
+    "ContentSettings",
     "CorsSettings",
     "DatabaseSettings",
     "FileSettings",
@@ -110,6 +112,7 @@ class Settings(Strict):
     redis: RedisSettings | None = None
     limits: LimitSettings = LimitSettings()
     usage: UsageSettings = UsageSettings()
+    content: ContentSettings = ContentSettings()
     responses: ResponsesSettings = ResponsesSettings()
     files: FileSettings = FileSettings()
     batches: BatchSettings = BatchSettings()

@@ -3,7 +3,9 @@ the dashboard alike (``site.gate`` checks it before any handler runs).
 
 A route is named by its method and its path template under ``/admin``. Reads (``GET``)
 need ``viewer`` unless listed; any other method not listed needs ``owner``, so a new
-route is closed until it is given its place here.
+route is closed until it is given its place here. A call's kept content (prompts and
+replies, ``CONTENT_ROLE``) is an operator's or the owner's to read, never a viewer's;
+the dashboard's request page shows it by the same rule.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ ROUTE_ROLES: dict[tuple[str, str], Role] = {
     ("POST", "/ui/keys/{key_id}"): OPERATOR,
     ("POST", "/ui/keys/{key_id}/rotate"): OPERATOR,
     ("POST", "/ui/voices/{model}/{voice_id}/delete"): OPERATOR,
+    # calls' kept content: prompts and replies are not a viewer's to read
+    ("GET", "/requests/{request_id}/content"): OPERATOR,
     # channels
     ("POST", "/channels"): OPERATOR,
     ("PATCH", "/channels/{name}"): OPERATOR,
@@ -60,6 +64,8 @@ ROUTE_ROLES: dict[tuple[str, str], Role] = {
     # the session itself
     ("POST", "/logout"): VIEWER,
 }
+CONTENT_ROLE: Role = OPERATOR
+"""The least role that may read a call's kept content, on the API and the dashboard."""
 OPEN_ROUTES = frozenset({("GET", "/login"), ("POST", "/login")})
 """Reached before signing in."""
 

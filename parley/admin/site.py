@@ -59,6 +59,7 @@ HANDLERS = (
     ("GET", "/usage", "api:usage"),
     ("GET", "/requests", "api:list_requests"),
     ("GET", "/requests/{request_id}", "api:get_request"),
+    ("GET", "/requests/{request_id}/content", "api:get_request_content"),
     ("GET", "/overview", "api:get_overview"),
     ("GET", "/channels", "api:list_channels"),
     ("POST", "/channels", "channels:create_channel"),

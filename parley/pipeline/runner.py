@@ -48,7 +48,14 @@ from parley.errors import (
 from parley.pipeline.admit import admit, resolve_model
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.call import Call
-from parley.pipeline.context import ADMITTED, CALLER, REFUSED_MODEL, REPLY_HEADERS, SERVICES
+from parley.pipeline.context import (
+    ADMITTED,
+    CALLER,
+    REFUSED_MODEL,
+    REPLY_HEADERS,
+    REQUEST_BODY,
+    SERVICES,
+)
 from parley.pipeline.job import Batches, Job, ReplyJob, StreamJob
 from parley.pipeline.meter import Meter
 from parley.pipeline.plan import Switching
@@ -56,6 +63,7 @@ from parley.pipeline.relay import Failed, relay, relay_stream
 from parley.pipeline.route import Route
 from parley.pipeline.services import Services
 from parley.pipeline.started import end_started_reply
+from parley.runtime.content_capture import ContentCapture
 from parley.runtime.in_flight import SHUTDOWN_STATUS
 
 log = logging.getLogger("parley.runner")
@@ -80,12 +88,13 @@ async def reply(request: web.Request, job: ReplyJob[R]) -> web.StreamResponse:
 
 
 async def batch_line(
-    svc: Services, caller: Caller, job: ReplyJob[R], request_id: str
+    svc: Services, caller: Caller, job: ReplyJob[R], request_id: str, body: bytes | None = None
 ) -> web.StreamResponse:
     """Admit, route, relay and meter one line of a batch, as ``reply`` does a request's
     call, with no HTTP request: ``caller`` is the batch's key and group, ``request_id``
     the line's (``batch_req_...``, which marks it as a batch line in the request log),
-    and the model is billed at its batch price. The response is rendered, not sent: its
+    ``body`` the line's request body (for the content log), and the model is billed at
+    its batch price. The response is rendered, not sent: its
     status and body are the line's result. A refusal before admission (a rate, the
     budget, an unknown model) raises ``NotAdmitted``, and nothing is metered for it; a
     failure after it raises its ``ParleyError``, metered once as any call's."""
@@ -93,6 +102,7 @@ async def batch_line(
         call = await admitted_call(svc, caller, job, request_id, batch=True)
     except ParleyError as refusal:
         raise NotAdmitted(refusal) from None
+    _capture(svc, call, body)
     return await _whole(call.reply_headers(), svc, call, job)
 
 
@@ -137,6 +147,8 @@ async def _whole(
         metered.first_byte = call.age()  # the whole reply is ready to send
         usage = svc.meter.capped(call, job.usage(found), metered.channel)  # as billed
         response = job.render(found, call, usage)
+        if call.content is not None and isinstance(response, web.Response):
+            _keep_whole(call.content, response)
         metered.succeed(usage)
         return response
 
@@ -173,7 +185,10 @@ async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
                 await response.prepare(request)
                 metered.first_byte = first_byte = call.age()
                 svc.watchers.tell_first_byte(call, first_byte)
-                render, write = job.render, response.write
+                render = job.render
+                write: Callable[[bytes], Awaitable[None]] = response.write
+                if call.content is not None:
+                    write = _capturing(write, call.content, job.content_type)
                 await write(render(first))  # with the head, even when empty (``_Reply``)
                 async for batch in batches:
                     data = render(batch)
@@ -216,12 +231,40 @@ async def _admitted(request: web.Request, job: Job) -> tuple[Services, Call]:
         request[REFUSED_MODEL] = (job.model, refused.resolved)
         raise refused.error from None
     request[ADMITTED] = True  # logged by Metered from here on, not as a refusal
+    _capture(svc, call, request.get(REQUEST_BODY))
     # The caller enters ``Metered`` next, with no await between: it ends the budget hold.
     if svc.tracer.on:
         svc.tracer.begin(call, request.headers)
     # The v1 middleware adds these to any reply that is not a started stream.
     request[REPLY_HEADERS] = call.reply_headers()
     return svc, call
+
+
+def _capture(svc: Services, call: Call, body: bytes | None) -> None:
+    """Start catching the call's content when its group keeps any (one check if not)."""
+    logging = call.caller.group.content
+    if logging.on:
+        call.content = svc.contents.capture(logging, body)
+
+
+def _keep_whole(capture: ContentCapture, response: web.Response) -> None:
+    """A whole reply's body for the content log: its bytes (a binary reply's size)."""
+    body = response.body
+    if isinstance(body, bytes | bytearray):
+        capture.whole(bytes(body), response.content_type)
+
+
+def _capturing(
+    write: Callable[[bytes], Awaitable[None]], capture: ContentCapture, content_type: str
+) -> Callable[[bytes], Awaitable[None]]:
+    """``write``, each piece written also handed to ``capture`` (calls that keep content)."""
+    capture.stream_opened(content_type)
+
+    async def written(data: bytes) -> None:
+        await write(data)
+        capture.piece(data)
+
+    return written
 
 
 class _Refused(Exception):

@@ -15,7 +15,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -28,10 +28,11 @@ from parley.domain.models import ModelRegistry, ModelSpec
 from parley.domain.pricing import ImagePrices, Price, usd_to_nanos
 from parley.domain.speech import SpeechProfile
 from parley.domain.transcripts import TranscriptionAbilities
+from parley.domain.usage import UsageRecord
 from parley.http import HeadLimits, HttpClient
 from parley.limits.base import Limiter
 from parley.limits.factory import build_limiter
-from parley.pipeline.call import RequestIds
+from parley.pipeline.call import Call, RequestIds
 from parley.pipeline.meter import BackgroundTasks, Meter
 from parley.pipeline.plan import Planner
 from parley.pipeline.route import Route, Router
@@ -49,6 +50,7 @@ from parley.runtime.body_pool import BodyPool
 from parley.runtime.breaker import Breakers
 from parley.runtime.budget import SpendLedger
 from parley.runtime.channel_book import ChannelBook
+from parley.runtime.content_log import ContentLog
 from parley.runtime.directory import Directory
 from parley.runtime.file_bytes import FileBytes, file_bytes
 from parley.runtime.health_checks import HealthChecks
@@ -189,6 +191,31 @@ def _abilities(model: ModelSettings) -> TranscriptionAbilities | None:
     return TranscriptionAbilities(options.translate, options.stream, options.formats)
 
 
+def _start_content_log(services: Services) -> None:
+    """Start the content log, the first of the meter's observers: the tracer, told
+    after it, finds a call's capture queued (or dropped) already."""
+    services.meter.observers.append(_content_finished(services.contents))
+    services.contents.start()
+
+
+def _content_finished(contents: ContentLog) -> Callable[[Call, UsageRecord], None]:
+    """The meter's observer that hands a finished call's capture to the content log."""
+
+    def finished(call: Call, record: UsageRecord) -> None:
+        capture = call.content
+        if capture is not None:
+            contents.finished(
+                capture,
+                request_id=record.request_id,
+                group_id=record.group_id,
+                endpoint=record.endpoint,
+                model=record.model,
+                status=record.status,
+            )
+
+    return finished
+
+
 @dataclass
 class Services:
     settings: Settings
@@ -217,6 +244,8 @@ class Services:
     """The images served by URL (``response_format: url``), on disk for a while."""
     file_bytes: FileBytes
     """Where uploaded files' bytes are kept (a folder, or the database's chunks)."""
+    contents: ContentLog
+    """Calls' content kept as each group's policy says, written behind the reply."""
     started_at: int = field(default_factory=lambda: int(time.time()))
     request_ids: RequestIds = field(default_factory=RequestIds)
     watchers: CallWatchers = field(default_factory=CallWatchers)
@@ -310,8 +339,10 @@ class Services:
             responses=ResponseBook(store, settings.responses, settings.usage.spill_dir),
             image_files=image_files(settings),
             file_bytes=_file_bytes(settings, store),
+            contents=ContentLog(store, box, settings.content),
             started_at=started_at,
         )
+        _start_content_log(services)
         await services.responses.replay_spills()
         services.responses.start()
         services._loops = [
@@ -376,6 +407,7 @@ class Services:
         await self.tasks.drain(seconds=min(SETTLEMENT_SECONDS, left() / 4))
         await self.meter.writer.close(left() - min(CLOSING_SECONDS, left() / 4))
         await self.responses.close(min(CLOSING_SECONDS, left() / 4))
+        await self.contents.close(min(CLOSING_SECONDS, left() / 4))
         self.probes.close()
         self.bodies.close()
         await self.http.close()

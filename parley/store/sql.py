@@ -21,6 +21,7 @@ from parley.domain.accounts import Account
 from parley.domain.audit import AuditEntry, AuditQuery
 from parley.domain.batches import Batch, BatchPage
 from parley.domain.channels import ChannelEvent, StoredChannel
+from parley.domain.content import NO_CONTENT_LOGGING, ContentLogging, StoredContent
 from parley.domain.files import FilePage, StoredFile
 from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord
@@ -31,6 +32,7 @@ from parley.store import (
     admin_sql,
     batches_sql,
     channels_sql,
+    contents_sql,
     files_sql,
     keys_sql,
     requests_sql,
@@ -135,6 +137,7 @@ class SqlStore:
         quota: Quota = DEFAULT_QUOTA,
         models: frozenset[str] | None = None,
         budget_nanos: int | None = None,
+        content: ContentLogging = NO_CONTENT_LOGGING,
     ) -> Group:
         try:
             return await self._write(
@@ -144,6 +147,7 @@ class SqlStore:
                 models=models,
                 budget_nanos=budget_nanos,
                 now=_now(),
+                content=content,
             )
         except Conflict as error:
             raise Conflict(f"a group named `{name}` already exists") from error
@@ -239,6 +243,16 @@ class SqlStore:
         return await self._read(voices_sql.list_clones, model, group_id)
 
     delete_clone = writing(voices_sql.delete_clone)
+
+    # calls' kept content (parley/store/contents_sql.py)
+
+    save_contents = writing(contents_sql.save_contents)
+
+    async def find_content(self, request_id: str) -> StoredContent | None:
+        return await self._read(contents_sql.find_content, request_id, _now())
+
+    async def purge_contents(self, most: int = 1000) -> int:
+        return await self._write(contents_sql.purge_contents, _now(), most)
 
     # stored responses (parley/store/responses_sql.py)
 

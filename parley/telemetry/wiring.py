@@ -153,6 +153,8 @@ async def _sample_forever(metrics: GatewayMetrics, svc: Services, lane: BatchLan
 def _sample(metrics: GatewayMetrics, svc: Services, lane: BatchLane | None) -> None:
     writer = svc.meter.writer
     metrics.sample(writer.backlog, svc.directory.loaded_at, writer.refusals_dropped)
+    contents = svc.contents
+    metrics.content(contents.backlog, contents.written, contents.dropped)
     budget = svc.planner.budget
     metrics.routed(budget.granted, budget.refused, svc.planner.fallbacks)
     if lane is not None:

@@ -1,8 +1,8 @@
 """The store's roles: each consumer names the small Protocol it uses, never the whole Store.
 
 ``parley/store/base.py`` cuts the ``Store`` into roles (``KeyStore``, ``UsageStore``,
-``VoiceStore``, ``ResponseStore``, ``FileStore``, ``BatchStore``, ``ChannelStore``,
-``AccountStore``, ``AuditStore``, ``AdminStore``, ``CheckStore``);
+``VoiceStore``, ``ResponseStore``, ``ContentStore``, ``FileStore``, ``BatchStore``,
+``ChannelStore``, ``AccountStore``, ``AuditStore``, ``AdminStore``, ``CheckStore``);
 ``Store`` is all of them and the schema's lifecycle. Only what opens a store or hands
 one out holds all of it.
 """
@@ -23,6 +23,7 @@ ROLES = (
     base.UsageStore,
     base.VoiceStore,
     base.ResponseStore,
+    base.ContentStore,
     base.FileStore,
     base.BatchStore,
     base.ChannelStore,
