@@ -195,7 +195,7 @@ async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
                     if data:
                         await write(data)
             metered.closing = True
-            await response.write_eof(job.end())
+            await response.write_eof(_end(job, call))
             metered.succeed()
         except ParleyError as error:
             await _stream_failed(request, response, job, metered, error)
@@ -265,6 +265,14 @@ def _capturing(
         capture.piece(data)
 
     return written
+
+
+def _end(job: StreamJob[B], call: Call) -> bytes:
+    """The bytes that close a complete stream, handed to its capture too."""
+    end = job.end()
+    if call.content is not None:
+        call.content.piece(end)
+    return end
 
 
 class _Refused(Exception):
