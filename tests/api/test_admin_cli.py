@@ -241,3 +241,27 @@ def test_keys_create_takes_the_keys_own_models_and_budget(run: Invoke, tmp_path:
     refused = run("keys", "create", "--group", "team", "--budget-usd", "2000000000", code=2)
     assert "'budget_usd' must be a number from 0 to 1000000000" in refused
     assert len(_stored(tmp_path)[0]) == 2
+
+
+def test_a_groups_content_policy_is_set_from_the_shell_and_audited(
+    run: Invoke, tmp_path: Path
+) -> None:
+    assert "content=" not in run("groups", "create", "plain")  # off: nothing kept, not shown
+    assert run("groups", "create", "kept", "--content-policy", "metadata").endswith(
+        "content=metadata/30d\n"
+    )
+    line = run(
+        "groups", "update", "kept", "--content-policy", "redacted", "--content-retention-days", "7"
+    )
+    assert line.endswith("content=redacted/7d\n")
+    assert "content=redacted/7d" in run("groups", "update", "kept", "--rpm", "5")  # kept
+    refused = run("groups", "create", "x", "--content-policy", "all", code=2)
+    assert "'all' is not one of 'off', 'metadata', 'redacted', 'full'" in refused
+    assert "content=" not in run("groups", "update", "kept", "--content-policy", "off")
+    _, audit = _stored(tmp_path)
+    updates = [entry.detail for entry in audit if entry.action == "group.update"]  # newest first
+    assert [(u["content_policy"], u["content_retention_days"]) for u in updates] == [
+        ("off", 7),
+        ("redacted", 7),
+        ("redacted", 7),
+    ]
