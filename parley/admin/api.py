@@ -14,6 +14,7 @@ from parley.admin.channel_admin import ChannelAdmin
 from parley.admin.context import admin_service
 from parley.admin.fields import (
     MAX_LIMIT,
+    check_sealable,
     content_logging,
     content_policy_field,
     optional_int,
@@ -117,13 +118,7 @@ async def update_group(request: web.Request) -> web.Response:
 
 
 def _sealable(request: web.Request, policy: str | None) -> None:
-    """Refuse a ``policy`` that keeps text when this gateway has no key to seal it."""
-    if policy in {"redacted", "full"} and not request.config_dict[SERVICES].contents.can_seal:
-        raise InvalidRequest(
-            f"A '{policy}' content policy keeps prompts and replies sealed, and no secret "
-            "key is set to seal them: set PARLEY_SECRET_KEYS (`parley channels new-key`).",
-            param="content_policy",
-        )
+    check_sealable(policy, request.config_dict[SERVICES].contents.can_seal)
 
 
 async def disable_group(request: web.Request) -> web.Response:

@@ -109,6 +109,16 @@ def retention_field(body: dict[str, Any]) -> int | None:
     return value
 
 
+def check_sealable(policy: str | None, can_seal: bool) -> None:
+    """Refuse a ``policy`` that keeps text when the gateway has no key to seal it."""
+    if policy in {"redacted", "full"} and not can_seal:
+        raise InvalidRequest(
+            f"A '{policy}' content policy keeps prompts and replies sealed, and no secret "
+            "key is set to seal them: set PARLEY_SECRET_KEYS (`parley channels new-key`).",
+            param="content_policy",
+        )
+
+
 def content_logging(body: dict[str, Any]) -> ContentLogging:
     """A new group's content policy and retention (``off`` and the default if absent)."""
     default = ContentLogging()

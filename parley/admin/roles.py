@@ -31,6 +31,7 @@ ROUTE_ROLES: dict[tuple[str, str], Role] = {
     ("POST", "/ui/groups/{name}"): OPERATOR,
     ("POST", "/ui/groups/{name}/disable"): OPERATOR,
     ("POST", "/ui/groups/{name}/enable"): OPERATOR,
+    ("POST", "/ui/groups/{name}/content"): OPERATOR,
     ("POST", "/ui/groups/{name}/keys"): OPERATOR,
     ("POST", "/ui/keys/{key_id}/revoke"): OPERATOR,
     ("POST", "/ui/keys/{key_id}"): OPERATOR,

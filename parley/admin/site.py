@@ -89,6 +89,7 @@ HANDLERS = (
     ("POST", "/ui/groups/{name}", "ui.forms:update_group"),
     ("POST", "/ui/groups/{name}/disable", "ui.forms:disable_group"),
     ("POST", "/ui/groups/{name}/enable", "ui.forms:enable_group"),
+    ("POST", "/ui/groups/{name}/content", "ui.forms:update_content"),
     ("POST", "/ui/groups/{name}/keys", "ui.forms:create_key"),
     ("POST", "/ui/keys/{key_id}/revoke", "ui.forms:revoke_key"),
     ("GET", "/ui/keys", "ui.keys:keys_page"),

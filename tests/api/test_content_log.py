@@ -17,7 +17,7 @@ from cryptography.fernet import Fernet
 from sqlalchemy import text, update
 
 from parley.store.schema import call_contents
-from tests.api.admin_client import ADMIN, browser_session
+from tests.api.admin_client import ADMIN, browser_session, form_token
 from tests.api.admin_client import call as admin
 from tests.api.harness import Gateway, StartGateway
 from tests.api.test_admin_accounts import PASSWORDS, ROLES, basic, dashboard_login
@@ -230,3 +230,33 @@ async def test_a_policy_that_keeps_text_needs_a_key_to_seal_it(
     for wrong in ({"content_policy": "all"}, {"content_retention_days": 0}):
         status, refused = await admin(gateway, "PATCH", "/admin/groups/m", body=wrong)
         assert status == 400 and refused["error"]["param"] == next(iter(wrong))
+
+
+async def test_the_dashboard_sets_a_groups_content_policy_for_operators(
+    start_gateway: StartGateway,
+) -> None:
+    gateway = await start_gateway(keeping())
+    for name in ("oscar", "vera"):
+        body = {"name": name, "role": ROLES[name], "password": PASSWORDS[name]}
+        assert (await admin(gateway, "POST", "/admin/accounts", body=body))[0] == 201
+    await group_with_key(gateway, "team", "off")
+    form_url = f"{gateway.base_url}/admin/ui/groups/team/content"
+    async with browser_session() as session:
+        assert await dashboard_login(gateway, session, "vera", PASSWORDS["vera"]) == 303
+        csrf = await form_token(session, gateway.base_url)
+        form = {"csrf": csrf, "content_policy": "full", "content_retention_days": "9"}
+        async with session.post(form_url, data=form, allow_redirects=False) as refused:
+            assert refused.status == 403
+    async with browser_session() as session:
+        assert await dashboard_login(gateway, session, "oscar", PASSWORDS["oscar"]) == 303
+        csrf = await form_token(session, gateway.base_url)
+        wrong = {"csrf": csrf, "content_policy": "full", "content_retention_days": "0"}
+        async with session.post(form_url, data=wrong, allow_redirects=False) as page:
+            assert page.status == 400 and "The retention" in await page.text()
+        form = {"csrf": csrf, "content_policy": "full", "content_retention_days": "9"}
+        async with session.post(form_url, data=form, allow_redirects=False) as done:
+            assert done.status == 303
+        async with session.get(f"{gateway.base_url}/admin/ui/groups/team") as page:
+            assert "full, kept 9 days" in await page.text()
+    _, group = await admin(gateway, "GET", "/admin/groups/team")
+    assert (group["content_policy"], group["content_retention_days"]) == ("full", 9)
