@@ -102,7 +102,8 @@ async def batch_line(
         call = await admitted_call(svc, caller, job, request_id, batch=True)
     except ParleyError as refusal:
         raise NotAdmitted(refusal) from None
-    _capture(svc, call, body)
+    if caller.group.content.on:
+        _capture(svc, call, body)
     return await _whole(call.reply_headers(), svc, call, job)
 
 
@@ -231,7 +232,8 @@ async def _admitted(request: web.Request, job: Job) -> tuple[Services, Call]:
         request[REFUSED_MODEL] = (job.model, refused.resolved)
         raise refused.error from None
     request[ADMITTED] = True  # logged by Metered from here on, not as a refusal
-    _capture(svc, call, request.get(REQUEST_BODY))
+    if caller.group.content.policy != "off":  # attribute reads only when it keeps nothing
+        _capture(svc, call, request.get(REQUEST_BODY))
     # The caller enters ``Metered`` next, with no await between: it ends the budget hold.
     if svc.tracer.on:
         svc.tracer.begin(call, request.headers)
@@ -241,10 +243,8 @@ async def _admitted(request: web.Request, job: Job) -> tuple[Services, Call]:
 
 
 def _capture(svc: Services, call: Call, body: bytes | None) -> None:
-    """Start catching the call's content when its group keeps any (one check if not)."""
-    logging = call.caller.group.content
-    if logging.on:
-        call.content = svc.contents.capture(logging, body)
+    """Start catching the call's content (its group keeps some)."""
+    call.content = svc.contents.capture(call.caller.group.content, body)
 
 
 def _keep_whole(capture: ContentCapture, response: web.Response) -> None:
@@ -492,6 +492,15 @@ class Metered:
             self.status = failure_status(error)
             if isinstance(error, ParleyError):
                 self.error_code = error.code
+        call = self.call
+        if call.content is not None:  # queued before the meter's observers (the tracer) hear
+            call.content.finish(
+                request_id=call.request_id,
+                group_id=call.caller.group.id,
+                endpoint=call.endpoint,
+                model=call.model.spec.name,
+                status=self.status,
+            )
         self._meter.finish(
             self.call,
             usage=self.usage,

@@ -15,7 +15,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -28,11 +28,10 @@ from parley.domain.models import ModelRegistry, ModelSpec
 from parley.domain.pricing import ImagePrices, Price, usd_to_nanos
 from parley.domain.speech import SpeechProfile
 from parley.domain.transcripts import TranscriptionAbilities
-from parley.domain.usage import UsageRecord
 from parley.http import HeadLimits, HttpClient
 from parley.limits.base import Limiter
 from parley.limits.factory import build_limiter
-from parley.pipeline.call import Call, RequestIds
+from parley.pipeline.call import RequestIds
 from parley.pipeline.meter import BackgroundTasks, Meter
 from parley.pipeline.plan import Planner
 from parley.pipeline.route import Route, Router
@@ -191,31 +190,6 @@ def _abilities(model: ModelSettings) -> TranscriptionAbilities | None:
     return TranscriptionAbilities(options.translate, options.stream, options.formats)
 
 
-def _start_content_log(services: Services) -> None:
-    """Start the content log, the first of the meter's observers: the tracer, told
-    after it, finds a call's capture queued (or dropped) already."""
-    services.meter.observers.append(_content_finished(services.contents))
-    services.contents.start()
-
-
-def _content_finished(contents: ContentLog) -> Callable[[Call, UsageRecord], None]:
-    """The meter's observer that hands a finished call's capture to the content log."""
-
-    def finished(call: Call, record: UsageRecord) -> None:
-        capture = call.content
-        if capture is not None:
-            contents.finished(
-                capture,
-                request_id=record.request_id,
-                group_id=record.group_id,
-                endpoint=record.endpoint,
-                model=record.model,
-                status=record.status,
-            )
-
-    return finished
-
-
 @dataclass
 class Services:
     settings: Settings
@@ -342,7 +316,7 @@ class Services:
             contents=ContentLog(store, box, settings.content),
             started_at=started_at,
         )
-        _start_content_log(services)
+        services.contents.start()
         await services.responses.replay_spills()
         services.responses.start()
         services._loops = [

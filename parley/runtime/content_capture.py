@@ -1,9 +1,10 @@
 """One call's content, caught on the request path for the content log.
 
 The runner makes a ``ContentCapture`` only for a call whose group keeps something
-(``ContentLogging.on``), and hands it what passes anyway: the request body's bytes,
-the whole reply's body, or each piece of a stream as it is written. Nothing is parsed
-here, and nothing is copied beyond the cap: the request and a whole reply are sliced
+(``ContentLogging.on``), hands it what passes anyway (the request body's bytes, the
+whole reply's body, or each piece of a stream as it is written), and when the call ends
+(``Metered``) hands it to the content log with the call's outcome (``finish``). Nothing
+is parsed here, and nothing is copied beyond the cap: the request and a whole reply are sliced
 to ``max_bytes``, and a stream's pieces are appended until ``STREAM_WIRE_FACTOR`` times
 that (a stream's framing, ``data: {...}`` around a few characters each, is most of its
 bytes; its text is assembled, and cut at ``max_bytes``, off the request path by
@@ -16,6 +17,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from parley.domain.content import ContentLogging
 
@@ -39,8 +41,24 @@ Listener = Callable[[PreparedContent | None], None]
 """Told once what the capture became, or ``None`` when it was dropped."""
 
 
+class Finished(Protocol):
+    """What takes a finished call's capture (``ContentLog.finished``)."""
+
+    def __call__(
+        self,
+        capture: ContentCapture,
+        *,
+        request_id: str,
+        group_id: int,
+        endpoint: str,
+        model: str,
+        status: int,
+    ) -> None: ...
+
+
 class ContentCapture:
     __slots__ = (
+        "_finished",
         "_room",
         "listeners",
         "logging",
@@ -55,7 +73,14 @@ class ContentCapture:
         "tail",
     )
 
-    def __init__(self, logging: ContentLogging, request: bytes | None, max_bytes: int) -> None:
+    def __init__(
+        self,
+        logging: ContentLogging,
+        request: bytes | None,
+        max_bytes: int,
+        finished: Finished | None = None,
+    ) -> None:
+        self._finished = finished
         self.logging = logging
         self.max_bytes = max_bytes
         self.request_bytes = len(request) if request is not None else 0
@@ -89,6 +114,21 @@ class ContentCapture:
             self._room = room - len(data)
         else:
             self.tail.append(data)
+
+    def finish(
+        self, *, request_id: str, group_id: int, endpoint: str, model: str, status: int
+    ) -> None:
+        """The call ended (its usage record says how): hand the capture on, once."""
+        finished, self._finished = self._finished, None
+        if finished is not None:
+            finished(
+                self,
+                request_id=request_id,
+                group_id=group_id,
+                endpoint=endpoint,
+                model=model,
+                status=status,
+            )
 
     @property
     def cut(self) -> bool:

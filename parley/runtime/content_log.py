@@ -1,7 +1,8 @@
 """The content log: calls' content, kept as each group's policy says, written behind
 the reply and bounded.
 
-The request path hands a finished call's ``ContentCapture`` to ``finished``, which
+The request path hands a finished call's ``ContentCapture`` to ``finished`` (through
+``ContentCapture.finish``, at the end of the call's metering), which
 queues it without waiting, or, when ``content.queue_size`` captures already wait,
 drops it and counts it (``dropped["queue_full"]``, ``parley_content_dropped_total`` on
 ``/metrics``): a slow database costs a tenant some of its content log, never a call's
@@ -77,7 +78,7 @@ class ContentLog:
 
     def capture(self, logging: ContentLogging, request: bytes | None) -> ContentCapture:
         """A capture for a call of a group that keeps content (``logging.on``)."""
-        return ContentCapture(logging, request, self._settings.max_bytes)
+        return ContentCapture(logging, request, self._settings.max_bytes, self.finished)
 
     def finished(
         self,
