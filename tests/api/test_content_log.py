@@ -260,3 +260,47 @@ async def test_the_dashboard_sets_a_groups_content_policy_for_operators(
             assert "full, kept 9 days" in await page.text()
     _, group = await admin(gateway, "GET", "/admin/groups/team")
     assert (group["content_policy"], group["content_retention_days"]) == ("full", 9)
+
+
+async def streamed_call(gateway: Gateway, key: str, path: str, body: dict[str, Any]) -> str:
+    """The request id of one streamed call."""
+    headers = {"Authorization": f"Bearer {key}", "x-api-key": key}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"{gateway.v1}{path}", json=body, headers=headers) as reply,
+    ):
+        assert reply.status == 200, await reply.text()
+        await reply.read()
+        return reply.headers["x-request-id"]
+
+
+async def test_streams_of_every_dialect_keep_their_assembled_text(
+    start_gateway: StartGateway,
+) -> None:
+    gateway = await start_gateway(keeping())
+    key = await group_with_key(gateway, "kept", "full")
+    user = [{"role": "user", "content": PROMPT}]
+    ids = {
+        "messages": await streamed_call(
+            gateway,
+            key,
+            "/messages",
+            {"model": "chat-large", "max_tokens": 100, "messages": user, "stream": True},
+        ),
+        "responses": await streamed_call(
+            gateway,
+            key,
+            "/responses",
+            {"model": "chat-large", "input": PROMPT, "stream": True, "store": False},
+        ),
+        "completions": await streamed_call(
+            gateway, key, "/completions", {"model": "chat-large", "prompt": PROMPT, "stream": True}
+        ),
+    }
+    await written(gateway)
+    for dialect, request_id in ids.items():
+        status, found = await content(gateway, request_id)
+        assert status == 200, (dialect, found)
+        assert found["reply"]["streamed"] and not found["reply"]["truncated"], dialect
+        assert found["reply"]["text"].split()[-3:] == PROMPT.split()[-3:], (dialect, found)
+        assert found["finish_reason"], dialect
