@@ -88,6 +88,9 @@ def _install_tracing(app: web.Application, settings: OtlpSettings) -> None:
         yield
         svc.tracer = NO_TRACER
         svc.http.extra_head = None
+        # The spans of calls whose content is kept end once it is written: write it now,
+        # while the exporter still runs (the database's own timeouts bound the wait).
+        await svc.contents.flush()
         await tracer.stop()
 
     app.cleanup_ctx.append(traced)
