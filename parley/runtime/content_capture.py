@@ -25,6 +25,8 @@ STREAM_WIRE_FACTOR = 4
 """How many times ``max_bytes`` of a stream's own bytes are kept to assemble its text."""
 TAIL_PIECES = 4
 """A stream's last pieces kept for its end (the finish reason)."""
+TEXT_TYPES = ("application/json", "text/")
+"""Content types whose bytes are text: the others' (audio, images) are never kept."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,8 +104,12 @@ class ContentCapture:
         self.reply[:] = body[: self.max_bytes]
 
     def stream_opened(self, content_type: str) -> None:
+        """A stream starts; a binary one (audio) is counted, and none of it kept."""
         self.streamed = True
         self.reply_type = content_type
+        if not content_type.startswith(TEXT_TYPES):
+            self._room = 0
+            self.tail = deque(maxlen=0)
 
     def piece(self, data: bytes) -> None:
         """One piece of a stream, as written to the caller."""

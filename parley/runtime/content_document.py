@@ -21,10 +21,9 @@ from typing import Any
 
 import orjson
 
-from parley.runtime.content_capture import ContentCapture, PreparedContent
+from parley.runtime.content_capture import TEXT_TYPES, ContentCapture, PreparedContent
 from parley.runtime.content_masks import masked
 
-TEXT_TYPES = ("application/json", "text/")
 CUT_MARK = "…"
 
 
@@ -71,7 +70,7 @@ def document(
 
 def _reply_text(capture: ContentCapture, events: list[dict[str, Any]]) -> tuple[str | None, bool]:
     """The reply's text and whether it was cut; ``None`` for a binary reply."""
-    if not capture.reply_type.startswith(TEXT_TYPES) and capture.reply_type != "text/event-stream":
+    if not capture.reply_type.startswith(TEXT_TYPES):
         return None, False
     if not capture.streamed:
         return _decoded(bytes(capture.reply)), capture.reply_bytes > capture.max_bytes

@@ -296,3 +296,13 @@ def test_the_capture_copies_no_more_than_the_cap(policy: ContentPolicy) -> None:
     assert caught.request is not None and len(caught.request) == 1000
     assert len(caught.reply) == 4000  # the stream's own bytes: 4 x the cap
     assert len(caught.tail) == 4 and caught.reply_bytes == 1_000_000
+
+
+def test_a_binary_stream_is_counted_and_none_of_it_kept() -> None:
+    caught = capture("full")
+    caught.stream_opened("audio/mpeg")
+    for _ in range(10):
+        caught.piece(b"\xff" * 1000)
+    assert (len(caught.reply), len(caught.tail), caught.reply_bytes) == (0, 0, 10_000)
+    body, _ = document(caught, endpoint="/v1/audio/speech", model="tts", status=200)
+    assert body["reply"]["text"] is None and body["reply"]["bytes"] == 10_000
