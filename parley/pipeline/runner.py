@@ -14,6 +14,11 @@ the call through the stages in order:
 6. meter it: once, whatever ended it (``Metered`` below, the only caller of
    ``Meter.finish``).
 
+A call of a group whose content policy keeps anything also has a capture
+(``Call.content``, ``runtime/content_capture.py``): the request body, the whole reply
+or each piece of a stream as written, cut at a cap and handed to the content log when
+the call is metered; a call of any other group pays one attribute check.
+
 Metering is safe by default: from admission on, a call is recorded exactly once, with a
 failure status unless it succeeded — the error's own status for a ``ParleyError``, 499
 when the caller left (``CLIENT_CLOSED``), ``SHUTDOWN_STATUS`` when shutdown ended a
@@ -94,8 +99,8 @@ async def batch_line(
     call, with no HTTP request: ``caller`` is the batch's key and group, ``request_id``
     the line's (``batch_req_...``, which marks it as a batch line in the request log),
     ``body`` the line's request body (for the content log), and the model is billed at
-    its batch price. The response is rendered, not sent: its
-    status and body are the line's result. A refusal before admission (a rate, the
+    its batch price. The response is rendered, not sent: its status and body are the
+    line's result. A refusal before admission (a rate, the
     budget, an unknown model) raises ``NotAdmitted``, and nothing is metered for it; a
     failure after it raises its ``ParleyError``, metered once as any call's."""
     try:
@@ -251,7 +256,7 @@ def _keep_whole(capture: ContentCapture, response: web.Response) -> None:
     """A whole reply's body for the content log: its bytes (a binary reply's size)."""
     body = response.body
     if isinstance(body, bytes | bytearray):
-        capture.whole(bytes(body), response.content_type)
+        capture.whole(body, response.content_type)
 
 
 def _capturing(

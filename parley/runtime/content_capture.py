@@ -97,7 +97,7 @@ class ContentCapture:
         """Taken by the content log's queue (its listeners will be told)."""
         self.listeners: list[Listener] = []
 
-    def whole(self, body: bytes, content_type: str) -> None:
+    def whole(self, body: bytes | bytearray, content_type: str) -> None:
         """The reply, answered whole."""
         self.reply_type = content_type
         self.reply_bytes = len(body)
