@@ -122,27 +122,43 @@ class ContentLog:
         ]
 
     async def close(self, seconds: float) -> None:
-        """Stop the loops and write what waits, for at most ``seconds``; what is left
-        then is dropped (and counted), its listeners told."""
-        async with self._flushing:
-            for loop in self._loops:
-                loop.cancel()
+        """Stop the loops and write what waits, within ``seconds``; what is left then
+        (a database that does not answer) is dropped and counted, its listeners told.
+
+        A write or purge in progress is waited for (within the time), not cut: a
+        statement cut midway would leave SQLite locked for the usage records."""
+        clock = asyncio.get_running_loop().time
+        deadline = clock() + max(seconds, 0.001)
+        held = False
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout_at(deadline):
+                await self._flushing.acquire()
+            held = True
+        for loop in self._loops:
+            loop.cancel()
+        if held:
+            self._flushing.release()
         for loop in self._loops:
             with contextlib.suppress(asyncio.CancelledError):
                 await loop
         self._loops = []
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.flush(), max(seconds, 0.001))
+        if held:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout_at(deadline):
+                    await self.flush()
         while self._queue:
             self._drop(self._queue.popleft().capture, "shutdown")
 
     async def flush(self) -> None:
-        """Write every queued capture (or drop a batch the database refuses)."""
+        """Write every queued capture (or drop a batch the database refuses). A batch
+        leaves the queue once written: a flush cut short (the shutdown's time) leaves it
+        there, for ``close`` to count."""
         async with self._flushing:
             while self._queue:
                 count = min(self._settings.batch_size, len(self._queue))
-                batch = [self._queue.popleft() for _ in range(count)]
-                await self._write(batch)
+                await self._write([self._queue[index] for index in range(count)])
+                for _ in range(count):
+                    self._queue.popleft()
 
     async def _run(self) -> None:
         while True:
@@ -200,7 +216,10 @@ class ContentLog:
         """Delete the content past its retention; how many rows."""
         purged = 0
         while True:
-            count = await self._store.purge_contents(PURGE_ROUND)
+            # One round at a time under the writer's lock, which ``close`` takes before it
+            # cancels the loops: a DELETE cut midway would leave SQLite locked.
+            async with self._flushing:
+                count = await self._store.purge_contents(PURGE_ROUND)
             purged += count
             if count < PURGE_ROUND:
                 return purged

@@ -254,6 +254,7 @@ async def test_a_full_queue_drops_and_counts_without_waiting_on_a_hung_database(
     try:
         finish(log, capture("full"), "req_0")
         await asyncio.sleep(0.05)  # the writer took it, and hangs on the database
+        assert log.backlog == 1
         told: list[PreparedContent | None] = []
         started = time.perf_counter()
         for n in range(1, 50):
@@ -261,13 +262,13 @@ async def test_a_full_queue_drops_and_counts_without_waiting_on_a_hung_database(
             caught.listeners.append(told.append)
             finish(log, caught, f"req_{n}")
         assert time.perf_counter() - started < 0.05  # never waited
-        assert log.backlog == 3
-        assert log.dropped["queue_full"] == 46
-        assert told.count(None) == 46  # a dropped capture's listeners are told at once
+        assert log.backlog == 3  # the batch being written still counts
+        assert log.dropped["queue_full"] == 47
+        assert told.count(None) == 47  # a dropped capture's listeners are told at once
     finally:
         store.hang.set()
         await log.close(2)
-    assert set(store.rows) == {"req_0", "req_1", "req_2", "req_3"}
+    assert set(store.rows) == {"req_0", "req_1", "req_2"}
 
 
 async def test_no_key_and_a_refusing_database_drop_and_count() -> None:
@@ -306,3 +307,20 @@ def test_a_binary_stream_is_counted_and_none_of_it_kept() -> None:
     assert (len(caught.reply), len(caught.tail), caught.reply_bytes) == (0, 0, 10_000)
     body, _ = document(caught, endpoint="/v1/audio/speech", model="tts", status=200)
     assert body["reply"]["text"] is None and body["reply"]["bytes"] == 10_000
+
+
+async def test_what_a_hung_database_did_not_take_by_shutdown_is_dropped_and_counted() -> None:
+    store = MemoryContents()
+    store.hanging = True
+    log = log_of(store, batch_size=2)
+    log.start()
+    told: list[PreparedContent | None] = []
+    for n in range(5):
+        caught = capture("metadata")
+        caught.listeners.append(told.append)
+        finish(log, caught, f"req_{n}")
+    await asyncio.sleep(0.05)
+    await log.close(0.1)  # the database never answers
+    assert log.dropped["shutdown"] == 5 and log.backlog == 0
+    assert store.rows == {}
+    assert len(told) == 5  # every listener told once (a traced span ends)
