@@ -103,7 +103,7 @@ def test_every_described_operation_survives_fuzzing_without_a_5xx_or_a_leak(
     # text, messages, responses, embeddings, moderations, rerank, images, files, batches,
     # speech, voices, transcription, admin (groups, keys, usage, requests, channels,
     # accounts, audit, voices)
-    assert len(operations) == 70
+    assert len(operations) == 71
     calls = 0
     for operation in operations:
         token = ADMIN_TOKEN if operation.path.startswith("/admin") else key
