@@ -8,11 +8,14 @@ and is purged; a full queue drops and counts on ``/metrics``, never failing a ca
 from __future__ import annotations
 
 import asyncio
+import secrets
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import asyncpg
 import orjson
+import pytest
 from cryptography.fernet import Fernet
 from sqlalchemy import text, update
 
@@ -22,6 +25,7 @@ from tests.api.admin_client import call as admin
 from tests.api.harness import Gateway, StartGateway
 from tests.api.test_admin_accounts import PASSWORDS, ROLES, basic, dashboard_login
 from tests.api.test_operator_telemetry import scrape, value
+from tests.contract.test_store import POSTGRES_URL, postgres_execute
 
 SECRET_KEY = Fernet.generate_key().decode()
 MARKER = "marmalade7f3a"
@@ -304,3 +308,39 @@ async def test_streams_of_every_dialect_keep_their_assembled_text(
         assert found["reply"]["streamed"] and not found["reply"]["truncated"], dialect
         assert found["reply"]["text"].split()[-3:] == PROMPT.split()[-3:], (dialect, found)
         assert found["finish_reason"], dialect
+
+
+async def test_on_postgres_content_is_sealed_in_its_rows_and_read_back(
+    start_gateway: StartGateway,
+) -> None:
+    database = f"content_{secrets.token_hex(6)}"
+    try:
+        await postgres_execute(f'CREATE DATABASE "{database}"')
+    except (OSError, asyncpg.PostgresError) as error:
+        pytest.skip(f"no PostgreSQL at {POSTGRES_URL} ({error})")
+    url = POSTGRES_URL.rsplit("/", 1)[0] + f"/{database}"
+
+    def on_postgres(config: dict[str, Any]) -> None:
+        keeping()(config)
+        config["database"] = {"url": url}
+
+    gateway = await start_gateway(on_postgres)
+    try:
+        kept = await group_with_key(gateway, "kept", "full")
+        plain = await group_with_key(gateway, "plain", "off")
+        kept_id, _ = await chat(gateway, kept, stream=True)
+        plain_id, _ = await chat(gateway, plain)
+        await written(gateway)
+        _, found = await content(gateway, kept_id)
+        assert PROMPT in found["request"]["text"] and found["reply"]["streamed"]
+        assert (await content(gateway, plain_id))[0] == 404
+        connection = await asyncpg.connect(url)
+        try:
+            rows = await connection.fetch("SELECT request_id, sealed, body FROM call_contents")
+        finally:
+            await connection.close()
+        assert [(row["request_id"], row["sealed"]) for row in rows] == [(kept_id, True)]
+        assert MARKER not in rows[0]["body"] and EMAIL not in rows[0]["body"]
+    finally:
+        await gateway.stop()
+        await postgres_execute(f'DROP DATABASE "{database}" WITH (FORCE)')
