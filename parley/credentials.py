@@ -1,4 +1,5 @@
-"""Sealing the provider credentials of channels kept in the database.
+"""Sealing the provider credentials of channels kept in the database (and the calls'
+content a group's policy keeps, ``runtime/content_log.py``).
 
 A ``CredentialBox`` holds the operator's keys (``admin.secret_keys``, usually from the
 ``PARLEY_SECRET_KEYS`` environment variable): Fernet (AES-128-CBC with HMAC-SHA256,
@@ -82,6 +83,16 @@ class CredentialBox:
             raise SealError(
                 f"no configured secret key opens the credential of channel `{channel}`"
             ) from None
+
+    def open_sealed(self, sealed: str, what: str) -> str:
+        """``sealed`` opened, for what is not a channel's credential (a call's kept
+        content); ``what`` names it in the error."""
+        if self._fernet is None:
+            raise SealError(f"{what} is sealed but no secret key is set (PARLEY_SECRET_KEYS)")
+        try:
+            return self._fernet.decrypt(sealed.encode("ascii")).decode("utf-8")
+        except (self._invalid, UnicodeError):
+            raise SealError(f"no configured secret key opens {what}") from None
 
     def reseal(self, sealed: str, channel: str) -> str:
         """The credential sealed with the first key (opened with any)."""

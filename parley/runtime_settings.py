@@ -168,6 +168,22 @@ class UsageSettings(Strict):
     shutdown (replayed at start)."""
 
 
+class ContentSettings(Strict):
+    """How the calls' content a group's policy keeps is captured and written
+    (``runtime/content_log.py``; the policy itself is each group's)."""
+
+    max_bytes: int = Field(16_384, ge=256, le=1_048_576)
+    """The most of a call's request body, and of its reply, that is kept (a stream's
+    reply: its assembled text); the rest is cut, and the cut marked."""
+    queue_size: int = Field(500, gt=0)
+    """The most captured calls that may wait for the writer; past it a call's content is
+    dropped (counted on ``/metrics``), never waited for."""
+    batch_size: int = Field(100, gt=0)
+    flush_seconds: float = Field(1.0, gt=0)
+    purge_every_seconds: float = Field(3600.0, gt=0)
+    """How often content past its group's retention is deleted."""
+
+
 class ResponsesSettings(Strict):
     """Stored responses of the Responses API (``POST /v1/responses`` with ``store``)."""
 

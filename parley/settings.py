@@ -44,6 +44,7 @@ from parley.runtime_settings import (
     AlertWebhook,
     AudioSettings,
     BatchSettings,
+    ContentSettings,
     CorsSettings,
     DatabaseSettings,
     FileSettings,
@@ -72,6 +73,7 @@ __all__ = [
     "ChannelModel",
     "ChannelSettings",
     "ConfigError",
+    "ContentSettings",
     "CorsSettings",
     "DatabaseSettings",
     "FileSettings",
@@ -114,6 +116,7 @@ class Settings(Strict):
     redis: RedisSettings | None = None
     limits: LimitSettings = LimitSettings()
     usage: UsageSettings = UsageSettings()
+    content: ContentSettings = ContentSettings()
     responses: ResponsesSettings = ResponsesSettings()
     files: FileSettings = FileSettings()
     batches: BatchSettings = BatchSettings()

@@ -12,7 +12,15 @@ from aiohttp import web
 
 from parley.admin.channel_admin import ChannelAdmin
 from parley.admin.context import admin_service
-from parley.admin.fields import MAX_LIMIT, optional_int, printable
+from parley.admin.fields import (
+    MAX_LIMIT,
+    check_sealable,
+    content_logging,
+    content_policy_field,
+    optional_int,
+    printable,
+    retention_field,
+)
 from parley.admin.fields import budget_field as _budget
 from parley.admin.fields import models_field as _models
 from parley.admin.finding import (
@@ -35,8 +43,9 @@ from parley.admin.request_log import (
 from parley.admin.views import audit_view, clone_view, deletion_view, group_view, key_view
 from parley.api.body import read_json
 from parley.api.reply import json_reply
+from parley.credentials import SealError
 from parley.domain.groups import Quota
-from parley.errors import InvalidRequest, NotFound
+from parley.errors import InvalidRequest, NotFound, ParleyError
 from parley.pipeline.context import SERVICES
 from parley.store.base import GroupChanges
 
@@ -77,11 +86,14 @@ async def create_group(request: web.Request) -> web.Response:
     name = body.get("name")
     if not isinstance(name, str):
         raise InvalidRequest("'name' must be a string.", param="name")
+    content = content_logging(body)
+    _sealable(request, content.policy)
     group = await admin_service(request).create_group(
         name,
         quota=Quota(rpm=optional_int(body, "rpm"), tpm=optional_int(body, "tpm")),
         models=_models(body),
         budget_nanos=_budget(body),
+        content=content,
     )
     return json_reply(group_view(group), status=201)
 
@@ -97,9 +109,16 @@ async def update_group(request: web.Request) -> web.Response:
         clear_tpm="tpm" in body and body["tpm"] is None,
         clear_models="models" in body and body["models"] is None,
         clear_budget="budget_usd" in body and body["budget_usd"] is None,
+        content_policy=content_policy_field(body),
+        content_retention_days=retention_field(body),
     )
+    _sealable(request, changes.content_policy)
     group = await admin_service(request).update_group(request.match_info["name"], changes)
     return json_reply(group_view(group))
+
+
+def _sealable(request: web.Request, policy: str | None) -> None:
+    check_sealable(policy, request.config_dict[SERVICES].contents.can_seal)
 
 
 async def disable_group(request: web.Request) -> web.Response:
@@ -193,6 +212,23 @@ async def list_requests(request: web.Request) -> web.StreamResponse:
 async def get_request(request: web.Request) -> web.Response:
     line = await find_line(admin_service(request), request.match_info["request_id"])
     return json_reply(line_view(line))
+
+
+async def get_request_content(request: web.Request) -> web.Response:
+    """A call's kept content (its group's content policy), opened; every view audited."""
+    request_id = request.match_info["request_id"]
+    contents = request.config_dict[SERVICES].contents
+    try:
+        document = await admin_service(request).call_content(request_id, contents.opened)
+    except SealError as error:
+        raise ParleyError(str(error)) from None
+    if document is None:
+        raise NotFound(
+            f"No content is kept for request '{request_id}': its group's content policy "
+            "was off, it expired, or it was not written.",
+            param="request_id",
+        )
+    return json_reply({"object": "request.content", "request_id": request_id, **document})
 
 
 async def list_voices(request: web.Request) -> web.Response:

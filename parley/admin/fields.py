@@ -10,6 +10,13 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from parley.domain.content import (
+    CONTENT_POLICIES,
+    MAX_RETENTION_DAYS,
+    ContentLogging,
+    ContentPolicy,
+    content_policy,
+)
 from parley.domain.pricing import usd_to_nanos
 from parley.errors import InvalidRequest
 from parley.store.base import KeyChanges
@@ -69,6 +76,56 @@ def budget_field(body: dict[str, Any]) -> int | None:
             param="budget_usd",
         )
     return usd_to_nanos(value)
+
+
+def content_policy_field(body: dict[str, Any]) -> ContentPolicy | None:
+    """``content_policy``: what the group's content log keeps, or absent to leave it."""
+    value = body.get("content_policy")
+    if value is None:
+        return None
+    try:
+        return content_policy(value) if isinstance(value, str) else content_policy("")
+    except ValueError:
+        raise InvalidRequest(
+            f"'content_policy' must be one of {', '.join(CONTENT_POLICIES)}.",
+            param="content_policy",
+        ) from None
+
+
+def retention_field(body: dict[str, Any]) -> int | None:
+    """``content_retention_days``: 1 to ``MAX_RETENTION_DAYS``, or absent to leave it."""
+    value = body.get("content_retention_days")
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not 1 <= value <= MAX_RETENTION_DAYS
+    ):
+        raise InvalidRequest(
+            f"'content_retention_days' must be a whole number from 1 to {MAX_RETENTION_DAYS}.",
+            param="content_retention_days",
+        )
+    return value
+
+
+def check_sealable(policy: str | None, can_seal: bool) -> None:
+    """Refuse a ``policy`` that keeps text when the gateway has no key to seal it."""
+    if policy in {"redacted", "full"} and not can_seal:
+        raise InvalidRequest(
+            f"A '{policy}' content policy keeps prompts and replies sealed, and no secret "
+            "key is set to seal them: set PARLEY_SECRET_KEYS (`parley channels new-key`).",
+            param="content_policy",
+        )
+
+
+def content_logging(body: dict[str, Any]) -> ContentLogging:
+    """A new group's content policy and retention (``off`` and the default if absent)."""
+    default = ContentLogging()
+    return ContentLogging(
+        content_policy_field(body) or default.policy,
+        retention_field(body) or default.retention_days,
+    )
 
 
 def expiry(body: dict[str, Any]) -> datetime | None:

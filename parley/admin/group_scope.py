@@ -21,6 +21,7 @@ from parley.admin.reports import UsageQuery, UsageReport
 from parley.admin.service import AdminService, KeyReplayed, Unclone
 from parley.admin.views import KeyState
 from parley.domain.audit import Actor, AuditEntry, AuditQuery
+from parley.domain.content import NO_CONTENT_LOGGING, ContentLogging
 from parley.domain.groups import Group, Quota
 from parley.domain.pricing import nanos_to_usd
 from parley.domain.voices import Clone, Deleted
@@ -115,6 +116,7 @@ class GroupAdminService(AdminService):
         quota: Quota = Quota(),
         models: frozenset[str] | None = None,
         budget_nanos: int | None = None,
+        content: ContentLogging = NO_CONTENT_LOGGING,
     ) -> Group:
         raise PermissionDenied(NOT_YOURS, code="insufficient_role")
 

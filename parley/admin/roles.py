@@ -3,7 +3,9 @@ the dashboard alike (``site.gate`` checks it before any handler runs).
 
 A route is named by its method and its path template under ``/admin``. Reads (``GET``)
 need ``viewer`` unless listed; any other method not listed needs ``owner``, so a new
-route is closed until it is given its place here.
+route is closed until it is given its place here. A call's kept content (prompts and
+replies, ``CONTENT_ROLE``) is an operator's or the owner's to read, never a viewer's;
+the dashboard's request page shows it by the same rule.
 
 A ``group-admin`` (one group's own administrator) is not on that ladder: it may call
 only the routes ``GROUP_ADMIN_ROUTES`` gives a scope, and each of those only on its own
@@ -39,6 +41,7 @@ ROUTE_ROLES: dict[tuple[str, str], Role] = {
     ("POST", "/ui/groups/{name}"): OPERATOR,
     ("POST", "/ui/groups/{name}/disable"): OPERATOR,
     ("POST", "/ui/groups/{name}/enable"): OPERATOR,
+    ("POST", "/ui/groups/{name}/content"): OPERATOR,
     ("POST", "/ui/groups/{name}/keys"): OPERATOR,
     ("POST", "/ui/keys"): OPERATOR,
     ("POST", "/ui/keys/{key_id}/revoke"): OPERATOR,
@@ -47,6 +50,8 @@ ROUTE_ROLES: dict[tuple[str, str], Role] = {
     ("POST", "/ui/voices/{model}/{voice_id}/delete"): OPERATOR,
     ("POST", "/ui/voice-deletions/{deletion_id}/retry"): OPERATOR,
     ("POST", "/ui/voice-deletions/{deletion_id}/abandon"): OPERATOR,
+    # calls' kept content: prompts and replies are not a viewer's to read
+    ("GET", "/requests/{request_id}/content"): OPERATOR,
     # channels
     ("POST", "/channels"): OPERATOR,
     ("PATCH", "/channels/{name}"): OPERATOR,
@@ -80,6 +85,8 @@ ROUTE_ROLES: dict[tuple[str, str], Role] = {
     # the session itself
     ("POST", "/logout"): VIEWER,
 }
+CONTENT_ROLE: Role = OPERATOR
+"""The least role that may read a call's kept content, on the API and the dashboard."""
 OPEN_ROUTES = frozenset(
     {("GET", "/login"), ("POST", "/login"), ("GET", "/sso/start"), ("GET", "/sso/callback")}
 )
@@ -160,6 +167,8 @@ GROUP_ADMIN_ROUTES: dict[tuple[str, str], Scope | None] = {
     ("GET", "/ui/models/{name}"): REFUSED,
     ("POST", "/ui/models/{name}"): REFUSED,
     ("POST", "/ui/models/{name}/delete"): REFUSED,
+    ("GET", "/requests/{request_id}/content"): REFUSED,
+    ("POST", "/ui/groups/{name}/content"): REFUSED,
     ("GET", "/voice-deletions"): REFUSED,
     ("POST", "/voice-deletions/{deletion_id}/retry"): REFUSED,
     ("DELETE", "/voice-deletions/{deletion_id}"): REFUSED,

@@ -24,6 +24,7 @@ from parley.admin.views import (
     key_status,
 )
 from parley.domain.audit import Actor, AuditEntry, AuditQuery
+from parley.domain.content import NO_CONTENT_LOGGING, ContentLogging, StoredContent
 from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord, digest, display_prefix, new_key
 from parley.domain.voices import Clone, Deleted, PendingDeletion
@@ -133,11 +134,12 @@ class AdminService:
         quota: Quota = Quota(),
         models: frozenset[str] | None = None,
         budget_nanos: int | None = None,
+        content: ContentLogging = NO_CONTENT_LOGGING,
     ) -> Group:
         check_group_name(name)
         try:
             group = await self.store.create_group(
-                name, quota=quota, models=models, budget_nanos=budget_nanos
+                name, quota=quota, models=models, budget_nanos=budget_nanos, content=content
             )
         except Conflict:
             raise InvalidRequest(
@@ -440,6 +442,20 @@ class AdminService:
         )
         keys = {record.id: key_name(record) for record in await self.store.list_keys(group_id)}
         return build_report(query, rows, names, keys)
+
+    async def call_content(
+        self, request_id: str, opened: Callable[[StoredContent], dict[str, Any]]
+    ) -> dict[str, Any] | None:
+        """A call's kept content (``opened`` unseals it), or ``None`` when none is kept
+        (its group's policy was ``off``, it expired, or it was dropped). Every view is
+        audited (``content.view``) before it is shown: a view the audit log cannot record
+        is refused with the store's error."""
+        found = await self.store.find_content(request_id) if findable(request_id) else None
+        if found is None:
+            return None
+        document = opened(found)
+        await self.audit("content.view", request_id, group_id=found.group_id, policy=found.policy)
+        return document
 
     async def audit_log(
         self, *, limit: int = 100, before_id: int | None = None, query: AuditQuery | None = None

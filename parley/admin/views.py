@@ -120,6 +120,8 @@ def group_detail(group: Group) -> dict[str, Any]:
         "tpm": group.quota.tpm,
         "models": sorted(group.models) if group.models is not None else None,
         "budget_usd": nanos_to_usd(group.budget_nanos) if group.budget_nanos is not None else None,
+        "content_policy": group.content.policy,
+        "content_retention_days": group.content.retention_days,
     }
 
 

@@ -305,9 +305,9 @@ class BatchLane:
         model = _model_of(item)
         try:
             job = await line_job(batch.endpoint, item.body, svc, batch.group_id)
-            reply = await batch_line(
-                svc, self._caller(batch), job, line_request_id(batch.id, item.line)
-            )
+            caller = self._caller(batch)
+            kept = item.body.encode() if caller.group.content.on else None  # content log's
+            reply = await batch_line(svc, caller, job, line_request_id(batch.id, item.line), kept)
         except NotAdmitted as refused:
             if isinstance(refused.error, RateLimited | ServiceUnavailable):
                 self._pause(model)

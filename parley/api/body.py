@@ -8,6 +8,7 @@ import orjson
 from aiohttp import web
 
 from parley.errors import InvalidRequest, UnsupportedMediaType
+from parley.pipeline.context import REQUEST_BODY
 
 JSON_TYPES = frozenset({"application/json", "text/json"})
 MAX_JSON_DEPTH = 64
@@ -26,12 +27,15 @@ async def read_json(request: web.Request) -> dict[str, Any]:
 
 async def read_raw(request: web.Request) -> bytes:
     """The body's bytes, once its Content-Type says JSON (415 otherwise; 413 past the
-    size limit)."""
+    size limit). The bytes are also left on the request (``REQUEST_BODY``), by reference,
+    for the content log."""
     if request.content_type not in JSON_TYPES:
         raise UnsupportedMediaType(
             f"Unsupported Content-Type `{request.content_type}`; send application/json."
         )
-    return await request.read()
+    raw = await request.read()
+    request[REQUEST_BODY] = raw
+    return raw
 
 
 def decode_json(raw: bytes) -> dict[str, Any]:

@@ -35,6 +35,7 @@ ACTIONS = (
     ("session.locked_out", "an address locked out after failed sign-ins"),
     ("session.sso_refused", "a single sign-on refused (and why)"),
     ("voice.delete", "a cloned voice deleted"),
+    ("content.view", "a call's kept content read (its request id)"),
     ("voice.deletion_retry", "a clone's deletion at its engine tried again now"),
     ("voice.deletion_abandon", "a clone's deletion at its engine given up"),
     ("alert.budget.group", "a group's budget threshold crossed"),

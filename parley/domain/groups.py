@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from parley.domain.content import NO_CONTENT_LOGGING, ContentLogging
+
 
 @dataclass(frozen=True, slots=True)
 class Quota:
@@ -26,6 +28,8 @@ class Group:
     created_at: datetime | None = field(default=None, compare=False)
     disabled_at: datetime | None = None
     """Set when an operator disabled the group: its keys are refused until it is enabled."""
+    content: ContentLogging = NO_CONTENT_LOGGING
+    """What of its calls' prompts and replies is kept (``domain/content.py``)."""
 
     def may_use(self, model: str) -> bool:
         return self.models is None or model in self.models

@@ -27,6 +27,14 @@ _GROUP_FIELDS: JSON = {
     "budget_usd": {"type": ["number", "null"], "minimum": 0},
 }
 
+_CONTENT_FIELDS: JSON = {
+    "content_policy": {
+        "enum": ["off", "metadata", "redacted", "full"],
+        "description": "What is kept of the group's prompts and replies.",
+    },
+    "content_retention_days": {"type": "integer", "minimum": 1, "maximum": 3650},
+}
+
 SCHEMAS: JSON = {
     "Group": {
         "type": "object",
@@ -38,6 +46,7 @@ SCHEMAS: JSON = {
             "tpm": {"type": ["integer", "null"]},
             "models": {"type": ["array", "null"], "items": {"type": "string"}},
             "budget_usd": {"type": ["number", "null"]},
+            **_CONTENT_FIELDS,
             "disabled": {"type": "boolean"},
             "disabled_at": {"type": ["string", "null"]},
             "created_at": {"type": ["string", "null"]},
@@ -207,12 +216,16 @@ SCHEMAS: JSON = {
     "GroupChanges": {
         "type": "object",
         "description": "A field set to null clears that limit.",
-        "properties": _GROUP_FIELDS,
+        "properties": {**_GROUP_FIELDS, **_CONTENT_FIELDS},
     },
     "NewGroup": {
         "type": "object",
         "required": ["name"],
-        "properties": {"name": {"type": "string", "minLength": 1}, **_GROUP_FIELDS},
+        "properties": {
+            "name": {"type": "string", "minLength": 1},
+            **_GROUP_FIELDS,
+            **_CONTENT_FIELDS,
+        },
     },
     "Key": {
         "type": "object",
@@ -366,6 +379,16 @@ PATHS: JSON = {
             "getLoggedRequest",
             "One line of the request log, by its x-request-id",
             json_reply("The line", ref("LoggedRequest")),
+            parameters=[path_param("request_id")],
+        )
+    },
+    "/admin/requests/{request_id}/content": {
+        "get": admin_operation(
+            "getRequestContent",
+            "One call's kept content (its group's content policy), unsealed",
+            json_reply("The call's content", {"type": "object"}),
+            role="operator",
+            description="Every view is written to the audit log (content.view) first.",
             parameters=[path_param("request_id")],
         )
     },

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from parley.domain.models import Resolved
 from parley.pipeline.admit import Admission
 from parley.pipeline.authenticate import Caller
+from parley.runtime.content_capture import ContentCapture
 
 
 class RequestIds:
@@ -32,6 +33,8 @@ class Call:
     model: Resolved
     admission: Admission
     started: float = field(default_factory=time.monotonic)
+    content: ContentCapture | None = None
+    """What the content log keeps of the call, when its group's policy keeps anything."""
 
     def age(self) -> float:
         """Seconds since the call was admitted."""

@@ -11,6 +11,8 @@ from parley.pipeline.services import Services
 SERVICES = web.AppKey("services", Services)
 CALLER = web.RequestKey("caller", Caller)
 REPLY_HEADERS = web.RequestKey("reply_headers", dict[str, str])
+REQUEST_BODY = web.RequestKey("request_body", bytes)
+"""A JSON body's bytes as read (``api/body.py``): what the content log may keep."""
 ADMITTED = web.RequestKey("admitted", bool)
 """Set by the runner once a call is admitted: ``Metered`` logs it, the middleware does not."""
 CLIENT_SECRET = web.RequestKey("client_secret", ClientSecret)

@@ -14,6 +14,11 @@ the call through the stages in order:
 6. meter it: once, whatever ended it (``Metered`` below, the only caller of
    ``Meter.finish``).
 
+A call of a group whose content policy keeps anything also has a capture
+(``Call.content``, ``runtime/content_capture.py``): the request body, the whole reply
+or each piece of a stream as written, cut at a cap and handed to the content log when
+the call is metered; a call of any other group pays one attribute check.
+
 Metering is safe by default: from admission on, a call is recorded exactly once, with a
 failure status unless it succeeded — the error's own status for a ``ParleyError``, 499
 when the caller left (``CLIENT_CLOSED``), ``SHUTDOWN_STATUS`` when shutdown ended a
@@ -48,7 +53,14 @@ from parley.errors import (
 from parley.pipeline.admit import admit, resolve_model
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.call import Call
-from parley.pipeline.context import ADMITTED, CALLER, REFUSED_MODEL, REPLY_HEADERS, SERVICES
+from parley.pipeline.context import (
+    ADMITTED,
+    CALLER,
+    REFUSED_MODEL,
+    REPLY_HEADERS,
+    REQUEST_BODY,
+    SERVICES,
+)
 from parley.pipeline.job import Batches, Job, ReplyJob, StreamJob
 from parley.pipeline.meter import Meter, failure_detail
 from parley.pipeline.plan import Switching
@@ -56,6 +68,7 @@ from parley.pipeline.relay import Failed, relay, relay_stream
 from parley.pipeline.route import Route
 from parley.pipeline.services import Services
 from parley.pipeline.started import end_started_reply
+from parley.runtime.content_capture import ContentCapture
 from parley.runtime.in_flight import SHUTDOWN_STATUS
 
 log = logging.getLogger("parley.runner")
@@ -81,19 +94,22 @@ async def reply(request: web.Request, job: ReplyJob[R]) -> web.StreamResponse:
 
 
 async def batch_line(
-    svc: Services, caller: Caller, job: ReplyJob[R], request_id: str
+    svc: Services, caller: Caller, job: ReplyJob[R], request_id: str, body: bytes | None = None
 ) -> web.StreamResponse:
     """Admit, route, relay and meter one line of a batch, as ``reply`` does a request's
     call, with no HTTP request: ``caller`` is the batch's key and group, ``request_id``
     the line's (``batch_req_...``, which marks it as a batch line in the request log),
-    and the model is billed at its batch price. The response is rendered, not sent: its
-    status and body are the line's result. A refusal before admission (a rate, the
+    ``body`` the line's request body (for the content log), and the model is billed at
+    its batch price. The response is rendered, not sent: its status and body are the
+    line's result. A refusal before admission (a rate, the
     budget, an unknown model) raises ``NotAdmitted``, and nothing is metered for it; a
     failure after it raises its ``ParleyError``, metered once as any call's."""
     try:
         call = await admitted_call(svc, caller, job, request_id, batch=True)
     except ParleyError as refusal:
         raise NotAdmitted(refusal) from None
+    if caller.group.content.on:
+        _capture(svc, call, body)
     return await _whole(call.reply_headers(), svc, call, job)
 
 
@@ -138,6 +154,8 @@ async def _whole(
         metered.first_byte = call.age()  # the whole reply is ready to send
         usage = svc.meter.capped(call, job.usage(found), metered.channel)  # as billed
         response = job.render(found, call, usage)
+        if call.content is not None and isinstance(response, web.Response):
+            _keep_whole(call.content, response)
         metered.succeed(usage)
         return response
 
@@ -174,14 +192,17 @@ async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
                 await response.prepare(request)
                 metered.first_byte = first_byte = call.age()
                 svc.watchers.tell_first_byte(call, first_byte)
-                render, write = job.render, response.write
+                render = job.render
+                write: Callable[[bytes], Awaitable[None]] = response.write
+                if call.content is not None:
+                    write = _capturing(write, call.content, job.content_type)
                 await write(render(first))  # with the head, even when empty (``_Reply``)
                 async for batch in batches:
                     data = render(batch)
                     if data:
                         await write(data)
             metered.closing = True
-            await response.write_eof(job.end())
+            await response.write_eof(_end(job, call))
             metered.succeed()
         except ParleyError as error:
             await _stream_failed(request, response, job, metered, error)
@@ -217,12 +238,47 @@ async def _admitted(request: web.Request, job: Job) -> tuple[Services, Call]:
         request[REFUSED_MODEL] = (job.model, refused.resolved)
         raise refused.error from None
     request[ADMITTED] = True  # logged by Metered from here on, not as a refusal
+    if caller.group.content.policy != "off":  # attribute reads only when it keeps nothing
+        _capture(svc, call, request.get(REQUEST_BODY))
     # The caller enters ``Metered`` next, with no await between: it ends the budget hold.
     if svc.tracer.on:
         svc.tracer.begin(call, request.headers)
     # The v1 middleware adds these to any reply that is not a started stream.
     request[REPLY_HEADERS] = call.reply_headers()
     return svc, call
+
+
+def _capture(svc: Services, call: Call, body: bytes | None) -> None:
+    """Start catching the call's content (its group keeps some)."""
+    call.content = svc.contents.capture(call.caller.group.content, body)
+
+
+def _keep_whole(capture: ContentCapture, response: web.Response) -> None:
+    """A whole reply's body for the content log: its bytes (a binary reply's size)."""
+    body = response.body
+    if isinstance(body, bytes | bytearray):
+        capture.whole(body, response.content_type)
+
+
+def _capturing(
+    write: Callable[[bytes], Awaitable[None]], capture: ContentCapture, content_type: str
+) -> Callable[[bytes], Awaitable[None]]:
+    """``write``, each piece written also handed to ``capture`` (calls that keep content)."""
+    capture.stream_opened(content_type)
+
+    async def written(data: bytes) -> None:
+        await write(data)
+        capture.piece(data)
+
+    return written
+
+
+def _end(job: StreamJob[B], call: Call) -> bytes:
+    """The bytes that close a complete stream, handed to its capture too."""
+    end = job.end()
+    if call.content is not None:
+        call.content.piece(end)
+    return end
 
 
 class _Refused(Exception):
@@ -454,6 +510,15 @@ class Metered:
             elif isinstance(error, asyncio.CancelledError):
                 why = CALLER_LEFT
             self.error_detail = failure_detail(why)
+        call = self.call
+        if call.content is not None:  # queued before the meter's observers (the tracer) hear
+            call.content.finish(
+                request_id=call.request_id,
+                group_id=call.caller.group.id,
+                endpoint=call.endpoint,
+                model=call.model.spec.name,
+                status=self.status,
+            )
         self._meter.finish(
             self.call,
             usage=self.usage,

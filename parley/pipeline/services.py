@@ -46,6 +46,7 @@ from parley.runtime.breaker import Breakers
 from parley.runtime.budget import SpendLedger
 from parley.runtime.channel_book import ChannelBook
 from parley.runtime.client_secrets import ClientSecrets
+from parley.runtime.content_log import ContentLog
 from parley.runtime.directory import Directory
 from parley.runtime.file_bytes import FileBytes, file_bytes
 from parley.runtime.health_checks import HealthChecks
@@ -128,6 +129,8 @@ class Services:
     """Where uploaded files' bytes are kept (a folder, or the database's chunks)."""
     client_secrets: ClientSecrets
     """The realtime client secrets (``ek_``) made here or found in the store."""
+    contents: ContentLog
+    """Calls' content kept as each group's policy says, written behind the reply."""
     started_at: int = field(default_factory=lambda: int(time.time()))
     request_ids: RequestIds = field(default_factory=RequestIds)
     watchers: CallWatchers = field(default_factory=CallWatchers)
@@ -224,8 +227,10 @@ class Services:
             image_files=image_files(settings),
             file_bytes=_file_bytes(settings, store),
             client_secrets=ClientSecrets(store),
+            contents=ContentLog(store, book.box, settings.content),
             started_at=started_at,
         )
+        services.contents.start()
         await services.responses.replay_spills()
         services.responses.start()
         services._loops = [
@@ -315,6 +320,7 @@ class Services:
         await self.tasks.drain(seconds=min(SETTLEMENT_SECONDS, left() / 4))
         await self.meter.writer.close(left() - min(CLOSING_SECONDS, left() / 4))
         await self.responses.close(min(CLOSING_SECONDS, left() / 4))
+        await self.contents.close(min(CLOSING_SECONDS, left() / 4))
         self.probes.close()
         self.bodies.close()
         await self.http.close()

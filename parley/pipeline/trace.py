@@ -7,7 +7,10 @@ tracer lives here, not in ``telemetry/``, because the pipeline names it and tele
 imports the pipeline (``tests/unit/test_layers.py``). ``NO_TRACER`` is the default: its
 ``on`` is false and the runner calls none of its methods, so a gateway without tracing
 pays one attribute check per seam. The OpenTelemetry one is
-``parley/telemetry/otel.py``, imported only when an OTLP endpoint is configured.
+``parley/telemetry/otel.py``, imported only when an OTLP endpoint is configured. What of
+a call's prompt and reply a span may carry is the group's content policy's to say: the
+tracer reads it from the call's capture (``Call.content``), which exists only for a
+group that keeps content.
 """
 
 from __future__ import annotations

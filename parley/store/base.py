@@ -2,14 +2,14 @@
 
 Each consumer names the small Protocol it needs (``KeyStore`` the key directory,
 ``UsageStore`` the usage writer and the budget ledger, ``VoiceStore`` the clone book,
-``ResponseStore`` the response book, ``FileStore`` the files API and the batch lane,
-``BatchStore`` the batches API and the lane, ``ChannelStore`` the channel book,
-``AccountStore`` sign-in, ``AdminStore`` the admin surface); ``Store`` is all of them,
-held only by what opens and closes one. Implementations: ``store.sql.SqlStore`` (SQLite
-and PostgreSQL through SQLAlchemy Core). One contract suite
-(``tests/contract/test_store.py``) runs against each. The request path never awaits a
-Store method: authentication reads an in-memory directory that a background task
-refreshes, and usage records are written by the batched meter.
+``ResponseStore`` the response book, ``ContentStore`` the content log, ``FileStore``
+the files API and the batch lane, ``BatchStore`` the batches API and the lane,
+``ChannelStore`` the channel book, ``AccountStore`` sign-in, ``AdminStore`` the admin
+surface); ``Store`` is all of them, held only by what opens and closes one.
+Implementations: ``store.sql.SqlStore`` (SQLite and PostgreSQL through SQLAlchemy
+Core). One contract suite (``tests/contract/test_store.py``) runs against each. The
+request path never awaits a Store method: authentication reads an in-memory directory
+that a background task refreshes, and usage records are written by the batched meter.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from parley.domain.audit import AuditEntry, AuditQuery
 from parley.domain.batches import Batch, BatchLine, BatchPage
 from parley.domain.channels import ChannelEvent, StoredChannel
 from parley.domain.client_secrets import ClientSecret
+from parley.domain.content import ContentLogging, ContentPolicy, StoredContent
 from parley.domain.files import FilePage, StoredFile
 from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord
@@ -98,6 +99,22 @@ class GroupChanges:
     clear_tpm: bool = False
     clear_models: bool = False
     clear_budget: bool = False
+    content_policy: ContentPolicy | None = None
+    content_retention_days: int | None = None
+
+
+class ContentStore(Protocol):
+    """Calls' kept content (``store/contents_sql.py``): written by the content log
+    (``runtime/content_log.py``), read by the admin surface, purged when it expires."""
+
+    async def save_contents(self, contents: Sequence[StoredContent]) -> int:
+        """Store each one not stored yet (by request id); how many were new."""
+
+    async def find_content(self, request_id: str) -> StoredContent | None:
+        """The call's unexpired content, or ``None``."""
+
+    async def purge_contents(self, most: int = 1000) -> int:
+        """Delete up to ``most`` expired rows; how many were deleted."""
 
 
 class ResponseStore(Protocol):
@@ -236,6 +253,7 @@ class KeyStore(Protocol):
         quota: Quota = Quota(),
         models: frozenset[str] | None = None,
         budget_nanos: int | None = None,
+        content: ContentLogging = ContentLogging(),
     ) -> Group:
         """Raises ``Conflict`` when the name is taken."""
 
@@ -448,7 +466,9 @@ class AuditStore(Protocol):
         """The newest entries first that match ``query``; ``before_id`` pages back."""
 
 
-class AdminStore(KeyStore, UsageStore, VoiceStore, AccountStore, AuditStore, Protocol):
+class AdminStore(
+    KeyStore, UsageStore, VoiceStore, AccountStore, AuditStore, ContentStore, Protocol
+):
     """What the admin surface uses (``AdminService``, and through it the admin API, the
     dashboard and the CLI): groups and keys, usage, clones and accounts, the audit log,
     and what only it reads (``store/admin_sql.py``, ``store/requests_sql.py``): every

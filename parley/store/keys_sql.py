@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy import Connection, RowMapping, func, literal, or_, select
 
+from parley.domain.content import ContentLogging, content_policy
 from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord
 from parley.store.base import GroupChanges, KeyChanges, Missing, Replay
@@ -28,6 +29,7 @@ def create_group(
     models: frozenset[str] | None,
     budget_nanos: int | None,
     now: datetime,
+    content: ContentLogging = ContentLogging(),
 ) -> Group:
     values = {
         "name": name,
@@ -35,6 +37,8 @@ def create_group(
         "tpm": quota.tpm,
         "models": models_json(models),
         "budget_nanos": budget_nanos,
+        "content_policy": content.policy,
+        "content_retention_days": content.retention_days,
         "created_at": now,
         "updated_at": now,
     }
@@ -169,6 +173,10 @@ def _group_changes(changes: GroupChanges) -> dict[str, Any]:
             values[column] = None
         elif value is not None:
             values[column] = value
+    if changes.content_policy is not None:
+        values["content_policy"] = changes.content_policy
+    if changes.content_retention_days is not None:
+        values["content_retention_days"] = changes.content_retention_days
     return values
 
 
@@ -198,6 +206,9 @@ def group(row: RowMapping) -> Group:
         row,
         quota=Quota(rpm=row["rpm"], tpm=row["tpm"]),
         models=None if models is None else frozenset(json.loads(models)),
+        content=ContentLogging(
+            content_policy(row["content_policy"]), row["content_retention_days"]
+        ),
     )
 
 

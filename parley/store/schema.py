@@ -68,6 +68,8 @@ groups = Table(
     Column("created_at", UtcDateTime, nullable=False),
     Column("updated_at", UtcDateTime, nullable=False),
     Column("disabled_at", UtcDateTime),
+    Column("content_policy", String(20), nullable=False, server_default="off"),
+    Column("content_retention_days", Integer, nullable=False, server_default="30"),
     UniqueConstraint("name", name="uq_groups_name"),
     sqlite_autoincrement=True,
 )
@@ -215,6 +217,19 @@ voice_deletions = Table(
 )
 """Clones deleted in Parley whose engine copy is still to delete (``voices/deletions.py``);
 a row goes when the engine says the voice is gone, or when an operator gives up."""
+call_contents = Table(
+    "call_contents",
+    metadata,
+    Column("request_id", String(200), primary_key=True),  # the usage record's
+    Column("group_id", Integer, nullable=False),  # the group whose call it was
+    Column("policy", String(20), nullable=False),  # metadata, redacted or full
+    Column("sealed", Boolean, nullable=False),  # body sealed (parley/credentials.py)
+    Column("body", Text, nullable=False),  # JSON, or its sealed token; never in a rollup
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("expires_at", UtcDateTime, nullable=False),  # purged after
+    Index("ix_call_contents_expires_at", "expires_at"),
+)
+"""Calls' content a group's policy keeps (``domain/content.py``)."""
 
 audit_log = Table(
     "audit_log",

@@ -21,6 +21,7 @@ from parley.domain.accounts import Account
 from parley.domain.audit import AuditEntry, AuditQuery
 from parley.domain.batches import Batch, BatchPage
 from parley.domain.channels import ChannelEvent, StoredChannel
+from parley.domain.content import NO_CONTENT_LOGGING, ContentLogging, StoredContent
 from parley.domain.files import FilePage, StoredFile
 from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord
@@ -33,6 +34,7 @@ from parley.store import (
     batches_sql,
     channels_sql,
     client_secrets_sql,
+    contents_sql,
     files_sql,
     keys_sql,
     models_sql,
@@ -138,6 +140,7 @@ class SqlStore:
         quota: Quota = DEFAULT_QUOTA,
         models: frozenset[str] | None = None,
         budget_nanos: int | None = None,
+        content: ContentLogging = NO_CONTENT_LOGGING,
     ) -> Group:
         try:
             return await self._write(
@@ -147,6 +150,7 @@ class SqlStore:
                 models=models,
                 budget_nanos=budget_nanos,
                 now=_now(),
+                content=content,
             )
         except Conflict as error:
             raise Conflict(f"a group named `{name}` already exists") from error
@@ -258,6 +262,16 @@ class SqlStore:
     add_client_secret = writing(client_secrets_sql.add_client_secret)
     find_client_secret = reading(client_secrets_sql.find_client_secret)
     prune_client_secrets = writing(client_secrets_sql.prune_client_secrets)
+
+    # calls' kept content (parley/store/contents_sql.py)
+
+    save_contents = writing(contents_sql.save_contents)
+
+    async def find_content(self, request_id: str) -> StoredContent | None:
+        return await self._read(contents_sql.find_content, request_id, _now())
+
+    async def purge_contents(self, most: int = 1000) -> int:
+        return await self._write(contents_sql.purge_contents, _now(), most)
 
     # stored responses (parley/store/responses_sql.py)
 

@@ -141,6 +141,27 @@ class GatewayMetrics:
             ["reason"],
             registry=r,
         )
+        self.content_dropped = Counter(
+            "parley_content_dropped",
+            "Calls' content a group's policy keeps that was not stored, by reason: "
+            "queue_full (the writer's queue was full), no_key (no secret key to seal it), "
+            "write_failed (the database refused the batch), failed, shutdown.",
+            ["reason"],
+            registry=r,
+        )
+        self._content_dropped_seen: dict[str, int] = {}
+        self.content_written = Counter(
+            "parley_content_written",
+            "Calls' content stored by the content log.",
+            registry=r,
+        )
+        self._content_written_seen = 0
+        self.content_queue = Gauge(
+            "parley_content_queue_depth",
+            "Calls' content waiting for the content log's writer.",
+            registry=r,
+            multiprocess_mode="livesum",
+        )
         self.refreshed_at = Gauge(
             REFRESH_TIMESTAMP,
             "When the key and group directory was last read from the store (Unix time).",
@@ -295,6 +316,18 @@ class GatewayMetrics:
             self._refusals_dropped_seen = refusals_dropped
         if refreshed_at is not None:
             self.refreshed_at.set(refreshed_at)
+
+    def content(self, backlog: int, written: int, dropped: Mapping[str, int]) -> None:
+        """The content log's queue, and its running counts (added as they grow)."""
+        self.content_queue.set(backlog)
+        if written > self._content_written_seen:
+            self.content_written.inc(written - self._content_written_seen)
+            self._content_written_seen = written
+        for reason, count in dropped.items():
+            seen = self._content_dropped_seen.get(reason, 0)
+            if count > seen:
+                self.content_dropped.labels(reason).inc(count - seen)
+                self._content_dropped_seen[reason] = count
 
     def batch_lane(self, in_flight: Mapping[str, int]) -> None:
         """The batch lane's lines in flight per channel (0 for a channel it has left)."""

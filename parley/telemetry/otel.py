@@ -11,7 +11,16 @@ first event) or failed: a call that fell over has one attempt span per route tri
 attempt's request carries a ``traceparent`` naming the attempt's span (the HTTP client's
 ``extra_head`` hook, read from a context variable the attempt sets). Attributes follow
 the OpenTelemetry GenAI semantic conventions (``gen_ai.*``, ``server.*``, ``error.type``)
-plus Parley's (``parley.*``); never a prompt, a reply, a key or a channel's credentials.
+plus Parley's (``parley.*``); never a key or a channel's credentials, and a prompt or a
+reply only as the group's content policy allows (below).
+
+**Content.** A call of a group whose content policy keeps text (``redacted`` or
+``full``, ``domain/content.py``) carries ``parley.content.request`` and
+``parley.content.reply``: the very text the content log keeps (cut at
+``content.max_bytes``, masked for ``redacted``), and ``parley.content.policy``. That text
+is prepared in the content log's thread, so such a call's span ends (at the time the
+call ended) once its content is ready, about ``content.flush_seconds`` later; a capture
+the content log dropped ends the span without it. No other group's span ever has it.
 
 **Off the event loop.** Ended spans go to the SDK's ``BatchSpanProcessor``, whose
 thread exports them in batches; its queue is bounded (``max_queue_size``), so a slow or
@@ -54,6 +63,7 @@ from parley.domain.usage import UsageRecord
 from parley.errors import UpstreamError
 from parley.pipeline.call import Call
 from parley.pipeline.route import Route
+from parley.runtime.content_capture import PreparedContent
 from parley.runtime_settings import OtlpSettings
 from parley.telemetry.upstream import upstream_status
 
@@ -337,7 +347,17 @@ class OtelTracer:
             attributes["error.type"] = record.error_code or str(record.status)
             span.set_status(Status(StatusCode.ERROR, record.error_code or str(record.status)))
         span.set_attributes(attributes)
-        span.end()
+        capture = call.content
+        if (
+            capture is not None
+            and capture.queued
+            and capture.logging.keeps_text
+            and span.is_recording()
+        ):
+            ended = time.time_ns()
+            capture.listeners.append(lambda prepared: _end_with_content(span, prepared, ended))
+        else:
+            span.end()
         if self._metrics is not None:
             self._metrics.finished(spans, call, record)
 
@@ -396,6 +416,18 @@ class OtelTracer:
             b"traceparent: 00-%032x-%016x-%02x\r\n"
             % (context.trace_id, context.span_id, int(context.trace_flags))
         )
+
+
+def _end_with_content(span: Span, prepared: PreparedContent | None, ended: int) -> None:
+    """End a call's span at ``ended``, with its content when the content log kept it."""
+    if prepared is not None:
+        attributes: dict[str, AttributeValue] = {"parley.content.policy": prepared.policy}
+        if prepared.request_text is not None:
+            attributes["parley.content.request"] = prepared.request_text
+        if prepared.reply_text is not None:
+            attributes["parley.content.reply"] = prepared.reply_text
+        span.set_attributes(attributes)
+    span.end(end_time=ended)
 
 
 def _settle(done: asyncio.Future[None]) -> None:

@@ -88,6 +88,9 @@ def _install_tracing(app: web.Application, settings: OtlpSettings) -> None:
         yield
         svc.tracer = NO_TRACER
         svc.http.extra_head = None
+        # The spans of calls whose content is kept end once it is written: write it now,
+        # while the exporter still runs (the database's own timeouts bound the wait).
+        await svc.contents.flush()
         await tracer.stop()
 
     app.cleanup_ctx.append(traced)
@@ -153,6 +156,8 @@ async def _sample_forever(metrics: GatewayMetrics, svc: Services, lane: BatchLan
 def _sample(metrics: GatewayMetrics, svc: Services, lane: BatchLane | None) -> None:
     writer = svc.meter.writer
     metrics.sample(writer.backlog, svc.directory.loaded_at, writer.refusals_dropped)
+    contents = svc.contents
+    metrics.content(contents.backlog, contents.written, contents.dropped)
     budget = svc.planner.budget
     metrics.routed(budget.granted, budget.refused, svc.planner.fallbacks)
     deletions = svc.deletions

@@ -248,3 +248,27 @@ def test_an_account_for_single_sign_on_is_made_without_a_password(run: Invoke) -
     assert "ada\tviewer\tactive" in run("admin", "list")
     refused = run("admin", "create", "sso", "--role", "viewer", "--sso", code=2)
     assert "not one of" in refused
+
+
+def test_a_groups_content_policy_is_set_from_the_shell_and_audited(
+    run: Invoke, tmp_path: Path
+) -> None:
+    assert "content=" not in run("groups", "create", "plain")  # off: nothing kept, not shown
+    assert run("groups", "create", "kept", "--content-policy", "metadata").endswith(
+        "content=metadata/30d\n"
+    )
+    line = run(
+        "groups", "update", "kept", "--content-policy", "redacted", "--content-retention-days", "7"
+    )
+    assert line.endswith("content=redacted/7d\n")
+    assert "content=redacted/7d" in run("groups", "update", "kept", "--rpm", "5")  # kept
+    refused = run("groups", "create", "x", "--content-policy", "all", code=2)
+    assert "'all' is not one of 'off', 'metadata', 'redacted', 'full'" in refused
+    assert "content=" not in run("groups", "update", "kept", "--content-policy", "off")
+    _, audit = _stored(tmp_path)
+    updates = [entry.detail for entry in audit if entry.action == "group.update"]  # newest first
+    assert [(u["content_policy"], u["content_retention_days"]) for u in updates] == [
+        ("off", 7),
+        ("redacted", 7),
+        ("redacted", 7),
+    ]

@@ -1,10 +1,9 @@
 """The store's roles: each consumer names the small Protocol it uses, never the whole Store.
 
 ``parley/store/base.py`` cuts the ``Store`` into roles (``KeyStore``, ``UsageStore``,
-``VoiceStore``, ``ResponseStore``, ``FileStore``, ``BatchStore``, ``ChannelStore``,
-``ModelStore``,
-``AccountStore``, ``AuditStore``, ``AdminStore``, ``CheckStore``,
-``ClientSecretStore``);
+``VoiceStore``, ``ResponseStore``, ``ContentStore``, ``FileStore``, ``BatchStore``,
+``ChannelStore``, ``ModelStore``, ``AccountStore``, ``AuditStore``, ``AdminStore``,
+``CheckStore``, ``ClientSecretStore``);
 ``Store`` is all of them and the schema's lifecycle. Only what opens a store or hands
 one out holds all of it.
 """
@@ -25,6 +24,7 @@ ROLES = (
     base.UsageStore,
     base.VoiceStore,
     base.ResponseStore,
+    base.ContentStore,
     base.FileStore,
     base.BatchStore,
     base.ChannelStore,

@@ -75,5 +75,7 @@ FIELD_NAMES = frozenset(
         "expires_in_days",
         "expires_on",
         "grace_minutes",
+        "content_policy",
+        "content_retention_days",
     }
 )

@@ -19,10 +19,12 @@ from aiohttp import web
 from multidict import MultiDictProxy
 
 from parley.admin.context import admin_service
+from parley.admin.fields import check_sealable, content_policy_field, retention_field
 from parley.admin.finding import DEFAULT_PAGE, GROUPS, listing_from_params
 from parley.admin.service import GROUP_NAME_RULE, KeyReplayed
 from parley.admin.ui.fields import FormState
 from parley.admin.ui.render import page
+from parley.domain.content import CONTENT_POLICIES
 from parley.domain.groups import Group, Quota
 from parley.domain.pricing import usd_to_nanos
 from parley.errors import InvalidRequest, NotFound
@@ -154,6 +156,33 @@ async def group_page(request: web.Request) -> web.Response:
     return await _group_page(request, group)
 
 
+def content_values(group: Group) -> dict[str, Any]:
+    """The content form's fields, as the group's policy is now."""
+    return {
+        "content_policy": group.content.policy,
+        "content_retention_days": str(group.content.retention_days),
+    }
+
+
+async def update_content(request: web.Request) -> web.Response:
+    """The group's content policy and retention (``docs/operations.md``, Content logging)."""
+    form = await request.post()
+    service = admin_service(request)
+    name = request.match_info["name"]
+    try:
+        days = _limit(form, "content_retention_days", "The retention")
+        body = {"content_policy": _text(form, "content_policy"), "content_retention_days": days}
+        policy = content_policy_field(body)
+        check_sealable(policy, request.config_dict[SERVICES].contents.can_seal)
+        changes = GroupChanges(content_policy=policy, content_retention_days=retention_field(body))
+    except InvalidRequest as error:
+        group = await service.group(name)
+        failed = FormState.failed("content", form, error)
+        return await _group_page(request, group, content_form=failed, status=400)
+    group = await service.update_group(name, changes)
+    raise web.HTTPSeeOther(group_url(group.name))
+
+
 def group_values(group: Group) -> dict[str, Any]:
     return limits_values(group.quota.rpm, group.quota.tpm, group.budget_nanos, group.models)
 
@@ -172,6 +201,7 @@ async def _group_page(
     key_form: FormState | None = None,
     group_form: FormState | None = None,
     status: int = 200,
+    content_form: FormState | None = None,
 ) -> web.Response:
     service = admin_service(request)
     replayed = request.query.get("replayed", "")
@@ -190,6 +220,8 @@ async def _group_page(
             "replayed": replayed if replayed.isdigit() else "",
             "key_form": key_form or new_key_form(),
             "group_form": group_form or FormState.fresh("group", group_values(group)),
+            "content_form": content_form or FormState.fresh("content", content_values(group)),
+            "content_policies": CONTENT_POLICIES,
             "key_models": sorted(group.models)
             if group.models is not None
             else _context(request)["models"],

@@ -3,11 +3,12 @@ a time (a cursor link to older lines), one line's details, and the CSV export.""
 
 from __future__ import annotations
 
+from typing import cast
 from urllib.parse import urlencode
 
 from aiohttp import web
 
-from parley.admin.context import admin_service
+from parley.admin.context import ROLE, admin_service
 from parley.admin.request_log import (
     Filters,
     Page,
@@ -17,7 +18,10 @@ from parley.admin.request_log import (
     line_view,
     read_page,
 )
+from parley.admin.roles import CONTENT_ROLE
 from parley.admin.ui.render import page
+from parley.credentials import SealError
+from parley.domain.accounts import ROLES, Role, allows
 from parley.errors import InvalidRequest, NotFound
 from parley.pipeline.context import SERVICES
 
@@ -62,9 +66,30 @@ async def requests_page(request: web.Request) -> web.Response:
 
 
 async def request_page(request: web.Request) -> web.Response:
-    line = await find_line(admin_service(request), request.match_info["request_id"])
-    context = {"line": line_view(line), "price_units": PRICE_UNITS}
-    return page(request, "request.html", context)
+    """One line's details and, for a role that may read it (``CONTENT_ROLE``), the call's
+    kept content: opening the page with content to show is an audited view of it."""
+    service = admin_service(request)
+    line = await find_line(service, request.match_info["request_id"])
+    content, state, problem = None, "hidden", ""
+    role = request.get(ROLE, "")
+    if role in ROLES and allows(cast(Role, role), CONTENT_ROLE):
+        contents = request.config_dict[SERVICES].contents
+        try:
+            content = await service.call_content(line.record.request_id, contents.opened)
+            state = "none" if content is None else "shown"
+        except SealError as error:
+            state, problem = "unopened", str(error)
+    return page(
+        request,
+        "request.html",
+        {
+            "line": line_view(line),
+            "price_units": PRICE_UNITS,
+            "content": content,
+            "content_state": state,
+            "problem": problem,
+        },
+    )
 
 
 async def requests_csv(request: web.Request) -> web.Response:
