@@ -219,6 +219,10 @@ class BatchSettings(Strict):
     """The most lines one input file may hold."""
     poll_seconds: float = Field(1.0, gt=0)
     """How often the lane looks for work when it found none."""
+    lease_seconds: float = Field(30.0, gt=0)
+    """How long a lane's lease lasts unrenewed (it renews it every third of this): when
+    an instance dies, the other instances' lanes take over its batch lines this long
+    after its last renewal."""
 
 
 MIN_ADMIN_TOKEN_CHARS = 16

@@ -20,9 +20,11 @@ from parley.api.chat import CHAT, ChatReply
 from parley.api.chat_request import parse_chat
 from parley.api.completions import COMPLETIONS, CompletionReply, parse_completion
 from parley.api.embeddings import EMBEDDINGS, EmbeddingJob, parse_embeddings
+from parley.api.messages import MessagesReply
+from parley.api.messages_request import parse_messages
 from parley.api.responses import RESPONSES, ResponsesReply
 from parley.api.responses_apart import read_responses
-from parley.domain.batches import LineError
+from parley.domain.batches import MESSAGES_ENDPOINT, LineError
 from parley.errors import InvalidRequest, ParleyError
 from parley.pipeline.admit import resolve_model
 from parley.pipeline.authenticate import Caller
@@ -163,6 +165,8 @@ async def line_job(endpoint: str, body: str, svc: Services, group_id: int) -> Re
         default_max = svc.settings.limits.default_max_tokens
         return ResponsesReply(parsed, svc.providers, svc.router, None, default_max)
     decoded = decode_json(raw)
+    if endpoint == MESSAGES_ENDPOINT:
+        return MessagesReply(parse_messages(decoded, None, len(raw)), svc.providers)
     if endpoint == "/v1/chat/completions":
         return ChatReply(parse_chat(decoded, len(raw)), svc, None, None)
     if endpoint == "/v1/completions":
