@@ -90,10 +90,10 @@ async def test_a_line_is_taken_by_one_lane_and_sent_once_only_while_its_batch_ru
     group = await store.create_group("team")
     batch = await a_batch(store, group.id, 5)
     lanes = [f"lane_{n}" for n in range(6)]
-    taken = await asyncio.gather(*(store.claim_batch_lines(batch.id, l, most=2) for l in lanes))
+    taken = await asyncio.gather(*(store.claim_batch_lines(batch.id, x, most=2) for x in lanes))
     numbers = [item.line for lines in taken for item in lines]
     assert sorted(numbers) == [1, 2, 3, 4, 5]  # every line taken, none twice
-    owner = {item.line: item.owner for lines in taken for item in lines}
+    owner = {item.line: str(item.owner) for lines in taken for item in lines}
     assert all(item.state == CLAIMED for lines in taken for item in lines)
     other = next(lane for lane in lanes if lane != owner[1])
     assert not await store.mark_line_sent(batch.id, 1, other)  # not its claim
