@@ -98,6 +98,7 @@ class BatchLane:
         """Models whose lines wait, until when (``time.monotonic``)."""
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._lease: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         if self._settings.enabled:
@@ -112,7 +113,8 @@ class BatchLane:
         self._wake.set()
 
     async def stop(self) -> None:
-        """Start no more lines (the gateway is shutting down); those in flight go on."""
+        """Start no more lines (the gateway is shutting down); those in flight go on
+        (and the lease with them, until ``close``)."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -132,6 +134,11 @@ class BatchLane:
                 task.cancel()
             if late:
                 await asyncio.wait(late)
+        if self._lease is not None:
+            self._lease.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._lease
+            self._lease = None
         if started:
             try:
                 await self._svc.store.drop_batch_lanes(self._id, others=False)
@@ -140,30 +147,44 @@ class BatchLane:
 
     async def _run(self) -> None:
         store = self._svc.store
+        third = self._settings.lease_seconds / 3
         while True:
             try:
                 if not self._shared:  # one instance runs the lane: earlier ones are gone
                     await store.drop_batch_lanes(self._id, others=True)
+                await store.beat_batch_lane(self._id, self._settings.lease_seconds)
                 break
             except (StoreUnavailable, StoreFault) as error:
                 log.warning("batch lane: could not start (%s); will try again", error)
                 await asyncio.sleep(self._settings.poll_seconds)
-        renew_at = 0.0
+        if self._lease is None:
+            self._lease = asyncio.create_task(self._renew(third), name="parley-batch-lease")
+        reclaim_at = 0.0
         while True:
             busy = False
             try:
-                if time.monotonic() >= renew_at:
-                    await store.beat_batch_lane(self._id, self._settings.lease_seconds)
-                    renew_at = time.monotonic() + self._settings.lease_seconds / 3
+                if time.monotonic() >= reclaim_at:
                     await self._reclaim()
+                    reclaim_at = time.monotonic() + third
                 busy = await self._step()
             except (StoreUnavailable, StoreFault) as error:
                 log.warning("batch lane: %s; will try again", error)
             if not busy:
                 self._wake.clear()
-                wait = min(self._settings.poll_seconds, max(0.0, renew_at - time.monotonic()))
+                wait = min(self._settings.poll_seconds, max(0.0, reclaim_at - time.monotonic()))
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), wait)
+
+    async def _renew(self, every: float) -> None:
+        """Renew the lane's lease every ``every`` seconds, on its own task, so a long
+        step (a large batch's files being written) never lets it run out; it runs
+        until ``close``, while the lines in flight end."""
+        while True:
+            await asyncio.sleep(every)
+            try:
+                await self._svc.store.beat_batch_lane(self._id, self._settings.lease_seconds)
+            except (StoreUnavailable, StoreFault) as error:
+                log.warning("batch lane: could not renew its lease (%s)", error)
 
     async def _reclaim(self) -> None:
         """What no running lane holds any more: lines a dead lane claimed go back to the
@@ -173,7 +194,7 @@ class BatchLane:
         store = self._svc.store
         for batch in await store.runnable_batches():
             results = results_of(batch)
-            await store.requeue_orphan_lines(batch.id)
+            await store.requeue_orphan_lines(batch.id, self._id)
             stale = [
                 item.line
                 for item in await store.batch_lines(batch.id, CLAIMED, most=PAGE)
@@ -186,7 +207,7 @@ class BatchLane:
                 for item in await store.batch_lines(batch.id, SENT, most=PAGE)
                 if item.owner == self._id and (batch.id, item.line) not in self._running
             ]
-            lost += await store.orphan_batch_lines(batch.id, SENT, most=PAGE)
+            lost += await store.orphan_batch_lines(batch.id, SENT, self._id, most=PAGE)
             if lost:
                 outcomes = [results.interrupted(batch, item) for item in lost]
                 ended = await store.finish_batch_lines(batch.id, outcomes, from_state=SENT)

@@ -203,7 +203,8 @@ class BatchStore(Protocol):
         """Take queued lines of a batch in progress for ``lane``; no two lanes take one."""
 
     async def mark_line_sent(self, batch_id: str, line: int, lane: str) -> bool:
-        """Record a line ``lane`` claimed as sent; ``False``: it must not be sent."""
+        """Record a line ``lane`` claimed as sent, while its batch is in progress and
+        not past its expiry; ``False``: it must not be sent."""
 
     async def release_batch_lines(
         self, batch_id: str, lines: Sequence[int], lane: str, *, from_state: str
@@ -228,10 +229,13 @@ class BatchStore(Protocol):
 
     async def batch_line_counts_of(self, batch_ids: Sequence[str]) -> dict[str, dict[str, int]]: ...
 
-    async def orphan_batch_lines(self, batch_id: str, state: str, *, most: int) -> list[BatchLine]:
-        """The batch's lines in ``state`` held by a lane whose lease ran out, or none."""
+    async def orphan_batch_lines(
+        self, batch_id: str, state: str, lane: str, *, most: int
+    ) -> list[BatchLine]:
+        """The batch's lines in ``state`` held by a lane whose lease ran out, or none
+        (``lane``, the one asking, counts as alive)."""
 
-    async def requeue_orphan_lines(self, batch_id: str) -> int:
+    async def requeue_orphan_lines(self, batch_id: str, lane: str) -> int:
         """Put back in the queue the lines a dead lane had claimed (never sent)."""
 
     async def take_batch(self, batch_id: str, lane: str) -> bool:

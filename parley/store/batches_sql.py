@@ -191,14 +191,14 @@ def claim_lines(conn: Connection, batch_id: str, lane: str, *, most: int) -> lis
     return [_line(row) for row in conn.execute(taken.order_by(_lines.c.line)).mappings()]
 
 
-def mark_sent(conn: Connection, batch_id: str, line: int, lane: str) -> bool:
+def mark_sent(conn: Connection, batch_id: str, line: int, lane: str, now: datetime) -> bool:
     """Record a line ``lane`` claimed as sent, before its call starts; ``False`` when it
-    is no longer the lane's claim, or its batch no longer runs new lines (then it must
-    not be sent)."""
+    is no longer the lane's claim, or its batch no longer runs new lines (cancelled, or
+    past its expiry: then it must not be sent)."""
     moved = (
         update(_lines)
         .where(_lines.c.batch_id == batch_id, _lines.c.line == line, _lines.c.state == CLAIMED)
-        .where(_lines.c.owner == lane, _running(batch_id))
+        .where(_lines.c.owner == lane, _running(batch_id, now))
         .values(state=SENT)
     )
     return bool(conn.execute(moved).rowcount)
@@ -219,22 +219,24 @@ def release(
 
 
 def orphans(
-    conn: Connection, batch_id: str, state: str, now: datetime, *, most: int
+    conn: Connection, batch_id: str, state: str, lane: str, now: datetime, *, most: int
 ) -> list[BatchLine]:
-    """The batch's lines in ``state`` held by a dead lane (or by none), in line order."""
+    """The batch's lines in ``state`` held by a dead lane (or by none), in line order;
+    ``lane`` (the one asking) is alive."""
     query = (
         select(_lines)
-        .where(_lines.c.batch_id == batch_id, _lines.c.state == state, _dead(now))
+        .where(_lines.c.batch_id == batch_id, _lines.c.state == state, _dead(lane, now))
         .order_by(_lines.c.line)
         .limit(most)
     )
     return [_line(row) for row in conn.execute(query).mappings()]
 
 
-def requeue_orphans(conn: Connection, batch_id: str, now: datetime) -> int:
-    """Put back in the queue the lines a dead lane claimed (never sent); how many."""
+def requeue_orphans(conn: Connection, batch_id: str, lane: str, now: datetime) -> int:
+    """Put back in the queue the lines a dead lane claimed (never sent); how many.
+    ``lane`` (the one asking) is alive."""
     back = update(_lines).where(
-        _lines.c.batch_id == batch_id, _lines.c.state == CLAIMED, _dead(now)
+        _lines.c.batch_id == batch_id, _lines.c.state == CLAIMED, _dead(lane, now)
     )
     return int(conn.execute(back.values(state=QUEUED, owner=None)).rowcount)
 
@@ -267,18 +269,22 @@ def drop_lanes(conn: Connection, lane: str, *, others: bool) -> None:
     conn.execute(delete(batch_lanes).where(column != lane if others else column == lane))
 
 
-def _running(batch_id: str) -> ColumnElement[bool]:
-    return (
-        select(batches.c.id).where(batches.c.id == batch_id, batches.c.status == IN_PROGRESS)
-    ).exists()
+def _running(batch_id: str, now: datetime | None = None) -> ColumnElement[bool]:
+    """The batch is in progress (and, given ``now``, not past its expiry)."""
+    query = select(batches.c.id).where(batches.c.id == batch_id, batches.c.status == IN_PROGRESS)
+    if now is not None:
+        query = query.where(batches.c.expires_at > now)
+    return query.exists()
 
 
 def _live(now: datetime) -> Any:
     return select(batch_lanes.c.id).where(batch_lanes.c.expires_at > now)
 
 
-def _dead(now: datetime) -> ColumnElement[bool]:
-    return or_(_lines.c.owner.is_(None), _lines.c.owner.not_in(_live(now)))
+def _dead(lane: str, now: datetime) -> ColumnElement[bool]:
+    """A line's owner is dead: none, or neither ``lane`` nor a lane whose lease runs."""
+    owner = _lines.c.owner
+    return or_(owner.is_(None), and_(owner != lane, owner.not_in(_live(now))))
 
 
 def _dead_lane(now: datetime) -> ColumnElement[bool]:

@@ -334,7 +334,10 @@ class SqlStore:
     delete_batch = writing(batches_sql.delete_batch)
     batch_lines = reading(batches_sql.lines_in_state)
     claim_batch_lines = writing(batches_sql.claim_lines)
-    mark_line_sent = writing(batches_sql.mark_sent)
+
+    async def mark_line_sent(self, batch_id: str, line: int, lane: str) -> bool:
+        return await self._write(batches_sql.mark_sent, batch_id, line, lane, _now())
+
     release_batch_lines = writing(batches_sql.release)
     finish_batch_lines = writing(batches_sql.finish_lines)
     batch_results = reading(batches_sql.results)
@@ -342,11 +345,13 @@ class SqlStore:
     batch_line_counts = reading(batches_sql.line_counts)
     batch_line_counts_of = reading(batches_sql.counts_of)
 
-    async def orphan_batch_lines(self, batch_id: str, state: str, *, most: int) -> list[BatchLine]:
-        return await self._read(batches_sql.orphans, batch_id, state, _now(), most=most)
+    async def orphan_batch_lines(
+        self, batch_id: str, state: str, lane: str, *, most: int
+    ) -> list[BatchLine]:
+        return await self._read(batches_sql.orphans, batch_id, state, lane, _now(), most=most)
 
-    async def requeue_orphan_lines(self, batch_id: str) -> int:
-        return await self._write(batches_sql.requeue_orphans, batch_id, _now())
+    async def requeue_orphan_lines(self, batch_id: str, lane: str) -> int:
+        return await self._write(batches_sql.requeue_orphans, batch_id, lane, _now())
 
     async def take_batch(self, batch_id: str, lane: str) -> bool:
         return await self._write(batches_sql.take_batch, batch_id, lane, _now())

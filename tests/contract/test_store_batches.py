@@ -31,7 +31,12 @@ def a_file(group_id: int, size: int = 10, expires_at: datetime | None = None) ->
     return StoredFile(new_file_id(), group_id, "in.jsonl", "batch", size, NOW, expires_at)
 
 
-async def a_batch(store: SqlStore, group_id: int, lines: int) -> Batch:  # noqa: F811
+async def a_batch(
+    store: SqlStore,  # noqa: F811
+    group_id: int,
+    lines: int,
+    expires_at: datetime | None = None,
+) -> Batch:
     batch = Batch(
         id=new_batch_id(),
         group_id=group_id,
@@ -41,7 +46,7 @@ async def a_batch(store: SqlStore, group_id: int, lines: int) -> Batch:  # noqa:
         completion_window="24h",
         status=VALIDATING,
         created_at=NOW,
-        expires_at=NOW + timedelta(days=1),
+        expires_at=expires_at or datetime.now(UTC) + timedelta(days=1),
     )
     await store.add_batch(batch)
     await store.add_batch_lines(
@@ -108,6 +113,14 @@ async def test_a_line_is_taken_by_one_lane_and_sent_once_only_while_its_batch_ru
     assert 2 in [line.line for line in await store.batch_lines(batch.id, QUEUED)]
 
 
+async def test_no_line_is_sent_past_its_batchs_expiry(store: SqlStore) -> None:  # noqa: F811
+    group = await store.create_group("team")
+    past = datetime.now(UTC) - timedelta(seconds=1)
+    batch = await a_batch(store, group.id, 1, expires_at=past)
+    assert [i.line for i in await store.claim_batch_lines(batch.id, "lane", most=1)] == [1]
+    assert not await store.mark_line_sent(batch.id, 1, "lane")
+
+
 async def test_a_dead_lanes_lines_and_batches_are_the_others(
     store: SqlStore,  # noqa: F811
 ) -> None:
@@ -117,14 +130,16 @@ async def test_a_dead_lanes_lines_and_batches_are_the_others(
     await store.beat_batch_lane("lane_b", 60)
     assert [i.line for i in await store.claim_batch_lines(batch.id, "lane_a", most=2)] == [1, 2]
     assert await store.mark_line_sent(batch.id, 1, "lane_a")
-    assert await store.orphan_batch_lines(batch.id, SENT, most=10) == []  # lane_a lives
-    assert await store.requeue_orphan_lines(batch.id) == 0
+    assert await store.orphan_batch_lines(batch.id, SENT, "lane_b", most=10) == []  # a lives
+    assert await store.requeue_orphan_lines(batch.id, "lane_b") == 0
     assert await store.take_batch(batch.id, "lane_a")
     assert not await store.take_batch(batch.id, "lane_b")  # a live lane ends it
 
     await store.beat_batch_lane("lane_a", -1)  # its lease ran out
-    assert [i.line for i in await store.orphan_batch_lines(batch.id, SENT, most=10)] == [1]
-    assert await store.requeue_orphan_lines(batch.id) == 1  # line 2: claimed, never sent
+    assert await store.orphan_batch_lines(batch.id, SENT, "lane_a", most=10) == []  # not to a
+    orphans = await store.orphan_batch_lines(batch.id, SENT, "lane_b", most=10)
+    assert [i.line for i in orphans] == [1]
+    assert await store.requeue_orphan_lines(batch.id, "lane_b") == 1  # line 2: never sent
     assert sorted(i.line for i in await store.batch_lines(batch.id, QUEUED)) == [2, 3]
     assert await store.take_batch(batch.id, "lane_b")
     assert not await store.take_batch(batch.id, "lane_a")
