@@ -4,9 +4,11 @@ Each line is a call like any other (``runner.batch_line``): the same admission, 
 failover, breakers and metering, at the model's batch price, as the batch's key. The
 lane yields to interactive traffic:
 
-- at most ``batches.concurrency`` lines in flight in all, and ``batches.per_channel`` on
-  one channel (the first of the model's routes whose breakers are closed), so the rest
-  of each channel is left to interactive calls;
+- at most ``batches.concurrency`` lines in flight in all, and the lane's share of one
+  channel (the first of the model's routes whose breakers are closed): at most
+  ``batches.per_channel``, halved when the channel's interactive calls are answered 429
+  or slow down, grown back a line at a time when they don't (``api/batch_share.py``),
+  so the rest of each channel is left to interactive calls;
 - a batch's lines start only while more than ``batches.rate_reserve`` of its group's
   and key's rates is left, so its group's own interactive calls keep that share;
 - a model none of whose routes has its breakers closed, or whose line was refused by the
@@ -50,6 +52,7 @@ from aiohttp import web
 
 from parley.api.batch_lines import line_job
 from parley.api.batch_results import Outcome, results_of
+from parley.api.batch_share import LaneShare
 from parley.domain.batches import (
     CANCELLED,
     CANCELLING,
@@ -92,6 +95,9 @@ class BatchLane:
         """This lane's lease: the owner of the lines it takes."""
         self._shared = svc.settings.database.url.startswith("postgres")
         """Whether other instances' lanes may run on the same database."""
+        settings = self._settings
+        self.share = LaneShare(settings.per_channel, settings.grow_seconds, settings.slowdown)
+        """Each channel's share of lines in flight (``per_channel`` when not adaptive)."""
         self._running: dict[tuple[str, int], asyncio.Task[None]] = {}
         self._on_channel: Counter[str] = Counter()
         self._paused: dict[str, float] = {}
@@ -102,6 +108,9 @@ class BatchLane:
 
     def start(self) -> None:
         if self._settings.enabled:
+            if self._settings.adaptive:  # interactive calls tell the share how they fare
+                self._svc.meter.observers.append(self.share.observe)
+                self._svc.watchers.upstream_failed.append(self.share.upstream_failed)
             self._task = asyncio.create_task(self._run(), name="parley-batch-lane")
 
     def in_flight_by_channel(self) -> dict[str, int]:
@@ -260,7 +269,7 @@ class BatchLane:
         for item in claimed:
             channel = self._channel_for(_model_of(item))
             full = len(self._running) >= self._settings.concurrency
-            if full or channel is None or self._on_channel[channel] >= self._settings.per_channel:
+            if full or channel is None or self._on_channel[channel] >= self.share.limit(channel):
                 unused.append(item.line)
                 continue
             self._on_channel[channel] += 1

@@ -120,6 +120,14 @@ class GatewayMetrics:
             registry=r,
             multiprocess_mode="livesum",
         )
+        self.batch_share = Gauge(
+            "parley_batch_lane_share",
+            "The batch lane's share of each channel: the most batch lines it may have in "
+            "flight there now.",
+            ["channel"],
+            registry=r,
+            multiprocess_mode="livesum",
+        )
         self.refusals_dropped = Counter(
             "parley_request_log_refusals_dropped",
             "Refusals not written to the request log: the usage queue was past half full.",
@@ -264,10 +272,13 @@ class GatewayMetrics:
         if refreshed_at is not None:
             self.refreshed_at.set(refreshed_at)
 
-    def batch_lane(self, in_flight: Mapping[str, int]) -> None:
-        """The batch lane's lines in flight per channel (0 for a channel it has left)."""
+    def batch_lane(self, in_flight: Mapping[str, int], shares: Mapping[str, int]) -> None:
+        """The batch lane's lines in flight per channel (0 for a channel it has left),
+        and its share of each channel it has heard of."""
         for channel, count in in_flight.items():
             self.batch_lines.labels(channel).set(count)
+        for channel, share in shares.items():
+            self.batch_share.labels(channel).set(share)
 
     def exposition(self) -> bytes:
         """The text a scrape gets: this process's series, or every worker's added up."""

@@ -156,7 +156,7 @@ def _sample(metrics: GatewayMetrics, svc: Services, lane: BatchLane | None) -> N
     budget = svc.planner.budget
     metrics.routed(budget.granted, budget.refused, svc.planner.fallbacks)
     if lane is not None:
-        metrics.batch_lane(lane.in_flight_by_channel())
+        metrics.batch_lane(lane.in_flight_by_channel(), lane.share.shares())
 
 
 def _scrape_handler(token: str | None) -> Callable[[web.Request], Awaitable[web.Response]]:
