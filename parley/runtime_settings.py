@@ -215,8 +215,8 @@ class BatchSettings(Strict):
     grow_seconds: float = Field(5.0, gt=0)
     """How long a channel's share waits, without a 429 or a slowdown of its
     interactive calls, before it grows by one line."""
-    slowdown: float = Field(0.5, gt=0)
-    """How much slower than their best recent latency (a share: 0.5 is 50 % slower) a
+    slowdown: float = Field(0.25, gt=0)
+    """How much slower than their best recent latency (a share: 0.25 is 25 % slower) a
     channel's interactive calls must get for its share to shrink."""
     backoff_seconds: float = Field(5.0, gt=0)
     """How long a model's lines wait after a 429 (the group's rates or the upstream's)

@@ -96,7 +96,12 @@ class BatchLane:
         self._shared = svc.settings.database.url.startswith("postgres")
         """Whether other instances' lanes may run on the same database."""
         settings = self._settings
-        self.share = LaneShare(settings.per_channel, settings.grow_seconds, settings.slowdown)
+        self.share = LaneShare(
+            settings.per_channel,
+            settings.grow_seconds,
+            settings.slowdown,
+            adaptive=settings.adaptive,
+        )
         """Each channel's share of lines in flight (``per_channel`` when not adaptive)."""
         self._running: dict[tuple[str, int], asyncio.Task[None]] = {}
         self._on_channel: Counter[str] = Counter()

@@ -64,6 +64,7 @@ async def test_a_batch_outlives_the_instance_running_it(
             batches={
                 "poll_seconds": 0.05,
                 "per_channel": 2,
+                "adaptive": False,  # two lines in flight on each instance
                 "concurrency": 2,
                 "lease_seconds": LEASE_SECONDS,
             },
