@@ -14,6 +14,7 @@ from parley.openapi.components import (
     query_param,
     ref,
 )
+from parley.openapi.messages import ANTHROPIC_ERROR_REPLY
 
 _WHEN: JSON = {"type": ["integer", "null"]}
 _TEXT_OR_NULL: JSON = {"type": ["string", "null"]}
@@ -163,6 +164,12 @@ SCHEMAS: JSON = {
     },
 }
 
+
+def _anthropic(description: str, schema: JSON) -> JSON:
+    """Responses of the Message Batches API: errors in Anthropic's shape."""
+    return {**json_reply(description, schema), "default": ANTHROPIC_ERROR_REPLY}
+
+
 _FILE_ID = path_param("file_id")
 _BATCH_ID = path_param("batch_id")
 _LIMIT = query_param("limit", {"type": "integer", "minimum": 1})
@@ -268,13 +275,13 @@ PATHS: JSON = {
         "post": operation(
             "createMessageBatch",
             "Anthropic's Message Batches: run Messages requests at the batch price",
-            json_reply("The Message Batch", ref("MessageBatch")),
+            _anthropic("The Message Batch", ref("MessageBatch")),
             requestBody=json_body(ref("MessageBatchRequest")),
         ),
         "get": operation(
             "listMessageBatches",
             "The group's Message Batches, newest first",
-            json_reply("A page of Message Batches", ref("MessageBatchList")),
+            _anthropic("A page of Message Batches", ref("MessageBatchList")),
             parameters=[_LIMIT, query_param("after_id"), query_param("before_id")],
         ),
     },
@@ -282,13 +289,13 @@ PATHS: JSON = {
         "get": operation(
             "retrieveMessageBatch",
             "One of the group's Message Batches",
-            json_reply("The Message Batch", ref("MessageBatch")),
+            _anthropic("The Message Batch", ref("MessageBatch")),
             parameters=[_BATCH_ID],
         ),
         "delete": operation(
             "deleteMessageBatch",
             "Delete an ended Message Batch and its results",
-            json_reply("The deleted batch", ref("MessageBatchDeleted")),
+            _anthropic("The deleted batch", ref("MessageBatchDeleted")),
             parameters=[_BATCH_ID],
         ),
     },
@@ -296,7 +303,7 @@ PATHS: JSON = {
         "post": operation(
             "cancelMessageBatch",
             "Stop sending the Message Batch's requests",
-            json_reply("The Message Batch", ref("MessageBatch")),
+            _anthropic("The Message Batch", ref("MessageBatch")),
             parameters=[_BATCH_ID],
         )
     },
@@ -309,7 +316,7 @@ PATHS: JSON = {
                     "description": "The results",
                     "content": {"application/x-jsonl": {"schema": {"type": "string"}}},
                 },
-                "default": ERROR_REPLY,
+                "default": ANTHROPIC_ERROR_REPLY,
             },
             parameters=[_BATCH_ID],
         )
