@@ -19,7 +19,14 @@ import pytest
 from sqlalchemy import update
 
 from parley.store.schema import batches
-from tests.api.harness import CHANNEL_KEY, Gateway, default_config, records, starting
+from tests.api.harness import (
+    CHANNEL_KEY,
+    Gateway,
+    StartGateway,
+    default_config,
+    records,
+    starting,
+)
 from tests.upstreams.anthropic import FakeAnthropic
 from tests.upstreams.openai_compatible import Behaviour, FakeEngine
 
@@ -31,9 +38,9 @@ async def claude() -> AsyncIterator[FakeAnthropic]:
 
 
 @pytest.fixture
-async def gateway(
+async def start(
     engine: FakeEngine, claude: FakeAnthropic, database_url: str, tmp_path: Path
-) -> AsyncIterator[Gateway]:
+) -> AsyncIterator[StartGateway]:
     def config() -> dict[str, Any]:
         settings = default_config(engine.base_url, tmp_path)
         settings["database"] = {"url": database_url}
@@ -68,7 +75,12 @@ async def gateway(
         return settings
 
     async with starting(config) as start:
-        yield await start()
+        yield start
+
+
+@pytest.fixture
+async def gateway(start: StartGateway) -> Gateway:
+    return await start()
 
 
 def request(custom_id: str, text: str, model: str = "chat-large", **params: Any) -> Any:
@@ -270,3 +282,29 @@ async def test_another_groups_message_batch_is_a_404(gateway: Gateway) -> None:
     ):
         assert reply.status == 404
         assert (await reply.json())["error"]["type"] == "not_found_error"
+
+
+async def test_a_restart_ends_the_requests_in_flight_as_errored_never_sent_again(
+    start: StartGateway, engine: FakeEngine
+) -> None:
+    first = await start()
+    key = await first.key(await first.group("team"))
+    engine.behaviour = Behaviour(hang=30)  # the first request is in flight at the stop
+    made = await first.claude(key).messages.batches.create(
+        requests=[request(f"r{n}", f"text {n}") for n in range(3)]
+    )
+    await seen(engine, 1)
+    await first.stop()
+    (in_flight,) = [r.body["messages"][0]["content"] for r in engine.requests]
+
+    engine.behaviour = Behaviour()
+    second = await start()
+    client = second.claude(key)
+    done = await ended(client, made.id)
+    assert (done.request_counts.succeeded, done.request_counts.errored) == (2, 1)
+    sent = sorted(r.body["messages"][0]["content"] for r in engine.requests)
+    assert sent == [f"text {n}" for n in range(3)]  # each once, no more
+    found = await results(client, made.id)
+    lost = found[f"r{in_flight.split()[1]}"]
+    assert lost.type == "errored" and lost.error.error.type == "api_error"
+    assert "not sent again" in lost.error.error.message
