@@ -96,6 +96,7 @@ async def test_a_line_is_taken_by_one_lane_and_sent_once_only_while_its_batch_ru
     batch = await a_batch(store, group.id, 5)
     lanes = [f"lane_{n}" for n in range(6)]
     taken = await asyncio.gather(*(store.claim_batch_lines(batch.id, x, most=2) for x in lanes))
+    taken.append(await store.claim_batch_lines(batch.id, lanes[0], most=5))  # what is left
     numbers = [item.line for lines in taken for item in lines]
     assert sorted(numbers) == [1, 2, 3, 4, 5]  # every line taken, none twice
     owner = {item.line: str(item.owner) for lines in taken for item in lines}

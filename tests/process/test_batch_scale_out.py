@@ -20,7 +20,7 @@ from tests.upstreams.openai_compatible import Behaviour, FakeEngine
 
 pytestmark = [pytest.mark.postgres]
 
-LINES = 12
+LINES = 30
 LEASE_SECONDS = 1.5
 
 
