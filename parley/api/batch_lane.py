@@ -110,12 +110,14 @@ class BatchLane:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._lease: asyncio.Task[None] | None = None
+        self._started = False
 
     def start(self) -> None:
         if self._settings.enabled:
             if self._settings.adaptive:  # interactive calls tell the share how they fare
                 self._svc.meter.observers.append(self.share.observe)
                 self._svc.watchers.upstream_failed.append(self.share.upstream_failed)
+            self._started = True
             self._task = asyncio.create_task(self._run(), name="parley-batch-lane")
 
     def in_flight_by_channel(self) -> dict[str, int]:
@@ -139,7 +141,6 @@ class BatchLane:
         """Stop starting lines; give those in flight ``seconds`` to end, then cancel them
         (they stay ``sent``: ``interrupted``), and end the lane's lease, so what it still
         holds is the other lanes' (or the next start's) at once."""
-        started = self._task is not None
         await self.stop()
         running = list(self._running.values())
         if running:
@@ -153,7 +154,7 @@ class BatchLane:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._lease
             self._lease = None
-        if started:
+        if self._started:
             try:
                 await self._svc.store.drop_batch_lanes(self._id, others=False)
             except (StoreUnavailable, StoreFault) as error:

@@ -7,6 +7,7 @@ result shapes; a batch is its group's alone, and apart from OpenAI's batches."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -300,7 +301,11 @@ async def test_a_restart_ends_the_requests_in_flight_as_errored_never_sent_again
     engine.behaviour = Behaviour()
     second = await start()
     client = second.claude(key)
+    began = time.monotonic()
     done = await ended(client, made.id)
+    # the first ended its lease as it stopped: its line is the second's at once, not
+    # after batches.lease_seconds (30 s)
+    assert time.monotonic() - began < 15
     assert (done.request_counts.succeeded, done.request_counts.errored) == (2, 1)
     sent = sorted(r.body["messages"][0]["content"] for r in engine.requests)
     assert sent == [f"text {n}" for n in range(3)]  # each once, no more
