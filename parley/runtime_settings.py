@@ -224,7 +224,17 @@ class BatchSettings(Strict):
     """The most lines in flight at once, across every batch."""
     per_channel: int = Field(2, gt=0)
     """The most lines in flight at once on one channel, so interactive calls keep the
-    rest of it."""
+    rest of it: the lane's share of the channel when its interactive calls are well."""
+    adaptive: bool = True
+    """Whether each channel's share shrinks (halves) when its interactive calls are
+    answered 429 or slow down, and grows back by one line every ``grow_seconds``
+    without; off: ``per_channel`` always."""
+    grow_seconds: float = Field(5.0, gt=0)
+    """How long a channel's share waits, without a 429 or a slowdown of its
+    interactive calls, before it grows by one line."""
+    slowdown: float = Field(0.25, gt=0)
+    """How much slower than their best recent latency (a share: 0.25 is 25 % slower) a
+    channel's interactive calls must get for its share to shrink."""
     backoff_seconds: float = Field(5.0, gt=0)
     """How long a model's lines wait after a 429 (the group's rates or the upstream's)
     or while none of its channels' breakers is closed."""
@@ -236,6 +246,10 @@ class BatchSettings(Strict):
     """The most lines one input file may hold."""
     poll_seconds: float = Field(1.0, gt=0)
     """How often the lane looks for work when it found none."""
+    lease_seconds: float = Field(30.0, gt=0)
+    """How long a lane's lease lasts unrenewed (it renews it every third of this): when
+    an instance dies, the other instances' lanes take over its batch lines this long
+    after its last renewal."""
 
 
 MIN_ADMIN_TOKEN_CHARS = 16

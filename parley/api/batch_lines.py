@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from parley.api.apart import read_chat
+from parley.api.apart import read_chat, read_messages
 from parley.api.body import decode_json
 from parley.api.chat import CHAT, ChatReply
 from parley.api.chat_request import parse_chat
@@ -26,9 +26,11 @@ from parley.api.completions import (
     read_completion,
 )
 from parley.api.embeddings import EMBEDDINGS, embedding_job, parse_embeddings
+from parley.api.messages import MessagesReply
+from parley.api.messages_request import parse_messages
 from parley.api.responses import RESPONSES, ResponsesReply
 from parley.api.responses_apart import read_responses
-from parley.domain.batches import LineError
+from parley.domain.batches import MESSAGES_ENDPOINT, LineError
 from parley.errors import InvalidRequest, ParleyError
 from parley.pipeline.admit import resolve_model
 from parley.pipeline.authenticate import Caller
@@ -169,6 +171,11 @@ async def line_job(endpoint: str, body: str, svc: Services, group_id: int) -> Re
         default_max = svc.settings.limits.default_max_tokens
         return ResponsesReply(parsed, svc.providers, svc.router, None, default_max)
     large = svc.settings.server.large_body_bytes
+    if endpoint == MESSAGES_ENDPOINT:
+        if len(raw) > large:  # read, and translated, in a body process
+            messages, apart = await read_messages(raw, group_id, svc.bodies, None)
+            return MessagesReply(messages, svc.providers, apart)
+        return MessagesReply(parse_messages(decode_json(raw), None, len(raw)), svc.providers)
     if endpoint == "/v1/chat/completions":
         if len(raw) > large:  # read, and translated, in a body process
             max_image = svc.settings.server.max_image_bytes

@@ -14,6 +14,7 @@ from parley.api import (
     files,
     image_files,
     images,
+    message_batches,
     messages,
     models,
     moderations,
@@ -35,6 +36,16 @@ def add_routes(app: web.Application) -> None:
             web.post("/v1/completions", completions.create_completion),
             web.post("/v1/messages", messages.create_message),
             web.post("/v1/messages/count_tokens", messages.count_tokens),
+            web.post("/v1/messages/batches", message_batches.create_message_batch),
+            web.get("/v1/messages/batches", message_batches.list_message_batches),
+            web.get("/v1/messages/batches/{batch_id}", message_batches.retrieve_message_batch),
+            web.delete("/v1/messages/batches/{batch_id}", message_batches.delete_message_batch),
+            web.post(
+                "/v1/messages/batches/{batch_id}/cancel", message_batches.cancel_message_batch
+            ),
+            web.get(
+                "/v1/messages/batches/{batch_id}/results", message_batches.message_batch_results
+            ),
             web.post("/v1/responses", responses.create_response),
             web.get("/v1/responses/{response_id}", stored_responses.retrieve_response),
             web.delete("/v1/responses/{response_id}", stored_responses.delete_response),

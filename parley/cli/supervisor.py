@@ -113,9 +113,14 @@ def supervise(setup: dict[str, Any]) -> int:
 
 
 def worker_settings(settings: dict[str, Any], count: int) -> list[dict[str, Any]]:
-    """Each worker's settings: the first runs the batch lane (when ``batches.enabled``),
-    the others serve the batch API only, so an instance runs one lane (a lane that
-    starts takes the lines it finds sent for interrupted: docs/batch.md)."""
+    """Each worker's settings. On PostgreSQL every worker runs a batch lane (when
+    ``batches.enabled``): the lanes share the work under their leases, as instances
+    do. On SQLite the first worker runs it and the others serve the batch API only:
+    one SQLite database has one lane (a lane that starts there takes every earlier one
+    for gone: docs/batch.md)."""
+    url = str(settings.get("database", {}).get("url", ""))
+    if url.startswith("postgres"):
+        return [settings] * count
     others = {**settings, "batches": {**settings.get("batches", {}), "enabled": False}}
     return [settings] + [others] * (count - 1)
 

@@ -1,11 +1,15 @@
 """A batch (``/v1/batches``) and its lines, as the store keeps them.
 
 A batch belongs to one group and runs with the key that created it. Each line of its
-input file is a row with a state: ``queued`` (not sent), ``sent`` (recorded before its
-call starts), then ``done`` or ``failed`` with its result (the output or error file's
-line), or ``cancelled`` (never sent: its batch was cancelled). A line found ``sent``
-when the lane starts may have reached its upstream: it is never sent again, and goes to
-the error file as ``interrupted``.
+input file is a row with a state: ``queued`` (not sent), ``claimed`` (taken by one
+instance's lane, not sent yet), ``sent`` (recorded before its call starts), then
+``done`` or ``failed`` with its result (the output or error file's line), or
+``cancelled`` or ``expired`` (never sent). A line ``sent`` by a lane that died may have
+reached its upstream: it is never sent again, and goes to the error file as
+``interrupted``; a line it had only ``claimed`` goes back to the queue.
+
+Anthropic's Message Batches (``/v1/messages/batches``) are batches of the endpoint
+``/v1/messages`` with ids ``msgbatch_...``: the same rows, run by the same lane.
 """
 
 from __future__ import annotations
@@ -22,7 +26,10 @@ import orjson
 BATCH_ENDPOINTS = ("/v1/chat/completions", "/v1/embeddings", "/v1/completions", "/v1/responses")
 COMPLETION_WINDOW = "24h"
 WINDOW_SECONDS = 24 * 3600
+MESSAGES_ENDPOINT = "/v1/messages"
+"""The endpoint of an Anthropic Message Batch's lines."""
 BATCH_ID = re.compile(r"batch_[0-9a-f]{24}")
+MESSAGE_BATCH_ID = re.compile(r"msgbatch_[0-9a-f]{24}")
 
 VALIDATING = "validating"
 FAILED = "failed"
@@ -34,21 +41,31 @@ CANCELLING = "cancelling"
 CANCELLED = "cancelled"
 RUNNING = (IN_PROGRESS, CANCELLING, FINALIZING)
 """The statuses whose batch the lane still has work on."""
+ENDED = (COMPLETED, FAILED, EXPIRED, CANCELLED)
 
 QUEUED = "queued"
+CLAIMED = "claimed"
 SENT = "sent"
 DONE = "done"
 LINE_FAILED = "failed"
 LINE_CANCELLED = "cancelled"
+LINE_EXPIRED = "expired"
+"""An Anthropic batch's line not run before its batch expired (an OpenAI batch's goes
+to its error file, ``failed``)."""
 
 
-def new_batch_id() -> str:
-    """``batch_``, the creation time in milliseconds (12 hex) and 12 random hex."""
-    return f"batch_{int(time.time() * 1000):012x}{secrets.token_hex(6)}"
+def new_batch_id(prefix: str = "batch_") -> str:
+    """``prefix`` (``batch_``, or ``msgbatch_`` for a Message Batch), the creation time
+    in milliseconds (12 hex) and 12 random hex."""
+    return f"{prefix}{int(time.time() * 1000):012x}{secrets.token_hex(6)}"
 
 
 def is_batch_id(text: str) -> bool:
     return BATCH_ID.fullmatch(text) is not None
+
+
+def is_message_batch_id(text: str) -> bool:
+    return MESSAGE_BATCH_ID.fullmatch(text) is not None
 
 
 def line_request_id(batch_id: str, line: int) -> str:
@@ -95,6 +112,8 @@ class Batch:
     expired_at: datetime | None = None
     cancelling_at: datetime | None = None
     cancelled_at: datetime | None = None
+    owner: str | None = None
+    """The lane ending the batch, once one has taken it to write its results."""
 
     def as_object(self) -> dict[str, Any]:
         """OpenAI's batch object."""
@@ -137,6 +156,8 @@ class BatchLine:
     body: str
     state: str = QUEUED
     result: str | None = None
+    owner: str | None = None
+    """The lane that took it (claimed or sent)."""
 
 
 @dataclass(frozen=True, slots=True)

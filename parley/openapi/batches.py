@@ -1,4 +1,5 @@
-"""/v1/files and /v1/batches (``parley.api.files``, ``parley.api.batches``)."""
+"""/v1/files, /v1/batches and /v1/messages/batches (``parley.api.files``,
+``parley.api.batches``, ``parley.api.message_batches``)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,11 @@ from parley.openapi.components import (
     query_param,
     ref,
 )
+from parley.openapi.messages import ANTHROPIC_ERROR_REPLY
 
 _WHEN: JSON = {"type": ["integer", "null"]}
 _TEXT_OR_NULL: JSON = {"type": ["string", "null"]}
+_MOMENT_OR_NULL: JSON = {"type": ["string", "null"], "format": "date-time"}
 
 
 def _page(name: str) -> JSON:
@@ -104,7 +107,68 @@ SCHEMAS: JSON = {
         },
     },
     "BatchList": _page("Batch"),
+    "MessageBatchRequest": {
+        "type": "object",
+        "required": ["requests"],
+        "properties": {
+            "requests": {
+                "type": "array",
+                "minItems": 1,
+                "items": {
+                    "type": "object",
+                    "required": ["custom_id", "params"],
+                    "properties": {
+                        "custom_id": {"type": "string", "pattern": "^[a-zA-Z0-9_-]{1,64}$"},
+                        "params": {"type": "object", "description": "A Messages request body"},
+                    },
+                },
+            }
+        },
+    },
+    "MessageBatch": {
+        "type": "object",
+        "required": ["id", "type", "processing_status", "request_counts", "created_at"],
+        "properties": {
+            "id": {"type": "string"},
+            "type": {"const": "message_batch"},
+            "processing_status": {"type": "string", "enum": ["in_progress", "canceling", "ended"]},
+            "request_counts": {
+                "type": "object",
+                "properties": {
+                    name: {"type": "integer"}
+                    for name in ("processing", "succeeded", "errored", "canceled", "expired")
+                },
+            },
+            "created_at": {"type": "string", "format": "date-time"},
+            "expires_at": {"type": "string", "format": "date-time"},
+            "ended_at": _MOMENT_OR_NULL,
+            "cancel_initiated_at": _MOMENT_OR_NULL,
+            "archived_at": _MOMENT_OR_NULL,
+            "results_url": _TEXT_OR_NULL,
+        },
+    },
+    "MessageBatchList": {
+        "type": "object",
+        "required": ["data", "has_more"],
+        "properties": {
+            "data": {"type": "array", "items": ref("MessageBatch")},
+            "first_id": _TEXT_OR_NULL,
+            "last_id": _TEXT_OR_NULL,
+            "has_more": {"type": "boolean"},
+        },
+    },
+    "MessageBatchDeleted": {
+        "type": "object",
+        "required": ["id", "type"],
+        "properties": {"id": {"type": "string"}, "type": {"const": "message_batch_deleted"}},
+    },
 }
+
+
+def _anthropic(description: str, schema: JSON) -> JSON:
+    """Responses of the Message Batches API: errors in Anthropic's shape."""
+    return {**json_reply(description, schema), "default": ANTHROPIC_ERROR_REPLY}
+
 
 _FILE_ID = path_param("file_id")
 _BATCH_ID = path_param("batch_id")
@@ -204,6 +268,56 @@ PATHS: JSON = {
             "cancelBatch",
             "Stop sending the batch's lines",
             json_reply("The batch", ref("Batch")),
+            parameters=[_BATCH_ID],
+        )
+    },
+    "/v1/messages/batches": {
+        "post": operation(
+            "createMessageBatch",
+            "Anthropic's Message Batches: run Messages requests at the batch price",
+            _anthropic("The Message Batch", ref("MessageBatch")),
+            requestBody=json_body(ref("MessageBatchRequest")),
+        ),
+        "get": operation(
+            "listMessageBatches",
+            "The group's Message Batches, newest first",
+            _anthropic("A page of Message Batches", ref("MessageBatchList")),
+            parameters=[_LIMIT, query_param("after_id"), query_param("before_id")],
+        ),
+    },
+    "/v1/messages/batches/{batch_id}": {
+        "get": operation(
+            "retrieveMessageBatch",
+            "One of the group's Message Batches",
+            _anthropic("The Message Batch", ref("MessageBatch")),
+            parameters=[_BATCH_ID],
+        ),
+        "delete": operation(
+            "deleteMessageBatch",
+            "Delete an ended Message Batch and its results",
+            _anthropic("The deleted batch", ref("MessageBatchDeleted")),
+            parameters=[_BATCH_ID],
+        ),
+    },
+    "/v1/messages/batches/{batch_id}/cancel": {
+        "post": operation(
+            "cancelMessageBatch",
+            "Stop sending the Message Batch's requests",
+            _anthropic("The Message Batch", ref("MessageBatch")),
+            parameters=[_BATCH_ID],
+        )
+    },
+    "/v1/messages/batches/{batch_id}/results": {
+        "get": operation(
+            "messageBatchResults",
+            "An ended Message Batch's results, one JSON line a request",
+            {
+                "200": {
+                    "description": "The results",
+                    "content": {"application/x-jsonl": {"schema": {"type": "string"}}},
+                },
+                "default": ANTHROPIC_ERROR_REPLY,
+            },
             parameters=[_BATCH_ID],
         )
     },

@@ -93,7 +93,7 @@ SCHEMAS: JSON = {
     },
 }
 
-_ERROR: JSON = {
+ANTHROPIC_ERROR_REPLY: JSON = {
     "description": "Anthropic's error shape, with the status that fits (400, 401, 403, 404, "
     "413, 429, 502, 503, 504…).",
     "content": {"application/json": {"schema": ref("AnthropicError")}},
@@ -104,7 +104,10 @@ def _replies(description: str, schema: JSON, *, events: bool = False) -> JSON:
     content: JSON = {"application/json": {"schema": schema}}
     if events:
         content["text/event-stream"] = {"schema": {"type": "string"}}
-    return {"200": {"description": description, "content": content}, "default": _ERROR}
+    return {
+        "200": {"description": description, "content": content},
+        "default": ANTHROPIC_ERROR_REPLY,
+    }
 
 
 PATHS: JSON = {

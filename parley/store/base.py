@@ -193,8 +193,16 @@ class BatchStore(Protocol):
         """The batch, if it is the group's (any group's when ``group_id`` is ``None``)."""
 
     async def list_batches(
-        self, group_id: int, *, limit: int, after: str | None = None
-    ) -> BatchPage: ...
+        self,
+        group_id: int,
+        *,
+        limit: int,
+        after: str | None = None,
+        before: str | None = None,
+        messages: bool = False,
+    ) -> BatchPage:
+        """The group's batches, newest first: its Message Batches alone (``messages``),
+        or its other batches alone."""
 
     async def set_batch_status(
         self, batch_id: str, status: str, *, only_from: Sequence[str], **columns: Any
@@ -203,14 +211,24 @@ class BatchStore(Protocol):
 
     async def runnable_batches(self) -> list[Batch]: ...
 
+    async def delete_batch(self, batch_id: str, group_id: int) -> bool:
+        """Delete the group's batch and its lines if it has ended."""
+
     async def batch_lines(
         self, batch_id: str, state: str, *, after: int = 0, most: int = 1000
     ) -> list[BatchLine]: ...
 
-    async def mark_line_sent(self, batch_id: str, line: int) -> bool:
-        """Record a queued line as sent; ``False``: it must not be sent."""
+    async def claim_batch_lines(self, batch_id: str, lane: str, *, most: int) -> list[BatchLine]:
+        """Take queued lines of a batch in progress for ``lane``; no two lanes take one."""
 
-    async def requeue_line(self, batch_id: str, line: int) -> None: ...
+    async def mark_line_sent(self, batch_id: str, line: int, lane: str) -> bool:
+        """Record a line ``lane`` claimed as sent, while its batch is in progress and
+        not past its expiry; ``False``: it must not be sent."""
+
+    async def release_batch_lines(
+        self, batch_id: str, lines: Sequence[int], lane: str, *, from_state: str
+    ) -> int:
+        """Put ``lane``'s lines never sent (in ``from_state``) back in the queue."""
 
     async def finish_batch_lines(
         self, batch_id: str, outcomes: Sequence[tuple[int, str, str | None]], *, from_state: str
@@ -222,7 +240,31 @@ class BatchStore(Protocol):
         self, batch_id: str, state: str, *, after: int, most: int
     ) -> list[tuple[int, str]]: ...
 
+    async def all_batch_results(
+        self, batch_id: str, *, after: int, most: int
+    ) -> list[tuple[int, str]]: ...
+
     async def batch_line_counts(self, batch_id: str) -> dict[str, int]: ...
+
+    async def batch_line_counts_of(self, batch_ids: Sequence[str]) -> dict[str, dict[str, int]]: ...
+
+    async def orphan_batch_lines(
+        self, batch_id: str, state: str, lane: str, *, most: int
+    ) -> list[BatchLine]:
+        """The batch's lines in ``state`` held by a lane whose lease ran out, or none
+        (``lane``, the one asking, counts as alive)."""
+
+    async def requeue_orphan_lines(self, batch_id: str, lane: str) -> int:
+        """Put back in the queue the lines a dead lane had claimed (never sent)."""
+
+    async def take_batch(self, batch_id: str, lane: str) -> bool:
+        """Make ``lane`` the one that ends the batch, unless a live lane already is."""
+
+    async def beat_batch_lane(self, lane: str, seconds: float) -> None:
+        """Renew ``lane``'s lease for ``seconds``."""
+
+    async def drop_batch_lanes(self, lane: str, *, others: bool) -> None:
+        """End ``lane``'s lease, or (``others``) every lease but its own."""
 
 
 @dataclass(frozen=True, slots=True)

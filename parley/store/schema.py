@@ -385,6 +385,7 @@ batches = Table(
     Column("expired_at", UtcDateTime),
     Column("cancelling_at", UtcDateTime),
     Column("cancelled_at", UtcDateTime),
+    Column("owner", String(40)),  # the lane ending it (writing its results), once one does
     ForeignKeyConstraint(["group_id"], ["groups.id"], name="fk_batches_group_id"),
     Index("ix_batches_group_id_id", "group_id", "id"),
     Index("ix_batches_status", "status"),
@@ -397,12 +398,20 @@ batch_lines = Table(
     Column("line", Integer, primary_key=True),  # its line number in the input file, from 1
     Column("custom_id", String(200), nullable=False),
     Column("body", Text, nullable=False),  # the request body, as the caller wrote it
-    # queued → sent (recorded before the call) → done or failed; or cancelled, never sent
+    # queued → claimed (taken by a lane) → sent (recorded before the call) → done or
+    # failed; or cancelled or expired, never sent
     Column("state", String(10), nullable=False),
     Column("result", Text),  # the output or error file's line, once known
+    Column("owner", String(40)),  # the lane that took it (claimed or sent)
     Index("ix_batch_lines_state", "batch_id", "state"),
 )
 
+batch_lanes = Table(
+    "batch_lanes",
+    metadata,
+    Column("id", String(40), primary_key=True),  # a running lane, one per instance
+    Column("expires_at", UtcDateTime, nullable=False),  # alive until then, renewed
+)
 
 realtime_client_secrets = Table(
     "realtime_client_secrets",

@@ -14,12 +14,12 @@ constraint) is ``StoreFault``. No exception of SQLAlchemy or a driver leaves thi
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Concatenate
 
 from parley.domain.accounts import Account
 from parley.domain.audit import AuditEntry, AuditQuery
-from parley.domain.batches import Batch, BatchPage
+from parley.domain.batches import Batch, BatchLine, BatchPage
 from parley.domain.channels import ChannelEvent, StoredChannel
 from parley.domain.content import NO_CONTENT_LOGGING, ContentLogging, StoredContent
 from parley.domain.files import FilePage, StoredFile
@@ -337,9 +337,22 @@ class SqlStore:
     find_batch = reading(batches_sql.find_batch)
 
     async def list_batches(
-        self, group_id: int, *, limit: int, after: str | None = None
+        self,
+        group_id: int,
+        *,
+        limit: int,
+        after: str | None = None,
+        before: str | None = None,
+        messages: bool = False,
     ) -> BatchPage:
-        return await self._read(batches_sql.list_batches, group_id, limit=limit, after=after)
+        return await self._read(
+            batches_sql.list_batches,
+            group_id,
+            limit=limit,
+            after=after,
+            before=before,
+            messages=messages,
+        )
 
     async def set_batch_status(
         self, batch_id: str, status: str, *, only_from: Sequence[str], **columns: Any
@@ -351,12 +364,36 @@ class SqlStore:
     async def runnable_batches(self) -> list[Batch]:
         return await self._read(batches_sql.runnable_batches)
 
+    delete_batch = writing(batches_sql.delete_batch)
     batch_lines = reading(batches_sql.lines_in_state)
-    mark_line_sent = writing(batches_sql.mark_sent)
-    requeue_line = writing(batches_sql.requeue)
+    claim_batch_lines = writing(batches_sql.claim_lines)
+
+    async def mark_line_sent(self, batch_id: str, line: int, lane: str) -> bool:
+        return await self._write(batches_sql.mark_sent, batch_id, line, lane, _now())
+
+    release_batch_lines = writing(batches_sql.release)
     finish_batch_lines = writing(batches_sql.finish_lines)
     batch_results = reading(batches_sql.results)
+    all_batch_results = reading(batches_sql.all_results)
     batch_line_counts = reading(batches_sql.line_counts)
+    batch_line_counts_of = reading(batches_sql.counts_of)
+
+    async def orphan_batch_lines(
+        self, batch_id: str, state: str, lane: str, *, most: int
+    ) -> list[BatchLine]:
+        return await self._read(batches_sql.orphans, batch_id, state, lane, _now(), most=most)
+
+    async def requeue_orphan_lines(self, batch_id: str, lane: str) -> int:
+        return await self._write(batches_sql.requeue_orphans, batch_id, lane, _now())
+
+    async def take_batch(self, batch_id: str, lane: str) -> bool:
+        return await self._write(batches_sql.take_batch, batch_id, lane, _now())
+
+    async def beat_batch_lane(self, lane: str, seconds: float) -> None:
+        now = _now()
+        await self._write(batches_sql.beat_lane, lane, now + timedelta(seconds=seconds), now)
+
+    drop_batch_lanes = writing(batches_sql.drop_lanes)
 
     # the admin surface (parley/store/admin_sql.py)
 

@@ -128,6 +128,14 @@ class GatewayMetrics:
             registry=r,
             multiprocess_mode="livesum",
         )
+        self.batch_share = Gauge(
+            "parley_batch_lane_share",
+            "The batch lane's share of each channel: the most batch lines it may have in "
+            "flight there now.",
+            ["channel"],
+            registry=r,
+            multiprocess_mode="livesum",
+        )
         self.refusals_dropped = Counter(
             "parley_request_log_refusals_dropped",
             "Refusals not written to the request log: the usage queue was past half full.",
@@ -329,10 +337,13 @@ class GatewayMetrics:
                 self.content_dropped.labels(reason).inc(count - seen)
                 self._content_dropped_seen[reason] = count
 
-    def batch_lane(self, in_flight: Mapping[str, int]) -> None:
-        """The batch lane's lines in flight per channel (0 for a channel it has left)."""
+    def batch_lane(self, in_flight: Mapping[str, int], shares: Mapping[str, int]) -> None:
+        """The batch lane's lines in flight per channel (0 for a channel it has left),
+        and its share of each channel it has heard of."""
         for channel, count in in_flight.items():
             self.batch_lines.labels(channel).set(count)
+        for channel, share in shares.items():
+            self.batch_share.labels(channel).set(share)
 
     def live_sessions(self, by_model: Mapping[str, int]) -> None:
         """The realtime sessions open per model (0 for a model whose sessions ended)."""

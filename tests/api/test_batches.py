@@ -18,6 +18,7 @@ import orjson
 import pytest
 from sqlalchemy import update
 
+from parley.api.batch_lane import BATCH_LANE
 from parley.domain.pricing import Price, usd_to_nanos
 from parley.store.schema import batches
 from tests.api.harness import Gateway, StartGateway, default_config, records, starting
@@ -34,7 +35,12 @@ async def start(
         settings = default_config(engine.base_url, tmp_path)
         settings["database"] = {"url": database_url}
         settings["models"][0]["prices"]["batch_discount"] = "0.5"
-        settings["batches"] = {"poll_seconds": 0.05, "concurrency": 4, "per_channel": 2}
+        settings["batches"] = {
+            "poll_seconds": 0.05,
+            "concurrency": 4,
+            "per_channel": 2,
+            "adaptive": False,  # a fixed share: two lines in flight at once
+        }
         settings["channels"][0]["timeouts"] = {"connect": 2, "read": 60}
         settings["channels"][0]["models"] += [
             {"name": "embed-small"},
@@ -323,3 +329,45 @@ async def test_a_batch_leaves_its_groups_interactive_calls_their_share_of_the_ra
     found = await store.find_batch(batch.id, None)
     assert found is not None and (found.status, found.completed) == ("in_progress", 1)
     assert [r.body["messages"][0]["content"] for r in engine.requests][-1] == "interactive"
+
+
+async def test_the_lanes_share_of_a_channel_starts_low_and_yields_to_interactive_429s(
+    start: StartGateway, engine: FakeEngine
+) -> None:
+    def tweak(config: dict[str, Any]) -> None:
+        config["batches"].update(per_channel=4, concurrency=8, adaptive=True, grow_seconds=60)
+        config["channels"][0]["models"].append(
+            {"name": "chat-busy", "upstream": "upstream-chat+fail-429"}
+        )
+        config["models"].append({"name": "chat-busy", "kind": "chat"})
+
+    gateway = await start(tweak)
+    client = gateway.client(await gateway.key(await gateway.group("team")))
+    assert gateway.runner is not None
+    lane = gateway.runner.app[BATCH_LANE]
+    engine.behaviour = Behaviour(hang=0.2)
+    batch = await submitted(client, [chat_line(f"l{n}", f"text {n}") for n in range(40)])
+    most = 0
+    for _ in range(40):  # 0.8 s: four lines' time, had the lane taken its whole share
+        most = max(most, lane.in_flight_by_channel().get("engine", 0))
+        await asyncio.sleep(0.02)
+    assert most == 1  # a channel's share starts at one line
+    assert lane.share.limit("engine") == 1
+
+    with pytest.raises(openai.APIStatusError):
+        await client.chat.completions.create(
+            model="chat-busy", messages=[{"role": "user", "content": "interactive"}]
+        )
+    assert lane.share.limit("engine") == 0  # the channel is busy: the lane yields it all
+    await asyncio.sleep(0.4)  # the line in flight ends
+    sent = len(engine.requests)
+    await asyncio.sleep(0.6)
+    assert len(engine.requests) == sent  # no batch line sent since
+    assert lane.in_flight_by_channel()["engine"] == 0
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"{gateway.base_url}/metrics") as got,
+    ):
+        assert 'parley_batch_lane_share{channel="engine"} 0.0' in await got.text()
+    await client.batches.cancel(batch.id)
+    assert (await settled(client, batch.id)).status == "cancelled"

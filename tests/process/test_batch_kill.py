@@ -46,7 +46,9 @@ async def test_a_killed_gateway_resumes_a_batch_without_sending_a_line_twice(
 ) -> None:
     async with FakeEngine() as engine:
         config = gateway_config(
-            engine.base_url, tmp_path, batches={"poll_seconds": 0.05, "per_channel": 2}
+            engine.base_url,
+            tmp_path,
+            batches={"poll_seconds": 0.05, "per_channel": 2, "adaptive": False},
         )
         config["channels"][0]["timeouts"]["read"] = 60
         engine.behaviour = Behaviour(hang=60)  # the first lines are in flight at the kill
