@@ -460,6 +460,8 @@ async def test_the_voices_page_shows_deletions_to_retry_or_give_up(start: Starte
         async with session.get(f"{base}/admin/ui/voices") as page:
             html = await page.text()
         assert page.status == 200 and "data-deletions" in html and voice["id"] in html
+        assert "<title>Voices · Parley admin</title>" in html  # the table is in the page
+        assert html.count("data-deletions") == 1
         assert "HTTP 502" in html and CARTESIA_KEY not in html
         form = {"csrf": hidden(html, "csrf"), "back": "/admin/ui/voices"}
         retry = f"{base}/admin/ui/voice-deletions/{pending.id}/retry"
