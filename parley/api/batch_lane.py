@@ -83,6 +83,9 @@ PAGE = 1000
 KEEP_TRIES = 5
 """How many times a line's result is offered to the database before it is given up."""
 NO_KEY = "The batch's API key or group is no longer usable."
+LEASE_END_SECONDS = 0.5
+"""How long closing waits for the database to end the lane's lease: a shutdown's time is
+the usage records' (a lease the database did not end expires by itself)."""
 
 
 class BatchLane:
@@ -154,11 +157,19 @@ class BatchLane:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._lease
             self._lease = None
-        if self._started:
+        if self._started:  # worth a moment, not the usage records' time: it expires anyway
             try:
-                await self._svc.store.drop_batch_lanes(self._id, others=False)
+                async with asyncio.timeout(LEASE_END_SECONDS):
+                    await self._svc.store.drop_batch_lanes(self._id, others=False)
             except (StoreUnavailable, StoreFault) as error:
                 log.warning("batch lane: could not end its lease (%s)", error)
+            except TimeoutError:
+                log.warning(
+                    "batch lane: the database did not end its lease within %gs; it ends "
+                    "by itself %gs after its last renewal",
+                    LEASE_END_SECONDS,
+                    self._svc.settings.batches.lease_seconds,
+                )
 
     async def _run(self) -> None:
         store = self._svc.store
