@@ -148,7 +148,9 @@ class SigningKeys:
         self._keys = {
             key.get("kid"): key
             for key in (keys if isinstance(keys, list) else ())
-            if isinstance(key, dict) and key.get("use", "sig") == "sig"
+            if isinstance(key, dict)
+            and key.get("use", "sig") == "sig"
+            and isinstance(key.get("kid", ""), str)
         }
 
 
@@ -224,6 +226,9 @@ def header_of(token: str) -> dict[str, Any]:
         header: dict[str, Any] = jwt.get_unverified_header(token)
     except jwt.PyJWTError:
         raise OidcRefused("The ID token is not a JSON Web Token.") from None
+    for name in ("alg", "kid"):
+        if not isinstance(header.get(name, ""), str):
+            raise OidcRefused(f"The ID token's header has a `{name}` that is not a string.")
     return header
 
 

@@ -79,7 +79,8 @@ def _session(session: Any) -> dict[str, Any] | None:
         return None
     if not isinstance(session, dict):
         raise InvalidRequest("`session` must be an object.", param="session")
-    if session.get("type", "realtime") not in SESSION_TYPES:
+    kind = session.get("type", "realtime")
+    if not isinstance(kind, str) or kind not in SESSION_TYPES:
         raise InvalidRequest(
             "`session.type` must be 'realtime' or 'transcription'.", param="session.type"
         )

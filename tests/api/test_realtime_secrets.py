@@ -173,6 +173,7 @@ async def test_a_session_ends_when_its_key_is_revoked(gateway: Gateway) -> None:
         ({"expires_after": {"anchor": "now", "seconds": 60}}, 400, None),
         ({"session": {"type": "realtime", "model": "nope"}}, 404, None),
         ({"session": {"type": "voice"}}, 400, "session.type"),
+        ({"session": {"type": ["realtime"]}}, 400, "session.type"),
         ({"session": []}, 400, "session"),
     ],
 )

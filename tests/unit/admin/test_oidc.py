@@ -264,3 +264,20 @@ def test_an_answer_that_took_too_long_is_refused() -> None:
     flow = Flow.new()
     with pytest.raises(OidcRefused, match="too long"):
         flows.answer(flows.seal(flow), flow.state)
+
+
+def test_a_header_whose_algorithm_or_key_id_is_not_a_string_is_refused() -> None:
+    """A token's header is the provider's JSON, read before any signature is checked: a
+    value of another type is a refusal, never an error of Parley's."""
+    import base64
+    import json
+
+    def part(value: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
+
+    key = public_jwk(rsa_key(), "k1")
+    for header in ({"alg": ["RS256"], "kid": "k1"}, {"alg": "RS256", "kid": {"k": 1}}):
+        token = f"{part(header)}.{part({'sub': 'x'})}.c2ln"
+        assert "not a string" in refused(token, key) or "not a JSON Web Token" in refused(
+            token, key
+        )
