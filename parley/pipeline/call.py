@@ -35,6 +35,9 @@ class Call:
     started: float = field(default_factory=time.monotonic)
     content: ContentCapture | None = None
     """What the content log keeps of the call, when its group's policy keeps anything."""
+    finish_reasons: tuple[str, ...] = ()
+    """Why the reply ended, as the caller was told (``dialects/finish.py``); read only
+    for a traced call."""
 
     def age(self) -> float:
         """Seconds since the call was admitted."""

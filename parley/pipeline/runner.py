@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
+from parley.dialects.finish import OVERLAP, finish_reasons
 from parley.domain.models import batch_priced
 from parley.domain.usage import Usage
 from parley.errors import (
@@ -156,6 +157,8 @@ async def _whole(
         response = job.render(found, call, usage)
         if call.content is not None and isinstance(response, web.Response):
             _keep_whole(call.content, response)
+        if svc.tracer.on and isinstance(response, web.Response):
+            _finished_with(call, response)
         metered.succeed(usage)
         return response
 
@@ -193,9 +196,7 @@ async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
                 metered.first_byte = first_byte = call.age()
                 svc.watchers.tell_first_byte(call, first_byte)
                 render = job.render
-                write: Callable[[bytes], Awaitable[None]] = response.write
-                if call.content is not None:
-                    write = _capturing(write, call.content, job.content_type)
+                write = _writer(response, call, job.content_type, tracing=svc.tracer.on)
                 await write(render(first))  # with the head, even when empty (``_Reply``)
                 async for batch in batches:
                     data = render(batch)
@@ -269,6 +270,43 @@ def _capturing(
     async def written(data: bytes) -> None:
         await write(data)
         capture.piece(data)
+
+    return written
+
+
+def _finished_with(call: Call, response: web.Response) -> None:
+    """A traced whole reply's finish reasons (a binary reply has none)."""
+    body = response.body
+    if isinstance(body, bytes) and response.content_type == "application/json":
+        call.finish_reasons = finish_reasons(body)
+
+
+def _writer(
+    response: web.StreamResponse, call: Call, content_type: str, *, tracing: bool
+) -> Callable[[bytes], Awaitable[None]]:
+    """How a stream's pieces are written: to the caller, and also to the call's content
+    capture (a group that keeps content) and its finish reasons (a traced call)."""
+    write: Callable[[bytes], Awaitable[None]] = response.write
+    if call.content is not None:
+        write = _capturing(write, call.content, content_type)
+    if tracing:
+        write = _finishing(write, call)
+    return write
+
+
+def _finishing(
+    write: Callable[[bytes], Awaitable[None]], call: Call
+) -> Callable[[bytes], Awaitable[None]]:
+    """``write``, each piece of a traced stream also read for the finish reasons it names
+    (with the end of the piece before: an upstream read may cut an event anywhere)."""
+    before = b""
+
+    async def written(data: bytes) -> None:
+        nonlocal before
+        await write(data)
+        read = before + data
+        call.finish_reasons = finish_reasons(read, call.finish_reasons, after=len(before))
+        before = read[-OVERLAP:]
 
     return written
 

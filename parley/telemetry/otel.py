@@ -337,6 +337,8 @@ class OtelTracer:
         if record.prompt_tokens or record.completion_tokens:
             attributes["gen_ai.usage.input_tokens"] = record.prompt_tokens
             attributes["gen_ai.usage.output_tokens"] = record.completion_tokens
+        if call.finish_reasons:
+            attributes["gen_ai.response.finish_reasons"] = list(call.finish_reasons)
         if route is not None:
             address, port = self._server(route.target.base_url)
             attributes["gen_ai.provider.name"] = provider_name(route.provider_type)

@@ -117,6 +117,9 @@ async def test_a_call_that_fell_over_is_a_span_with_one_child_per_attempt(
     assert a["gen_ai.provider.name"] == "openai"
     assert a["gen_ai.usage.input_tokens"] == body["usage"]["prompt_tokens"]
     assert a["gen_ai.usage.output_tokens"] == body["usage"]["completion_tokens"]
+    assert a["gen_ai.response.finish_reasons"] == [
+        choice["finish_reason"] for choice in body["choices"]
+    ]
     assert a["parley.group"] == "team"
     assert a["parley.channel"] == "healthy"
     assert a["parley.attempts"] == 2
@@ -144,6 +147,7 @@ async def test_a_stream_span_has_its_time_to_first_token_and_metrics_go_over_otl
     (root,) = collector.named("chat chat-large")
     assert root.attributes["parley.time_to_first_token"] > 0
     assert root.attributes["gen_ai.usage.output_tokens"] > 0
+    assert root.attributes["gen_ai.response.finish_reasons"] == ["stop"]  # the last chunk's
     (attempt,) = collector.named("chat upstream-chat")
     assert attempt.attributes["parley.outcome"] == "answered"
     assert attempt.parent_span_id == root.span_id
