@@ -111,6 +111,8 @@ async def batch_line(
         raise NotAdmitted(refusal) from None
     if caller.group.content.on:
         _capture(svc, call, body)
+    if svc.tracer.on:
+        svc.tracer.begin(call, {})  # a trace of its own: a line has no caller's headers
     return await _whole(call.reply_headers(), svc, call, job)
 
 

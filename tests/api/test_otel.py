@@ -272,3 +272,27 @@ async def test_a_stream_cut_after_it_started_is_an_event_on_the_call_span(
     assert attributes["parley.channel"] == "sick"
     (attempt,) = collector.named("chat upstream-chat")
     assert attempt.attributes["parley.outcome"] == "answered"  # it had started
+
+
+async def test_each_batch_line_is_a_call_span_of_its_own(
+    collector: OtlpCollector, start: StartGateway, engine: FakeEngine, sick: FakeEngine
+) -> None:
+    from tests.api.test_batches import chat_line, settled, submitted
+
+    def batched(config: Config) -> None:
+        traced(collector.endpoint)(config)
+        config["batches"] = {"poll_seconds": 0.05, "adaptive": False}
+
+    gateway = await start(batched)
+    client = gateway.client(await gateway.key(await gateway.group("team")))
+    batch = await submitted(client, [chat_line("a", "one"), chat_line("b", "two")])
+    assert (await settled(client, batch.id)).status == "completed"
+    await flush(gateway)
+
+    lines = collector.named("chat chat-large")
+    assert len(lines) == 2
+    assert len({span.trace_id for span in lines}) == 2  # each line a trace of its own
+    for span in lines:
+        assert span.attributes["parley.group"] == "team"
+        assert span.attributes["gen_ai.response.finish_reasons"] == ["stop"]
+        assert span.attributes["http.response.status_code"] == 200
