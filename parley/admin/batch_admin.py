@@ -136,7 +136,9 @@ async def batches(
 
 
 async def _state(service: AdminService, batch: Batch, names: dict[int, str]) -> BatchState:
-    cost, lines = await service.store.prefix_cost(lines_prefix(batch.id), batch.created_at)
+    cost, lines = await service.store.prefix_cost(
+        lines_prefix(batch.id), batch.group_id, batch.created_at
+    )
     return BatchState(batch, names.get(batch.group_id), cost, lines)
 
 

@@ -67,6 +67,7 @@ COLUMNS = (
     "search_units",
     "cost_usd",
     "estimated",
+    "batch_id",
 )
 
 

@@ -548,9 +548,9 @@ class AdminStore(
 
     async def find_request(self, request_id: str) -> LoggedRequest | None: ...
 
-    async def prefix_cost(self, prefix: str, since: datetime) -> tuple[int, int]:
-        """The cost (nano-USD) and number of the request log's lines since ``since``
-        whose request id starts with ``prefix`` (a batch's lines)."""
+    async def prefix_cost(self, prefix: str, group_id: int, since: datetime) -> tuple[int, int]:
+        """The cost (nano-USD) and number of the group's request log lines since
+        ``since`` whose request id starts with ``prefix`` (a batch's lines)."""
 
 
 class CheckStore(ChannelStore, AuditStore, Protocol):

@@ -32,12 +32,15 @@ def find_request(conn: Connection, request_id: str) -> LoggedRequest | None:
     return None if row is None else _logged(row)
 
 
-def prefix_cost(conn: Connection, prefix: str, since: datetime) -> tuple[int, int]:
-    """The cost (nano-USD) and number of the lines since ``since`` whose request id
-    starts with ``prefix`` (a batch's lines: ``domain/batches.lines_prefix``)."""
+def prefix_cost(conn: Connection, prefix: str, group_id: int, since: datetime) -> tuple[int, int]:
+    """The cost (nano-USD) and number of the group's lines since ``since`` whose request
+    id starts with ``prefix`` (a batch's lines: ``domain/batches.lines_prefix``), read
+    through the group's index by time."""
     records = usage_records.c
     statement = select(func.coalesce(func.sum(records.cost_nanos), 0), func.count()).where(
-        records.created_at >= since, records.request_id.startswith(prefix, autoescape=True)
+        records.group_id == group_id,
+        records.created_at >= since,
+        records.request_id.startswith(prefix, autoescape=True),
     )
     row = conn.execute(statement).one()
     return int(row[0]), int(row[1])
