@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from parley.admin import batch_admin
 from parley.admin.channel_admin import ChannelAdmin
 from parley.admin.context import admin_service
 from parley.admin.fields import (
@@ -257,6 +258,40 @@ async def delete_voice(request: web.Request) -> web.Response:
             "pending_deletion": deletion_view(pending, names) if pending is not None else None,
         }
     )
+
+
+async def list_batches(request: web.Request) -> web.Response:
+    """The newest batches (``group``, ``status``), with progress and cost so far."""
+    service = admin_service(request)
+    found = await batch_admin.batches(
+        request,
+        service,
+        request.query.get("group", "").strip(),
+        batch_admin.status_filter(request.query),
+    )
+    return json_reply({"object": "list", "data": [state.view() for state in found]})
+
+
+async def get_batch(request: web.Request) -> web.Response:
+    state = await batch_admin.find_batch(
+        request, admin_service(request), request.match_info["batch_id"]
+    )
+    return json_reply(state.view())
+
+
+async def cancel_batch(request: web.Request) -> web.Response:
+    state = await batch_admin.cancel(
+        request, admin_service(request), request.match_info["batch_id"]
+    )
+    return json_reply(state.view())
+
+
+async def list_files(request: web.Request) -> web.Response:
+    """The newest files (``group``): metadata only."""
+    found = await batch_admin.files(
+        request, admin_service(request), request.query.get("group", "").strip()
+    )
+    return json_reply({"object": "list", "data": found})
 
 
 async def get_overview(request: web.Request) -> web.Response:

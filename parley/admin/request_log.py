@@ -19,6 +19,13 @@ from typing import Any
 from multidict import MultiMapping
 
 from parley.admin.service import AdminService
+from parley.domain.batches import (
+    LINE_PREFIX,
+    batch_of,
+    is_batch_id,
+    is_message_batch_id,
+    lines_prefix,
+)
 from parley.domain.pricing import nanos_to_usd, unit_prices
 from parley.domain.requests import LoggedRequest, RequestQuery, StatusFilter
 from parley.errors import InvalidRequest, NotFound
@@ -60,6 +67,7 @@ COLUMNS = (
     "search_units",
     "cost_usd",
     "estimated",
+    "batch_id",
 )
 
 
@@ -73,6 +81,8 @@ class Filters:
     status: str = ""
     since: str = ""
     until: str = ""
+    batch: str = ""
+    """``true``: batch lines alone; a batch's id: its lines alone."""
     limit: int = DEFAULT_PAGE
 
     def params(self, cursor: str | None = None) -> dict[str, str]:
@@ -84,6 +94,7 @@ class Filters:
             "status": self.status,
             "since": self.since,
             "until": self.until,
+            "batch": self.batch,
         }
         if self.limit != DEFAULT_PAGE:
             params["limit"] = str(self.limit)
@@ -120,9 +131,11 @@ def filters_from_params(params: MultiMapping[str]) -> Filters:
         **values,
         since=params.get("since", "").strip(),
         until=params.get("until", "").strip(),
+        batch=params.get("batch", "").strip(),
         limit=int(raw_limit) if raw_limit else DEFAULT_PAGE,
     )
     _status(filters.status)
+    _batch_prefix(filters.batch)
     _instant(filters.since, "since", end=False)
     _instant(filters.until, "until", end=True)
     return filters
@@ -174,6 +187,7 @@ def line_view(line: LoggedRequest) -> dict[str, Any]:
     return {
         "object": "request",
         "request_id": record.request_id,
+        "batch_id": batch_of(record.request_id),
         "created_at": record.created_at.isoformat(),
         "group_id": record.group_id,
         "group": line.group,
@@ -224,7 +238,19 @@ async def _query(service: AdminService, filters: Filters) -> RequestQuery:
         key_id=key_id,
         model=filters.model or None,
         status=_status(filters.status),
+        request_prefix=_batch_prefix(filters.batch),
     )
+
+
+def _batch_prefix(raw: str) -> str | None:
+    """The request ids ``batch`` keeps: every batch line's (``true``) or one batch's."""
+    if not raw:
+        return None
+    if raw == "true":
+        return LINE_PREFIX
+    if is_batch_id(raw) or is_message_batch_id(raw):
+        return lines_prefix(raw)
+    raise InvalidRequest("'batch' must be 'true' or a batch's id.", param="batch")
 
 
 async def _key_id(service: AdminService, wanted: str) -> int:

@@ -52,6 +52,8 @@ ROUTE_ROLES: dict[tuple[str, str], Role] = {
     ("POST", "/ui/voice-deletions/{deletion_id}/abandon"): OPERATOR,
     # calls' kept content: prompts and replies are not a viewer's to read
     ("GET", "/requests/{request_id}/content"): OPERATOR,
+    ("POST", "/batches/{batch_id}/cancel"): OPERATOR,
+    ("POST", "/ui/batches/{batch_id}/cancel"): OPERATOR,
     # channels
     ("POST", "/channels"): OPERATOR,
     ("PATCH", "/channels/{name}"): OPERATOR,
@@ -146,6 +148,14 @@ GROUP_ADMIN_ROUTES: dict[tuple[str, str], Scope | None] = {
     ("GET", "/ui/requests"): OWN,
     ("GET", "/ui/requests.csv"): OWN,
     ("GET", "/ui/requests/{request_id}"): REQUEST,
+    # their batches and files: seen (another group's batch is not found), not cancelled
+    # here (the group's own keys cancel through /v1/batches)
+    ("GET", "/batches"): OWN,
+    ("GET", "/batches/{batch_id}"): OWN,
+    ("GET", "/files"): OWN,
+    ("GET", "/ui/batches"): OWN,
+    ("POST", "/batches/{batch_id}/cancel"): REFUSED,
+    ("POST", "/ui/batches/{batch_id}/cancel"): REFUSED,
     # the session
     ("POST", "/logout"): OWN,
     # everyone's, or the gateway's: never a group-admin's

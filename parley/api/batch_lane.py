@@ -114,6 +114,8 @@ class BatchLane:
         self._task: asyncio.Task[None] | None = None
         self._lease: asyncio.Task[None] | None = None
         self._started = False
+        self.queued = 0
+        """Lines waiting in the batches in progress, at the lane's last look (``/metrics``)."""
 
     def start(self) -> None:
         if self._settings.enabled:
@@ -242,7 +244,10 @@ class BatchLane:
     async def _step(self) -> bool:
         """One look at every running batch; whether anything was started or ended."""
         busy = False
-        for batch in await self._svc.store.runnable_batches():
+        runnable = await self._svc.store.runnable_batches()
+        counts = await self._svc.store.batch_line_counts_of([batch.id for batch in runnable])
+        self.queued = sum(states.get(QUEUED, 0) for states in counts.values())
+        for batch in runnable:
             busy = await self._advance(batch) or busy
         return busy
 

@@ -15,6 +15,7 @@ ACTIONS = (
     ("key.update", "a key's label, rates, budget, models or expiry changed"),
     ("key.rotate", "a key's secret rotated"),
     ("key.revoke", "a key revoked"),
+    ("batch.cancel", "a batch cancelled by an operator"),
     ("channel.create", "a channel added"),
     ("channel.update", "a channel changed"),
     ("channel.disable", "a channel disabled (by hand or by its health checks)"),

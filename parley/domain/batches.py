@@ -74,6 +74,24 @@ def line_request_id(batch_id: str, line: int) -> str:
     return f"batch_req_{batch_id.removeprefix('batch_')}_{line}"
 
 
+LINE_PREFIX = "batch_req_"
+"""What every batch line's request id starts with (the request log's ``batch=true``)."""
+
+
+def lines_prefix(batch_id: str) -> str:
+    """What the request ids of every line of the batch start with, and no other's."""
+    return line_request_id(batch_id, 0).removesuffix("0")
+
+
+def batch_of(request_id: str) -> str | None:
+    """The batch whose line made the call with this request id; None: not a batch's."""
+    head, _, line = request_id.removeprefix(LINE_PREFIX).rpartition("_")
+    if not request_id.startswith(LINE_PREFIX) or not line.isdigit():
+        return None
+    batch_id = head if head.startswith("msgbatch_") else f"batch_{head}"
+    return batch_id if is_batch_id(batch_id) or is_message_batch_id(batch_id) else None
+
+
 @dataclass(frozen=True, slots=True)
 class LineError:
     """A problem of the input file, on one line (``None``: the whole file)."""

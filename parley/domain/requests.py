@@ -49,6 +49,8 @@ class RequestQuery:
     model: str | None = None
     """Matches the model that answered or the name the caller asked for."""
     status: StatusFilter | None = None
+    request_prefix: str | None = None
+    """Lines whose request id starts with this: a batch's lines, or every batch's."""
     after: tuple[datetime, str] | None = None
     """The last line of the previous page: its time and request id."""
     limit: int = 50

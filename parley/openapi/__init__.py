@@ -20,6 +20,7 @@ from aiohttp import web
 import parley
 from parley.openapi import (
     admin,
+    admin_batches,
     admin_channels,
     admin_keys,
     admin_models,
@@ -52,6 +53,7 @@ PARTS: tuple[ModuleType, ...] = (
     transcription,
     realtime,
     admin,
+    admin_batches,
     admin_channels,
     admin_keys,
     admin_models,

@@ -113,6 +113,10 @@ SCHEMAS: JSON = {
         "properties": {
             "object": {"const": "request"},
             "request_id": {"type": "string"},
+            "batch_id": {
+                "type": ["string", "null"],
+                "description": "The batch whose line made the call; null: not a batch's",
+            },
             "created_at": {"type": "string"},
             "group_id": {"type": "integer"},
             "group": {"type": ["string", "null"]},
@@ -368,6 +372,7 @@ PATHS: JSON = {
                 query_param("status", description="A class (2xx, 3xx, 4xx, 5xx) or a code"),
                 query_param("since", description="A date or an ISO 8601 time (included)"),
                 query_param("until", description="A date (included) or an ISO 8601 time"),
+                query_param("batch", description="true: batch lines alone; a batch's id: its"),
                 query_param("limit", {"type": "integer", "minimum": 1, "maximum": 500}),
                 query_param("cursor", description="next_cursor of the previous page"),
                 query_param("format", {"enum": ["json", "csv"]}),

@@ -160,6 +160,9 @@ class FileStore(Protocol):
         """A page of the group's files in creation order (newest first unless
         ``ascending``), those after the id ``after``."""
 
+    async def every_file(self, group_id: int | None, *, limit: int) -> list[StoredFile]:
+        """The newest unexpired files, of one group or (``None``) every group's."""
+
     async def delete_file(self, file_id: str, group_id: int) -> bool:
         """Forget the group's file; ``False`` if it had none with this id."""
 
@@ -203,6 +206,11 @@ class BatchStore(Protocol):
     ) -> BatchPage:
         """The group's batches, newest first: its Message Batches alone (``messages``),
         or its other batches alone."""
+
+    async def every_batch(
+        self, group_id: int | None, *, status: str | None = None, limit: int
+    ) -> list[Batch]:
+        """The newest batches of both kinds, of one group or (``None``) every group's."""
 
     async def set_batch_status(
         self, batch_id: str, status: str, *, only_from: Sequence[str], **columns: Any
@@ -539,6 +547,10 @@ class AdminStore(
         ``query``, newest first, at most ``query.limit``."""
 
     async def find_request(self, request_id: str) -> LoggedRequest | None: ...
+
+    async def prefix_cost(self, prefix: str, group_id: int, since: datetime) -> tuple[int, int]:
+        """The cost (nano-USD) and number of the group's request log lines since
+        ``since`` whose request id starts with ``prefix`` (a batch's lines)."""
 
 
 class CheckStore(ChannelStore, AuditStore, Protocol):

@@ -110,6 +110,20 @@ def list_batches(
     return BatchPage([_batch(row) for row in rows[:limit]], len(rows) > limit)
 
 
+def every_batch(
+    conn: Connection, group_id: int | None, *, status: str | None, limit: int
+) -> list[Batch]:
+    """The newest ``limit`` batches of both kinds, of one group (or every group's), in
+    one status (or any): the admin surface's list."""
+    query = select(batches)
+    if group_id is not None:
+        query = query.where(batches.c.group_id == group_id)
+    if status is not None:
+        query = query.where(batches.c.status == status)
+    rows = conn.execute(query.order_by(batches.c.created_at.desc()).limit(limit)).mappings()
+    return [_batch(row) for row in rows]
+
+
 def delete_batch(conn: Connection, batch_id: str, group_id: int) -> bool:
     """Delete an ended batch of the group and its lines; whether it was."""
     gone = delete(batches).where(

@@ -59,6 +59,17 @@ def list_files(
     return FilePage([_stored(row) for row in rows[:limit]], len(rows) > limit)
 
 
+def every_file(
+    conn: Connection, group_id: int | None, now: datetime, *, limit: int
+) -> list[StoredFile]:
+    """The newest ``limit`` unexpired files of one group (or every group's)."""
+    query = select(_table).where(_unexpired(now))
+    if group_id is not None:
+        query = query.where(_table.c.group_id == group_id)
+    rows = conn.execute(query.order_by(_table.c.created_at.desc()).limit(limit)).mappings()
+    return [_stored(row) for row in rows]
+
+
 def delete_file(conn: Connection, file_id: str, group_id: int, now: datetime) -> bool:
     """Forget the group's file (its bytes are the caller's to delete after)."""
     gone = delete(_table).where(_found(file_id, group_id, now))

@@ -7,9 +7,10 @@ costs the same however far back it is and a line written meanwhile never shifts 
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Select, and_, or_, select, text
+from sqlalchemy import Connection, Select, and_, func, or_, select, text
 
 from parley.domain.requests import LoggedRequest, RequestQuery
 from parley.domain.usage import UsageRecord
@@ -29,6 +30,20 @@ def find_request(conn: Connection, request_id: str) -> LoggedRequest | None:
     statement = _joined().where(usage_records.c.request_id == request_id)
     row = conn.execute(statement).mappings().first()
     return None if row is None else _logged(row)
+
+
+def prefix_cost(conn: Connection, prefix: str, group_id: int, since: datetime) -> tuple[int, int]:
+    """The cost (nano-USD) and number of the group's lines since ``since`` whose request
+    id starts with ``prefix`` (a batch's lines: ``domain/batches.lines_prefix``), read
+    through the group's index by time."""
+    records = usage_records.c
+    statement = select(func.coalesce(func.sum(records.cost_nanos), 0), func.count()).where(
+        records.group_id == group_id,
+        records.created_at >= since,
+        records.request_id.startswith(prefix, autoescape=True),
+    )
+    row = conn.execute(statement).one()
+    return int(row[0]), int(row[1])
 
 
 def _joined() -> Select[Any]:
@@ -66,6 +81,10 @@ def _select(query: RequestQuery) -> Select[Any]:
         statement = statement.where(within)
         if low >= FAILED_STATUS:  # the partial index's own words, so SQLite uses it
             statement = statement.where(text(f"usage_records.{FAILED_ONLY}"))
+    if query.request_prefix is not None:
+        statement = statement.where(
+            records.request_id.startswith(query.request_prefix, autoescape=True)
+        )
     if query.after is not None:
         at, request_id = query.after
         statement = statement.where(

@@ -316,6 +316,9 @@ class SqlStore:
             purpose=purpose,
         )
 
+    async def every_file(self, group_id: int | None, *, limit: int) -> list[StoredFile]:
+        return await self._read(files_sql.every_file, group_id, _now(), limit=limit)
+
     async def delete_file(self, file_id: str, group_id: int) -> bool:
         return await self._write(files_sql.delete_file, file_id, group_id, _now())
 
@@ -353,6 +356,11 @@ class SqlStore:
             before=before,
             messages=messages,
         )
+
+    async def every_batch(
+        self, group_id: int | None, *, status: str | None = None, limit: int
+    ) -> list[Batch]:
+        return await self._read(batches_sql.every_batch, group_id, status=status, limit=limit)
 
     async def set_batch_status(
         self, batch_id: str, status: str, *, only_from: Sequence[str], **columns: Any
@@ -408,6 +416,7 @@ class SqlStore:
     failures_by_day = reading(admin_sql.failures_by_day)
     list_requests = reading(requests_sql.list_requests)
     find_request = reading(requests_sql.find_request)
+    prefix_cost = reading(requests_sql.prefix_cost)
     keys_last_used = reading(admin_sql.keys_last_used)
     record_audit = writing(admin_sql.record_audit)
 

@@ -136,6 +136,13 @@ class GatewayMetrics:
             registry=r,
             multiprocess_mode="livesum",
         )
+        self.batch_queued = Gauge(
+            "parley_batch_lines_queued",
+            "Batch lines waiting to be sent, in every batch in progress, as the lane last "
+            "counted them (the queue is the database's, shared by every lane).",
+            registry=r,
+            multiprocess_mode="livemax",
+        )
         self.refusals_dropped = Counter(
             "parley_request_log_refusals_dropped",
             "Refusals not written to the request log: the usage queue was past half full.",
@@ -337,9 +344,12 @@ class GatewayMetrics:
                 self.content_dropped.labels(reason).inc(count - seen)
                 self._content_dropped_seen[reason] = count
 
-    def batch_lane(self, in_flight: Mapping[str, int], shares: Mapping[str, int]) -> None:
+    def batch_lane(
+        self, in_flight: Mapping[str, int], shares: Mapping[str, int], queued: int = 0
+    ) -> None:
         """The batch lane's lines in flight per channel (0 for a channel it has left),
-        and its share of each channel it has heard of."""
+        its share of each channel it has heard of, and the lines waiting."""
+        self.batch_queued.set(queued)
         for channel, count in in_flight.items():
             self.batch_lines.labels(channel).set(count)
         for channel, share in shares.items():

@@ -164,7 +164,7 @@ def _sample(metrics: GatewayMetrics, svc: Services, lane: BatchLane | None) -> N
     if deletions is not None:
         metrics.clone_deletions(deletions.deleted, deletions.failed, deletions.pending)
     if lane is not None:
-        metrics.batch_lane(lane.in_flight_by_channel(), lane.share.shares())
+        metrics.batch_lane(lane.in_flight_by_channel(), lane.share.shares(), lane.queued)
     metrics.live_sessions(svc.live_sessions.by_model())
 
 

@@ -6,6 +6,7 @@ group-admin accounts; every action audited under the group-admin's name."""
 from __future__ import annotations
 
 import base64
+import json
 import re
 import secrets
 from pathlib import Path
@@ -58,6 +59,8 @@ class World:
         self.theirs_key: dict[str, Any] = {}
         self.mine_request = ""
         self.theirs_request = ""
+        self.mine_batch = ""
+        self.theirs_batch = ""
 
     async def build(self) -> World:
         gateway = self.gateway
@@ -72,6 +75,8 @@ class World:
         await gateway.flush_usage()
         self.mine_request = await self._request_of(MINE)
         self.theirs_request = await self._request_of(THEIRS)
+        self.mine_batch = await batch_of(gateway, mine["key"])
+        self.theirs_batch = await batch_of(gateway, self.theirs_key["key"])
         body = {"name": GINA, "role": "group-admin", "group": MINE, "password": GINA_PASSWORD}
         status, account = await call(gateway, "POST", "/admin/accounts", body=body)
         assert status == 201, account
@@ -85,7 +90,7 @@ class World:
 
     def secrets_of_theirs(self) -> list[str]:
         """What no page or answer of gina's may hold."""
-        return [THEIRS, self.theirs_key["prefix"], self.theirs_request]
+        return [THEIRS, self.theirs_key["prefix"], self.theirs_request, self.theirs_batch]
 
     async def path(self, template: str, *, inside: bool) -> str:
         """``template`` with gina's things (a fresh key for each call) or another group's."""
@@ -95,11 +100,35 @@ class World:
             if inside
             else str(self.theirs_key["id"]),
             "request_id": self.mine_request if inside else self.theirs_request,
+            "batch_id": self.mine_batch if inside else self.theirs_batch,
             "model": "chat-large",
             "voice_id": "g1__voice",
             "deletion_id": "1",
         }
         return "/admin" + re.sub(r"\{([^}]+)\}", lambda m: values[m.group(1)], template)
+
+
+async def batch_of(gateway: Gateway, key: str) -> str:
+    """A batch of one line made with ``key`` (its group's), through /v1."""
+    line = {
+        "custom_id": "one",
+        "method": "POST",
+        "url": "/v1/chat/completions",
+        "body": {"model": "chat-large", "messages": [{"role": "user", "content": "hi"}]},
+    }
+    form = aiohttp.FormData()
+    form.add_field("purpose", "batch")
+    form.add_field("file", json.dumps(line).encode() + b"\n", filename="in.jsonl")
+    status, made = await call_as(gateway, "POST", "/v1/files", key, data=form)
+    assert status == 200, made
+    body = {
+        "input_file_id": made["id"],
+        "endpoint": "/v1/chat/completions",
+        "completion_window": "24h",
+    }
+    status, batch = await call_as(gateway, "POST", "/v1/batches", key, json=body)
+    assert status == 200, batch
+    return str(batch["id"])
 
 
 def decided(method: str, template: str) -> bool:

@@ -16,6 +16,7 @@ from parley.domain.requests import RequestQuery
 from parley.domain.voices import Clone
 from tests.api.harness import Gateway, call
 from tests.browser.conftest import ADMIN_TOKEN
+from tests.browser.test_batches_page import ended, make_batch
 from tests.browser.test_dashboard import sign_in
 
 CHAT = {"model": "chat-large", "messages": [{"role": "user", "content": "hello there"}]}
@@ -39,6 +40,9 @@ async def pages_of(gateway: Gateway) -> list[str]:
     key = await gateway.key(group)
     for _ in range(2):
         await call(gateway, "POST", "/v1/chat/completions", key, json=CHAT)
+    batchers = await gateway.key(await gateway.group("nightly-evaluations-of-a-long-name"))
+    batch_id = await make_batch(gateway, batchers, ["one", "two"])
+    await ended(gateway, batchers, batch_id)
     await gateway.flush_usage()
     record = (await gateway.services.store.list_keys())[0]
     await _pending_deletion(gateway, group.id)
@@ -54,6 +58,9 @@ async def pages_of(gateway: Gateway) -> list[str]:
         "/admin/ui/usage?since=bad",
         "/admin/ui/requests",
         f"/admin/ui/requests/{request_id}",
+        f"/admin/ui/requests?batch={batch_id}",
+        "/admin/ui/batches",
+        "/admin/ui/batches?status=bogus",
         "/admin/ui/channels",
         "/admin/ui/channels/engine",
         "/admin/ui/accounts",

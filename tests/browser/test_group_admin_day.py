@@ -60,7 +60,7 @@ async def test_a_group_admins_day(browser: Browser, dashboard: Gateway, artifact
     assert page.url == f"{base}/admin/ui/groups/{MINE}"
     nav = page.get_by_role("navigation", name="Main")
     names = [text.strip() for text in await nav.get_by_role("link").all_inner_texts()]
-    assert names == [f"Group {MINE}", "Keys", "Usage", "Requests"]
+    assert names == [f"Group {MINE}", "Keys", "Usage", "Requests", "Batches"]
     await expect(page.locator(".whoami")).to_contain_text("gina · group-admin")
     await expect(page.get_by_role("button", name="Disable group")).to_have_count(0)
     await expect(

@@ -103,7 +103,7 @@ def test_every_described_operation_survives_fuzzing_without_a_5xx_or_a_leak(
     # text, messages, message batches, responses, embeddings, moderations, rerank, images,
     # files, batches, speech, voices, transcription, realtime, admin (groups, keys, usage,
     # requests, channels, models, accounts, audit, voices)
-    assert len(operations) == 87
+    assert len(operations) == 91
     calls = 0
     for operation in operations:
         token = ADMIN_TOKEN if operation.path.startswith("/admin") else key

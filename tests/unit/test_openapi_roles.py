@@ -21,7 +21,7 @@ def admin_operations() -> list[tuple[str, str, dict[str, object]]]:
 
 def test_every_admin_operation_states_the_role_the_gate_requires() -> None:
     found = admin_operations()
-    assert len(found) == 43
+    assert len(found) == 47
     wrong = [
         (method, path, op["x-required-role"])
         for method, path, op in found
