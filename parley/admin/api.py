@@ -171,7 +171,7 @@ async def create_key(request: web.Request) -> web.Response:
 async def revoke_key(request: web.Request) -> web.Response:
     service = admin_service(request)
     raw = request.match_info["key_id"]
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
+    if not raw.isdecimal() or not 1 <= int(raw) <= MAX_LIMIT:
         raise NotFound(f"No key with id '{raw}'.", param="key_id")
     state = await service.revoke_key(int(raw))
     names = {group.id: group.name for group in await service.groups()}
@@ -328,6 +328,6 @@ def _query_int(request: web.Request, name: str, default: int | None) -> int | No
     raw = request.query.get(name)
     if raw is None or raw == "":
         return default
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
+    if not raw.isdecimal() or not 1 <= int(raw) <= MAX_LIMIT:
         raise InvalidRequest(f"'{name}' must be a positive integer.", param=name)
     return int(raw)

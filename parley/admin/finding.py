@@ -44,7 +44,7 @@ def _number(params: MultiMapping[str], name: str, default: int, low: int, high: 
     raw = params.get(name, "")
     if raw == "":
         return default
-    if not raw.isdigit() or not low <= int(raw) <= high:
+    if not raw.isdecimal() or not low <= int(raw) <= high:
         raise InvalidRequest(f"'{name}' must be a whole number from {low} to {high}.", param=name)
     return int(raw)
 

@@ -19,7 +19,7 @@ from parley.errors import NotFound
 
 def key_id(request: web.Request) -> int:
     raw = request.match_info["key_id"]
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
+    if not raw.isdecimal() or not 1 <= int(raw) <= MAX_LIMIT:
         raise NotFound(f"No key with id '{raw}'.", param="key_id")
     return int(raw)
 

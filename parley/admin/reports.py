@@ -99,7 +99,7 @@ def parse_query(
             "'by' is a comma-separated list of day, group, model and key (each at most once).",
             param="by",
         )
-    if key and (not key.isdigit() or len(key) > 10):
+    if key and (not key.isdecimal() or len(key) > 10):
         raise InvalidRequest("'key' must be a key's id.", param="key")
     return UsageQuery(
         first, last, group or None, model or None, dimensions, int(key) if key else None

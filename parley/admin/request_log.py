@@ -125,7 +125,7 @@ def filters_from_params(params: MultiMapping[str]) -> Filters:
         if len(value) > MAX_TEXT or not value.isprintable():
             raise InvalidRequest(f"'{name}' is not a name Parley knows.", param=name)
     raw_limit = params.get("limit", "")
-    if raw_limit and not (raw_limit.isdigit() and 1 <= int(raw_limit) <= MAX_PAGE):
+    if raw_limit and not (raw_limit.isdecimal() and 1 <= int(raw_limit) <= MAX_PAGE):
         raise InvalidRequest(f"'limit' must be from 1 to {MAX_PAGE}.", param="limit")
     filters = Filters(
         **values,
@@ -256,7 +256,7 @@ def _batch_prefix(raw: str) -> str | None:
 async def _key_id(service: AdminService, wanted: str) -> int:
     """The key a filter names: by its id, or by a prefix (or its start) of its secret now
     or of one a rotation replaced, so an old line's prefix finds its key."""
-    if wanted.isdigit():
+    if wanted.isdecimal():
         if not 1 <= int(wanted) <= MAX_ID:
             raise InvalidRequest("'key' must be a key's id or prefix.", param="key")
         return int(wanted)
@@ -282,7 +282,7 @@ def _status(raw: str) -> StatusFilter | None:
     if raw.lower() in STATUS_CLASSES:
         low = int(raw[0]) * 100
         return StatusFilter(low, low + 99)
-    if len(raw) == 3 and raw.isdigit() and 100 <= int(raw) <= 599:
+    if len(raw) == 3 and raw.isdecimal() and 100 <= int(raw) <= 599:
         return StatusFilter(int(raw), int(raw))
     raise InvalidRequest(
         "'status' must be a class (2xx, 3xx, 4xx, 5xx) or a code such as 429.", param="status"

@@ -79,7 +79,7 @@ async def admit(request: web.Request) -> None:
         await service.group(request.match_info["name"])
     elif scope == KEY:
         raw = request.match_info["key_id"]
-        if not raw.isdigit() or not 1 <= int(raw) <= MAX_KEY_ID:
+        if not raw.isdecimal() or not 1 <= int(raw) <= MAX_KEY_ID:
             raise NotFound(f"No key with id '{raw}'.", param="key_id")
         await service.find_key(int(raw))
     elif scope == REQUEST:

@@ -15,7 +15,7 @@ from parley.errors import NotFound
 
 def deletion_id(request: web.Request) -> int:
     raw = request.match_info["deletion_id"]
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
+    if not raw.isdecimal() or not 1 <= int(raw) <= MAX_LIMIT:
         raise NotFound(f"No clone deletion {raw!r} is still to do.", param="deletion_id")
     return int(raw)
 

@@ -133,7 +133,7 @@ def missing_file(file_id: str) -> NotFound:
 def page_limit(value: str | None, most: int, default: int) -> int:
     if value is None:
         return default
-    if not value.isdigit() or not 1 <= int(value) <= most:
+    if not value.isdecimal() or not 1 <= int(value) <= most:
         raise InvalidRequest(f"'limit' must be an integer from 1 to {most}.", param="limit")
     return int(value)
 
@@ -257,7 +257,7 @@ class _Upload:
             raise InvalidRequest(
                 "'expires_after[anchor]' must be 'created_at'.", param="expires_after.anchor"
             )
-        if seconds is None or not seconds.isdigit():
+        if seconds is None or not seconds.isdecimal():
             raise InvalidRequest(
                 "'expires_after[seconds]' must be an integer.", param="expires_after.seconds"
             )

@@ -78,7 +78,7 @@ def _missing(response_id: str) -> NotFound:
 def _limit(value: str | None) -> int:
     if value is None:
         return DEFAULT_PAGE
-    if not value.isdigit() or not 1 <= int(value) <= MAX_PAGE:
+    if not value.isdecimal() or not 1 <= int(value) <= MAX_PAGE:
         raise InvalidRequest(f"'limit' must be an integer from 1 to {MAX_PAGE}.", param="limit")
     return int(value)
 

@@ -202,7 +202,7 @@ class GraceType(click.ParamType):  # type: ignore[type-arg]
         text = str(value).strip().lower()
         unit = GRACE_UNITS.get(text[-1:], 0)
         number = text[:-1] if unit else text
-        if not number.isdigit():
+        if not number.isdecimal():
             self.fail(f"{value!r} is not a duration such as 0, 90s, 30m, 24h or 7d", param, ctx)
         return int(number) * (unit or 1)
 

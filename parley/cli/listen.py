@@ -87,7 +87,7 @@ def _pids() -> Iterator[int]:
     except OSError:
         return
     for entry in entries:
-        if entry.name.isdigit():
+        if entry.name.isdecimal():
             yield int(entry.name)
 
 

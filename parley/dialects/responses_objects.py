@@ -46,7 +46,7 @@ def response_of_item(item_id: str) -> str | None:
     """The id of the response an output item id made by ``item_ids`` belongs to."""
     _, _, rest = item_id.partition("_")
     token, _, number = rest.rpartition("_")
-    if len(token) != 48 or not number.isdigit() or not set(token) <= HEX:
+    if len(token) != 48 or not number.isdecimal() or not set(token) <= HEX:
         return None
     return "resp_" + token
 

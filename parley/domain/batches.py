@@ -86,7 +86,7 @@ def lines_prefix(batch_id: str) -> str:
 def batch_of(request_id: str) -> str | None:
     """The batch whose line made the call with this request id; None: not a batch's."""
     head, _, line = request_id.removeprefix(LINE_PREFIX).rpartition("_")
-    if not request_id.startswith(LINE_PREFIX) or not line.isdigit():
+    if not request_id.startswith(LINE_PREFIX) or not line.isdecimal():
         return None
     batch_id = head if head.startswith("msgbatch_") else f"batch_{head}"
     return batch_id if is_batch_id(batch_id) or is_message_batch_id(batch_id) else None

@@ -132,6 +132,9 @@ async def test_editing_a_key_changes_label_rates_and_expiry_and_is_audited(
         assert error["error"]["param"] == next(iter(bad))
     assert (await call(gateway, "PATCH", "/admin/keys/999", body={"name": "x"}))[0] == 404
     assert (await call(gateway, "GET", "/admin/keys/abc"))[0] == 404
+    for digits_not_a_number in ("%C2%B3", "%E2%91%A0"):  # '³', '①': isdigit(), not int()
+        assert (await call(gateway, "DELETE", f"/admin/keys/{digits_not_a_number}"))[0] == 404
+        assert (await call(gateway, "GET", f"/admin/requests?key={digits_not_a_number}"))[0] < 500
     _, audit = await call(gateway, "GET", "/admin/audit?action=key.update")
     assert len(audit["data"]) == 3
     assert audit["data"][-1]["detail"]["name"] == "mobile app"

@@ -61,7 +61,7 @@ def _limit(form: Form, name: str, label: str) -> int | None:
     raw = _text(form, name)
     if not raw:
         return None
-    if not raw.isdigit() or int(raw) < 1:
+    if not raw.isdecimal() or int(raw) < 1:
         raise InvalidRequest(f"{label} must be a whole number above zero, or empty.", param=name)
     return int(raw)
 
@@ -217,7 +217,7 @@ async def _group_page(
                 state.record.id: await service.key_budget(state.record) for state in keys
             },
             "new_key": new_key,
-            "replayed": replayed if replayed.isdigit() else "",
+            "replayed": replayed if replayed.isdecimal() else "",
             "key_form": key_form or new_key_form(),
             "group_form": group_form or FormState.fresh("group", group_values(group)),
             "content_form": content_form or FormState.fresh("content", content_values(group)),
@@ -314,7 +314,7 @@ async def make_key(
 
 async def revoke_key(request: web.Request) -> web.Response:
     raw = request.match_info["key_id"]
-    if not raw.isdigit():
+    if not raw.isdecimal():
         raise NotFound(f"No key with id '{raw}'.")
     service = admin_service(request)
     state = await service.revoke_key(int(raw))

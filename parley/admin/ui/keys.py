@@ -49,7 +49,7 @@ def key_url(key_id: int) -> str:
 
 def _key_id(request: web.Request) -> int:
     raw = request.match_info["key_id"]
-    if not raw.isdigit() or len(raw) > 10:
+    if not raw.isdecimal() or len(raw) > 10:
         raise NotFound(f"No key with id '{raw}'.")
     return int(raw)
 

@@ -132,7 +132,7 @@ async def channels_page(request: web.Request) -> web.Response:
 async def audit_page(request: web.Request) -> web.Response:
     """The audit log, newest first, filtered by actor, action, target and days."""
     raw = request.query.get("before", "")
-    before = int(raw) if raw.isdigit() and len(raw) <= 10 else None
+    before = int(raw) if raw.isdecimal() and len(raw) <= 10 else None
     if before is not None and before > MAX_LIMIT:  # past every id PostgreSQL's column holds
         before = None
     error, entries, query = "", [], AuditQuery()

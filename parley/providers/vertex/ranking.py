@@ -93,7 +93,7 @@ def _indexed(channel: str, records: Any) -> Any:
         return records
     indexed = []
     for record in records:
-        if not isinstance(record, dict) or not str(record.get("id", "")).isdigit():
+        if not isinstance(record, dict) or not str(record.get("id", "")).isdecimal():
             raise UpstreamError(
                 f"The upstream channel `{channel}` sent a rerank reply that could not be "
                 "read: a record's id is not one Parley sent."
