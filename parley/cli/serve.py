@@ -30,6 +30,8 @@ from parley.telemetry.logs import configure_logging
 log = logging.getLogger("parley")
 SHUTDOWN_BACKSTOP_SECONDS = 5.0
 """Added to the grace for aiohttp's own shutdown timeout, which ``shut_down`` pre-empts."""
+LEFTOVER_SECONDS = 2.0
+"""At exit, how long tasks still pending after the app's cleanup get to end once cancelled."""
 STREAM_END_SECONDS = 2.0
 """At the end of the grace, how long the ended streams get to write their last event (at
 most half of ``server.shutdown_close_seconds``, which this time is part of)."""
@@ -178,12 +180,25 @@ def _stop_once_on_signals(
 
 
 def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> None:
-    """Cancel any task still pending once the app is cleaned up, and let each finish."""
+    """Cancel any task still pending once the app is cleaned up, and let each finish, for
+    ``LEFTOVER_SECONDS`` at most.
+
+    The usage records are written or spilled by then (``Services.close``): what is left
+    is work the database never answered, and a database driver's connection frozen in
+    mid-query can take its own timeout (30 s) to give a cancelled task back. The process
+    exits without waiting for it."""
     pending = asyncio.all_tasks(loop)
     for task in pending:
         task.cancel()
-    if pending:
-        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+    if not pending:
+        return
+    _, stuck = loop.run_until_complete(asyncio.wait(pending, timeout=LEFTOVER_SECONDS))
+    if stuck:
+        log.warning(
+            "%d task(s) did not end within %gs of being cancelled at exit; leaving them",
+            len(stuck),
+            LEFTOVER_SECONDS,
+        )
 
 
 GC_THRESHOLDS = (10_000, 50, 100)
