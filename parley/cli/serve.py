@@ -61,7 +61,8 @@ def run_worker(
     finally:
         _cancel_leftovers(loop)
         loop.run_until_complete(loop.shutdown_asyncgens())
-        loop.close()
+        loop.close()  # gives SIGTERM back its default action, which would kill
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # stopping already: exit with 0
 
 
 LISTEN_ERRNOS = (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL)
