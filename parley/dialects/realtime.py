@@ -56,10 +56,10 @@ PCM_BYTES_PER_SECOND = 48_000
 G711_BYTES_PER_SECOND = 8_000
 """``audio/pcmu`` and ``audio/pcma`` (8-bit at 8 kHz)."""
 INPUT_AUDIO_TOKENS_PER_SECOND = 10
-"""OpenAI's count of input audio: a token per 100 ms (an estimate's rate, never a bill's
-when the upstream reports one)."""
+"""How OpenAI counts input audio in tokens, used for an estimate only: a turn the
+upstream reports usage for is billed by its report."""
 OUTPUT_AUDIO_TOKENS_PER_SECOND = 20
-"""OpenAI's count of output audio: a token per 50 ms."""
+"""How OpenAI counts output audio in tokens, used for an estimate only."""
 CHARACTERS_PER_TOKEN = 4
 
 
