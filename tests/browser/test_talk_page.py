@@ -176,6 +176,8 @@ async def test_an_operator_talks_to_a_realtime_model_from_the_browser(
     logged = listing.locator("table[data-requests] tbody tr")
     await expect(logged).to_have_count(len(lines))
     await expect(logged.locator("[data-session]")).to_have_count(len(lines))
+    await expect(listing.get_by_label("Realtime session")).to_have_value(open_id)
+    await snap(listing, artifacts, "requests-session")
     await logged.first.locator("a").first.click()
     await expect(listing.locator("dd a[data-session]")).to_have_text(open_id)
     _, audit = await call(gateway, "GET", "/admin/audit?action=realtime.talk", ADMIN_TOKEN)
@@ -186,10 +188,10 @@ async def test_an_operator_talks_to_a_realtime_model_from_the_browser(
 
 
 async def test_the_talk_page_refuses_a_model_the_key_may_not_use(
-    browser: Browser, gateway: Gateway, upstream: FakeRealtime
+    microphone_browser: Browser, gateway: Gateway, upstream: FakeRealtime
 ) -> None:
     await gateway.key(await gateway.group("text-only", models=["stt"]))
-    page = await (await browser.new_context()).new_page()
+    page = await (await microphone_browser.new_context()).new_page()
     await sign_in(page, gateway.base_url, ADMIN_TOKEN)
     await page.goto(f"{gateway.base_url}/admin/ui/realtime/talk")
     await page.get_by_role("button", name="Start talking").click()
@@ -199,6 +201,21 @@ async def test_the_talk_page_refuses_a_model_the_key_may_not_use(
     assert not upstream.connections
     _, audit = await call(gateway, "GET", "/admin/audit?action=realtime.talk", ADMIN_TOKEN)
     assert audit["data"] == []
+
+
+async def test_without_a_microphone_no_secret_is_made(
+    browser: Browser, gateway: Gateway, upstream: FakeRealtime
+) -> None:
+    await gateway.key(await gateway.group("acme"))
+    page = await (await browser.new_context()).new_page()  # Chromium with no audio device
+    await sign_in(page, gateway.base_url, ADMIN_TOKEN)
+    await page.goto(f"{gateway.base_url}/admin/ui/realtime/talk")
+    await page.get_by_role("button", name="Start talking").click()
+    await expect(page.locator("[data-talk-error]")).to_be_visible()
+    await expect(page.locator("[data-talk-status]")).to_have_text("Not connected.")
+    await expect(page.get_by_role("button", name="Start talking")).to_be_enabled()
+    _, audit = await call(gateway, "GET", "/admin/audit?action=realtime.talk", ADMIN_TOKEN)
+    assert audit["data"] == [] and not upstream.connections
 
 
 async def test_live_sessions_are_listed_while_open_and_a_group_admin_sees_its_own(

@@ -93,15 +93,16 @@ class Talk {
   async open() {
     this.error.hidden = true;
     this.start.disabled = true;
-    this.say("Asking for a client secret…");
     try {
       if (this.context) this.context.close();
       this.context = new AudioContext();
       await this.context.resume();
-      const secret = await this.secret();
+      this.say("Asking for the microphone…");
       this.stream = await navigator.mediaDevices.getUserMedia({
         audio: { channelCount: 1, echoCancellation: true, noiseSuppression: true },
       });
+      this.say("Asking for a client secret…");
+      const secret = await this.secret();
       this.say("Connecting…");
       const scheme = location.protocol === "https:" ? "wss:" : "ws:";
       const url = `${scheme}//${location.host}/v1/realtime?model=${encodeURIComponent(secret.model)}`;
@@ -191,9 +192,11 @@ class Talk {
       case "response.done":
         this.say("Listening: speak now.");
         break;
-      case "error":
-        this.fail(`${event.error.code || event.error.type}: ${event.error.message}`);
+      case "error": {
+        const error = event.error || {};
+        this.fail(`${error.code || error.type || "error"}: ${error.message || "no message"}`);
         break;
+      }
       default:
         break;
     }
