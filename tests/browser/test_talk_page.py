@@ -43,13 +43,13 @@ SIDEWAYS = "document.documentElement.scrollWidth - document.documentElement.clie
 
 
 def talking_wav(path: Path) -> Path:
-    """A second of silence, 1.5 s of a 440 Hz tone, then 3 s of silence (16-bit mono)."""
+    """A second of silence, 3 s of a 440 Hz tone, then 2 s of silence (16-bit mono): the
+    page may take a moment to start sending, and still sends most of the tone."""
     samples = [0] * WAV_RATE
     samples += [
-        round(12_000 * math.sin(2 * math.pi * TONE_HZ * n / WAV_RATE))
-        for n in range(WAV_RATE * 3 // 2)
+        round(12_000 * math.sin(2 * math.pi * TONE_HZ * n / WAV_RATE)) for n in range(WAV_RATE * 3)
     ]
-    samples += [0] * (WAV_RATE * 3)
+    samples += [0] * (WAV_RATE * 2)
     with wave.open(str(path), "wb") as out:
         out.setnchannels(1)
         out.setsampwidth(2)
