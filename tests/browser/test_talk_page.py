@@ -39,6 +39,12 @@ TONE_HZ = 440
 WAV_RATE = 48_000
 FORGED_POST = """async () => (await fetch("/admin/ui/realtime/talk", {
   method: "POST", body: new URLSearchParams({key: "1", model: "voice-rt"})})).status"""
+SIGNED_POST = """async (key) => {
+  const csrf = document.querySelector("input[name=csrf]").value;
+  const body = new URLSearchParams({csrf, key, model: "voice-rt"});
+  const reply = await fetch("/admin/ui/realtime/talk", {method: "POST", body});
+  return [reply.status, await reply.json()];
+}"""
 SIDEWAYS = "document.documentElement.scrollWidth - document.documentElement.clientWidth"
 
 
@@ -261,3 +267,12 @@ async def test_live_sessions_are_listed_while_open_and_a_group_admin_sees_its_ow
     options = await gina.get_by_label("Key").locator("option").all_inner_texts()
     assert options and all(text.startswith("acme · ") for text in options)
     assert await severe_violations(Axe(), gina) == []
+    # and another group's key, named by its id, is not found
+    (their_key,) = await gateway.services.store.list_keys(theirs.id)
+    status, reply = await gina.evaluate(SIGNED_POST, str(their_key.id))
+    assert status == 404 and reply["error"]["message"] == f"No key with id '{their_key.id}'."
+    (own_key,) = await gateway.services.store.list_keys(mine.id)
+    status, made = await gina.evaluate(SIGNED_POST, str(own_key.id))
+    assert status == 200 and made["value"].startswith("ek_") and made["model"] == MODEL
+    _, audit = await call(gateway, "GET", "/admin/audit?action=realtime.talk", ADMIN_TOKEN)
+    assert [(e["actor"], e["detail"]["group"]) for e in audit["data"]] == [("gina", "acme")]
