@@ -27,6 +27,8 @@ from parley.domain.batches import (
     lines_prefix,
 )
 from parley.domain.pricing import nanos_to_usd, unit_prices
+from parley.domain.realtime_sessions import is_session_id, session_of
+from parley.domain.realtime_sessions import lines_prefix as session_lines
 from parley.domain.requests import LoggedRequest, RequestQuery, StatusFilter
 from parley.errors import InvalidRequest, NotFound
 
@@ -68,6 +70,7 @@ COLUMNS = (
     "cost_usd",
     "estimated",
     "batch_id",
+    "session_id",
 )
 
 
@@ -83,6 +86,8 @@ class Filters:
     until: str = ""
     batch: str = ""
     """``true``: batch lines alone; a batch's id: its lines alone."""
+    session: str = ""
+    """A realtime session's id: its lines alone (its turns and input transcriptions)."""
     limit: int = DEFAULT_PAGE
 
     def params(self, cursor: str | None = None) -> dict[str, str]:
@@ -95,6 +100,7 @@ class Filters:
             "since": self.since,
             "until": self.until,
             "batch": self.batch,
+            "session": self.session,
         }
         if self.limit != DEFAULT_PAGE:
             params["limit"] = str(self.limit)
@@ -132,10 +138,11 @@ def filters_from_params(params: MultiMapping[str]) -> Filters:
         since=params.get("since", "").strip(),
         until=params.get("until", "").strip(),
         batch=params.get("batch", "").strip(),
+        session=params.get("session", "").strip(),
         limit=int(raw_limit) if raw_limit else DEFAULT_PAGE,
     )
     _status(filters.status)
-    _batch_prefix(filters.batch)
+    _line_prefix(filters)
     _instant(filters.since, "since", end=False)
     _instant(filters.until, "until", end=True)
     return filters
@@ -188,6 +195,7 @@ def line_view(line: LoggedRequest) -> dict[str, Any]:
         "object": "request",
         "request_id": record.request_id,
         "batch_id": batch_of(record.request_id),
+        "session_id": session_of(record.request_id),
         "created_at": record.created_at.isoformat(),
         "group_id": record.group_id,
         "group": line.group,
@@ -238,8 +246,20 @@ async def _query(service: AdminService, filters: Filters) -> RequestQuery:
         key_id=key_id,
         model=filters.model or None,
         status=_status(filters.status),
-        request_prefix=_batch_prefix(filters.batch),
+        request_prefix=_line_prefix(filters),
     )
+
+
+def _line_prefix(filters: Filters) -> str | None:
+    """The request ids the ``batch`` or ``session`` filter keeps (one of them at most: a
+    line is never both a batch's and a session's)."""
+    if not filters.session:
+        return _batch_prefix(filters.batch)
+    if filters.batch:
+        raise InvalidRequest("Give 'batch' or 'session', not both.", param="session")
+    if not is_session_id(filters.session):
+        raise InvalidRequest("'session' must be a realtime session's id.", param="session")
+    return session_lines(filters.session)
 
 
 def _batch_prefix(raw: str) -> str | None:

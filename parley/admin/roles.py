@@ -54,6 +54,9 @@ ROUTE_ROLES: dict[tuple[str, str], Role] = {
     ("GET", "/requests/{request_id}/content"): OPERATOR,
     ("POST", "/batches/{batch_id}/cancel"): OPERATOR,
     ("POST", "/ui/batches/{batch_id}/cancel"): OPERATOR,
+    # talking to a realtime model: a session billed to the key chosen
+    ("GET", "/ui/realtime/talk"): OPERATOR,
+    ("POST", "/ui/realtime/talk"): OPERATOR,
     # channels
     ("POST", "/channels"): OPERATOR,
     ("PATCH", "/channels/{name}"): OPERATOR,
@@ -156,6 +159,10 @@ GROUP_ADMIN_ROUTES: dict[tuple[str, str], Scope | None] = {
     ("GET", "/ui/batches"): OWN,
     ("POST", "/batches/{batch_id}/cancel"): REFUSED,
     ("POST", "/ui/batches/{batch_id}/cancel"): REFUSED,
+    # their realtime sessions open now, and talking to a model with one of their keys
+    ("GET", "/ui/realtime"): OWN,
+    ("GET", "/ui/realtime/talk"): OWN,
+    ("POST", "/ui/realtime/talk"): OWN,
     # the session
     ("POST", "/logout"): OWN,
     # everyone's, or the gateway's: never a group-admin's

@@ -21,7 +21,7 @@ from aiohttp import web
 from parley.errors import InvalidRequest, ServiceUnavailable, UpstreamError
 from parley.pipeline.admit import resolve_model
 from parley.pipeline.context import CALLER, CLIENT_SECRET, SERVICES
-from parley.pipeline.realtime import ENDPOINT, Session
+from parley.pipeline.realtime import ENDPOINT, RELAY, Session, live_session
 from parley.pipeline.route import Route
 from parley.pipeline.services import Services
 from parley.providers.openai.realtime import REALTIME_TYPES, realtime_socket
@@ -65,7 +65,7 @@ async def realtime_session(request: web.Request) -> web.StreamResponse:
         await socket.prepare(request)
         task = svc.in_flight.current()
         svc.in_flight.add(task)
-        svc.live_sessions.opened(model.spec.name)
+        live = stack.enter_context(live_session(svc.live_sessions, caller, model.spec.name, RELAY))
         try:
             session = Session(
                 svc,
@@ -75,6 +75,7 @@ async def realtime_session(request: web.Request) -> web.StreamResponse:
                 socket=socket,
                 upstream=upstream,
                 abort=_aborter(request),
+                live=live,
                 bound=secret.session if secret is not None else None,
             )
             await session.run(task)
@@ -84,7 +85,6 @@ async def realtime_session(request: web.Request) -> web.StreamResponse:
                 await socket.close(code=1011, message=b"internal error")
         finally:
             svc.in_flight.discard(task)
-            svc.live_sessions.closed(model.spec.name)
     return socket
 
 

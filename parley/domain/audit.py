@@ -16,6 +16,7 @@ ACTIONS = (
     ("key.rotate", "a key's secret rotated"),
     ("key.revoke", "a key revoked"),
     ("batch.cancel", "a batch cancelled by an operator"),
+    ("realtime.talk", "a client secret made on the dashboard's talk page (its key, model)"),
     ("channel.create", "a channel added"),
     ("channel.update", "a channel changed"),
     ("channel.disable", "a channel disabled (by hand or by its health checks)"),

@@ -28,7 +28,7 @@ import itertools
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,11 +69,14 @@ from parley.pipeline.meter import Refusal
 from parley.pipeline.route import Route
 from parley.pipeline.services import Services
 from parley.runtime.in_flight import SHUTDOWN_STATUS
+from parley.runtime.live_sessions import LiveSession, LiveSessions
 from parley.settings import RealtimeSettings
 
 log = logging.getLogger("parley.realtime")
 
 ENDPOINT = "/v1/realtime"
+RELAY = "relay"
+"""The kind of a session relayed to an upstream realtime session (``live_session``)."""
 NORMAL = 1000
 GOING_AWAY = 1001
 POLICY = 1008
@@ -191,9 +194,13 @@ class Session:
         socket: web.WebSocketResponse,
         upstream: aiohttp.ClientWebSocketResponse,
         abort: Callable[[], None],
+        live: LiveSession,
         bound: dict[str, Any] | None = None,
     ) -> None:
         self._svc = svc
+        self._live = live
+        """The session's entry in the book of live sessions: its id begins the request id
+        of each of its request-log lines."""
         self._caller = caller
         self._model = model
         self._route = route
@@ -391,7 +398,7 @@ class Session:
         # With no limit (or "inf"), the output is held at the default but not capped there.
         max_out = limit or settings.turn_output_tokens
         event_id = event.event_id if event is not None else None
-        request_id = svc.request_ids.new()
+        request_id = self._live.request_id()
         asked = time.monotonic()
         allowance = Allowance(
             prompt_tokens=bound, completion_tokens=max_out, open_ended=limit is None
@@ -426,13 +433,14 @@ class Session:
                 self._error(refusal.message, refusal.code or "refused", event_id=event_id)
             )
             if event is None:  # its record is the refusal's line's sibling, with an id of its own
-                return self._unadmitted(svc.request_ids.new(), allowance, prompt, audio)
+                return self._unadmitted(self._live.request_id(), allowance, prompt, audio)
             return None
         given = False
         if event is not None and event_id is None:
             event_id = event.body["event_id"] = f"{PARLEY_EVENT_ID}{next(self._ids)}"
             given = True
         call = Call(request_id, ENDPOINT, self._caller, self._model, admission)
+        self._live.turn()
         return Turn(call, event_id, given, prompt, audio)
 
     def _unadmitted(self, request_id: str, allowance: Allowance, prompt: int, audio: int) -> Turn:
@@ -568,7 +576,7 @@ class Session:
         usage = transcription_usage(body, audio_ms)
         allowance = Allowance(usage.prompt_tokens, usage.completion_tokens, audio_ms=audio_ms)
         call = Call(
-            self._svc.request_ids.new(),
+            self._live.request_id(),
             ENDPOINT,
             self._caller,
             model,
@@ -679,3 +687,24 @@ async def _stop(pumps: tuple[asyncio.Task[None], ...]) -> None:
     for pump in pumps:
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await pump
+
+
+@contextlib.contextmanager
+def live_session(
+    book: LiveSessions, caller: Caller, model: str, kind: str
+) -> Iterator[LiveSession]:
+    """The session entered in the book of live sessions while it runs (the dashboard's
+    Realtime page, ``/metrics``), whatever kind it is (``relay``, ``cascade``)."""
+    entry = book.opened(
+        model=model,
+        kind=kind,
+        group_id=caller.group.id,
+        group=caller.group.name,
+        key_id=caller.key.id,
+        key_name=caller.key.name,
+        key_prefix=caller.prefix,
+    )
+    try:
+        yield entry
+    finally:
+        book.closed(entry)

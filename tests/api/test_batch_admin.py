@@ -99,7 +99,7 @@ async def test_the_request_log_marks_and_filters_batch_lines(gateway: Gateway) -
     assert [line["batch_id"] for line in one["data"]] == [first.id]
     status, text = await admin(gateway, "GET", f"/admin/requests?batch={second.id}&format=csv")
     header, row = text.splitlines()
-    assert header.endswith(",estimated,batch_id") and row.endswith(f",{second.id}")
+    assert header.endswith(",estimated,batch_id,session_id") and row.endswith(f",{second.id},")
     status, error = await admin(gateway, "GET", "/admin/requests?batch=yes")
     assert status == 400 and error["error"]["param"] == "batch"
 

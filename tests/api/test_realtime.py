@@ -28,6 +28,7 @@ from tests.api.harness import (
     Config,
     Gateway,
     StartGateway,
+    call,
     local_state,
     records,
     starting,
@@ -35,6 +36,7 @@ from tests.api.harness import (
 from tests.upstreams.realtime import PCM_RATE, FakeRealtime
 
 NOW = datetime.now(UTC)
+ADMIN_TOKEN = "admin-token-for-realtime-tests-0123456789"
 MODEL = "voice-rt"
 UPSTREAM_MODEL = "gpt-realtime"
 OTHER_MODEL = "voice-rt-mini"
@@ -277,6 +279,39 @@ async def test_each_turn_is_one_record_at_its_own_prices(
     # audio is dearer than text: a second of input audio costs more than its count at text price
     text_price = usage["input_tokens"] * usd_to_nanos(PRICES["input_per_1k"]) // 1000
     assert found[1].cost_nanos > text_price
+
+
+async def test_a_sessions_lines_carry_its_id_and_the_request_log_finds_them(
+    start: StartGateway,
+) -> None:
+    gateway = await start(lambda config: config.update(admin={"token": ADMIN_TOKEN}))
+    key = await gateway.key(await gateway.group("team"))
+    async with aiohttp.ClientSession() as http:
+        ids = []
+        for turns in (2, 1):
+            socket = await connect(gateway, key, http)
+            await socket.until("session.created")
+            (live,) = gateway.services.live_sessions.sessions()
+            ids.append(live.id)
+            for _ in range(turns):
+                await socket.send({"type": "response.create"})
+                await socket.until("response.done")
+            assert live.turns == turns
+            await socket.socket.close()
+            await asyncio.sleep(0.1)
+        await gateway.flush_usage()
+        first, second = ids
+        status, found = await call(gateway, "GET", f"/admin/requests?session={first}", ADMIN_TOKEN)
+        assert status == 200
+        assert [line["session_id"] for line in found["data"]] == [first, first]
+        assert {line["request_id"].rsplit("_", 1)[0] for line in found["data"]} == {first}
+        status, other = await call(gateway, "GET", f"/admin/requests?session={second}", ADMIN_TOKEN)
+        assert [line["session_id"] for line in other["data"]] == [second]
+        for wrong in ("rtsess_nothex", f"{first}&batch=true"):
+            status, refused = await call(
+                gateway, "GET", f"/admin/requests?session={wrong}", ADMIN_TOKEN
+            )
+            assert status == 400 and refused["error"]["param"] == "session"
 
 
 async def test_a_turn_without_an_output_limit_is_billed_whole(

@@ -61,6 +61,8 @@ async def pages_of(gateway: Gateway) -> list[str]:
         f"/admin/ui/requests?batch={batch_id}",
         "/admin/ui/batches",
         "/admin/ui/batches?status=bogus",
+        "/admin/ui/realtime",
+        "/admin/ui/realtime/talk",
         "/admin/ui/channels",
         "/admin/ui/channels/engine",
         "/admin/ui/accounts",

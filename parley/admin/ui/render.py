@@ -110,6 +110,17 @@ def has_speech(request: web.Request) -> bool:
     return any(model.kind == "speech" for model in services.settings.models)
 
 
+def has_realtime(request: web.Request) -> bool:
+    """Whether a realtime model is configured (the Realtime tab is hidden otherwise; its
+    pages still answer)."""
+    services = request.config_dict.get(SERVICES)
+    if services is None:
+        return False
+    configured = (model.kind for model in services.settings.models)
+    live = (model.spec.kind for model in services.model_book.live)
+    return any(kind == "realtime" for kind in (*configured, *live))
+
+
 def page(
     request: web.Request,
     template: str,
@@ -130,6 +141,7 @@ def page(
             "can_operate": role in ("operator", "owner"),
             "is_owner": role == "owner",
             "has_speech": has_speech(request),
+            "has_realtime": has_realtime(request),
             "group_scope": request.get(GROUP_SCOPE),
             "can_keys": role in ("operator", "owner", "group-admin"),
             **context,
