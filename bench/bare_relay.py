@@ -9,6 +9,11 @@ exactly the difference between the two.
 
     python -m bench.bare_relay --port 9002 --upstream http://127.0.0.1:9001/v1
 
+``--client parley`` relays through Parley's own upstream client (``parley.http``) instead
+of aiohttp's, all else the same: the difference between the two bare relays is what the
+client costs, and what stays between this one and Parley is the gateway's own work
+(``bench.stream_cost --targets bare,bare-parley-client,parley``).
+
 Its accept backlog is Parley's default (``server.backlog``, 16384), so a run with thousands
 of connections compares the relays and not their listen queues. ``--workers N`` runs N
 processes sharing the port under a supervisor, as ``parley serve --workers N`` does.
@@ -28,9 +33,12 @@ import orjson
 import uvloop
 from aiohttp import web
 
+from parley.http import HttpClient, Prepared, prepare
+
 SESSION = web.AppKey("session", aiohttp.ClientSession)
 UPSTREAM = web.AppKey("upstream", str)
 UPSTREAM_HEADERS = {"Content-Type": "application/json", "Authorization": "Bearer upstream"}
+MOST = 64 * 1024 * 1024
 UNAUTHORIZED = orjson.dumps({"error": {"message": "missing key", "type": "invalid_request_error"}})
 
 
@@ -55,9 +63,50 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         return response
 
 
-def make_app(upstream: str) -> web.Application:
+CLIENT = web.AppKey("client", HttpClient)
+PREPARED = web.AppKey("prepared", Prepared)
+
+
+async def chat_completions_parley_client(request: web.Request) -> web.StreamResponse:
+    """``chat_completions`` through Parley's upstream client."""
+    if "Authorization" not in request.headers:
+        return web.Response(status=401, body=UNAUTHORIZED, content_type="application/json")
+    body = orjson.loads(await request.read())
+    client, prepared = request.app[CLIENT], request.app[PREPARED]
+    reply = await client.send(prepared, orjson.dumps(body), connect_timeout=5, read_timeout=300)
+    try:
+        if not body.get("stream") or reply.status != 200:
+            answer = orjson.loads(await reply.read(MOST))
+            return web.Response(
+                status=reply.status, body=orjson.dumps(answer), content_type="application/json"
+            )
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await response.prepare(request)
+        while piece := await reply.next_piece():
+            await response.write(piece)
+        await response.write_eof()
+        return response
+    finally:
+        reply.release()
+
+
+def make_app(upstream: str, client: str = "aiohttp") -> web.Application:
     app = web.Application()
     app[UPSTREAM] = upstream.rstrip("/")
+    if client == "parley":
+        app.router.add_post("/v1/chat/completions", chat_completions_parley_client)
+
+        async def own_client(app: web.Application) -> AsyncIterator[None]:
+            app[CLIENT] = HttpClient()
+            url = app[UPSTREAM] + "/chat/completions"
+            app[PREPARED] = prepare("POST", url, UPSTREAM_HEADERS)
+            yield
+            await app[CLIENT].close()
+
+        app.cleanup_ctx.append(own_client)
+        return app
     app.router.add_post("/v1/chat/completions", chat_completions)
 
     async def session(app: web.Application) -> AsyncIterator[None]:
@@ -76,7 +125,7 @@ def serve(args: argparse.Namespace, reuse_port: bool) -> None:
     """One relay process (spawned workers get ``args`` pickled)."""
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     web.run_app(
-        make_app(args.upstream),
+        make_app(args.upstream, args.client),
         host=args.host,
         port=args.port,
         access_log=None,
@@ -114,6 +163,9 @@ def main() -> None:
         "--backlog", type=int, default=16384, help="Accept backlog (Parley's default)."
     )
     parser.add_argument("--workers", type=int, default=1, help="Processes sharing the port.")
+    parser.add_argument(
+        "--client", choices=("aiohttp", "parley"), default="aiohttp", help="The upstream client."
+    )
     args = parser.parse_args()
     if args.workers > 1:
         serve_workers(args)

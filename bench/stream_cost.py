@@ -15,6 +15,12 @@ ask ``include_usage``) and ``[DONE]``.
     python -m bench.stream_cost                       # Parley and the bare relay (~8 min)
     python -m bench.stream_cost --targets parley --streams 100
     python -m bench.stream_cost --no-valgrind         # CPU time instead (noisy, quick)
+    python -m bench.stream_cost --targets bare,bare-parley-client,parley   # the gap, split
+
+``bare-parley-client`` is the bare relay on Parley's own upstream client
+(``bench/bare_relay.py --client parley``): against ``bare`` it is what the client saves,
+against ``parley`` what the gateway's own work costs (keys, limits, routing, the rewritten
+events, metering).
 
 Instructions of the relay process only (valgrind does not follow children); the upstream
 and the calls' client run natively in other processes. Callgrind counts each thread apart:
@@ -164,6 +170,8 @@ def measure(args: argparse.Namespace, target: str, workdir: Path) -> dict[str, A
             key, cwd = "bare", REPO
             relay_args = ["-m", "bench.bare_relay", "--port", str(relay_port)]
             relay_args += ["--upstream", f"http://127.0.0.1:{upstream_port}/v1"]
+            if target == "bare-parley-client":  # the bare relay on Parley's upstream client
+                relay_args += ["--client", "parley"]
         command = [sys.executable, *relay_args]
         if args.valgrind:
             out = workdir / "callgrind.out.%p"
@@ -209,7 +217,9 @@ def measure(args: argparse.Namespace, target: str, workdir: Path) -> dict[str, A
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--targets", default="bare,parley")
+    parser.add_argument(
+        "--targets", default="bare,parley", help="Of bare, bare-parley-client and parley."
+    )
     parser.add_argument("--streams", type=int, default=60)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--concurrency", type=int, default=2)
@@ -231,7 +241,7 @@ def main() -> None:
             results.append(result)
             instructions = result.get("instructions_per_stream")
             print(
-                f"{target:<8} {result['streams']} streams, {result['failed']} failed, "
+                f"{target:<18} {result['streams']} streams, {result['failed']} failed, "
                 f"{result['us_cpu_per_stream']:,.0f} µs CPU/stream"
                 + (
                     f", {instructions:,.0f} instructions/stream on the event loop's thread"
@@ -245,12 +255,12 @@ def main() -> None:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
     by_target = {row["target"]: row for row in results}
-    if {"bare", "parley"} <= by_target.keys() and args.valgrind:
-        ratio = (
-            by_target["bare"]["instructions_per_stream"]
-            / by_target["parley"]["instructions_per_stream"]
-        )
-        print(f"instructions per stream on the event loop's thread, bare / parley: {ratio:.2f}")
+    if "parley" in by_target and args.valgrind:
+        parley = by_target["parley"]["instructions_per_stream"]
+        for name in ("bare", "bare-parley-client"):
+            if name in by_target:
+                ratio = by_target[name]["instructions_per_stream"] / parley
+                print(f"event loop's instructions per stream, {name} / parley: {ratio:.2f}")
 
 
 if __name__ == "__main__":

@@ -60,3 +60,19 @@ def test_workers_mode_runs_each_relay_with_one_and_n_workers(tmp_path: Path) -> 
     assert len(processes["bare-2"]) >= 3
     assert set(report["scaling"]) == {"bare", "parley"}
     assert set(report["scaling"]["parley"]) == {"plain"}
+
+
+def test_stream_cost_runs_the_bare_relay_on_either_client_and_parley(tmp_path: Path) -> None:
+    """Without valgrind (CPU time only): each target relays every stream whole, through
+    aiohttp's client, Parley's, and Parley itself."""
+    command = [sys.executable, "-m", "bench.stream_cost", "--no-valgrind", "--delay", "0.005"]
+    command += ["--targets", "bare,bare-parley-client,parley", "--streams", "4", "--warmup", "2"]
+    done = subprocess.run(
+        command, cwd=REPO, capture_output=True, text=True, timeout=RUN_GUARD, check=False
+    )
+
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    for target in ("bare", "bare-parley-client", "parley"):
+        (line,) = [line for line in lines if line.split()[0] == target]
+        assert "4 streams, 0 failed" in line
