@@ -123,6 +123,7 @@ def generate(
     warmup: float,
     duration: float,
     deltas: int,
+    compress: bool,
 ) -> dict[str, Any]:
     """One run of ``bench.realtime_gen`` against ``server``."""
     command = [
@@ -135,7 +136,7 @@ def generate(
         "--deltas", str(deltas),
         "--watch", str(server.pid),
     ]  # fmt: skip
-    command += cpu_list(place.helpers)
+    command += cpu_list(place.helpers) + (["--compress"] if compress else [])
     budget = 120 + warmup + duration + sessions / 20
     done = subprocess.run(command, capture_output=True, text=True, timeout=budget, check=False)
     if done.returncode != 0:
@@ -167,14 +168,14 @@ def run(args: argparse.Namespace, workdir: Path, place: Placement) -> dict[str, 
                 )  # fmt: skip
                 smoke = generate(
                     server, key, place, sessions=1, warmup=0, duration=SMOKE_SECONDS,
-                    deltas=args.deltas,
+                    deltas=args.deltas, compress=args.compress,
                 )  # fmt: skip
                 if smoke["errors"] or not smoke["turns_total"]:
                     problem = smoke["first_error"] or "no turn ended"
                     raise BenchError(f"{target}: one session's turns failed: {problem}")
                 row = generate(
                     server, key, place, sessions=args.sessions, warmup=args.warmup,
-                    duration=args.duration, deltas=args.deltas,
+                    duration=args.duration, deltas=args.deltas, compress=args.compress,
                 )  # fmt: skip
                 row |= {"round": round_, "target": target}
                 rows.append(row)
@@ -277,6 +278,11 @@ def arguments() -> argparse.Namespace:
     parser.add_argument(
         "--chunk-bytes", type=int, default=4800, help="Audio bytes a delta (4800: 100 ms)."
     )
+    parser.add_argument(
+        "--compress",
+        action="store_true",
+        help="Callers offer permessage-deflate (as browsers and the openai SDK do).",
+    )
     parser.add_argument("--targets", default=",".join(TARGETS), help="bare,parley")
     parser.add_argument(
         "--no-pin", dest="pin", action="store_false", help="Let the OS place every process."
@@ -304,7 +310,8 @@ def main() -> None:
     began = time.monotonic()
     print(
         f"realtime: {args.sessions} sessions, {args.deltas} audio deltas of "
-        f"{args.chunk_bytes} bytes a turn, {args.warmup:g} s warm-up + {args.duration:g} s, "
+        f"{args.chunk_bytes} bytes a turn{', compressed' if args.compress else ''}, "
+        f"{args.warmup:g} s warm-up + {args.duration:g} s, "
         f"{args.rounds} round(s), {place.describe()}",
         flush=True,
     )

@@ -3,8 +3,9 @@ then all doing turns for a while. Prints one JSON object.
 
 1. The watched server's resident memory (``--watch PID``) is read, ``--sessions``
    WebSockets are opened (``--open-at-once`` handshakes at a time), each must begin with
-   ``session.created``; after ``--settle`` seconds the memory is read again: the
-   difference over the sessions is what an open session holds.
+   ``session.created`` (``--compress``: each offers permessage-deflate, as browsers and
+   the ``websockets`` library behind the ``openai`` SDK do); after ``--settle`` seconds
+   the memory is read again: the difference over the sessions is what a session holds.
 2. Every session does turns in a closed loop (``response.create``, then every event up
    to its ``response.done``, which must bring ``--deltas`` audio deltas): ``--warmup``
    seconds unmeasured, then ``--duration`` measured. In the window: the server's CPU
@@ -75,15 +76,16 @@ class Outcome:
 
 
 async def open_session(
-    client: aiohttp.ClientSession, url: str, key: str, gate: asyncio.Semaphore
+    client: aiohttp.ClientSession, args: argparse.Namespace, gate: asyncio.Semaphore
 ) -> aiohttp.ClientWebSocketResponse:
     async with gate:
         socket = await client.ws_connect(
-            url,
-            headers={"Authorization": f"Bearer {key}"},
+            args.url,
+            headers={"Authorization": f"Bearer {args.key}"},
             protocols=("realtime",),
             max_msg_size=16 * 1024 * 1024,
             autoping=True,
+            compress=15 if args.compress else 0,
         )
         first = await socket.receive(timeout=30)
         if first.type != aiohttp.WSMsgType.TEXT or CREATED not in first.data[:40]:
@@ -133,7 +135,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         gate = asyncio.Semaphore(args.open_at_once)
         began = time.perf_counter()
         opened = await asyncio.gather(
-            *(open_session(client, args.url, args.key, gate) for _ in range(args.sessions)),
+            *(open_session(client, args, gate) for _ in range(args.sessions)),
             return_exceptions=True,
         )
         open_seconds = time.perf_counter() - began
@@ -193,6 +195,11 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--warmup", type=float, default=1.0, help="Unmeasured seconds of turns.")
     parser.add_argument("--duration", type=float, default=5.0, help="Measured seconds.")
     parser.add_argument("--deltas", type=int, default=20, help="Audio deltas a turn brings.")
+    parser.add_argument(
+        "--compress",
+        action="store_true",
+        help="Offer permessage-deflate, as browsers and the `websockets` library do.",
+    )
     parser.add_argument("--watch", type=int, required=True, help="The server's process id.")
     parser.add_argument("--cpus", default="", help="Run on these CPUs only, e.g. 1 (Linux).")
     return parser.parse_args()

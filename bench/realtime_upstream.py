@@ -5,7 +5,7 @@ precomputed pieces, nothing recorded.
 (PCM16 at 24 kHz both ways) and answers each ``response.create`` at once, one write an
 event, as OpenAI streams a response: ``response.created``, ``rate_limits.updated``,
 ``--deltas`` ``response.output_audio.delta`` events of ``--chunk-bytes`` of audio each
-(base64), and ``response.done`` with usage (fixed input, the audio sent as output at
+(noise, base64), and ``response.done`` with usage (fixed input, the audio sent as output at
 OpenAI's 20 tokens a second). Any other client event is read and ignored. Only the
 frame's text is looked at, not parsed: the upstream shares a core with the load
 generator, and what it costs is taken from the relays'.
@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import random
 
 import orjson
 import uvloop
@@ -63,7 +64,8 @@ class Frames:
 
     def __init__(self, deltas: int, chunk_bytes: int) -> None:
         self.deltas = deltas
-        audio = base64.b64encode(b"\x01" * chunk_bytes).decode()
+        # Noise, not silence: what permessage-deflate (``--compress``) gets is real audio's.
+        audio = base64.b64encode(random.Random(0).randbytes(chunk_bytes)).decode()
         self.created = (
             '{"type":"response.created","event_id":"event_c","response":{"id":"%s",'
             '"object":"realtime.response","status":"in_progress","output":[],"usage":null}}'
