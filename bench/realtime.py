@@ -271,7 +271,7 @@ def print_report(report: dict[str, Any]) -> None:
 def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=500, help="Sessions open at once.")
-    parser.add_argument("--duration", type=float, default=5.0, help="Measured seconds of turns.")
+    parser.add_argument("--duration", type=float, default=4.0, help="Measured seconds of turns.")
     parser.add_argument("--warmup", type=float, default=1.0, help="Unmeasured seconds first.")
     parser.add_argument("--rounds", type=int, default=3, help="Runs of each relay, interleaved.")
     parser.add_argument("--deltas", type=int, default=20, help="Audio deltas a turn.")
