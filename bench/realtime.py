@@ -12,7 +12,7 @@ all doing turns for a measured window (server CPU per relayed event, events/s, t
 latency). It prints a table and Parley's ratios to the bare relay (median of rounds),
 checks every turn through Parley was metered, and stops everything, also on Ctrl-C.
 
-    python -m bench.realtime                          # 500 sessions, 3 rounds, about a minute
+    python -m bench.realtime                          # 500 sessions, 3 rounds, 60-80 s
     python -m bench.realtime --sessions 1000 --duration 10 --rounds 5 --json /tmp/rt.json
 
 By default (2 CPUs or more) the relay under test runs alone on the first CPU, the
