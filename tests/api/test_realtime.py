@@ -734,6 +734,41 @@ async def test_a_caller_that_stops_reading_is_closed_not_buffered(
     assert record.completion_tokens < 200 * 200
 
 
+async def test_a_caller_that_reads_slowly_but_steadily_is_never_closed(
+    start: StartGateway, upstream: FakeRealtime
+) -> None:
+    """Many sends that each wait a little, for longer than the send bound in all: the
+    bound is each send's own, so the turn goes through whole."""
+
+    def impatient(config: Config) -> None:
+        config["realtime"] = {"send_timeout_seconds": 0.5}
+
+    upstream.behaviour.chunk_bytes = 480_000
+    upstream.behaviour.audio_chunks = 40
+    gateway = await start(impatient)
+    key = await gateway.key(await gateway.group("team"))
+    loop = asyncio.get_running_loop()
+    async with aiohttp.ClientSession() as http:
+        socket = await connect(gateway, key, http, max_msg_size=0)
+        await socket.until("session.created")
+        await socket.send({"type": "response.create"})
+        began = loop.time()
+        deltas = 0
+        async with asyncio.timeout(60):
+            while True:
+                message = await socket.socket.receive()
+                assert message.type == aiohttp.WSMsgType.TEXT, socket.socket.close_code
+                kind = orjson.loads(message.data)["type"]
+                if kind == "response.done":
+                    break
+                deltas += kind == "response.output_audio.delta"
+                await asyncio.sleep(0.05)  # a reader slower than the upstream
+        assert loop.time() - began > 4 * 0.5
+    assert deltas == 40
+    [record] = await records(gateway)
+    assert (record.status, record.estimated) == (200, False)
+
+
 async def test_an_azure_deployment_serves_realtime(upstream: FakeRealtime, tmp_path: Path) -> None:
     def azure() -> Config:
         config = realtime_config(upstream, tmp_path)
