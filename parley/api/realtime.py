@@ -52,6 +52,9 @@ async def realtime_session(request: web.Request) -> web.StreamResponse:
         max_msg_size=settings.max_event_bytes,
         autoping=True,
         timeout=2.0,
+        # Base64 audio hardly deflates; a zlib state each way would cost a session about
+        # 90 KB and an event about 25 µs (docs/performance.md, Realtime sessions).
+        compress=False,
     )
     if not socket.can_prepare(request).ok:
         raise InvalidRequest(NOT_UPGRADE, code="websocket_required")

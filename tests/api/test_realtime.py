@@ -247,6 +247,16 @@ async def test_open_sessions_are_counted_in_metrics(gateway: Gateway) -> None:
             assert f"{gauge} 0.0" in await scraped.text()
 
 
+async def test_a_session_offered_compression_goes_on_uncompressed(gateway: Gateway) -> None:
+    key = await gateway.key(await gateway.group("team"))
+    async with aiohttp.ClientSession() as http:
+        socket = await connect(gateway, key, http, compress=15)  # permessage-deflate offered
+        created = await socket.until("session.created")
+        assert socket.socket.compress == 0  # the upgrade did not take it
+        assert created["session"]["model"] == MODEL
+        await socket.socket.close()
+
+
 async def test_each_turn_is_one_record_at_its_own_prices(
     gateway: Gateway, upstream: FakeRealtime
 ) -> None:
