@@ -28,8 +28,11 @@ the figure compared is the event loop's thread's, and the count over every threa
 printed beside it. Work done every so many seconds counts as often as valgrind slows the
 run down (a run lasts minutes), so Parley writes its usage records by batch size only
 (500, more than a run's calls), refreshes its key directory hourly and its batch lane
-looks for work hourly; the metrics sampler (once a second), the heap trim and the shared
-breakers' loops still run, which the count over every thread shows.
+looks for work hourly. What still runs by the clock (the metrics sampler once a second,
+the heap trim, the shared breakers' loops: a fraction of a millisecond a second natively,
+but a run under valgrind lasts minutes) is counted apart: after the streams the relay is
+left idle as long as they took, and those instructions are taken away from the figures
+(``--no-idle`` keeps them in, and the line says what they were).
 The defaults (``--delay 0.25``, two streams at a time) keep the events one a
 read under valgrind, which slows a relay enough that events 0.02 s apart, four streams
 at a time, shared reads (about 2.3 events a read for ``main``, 1.2 for a faster build:
@@ -147,6 +150,24 @@ def thread_instructions(directory: Path, pid: int) -> dict[int, int]:
     return counts
 
 
+def counted(workdir: Path, pid: int, streams: int, idle_seconds: float) -> dict[str, float]:
+    """The relay's instructions a stream since the counters were zeroed, on the event
+    loop's thread and in all threads, less what it runs idle in ``idle_seconds`` after."""
+    callgrind_control("--dump", str(pid))
+    threads = thread_instructions(workdir, pid)
+    idle: dict[int, int] = {}
+    if idle_seconds:  # the same time again with no call: what runs by the clock
+        callgrind_control("--zero", str(pid))
+        time.sleep(idle_seconds)
+        callgrind_control("--dump", str(pid))
+        idle = thread_instructions(workdir, pid)
+    return {
+        "instructions_per_stream": (threads.get(1, 0) - idle.get(1, 0)) / streams,
+        "all_threads_per_stream": (sum(threads.values()) - sum(idle.values())) / streams,
+        "idle_per_stream": idle.get(1, 0) / streams,
+    }
+
+
 def measure(args: argparse.Namespace, target: str, workdir: Path) -> dict[str, Any]:
     upstream_port, relay_port = free_ports(2)
     model = SLOW_MODEL if args.delay > 0 else MODEL
@@ -204,10 +225,7 @@ def measure(args: argparse.Namespace, target: str, workdir: Path) -> dict[str, A
             "us_cpu_per_stream": cpu / args.streams * 1e6,
         }
         if args.valgrind:
-            callgrind_control("--dump", str(relay.pid))
-            threads = thread_instructions(workdir, relay.pid)
-            result["instructions_per_stream"] = threads.get(1, 0) / args.streams
-            result["all_threads_per_stream"] = sum(threads.values()) / args.streams
+            result |= counted(workdir, relay.pid, args.streams, seconds if args.idle else 0)
         return result
     finally:
         if relay is not None:
@@ -228,6 +246,12 @@ def main() -> None:
     )
     parser.add_argument("--no-valgrind", dest="valgrind", action="store_false")
     parser.add_argument("--keep", action="store_true", help="Keep the folder (callgrind dumps).")
+    parser.add_argument(
+        "--no-idle",
+        dest="idle",
+        action="store_false",
+        help="Do not take away what the relay runs idle in the same time.",
+    )
     args = parser.parse_args()
     if args.valgrind and shutil.which("callgrind_control") is None:
         raise SystemExit("valgrind is not installed (apt-get install valgrind)")
@@ -245,7 +269,8 @@ def main() -> None:
                 f"{result['us_cpu_per_stream']:,.0f} µs CPU/stream"
                 + (
                     f", {instructions:,.0f} instructions/stream on the event loop's thread"
-                    f" ({result['all_threads_per_stream']:,.0f} in all threads)"
+                    f" ({result['all_threads_per_stream']:,.0f} in all threads;"
+                    f" idle in the same time, taken away: {result.get('idle_per_stream', 0):,.0f})"
                     if instructions
                     else ""
                 ),
