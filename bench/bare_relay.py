@@ -22,7 +22,6 @@ processes sharing the port under a supervisor, as ``parley serve --workers N`` d
 from __future__ import annotations
 
 import argparse
-import asyncio
 import multiprocessing
 import signal
 from collections.abc import AsyncIterator
@@ -30,9 +29,9 @@ from types import FrameType
 
 import aiohttp
 import orjson
-import uvloop
 from aiohttp import web
 
+from bench import serving
 from parley.http import HttpClient, Prepared, prepare
 
 SESSION = web.AppKey("session", aiohttp.ClientSession)
@@ -123,16 +122,8 @@ def make_app(upstream: str, client: str = "aiohttp") -> web.Application:
 
 def serve(args: argparse.Namespace, reuse_port: bool) -> None:
     """One relay process (spawned workers get ``args`` pickled)."""
-    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-    web.run_app(
-        make_app(args.upstream, args.client),
-        host=args.host,
-        port=args.port,
-        access_log=None,
-        print=None,
-        backlog=args.backlog,
-        reuse_port=reuse_port,
-    )
+    app = make_app(args.upstream, args.client)
+    serving.serve(app, args.host, args.port, reuse_port=reuse_port, backlog=args.backlog)
 
 
 def serve_workers(args: argparse.Namespace) -> None:

@@ -18,8 +18,9 @@ import contextlib
 from collections.abc import AsyncIterator
 
 import aiohttp
-import uvloop
 from aiohttp import web
+
+from bench.serving import serve
 
 SESSION = web.AppKey("session", aiohttp.ClientSession)
 UPSTREAM = web.AppKey("upstream", str)
@@ -85,15 +86,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=9102)
     parser.add_argument("--upstream", default="http://127.0.0.1:9101/v1")
     args = parser.parse_args()
-    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-    web.run_app(
-        make_app(args.upstream),
-        host=args.host,
-        port=args.port,
-        access_log=None,
-        print=None,
-        backlog=16384,
-    )
+    serve(make_app(args.upstream), args.host, args.port)
 
 
 if __name__ == "__main__":

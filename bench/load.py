@@ -25,7 +25,6 @@ import os
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -48,7 +47,7 @@ from bench.processes import (
     Service,
     Services,
     free_ports,
-    sigterm_as_interrupt,
+    run_in,
     stop,
     wait_until_ready,
 )
@@ -252,18 +251,7 @@ def main() -> None:
     began = time.monotonic()
     place = Placement.split() if args.pin and not args.workers else Placement()
     print(describe(args, place))
-    try:
-        with sigterm_as_interrupt():
-            report = measure(args, workdir, place)
-    except BenchError as error:
-        sys.exit(f"bench: {error}")
-    except KeyboardInterrupt:
-        sys.exit("bench: interrupted; every process is stopped")
-    finally:
-        if args.keep:
-            print(f"kept {workdir}")
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
+    report = run_in(workdir, args.keep, lambda: measure(args, workdir, place))
     print()
     print_report(args, report)
     print(f"\n(took {time.monotonic() - began:.0f} s; load average {load_average()})")

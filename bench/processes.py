@@ -5,15 +5,19 @@ from __future__ import annotations
 import contextlib
 import http.client
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import TypeVar
+
+T = TypeVar("T")
 
 REPO = Path(__file__).resolve().parent.parent
 STOP_SECONDS = 15.0
@@ -196,6 +200,24 @@ def _answers(port: int, path: str | None) -> bool:
             connection.close()
     except OSError:
         return False
+
+
+def run_in(workdir: Path, keep: bool, work: Callable[[], T]) -> T:
+    """``work()``'s report, ending the bench with one line instead of a traceback on a
+    ``BenchError`` or an interrupt (Ctrl-C, or SIGTERM: ``sigterm_as_interrupt``), and
+    removing ``workdir`` afterwards unless ``keep``."""
+    try:
+        with sigterm_as_interrupt():
+            return work()
+    except BenchError as error:
+        sys.exit(f"bench: {error}")
+    except KeyboardInterrupt:
+        sys.exit("bench: interrupted; every process is stopped")
+    finally:
+        if keep:
+            print(f"kept {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 @contextlib.contextmanager

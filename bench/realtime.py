@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -43,7 +42,7 @@ from bench.processes import (
     Service,
     Services,
     cpu_list,
-    sigterm_as_interrupt,
+    run_in,
     wait_until_ready,
 )
 from bench.realtime_gen import raise_open_files
@@ -315,18 +314,7 @@ def main() -> None:
         f"{args.rounds} round(s), {place.describe()}",
         flush=True,
     )
-    try:
-        with sigterm_as_interrupt():
-            report = run(args, workdir, place)
-    except BenchError as error:
-        sys.exit(f"bench: {error}")
-    except KeyboardInterrupt:
-        sys.exit("bench: interrupted; every process is stopped")
-    finally:
-        if args.keep:
-            print(f"kept {workdir}")
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
+    report = run_in(workdir, args.keep, lambda: run(args, workdir, place))
     print()
     print_report(report)
     print(f"\n(took {time.monotonic() - began:.0f} s)")

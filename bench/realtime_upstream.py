@@ -16,13 +16,13 @@ generator, and what it costs is taken from the relays'.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import base64
 import random
 
 import orjson
-import uvloop
 from aiohttp import WSMsgType, web
+
+from bench.serving import serve
 
 PCM_RATE = 48_000
 """Bytes a second of PCM16 mono at 24 kHz."""
@@ -130,15 +130,7 @@ def main() -> None:
     parser.add_argument("--deltas", type=int, default=20, help="Audio deltas a response.")
     parser.add_argument("--chunk-bytes", type=int, default=4800, help="Audio bytes a delta.")
     args = parser.parse_args()
-    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-    web.run_app(
-        make_app(args.deltas, args.chunk_bytes),
-        host="127.0.0.1",
-        port=args.port,
-        access_log=None,
-        print=None,
-        backlog=16384,
-    )
+    serve(make_app(args.deltas, args.chunk_bytes), "127.0.0.1", args.port)
 
 
 if __name__ == "__main__":

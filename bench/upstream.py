@@ -27,8 +27,9 @@ import asyncio
 from typing import Any
 
 import orjson
-import uvloop
 from aiohttp import web
+
+from bench.serving import serve
 
 CHUNKS = 20
 CREATED = 1_700_000_000
@@ -219,15 +220,7 @@ def main() -> None:
         "--slow-delay", type=float, default=0.1, help="Seconds between a slow stream's chunks."
     )
     args = parser.parse_args()
-    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-    web.run_app(
-        make_app(args.joined, args.slow_delay),
-        host=args.host,
-        port=args.port,
-        access_log=None,
-        print=None,
-        backlog=16384,
-    )
+    serve(make_app(args.joined, args.slow_delay), args.host, args.port)
 
 
 if __name__ == "__main__":
