@@ -46,6 +46,7 @@ from parley.api.body import read_json
 from parley.api.reply import json_reply
 from parley.credentials import SealError
 from parley.domain.groups import Quota
+from parley.domain.numbers import whole_number
 from parley.errors import InvalidRequest, NotFound, ParleyError
 from parley.pipeline.context import SERVICES
 from parley.store.base import GroupChanges
@@ -171,9 +172,10 @@ async def create_key(request: web.Request) -> web.Response:
 async def revoke_key(request: web.Request) -> web.Response:
     service = admin_service(request)
     raw = request.match_info["key_id"]
-    if not raw.isdecimal() or not 1 <= int(raw) <= MAX_LIMIT:
+    number = whole_number(raw, 1, MAX_LIMIT)
+    if number is None:
         raise NotFound(f"No key with id '{raw}'.", param="key_id")
-    state = await service.revoke_key(int(raw))
+    state = await service.revoke_key(number)
     names = {group.id: group.name for group in await service.groups()}
     return json_reply(key_view(state, names))
 
@@ -328,6 +330,7 @@ def _query_int(request: web.Request, name: str, default: int | None) -> int | No
     raw = request.query.get(name)
     if raw is None or raw == "":
         return default
-    if not raw.isdecimal() or not 1 <= int(raw) <= MAX_LIMIT:
+    number = whole_number(raw, 1, MAX_LIMIT)
+    if number is None:
         raise InvalidRequest(f"'{name}' must be a positive integer.", param=name)
-    return int(raw)
+    return number

@@ -19,6 +19,7 @@ from multidict import MultiMapping
 from parley.admin.views import KeyState
 from parley.domain.audit import AuditQuery
 from parley.domain.groups import Group
+from parley.domain.numbers import whole_number
 from parley.domain.voices import Clone
 from parley.errors import InvalidRequest
 
@@ -44,9 +45,10 @@ def _number(params: MultiMapping[str], name: str, default: int, low: int, high: 
     raw = params.get(name, "")
     if raw == "":
         return default
-    if not raw.isdecimal() or not low <= int(raw) <= high:
+    number = whole_number(raw, low, high)
+    if number is None:
         raise InvalidRequest(f"'{name}' must be a whole number from {low} to {high}.", param=name)
-    return int(raw)
+    return number
 
 
 def search_text(params: MultiMapping[str], name: str = "q") -> str:

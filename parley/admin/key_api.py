@@ -14,14 +14,16 @@ from parley.admin.fields import MAX_LIMIT, grace, key_changes
 from parley.admin.views import key_view
 from parley.api.body import read_json
 from parley.api.reply import json_reply
+from parley.domain.numbers import whole_number
 from parley.errors import NotFound
 
 
 def key_id(request: web.Request) -> int:
     raw = request.match_info["key_id"]
-    if not raw.isdecimal() or not 1 <= int(raw) <= MAX_LIMIT:
+    number = whole_number(raw, 1, MAX_LIMIT)
+    if number is None:
         raise NotFound(f"No key with id '{raw}'.", param="key_id")
-    return int(raw)
+    return number
 
 
 async def _names(request: web.Request) -> dict[int, str]:

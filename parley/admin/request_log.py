@@ -26,6 +26,7 @@ from parley.domain.batches import (
     is_message_batch_id,
     lines_prefix,
 )
+from parley.domain.numbers import whole_number
 from parley.domain.pricing import nanos_to_usd, unit_prices
 from parley.domain.realtime_sessions import is_session_id, session_of
 from parley.domain.realtime_sessions import lines_prefix as session_lines
@@ -131,7 +132,7 @@ def filters_from_params(params: MultiMapping[str]) -> Filters:
         if len(value) > MAX_TEXT or not value.isprintable():
             raise InvalidRequest(f"'{name}' is not a name Parley knows.", param=name)
     raw_limit = params.get("limit", "")
-    if raw_limit and not (raw_limit.isdecimal() and 1 <= int(raw_limit) <= MAX_PAGE):
+    if raw_limit and whole_number(raw_limit, 1, MAX_PAGE) is None:
         raise InvalidRequest(f"'limit' must be from 1 to {MAX_PAGE}.", param="limit")
     filters = Filters(
         **values,

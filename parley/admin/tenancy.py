@@ -34,6 +34,7 @@ from parley.admin.roles import (
 from parley.admin.signin import route_template
 from parley.domain.accounts import GROUP_ADMIN
 from parley.domain.groups import Group
+from parley.domain.numbers import whole_number
 from parley.errors import NotFound, PermissionDenied
 from parley.pipeline.context import SERVICES
 
@@ -79,8 +80,9 @@ async def admit(request: web.Request) -> None:
         await service.group(request.match_info["name"])
     elif scope == KEY:
         raw = request.match_info["key_id"]
-        if not raw.isdecimal() or not 1 <= int(raw) <= MAX_KEY_ID:
+        number = whole_number(raw, 1, MAX_KEY_ID)
+        if number is None:
             raise NotFound(f"No key with id '{raw}'.", param="key_id")
-        await service.find_key(int(raw))
+        await service.find_key(number)
     elif scope == REQUEST:
         await find_line(service, request.match_info["request_id"])

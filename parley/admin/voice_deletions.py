@@ -10,14 +10,16 @@ from parley.admin.context import admin_service
 from parley.admin.fields import MAX_LIMIT
 from parley.admin.views import deletion_view
 from parley.api.reply import json_reply
+from parley.domain.numbers import whole_number
 from parley.errors import NotFound
 
 
 def deletion_id(request: web.Request) -> int:
     raw = request.match_info["deletion_id"]
-    if not raw.isdecimal() or not 1 <= int(raw) <= MAX_LIMIT:
+    number = whole_number(raw, 1, MAX_LIMIT)
+    if number is None:
         raise NotFound(f"No clone deletion {raw!r} is still to do.", param="deletion_id")
-    return int(raw)
+    return number
 
 
 async def list_deletions(request: web.Request) -> web.Response:

@@ -28,6 +28,7 @@ from parley.domain.files import (
     is_file_id,
     new_file_id,
 )
+from parley.domain.numbers import whole_number
 from parley.errors import InvalidRequest, NotFound, PayloadTooLarge, UnsupportedMediaType
 from parley.pipeline.admit import take_request
 from parley.pipeline.context import REPLY_HEADERS, caller, services
@@ -133,9 +134,10 @@ def missing_file(file_id: str) -> NotFound:
 def page_limit(value: str | None, most: int, default: int) -> int:
     if value is None:
         return default
-    if not value.isdecimal() or not 1 <= int(value) <= most:
+    number = whole_number(value, 1, most)
+    if number is None:
         raise InvalidRequest(f"'limit' must be an integer from 1 to {most}.", param="limit")
-    return int(value)
+    return number
 
 
 async def _counted(request: web.Request) -> Services:
@@ -261,7 +263,7 @@ class _Upload:
             raise InvalidRequest(
                 "'expires_after[seconds]' must be an integer.", param="expires_after.seconds"
             )
-        if not MIN_EXPIRY_SECONDS <= int(seconds) <= MAX_EXPIRY_SECONDS:
+        if whole_number(seconds, MIN_EXPIRY_SECONDS, MAX_EXPIRY_SECONDS) is None:
             raise InvalidRequest(
                 f"'expires_after[seconds]' must be from {MIN_EXPIRY_SECONDS} to "
                 f"{MAX_EXPIRY_SECONDS}.",

@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from parley.domain.numbers import whole_number
 from parley.domain.responses import StoredResponse
 from parley.errors import InvalidRequest, NotFound
 from parley.pipeline.context import caller, services
@@ -78,9 +79,10 @@ def _missing(response_id: str) -> NotFound:
 def _limit(value: str | None) -> int:
     if value is None:
         return DEFAULT_PAGE
-    if not value.isdecimal() or not 1 <= int(value) <= MAX_PAGE:
+    number = whole_number(value, 1, MAX_PAGE)
+    if number is None:
         raise InvalidRequest(f"'limit' must be an integer from 1 to {MAX_PAGE}.", param="limit")
-    return int(value)
+    return number
 
 
 def _position(items: list[dict[str, Any]], item_id: str, name: str) -> int:

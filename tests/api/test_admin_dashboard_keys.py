@@ -41,7 +41,7 @@ async def test_a_failed_form_keeps_what_was_typed_and_marks_the_field(start_gate
         assert 'value="2.5"' in html
         rpm = re.search(r'<input id="new-group-rpm"[^>]*>', html)
         assert rpm and 'value="ten"' in rpm.group(0) and 'aria-invalid="true"' in rpm.group(0)
-        assert 'id="new-group-rpm-error"' in html and "whole number above zero" in html
+        assert 'id="new-group-rpm-error"' in html and "whole number from 1 to" in html
         assert await gateway.services.store.get_group("acme-corp") is None
 
         bad_name = {"csrf": csrf, "name": "acme corp", "rpm": "5"}

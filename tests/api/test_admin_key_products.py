@@ -135,6 +135,12 @@ async def test_editing_a_key_changes_label_rates_and_expiry_and_is_audited(
     for digits_not_a_number in ("%C2%B3", "%E2%91%A0"):  # '³', '①': isdigit(), not int()
         assert (await call(gateway, "DELETE", f"/admin/keys/{digits_not_a_number}"))[0] == 404
         assert (await call(gateway, "GET", f"/admin/requests?key={digits_not_a_number}"))[0] < 500
+    too_long = "1" * 5000  # more digits than int() reads (4,300)
+    assert (await call(gateway, "DELETE", f"/admin/keys/{too_long}"))[0] == 404
+    assert (await call(gateway, "GET", f"/admin/keys/{too_long}"))[0] == 404
+    for query in ("key", "limit", "status"):
+        assert (await call(gateway, "GET", f"/admin/requests?{query}={too_long}"))[0] == 400, query
+    assert (await call(gateway, "GET", f"/admin/groups?limit={too_long}"))[0] == 400
     _, audit = await call(gateway, "GET", "/admin/audit?action=key.update")
     assert len(audit["data"]) == 3
     assert audit["data"][-1]["detail"]["name"] == "mobile app"

@@ -19,13 +19,19 @@ from aiohttp import web
 from multidict import MultiDictProxy
 
 from parley.admin.context import admin_service
-from parley.admin.fields import check_sealable, content_policy_field, retention_field
+from parley.admin.fields import (
+    MAX_LIMIT,
+    check_sealable,
+    content_policy_field,
+    retention_field,
+)
 from parley.admin.finding import DEFAULT_PAGE, GROUPS, listing_from_params
 from parley.admin.service import GROUP_NAME_RULE, KeyReplayed
 from parley.admin.ui.fields import FormState
 from parley.admin.ui.render import page
 from parley.domain.content import CONTENT_POLICIES
 from parley.domain.groups import Group, Quota
+from parley.domain.numbers import whole_number
 from parley.domain.pricing import usd_to_nanos
 from parley.errors import InvalidRequest, NotFound
 from parley.pipeline.context import SERVICES
@@ -61,9 +67,12 @@ def _limit(form: Form, name: str, label: str) -> int | None:
     raw = _text(form, name)
     if not raw:
         return None
-    if not raw.isdecimal() or int(raw) < 1:
-        raise InvalidRequest(f"{label} must be a whole number above zero, or empty.", param=name)
-    return int(raw)
+    number = whole_number(raw, 1, MAX_LIMIT)
+    if number is None:
+        raise InvalidRequest(
+            f"{label} must be a whole number from 1 to {MAX_LIMIT:,}, or empty.", param=name
+        )
+    return number
 
 
 def _budget(form: Form) -> int | None:
@@ -314,9 +323,10 @@ async def make_key(
 
 async def revoke_key(request: web.Request) -> web.Response:
     raw = request.match_info["key_id"]
-    if not raw.isdecimal():
+    number = whole_number(raw, 1, MAX_LIMIT)
+    if number is None:
         raise NotFound(f"No key with id '{raw}'.")
     service = admin_service(request)
-    state = await service.revoke_key(int(raw))
+    state = await service.revoke_key(number)
     names = {group.id: group.name for group in await service.groups()}
     raise web.HTTPSeeOther(group_url(names[state.record.group_id]))
