@@ -164,7 +164,8 @@ class ModelAdmin:
                 "a new model is priced from its creation.",
                 param="effective_from",
             )
-        spec = self._spec({k: body[k] for k in (*SPEC_FIELDS, "channels") if k in body})
+        fields = {k: body[k] for k in (*SPEC_FIELDS, "channels") if k in body}
+        spec = self._spec(fields, body.get("prices", {}))
         prices = self._prices(name, spec, body.get("prices", {}))
         self._names_free(name, spec, None)
         now = datetime.now(UTC)
@@ -181,7 +182,7 @@ class ModelAdmin:
         now = datetime.now(UTC)
         before = self._stored(name).settled(now)
         changed = {k: body[k] for k in (*SPEC_FIELDS, "channels") if k in body}
-        spec = self._spec({**before.spec, **changed})
+        spec = self._spec({**before.spec, **changed}, body.get("prices", before.prices))
         self._names_free(name, spec, name)
         after = replace(before, spec=spec, updated_at=now)
         if "enabled" in body:
@@ -228,12 +229,13 @@ class ModelAdmin:
             model, prices=prices, prices_from=now, next_prices=None, next_prices_from=None
         )
 
-    def _spec(self, spec: dict[str, Any]) -> dict[str, Any]:
-        """The model's settings but name and prices, validated; JSON-ready."""
+    def _spec(self, spec: dict[str, Any], prices: Any) -> dict[str, Any]:
+        """The model's settings but name and prices, validated (with ``prices``, which
+        some kinds must state; ``_prices`` reads them apart); JSON-ready."""
+        fields = {k: v for k, v in spec.items() if k != "channels"}
+        fields["prices"] = prices if isinstance(prices, dict) else {}
         try:
-            settings = ModelSettings.model_validate(
-                {"name": "model", **{k: v for k, v in spec.items() if k != "channels"}}
-            )
+            settings = ModelSettings.model_validate({"name": "model", **fields})
         except ValidationError as error:
             raise _first_problem(error) from None
         for field in ("aliases", "retired_aliases"):

@@ -239,6 +239,13 @@ async def test_config_models_are_read_only_and_input_is_checked(start_gateway: A
         assert param.split(".")[-1] in error["error"]["message"], error
     status, error = await call(gateway, "POST", "/admin/models", body={**FRESH, "kind": "speech"})
     assert status == 400 and "per_1k_characters" in error["error"]["message"]
+    voice = {**FRESH, "name": "fresh-voice", "kind": "realtime", "aliases": []}
+    status, error = await call(gateway, "POST", "/admin/models", body=voice)
+    assert status == 400 and "audio_output_per_1k" in error["error"]["message"]
+    priced = {"input_per_1k": "0.004", "output_per_1k": "0.016"}
+    priced |= {"audio_input_per_1k": "0.032", "audio_output_per_1k": "0.064"}
+    status, created = await call(gateway, "POST", "/admin/models", body={**voice, "prices": priced})
+    assert status == 201 and created["prices"]["audio_output_per_1k"] == "0.064", created
 
     assert (await call(gateway, "POST", "/admin/models", body=FRESH))[0] == 201
     status, error = await call(gateway, "POST", "/admin/models", body=FRESH)

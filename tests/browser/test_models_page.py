@@ -71,6 +71,24 @@ async def test_an_owner_adds_prices_and_deletes_a_model_and_a_viewer_only_looks(
     await expect(page.locator("dd[data-prices]")).to_contain_text("$0.002 per 1K input")
     await snap(page, artifacts, "model-scheduled")
 
+    await nav(page, "Models")  # a realtime model, its audio priced apart
+    form = page.locator("#add")
+    await form.get_by_label("Name", exact=True).fill("fresh-voice")
+    await form.get_by_label("Kind").select_option("realtime")
+    await form.get_by_label("Channels").fill("engine = upstream-voice")
+    for label, price in (
+        ("Input, per 1K tokens", "0.004"),
+        ("Output, per 1K tokens", "0.016"),
+        ("Audio input, per 1K tokens (realtime)", "0.032"),
+        ("Audio output, per 1K tokens (realtime)", "0.064"),
+    ):
+        await form.get_by_label(label, exact=True).fill(price)
+    await form.get_by_role("button", name="Add model").click()
+    await expect(page.get_by_role("heading", name="fresh-voice", exact=True)).to_be_visible()
+    await expect(page.locator("dd[data-prices]")).to_contain_text(
+        "$0.064 per 1K audio output tokens"
+    )
+
     await nav(page, "Models")
     await expect(page.locator("[data-model=fresh-model] [data-source]")).to_have_text(
         "managed here"

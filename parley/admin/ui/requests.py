@@ -34,6 +34,9 @@ PRICE_UNITS = {
     "per_minute": "per minute of audio",
     "per_search_unit": "per search unit",
     "image_input_per_1k": "per 1K image input tokens",
+    "audio_input_per_1k": "per 1K audio input tokens",
+    "cached_audio_input_per_1k": "per 1K cached audio input tokens",
+    "audio_output_per_1k": "per 1K audio output tokens",
 }
 """How the request page names each unit price the call was billed at."""
 STATUS_CHOICES = ("2xx", "4xx", "400", "401", "403", "404", "429", "5xx", "502", "504")
