@@ -52,8 +52,9 @@ from parley.audio.wav import wav_header
 from parley.dialects.realtime import BadEvent, ClientEvent, error_event, read_client_event
 from parley.domain.models import CHAT_KINDS, Cascade, Resolved
 from parley.domain.sentences import Sentences
-from parley.errors import ParleyError
+from parley.errors import INTERNAL_ERROR_MESSAGE, ParleyError
 from parley.pipeline import runner
+from parley.pipeline.admit import scopes_for
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.context import CALLER, SERVICES
 from parley.pipeline.job import Operation
@@ -73,6 +74,7 @@ from parley.pipeline.realtime import (
     TOO_SLOW,
     UPSTREAM_FAILED,
     Ending,
+    rate_limits,
 )
 from parley.pipeline.services import Services
 from parley.providers.base import AudioUpload, TranscriptionRequest
@@ -527,6 +529,7 @@ class CascadeSession:
         job = _Transcription(asked, self._svc.providers)
         request_id = self._request_id()
         try:
+            self._key_in_force()
             reply = await runner.part_reply(self._svc, self._caller, job, request_id)
             text = _transcript(reply)
         except runner.NotAdmitted as refused:
@@ -535,6 +538,10 @@ class CascadeSession:
             return
         except ParleyError as error:
             await self._transcription_failed(item_id, error)
+            return
+        except Exception:  # the transcription's own boundary: the session goes on
+            log.exception("a realtime cascade transcription failed")
+            await self._transcription_failed(item_id, ParleyError(INTERNAL_ERROR_MESSAGE))
             return
         item["content"][0]["transcript"] = text
         await self._send_event(
@@ -697,7 +704,10 @@ class CascadeSession:
         try:
             if self._hearing:  # the turns committed before it are heard first
                 await asyncio.wait(list(self._hearing.values()))
+            self._key_in_force()
             await self._send_event({"type": "response.created", "response": self._response(reply)})
+            limits = await rate_limits(self._svc, scopes_for(self._caller))
+            await self._send_event({"type": "rate_limits.updated", "rate_limits": limits})
             answer = _Answer(self, reply)
             finish = await answer.run()
             reply.status = "incomplete" if finish == "length" else "completed"
@@ -720,11 +730,31 @@ class CascadeSession:
                 self._error(error.message, error.code or "upstream_error", kind=error.type)
             )
             self._failed(reply, error)
+        except Exception:  # the response's own boundary: the session goes on
+            log.exception("a realtime cascade response failed")
+            failure = ParleyError(INTERNAL_ERROR_MESSAGE)
+            await self._send(self._error(failure.message, "server_error", kind="server_error"))
+            self._failed(reply, failure)
         finally:
             if answer is not None:
                 await answer.close()
             self._reply = None
         await self._send_event({"type": "response.done", "response": self._response(reply)})
+
+    def _key_in_force(self) -> None:
+        """A key revoked while the session is open ends it (1008) at its next part."""
+        key = self._svc.directory.key(self._caller.key.id)
+        if key is None or key.revoked_at is not None:
+            said = "This API key has been revoked."
+            self._end_from_task(Ending(POLICY, said, self._error(said, "invalid_api_key")))
+
+    def _end_from_task(self, ending: Ending) -> None:
+        """End the session from a response's or transcription's task: the session's own
+        task closes it; this task stops here (as cancelled)."""
+        self._closing = True
+        if self._failure is not None and not self._failure.done():
+            self._failure.set_result(ending)
+        raise asyncio.CancelledError
 
     def _failed(self, reply: Reply, error: ParleyError) -> None:
         reply.status = "failed"
@@ -865,10 +895,7 @@ class CascadeSession:
             return
         if asyncio.current_task() not in self._tasks:
             raise ending
-        self._closing = True
-        if self._failure is not None and not self._failure.done():
-            self._failure.set_result(ending)
-        raise asyncio.CancelledError
+        self._end_from_task(ending)
 
     async def _close(self, ending: Ending) -> None:
         if ending.code != NORMAL or ending.event is not None:
@@ -1047,7 +1074,7 @@ class _Answer:
         item["content"].append(self._part)
         if self._audio:
             session._spoken[item["id"]] = self._spoken
-            self._speaker = asyncio.ensure_future(self._speak_all())
+            self._speaker = session._spawn(self._speak_all())
 
     async def _added(self, item: dict[str, Any]) -> int:
         """A new output item: in the response and the conversation, told to the caller."""

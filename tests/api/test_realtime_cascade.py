@@ -11,6 +11,7 @@ import base64
 import math
 from array import array
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,15 @@ from pydantic import ValidationError
 from parley.domain.pricing import usd_to_nanos
 from parley.domain.requests import RequestQuery, StatusFilter
 from parley.settings import Settings
-from tests.api.harness import Config, Gateway, StartGateway, local_state, records, starting
+from tests.api.harness import (
+    Config,
+    Gateway,
+    StartGateway,
+    call,
+    local_state,
+    records,
+    starting,
+)
 from tests.api.test_realtime import Socket
 from tests.upstreams.openai_audio import SECONDS_PER_CHARACTER, FakeAudioEngine
 from tests.upstreams.openai_compatible import FakeEngine
@@ -449,3 +458,36 @@ async def test_shutdown_ends_a_cascade_session_with_1012(gateway: Gateway) -> No
         assert error["error"]["code"] == "service_unavailable"
         assert await socket.closed() == 1012
         assert await ending == 1
+
+
+async def test_a_revoked_key_ends_the_session_at_its_next_part(gateway: Gateway) -> None:
+    group = await gateway.group("team")
+    key = await gateway.key(group)
+    async with aiohttp.ClientSession() as http:
+        socket = await connect(gateway, key, http)
+        await socket.until("session.created")
+        record = next(k for k in gateway.services.directory.cached_keys() if k.group_id == group.id)
+        revoked = await gateway.services.store.revoke_key(record.id, datetime.now(UTC))
+        gateway.services.directory.remember_key(revoked)
+        await socket.send(user_text("Hello."))
+        await socket.send({"type": "response.create"})
+        assert (await socket.until("error"))["error"]["code"] == "invalid_api_key"
+        assert await socket.closed() == 1008
+    assert await records(gateway) == []
+
+
+async def test_a_browser_opens_a_cascade_with_a_bound_secret(gateway: Gateway) -> None:
+    key = await gateway.key(await gateway.group("team"))
+    bound = {"type": "realtime", "model": VOICE, "instructions": "Be kind."}
+    status, made = await call(
+        gateway, "POST", "/v1/realtime/client_secrets", key, json={"session": bound}
+    )
+    assert status == 200, made
+    url = f"ws://{gateway.base_url.removeprefix('http://')}/v1/realtime"
+    protocols = ("realtime", f"openai-insecure-api-key.{made['value']}")
+    async with aiohttp.ClientSession() as http:
+        socket = Socket(await http.ws_connect(url, protocols=protocols))
+        await socket.until("session.created")
+        updated = await socket.until("session.updated")  # the secret's configuration
+    assert updated["session"]["instructions"] == "Be kind."
+    assert updated["session"]["model"] == VOICE
