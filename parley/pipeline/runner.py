@@ -154,8 +154,9 @@ async def part_stream(
     chat's answer, a sentence's speech), as ``stream`` does a request's call, each piece
     rendered handed to ``write`` instead of an HTTP reply. A refusal before admission
     raises ``NotAdmitted`` (nothing metered); a failure after it, its ``ParleyError``;
-    a cancellation (the response cancelled, the caller gone) is recorded as 499. It is
-    billed for what it delivered, however it ended."""
+    a cancellation is recorded as 499 (the response cancelled, the caller gone) or as
+    ``SHUTDOWN_STATUS`` (shutdown). It is billed for what it delivered, however it
+    ended."""
     try:
         call = await admitted_call(svc, caller, job, request_id)
     except _Refused as refused:
@@ -200,7 +201,10 @@ async def part_stream(
             metered.record_failure(error.status, error.code, error)
             raise
         except asyncio.CancelledError:
-            metered.record_failure(CLIENT_CLOSED, None, PART_CANCELLED)
+            if svc.in_flight.ending(task):
+                metered.record_failure(SHUTDOWN_STATUS, ServiceUnavailable.code, SHUTTING_DOWN)
+            else:
+                metered.record_failure(CLIENT_CLOSED, None, PART_CANCELLED)
             raise
         finally:
             svc.in_flight.discard(task)

@@ -448,16 +448,26 @@ def test_a_cascade_names_models_of_the_right_kinds() -> None:
         Settings.model_validate({"models": [{"name": "c", "kind": "chat", "cascade": good}]})
 
 
-async def test_shutdown_ends_a_cascade_session_with_1012(gateway: Gateway) -> None:
+async def test_shutdown_ends_a_cascade_session_with_1012(
+    gateway: Gateway, speech: FakeAudioEngine
+) -> None:
+    speech.delay = 0.3
     key = await gateway.key(await gateway.group("team"))
     async with aiohttp.ClientSession() as http:
         socket = await connect(gateway, key, http)
         await socket.until("session.created")
+        await socket.send(user_text("Hello."))
+        await socket.send({"type": "response.create"})
+        await socket.until("response.output_audio.delta")
         ending = asyncio.create_task(gateway.services.in_flight.end_all(wait_seconds=3))
         error = await socket.until("error")
         assert error["error"]["code"] == "service_unavailable"
         assert await socket.closed() == 1012
-        assert await ending == 1
+        assert await ending == 2  # the session, and the sentence being spoken
+    found = {r.model: r for r in await records(gateway)}
+    assert found["brain"].status == 200
+    assert found["mouth"].status == 599
+    assert found["mouth"].cost_nanos > 0  # its audio had reached the caller
 
 
 async def test_a_revoked_key_ends_the_session_at_its_next_part(gateway: Gateway) -> None:
