@@ -87,6 +87,9 @@ RATE = 24_000
 BYTES_PER_MS = RATE * 2 // 1000
 MIN_COMMIT_MS = 100
 """The least audio a commit takes (OpenAI's own bound)."""
+KEEP_MS = 100
+"""Between turns the buffer keeps the prefix padding and this much more (the detector
+reports a start some frames after the first voiced one)."""
 DELTA_BYTES = RATE * 2 // 5
 """Output audio leaves in deltas of at most this much (200 ms)."""
 PCM = {"type": "audio/pcm", "rate": RATE}
@@ -206,8 +209,8 @@ class CascadeSession:
         self._closing = False
         self._config = self._initial_config()
         self._buffer = bytearray()
-        self._buffer_ms = 0
-        """Where the input buffer starts, in ms of all the audio appended."""
+        self._buffer_at = 0
+        """Where the input buffer starts, in bytes of all the audio appended."""
         self._detector: VoiceDetector | None = self._new_detector()
         self._speech_item: str | None = None
         """The item a turn in progress will be committed as (after ``speech_started``)."""
@@ -298,7 +301,7 @@ class CascadeSession:
             self._update(body["session"], event_id)
             await self._send_event({"type": "session.updated", "session": self._session()})
         elif kind == "input_audio_buffer.append":
-            await self._append(_audio(body["audio"], event_id))
+            await self._append(_audio(body["audio"], event_id), event_id)
         elif kind == "input_audio_buffer.commit":
             await self._commit(event_id, manual=True)
         elif kind == "input_audio_buffer.clear":
@@ -416,51 +419,70 @@ class CascadeSession:
             silence_duration_ms=detection["silence_duration_ms"],
             rate=RATE,
         )
-        detector.skip(self._buffer_ms * BYTES_PER_MS + len(self._buffer))
+        detector.skip(self._buffer_at + len(self._buffer))
         return detector
 
     # The input
 
-    async def _append(self, pcm: bytes) -> None:
-        self._buffer += pcm
+    async def _append(self, pcm: bytes, event_id: str | None) -> None:
+        """Audio from the caller: held, and watched for turns when detection is on. The
+        buffer never holds more than ``server.max_audio_bytes``: a turn that long is
+        committed as it is (detection on), or the audio is refused (off)."""
         detector = self._detector
+        if len(self._buffer) + len(pcm) > self._svc.settings.server.max_audio_bytes:
+            if detector is None:
+                raise BadEvent(
+                    "The input audio buffer is full: commit or clear it.",
+                    code="input_audio_buffer_too_large",
+                    event_id=event_id,
+                )
+            if detector.speaking:
+                await self._stopped(detector.heard_ms)
+            detector.reset()
+        self._buffer += pcm
         if detector is None:
             return
         for speech in detector.feed(pcm):
             if speech.started:
-                self._speech_item = self._new_id("item")
-                await self._send_event(
-                    {
-                        "type": "input_audio_buffer.speech_started",
-                        "audio_start_ms": speech.at_ms,
-                        "item_id": self._speech_item,
-                    }
-                )
-                self._trim_before(speech.at_ms)
-                reply = self._reply
-                detection = self._config["turn_detection"]
-                if reply is not None and detection.get("interrupt_response", True):
-                    await self._cancel(reply, "turn_detected")
+                await self._started(speech.at_ms)
             else:
-                await self._send_event(
-                    {
-                        "type": "input_audio_buffer.speech_stopped",
-                        "audio_end_ms": speech.at_ms,
-                        "item_id": self._speech_item,
-                    }
-                )
-                await self._commit(None, manual=False)
+                await self._stopped(speech.at_ms)
+        if not detector.speaking:  # only what a turn's prefix may need is kept
+            keep = (self._config["turn_detection"]["prefix_padding_ms"] + KEEP_MS) * BYTES_PER_MS
+            self._drop(len(self._buffer) - keep)
 
-    def _trim_before(self, at_ms: int) -> None:
-        """Speech began at ``at_ms``: the buffer keeps only the audio from there."""
-        drop = max(0, at_ms - self._buffer_ms) * BYTES_PER_MS
-        drop = min(drop, len(self._buffer))
-        del self._buffer[:drop]
-        self._buffer_ms += drop // BYTES_PER_MS
+    async def _started(self, at_ms: int) -> None:
+        self._speech_item = self._new_id("item")
+        await self._send_event(
+            {
+                "type": "input_audio_buffer.speech_started",
+                "audio_start_ms": at_ms,
+                "item_id": self._speech_item,
+            }
+        )
+        self._drop(at_ms * BYTES_PER_MS - self._buffer_at)  # the turn begins there
+        reply = self._reply
+        if reply is not None and self._config["turn_detection"]["interrupt_response"]:
+            await self._cancel(reply, "turn_detected")
+
+    async def _stopped(self, at_ms: int) -> None:
+        await self._send_event(
+            {
+                "type": "input_audio_buffer.speech_stopped",
+                "audio_end_ms": at_ms,
+                "item_id": self._speech_item,
+            }
+        )
+        await self._commit(None, manual=False)
+
+    def _drop(self, size: int) -> None:
+        """Forget the first ``size`` bytes of the buffer (whole samples)."""
+        size = min(max(0, size - size % 2), len(self._buffer))
+        del self._buffer[:size]
+        self._buffer_at += size
 
     def _clear(self) -> None:
-        self._buffer_ms += len(self._buffer) // BYTES_PER_MS
-        self._buffer.clear()
+        self._drop(len(self._buffer))
         self._speech_item = None
         if self._detector is not None:
             self._detector.reset()

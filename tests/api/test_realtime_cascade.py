@@ -501,3 +501,29 @@ async def test_a_browser_opens_a_cascade_with_a_bound_secret(gateway: Gateway) -
         updated = await socket.until("session.updated")  # the secret's configuration
     assert updated["session"]["instructions"] == "Be kind."
     assert updated["session"]["model"] == VOICE
+
+
+async def test_the_input_buffer_is_bounded(start: StartGateway) -> None:
+    def small(config: Config) -> None:
+        config["server"] = {"max_audio_bytes": RATE * 2 * 2}  # two seconds
+
+    gateway = await start(small)
+    key = await gateway.key(await gateway.group("team"))
+    async with aiohttp.ClientSession() as http:
+        socket = await connect(gateway, key, http)
+        await socket.until("session.created")
+        await socket.send({"type": "input_audio_buffer.append", "audio": silence(30.0)})
+        await socket.send({"type": "input_audio_buffer.append", "audio": silence(1.9)})
+        for _ in range(3):  # a turn that does not end is committed at the bound
+            await socket.send({"type": "input_audio_buffer.append", "audio": tone(1.0)})
+        await socket.until("input_audio_buffer.speech_started")
+        stopped = await socket.until("input_audio_buffer.speech_stopped")
+        # 300 ms of prefix and a second of speech held: the next second would pass 2 s
+        assert stopped["audio_end_ms"] == 31_900 + 1000
+        await socket.until("input_audio_buffer.committed")
+        manual = {"audio": {"input": {"turn_detection": None}}}
+        await socket.send({"type": "session.update", "session": manual})
+        await socket.until("session.updated")
+        await socket.send({"type": "input_audio_buffer.append", "audio": tone(1.5)})
+        await socket.send({"type": "input_audio_buffer.append", "audio": tone(1.0)})
+        assert (await socket.until("error"))["error"]["code"] == "input_audio_buffer_too_large"
