@@ -527,3 +527,30 @@ async def test_the_input_buffer_is_bounded(start: StartGateway) -> None:
         await socket.send({"type": "input_audio_buffer.append", "audio": tone(1.5)})
         await socket.send({"type": "input_audio_buffer.append", "audio": tone(1.0)})
         assert (await socket.until("error"))["error"]["code"] == "input_audio_buffer_too_large"
+
+
+async def test_a_caller_truncates_what_it_did_not_play(gateway: Gateway, chat: FakeEngine) -> None:
+    key = await gateway.key(await gateway.group("team"))
+    async with aiohttp.ClientSession() as http:
+        socket = await connect(gateway, key, http)
+        await socket.until("session.created")
+        await socket.send(user_text("Hello there. How are you?"))
+        await socket.send({"type": "response.create"})
+        done = await socket.until("response.done")
+        [item] = done["response"]["output"]
+        first = spoken_bytes("echo: Hello there.") // 48  # the first sentence's audio, in ms
+        whole = first + spoken_bytes("How are you?") // 48
+        truncate = {"type": "conversation.item.truncate", "item_id": item["id"], "content_index": 0}
+        await socket.send({**truncate, "audio_end_ms": whole + 1})
+        assert (await socket.until("error"))["error"]["param"] == "audio_end_ms"
+        await socket.send({**truncate, "audio_end_ms": first + 10})
+        truncated = await socket.until("conversation.item.truncated")
+        assert truncated["audio_end_ms"] == first + 10
+        await socket.send({"type": "conversation.item.retrieve", "item_id": item["id"]})
+        kept = await socket.until("conversation.item.retrieved")
+        await socket.send(user_text("And then?"))
+        await socket.send({"type": "response.create"})
+        await socket.until("response.done")
+    assert kept["item"]["content"][0]["transcript"] == "echo: Hello there."
+    told = chat.requests[-1].body["messages"]
+    assert told[-2] == {"role": "assistant", "content": "echo: Hello there."}
