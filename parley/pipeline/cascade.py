@@ -739,29 +739,41 @@ class CascadeSession:
             current = asyncio.current_task()
             if current is not None:
                 current.uncancel()
-            reply.status = "cancelled"
-            reply.details = {"type": "cancelled", "reason": reply.cancel_reason}
-            if answer is not None:
-                await answer.cut()
-        except runner.NotAdmitted as refused:
-            error = refused.error
-            await self._send(self._error(error.message, error.code or "refused"))
-            self._failed(reply, error)
-        except ParleyError as error:
-            await self._send(
-                self._error(error.message, error.code or "upstream_error", kind=error.type)
-            )
-            self._failed(reply, error)
-        except Exception:  # the response's own boundary: the session goes on
-            log.exception("a realtime cascade response failed")
-            failure = ParleyError(INTERNAL_ERROR_MESSAGE)
-            await self._send(self._error(failure.message, "server_error", kind="server_error"))
-            self._failed(reply, failure)
+            if answer is not None and answer.failure is not None:  # a sentence's speech
+                await self._response_failed(reply, answer.failure)
+            else:
+                reply.status = "cancelled"
+                reply.details = {"type": "cancelled", "reason": reply.cancel_reason}
+                if answer is not None:
+                    await answer.cut()
+        except Exception as failure:  # the response's own boundary: the session goes on
+            await self._response_failed(reply, failure)
         finally:
             if answer is not None:
                 await answer.close()
             self._reply = None
         await self._send_event({"type": "response.done", "response": self._response(reply)})
+
+    async def _response_failed(self, reply: Reply, failure: BaseException) -> None:
+        """A part of the response was refused or failed: the caller is told (an
+        ``error`` event), and the response ends ``failed``."""
+        if isinstance(failure, runner.NotAdmitted):
+            error = failure.error
+            await self._send(self._error(error.message, error.code or "refused"))
+        elif isinstance(failure, ParleyError):
+            error = failure
+            await self._send(
+                self._error(error.message, error.code or "upstream_error", kind=error.type)
+            )
+        else:
+            log.error("a realtime cascade response failed", exc_info=failure)
+            error = ParleyError(INTERNAL_ERROR_MESSAGE)
+            await self._send(self._error(error.message, "server_error", kind="server_error"))
+        reply.status = "failed"
+        reply.details = {
+            "type": "failed",
+            "error": {"type": error.type, "code": error.code, "message": error.message},
+        }
 
     def _key_in_force(self) -> None:
         """A key revoked while the session is open ends it (1008) at its next part."""
@@ -777,13 +789,6 @@ class CascadeSession:
         if self._failure is not None and not self._failure.done():
             self._failure.set_result(ending)
         raise asyncio.CancelledError
-
-    def _failed(self, reply: Reply, error: ParleyError) -> None:
-        reply.status = "failed"
-        reply.details = {
-            "type": "failed",
-            "error": {"type": error.type, "code": error.code, "message": error.message},
-        }
 
     def _response(self, reply: Reply) -> dict[str, Any]:
         options = reply.options
@@ -969,6 +974,8 @@ class _Answer:
         self._sse = b""
         self._finish: str | None = None
         self._cut = False
+        self.failure: Exception | None = None
+        """Why a sentence could not be spoken (the response fails with it)."""
 
     async def run(self) -> str | None:
         """Stream the answer; the chat's finish reason once every sentence is spoken."""
@@ -978,7 +985,9 @@ class _Answer:
             await self._say(rest)
         if self._speaker is not None:
             await self._queue.put(None)
-            await self._speaker  # a speech part's failure is the response's
+            await self._speaker
+        if self.failure is not None:
+            raise self.failure
         return self._finish
 
     def _body(self) -> dict[str, Any]:
@@ -1155,12 +1164,20 @@ class _Answer:
             )
 
     async def _say(self, sentence: str) -> None:
-        speaker = self._speaker
-        if speaker is not None and speaker.done():
-            speaker.result()  # a speech part failed: the response fails with it
         await self._queue.put(sentence)
 
     async def _speak_all(self) -> None:
+        """Speak each sentence in turn. A sentence refused or failed fails the response:
+        it is kept as ``failure`` and the response's task cancelled (the chat part is cut
+        where it is, not failed: it did nothing wrong)."""
+        try:
+            await self._speak_each()
+        except Exception as failure:
+            self.failure = failure
+            if self._reply.task is not None:
+                self._reply.task.cancel()
+
+    async def _speak_each(self) -> None:
         while True:
             sentence = await self._queue.get()
             if sentence is None:

@@ -554,3 +554,28 @@ async def test_a_caller_truncates_what_it_did_not_play(gateway: Gateway, chat: F
     assert kept["item"]["content"][0]["transcript"] == "echo: Hello there."
     told = chat.requests[-1].body["messages"]
     assert told[-2] == {"role": "assistant", "content": "echo: Hello there."}
+
+
+async def test_a_failed_sentence_fails_the_response_not_the_session(
+    gateway: Gateway, speech: FakeAudioEngine
+) -> None:
+    speech.busy = 503
+    key = await gateway.key(await gateway.group("team"))
+    async with aiohttp.ClientSession() as http:
+        socket = await connect(gateway, key, http)
+        await socket.until("session.created")
+        await socket.send(user_text("Hello there. How are you?"))
+        await socket.send({"type": "response.create"})
+        error = await socket.until("error")
+        done = await socket.until("response.done")
+        speech.busy = None
+        await socket.send({"type": "response.create"})
+        again = await socket.until("response.done")
+    assert error["error"]["type"] == "upstream_error"
+    assert done["response"]["status"] == "failed"
+    assert done["response"]["status_details"]["error"]["type"] == "upstream_error"
+    assert again["response"]["status"] == "completed"
+    found = await records(gateway)
+    failed = [r for r in found if r.model == "mouth" and r.status >= 500]
+    assert failed and all(r.cost_nanos == 0 for r in failed)
+    assert [r.status for r in found if r.model == "brain"][-1] == 200
