@@ -423,6 +423,14 @@ async def test_conversation_items_are_created_deleted_and_refused(gateway: Gatew
         assert (await socket.until("error"))["error"]["code"] == "unknown_event"
         await socket.send(user_text("still here"))
         assert (await socket.until("conversation.item.added"))["previous_item_id"] is None
+        said = {"type": "input_audio", "audio": tone(1.0)}
+        item = {"type": "message", "role": "user", "content": [said]}
+        await socket.send({"type": "conversation.item.create", "item": item})
+        heard = await socket.until("conversation.item.input_audio_transcription.completed")
+        assert heard["transcript"] == "This is part 1."
+        done = await socket.until("conversation.item.done")
+        assert done["item"]["content"] == [{"type": "input_audio", "transcript": "This is part 1."}]
+    assert not of(socket.seen, "response.created")  # an item is heard, not answered
 
 
 def test_a_cascade_names_models_of_the_right_kinds() -> None:
