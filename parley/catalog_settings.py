@@ -329,6 +329,21 @@ class TranscriptionOptions(Strict):
 QualityLevel = Literal["standard", "high", "max"]
 
 
+class CascadeOptions(Strict):
+    """A realtime voice built from parts (``models[].cascade``, docs/realtime.md): Parley
+    speaks the Realtime protocol itself, each part a call of its own model."""
+
+    transcription: str
+    """A ``kind: transcription`` model: what hears each turn."""
+    chat: str
+    """A ``kind: chat`` model: what answers (streamed, with tools)."""
+    speech: str
+    """A ``kind: speech`` model: what speaks the answer, sentence by sentence."""
+    voice: str | None = None
+    """The speech model's voice until a session names another; unset: the speech
+    model's default voice."""
+
+
 class SpeechOptions(Strict):
     """A speech model's options (``models[].audio`` when ``kind: speech``); docs/audio.md."""
 
@@ -381,6 +396,8 @@ class ModelSettings(Strict):
     transcription: TranscriptionOptions | None = None
     audio: SpeechOptions | None = None
     """Speech options; only for ``kind: speech`` (defaults apply when unset)."""
+    cascade: CascadeOptions | None = None
+    """Only for ``kind: realtime``: the model is built from these parts, not relayed."""
     fallbacks: tuple[str, ...] = ()
     """Models (of the same kind) that answer, in order, when every channel of this one
     fails before the caller got a byte, or is shut by its breaker."""
@@ -394,6 +411,8 @@ class ModelSettings(Strict):
             raise ValueError("transcription options are only for kind: transcription models")
         if self.audio is not None and self.kind != "speech":
             raise ValueError("audio options are only for kind: speech models")
+        if self.cascade is not None and self.kind != "realtime":
+            raise ValueError("a cascade is only for kind: realtime models")
         if self.kind == "speech" and (self.prices.input_per_1k or self.prices.output_per_1k):
             raise ValueError("a speech model is priced per_1k_characters, not per token")
         if self.prices.per_search_unit and self.kind != "rerank":
@@ -419,6 +438,8 @@ class ModelSettings(Strict):
         if self.kind != "realtime":
             if any(price is not None for price in (*audio, prices.audio_output_per_1k)):
                 raise ValueError("audio token prices are only for kind: realtime models")
+            return
+        if self.cascade is not None:  # each part is billed at its own model's price
             return
         missing = [name for name in REALTIME_PRICES if name not in prices.model_fields_set]
         if missing:

@@ -149,6 +149,7 @@ class Settings(Strict):
                         "which is not declared under models"
                     )
         _check_fallbacks(self.models, names)
+        _check_cascades(self.models, self.channels, names)
         for key, model_name in self.capabilities.items():
             if model_name not in names:
                 raise ValueError(f"capability `{key}` names unknown model `{model_name}`")
@@ -157,6 +158,38 @@ class Settings(Strict):
         if len({c.name for c in self.channels}) != len(self.channels):
             raise ValueError("channel names must be unique")
         return self
+
+
+CASCADE_PARTS = (("transcription", "transcription"), ("chat", "chat"), ("speech", "speech"))
+"""A cascade's parts, each with the kind of model it names."""
+
+
+def _check_cascades(
+    models: tuple[ModelSettings, ...],
+    channels: tuple[ChannelSettings, ...],
+    names: dict[str, str],
+) -> None:
+    """A cascade names declared models of the right kinds, and no channel serves it (its
+    parts are served, each by its own channels)."""
+    kinds = {model.name: model.kind for model in models}
+    served = {entry.name for channel in channels for entry in channel.models}
+    for model in models:
+        if model.cascade is None:
+            continue
+        for part, kind in CASCADE_PARTS:
+            name = getattr(model.cascade, part)
+            target = names.get(name)
+            if target is None:
+                raise ValueError(f"model `{model.name}`: cascade.{part} names unknown `{name}`")
+            if kinds[target] != kind:
+                raise ValueError(
+                    f"model `{model.name}`: cascade.{part} names `{name}`, of kind "
+                    f"{kinds[target]}, not {kind}"
+                )
+        if model.name in served or any(alias in served for alias in model.aliases):
+            raise ValueError(
+                f"model `{model.name}` is a cascade (served by its parts): no channel serves it"
+            )
 
 
 def _check_fallbacks(models: tuple[ModelSettings, ...], names: dict[str, str]) -> None:

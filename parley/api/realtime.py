@@ -4,9 +4,10 @@ Before the upgrade, everything that can be refused is refused as any call is, wi
 OpenAI envelope and its status: the key (the gateway), the model (unknown or not the
 group's: 404; not a ``kind: realtime`` model: 400), a request that is no WebSocket
 upgrade (400), and an upstream that will not open a session (each of the model's
-realtime channels tried in turn; 502 when none would). Then the caller's socket is
-upgraded (choosing the ``realtime`` subprotocol when offered, as OpenAI does) and the
-session runs (``pipeline.realtime``) until either side ends it.
+realtime channels tried in turn; 502 when none would); a cascade model
+(``models[].cascade``) opens no upstream, Parley speaks it (``pipeline.cascade``). Then
+the caller's socket is upgraded (choosing the ``realtime`` subprotocol when offered, as
+OpenAI does) and the session runs (``pipeline.realtime``) until either side ends it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from aiohttp import web
 
 from parley.errors import InvalidRequest, ServiceUnavailable, UpstreamError
 from parley.pipeline.admit import resolve_model
+from parley.pipeline.cascade import serve_cascade
 from parley.pipeline.context import CALLER, CLIENT_SECRET, SERVICES
 from parley.pipeline.realtime import ENDPOINT, RELAY, Session, live_session
 from parley.pipeline.route import Route
@@ -58,6 +60,9 @@ async def realtime_session(request: web.Request) -> web.StreamResponse:
     )
     if not socket.can_prepare(request).ok:
         raise InvalidRequest(NOT_UPGRADE, code="websocket_required")
+    if model.spec.cascade is not None:  # Parley speaks it from its parts
+        bound = secret.session if secret is not None else None
+        return await serve_cascade(request, model, socket, _aborter(request), bound)
     routes = [r for r in svc.router.routes(model.spec.name) if r.provider_type in REALTIME_TYPES]
     if not routes:
         raise ServiceUnavailable(

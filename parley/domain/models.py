@@ -22,6 +22,18 @@ COMPLETION_KINDS = frozenset({"chat", "completion"})
 
 
 @dataclass(frozen=True, slots=True)
+class Cascade:
+    """A ``kind: realtime`` model Parley speaks itself, from three models of its own
+    (``pipeline/cascade.py``): what hears, what answers, what speaks, and the voice."""
+
+    transcription: str
+    chat: str
+    speech: str
+    voice: str | None = None
+    """The speech model's voice a session speaks with until it names another."""
+
+
+@dataclass(frozen=True, slots=True)
 class ModelSpec:
     name: str
     kind: str
@@ -38,6 +50,8 @@ class ModelSpec:
     """What a ``speech`` model allows (``None`` for other kinds)."""
     batch_price: Price | None = None
     """What a batch line costs (``None``: the same as ``price``)."""
+    cascade: Cascade | None = None
+    """Set for a realtime model built from parts (``None``: relayed to a channel)."""
 
 
 def batch_priced(model: Resolved) -> Resolved:

@@ -597,23 +597,7 @@ class Session:
         )
 
     async def _rate_limits(self) -> list[dict[str, Any]]:
-        """The group's (and key's) limits as they stand, in ``rate_limits.updated``'s shape."""
-        try:
-            decision = await self._svc.limiter.peek(self._scopes)
-        except ParleyError:
-            return []
-        limits = []
-        for name, window in (("requests", decision.requests), ("tokens", decision.tokens)):
-            if window is not None:
-                limits.append(
-                    {
-                        "name": name,
-                        "limit": window.limit,
-                        "remaining": window.remaining,
-                        "reset_seconds": round(window.reset_seconds, 3),
-                    }
-                )
-        return limits
+        return await rate_limits(self._svc, self._scopes)
 
     # Sending, closing and metering
 
@@ -716,6 +700,26 @@ class Session:
             error_code=code,
             first_byte=turn.first_byte,
         )
+
+
+async def rate_limits(svc: Services, scopes: Any) -> list[dict[str, Any]]:
+    """The group's (and key's) limits as they stand, in ``rate_limits.updated``'s shape."""
+    try:
+        decision = await svc.limiter.peek(scopes)
+    except ParleyError:
+        return []
+    limits = []
+    for name, window in (("requests", decision.requests), ("tokens", decision.tokens)):
+        if window is not None:
+            limits.append(
+                {
+                    "name": name,
+                    "limit": window.limit,
+                    "remaining": window.remaining,
+                    "reset_seconds": round(window.reset_seconds, 3),
+                }
+            )
+    return limits
 
 
 async def _stop(pumps: tuple[asyncio.Task[None], ...]) -> None:

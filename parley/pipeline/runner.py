@@ -117,11 +117,115 @@ async def batch_line(
 
 
 class NotAdmitted(Exception):
-    """A batch line refused before admission (``error``): nothing was sent or metered."""
+    """A batch line or a session's part refused before admission (``error``): nothing was
+    sent or metered; ``resolved`` is the public model the name resolved to ("")."""
 
-    def __init__(self, error: ParleyError) -> None:
+    def __init__(self, error: ParleyError, resolved: str = "") -> None:
         super().__init__(error.message)
         self.error = error
+        self.resolved = resolved
+
+
+PART_CANCELLED = "The realtime response this call was part of was cancelled."
+
+
+async def part_reply(
+    svc: Services, caller: Caller, job: ReplyJob[R], request_id: str
+) -> web.StreamResponse:
+    """Admit, route, relay and meter one part of a realtime cascade's turn answered
+    whole (a transcription), as ``reply`` does a request's call, with no HTTP request:
+    the response is rendered, not sent. A refusal before admission raises
+    ``NotAdmitted`` (nothing metered); a failure after it, its ``ParleyError``."""
+    call = await _part_admitted(svc, caller, job, request_id)
+    return await _whole(call.reply_headers(), svc, call, job)
+
+
+async def part_stream(
+    svc: Services,
+    caller: Caller,
+    job: StreamJob[B],
+    request_id: str,
+    write: Callable[[bytes], Awaitable[None]],
+) -> None:
+    """Admit, route, relay and meter one streamed part of a realtime cascade's turn (the
+    chat's answer, a sentence's speech), as ``stream`` does a request's call, each piece
+    rendered handed to ``write`` instead of an HTTP reply. A refusal before admission
+    raises ``NotAdmitted`` (nothing metered); a failure after it, its ``ParleyError``;
+    a cancellation is recorded as 499 (the response cancelled, the caller gone) or as
+    ``SHUTDOWN_STATUS`` (shutdown). It is billed for what it delivered, however it
+    ended."""
+    call = await _part_admitted(svc, caller, job, request_id)
+    task = svc.in_flight.current()
+    svc.in_flight.add(task)
+    with Metered(svc.meter, call) as metered:
+        try:
+            await _part_relayed(svc, job, metered, task, write)
+            metered.succeed()
+        except ParleyError as error:
+            cut = metered.route
+            if isinstance(error, UpstreamError) and metered.first_byte is not None and cut:
+                svc.watchers.tell_upstream_failed(call, cut, error, call.age())
+            metered.record_failure(error.status, error.code, error)
+            raise
+        except asyncio.CancelledError:
+            if svc.in_flight.ending(task):
+                metered.record_failure(SHUTDOWN_STATUS, ServiceUnavailable.code, SHUTTING_DOWN)
+            else:
+                metered.record_failure(CLIENT_CLOSED, None, PART_CANCELLED)
+            raise
+        finally:
+            svc.in_flight.discard(task)
+            metered.delivered(job.delivered() if metered.first_byte is not None else None)
+
+
+async def _part_admitted(svc: Services, caller: Caller, job: Job, request_id: str) -> Call:
+    """Stages 1 and 2 of a session's part (``NotAdmitted`` when refused), its content
+    caught and its trace begun as a request's are."""
+    try:
+        call = await admitted_call(svc, caller, job, request_id)
+    except _Refused as refused:
+        raise NotAdmitted(refused.error, refused.resolved) from None
+    if caller.group.content.on:
+        _capture(svc, call, None)
+    if svc.tracer.on:
+        svc.tracer.begin(call, {})  # a trace of its own: a part has no caller's headers
+    return call
+
+
+async def _part_relayed(
+    svc: Services,
+    job: StreamJob[B],
+    metered: Metered,
+    task: asyncio.Task[Any],
+    write: Callable[[bytes], Awaitable[None]],
+) -> None:
+    """Stages 3 to 5 of a streamed part: the first route that starts, each batch
+    rendered and written, then the end."""
+    call = metered.call
+    routes, policy, switching = svc.planner.plan(call, job)
+    open_route: Callable[[Route], AbstractAsyncContextManager[Batches[B]]] = (
+        switching.open if switching else job.open
+    )
+    if svc.tracer.on:
+        open_route = svc.tracer.attempts(call, open_route)
+    if call.content is not None:
+        write = _capturing(write, call.content, job.content_type)
+    failed = _failed(svc, metered)
+    async with relay_stream(
+        routes, open_route, call.model.spec.name, failed, policy=policy, task=task
+    ) as opened:
+        route, first, batches = opened
+        _answered(svc, route, switching, call, {})
+        metered.route = route
+        metered.first_byte = call.age()
+        svc.watchers.tell_first_byte(call, metered.first_byte)
+        await write(job.render(first))
+        async for batch in batches:
+            data = job.render(batch)
+            if data:
+                await write(data)
+    metered.closing = True
+    await write(_end(job, call))
 
 
 async def _whole(

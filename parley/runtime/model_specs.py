@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from parley.domain.models import ModelSpec
+from parley.domain.models import Cascade, ModelSpec
 from parley.domain.pricing import ImagePrices, Price, usd_to_nanos
 from parley.domain.speech import SpeechProfile
 from parley.domain.transcripts import TranscriptionAbilities
@@ -38,7 +38,15 @@ def model_spec(model: ModelSettings, created: int) -> ModelSpec:
         created=created,
         transcription=_abilities(model),
         speech=speech_profile(model.audio or SpeechOptions()) if model.kind == "speech" else None,
+        cascade=_cascade(model),
     )
+
+
+def _cascade(model: ModelSettings) -> Cascade | None:
+    parts = model.cascade
+    if parts is None:
+        return None
+    return Cascade(parts.transcription, parts.chat, parts.speech, parts.voice)
 
 
 def _image_prices(prices: Prices, share: Decimal) -> ImagePrices:

@@ -5,8 +5,12 @@
 | ``smollm2`` | chat | llama.cpp (``python -m llama_cpp.server``) with SmolLM2-135M-Instruct |
 | ``tts-local`` | speech | ``parley engine serve`` (eSpeak NG), the catalogue ``voices.yaml`` |
 | ``stt-local`` | transcription | ``parley engine serve`` (PocketSphinx, US English) |
+| ``realtime-local`` | realtime | Parley itself: a cascade of the three above |
 
-Capabilities ``LLM_CHAT``, ``TTS`` and ``STT`` name them. The prices are small but not
+``realtime-local`` is a voice agent that runs offline: ``/v1/realtime`` sessions that
+Parley speaks itself, hearing each turn with ``stt-local``, answering with ``smollm2``
+and speaking with ``tts-local`` (``pipeline/cascade.py``). Capabilities ``LLM_CHAT``,
+``TTS`` and ``STT`` name the first three. The prices are small but not
 zero, so the usage endpoints show what metering does.
 """
 
@@ -18,13 +22,16 @@ from typing import Any
 CHAT_MODEL = "smollm2"
 SPEECH_MODEL = "tts-local"
 TRANSCRIPTION_MODEL = "stt-local"
+REALTIME_MODEL = "realtime-local"
+VOICE = "en-f2"
 CATALOGUE = Path(__file__).resolve().parent / "voices.yaml"
 
 
 def demo_config(
     workdir: Path, chat_url: str, engine_url: str, host: str | None = None, port: int | None = None
 ) -> dict[str, Any]:
-    """Settings (as a dict) for a gateway in front of the two local engines; the address
+    """Settings (as a dict) for a gateway in front of the two local engines (and the
+    realtime cascade over them); the address
     is the default (127.0.0.1:8080) unless given."""
     server = {"host": host, "port": port}
     return {
@@ -49,7 +56,7 @@ def demo_config(
                 "prices": {"per_1k_characters": "0.001"},
                 "audio": {
                     "voices_catalogue": str(CATALOGUE),
-                    "default_voice": "en-f2",
+                    "default_voice": VOICE,
                     "status_on_every_voice": True,
                     "sample_rate": 24000,
                 },
@@ -59,6 +66,16 @@ def demo_config(
                 "kind": "transcription",
                 "prices": {"per_minute": "0.001"},
                 "transcription": {"translate": True, "stream": True},
+            },
+            {
+                "name": REALTIME_MODEL,
+                "kind": "realtime",
+                "cascade": {
+                    "transcription": TRANSCRIPTION_MODEL,
+                    "chat": CHAT_MODEL,
+                    "speech": SPEECH_MODEL,
+                    "voice": VOICE,
+                },
             },
         ],
         "capabilities": {"LLM_CHAT": CHAT_MODEL, "TTS": SPEECH_MODEL, "STT": TRANSCRIPTION_MODEL},

@@ -36,7 +36,13 @@ import yaml
 from parley.domain.groups import Quota
 from parley.domain.keys import digest, display_prefix, new_key
 from parley.local.demo.children import Child, ChildFailed, free_port
-from parley.local.demo.config import CHAT_MODEL, SPEECH_MODEL, TRANSCRIPTION_MODEL, demo_config
+from parley.local.demo.config import (
+    CHAT_MODEL,
+    REALTIME_MODEL,
+    SPEECH_MODEL,
+    TRANSCRIPTION_MODEL,
+    demo_config,
+)
 from parley.settings import Settings
 from parley.store.base import KeyStore, Store
 
@@ -167,7 +173,8 @@ def welcome(base_url: str, key: str, config_path: Path, token: str | None = None
     return f"""
 Parley is serving offline, with local engines, at {v1}
   key:       {key}
-  models:    {CHAT_MODEL} (chat), {SPEECH_MODEL} (speech), {TRANSCRIPTION_MODEL} (transcription)
+  models:    {CHAT_MODEL} (chat), {SPEECH_MODEL} (speech), {TRANSCRIPTION_MODEL} (transcription),
+             {REALTIME_MODEL} (a realtime voice over the three: /v1/realtime)
   dashboard: {dashboard_line(base_url, token)}
   config:    {config_path}   (admin commands: parley --config {config_path} usage ...)
 
