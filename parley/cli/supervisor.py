@@ -194,9 +194,10 @@ class Forked:
             try:
                 _, status = os.waitpid(self.pid, 0)
             except ChildProcessError:  # reaped meanwhile, by ``poll`` in the stop handler
-                if self.returncode is None:
+                reaped = self.poll()
+                if reaped is None:
                     raise
-                continue
+                return reaped
             self.returncode = os.waitstatus_to_exitcode(status)
         return self.returncode
 
