@@ -24,6 +24,7 @@ system without ``exec`` of this kind, the same loop runs in the calling process.
 from __future__ import annotations
 
 import gc
+import importlib
 import json
 import os
 import random
@@ -55,6 +56,16 @@ SUPERVISOR_MAIN = (
     "sys.exit(supervise(setup))\n"
 )
 """What the parent becomes: read the setup from the pipe, then ``supervise``."""
+WORKER_MODULES = ("uvloop", "parley.cli.serve")
+"""What every worker serves with: the event loop, the web stack, the gateway, the store."""
+REDIS_MODULES = ("parley.limits.shared", "parley.runtime.shared_breakers")
+"""What a worker imports with a ``redis`` section (shared limits, breakers): redis-py."""
+POSTGRES_MODULES = (
+    "asyncpg",
+    "sqlalchemy.dialects.postgresql.asyncpg",
+    "parley.store.database_async",
+)
+"""What a worker on PostgreSQL imports: the driver and SQLAlchemy's asyncio layer."""
 
 
 def run_workers(settings: Any, count: int) -> None:
@@ -110,7 +121,7 @@ def supervise(setup: dict[str, Any]) -> int:
     each = worker_settings(setup["settings"], setup["count"])
     workers: list[Worker]
     if forks():
-        preload()
+        preload(setup["settings"])
         workers = [_fork(settings) for settings in each]
     else:
         workers = [
@@ -159,14 +170,17 @@ def forks() -> bool:
     )
 
 
-def preload() -> None:
-    """Import what every worker imports before it serves, so the forked workers share it,
-    then freeze the objects made so far: a collection in a worker never writes to them,
-    which would copy their pages into that worker."""
-    import uvloop  # noqa: F401  (run_worker installs it)
-
-    import parley.cli.serve  # noqa: F401  (the web stack, the gateway, the store, settings)
-
+def preload(settings: dict[str, Any]) -> None:
+    """Import what every worker imports before it serves with ``settings``, so the forked
+    workers share it, then freeze the objects made so far: a collection in a worker never
+    writes to them, which would copy their pages into that worker."""
+    names = list(WORKER_MODULES)
+    if settings.get("redis"):
+        names += REDIS_MODULES
+    if str(settings.get("database", {}).get("url", "")).startswith("postgres"):
+        names += POSTGRES_MODULES
+    for name in names:
+        importlib.import_module(name)
     gc.collect()
     gc.freeze()
 

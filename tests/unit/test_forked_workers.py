@@ -13,7 +13,13 @@ import time
 
 import pytest
 
-from parley.cli.supervisor import Forked, forks
+from parley.cli.supervisor import (
+    POSTGRES_MODULES,
+    REDIS_MODULES,
+    WORKER_MODULES,
+    Forked,
+    forks,
+)
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
 
@@ -62,3 +68,10 @@ def test_no_fork_beside_another_thread() -> None:
     finally:
         stop.set()
         other.join()
+
+
+def test_every_module_the_supervisor_preloads_imports() -> None:
+    """A module renamed or moved fails here, not as a worker that shares less."""
+    names = (*WORKER_MODULES, *REDIS_MODULES, *POSTGRES_MODULES)
+    asked = f"import importlib; [importlib.import_module(n) for n in {names!r}]"
+    subprocess.run([sys.executable, "-c", asked], check=True)
