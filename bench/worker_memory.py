@@ -86,7 +86,7 @@ def main() -> None:
         command += ["--workers", str(args.workers)]
         server = services.start("parley", port, command, cwd=work)
         wait_until_ready(upstream)
-        wait_until_ready(server, "/health")
+        wait_until_ready(server, "/health", seconds=120)
         workers = listening([server.pid], args.workers)
         time.sleep(args.settle)
         print(f"parley serve --workers {args.workers} ({args.root}), MB")
