@@ -7,9 +7,8 @@ that runs ``supervise`` and gets the settings through a pipe. On Linux the super
 imports what a worker serves with (``preload``: the web stack, the gateway, the store),
 moves it out of the garbage collector's reach and forks the workers from itself: their
 imported modules are the supervisor's pages, shared copy-on-write, so each further worker
-costs its own data only (about 33 MB of private memory at idle against 64 for a worker
-that imports everything itself; docs/performance.md, Memory). The supervisor serves
-nothing, opens nothing and starts no thread before forking. Elsewhere it starts each
+costs mostly its own data (docs/performance.md, Memory). The supervisor serves nothing,
+opens nothing and starts no thread before forking. Elsewhere it starts each
 worker as a fresh interpreter (``subprocess``), handing it the settings on its standard
 input (never on a command line, where any user could read the secrets). Either way it
 forwards SIGTERM and SIGINT, waits, and removes the metrics folder the workers shared.
@@ -33,6 +32,7 @@ import signal
 import subprocess
 import sys
 import threading
+import traceback
 from types import FrameType
 from typing import Any, Protocol
 
@@ -111,7 +111,7 @@ class Worker(Protocol):
 
     def poll(self) -> int | None: ...
 
-    def send_signal(self, signal: int) -> None: ...
+    def send_signal(self, signum: int, /) -> None: ...
 
     def wait(self) -> int: ...
 
@@ -229,11 +229,9 @@ def _fork(settings: dict[str, Any]) -> Forked:
 
         run_worker(settings, reuse_port=True)
         code = 0
-    except SystemExit as stop:
-        code = stop.code if isinstance(stop.code, int) else 1
+    except SystemExit as stop:  # ``fail``: the port was taken
+        code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
     except BaseException:
-        import traceback
-
         traceback.print_exc()
     finally:
         sys.stdout.flush()
