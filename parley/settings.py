@@ -18,7 +18,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import Field, ValidationError, model_validator
 
 from parley.catalog_settings import (
@@ -309,6 +308,8 @@ def _anchor_files_folder(raw: dict[str, Any], folder: Path) -> None:
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
+    import yaml  # only a process that reads the file: workers get their settings as JSON
+
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:

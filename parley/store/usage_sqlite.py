@@ -39,6 +39,11 @@ from parley.store.schema import ROLLUP_TOTALS, as_utc
 
 MINIMUM_VERSION = (3, 33, 0)
 """``UPDATE … FROM`` (3.33) and ``json_each`` (built in since 3.38, in most builds before)."""
+CACHE_PRAGMA = "cache_size = -512"
+"""The writer's page cache, 512 KiB (SQLite's default is 2 MiB a connection). A batch
+touches the ends of the table and its indexes and a few rollup rows, and the pages it
+misses are in the system's file cache; the default filled up with the pages written, about
+2 MB more in every worker at steady load for no measurable gain in records a second."""
 
 _RAW_COLUMNS = (
     "request_id",
@@ -165,7 +170,7 @@ class SqliteUsageWriter:
                 cached_statements=statements,
             )
             cursor = conn.cursor()
-            for pragma in self._pragmas:
+            for pragma in (*self._pragmas, CACHE_PRAGMA):
                 cursor.execute(f"PRAGMA {pragma}")
             self._conn, self._cursor = conn, cursor
         return self._cursor

@@ -23,7 +23,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from parley.domain.voices import Catalogue, CatalogueEntry
@@ -54,6 +53,8 @@ class _File(BaseModel):
 def load_catalogue(path: str | None) -> Catalogue:
     if path is None:
         return Catalogue()
+    import yaml  # only with a catalogue file configured
+
     try:
         raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except OSError as error:

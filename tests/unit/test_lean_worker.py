@@ -48,6 +48,7 @@ NOT_AT_START = (
     "opentelemetry",  # only with telemetry.otlp.endpoint set (parley/telemetry/otel.py)
     "parley.telemetry.otel",
     "google.protobuf",
+    "yaml",  # only a process that reads the config file; workers get their settings as JSON
 )
 SERVE_A_LITTLE = """
 import asyncio, sys
