@@ -5,7 +5,7 @@ OpenAI envelope and its status: the key (the gateway), the model (unknown or not
 group's: 404; not a ``kind: realtime`` model: 400), a request that is no WebSocket
 upgrade (400), and an upstream that will not open a session (each of the model's
 realtime channels tried in turn; 502 when none would); a cascade model
-(``models[].cascade``) opens no upstream, Parley speaks it (``pipeline.cascade``). Then
+(``models[].cascade``) opens no upstream, Parley speaks it (``api.cascade``). Then
 the caller's socket is upgraded (choosing the ``realtime`` subprotocol when offered, as
 OpenAI does) and the session runs (``pipeline.realtime``) until either side ends it.
 """
@@ -19,9 +19,9 @@ from collections.abc import Callable
 import aiohttp
 from aiohttp import web
 
+from parley.api.cascade import serve_cascade
 from parley.errors import InvalidRequest, ServiceUnavailable, UpstreamError
 from parley.pipeline.admit import resolve_model
-from parley.pipeline.cascade import serve_cascade
 from parley.pipeline.context import CALLER, CLIENT_SECRET, SERVICES
 from parley.pipeline.realtime import ENDPOINT, RELAY, Session, live_session
 from parley.pipeline.route import Route

@@ -1,5 +1,5 @@
 """Streaming linear resampling of 16-bit mono PCM: a speech engine's rate made the
-realtime session's (24 kHz) as its audio arrives (``pipeline/cascade.py``).
+realtime session's (24 kHz) as its audio arrives (``api/cascade.py``).
 
 Each output sample is the straight line between the two source samples around it; the
 position is kept as an exact fraction (``source / target`` a step), so a stream cut into

@@ -1,5 +1,5 @@
 """Voice activity detection by energy, on 16-bit mono PCM: where a caller's turn begins
-and ends in a realtime cascade's input (``pipeline/cascade.py``, docs/realtime.md).
+and ends in a realtime cascade's input (``api/cascade.py``, docs/realtime.md).
 
 The audio is cut into frames of ``FRAME_MS``; a frame is *voiced* when its loudness
 (root mean square, as a share of full scale) reaches ``threshold * LOUDNESS_AT_ONE``,

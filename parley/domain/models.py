@@ -24,7 +24,7 @@ COMPLETION_KINDS = frozenset({"chat", "completion"})
 @dataclass(frozen=True, slots=True)
 class Cascade:
     """A ``kind: realtime`` model Parley speaks itself, from three models of its own
-    (``pipeline/cascade.py``): what hears, what answers, what speaks, and the voice."""
+    (``api/cascade.py``): what hears, what answers, what speaks, and the voice."""
 
     transcription: str
     chat: str

@@ -1,5 +1,5 @@
 """Streamed text cut into sentences, so a cascade speaks an answer while it is still
-being written (``pipeline/cascade.py``): each sentence goes to the speech model as soon
+being written (``api/cascade.py``): each sentence goes to the speech model as soon
 as its end is seen.
 
 A sentence ends at ``.``, ``!``, ``?`` or ``…`` (any run of them, and closing quotes or

@@ -9,7 +9,7 @@
 
 ``realtime-local`` is a voice agent that runs offline: ``/v1/realtime`` sessions that
 Parley speaks itself, hearing each turn with ``stt-local``, answering with ``smollm2``
-and speaking with ``tts-local`` (``pipeline/cascade.py``). Capabilities ``LLM_CHAT``,
+and speaking with ``tts-local`` (``api/cascade.py``). Capabilities ``LLM_CHAT``,
 ``TTS`` and ``STT`` name the first three. The prices are small but not
 zero, so the usage endpoints show what metering does.
 """
