@@ -176,9 +176,13 @@ class UsageWriter:
             if self._failing:
                 await asyncio.sleep(self.next_attempt_seconds)
             else:
+                # ``asyncio.timeout``, not ``wait_for``: in Python 3.11 ``wait_for`` returns
+                # a wake-up that came in the same turn as ``close``'s cancellation and
+                # drops the cancellation, and the loop never stopped.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout=self.next_attempt_seconds)
-                    filled = True
+                    async with asyncio.timeout(self.next_attempt_seconds):
+                        await self._wake.wait()
+                        filled = True
             self._wake.clear()
             # Woken by a full batch, write whole batches only: the records that came in
             # while one was written wait for the next batch or the timer, not a small
