@@ -9,8 +9,11 @@ It starts each worker as a fresh interpreter too (``subprocess``), hands it the 
 on its standard input (never on a command line, where any user could read the secrets),
 forwards SIGTERM and SIGINT, waits, and removes the metrics folder the workers shared.
 The workers share the port with ``SO_REUSEPORT`` (each binds its own socket; the kernel
-spreads the connections). ``multiprocessing`` did the same with more: its ``spawn`` also
-runs a resource-tracker process for the whole life of the server.
+spreads the connections). On a SQLite file it first starts the host writer, the one
+process that writes every worker's usage records (``parley/store/usage_host.py``), and
+closes its standard input, which ends it, once the last worker exited.
+``multiprocessing`` did the same with more: its ``spawn`` also runs a resource-tracker
+process for the whole life of the server.
 
 When the settings do not fit in a pipe's buffer (they never should: a few KB), or on a
 system without ``exec`` of this kind, the same loop runs in the calling process.
@@ -20,10 +23,12 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from types import FrameType
 from typing import Any
 
@@ -47,6 +52,18 @@ SUPERVISOR_MAIN = (
     "sys.exit(supervise(setup))\n"
 )
 """What the parent becomes: read the setup from the pipe, then ``supervise``."""
+HOST_WRITER_MAIN = (
+    "import json, sys\n"
+    "setup = json.loads(sys.stdin.readline())\n"
+    "sys.path[:] = setup['path']\n"
+    "from parley.store.usage_host import serve_host\n"
+    "serve_host(**setup['host'])\n"
+)
+"""What the host writer runs: read its setup, then write until standard input closes."""
+HOST_READY_SECONDS = 15.0
+"""How long the host writer has to listen; without it the workers write their own."""
+HOST_EXIT_SECONDS = 15.0
+"""How long it has to answer the workers' last batches and exit, once they exited."""
 
 
 def run_workers(settings: Any, count: int) -> None:
@@ -60,6 +77,10 @@ def run_workers(settings: Any, count: int) -> None:
         "count": count,
         "remove": folder if folder and os.environ.get(METRICS_VARIABLE) == folder else None,
     }
+    host = _host_writer(settings, count)
+    if host is not None:
+        setup["host"] = host
+        raw["usage"]["host_socket"] = host["socket_path"]
     data = json.dumps(setup).encode()
     if sys.platform != "win32":
         pipe = _filled_pipe(data)
@@ -68,6 +89,24 @@ def run_workers(settings: Any, count: int) -> None:
             sys.stderr.flush()
             os.execv(sys.executable, [sys.executable, "-c", SUPERVISOR_MAIN, str(pipe)])
     sys.exit(supervise(setup))
+
+
+def _host_writer(settings: Any, count: int) -> dict[str, Any] | None:
+    """The host writer's setup, when ``count`` workers share a SQLite file and
+    ``usage.host_writer`` is on: the file, and a socket in a folder of the server's user."""
+    from parley.store.engine import SQLITE_BUSY_TIMEOUT_MS, SQLITE_PRAGMAS, sqlite_file
+
+    database = sqlite_file(settings.database.url)
+    if count < 2 or database is None or not settings.usage.host_writer:
+        return None
+    folder = tempfile.mkdtemp(prefix="parley-usage-")  # mode 0700
+    return {
+        "database": database,
+        "socket_path": os.path.join(folder, "writer.sock"),
+        "pragmas": list(SQLITE_PRAGMAS),
+        "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000,
+        "log_format": settings.server.log_format,
+    }
 
 
 def _filled_pipe(data: bytes) -> int | None:
@@ -89,6 +128,7 @@ def _filled_pipe(data: bytes) -> int | None:
 
 def supervise(setup: dict[str, Any]) -> int:
     """Start the workers, forward the stop signals, wait; the exit status."""
+    host = _start_host(setup) if setup.get("host") else None
     workers = [
         _start(json.dumps({"path": setup["path"], "settings": settings}) + "\n")
         for settings in worker_settings(setup["settings"], setup["count"])
@@ -102,6 +142,8 @@ def supervise(setup: dict[str, Any]) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     codes = [worker.wait() for worker in workers]
+    if setup.get("host"):
+        _stop_host(host, setup["host"]["socket_path"])
     if setup.get("remove"):
         shutil.rmtree(setup["remove"], ignore_errors=True)
     stopped = (0, -signal.SIGTERM)
@@ -123,6 +165,38 @@ def worker_settings(settings: dict[str, Any], count: int) -> list[dict[str, Any]
         return [settings] * count
     others = {**settings, "batches": {**settings.get("batches", {}), "enabled": False}}
     return [settings] + [others] * (count - 1)
+
+
+def _start_host(setup: dict[str, Any]) -> subprocess.Popen[bytes] | None:
+    """The host writer, listening; None (the workers then write their own usage) when it
+    did not start within ``HOST_READY_SECONDS``."""
+    line = json.dumps({"path": setup["path"], "host": setup["host"]}) + "\n"
+    host = subprocess.Popen(
+        [sys.executable, "-c", HOST_WRITER_MAIN], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    assert host.stdin is not None and host.stdout is not None  # both PIPE
+    host.stdin.write(line.encode())
+    host.stdin.flush()
+    ready, _, _ = select.select([host.stdout], [], [], HOST_READY_SECONDS)
+    if ready and host.stdout.readline() == b"ready\n":
+        return host
+    print("parley: the usage writer did not start; each worker writes its own", file=sys.stderr)
+    host.kill()
+    host.wait()
+    return None
+
+
+def _stop_host(host: subprocess.Popen[bytes] | None, socket_path: str) -> None:
+    """End the host writer (closing its standard input) once the workers are gone, and
+    remove its folder."""
+    if host is not None and host.stdin is not None:
+        host.stdin.close()
+        try:
+            host.wait(HOST_EXIT_SECONDS)
+        except subprocess.TimeoutExpired:
+            host.kill()
+            host.wait()
+    shutil.rmtree(os.path.dirname(socket_path), ignore_errors=True)
 
 
 def _start(line: str) -> subprocess.Popen[bytes]:

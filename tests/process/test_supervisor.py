@@ -1,11 +1,18 @@
 """``serve --workers 2``: the parent holds no web stack and runs no helper process of its
-own, only the two workers, and is still the process a service manager started."""
+own, only the two workers and, on a SQLite file, the host's one usage writer, and is
+still the process a service manager started. The workers' calls are metered through that
+writer, which ends after them and leaves nothing behind."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sqlite3
+import tempfile
+import time
 from pathlib import Path
 
-from tests.process.calls import gateway_config
+from tests.process.calls import Chat, burst, gateway_config
 from tests.process.procs import Processes
 
 HEAVY = ("aiohttp", "pydantic_core", "sqlalchemy", "uvloop", "orjson")
@@ -21,10 +28,20 @@ def mapped_files(pid: int) -> str:
     return Path(f"/proc/{pid}/maps").read_text()
 
 
+def open_files(pid: int) -> list[str]:
+    found = []
+    for link in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            found.append(os.readlink(link))
+    return found
+
+
 def test_the_supervisor_is_light_and_starts_only_workers(
     procs: Processes, engine: str, tmp_path: Path
 ) -> None:
-    config = gateway_config(engine, tmp_path, limits={"per_worker": True})
+    config = gateway_config(
+        engine, tmp_path, limits={"per_worker": True}, usage={"host_writer": False}
+    )
     server = procs.serve(config, args=("--workers", "2"), wait=False)
     server.wait_ready()
     workers = children(server.pid)
@@ -35,3 +52,37 @@ def test_the_supervisor_is_light_and_starts_only_workers(
         assert "aiohttp" in mapped_files(worker)
         assert children(worker) == []
     assert server.terminate() == 0
+
+
+def test_on_a_sqlite_file_one_process_writes_every_workers_usage(
+    procs: Processes, engine: str, tmp_path: Path
+) -> None:
+    database = tmp_path / "parley.db"
+    config = gateway_config(engine, tmp_path, limits={"per_worker": True})
+    before = set(Path(tempfile.gettempdir()).glob("parley-usage-*"))
+    server = procs.serve(config, args=("--workers", "2"), wait=False)
+    server.wait_ready()
+    folders = set(Path(tempfile.gettempdir()).glob("parley-usage-*")) - before
+    assert len(folders) == 1, "the usage writer's socket is in a folder of its own"
+    folder = folders.pop()
+    assert (folder / "writer.sock").is_socket()
+    assert folder.stat().st_mode & 0o077 == 0, "only the server's user may connect"
+    processes = children(server.pid)
+    assert len(processes) == 3
+    hosts = [pid for pid in processes if "aiohttp" not in mapped_files(pid)]
+    assert len(hosts) == 1, "one child, the usage writer, holds no web stack"
+    host = hosts[0]
+    key = server.create_key()
+    replies = burst([Chat(server.v1, key) for _ in range(40)], concurrency=8)
+    assert [reply.status for reply in replies] == [200] * 40
+    deadline = time.monotonic() + 10
+    while str(database) not in open_files(host):  # opened at its first batch
+        assert time.monotonic() < deadline, "the usage writer never opened the database"
+        time.sleep(0.1)
+    assert server.terminate() == 0
+    assert not Path(f"/proc/{host}").exists()
+    assert not folder.exists()
+    with sqlite3.connect(database) as conn:
+        assert conn.execute("SELECT count(*) FROM usage_records").fetchone() == (40,)
+        assert conn.execute("SELECT sum(requests) FROM usage_daily").fetchone() == (40,)
+    assert "did not answer" not in server.output()
