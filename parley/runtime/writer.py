@@ -40,12 +40,14 @@ from parley.store.base import StoreError, UsageStore
 log = logging.getLogger("parley.meter")
 RETRY_SECONDS = 1.0
 """The longest wait between two attempts while the database refuses writes."""
-CATCH_UP_BATCHES = 4
+CATCH_UP_BATCHES = 10
 """When more than two batches wait, one write takes up to this many batches' records:
 each write has a fixed cost (a transaction, a hop to the database's thread or server,
-which waits for a turn of a busy event loop), so a writer that fell behind catches up
-with fewer, larger writes (bench/usage_writer.py --busy 64: 500 → 2,000 records a write
-took 3,600 → 5,900 records/s)."""
+which waits for a turn of a busy event loop, or for the host's usage writer), so a writer
+that fell behind catches up with fewer, larger writes. One worker fed 100k records/s
+(``python -m bench.usage_workers --processes 1 --rate 100000``) wrote 64k records/s
+with writes of up to 2,000 and 92k with writes of up to 5,000; through the host's usage
+writer 44k and 83k (docs/performance.md, Eight workers on one SQLite file)."""
 SPILL_STEM = "parley-usage-spill"
 
 
