@@ -171,8 +171,8 @@ class HostWriter:
 
     def __init__(self, writer: SqliteUsageWriter) -> None:
         self._writer = writer
-        self._idle: set[asyncio.Task[None]] = set()
-        """Handlers waiting for their worker's next batch."""
+        self._idle: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
+        """Handlers waiting for their worker's next batch, and their connections."""
         self._busy: set[asyncio.Task[None]] = set()
         """Handlers writing a batch, or answering."""
         self._closing = False
@@ -182,9 +182,9 @@ class HostWriter:
         assert task is not None  # a handler is always a task
         try:
             while not self._closing:
-                self._idle.add(task)
+                self._idle[task] = stream
                 payload = await _read_frame(reader)
-                self._idle.discard(task)
+                del self._idle[task]
                 self._busy.add(task)
                 stream.write(_frame(await self._answer(payload)))
                 await stream.drain()
@@ -192,7 +192,7 @@ class HostWriter:
         except (EOFError, ConnectionError):
             pass  # the worker closed its end: it exited, or gave up on an answer
         finally:
-            self._idle.discard(task)
+            self._idle.pop(task, None)
             self._busy.discard(task)
             stream.close()
 
@@ -212,9 +212,9 @@ class HostWriter:
         """Hang up on the workers still connected, once each has its answer to the batch it
         sent (``seconds`` at most), then close: a worker writes what it still has itself."""
         self._closing = True
-        for task in self._idle:
-            task.cancel()
-        waiting = self._idle | self._busy
+        waiting = self._busy | set(self._idle)
+        for stream in self._idle.values():
+            stream.close()  # its handler reads the end of the stream, and returns
         if waiting:
             await asyncio.wait(waiting, timeout=seconds)
         await self._writer.close()

@@ -35,7 +35,7 @@ from datetime import UTC, datetime, timedelta
 import orjson
 
 from parley.domain.usage import UsageRecord
-from parley.store.schema import ROLLUP_TOTALS, as_utc
+from parley.store.plain import ROLLUP_TOTALS, as_utc
 
 MINIMUM_VERSION = (3, 33, 0)
 """``UPDATE … FROM`` (3.33) and ``json_each`` (built in since 3.38, in most builds before)."""
