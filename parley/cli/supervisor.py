@@ -95,9 +95,12 @@ def _host_writer(settings: Any, count: int) -> dict[str, Any] | None:
     """The host writer's setup, when ``count`` workers share a SQLite file and
     ``usage.host_writer`` is on: the file, and a socket in a folder of the server's user."""
     from parley.store.engine import SQLITE_BUSY_TIMEOUT_MS, SQLITE_PRAGMAS, sqlite_file
+    from parley.store.usage_sqlite import supported
 
     database = sqlite_file(settings.database.url)
     if count < 2 or database is None or not settings.usage.host_writer:
+        return None
+    if sys.platform == "win32" or not supported():  # no Unix sockets; an old SQLite
         return None
     folder = tempfile.mkdtemp(prefix="parley-usage-")  # mode 0700
     return {
