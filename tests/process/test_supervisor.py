@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sqlite3
 import tempfile
 import time
@@ -86,3 +87,26 @@ def test_on_a_sqlite_file_one_process_writes_every_workers_usage(
         assert conn.execute("SELECT count(*) FROM usage_records").fetchone() == (40,)
         assert conn.execute("SELECT sum(requests) FROM usage_daily").fetchone() == (40,)
     assert "did not answer" not in server.output()
+
+
+def test_with_the_usage_writer_gone_the_workers_write_their_own(
+    procs: Processes, engine: str, tmp_path: Path
+) -> None:
+    """SIGKILL to the usage writer: the calls are still served and each metered once, the
+    workers writing their batches themselves, and the server still stops cleanly."""
+    database = tmp_path / "parley.db"
+    config = gateway_config(engine, tmp_path, limits={"per_worker": True})
+    server = procs.serve(config, args=("--workers", "2"), wait=False)
+    server.wait_ready()
+    (host,) = [pid for pid in children(server.pid) if "aiohttp" not in mapped_files(pid)]
+    key = server.create_key()
+    before = burst([Chat(server.v1, key) for _ in range(10)])
+    assert [reply.status for reply in before] == [200] * 10
+    os.kill(host, signal.SIGKILL)
+    replies = burst([Chat(server.v1, key) for _ in range(30)], concurrency=8)
+    assert [reply.status for reply in replies] == [200] * 30
+    assert server.terminate() == 0
+    with sqlite3.connect(database) as conn:
+        assert conn.execute("SELECT count(*) FROM usage_records").fetchone() == (40,)
+        assert conn.execute("SELECT sum(requests) FROM usage_daily").fetchone() == (40,)
+    assert "this worker writes its own" in server.output()
