@@ -108,6 +108,7 @@ class HostUsageClient:
         self._timeout = timeout
         self._streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
         self._retry_at = 0.0
+        self._away = False
         self.through_host = 0
         """Batches the host writer wrote (the rest were written directly)."""
 
@@ -119,11 +120,16 @@ class HostUsageClient:
             except (OSError, EOFError, TimeoutError, ValueError) as error:
                 self._drop()
                 self._retry_at = time.monotonic() + RETRY_SECONDS
-                log.warning(
-                    "the host's usage writer did not answer (%s); this worker writes its own",
-                    type(error).__name__,
-                )
+                if not self._away:  # once an outage, not at every try
+                    log.warning(
+                        "the host's usage writer did not answer (%s); this worker writes its own",
+                        type(error).__name__,
+                    )
+                self._away = True
             else:
+                if self._away:
+                    log.info("the host's usage writer answers again")
+                self._away = False
                 self.through_host += 1
                 return written
         return await self._direct.record_usage(records)

@@ -5,6 +5,7 @@ writes directly, each record once, when the host writer is missing, gone or stuc
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -92,19 +93,24 @@ async def test_a_write_the_host_writer_fails_fails_as_the_workers_own_would(
 
 
 async def test_without_a_host_writer_a_worker_writes_its_own_then_returns_to_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setattr(usage_host, "RETRY_SECONDS", 0.0)
+    caplog.set_level(logging.INFO, "parley.meter")
     path, socket = tmp_path / "parley.db", tmp_path / "w.sock"
     store = await through(path, socket)
     assert await store.record_usage([usage_record("a")]) == 1  # nothing listens yet
+    assert await store.record_usage([usage_record("a2")]) == 1
     assert client(store).through_host == 0
+    warned = [r for r in caplog.records if "writes its own" in r.getMessage()]
+    assert len(warned) == 1, "one warning an outage, not one a batch"
     async with host_writer(path, socket):
         assert await store.record_usage([usage_record("b")]) == 1
         assert client(store).through_host == 1
     assert await store.record_usage([usage_record("c")]) == 1  # gone again
     assert client(store).through_host == 1
-    assert await store.count_usage() == 3
+    assert await store.count_usage() == 4
+    assert "answers again" in caplog.text
     await store.close()
 
 
