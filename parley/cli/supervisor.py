@@ -29,6 +29,8 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from types import FrameType
 from typing import Any
 
@@ -62,6 +64,8 @@ HOST_WRITER_MAIN = (
 """What the host writer runs: read its setup, then write until standard input closes."""
 HOST_READY_SECONDS = 15.0
 """How long the host writer has to listen; without it the workers write their own."""
+HOST_RESTART_SECONDS = 1.0
+"""How long after it exited the host writer is started again."""
 HOST_EXIT_SECONDS = 15.0
 """How long it has to answer the workers' last batches and exit, once they exited."""
 
@@ -131,7 +135,7 @@ def _filled_pipe(data: bytes) -> int | None:
 
 def supervise(setup: dict[str, Any]) -> int:
     """Start the workers, forward the stop signals, wait; the exit status."""
-    host = _start_host(setup) if setup.get("host") else None
+    host = UsageWriterProcess(setup) if setup.get("host") else None
     workers = [
         _start(json.dumps({"path": setup["path"], "settings": settings}) + "\n")
         for settings in worker_settings(setup["settings"], setup["count"])
@@ -145,8 +149,8 @@ def supervise(setup: dict[str, Any]) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     codes = [worker.wait() for worker in workers]
-    if setup.get("host"):
-        _stop_host(host, setup["host"]["socket_path"])
+    if host is not None:
+        host.stop()
     if setup.get("remove"):
         shutil.rmtree(setup["remove"], ignore_errors=True)
     stopped = (0, -signal.SIGTERM)
@@ -168,6 +172,36 @@ def worker_settings(settings: dict[str, Any], count: int) -> list[dict[str, Any]
         return [settings] * count
     others = {**settings, "batches": {**settings.get("batches", {}), "enabled": False}}
     return [settings] + [others] * (count - 1)
+
+
+class UsageWriterProcess:
+    """The host writer for the workers' whole life: started again, a second after it
+    exited, until ``stop`` (meanwhile the workers write their own usage)."""
+
+    def __init__(self, setup: dict[str, Any]) -> None:
+        self._setup = setup
+        self._lock = threading.Lock()
+        self._stopping = False
+        self.process = _start_host(setup)
+        threading.Thread(target=self._watch, name="parley-usage-writer", daemon=True).start()
+
+    def _watch(self) -> None:
+        while (process := self.process) is not None:
+            code = process.wait()
+            time.sleep(HOST_RESTART_SECONDS)
+            with self._lock:
+                if self._stopping:
+                    return
+                print(
+                    f"parley: the usage writer exited ({code}); starting it again", file=sys.stderr
+                )
+                self.process = _start_host(self._setup)
+
+    def stop(self) -> None:
+        """End it once the workers are gone, and remove its folder."""
+        with self._lock:
+            self._stopping = True
+        _stop_host(self.process, self._setup["host"]["socket_path"])
 
 
 def _start_host(setup: dict[str, Any]) -> subprocess.Popen[bytes] | None:

@@ -19,10 +19,11 @@ started, gone, stuck): the batch is then written directly, as without a host wri
 batch whose answer was lost may have been committed by the host writer too; the store
 ignores a record it already has (by ``request_id``), so it is counted once either way.
 
-The host writer ignores SIGTERM and SIGINT (a terminal's Ctrl-C and systemd's stop reach
-every process of the service at once, and it must outlive the workers' last writes) and
-ends when the supervisor closes its standard input, after the last worker exited, or
-when the supervisor is gone. The socket is in a folder only the server's user can open.
+The supervisor starts a host writer that exited again, a second later
+(``cli/supervisor.py``). It ignores SIGTERM and SIGINT (a terminal's Ctrl-C and
+systemd's stop reach every process of the service at once, and it must outlive the
+workers' last writes) and ends when the supervisor closes its standard input, after the
+last worker exited, or when the supervisor is gone. The socket is in a folder only the server's user can open.
 A request is a 4-byte big-endian length and the batch as JSON (``encode``); the answer
 is framed alike: ``{"written": n}``, or ``{"error": kind, "reason": text}`` where kind
 ``sqlite`` comes with sqlite3's result code, which the worker maps to a ``StoreError`` as

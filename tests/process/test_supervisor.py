@@ -21,8 +21,12 @@ HEAVY = ("aiohttp", "pydantic_core", "sqlalchemy", "uvloop", "orjson")
 
 
 def children(pid: int) -> list[int]:
-    found = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    return [int(child) for child in found]
+    """Every thread's children (the usage writer started again is its watcher thread's)."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            found += [int(child) for child in (task / "children").read_text().split()]
+    return sorted(found)
 
 
 def mapped_files(pid: int) -> str:
@@ -89,24 +93,42 @@ def test_on_a_sqlite_file_one_process_writes_every_workers_usage(
     assert "did not answer" not in server.output()
 
 
-def test_with_the_usage_writer_gone_the_workers_write_their_own(
+def usage_writers(server_pid: int) -> list[int]:
+    return [pid for pid in children(server_pid) if "aiohttp" not in mapped_files(pid)]
+
+
+def test_with_the_usage_writer_gone_the_workers_write_their_own_until_it_is_back(
     procs: Processes, engine: str, tmp_path: Path
 ) -> None:
     """SIGKILL to the usage writer: the calls are still served and each metered once, the
-    workers writing their batches themselves, and the server still stops cleanly."""
+    workers writing their batches themselves until the supervisor has started it again,
+    and the server still stops cleanly."""
     database = tmp_path / "parley.db"
     config = gateway_config(engine, tmp_path, limits={"per_worker": True})
     server = procs.serve(config, args=("--workers", "2"), wait=False)
     server.wait_ready()
-    (host,) = [pid for pid in children(server.pid) if "aiohttp" not in mapped_files(pid)]
+    (host,) = usage_writers(server.pid)
     key = server.create_key()
     before = burst([Chat(server.v1, key) for _ in range(10)])
     assert [reply.status for reply in before] == [200] * 10
     os.kill(host, signal.SIGKILL)
     replies = burst([Chat(server.v1, key) for _ in range(30)], concurrency=8)
     assert [reply.status for reply in replies] == [200] * 30
+    deadline = time.monotonic() + 20
+    while len(again := [pid for pid in usage_writers(server.pid) if pid != host]) != 1:
+        assert time.monotonic() < deadline, server.failure("did not start the usage writer again")
+        time.sleep(0.2)
+    replies = burst([Chat(server.v1, key) for _ in range(30)], concurrency=8)
+    assert [reply.status for reply in replies] == [200] * 30
+    while str(database) not in open_files(again[0]):  # writing again, at its first batch
+        assert time.monotonic() < deadline + 10, "the new usage writer never wrote"
+        replies = burst([Chat(server.v1, key)])
+        assert replies[0].status == 200
+        time.sleep(0.5)
     assert server.terminate() == 0
     with sqlite3.connect(database) as conn:
-        assert conn.execute("SELECT count(*) FROM usage_records").fetchone() == (40,)
-        assert conn.execute("SELECT sum(requests) FROM usage_daily").fetchone() == (40,)
+        (count,) = conn.execute("SELECT count(*) FROM usage_records").fetchone()
+        assert count >= 70
+        assert conn.execute("SELECT sum(requests) FROM usage_daily").fetchone() == (count,)
     assert "this worker writes its own" in server.output()
+    assert "starting it again" in server.output()
