@@ -23,7 +23,9 @@ The supervisor starts a host writer that exited again, a second later
 (``cli/supervisor.py``). It ignores SIGTERM and SIGINT (a terminal's Ctrl-C and
 systemd's stop reach every process of the service at once, and it must outlive the
 workers' last writes) and ends when the supervisor closes its standard input, after the
-last worker exited, or when the supervisor is gone. The socket is in a folder only the server's user can open.
+last worker exited, or when the supervisor is gone. The socket is in a folder only the
+server's user can open.
+
 A request is a 4-byte big-endian length and the batch as JSON (``encode``); the answer
 is framed alike: ``{"written": n}``, or ``{"error": kind, "reason": text}`` where kind
 ``sqlite`` comes with sqlite3's result code, which the worker maps to a ``StoreError`` as
