@@ -60,6 +60,10 @@ log = logging.getLogger("parley.meter")
 MAX_FRAME_BYTES = 256 * 1024 * 1024
 """The largest batch the host writer reads: far above any queue (10,000 records of about
 600 bytes), a bound against a stray client, not a limit a worker meets."""
+READ_LIMIT = 16 * 1024 * 1024
+"""The host writer's read buffer: a stream pauses its socket at twice this while a frame
+is read, so with asyncio's 64 KiB a batch of 5,000 records (about 1 MB) came in 128 KiB
+at a time, one pause and resume each."""
 RETRY_SECONDS = 1.0
 """After the host writer failed to answer, how long a worker writes directly before it
 tries the host writer again."""
@@ -207,7 +211,7 @@ class HostWriter:
 
     async def _answer(self, payload: bytes) -> dict[str, Any]:
         try:
-            return {"written": await self._writer.record_usage(decode(payload))}
+            return {"written": await self._writer.record_decoded(payload, decode)}
         except Exception as error:  # every failure is answered, none ends the server
             lines = str(error).strip().splitlines()  # never the statement or its values
             reason = lines[0] if lines else type(error).__name__
@@ -246,7 +250,7 @@ def serve_host(
 
 async def _serve(writer: SqliteUsageWriter, socket_path: str, finish_seconds: float) -> None:
     host = HostWriter(writer)
-    server = await asyncio.start_unix_server(host.handle, path=socket_path)
+    server = await asyncio.start_unix_server(host.handle, path=socket_path, limit=READ_LIMIT)
     os.chmod(socket_path, 0o600)
     sys.stdout.buffer.write(READY)
     sys.stdout.flush()
