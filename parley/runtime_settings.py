@@ -166,6 +166,11 @@ class UsageSettings(Strict):
     spill_dir: str = "."
     """Where usage records and stored responses are kept if the database is unreachable at
     shutdown (replayed at start)."""
+    host_writer: bool = True
+    """With ``serve --workers N`` on a SQLite file, one process writes every worker's
+    usage records (``store/usage_host.py``); False: each worker writes its own."""
+    host_socket: str | None = None
+    """Set by ``serve --workers N`` (not in the file): the host writer's socket."""
 
 
 class ContentSettings(Strict):

@@ -13,7 +13,11 @@ worker as a fresh interpreter (``subprocess``), handing it the settings on its s
 input (never on a command line, where any user could read the secrets). Either way it
 forwards SIGTERM and SIGINT, waits, and removes the metrics folder the workers shared.
 The workers share the port with ``SO_REUSEPORT`` (each binds its own socket; the kernel
-spreads the connections). ``multiprocessing`` did the same with more: it also runs a
+spreads the connections). On a SQLite file it also starts the host writer, the one
+process that writes every worker's usage records (``parley/store/usage_host.py``), once
+the workers are forked (a fork must come from a process of one thread, and the writer
+has a thread that watches it), and closes its standard input, which ends it, once the
+last worker exited. ``multiprocessing`` did the same with more: it also runs a
 resource-tracker process for the whole life of the server.
 
 When the settings do not fit in a pipe's buffer (they never should: a few KB), or on a
@@ -27,11 +31,14 @@ import importlib
 import json
 import os
 import random
+import select
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
+import time
 import traceback
 from types import FrameType
 from typing import Any, Protocol
@@ -66,6 +73,20 @@ POSTGRES_MODULES = (
     "parley.store.database_async",
 )
 """What a worker on PostgreSQL imports: the driver and SQLAlchemy's asyncio layer."""
+HOST_WRITER_MAIN = (
+    "import json, sys\n"
+    "setup = json.loads(sys.stdin.readline())\n"
+    "sys.path[:] = setup['path']\n"
+    "from parley.store.usage_host import serve_host\n"
+    "serve_host(**setup['host'])\n"
+)
+"""What the host writer runs: read its setup, then write until standard input closes."""
+HOST_READY_SECONDS = 15.0
+"""How long the host writer has to listen; without it the workers write their own."""
+HOST_RESTART_SECONDS = 1.0
+"""How long after it exited the host writer is started again."""
+HOST_EXIT_SECONDS = 15.0
+"""How long it has to answer the workers' last batches and exit, once they exited."""
 
 
 def run_workers(settings: Any, count: int) -> None:
@@ -79,6 +100,10 @@ def run_workers(settings: Any, count: int) -> None:
         "count": count,
         "remove": folder if folder and os.environ.get(METRICS_VARIABLE) == folder else None,
     }
+    host = _host_writer(settings, count)
+    if host is not None:
+        setup["host"] = host
+        raw["usage"]["host_socket"] = host["socket_path"]
     data = json.dumps(setup).encode()
     if sys.platform != "win32":
         pipe = _filled_pipe(data)
@@ -87,6 +112,27 @@ def run_workers(settings: Any, count: int) -> None:
             sys.stderr.flush()
             os.execv(sys.executable, [sys.executable, "-c", SUPERVISOR_MAIN, str(pipe)])
     sys.exit(supervise(setup))
+
+
+def _host_writer(settings: Any, count: int) -> dict[str, Any] | None:
+    """The host writer's setup, when ``count`` workers share a SQLite file and
+    ``usage.host_writer`` is on: the file, and a socket in a folder of the server's user."""
+    from parley.store.engine import SQLITE_BUSY_TIMEOUT_MS, SQLITE_PRAGMAS, sqlite_file
+    from parley.store.usage_sqlite import supported
+
+    database = sqlite_file(settings.database.url)
+    if count < 2 or database is None or not settings.usage.host_writer:
+        return None
+    if sys.platform == "win32" or not supported():  # no Unix sockets; an old SQLite
+        return None
+    folder = tempfile.mkdtemp(prefix="parley-usage-")  # mode 0700
+    return {
+        "database": database,
+        "socket_path": os.path.join(folder, "writer.sock"),
+        "pragmas": list(SQLITE_PRAGMAS),
+        "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000,
+        "log_format": settings.server.log_format,
+    }
 
 
 def _filled_pipe(data: bytes) -> int | None:
@@ -128,6 +174,8 @@ def supervise(setup: dict[str, Any]) -> int:
             _start(json.dumps({"path": setup["path"], "settings": settings}) + "\n")
             for settings in each
         ]
+    # Until it listens, the workers write their own usage (``usage_host``'s fallback).
+    host = UsageWriterProcess(setup) if setup.get("host") else None
 
     def stop(signum: int, frame: FrameType | None) -> None:
         for worker in workers:
@@ -137,6 +185,8 @@ def supervise(setup: dict[str, Any]) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     codes = [worker.wait() for worker in workers]
+    if host is not None:
+        host.stop()
     if setup.get("remove"):
         shutil.rmtree(setup["remove"], ignore_errors=True)
     stopped = (0, -signal.SIGTERM)
@@ -237,6 +287,68 @@ def _fork(settings: dict[str, Any]) -> Forked:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)  # never the supervisor's own code after the fork
+
+
+class UsageWriterProcess:
+    """The host writer for the workers' whole life: started again, a second after it
+    exited, until ``stop`` (meanwhile the workers write their own usage)."""
+
+    def __init__(self, setup: dict[str, Any]) -> None:
+        self._setup = setup
+        self._lock = threading.Lock()
+        self._stopping = False
+        self.process = _start_host(setup)
+        threading.Thread(target=self._watch, name="parley-usage-writer", daemon=True).start()
+
+    def _watch(self) -> None:
+        while (process := self.process) is not None:
+            code = process.wait()
+            time.sleep(HOST_RESTART_SECONDS)
+            with self._lock:
+                if self._stopping:
+                    return
+                print(
+                    f"parley: the usage writer exited ({code}); starting it again", file=sys.stderr
+                )
+                self.process = _start_host(self._setup)
+
+    def stop(self) -> None:
+        """End it once the workers are gone, and remove its folder."""
+        with self._lock:
+            self._stopping = True
+        _stop_host(self.process, self._setup["host"]["socket_path"])
+
+
+def _start_host(setup: dict[str, Any]) -> subprocess.Popen[bytes] | None:
+    """The host writer, listening; None (the workers then write their own usage) when it
+    did not start within ``HOST_READY_SECONDS``."""
+    line = json.dumps({"path": setup["path"], "host": setup["host"]}) + "\n"
+    host = subprocess.Popen(
+        [sys.executable, "-c", HOST_WRITER_MAIN], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    assert host.stdin is not None and host.stdout is not None  # both PIPE
+    host.stdin.write(line.encode())
+    host.stdin.flush()
+    ready, _, _ = select.select([host.stdout], [], [], HOST_READY_SECONDS)
+    if ready and host.stdout.readline() == b"ready\n":
+        return host
+    print("parley: the usage writer did not start; each worker writes its own", file=sys.stderr)
+    host.kill()
+    host.wait()
+    return None
+
+
+def _stop_host(host: subprocess.Popen[bytes] | None, socket_path: str) -> None:
+    """End the host writer (closing its standard input) once the workers are gone, and
+    remove its folder."""
+    if host is not None and host.stdin is not None:
+        host.stdin.close()
+        try:
+            host.wait(HOST_EXIT_SECONDS)
+        except subprocess.TimeoutExpired:
+            host.kill()
+            host.wait()
+    shutil.rmtree(os.path.dirname(socket_path), ignore_errors=True)
 
 
 def _start(line: str) -> subprocess.Popen[bytes]:

@@ -177,6 +177,7 @@ class Services:
                 settings.database.url,
                 pool_size=settings.database.pool_size,
                 timeout_seconds=settings.database.timeout_seconds,
+                usage_socket=settings.usage.host_socket,
             )
             await opened.migrate(apart=True)  # Alembic never loads in a serving process
             store = opened

@@ -40,12 +40,14 @@ from parley.store.base import StoreError, UsageStore
 log = logging.getLogger("parley.meter")
 RETRY_SECONDS = 1.0
 """The longest wait between two attempts while the database refuses writes."""
-CATCH_UP_BATCHES = 4
+CATCH_UP_BATCHES = 10
 """When more than two batches wait, one write takes up to this many batches' records:
 each write has a fixed cost (a transaction, a hop to the database's thread or server,
-which waits for a turn of a busy event loop), so a writer that fell behind catches up
-with fewer, larger writes (bench/usage_writer.py --busy 64: 500 → 2,000 records a write
-took 3,600 → 5,900 records/s)."""
+which waits for a turn of a busy event loop, or for the host's usage writer), so a writer
+that fell behind catches up with fewer, larger writes. One worker fed 100k records/s
+(``python -m bench.usage_workers --processes 1 --rate 100000``) wrote 64k records/s
+with writes of up to 2,000 and 92k with writes of up to 5,000 (docs/performance.md, Eight
+workers on one SQLite file)."""
 SPILL_STEM = "parley-usage-spill"
 
 
@@ -176,9 +178,13 @@ class UsageWriter:
             if self._failing:
                 await asyncio.sleep(self.next_attempt_seconds)
             else:
+                # ``asyncio.timeout``, not ``wait_for``: in Python 3.11 ``wait_for`` returns
+                # a wake-up that came in the same turn as ``close``'s cancellation and
+                # drops the cancellation, and the loop never stopped.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout=self.next_attempt_seconds)
-                    filled = True
+                    async with asyncio.timeout(self.next_attempt_seconds):
+                        await self._wake.wait()
+                        filled = True
             self._wake.clear()
             # Woken by a full batch, write whole batches only: the records that came in
             # while one was written wait for the next batch or the timer, not a small

@@ -17,11 +17,10 @@ from parley.domain.groups import Group
 from parley.domain.requests import StatusCounts
 from parley.domain.usage import GroupDailyUsage
 from parley.store.keys_sql import group
+from parley.store.plain import ROLLUP_TOTALS, as_utc
 from parley.store.schema import (
     FAILED_ONLY,
-    ROLLUP_TOTALS,
     api_keys,
-    as_utc,
     audit_log,
     groups,
     usage_daily,

@@ -12,7 +12,8 @@ from sqlalchemy import Connection, RowMapping, select
 from parley.domain.accounts import Account
 from parley.domain.channels import ChannelEvent, StoredChannel
 from parley.store.base import Conflict, Missing
-from parley.store.schema import admin_accounts, as_utc, channel_events, channels
+from parley.store.plain import as_utc
+from parley.store.schema import admin_accounts, channel_events, channels
 
 
 def _channel(row: RowMapping) -> StoredChannel:

@@ -9,7 +9,8 @@ from sqlalchemy import Connection, RowMapping, select
 
 from parley.domain.stored_models import StoredModel
 from parley.store.base import Conflict, Missing
-from parley.store.schema import as_utc, models
+from parley.store.plain import as_utc
+from parley.store.schema import models
 
 
 def _model(row: RowMapping) -> StoredModel:

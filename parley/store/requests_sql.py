@@ -14,7 +14,8 @@ from sqlalchemy import Connection, Select, and_, func, or_, select, text
 
 from parley.domain.requests import LoggedRequest, RequestQuery
 from parley.domain.usage import UsageRecord
-from parley.store.schema import FAILED_ONLY, api_keys, as_utc, groups, usage_records
+from parley.store.plain import as_utc
+from parley.store.schema import FAILED_ONLY, api_keys, groups, usage_records
 
 FAILED_STATUS = 400
 

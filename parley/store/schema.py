@@ -8,7 +8,7 @@ in time order). Money is integer nano-dollars in ``BIGINT`` columns.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 
 from sqlalchemy import (
     BigInteger,
@@ -30,6 +30,8 @@ from sqlalchemy import (
 from sqlalchemy.sql.expression import true
 from sqlalchemy.types import TypeDecorator
 
+from parley.store.plain import ROLLUP_TOTALS, as_utc
+
 metadata = MetaData()
 
 
@@ -47,13 +49,6 @@ class UtcDateTime(TypeDecorator[datetime]):
 
     def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         return None if value is None else as_utc(value)
-
-
-def as_utc(value: datetime) -> datetime:
-    """The same instant as an aware UTC datetime (naive values are read as UTC)."""
-    if value.tzinfo is None:
-        return value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
 
 
 groups = Table(
@@ -143,18 +138,6 @@ usage_records = Table(
     # FAILED_ONLY holds, made by migration 0005. It is not declared here: its dialect
     # options would load SQLAlchemy's PostgreSQL dialect into every SQLite worker.
 )
-
-ROLLUP_TOTALS = (
-    "requests",
-    "prompt_tokens",
-    "completion_tokens",
-    "characters",
-    "audio_ms",
-    "cost_nanos",
-    "cached_tokens",
-    "cache_write_tokens",
-)
-"""The summed columns of ``usage_daily``, in ``DailyUsage`` order."""
 
 usage_daily = Table(
     "usage_daily",

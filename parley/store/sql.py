@@ -55,6 +55,7 @@ from parley.store.engine import (
     upgrade_to_head,
 )
 from parley.store.migrate_apart import Target, shareable, upgrade_apart
+from parley.store.usage_host import HostUsageClient
 
 DEFAULT_TIMEOUT_SECONDS = 10.0
 """The longest a connect or a statement may take before the database counts as away."""
@@ -90,13 +91,14 @@ class SqlStore:
     def __init__(
         self,
         database: Database,
-        usage: usage_sqlite.SqliteUsageWriter | None = None,
+        usage: usage_sqlite.SqliteUsageWriter | HostUsageClient | None = None,
         *,
         shared: Target | None = None,
     ) -> None:
         self._database = database
         self._usage = usage
-        """A SQLite file's own usage writer (``store/usage_sqlite.py``); None: SQLAlchemy's."""
+        """A SQLite file's own usage writer (``store/usage_sqlite.py``), or the host's
+        (``store/usage_host.py``); None: SQLAlchemy's."""
         self._shared = shared
         """How another process opens this database; None for a memory database."""
 
@@ -487,6 +489,7 @@ async def open_store(
     pool_size: int = 5,
     schema: str | None = None,
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+    usage_socket: str | None = None,
 ) -> SqlStore:
     """A store on the database at ``url`` (not migrated yet: call ``migrate``).
 
@@ -495,6 +498,8 @@ async def open_store(
     in that existing schema: it becomes the connections' ``search_path``. It lets several
     installations, or parallel test runs, share one database. ``timeout_seconds`` bounds a
     connect, a statement (PostgreSQL) and the wait for a pooled connection.
+    ``usage_socket`` (a SQLite file only) is the host writer's socket, which usage records
+    are written through while it answers (``store/usage_host.py``).
     """
     database = open_database(url, pool_size=pool_size, schema=schema, timeout=timeout_seconds)
     shared = Target(url, schema, timeout_seconds) if shareable(url) else None
@@ -503,7 +508,10 @@ async def open_store(
         return SqlStore(database, shared=shared)
     timeout = SQLITE_BUSY_TIMEOUT_MS / 1000
     writer = usage_sqlite.SqliteUsageWriter(path, SQLITE_PRAGMAS, timeout)
-    return SqlStore(database, writer, shared=shared)
+    if usage_socket is None:
+        return SqlStore(database, writer, shared=shared)
+    through_host = HostUsageClient(usage_socket, writer, timeout_seconds)
+    return SqlStore(database, through_host, shared=shared)
 
 
 def _now() -> datetime:

@@ -19,14 +19,8 @@ from sqlalchemy import Connection, Table, bindparam, delete, func, or_, select, 
 from sqlalchemy.dialects import sqlite
 
 from parley.domain.usage import DailyUsage, UsageRecord
-from parley.store.schema import (
-    ROLLUP_TOTALS,
-    api_keys,
-    as_utc,
-    usage_daily,
-    usage_daily_keys,
-    usage_records,
-)
+from parley.store.plain import ROLLUP_TOTALS, as_utc
+from parley.store.schema import api_keys, usage_daily, usage_daily_keys, usage_records
 
 if TYPE_CHECKING:
     from sqlalchemy.dialects import postgresql

@@ -28,14 +28,14 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
 import orjson
 
 from parley.domain.usage import UsageRecord
-from parley.store.schema import ROLLUP_TOTALS, as_utc
+from parley.store.plain import ROLLUP_TOTALS, as_utc
 
 MINIMUM_VERSION = (3, 33, 0)
 """``UPDATE … FROM`` (3.33) and ``json_each`` (built in since 3.38, in most builds before)."""
@@ -143,6 +143,21 @@ class SqliteUsageWriter:
     async def record_usage(self, records: Sequence[UsageRecord]) -> int:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._thread, self._write, records)
+
+    async def record_decoded(
+        self, payload: bytes, decode: Callable[[bytes], Sequence[UsageRecord]]
+    ) -> int:
+        """``record_usage`` of the records ``decode`` makes of ``payload``, decoded on the
+        writer's thread: the host's usage writer (``usage_host.py``) decoding on its event
+        loop held the GIL that this thread waits for between statements, inside the
+        transaction."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._thread, self._decode_and_write, payload, decode)
+
+    def _decode_and_write(
+        self, payload: bytes, decode: Callable[[bytes], Sequence[UsageRecord]]
+    ) -> int:
+        return self._write(decode(payload))
 
     async def close(self) -> None:
         """Close the connection and end the thread (a second call does nothing)."""

@@ -72,13 +72,17 @@ def parent_of(pid: int) -> int:
     return int(stat.rpartition(")")[2].split()[1])
 
 
+def cmdline(pid: int) -> bytes:
+    return Path(f"/proc/{pid}/cmdline").read_bytes()
+
+
 def workers_of(server: Server) -> list[int]:
-    """The supervisor's children: its workers."""
+    """The supervisor's children that serve (not the host's usage writer)."""
     found = []
     for stat in glob.glob("/proc/[0-9]*/stat"):
         pid = int(stat.split("/")[2])
         try:
-            if parent_of(pid) == server.pid:
+            if parent_of(pid) == server.pid and b"run_worker" in cmdline(pid):
                 found.append(pid)
         except (OSError, ValueError, IndexError):
             continue  # gone meanwhile

@@ -90,8 +90,8 @@ def test_serve_and_its_workers_run_on_the_preloaded_allocator(
     key = server.create_key()
     assert call(Chat(server.v1, key)).status == 200
     workers = _children(server.pid)
-    assert len(workers) == 2
-    for pid in (server.pid, *workers):  # the supervisor, executed again, and its workers
+    assert len(workers) == 3  # two workers and the usage writer (SQLite)
+    for pid in (server.pid, *workers):  # the supervisor, executed again, and its children
         assert path in Path(f"/proc/{pid}/maps").read_text()
         assert _variable_of(pid, "PYTHONMALLOC") == "malloc"
     assert server.terminate() == 0  # and stops as it does on pymalloc

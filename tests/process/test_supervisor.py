@@ -1,13 +1,21 @@
 """``serve --workers 2``: the parent runs no helper process of its own, only the two
-workers, and is still the process a service manager started. It forks them from itself
-after importing the web stack, so most of a worker's memory is the supervisor's pages,
-shared; the supervisor itself serves nothing and runs one thread."""
+workers and, on a SQLite file, the host's one usage writer, and is still the process a
+service manager started. It forks the workers from itself after importing the web stack,
+so most of a worker's memory is the supervisor's pages, shared; the supervisor itself
+serves nothing. The workers' calls are metered through the usage writer, which ends
+after them and leaves nothing behind."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import sqlite3
+import tempfile
+import time
 from pathlib import Path
 
-from tests.process.calls import gateway_config
+from tests.process.calls import Chat, burst, gateway_config
 from tests.process.procs import Processes
 
 HEAVY = ("aiohttp", "pydantic_core", "sqlalchemy", "uvloop", "orjson")
@@ -15,8 +23,12 @@ HEAVY = ("aiohttp", "pydantic_core", "sqlalchemy", "uvloop", "orjson")
 
 
 def children(pid: int) -> list[int]:
-    found = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    return [int(child) for child in found]
+    """Every thread's children (the usage writer started again is its watcher thread's)."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            found += [int(child) for child in (task / "children").read_text().split()]
+    return sorted(found)
 
 
 def mapped_files(pid: int) -> str:
@@ -45,10 +57,20 @@ def listening_inodes(pid: int) -> set[str]:
     return {link[8:-1] for link in links if link.startswith("socket:[")} & listening
 
 
+def open_files(pid: int) -> list[str]:
+    found = []
+    for link in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            found.append(os.readlink(link))
+    return found
+
+
 def test_the_supervisor_forks_its_workers_and_serves_nothing(
     procs: Processes, engine: str, tmp_path: Path
 ) -> None:
-    config = gateway_config(engine, tmp_path, limits={"per_worker": True})
+    config = gateway_config(
+        engine, tmp_path, limits={"per_worker": True}, usage={"host_writer": False}
+    )
     server = procs.serve(config, args=("--workers", "2"), wait=False)
     server.wait_ready()
     workers = children(server.pid)
@@ -67,3 +89,78 @@ def test_the_supervisor_forks_its_workers_and_serves_nothing(
         shared = memory["Shared_Clean"] + memory["Shared_Dirty"]
         assert shared > 0.4 * memory["Rss"], memory
     assert server.terminate() == 0
+
+
+def test_on_a_sqlite_file_one_process_writes_every_workers_usage(
+    procs: Processes, engine: str, tmp_path: Path
+) -> None:
+    database = tmp_path / "parley.db"
+    config = gateway_config(engine, tmp_path, limits={"per_worker": True})
+    before = set(Path(tempfile.gettempdir()).glob("parley-usage-*"))
+    server = procs.serve(config, args=("--workers", "2"), wait=False)
+    server.wait_ready()
+    folders = set(Path(tempfile.gettempdir()).glob("parley-usage-*")) - before
+    assert len(folders) == 1, "the usage writer's socket is in a folder of its own"
+    folder = folders.pop()
+    assert (folder / "writer.sock").is_socket()
+    assert folder.stat().st_mode & 0o077 == 0, "only the server's user may connect"
+    processes = children(server.pid)
+    assert len(processes) == 3
+    hosts = [pid for pid in processes if "aiohttp" not in mapped_files(pid)]
+    assert len(hosts) == 1, "one child, the usage writer, holds no web stack"
+    host = hosts[0]
+    key = server.create_key()
+    replies = burst([Chat(server.v1, key) for _ in range(40)], concurrency=8)
+    assert [reply.status for reply in replies] == [200] * 40
+    deadline = time.monotonic() + 10
+    while str(database) not in open_files(host):  # opened at its first batch
+        assert time.monotonic() < deadline, "the usage writer never opened the database"
+        time.sleep(0.1)
+    assert server.terminate() == 0
+    assert not Path(f"/proc/{host}").exists()
+    assert not folder.exists()
+    with sqlite3.connect(database) as conn:
+        assert conn.execute("SELECT count(*) FROM usage_records").fetchone() == (40,)
+        assert conn.execute("SELECT sum(requests) FROM usage_daily").fetchone() == (40,)
+    assert "did not answer" not in server.output()
+
+
+def usage_writers(server_pid: int) -> list[int]:
+    return [pid for pid in children(server_pid) if "aiohttp" not in mapped_files(pid)]
+
+
+def test_with_the_usage_writer_gone_the_workers_write_their_own_until_it_is_back(
+    procs: Processes, engine: str, tmp_path: Path
+) -> None:
+    """SIGKILL to the usage writer: the calls are still served and each metered once, the
+    workers writing their batches themselves until the supervisor has started it again,
+    and the server still stops cleanly."""
+    database = tmp_path / "parley.db"
+    config = gateway_config(engine, tmp_path, limits={"per_worker": True})
+    server = procs.serve(config, args=("--workers", "2"), wait=False)
+    server.wait_ready()
+    (host,) = usage_writers(server.pid)
+    key = server.create_key()
+    before = burst([Chat(server.v1, key) for _ in range(10)])
+    assert [reply.status for reply in before] == [200] * 10
+    os.kill(host, signal.SIGKILL)
+    replies = burst([Chat(server.v1, key) for _ in range(30)], concurrency=8)
+    assert [reply.status for reply in replies] == [200] * 30
+    deadline = time.monotonic() + 20
+    while len(again := [pid for pid in usage_writers(server.pid) if pid != host]) != 1:
+        assert time.monotonic() < deadline, server.failure("did not start the usage writer again")
+        time.sleep(0.2)
+    replies = burst([Chat(server.v1, key) for _ in range(30)], concurrency=8)
+    assert [reply.status for reply in replies] == [200] * 30
+    while str(database) not in open_files(again[0]):  # writing again, at its first batch
+        assert time.monotonic() < deadline + 10, "the new usage writer never wrote"
+        replies = burst([Chat(server.v1, key)])
+        assert replies[0].status == 200
+        time.sleep(0.5)
+    assert server.terminate() == 0
+    with sqlite3.connect(database) as conn:
+        (count,) = conn.execute("SELECT count(*) FROM usage_records").fetchone()
+        assert count >= 70
+        assert conn.execute("SELECT sum(requests) FROM usage_daily").fetchone() == (count,)
+    assert "this worker writes its own" in server.output()
+    assert "starting it again" in server.output()
