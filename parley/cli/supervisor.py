@@ -77,6 +77,8 @@ HOST_WRITER_MAIN = (
     "import json, sys\n"
     "setup = json.loads(sys.stdin.readline())\n"
     "sys.path[:] = setup['path']\n"
+    "from parley.telemetry.logs import configure_logging\n"
+    "configure_logging(setup['host'].pop('log_format'))\n"
     "from parley.store.usage_host import serve_host\n"
     "serve_host(**setup['host'])\n"
 )

@@ -53,7 +53,6 @@ import orjson
 from parley.domain.usage import UsageRecord
 from parley.store.base import StoreError, StoreFault
 from parley.store.usage_sqlite import SqliteUsageWriter
-from parley.telemetry.logs import LogFormat, configure_logging
 
 log = logging.getLogger("parley.meter")
 
@@ -238,11 +237,10 @@ def serve_host(
     socket_path: str,
     pragmas: Sequence[str],
     timeout: float,
-    log_format: LogFormat = "text",
 ) -> None:
     """The host writer's process: write usage into ``database`` for whoever connects to
-    ``socket_path`` until standard input is closed."""
-    configure_logging(log_format)
+    ``socket_path`` until standard input is closed (its logging is set by its caller,
+    ``cli/supervisor.py``: the store stays below telemetry)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     asyncio.run(_serve(SqliteUsageWriter(database, pragmas, timeout), socket_path, timeout))

@@ -82,7 +82,8 @@ def workers_of(server: Server) -> list[int]:
     for stat in glob.glob("/proc/[0-9]*/stat"):
         pid = int(stat.split("/")[2])
         try:
-            if parent_of(pid) == server.pid and b"run_worker" in cmdline(pid):
+            # forked workers have the supervisor's command line; the writer names its own
+            if parent_of(pid) == server.pid and b"serve_host" not in cmdline(pid):
                 found.append(pid)
         except (OSError, ValueError, IndexError):
             continue  # gone meanwhile

@@ -102,7 +102,10 @@ def test_on_a_sqlite_file_one_process_writes_every_workers_usage(
     folders = set(Path(tempfile.gettempdir()).glob("parley-usage-*")) - before
     assert len(folders) == 1, "the usage writer's socket is in a folder of its own"
     folder = folders.pop()
-    assert (folder / "writer.sock").is_socket()
+    deadline = time.monotonic() + 20  # started once the workers are forked
+    while not (folder / "writer.sock").is_socket():
+        assert time.monotonic() < deadline, "the usage writer never listened"
+        time.sleep(0.1)
     assert folder.stat().st_mode & 0o077 == 0, "only the server's user may connect"
     processes = children(server.pid)
     assert len(processes) == 3
