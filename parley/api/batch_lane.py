@@ -200,8 +200,12 @@ class BatchLane:
             if not busy:
                 self._wake.clear()
                 wait = min(self._settings.poll_seconds, max(0.0, reclaim_at - time.monotonic()))
+                # ``asyncio.timeout``, not ``wait_for``: in Python 3.11 ``wait_for`` returns
+                # a wake-up that came in the same turn as ``stop``'s cancellation and drops
+                # the cancellation, and the lane never stopped.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), wait)
+                    async with asyncio.timeout(wait):
+                        await self._wake.wait()
 
     async def _renew(self, every: float) -> None:
         """Renew the lane's lease every ``every`` seconds, on its own task, so a long
