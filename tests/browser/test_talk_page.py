@@ -165,6 +165,8 @@ async def test_an_operator_talks_to_a_realtime_model_from_the_browser(
 
     await page.get_by_role("button", name="Stop").click()
     await expect(page.locator("[data-talk-status]")).to_have_text("Stopped.")
+    await page.wait_for_timeout(500)  # the socket's own close event comes after, says nothing
+    await expect(page.locator("[data-talk-status]")).to_have_text("Stopped.")
     for _ in range(100):
         if not await live_rows(listing, gateway.base_url):
             break

@@ -106,9 +106,10 @@ class Talk {
       this.say("Connecting…");
       const scheme = location.protocol === "https:" ? "wss:" : "ws:";
       const url = `${scheme}//${location.host}/v1/realtime?model=${encodeURIComponent(secret.model)}`;
-      this.socket = new WebSocket(url, ["realtime", `openai-insecure-api-key.${secret.value}`]);
+      const socket = new WebSocket(url, ["realtime", `openai-insecure-api-key.${secret.value}`]);
+      this.socket = socket;
       this.socket.addEventListener("message", (event) => this.heard(event.data));
-      this.socket.addEventListener("close", (event) => this.ended(event));
+      this.socket.addEventListener("close", (event) => this.ended(socket, event));
       this.socket.addEventListener("open", () => this.capture());
       this.stop.disabled = false;
     } catch (problem) {
@@ -249,7 +250,9 @@ class Talk {
     if (this.context) this.playhead = this.context.currentTime;
   }
 
-  ended(event) {
+  ended(socket, event) {
+    // A socket the page closed itself (Stop, a new session) says nothing more.
+    if (socket !== this.socket) return;
     const why = event.reason ? `: ${event.reason}` : "";
     this.close(`Session ended (${event.code}${why}).`);
   }
