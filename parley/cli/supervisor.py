@@ -176,8 +176,6 @@ def supervise(setup: dict[str, Any]) -> int:
             _start(json.dumps({"path": setup["path"], "settings": settings}) + "\n")
             for settings in each
         ]
-    # Until it listens, the workers write their own usage (``usage_host``'s fallback).
-    host = UsageWriterProcess(setup) if setup.get("host") else None
 
     def stop(signum: int, frame: FrameType | None) -> None:
         for worker in workers:
@@ -186,6 +184,10 @@ def supervise(setup: dict[str, Any]) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    # Started once the workers are (they serve meanwhile, writing their own usage: the
+    # ``usage_host`` fallback) and the stop signals are forwarded: a stop while it starts
+    # ends the workers, then it.
+    host = UsageWriterProcess(setup) if setup.get("host") else None
     codes = [worker.wait() for worker in workers]
     if host is not None:
         host.stop()
