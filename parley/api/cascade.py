@@ -60,7 +60,6 @@ from parley.pipeline.context import CALLER, SERVICES
 from parley.pipeline.job import Operation
 from parley.pipeline.meter import Refusal
 from parley.pipeline.realtime import (
-    CLOSE_SECONDS,
     ENDPOINT,
     GOING_AWAY,
     IDLE,
@@ -74,6 +73,7 @@ from parley.pipeline.realtime import (
     TOO_SLOW,
     UPSTREAM_FAILED,
     Ending,
+    close_caller,
     live_session,
     rate_limits,
 )
@@ -931,15 +931,7 @@ class CascadeSession:
         self._end_from_task(ending)
 
     async def _close(self, ending: Ending) -> None:
-        if ending.code != NORMAL or ending.event is not None:
-            log.info("realtime session of key %s ended: %s", self._caller.key.id, ending.reason)
-        try:
-            async with asyncio.timeout(CLOSE_SECONDS):
-                if ending.event is not None and not self._socket.closed:
-                    await self._socket.send_str(ending.event)
-                await self._socket.close(code=ending.code, message=ending.reason[:120].encode())
-        except (TimeoutError, ConnectionError):
-            self._abort()
+        await close_caller(self._socket, ending, self._caller, self._abort)
 
     def _error(
         self,

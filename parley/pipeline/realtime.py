@@ -644,17 +644,7 @@ class Session:
             self._watchdog = self._loop.call_at(due, self._watch)
 
     async def _close(self, ending: Ending) -> None:
-        """Tell the caller why (an error event, when there is one), then close with the
-        code; a caller that cannot take even that is cut."""
-        if ending.code not in (NORMAL,) or ending.event is not None:
-            log.info("realtime session of key %s ended: %s", self._caller.key.id, ending.reason)
-        try:
-            async with asyncio.timeout(CLOSE_SECONDS):
-                if ending.event is not None and not self._socket.closed:
-                    await self._socket.send_str(ending.event)
-                await self._socket.close(code=ending.code, message=ending.reason[:120].encode())
-        except (TimeoutError, ConnectionError):
-            self._abort()
+        await close_caller(self._socket, ending, self._caller, self._abort)
 
     def _error(
         self,
@@ -700,6 +690,22 @@ class Session:
             error_code=code,
             first_byte=turn.first_byte,
         )
+
+
+async def close_caller(
+    socket: web.WebSocketResponse, ending: Ending, caller: Caller, abort: Callable[[], None]
+) -> None:
+    """Tell the caller why its session ends (an error event, when there is one), then
+    close with the code; a caller that cannot take even that is cut (``abort``)."""
+    if ending.code != NORMAL or ending.event is not None:
+        log.info("realtime session of key %s ended: %s", caller.key.id, ending.reason)
+    try:
+        async with asyncio.timeout(CLOSE_SECONDS):
+            if ending.event is not None and not socket.closed:
+                await socket.send_str(ending.event)
+            await socket.close(code=ending.code, message=ending.reason[:120].encode())
+    except (TimeoutError, ConnectionError):
+        abort()
 
 
 async def rate_limits(svc: Services, scopes: Any) -> list[dict[str, Any]]:
