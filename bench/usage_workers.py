@@ -40,35 +40,16 @@ from pathlib import Path
 from typing import Any
 
 from bench.usage_endpoint import POSTGRES_URL
+from bench.usage_writer import KEYS, record
 from parley.cli.supervisor import _host_writer, _start_host, _stop_host
-from parley.domain.usage import UsageRecord
 from parley.runtime.budget import SpendLedger
 from parley.runtime.writer import UsageWriter
 from parley.settings import Settings, UsageSettings
 from parley.store.sql import SqlStore, open_store
 
-KEYS = 8
-MODELS = ("chat-large", "chat-small", "tts-1")
 TICK_SECONDS = 0.005
 START_DELAY_SECONDS = 4.0
 """The processes start writing together, this long after the parent started them."""
-
-
-def record(tag: str, index: int, now: datetime) -> UsageRecord:
-    return UsageRecord(
-        request_id=f"{tag}-{index:09d}",
-        created_at=now,
-        group_id=1 + index % 2,
-        key_id=1 + index % KEYS,
-        model=MODELS[index % len(MODELS)],
-        channel="main",
-        endpoint="/v1/chat/completions",
-        status=200,
-        latency_ms=40,
-        prompt_tokens=12,
-        completion_tokens=30,
-        cost_nanos=4_200,
-    )
 
 
 async def spin() -> None:

@@ -28,22 +28,27 @@ KEYS = 8
 MODELS = ("chat-large", "chat-small", "tts-1")
 
 
+def record(prefix: str, index: int, now: datetime) -> UsageRecord:
+    """The ``index``-th of a run's records: two groups, ``KEYS`` keys, three models."""
+    return UsageRecord(
+        request_id=f"{prefix}-{index:09d}",
+        created_at=now,
+        group_id=1 + index % 2,
+        key_id=1 + index % KEYS,
+        model=MODELS[index % len(MODELS)],
+        channel="main",
+        endpoint="/v1/chat/completions",
+        status=200,
+        latency_ms=40,
+        prompt_tokens=12,
+        completion_tokens=30,
+        cost_nanos=4_200,
+    )
+
+
 def records(count: int, prefix: str) -> Iterator[UsageRecord]:
     for index in range(count):
-        yield UsageRecord(
-            request_id=f"{prefix}-{index:09d}",
-            created_at=datetime.now(UTC),
-            group_id=1 + index % 2,
-            key_id=1 + index % KEYS,
-            model=MODELS[index % len(MODELS)],
-            channel="main",
-            endpoint="/v1/chat/completions",
-            status=200,
-            latency_ms=40,
-            prompt_tokens=12,
-            completion_tokens=30,
-            cost_nanos=4_200,
-        )
+        yield record(prefix, index, datetime.now(UTC))
 
 
 async def prepare(store: SqlStore) -> None:
