@@ -93,7 +93,7 @@ KEEP_MS = 100
 """Between turns the buffer keeps the prefix padding and this much more (the detector
 reports a start some frames after the first voiced one)."""
 DELTA_BYTES = RATE * 2 // 5
-"""Output audio leaves in deltas of at most this much (200 ms)."""
+"""Output audio leaves in deltas of at most this many bytes (a fifth of a second)."""
 PCM = {"type": "audio/pcm", "rate": RATE}
 SERVER_VAD = {
     "type": "server_vad",

@@ -54,8 +54,8 @@ async def realtime_session(request: web.Request) -> web.StreamResponse:
         max_msg_size=settings.max_event_bytes,
         autoping=True,
         timeout=2.0,
-        # Base64 audio hardly deflates; a zlib state each way would cost a session about
-        # 90 KB and an event about 25 µs (docs/performance.md, Realtime sessions).
+        # Base64 audio hardly deflates: a zlib state each way would cost every session
+        # memory and every event CPU for nothing (docs/performance.md, Realtime sessions).
         compress=False,
     )
     if not socket.can_prepare(request).ok:

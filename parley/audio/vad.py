@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 FRAME_MS = 10
 START_FRAMES = 3
-"""Voiced frames in a row that make speech (30 ms)."""
+"""Voiced frames in a row that make speech (``START_FRAMES * FRAME_MS``)."""
 LOUDNESS_AT_ONE = 0.05
 """The loudness (RMS, share of full scale) a frame needs at ``threshold`` 1.0."""
 FULL_SCALE = 32768

@@ -606,8 +606,8 @@ class Session:
         most ``send_timeout_seconds``: then the session ends, 1008).
 
         The bound is kept by one timer a session (``_watch``), not a timeout around each
-        send: nearly every send returns at once, and arming and cancelling a timer for
-        each costs about 5 µs of the 30 relaying an event takes (docs/performance.md)."""
+        send: nearly every send returns at once, and a timer armed and cancelled for each
+        is a large share of an event's relay (docs/performance.md, Speed habits)."""
         async with self._sending:
             sender = self._sender = asyncio.current_task()
             self._send_began = self._loop.time()

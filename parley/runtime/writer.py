@@ -44,10 +44,8 @@ CATCH_UP_BATCHES = 10
 """When more than two batches wait, one write takes up to this many batches' records:
 each write has a fixed cost (a transaction, a hop to the database's thread or server,
 which waits for a turn of a busy event loop, or for the host's usage writer), so a writer
-that fell behind catches up with fewer, larger writes. One worker fed 100k records/s
-(``python -m bench.usage_workers --processes 1 --rate 100000``) wrote 64k records/s
-with writes of up to 2,000 and 92k with writes of up to 5,000 (docs/performance.md, Eight
-workers on one SQLite file)."""
+that fell behind catches up with fewer, larger writes (docs/performance.md, Eight workers
+on one SQLite file)."""
 SPILL_STEM = "parley-usage-spill"
 
 

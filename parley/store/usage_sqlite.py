@@ -42,8 +42,9 @@ MINIMUM_VERSION = (3, 33, 0)
 CACHE_PRAGMA = "cache_size = -512"
 """The writer's page cache, 512 KiB (SQLite's default is 2 MiB a connection). A batch
 touches the ends of the table and its indexes and a few rollup rows, and the pages it
-misses are in the system's file cache; the default filled up with the pages written, about
-2 MB more in every worker at steady load for no measurable gain in records a second."""
+misses are in the system's file cache; the default filled up with the pages written, more
+memory in every worker at steady load for no measurable gain (docs/performance.md,
+Memory)."""
 
 _RAW_COLUMNS = (
     "request_id",
