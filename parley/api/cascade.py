@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import binascii
 import contextlib
 import io
 import itertools
@@ -49,6 +48,20 @@ from parley.audio.sniff import Container
 from parley.audio.vad import VoiceDetector
 from parley.audio.wav import wav_header
 from parley.dialects.realtime import BadEvent, ClientEvent, error_event, read_client_event
+from parley.dialects.realtime_fields import (
+    RATE,
+    SERVER_VAD,
+    check_formats,
+    item_text,
+    read_audio,
+    read_item,
+    read_limit,
+    read_modalities,
+    read_object,
+    read_string,
+    read_tools,
+    read_turn_detection,
+)
 from parley.domain.models import CHAT_KINDS, Cascade, Resolved
 from parley.domain.realtime_sessions import PREFIX as SESSION_PREFIX
 from parley.domain.sentences import Sentences
@@ -84,8 +97,6 @@ from parley.settings import RealtimeSettings
 
 log = logging.getLogger("parley.realtime")
 
-RATE = 24_000
-"""The session's audio, both ways: 16-bit mono PCM at 24 kHz (``audio/pcm``)."""
 BYTES_PER_MS = RATE * 2 // 1000
 MIN_COMMIT_MS = 100
 """The least audio a commit takes (OpenAI's own bound)."""
@@ -95,21 +106,12 @@ reports a start some frames after the first voiced one)."""
 DELTA_BYTES = RATE * 2 // 5
 """Output audio leaves in deltas of at most this many bytes (a fifth of a second)."""
 PCM = {"type": "audio/pcm", "rate": RATE}
-SERVER_VAD = {
-    "type": "server_vad",
-    "threshold": 0.5,
-    "prefix_padding_ms": 300,
-    "silence_duration_ms": 500,
-    "create_response": True,
-    "interrupt_response": True,
-}
 MODALITIES = (["audio"], ["text"])
 TRANSCRIPTION_KINDS = frozenset({"transcription"})
 SPEECH_KINDS = frozenset({"speech"})
 CHAT_PART = Operation("realtime chat", ENDPOINT, CHAT_KINDS)
 SPEECH_PART = Operation("realtime speech", ENDPOINT, SPEECH_KINDS)
 TRANSCRIPTION_PART = Operation("realtime transcription", ENDPOINT, TRANSCRIPTION_KINDS)
-NOT_PCM = "This voice takes and speaks audio/pcm at 24000 Hz only."
 
 
 async def serve_cascade(
@@ -306,7 +308,7 @@ class CascadeSession:
             self._update(body["session"], event_id)
             await self._send_event({"type": "session.updated", "session": self._session()})
         elif kind == "input_audio_buffer.append":
-            await self._append(_audio(body["audio"], event_id), event_id)
+            await self._append(read_audio(body["audio"], event_id), event_id)
         elif kind == "input_audio_buffer.commit":
             await self._commit(event_id, manual=True)
         elif kind == "input_audio_buffer.clear":
@@ -380,18 +382,18 @@ class CascadeSession:
         """Apply a ``session.update`` (GA shape, or the beta's flat fields): checked
         whole before anything changes."""
         config = dict(self._config)
-        audio = _object(session.get("audio"), "session.audio", event_id)
-        given_in = _object(audio.get("input"), "session.audio.input", event_id)
-        given_out = _object(audio.get("output"), "session.audio.output", event_id)
-        _check_formats(session, given_in, given_out, event_id)
+        audio = read_object(session.get("audio"), "session.audio", event_id)
+        given_in = read_object(audio.get("input"), "session.audio.input", event_id)
+        given_out = read_object(audio.get("output"), "session.audio.output", event_id)
+        check_formats(session, given_in, given_out, event_id)
         if "instructions" in session:
-            config["instructions"] = _string(session["instructions"], "instructions", event_id)
+            config["instructions"] = read_string(session["instructions"], "instructions", event_id)
         modalities = session.get("output_modalities", session.get("modalities"))
         if modalities is not None:
-            config["output_modalities"] = _modalities(modalities, event_id)
+            config["output_modalities"] = read_modalities(modalities, event_id)
         detection = given_in.get("turn_detection", session.get("turn_detection", ...))
         if detection is not ...:
-            config["turn_detection"] = _turn_detection(detection, event_id)
+            config["turn_detection"] = read_turn_detection(detection, event_id)
         transcription = given_in.get("transcription", session.get("input_audio_transcription"))
         if isinstance(transcription, dict):  # the cascade's own model hears; hints kept
             hints = {k: v for k, v in transcription.items() if k in ("language", "prompt")}
@@ -400,14 +402,14 @@ class CascadeSession:
         if voice is not None:
             if isinstance(voice, dict):
                 voice = voice.get("id")
-            config["voice"] = _string(voice, "session.audio.output.voice", event_id)
+            config["voice"] = read_string(voice, "session.audio.output.voice", event_id)
         if "tools" in session:
-            config["tools"] = _tools(session["tools"], event_id)
+            config["tools"] = read_tools(session["tools"], event_id)
         if "tool_choice" in session:
             config["tool_choice"] = session["tool_choice"]
         limit = session.get("max_output_tokens", session.get("max_response_output_tokens"))
         if limit is not None:
-            config["max_output_tokens"] = _limit(limit, event_id)
+            config["max_output_tokens"] = read_limit(limit, event_id)
         restart = config["turn_detection"] != self._config["turn_detection"]
         self._config = config
         if restart:
@@ -598,7 +600,7 @@ class CascadeSession:
     # The conversation
 
     async def _create_item(self, body: dict[str, Any], event_id: str | None) -> None:
-        item = _new_item(body.get("item"), event_id)
+        item = read_item(body.get("item"), event_id)
         item.setdefault("id", self._new_id("item"))
         if any(known["id"] == item["id"] for known in self._items):
             raise BadEvent(
@@ -689,23 +691,25 @@ class CascadeSession:
             )
         options: dict[str, Any] = {}
         if "instructions" in response:
-            options["instructions"] = _string(response["instructions"], "instructions", event_id)
+            options["instructions"] = read_string(
+                response["instructions"], "instructions", event_id
+            )
         modalities = response.get("output_modalities", response.get("modalities"))
         if modalities is not None:
-            options["output_modalities"] = _modalities(modalities, event_id)
+            options["output_modalities"] = read_modalities(modalities, event_id)
         if "tools" in response:
-            options["tools"] = _tools(response["tools"], event_id)
+            options["tools"] = read_tools(response["tools"], event_id)
         if "tool_choice" in response:
             options["tool_choice"] = response["tool_choice"]
         if response.get("max_output_tokens") is not None:
-            options["max_output_tokens"] = _limit(response["max_output_tokens"], event_id)
-        audio = _object(response.get("audio"), "response.audio", event_id)
-        output = _object(audio.get("output"), "response.audio.output", event_id)
+            options["max_output_tokens"] = read_limit(response["max_output_tokens"], event_id)
+        audio = read_object(response.get("audio"), "response.audio", event_id)
+        output = read_object(audio.get("output"), "response.audio.output", event_id)
         voice = output.get("voice", response.get("voice"))
         if isinstance(voice, dict):
             voice = voice.get("id")
         if voice is not None:
-            options["voice"] = _string(voice, "response.audio.output.voice", event_id)
+            options["voice"] = read_string(voice, "response.audio.output.voice", event_id)
         if "metadata" in response:
             options["metadata"] = response["metadata"]
         self._start_reply(options, event_id)
@@ -836,7 +840,7 @@ class CascadeSession:
                     {"role": "tool", "tool_call_id": item["call_id"], "content": item["output"]}
                 )
             elif kind == "message":
-                text = _item_text(item)
+                text = item_text(item)
                 if text:
                     messages.append({"role": item["role"], "content": text})
         return messages
@@ -1281,230 +1285,6 @@ class _Answer:
             }
         )
         await self._session._send_event({"type": "conversation.item.done", "item": item})
-
-
-# Reading the caller's fields
-
-
-def _audio(text: str, event_id: str | None) -> bytes:
-    try:
-        pcm = base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError):
-        raise BadEvent(
-            "`audio` must be base64 of PCM16 audio.",
-            code="invalid_value",
-            param="audio",
-            event_id=event_id,
-        ) from None
-    return pcm
-
-
-def _object(value: Any, param: str, event_id: str | None) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise BadEvent(
-            f"`{param}` must be an object.", code="invalid_value", param=param, event_id=event_id
-        )
-    return value
-
-
-def _string(value: Any, param: str, event_id: str | None) -> str:
-    if not isinstance(value, str):
-        raise BadEvent(
-            f"`{param}` must be a string.", code="invalid_value", param=param, event_id=event_id
-        )
-    return value
-
-
-def _check_formats(
-    session: dict[str, Any],
-    given_in: dict[str, Any],
-    given_out: dict[str, Any],
-    event_id: str | None,
-) -> None:
-    """The audio formats a ``session.update`` names are the one the cascade speaks."""
-    for side, part in (("input", given_in), ("output", given_out)):
-        if "format" in part and not _is_pcm(part["format"]):
-            raise BadEvent(
-                NOT_PCM,
-                code="invalid_value",
-                param=f"session.audio.{side}.format",
-                event_id=event_id,
-            )
-    for beta in ("input_audio_format", "output_audio_format"):
-        if beta in session and session[beta] != "pcm16":
-            raise BadEvent(NOT_PCM, code="invalid_value", param=beta, event_id=event_id)
-
-
-def _is_pcm(value: Any) -> bool:
-    if value == "pcm16":
-        return True
-    return (
-        isinstance(value, dict)
-        and value.get("type") == "audio/pcm"
-        and value.get("rate", RATE) == RATE
-    )
-
-
-def _modalities(value: Any, event_id: str | None) -> list[str]:
-    if isinstance(value, list) and "audio" in value:
-        return ["audio"]
-    if value == ["text"]:
-        return ["text"]
-    raise BadEvent(
-        '`output_modalities` must be ["audio"] or ["text"].',
-        code="invalid_value",
-        param="output_modalities",
-        event_id=event_id,
-    )
-
-
-def _turn_detection(value: Any, event_id: str | None) -> dict[str, Any] | None:
-    """``null`` (the caller commits), or server voice activity detection's settings."""
-    if value is None:
-        return None
-    param = "session.audio.input.turn_detection"
-    if not isinstance(value, dict) or value.get("type", "server_vad") != "server_vad":
-        raise BadEvent(
-            "`turn_detection` must be null or of type server_vad (semantic_vad is not offered).",
-            code="invalid_value",
-            param=param,
-            event_id=event_id,
-        )
-    settings = {**SERVER_VAD, **{k: v for k, v in value.items() if v is not None}}
-    threshold = settings["threshold"]
-    if (
-        not isinstance(threshold, int | float)
-        or isinstance(threshold, bool)
-        or not 0 <= threshold <= 1
-    ):
-        raise BadEvent(
-            "`threshold` must be a number from 0 to 1.",
-            code="invalid_value",
-            param=f"{param}.threshold",
-            event_id=event_id,
-        )
-    for name in ("prefix_padding_ms", "silence_duration_ms"):
-        if type(settings[name]) is not int or not 0 <= settings[name] <= 10_000:
-            raise BadEvent(
-                f"`{name}` must be an integer from 0 to 10000.",
-                code="invalid_value",
-                param=f"{param}.{name}",
-                event_id=event_id,
-            )
-    for name in ("create_response", "interrupt_response"):
-        if not isinstance(settings[name], bool):
-            raise BadEvent(
-                f"`{name}` must be true or false.",
-                code="invalid_value",
-                param=f"{param}.{name}",
-                event_id=event_id,
-            )
-    return {key: settings[key] for key in SERVER_VAD}
-
-
-def _tools(value: Any, event_id: str | None) -> list[dict[str, Any]]:
-    if not isinstance(value, list) or not all(
-        isinstance(tool, dict)
-        and tool.get("type", "function") == "function"
-        and isinstance(tool.get("name"), str)
-        for tool in value
-    ):
-        raise BadEvent(
-            "`tools` must be a list of functions, each with a `name`.",
-            code="invalid_value",
-            param="tools",
-            event_id=event_id,
-        )
-    return value
-
-
-def _limit(value: Any, event_id: str | None) -> int | str:
-    if value == "inf" or (type(value) is int and value > 0):
-        return value  # type: ignore[no-any-return]
-    raise BadEvent(
-        "`max_output_tokens` must be a positive integer or 'inf'.",
-        code="invalid_value",
-        param="max_output_tokens",
-        event_id=event_id,
-    )
-
-
-def _new_item(value: Any, event_id: str | None) -> dict[str, Any]:
-    """A caller's item, checked: a message (text, or audio to transcribe), a function
-    call, or a function call's output. Audio is kept aside as ``_audio``."""
-    item = _object(value, "item", event_id)
-    kind = item.get("type")
-    given_id = item.get("id")
-    if given_id is not None and not isinstance(given_id, str):
-        raise BadEvent(
-            "`item.id` must be a string.", code="invalid_value", param="item.id", event_id=event_id
-        )
-    base: dict[str, Any] = {"object": "realtime.item", "status": "completed"}
-    if given_id:
-        base["id"] = given_id
-    if kind == "function_call_output":
-        call_id = _string(item.get("call_id"), "item.call_id", event_id)
-        output = _string(item.get("output"), "item.output", event_id)
-        return {**base, "type": kind, "call_id": call_id, "output": output}
-    if kind == "function_call":
-        return {
-            **base,
-            "type": kind,
-            "call_id": _string(item.get("call_id"), "item.call_id", event_id),
-            "name": _string(item.get("name"), "item.name", event_id),
-            "arguments": _string(item.get("arguments", ""), "item.arguments", event_id),
-        }
-    if kind != "message" or item.get("role") not in ("user", "assistant", "system"):
-        raise BadEvent(
-            "`item` must be a message (role user, assistant or system), a function_call "
-            "or a function_call_output.",
-            code="invalid_value",
-            param="item",
-            event_id=event_id,
-        )
-    content = item.get("content")
-    if not isinstance(content, list) or not content:
-        raise BadEvent(
-            "`item.content` must be a list of parts.",
-            code="invalid_value",
-            param="item.content",
-            event_id=event_id,
-        )
-    parts: list[dict[str, Any]] = []
-    audio = b""
-    for part in content:
-        kind_of = part.get("type") if isinstance(part, dict) else None
-        assert kind_of is None or isinstance(part, dict)
-        if kind_of in ("input_text", "text", "output_text"):
-            parts.append(
-                {"type": kind_of, "text": _string(part.get("text"), "item.content.text", event_id)}
-            )
-        elif kind_of == "input_audio" and item["role"] == "user":
-            audio += _audio(_string(part.get("audio"), "item.content.audio", event_id), event_id)
-            parts.append({"type": "input_audio", "transcript": None})
-        else:
-            raise BadEvent(
-                "A message part is input_text or text (and, from the user, input_audio).",
-                code="invalid_value",
-                param="item.content",
-                event_id=event_id,
-            )
-    made = {**base, "type": "message", "role": item["role"], "content": parts}
-    if audio:
-        made["_audio"] = audio
-    return made
-
-
-def _item_text(item: dict[str, Any]) -> str:
-    """A message's words: its texts and transcripts, in order."""
-    words = []
-    for part in item.get("content") or ():
-        said = part.get("text") if "text" in part else part.get("transcript")
-        if isinstance(said, str) and said:
-            words.append(said)
-    return " ".join(words)
 
 
 def _transcript(reply: web.StreamResponse) -> str:
