@@ -72,7 +72,7 @@ from parley.pipeline.authenticate import Caller
 from parley.pipeline.context import CALLER, SERVICES
 from parley.pipeline.job import Operation
 from parley.pipeline.meter import Refusal
-from parley.pipeline.realtime import (
+from parley.pipeline.realtime_life import (
     ENDPOINT,
     GOING_AWAY,
     IDLE,

@@ -23,7 +23,8 @@ from parley.api.cascade import serve_cascade
 from parley.errors import InvalidRequest, ServiceUnavailable, UpstreamError
 from parley.pipeline.admit import resolve_model
 from parley.pipeline.context import CALLER, CLIENT_SECRET, SERVICES
-from parley.pipeline.realtime import ENDPOINT, RELAY, Session, live_session
+from parley.pipeline.realtime import RELAY, Session
+from parley.pipeline.realtime_life import ENDPOINT, live_session
 from parley.pipeline.route import Route
 from parley.pipeline.services import Services
 from parley.providers.openai.realtime import REALTIME_TYPES, realtime_socket

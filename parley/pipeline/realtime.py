@@ -28,7 +28,7 @@ import itertools
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,39 +66,43 @@ from parley.pipeline.admit import Admission, admit, check_room, resolve_model, s
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.call import Call
 from parley.pipeline.meter import Refusal
+from parley.pipeline.realtime_life import (
+    ENDPOINT,
+    GOING_AWAY,
+    IDLE,
+    NORMAL,
+    POLICY,
+    RESTARTING,
+    SESSION_OVER,
+    SHUTTING_DOWN,
+    TOO_BIG,
+    TOO_LARGE,
+    TOO_SLOW,
+    UPSTREAM_FAILED,
+    Ending,
+    close_caller,
+    rate_limits,
+)
 from parley.pipeline.route import Route
 from parley.pipeline.services import Services
 from parley.runtime.in_flight import SHUTDOWN_STATUS
-from parley.runtime.live_sessions import LiveSession, LiveSessions
+from parley.runtime.live_sessions import LiveSession
 from parley.settings import RealtimeSettings
 
 log = logging.getLogger("parley.realtime")
 
-ENDPOINT = "/v1/realtime"
 RELAY = "relay"
 """The kind of a session relayed to an upstream realtime session (``live_session``)."""
-NORMAL = 1000
-GOING_AWAY = 1001
-POLICY = 1008
-TOO_BIG = 1009
-UPSTREAM_FAILED = 1011
-RESTARTING = 1012
 RELAYED_CLOSES = frozenset({NORMAL, GOING_AWAY, POLICY, UPSTREAM_FAILED, RESTARTING, 1013})
 """The upstream's close codes a caller is told as they are; any other is 1011."""
 OK = 200
 CLIENT_CLOSED = 499
 UPSTREAM_CUT = 502
 TURN_REFUSED = 400
-CLOSE_SECONDS = 2.0
 PARLEY_EVENT_ID = "parley_"
 """The prefix of the ``event_id`` Parley gives a ``response.create`` sent without one
 (so an upstream's error can be tied to its turn); taken off again before the caller sees it."""
 UPSTREAM_ENDED = "The upstream ended the session."
-SHUTTING_DOWN = "The gateway is shutting down; reconnect to start a new session."
-SESSION_OVER = "Your session hit the maximum duration of {} seconds."
-IDLE = "The session was idle for {} seconds and is closed."
-TOO_SLOW = "The caller read events too slowly; the session is closed."
-TOO_LARGE = "An event was larger than the {} bytes a session accepts."
 TRANSCRIBED = "conversation.item.input_audio_transcription.completed"
 COMMITTED = "input_audio_buffer.committed"
 INPUT_EVENTS = frozenset({COMMITTED, "input_audio_buffer.cleared", TRANSCRIBED})
@@ -106,21 +110,6 @@ TRANSCRIBERS = frozenset({"transcription"})
 CHECK_AUDIO_SECONDS = 5
 """While the input is transcribed, the limits are checked once per this much audio."""
 UNKNOWN_VOICE = "The voice '{}' does not exist for this model."
-
-
-class Ending(Exception):
-    """The session ends: close the caller's socket with ``code`` and ``reason``, after an
-    ``error`` event when ``event`` is set."""
-
-    def __init__(
-        self, code: int, reason: str, event: str | None = None, *, upstream: bool = False
-    ) -> None:
-        super().__init__(reason)
-        self.code = code
-        self.reason = reason
-        self.event = event
-        self.upstream = upstream
-        """The upstream ended the session (its open turns are recorded as cut by it)."""
 
 
 @dataclass(slots=True)
@@ -692,42 +681,6 @@ class Session:
         )
 
 
-async def close_caller(
-    socket: web.WebSocketResponse, ending: Ending, caller: Caller, abort: Callable[[], None]
-) -> None:
-    """Tell the caller why its session ends (an error event, when there is one), then
-    close with the code; a caller that cannot take even that is cut (``abort``)."""
-    if ending.code != NORMAL or ending.event is not None:
-        log.info("realtime session of key %s ended: %s", caller.key.id, ending.reason)
-    try:
-        async with asyncio.timeout(CLOSE_SECONDS):
-            if ending.event is not None and not socket.closed:
-                await socket.send_str(ending.event)
-            await socket.close(code=ending.code, message=ending.reason[:120].encode())
-    except (TimeoutError, ConnectionError):
-        abort()
-
-
-async def rate_limits(svc: Services, scopes: Any) -> list[dict[str, Any]]:
-    """The group's (and key's) limits as they stand, in ``rate_limits.updated``'s shape."""
-    try:
-        decision = await svc.limiter.peek(scopes)
-    except ParleyError:
-        return []
-    limits = []
-    for name, window in (("requests", decision.requests), ("tokens", decision.tokens)):
-        if window is not None:
-            limits.append(
-                {
-                    "name": name,
-                    "limit": window.limit,
-                    "remaining": window.remaining,
-                    "reset_seconds": round(window.reset_seconds, 3),
-                }
-            )
-    return limits
-
-
 async def _stop(pumps: tuple[asyncio.Task[None], ...]) -> None:
     """Cancel the pumps and wait for them to end."""
     for pump in pumps:
@@ -735,24 +688,3 @@ async def _stop(pumps: tuple[asyncio.Task[None], ...]) -> None:
     for pump in pumps:
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await pump
-
-
-@contextlib.contextmanager
-def live_session(
-    book: LiveSessions, caller: Caller, model: str, kind: str
-) -> Iterator[LiveSession]:
-    """The session entered in the book of live sessions while it runs (the dashboard's
-    Realtime page, ``/metrics``), whatever kind it is (``relay``, ``cascade``)."""
-    entry = book.opened(
-        model=model,
-        kind=kind,
-        group_id=caller.group.id,
-        group=caller.group.name,
-        key_id=caller.key.id,
-        key_name=caller.key.name,
-        key_prefix=caller.prefix,
-    )
-    try:
-        yield entry
-    finally:
-        book.closed(entry)
