@@ -156,6 +156,10 @@ async def test_files_are_paged_newest_first_with_after_and_limit(gateway: Gatewa
     oldest_first = await client.files.list(order="asc", after=made[1], limit=10)
     assert [f.id for f in oldest_first.data] == made[2:] and not oldest_first.has_more
     assert [f.id async for f in client.files.list(purpose="batch")] == []
+    for limit in ("0", "10001", "1" * 5000, "٣"):  # none a page size; 5,000 digits: no 500
+        with pytest.raises(openai.BadRequestError) as refused:
+            await client.files.list(limit=limit)  # type: ignore[arg-type]
+        assert refused.value.body["param"] == "limit"  # type: ignore[index]
 
 
 async def test_files_count_against_the_groups_request_rate(gateway: Gateway) -> None:
