@@ -35,7 +35,7 @@ def sse(name: str, payload: JSON) -> bytes:
 class ChatToMessages(FromChatChunks):
     """``Translator[bytes]``: a chat stream in, Messages events out."""
 
-    __slots__ = ("_block", "_id", "_index", "_model", "_tools")
+    __slots__ = ("_block", "_head", "_id", "_index", "_model", "_tools")
 
     def __init__(
         self, model: str, message_id: str, prompt_estimate: int, max_event_bytes: int
@@ -49,6 +49,8 @@ class ChatToMessages(FromChatChunks):
         """The open block's kind: ``text``, ``thinking`` or ``tool_use``; ``None`` if closed."""
         self._tools: dict[int, int] = {}
         """An OpenAI tool call's index → its ``tool_use`` block's index."""
+        self._head: bytes | None = None
+        """The open text or thinking block's delta event up to its text, rendered once."""
 
     def _start(self, out: list[bytes]) -> None:
         self._started = True
@@ -70,8 +72,7 @@ class ChatToMessages(FromChatChunks):
         if reasoning is None:
             reasoning = delta.get("reasoning")
         if isinstance(reasoning, str) and reasoning:
-            self._open("thinking", {"type": "thinking", "thinking": "", "signature": ""}, out)
-            self._emit({"type": "thinking_delta", "thinking": reasoning}, len(reasoning), out)
+            self._text("reasoning_content", orjson.dumps(reasoning), reasoning, out)
         signed = delta.get("thinking_blocks")
         if isinstance(signed, list):
             for block in signed:
@@ -79,13 +80,33 @@ class ChatToMessages(FromChatChunks):
                     self._signed(block, out)
         content = delta.get("content")
         if isinstance(content, str) and content:
-            self._open("text", {"type": "text", "text": ""}, out)
-            self._emit({"type": "text_delta", "text": content}, len(content), out)
+            self._text("content", orjson.dumps(content), content, out)
         calls = delta.get("tool_calls")
         if isinstance(calls, list):
             for call in calls:
                 if isinstance(call, dict):
                     self._tool_call(call, out)
+
+    def _text(self, field: str, literal: bytes, text: str, out: list[bytes]) -> None:
+        """A ``text_delta`` (``content``) or ``thinking_delta`` (reasoning) of the open
+        block of its kind (opened first if another is open): the block's event rendered
+        once up to the text, then the literal as it came."""
+        if field == "content":
+            if self._block != "text":
+                self._open("text", {"type": "text", "text": ""}, out)
+        elif self._block != "thinking":
+            self._open("thinking", {"type": "thinking", "thinking": "", "signature": ""}, out)
+        head = self._head
+        if head is None:
+            kind = b'"text_delta","text":' if field == "content" else None
+            delta = kind or b'"thinking_delta","thinking":'
+            head = self._head = (
+                b'event: content_block_delta\ndata: {"type":"content_block_delta","index":'
+                + str(self._index).encode() + b',"delta":{"type":' + delta
+            )  # fmt: skip
+        out.append(head + literal + b"}}\n\n")
+        self._characters += len(text)
+        self._pieces += 1
 
     def _signed(self, block: JSON, out: list[bytes]) -> None:
         """A ``thinking_blocks`` entry: the open thinking's signature, or redacted
@@ -124,6 +145,7 @@ class ChatToMessages(FromChatChunks):
         self._close(out)
         self._index += 1
         self._block = kind
+        self._head = None
         start = {"type": "content_block_start", "index": self._index, "content_block": block}
         out.append(sse("content_block_start", start))
 

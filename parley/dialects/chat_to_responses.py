@@ -156,24 +156,24 @@ class ChatToResponses(FromChatChunks):
         if reasoning is None:
             reasoning = delta.get("reasoning")
         if isinstance(reasoning, str) and reasoning:
-            self._text("reasoning", reasoning, out)
+            self._text("reasoning_content", orjson.dumps(reasoning), reasoning, out)
         content = delta.get("content")
         if isinstance(content, str) and content:
-            self._text("message", content, out)
+            self._text("content", orjson.dumps(content), content, out)
         calls = delta.get("tool_calls")
         if isinstance(calls, list):
             for call in calls:
                 if isinstance(call, dict):
                     self._tool_call(call, out)
 
-    def _text(self, kind: str, text: str, out: list[bytes]) -> None:
+    def _text(self, field: str, literal: bytes, text: str, out: list[bytes]) -> None:
+        kind = "message" if field == "content" else "reasoning"
         item = self._open
         if item is None or item.kind != kind:
             item = self._open_text(kind, out)
         item.text.append(text)
         # The item's delta events differ only in their text and number: written around
         # them from the bytes ``_Item`` rendered once (what orjson writes for the dict).
-        literal = orjson.dumps(text)
         for head, tail in item.deltas:
             out.append(head + literal + tail + str(self._sequence).encode() + b"}\n\n")
             self._sequence += 1

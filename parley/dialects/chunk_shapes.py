@@ -24,7 +24,7 @@ from parley.domain.wire import JSON
 
 class Shape:
     """A learned chunk shape: the upstream's bytes around its text, as a whole read and
-    as one event's data.
+    as one event's data, and the delta ``field`` its text is in (``TEXT_FIELDS``).
 
     ``head`` is ``data: H"`` and ``tail`` is ``"T`` and the blank line: a read that starts
     with one and ends with the other holds its text's literal at ``[start:len - end]``
@@ -39,14 +39,16 @@ class Shape:
         "back",
         "closing",
         "end",
+        "field",
         "head",
         "opening",
         "start",
         "tail",
     )
 
-    def __init__(self, before: bytes, after: bytes) -> None:
+    def __init__(self, before: bytes, after: bytes, field: str = "content") -> None:
         self._before = before
+        self.field = field
         self._after = after
         self.head = b"data: " + before + b'"'
         self.tail = b'"' + after + b"\n\n"
@@ -101,7 +103,7 @@ def learn(payload: bytes, chunk: JSON) -> Shape | None:
     at = payload.rfind(literal)
     if at < 0:
         return None
-    shape = Shape(payload[:at], payload[at + len(literal) :])
+    shape = Shape(payload[:at], payload[at + len(literal) :], field)
     try:
         empty = shape.chunk(b'""')
         empty["choices"][0]["delta"][field] = text  # what is left must be the chunk

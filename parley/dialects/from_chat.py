@@ -1,13 +1,21 @@
 """The reading half of a translator fed an OpenAI chat stream, sans-IO.
 
 ``FromChatChunks`` is what ``ChatToMessages`` and ``ChatToResponses`` share: it reads
-the ``data:`` events of ``chat.completion.chunk`` objects (``[DONE]`` ends the stream, a
-blank event is skipped, a malformed one or an ``error`` payload is the ``failure``, an
-event past the size bound fails the stream after what came before it, and so does a
-body that ends before ``[DONE]``), keeps the
-upstream's usage and the stop, and counts what was delivered for the estimate. A
-subclass writes its dialect's events: ``_start`` once, ``_delta`` for each choice's
-delta, ``_finish`` at the end.
+the ``data:`` events of ``chat.completion.chunk`` objects by ``ChunkParsing``'s rules
+(``[DONE]`` ends the stream, a blank event is skipped, a malformed one or an ``error``
+payload is the ``failure``, an event past the size bound fails the stream after what
+came before it, and so does a body that ends before ``[DONE]``), keeps the upstream's
+usage and the stop, and counts what was delivered for the estimate. A subclass writes
+its dialect's events: ``_start`` once, ``_delta`` for each choice's delta, ``_text`` for
+a piece of text (given as the JSON string literal it is written with, and as text),
+``_finish`` at the end.
+
+Most of a chat stream's events are text chunks of one **learned shape**
+(``dialects/chunk_shapes.py``), as for the OpenAI relay: an event whose data is the
+shape's bytes around one JSON string literal is not parsed as a chunk at all; its literal
+(checked by ``orjson`` to be exactly one string) goes to ``_text`` as it came, and the
+subclass writes it between bytes it rendered once. Everything else goes the dict way,
+and a stream stops trying to learn after ``TRIES`` events in a row the shape did not take.
 """
 
 from __future__ import annotations
@@ -17,35 +25,36 @@ from collections.abc import Sequence
 
 import orjson
 
-from parley import upstream_json
 from parley.dialects.canonical import Stop
+from parley.dialects.chunk_reader import ChunkParsing
+from parley.dialects.chunk_shapes import Shape, learn
 from parley.dialects.openai_chat_reply import FINISH_TO_STOP, read_usage
-from parley.dialects.translator import TRUNCATED, Failure, delivered_estimate, sse_data
+from parley.dialects.openai_relay import TRIES
+from parley.dialects.translator import delivered_estimate
 from parley.domain.usage import Usage, with_estimate
 from parley.domain.wire import JSON
-from parley.sse import SseParser
-
-DONE = "[DONE]"
 
 
-class FromChatChunks(ABC):
-    """``ChunkTranslator[bytes]``'s common part: chat chunks in, a subclass's events out."""
+class FromChatChunks(ChunkParsing, ABC):
+    """``ChunkTranslator[bytes]``'s common part: chat chunks in, a subclass's events out.
+
+    ``done`` is set when the upstream's ``[DONE]`` is read, and the closing events are
+    written in the same ``feed``."""
 
     __slots__ = (
         "_characters",
-        "_parser",
         "_pieces",
         "_prompt_estimate",
         "_reported",
+        "_shape",
         "_started",
         "_stop",
-        "done",
-        "failure",
+        "_tries",
     )
 
     def __init__(self, prompt_estimate: int, max_event_bytes: int) -> None:
+        ChunkParsing.__init__(self, max_event_bytes)
         self._prompt_estimate = prompt_estimate
-        self._parser = SseParser(max_event_bytes)
         self._started = False
         self._stop: Stop | None = None
         """The last ``finish_reason`` read, as a canonical stop."""
@@ -53,30 +62,93 @@ class FromChatChunks(ABC):
         """The upstream's usage, when a chunk carried it."""
         self._characters = 0
         self._pieces = 0
-        self.done = False
-        self.failure: Failure | None = None
+        self._shape: Shape | None = None
+        """The upstream's learned text chunk, while every read is whole events."""
+        self._tries = TRIES
+        """Events the stream may still try to learn a shape from; set back whenever the
+        shape takes one."""
 
     def feed(self, data: bytes) -> list[bytes]:
-        if self.done or self.failure is not None:
-            return []
         out: list[bytes] = []
-        payloads, too_large = sse_data(self._parser, data)
-        self._events(payloads, out)
-        if too_large and self.failure is None and not self.done:
-            self.failure = Failure(too_large=True)
+        shape = self._shape
+        # The learned shape's read: ``data: H"...."T`` and the blank line, nothing else
+        # (no shape is kept once the parser holds part of an event, or the stream ended).
+        if (
+            shape is not None
+            and data.startswith(shape.head)
+            and data.endswith(shape.tail)
+            and len(data) <= self._limit
+        ):
+            literal = data[shape.start : len(data) - shape.end]
+            if b"\n" not in literal:  # else several events: split below
+                try:
+                    text = orjson.loads(literal)
+                except orjson.JSONDecodeError:
+                    text = None
+                if type(text) is str:
+                    self._tries = TRIES
+                    if text:
+                        self._text(shape.field, literal, text, out)
+                    return out
+        if self._over():
+            return out
+        parser = self._parser
+        payloads = parser.whole_data(data)
+        if payloads is None:
+            self._shape = None
+            for chunk in self._parsed(data, parser):
+                self._on_chunk(chunk, out)
+        else:
+            self._payloads(payloads, out)
+        if self.done:  # the upstream's ``[DONE]``, read just now
+            self._finish(out)
+        if self._over():
+            self._shape = None
         return out
+
+    def _over(self) -> bool:
+        """Whether the stream is done or failed (a method, as a read may set either)."""
+        return self.done or self.failure is not None
+
+    def _payloads(self, payloads: list[bytes], out: list[bytes]) -> None:
+        """Whole events' data: each the shape takes written as its text, any other read
+        as a chunk (and learned from, while the stream may still try)."""
+        for payload in payloads:
+            shape = self._shape
+            if (
+                shape is not None
+                and payload.startswith(shape.opening)
+                and payload.endswith(shape.closing)
+            ):
+                literal = payload[shape.at : len(payload) - shape.back]
+                try:
+                    text = orjson.loads(literal)
+                except orjson.JSONDecodeError:
+                    text = None
+                if type(text) is str:
+                    self._tries = TRIES
+                    if text:
+                        self._text(shape.field, literal, text, out)
+                    continue
+            chunks = self._whole([payload])
+            if chunks:
+                if self._tries:
+                    self._tries -= 1
+                    self._shape = learn(payload, chunks[0]) or self._shape
+                self._on_chunk(chunks[0], out)
+            if self.done or self.failure is not None:
+                return
 
     def feed_chunks(self, chunks: Sequence[JSON]) -> list[bytes]:
         out: list[bytes] = []
         for chunk in chunks:
             if self.done or self.failure is not None:
                 break
-            self._chunk(chunk, out)
+            self._on_chunk(chunk, out)
         return out
 
     def end(self) -> list[bytes]:
-        if not self.done and self.failure is None:
-            self.failure = TRUNCATED  # the upstream's body ended before ``[DONE]``
+        self._ended()  # the upstream's body ended: ``TRUNCATED`` unless ``[DONE]`` came
         return []
 
     def finish(self) -> list[bytes]:
@@ -90,28 +162,7 @@ class FromChatChunks(ABC):
         estimate = delivered_estimate(self._prompt_estimate, self._characters, self._pieces)
         return with_estimate(self._reported, estimate)
 
-    def _events(self, payloads: list[str], out: list[bytes]) -> None:
-        for payload in payloads:
-            if self.done or self.failure is not None:
-                return
-            if payload == DONE:
-                self._finish(out)
-                return
-            if not payload or payload.isspace():
-                continue
-            try:
-                chunk = upstream_json.loads(payload)
-            except orjson.JSONDecodeError:
-                chunk = None
-            if not isinstance(chunk, dict):
-                self.failure = Failure(malformed=True)
-                return
-            if "error" in chunk:
-                self.failure = Failure(payload=chunk)
-                return
-            self._chunk(chunk, out)
-
-    def _chunk(self, chunk: JSON, out: list[bytes]) -> None:
+    def _on_chunk(self, chunk: JSON, out: list[bytes]) -> None:
         if not self._started:
             self._start(out)
         usage = read_usage(chunk.get("usage"))
@@ -135,6 +186,12 @@ class FromChatChunks(ABC):
     @abstractmethod
     def _delta(self, delta: JSON, out: list[bytes]) -> None:
         """One chunk's ``delta``, written as the dialect's events."""
+
+    @abstractmethod
+    def _text(self, field: str, literal: bytes, text: str, out: list[bytes]) -> None:
+        """A piece of text (not empty) in the delta ``field`` (``content`` or
+        ``reasoning_content``): ``literal`` is ``text`` as a JSON string, to be written
+        as it is."""
 
     @abstractmethod
     def _finish(self, out: list[bytes]) -> None:
