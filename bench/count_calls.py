@@ -4,6 +4,7 @@
     python -m bench.count_calls --repo /path/to/other/checkout --out /tmp/cg.other
     python -m bench.count_calls --repo bare --out /tmp/cg.bare              # the bare relay
     python -m bench.count_calls --repo . --tool strace --out /tmp/strace.txt  # system calls
+    python -m bench.count_calls --repo . --tool cprofile --out /tmp/calls.prof  # Python calls
 
 Starts the fake upstream (``bench/upstream.py``) and the server under test, the server
 under ``valgrind --tool=callgrind`` with collection off; sends ``--warm`` calls, switches
@@ -25,6 +26,12 @@ translates the chat stream into Anthropic's events) or ``passthrough`` (a stream
 OpenAI-compatible channel: Parley renders the chat stream as Responses events). The bare
 relay has only the chat modes: the Messages and Responses figures are read against its
 ``stream``.
+
+``--tool cprofile`` runs the server under ``bench/profiled.py`` instead: cProfile on the
+event loop's thread for the counted calls only, written to OUT (``python -m pstats OUT``).
+Its call counts divided by ``--n`` are the Python functions one call runs, which names
+where instructions go that callgrind attributes to the interpreter; its times are
+inflated by its own cost per call, so read them only against each other.
 
 ``--threads`` has callgrind count each thread apart: ``OUT.1-01`` is the event loop's
 thread, the other files the usage writer's (the metering write) and any executor's.
@@ -179,7 +186,9 @@ def arguments() -> argparse.Namespace:
         choices=("plain", "stream", "messages", "passthrough", "responses"),
         default="plain",
     )
-    parser.add_argument("--tool", default="callgrind", choices=("callgrind", "strace", "none"))
+    parser.add_argument(
+        "--tool", default="callgrind", choices=("callgrind", "strace", "cprofile", "none")
+    )
     parser.add_argument("--n", type=int, default=1500, help="Calls counted.")
     parser.add_argument("--warm", type=int, default=600, help="Calls before counting.")
     parser.add_argument("--conc", type=int, default=32, help="Calls at once.")
@@ -210,6 +219,8 @@ def server_command(args: argparse.Namespace, config: Path, port: int, up_port: i
     else:
         serve = [sys.executable, "-m", "parley", "serve", "--config", str(config)]
         serve += ["--port", str(port)]
+    if args.tool == "cprofile" and args.repo != "bare":
+        return [sys.executable, str(HERE / "bench/profiled.py"), args.out, *serve[1:]]
     if args.tool != "callgrind":
         return serve
     return [
@@ -241,6 +252,8 @@ def count(args: argparse.Namespace, pid: int, port: int, key: str) -> None:
     tracer = None
     if args.tool == "callgrind":
         control("-i", "on", pid)
+    elif args.tool == "cprofile":
+        os.kill(pid, signal.SIGUSR1)
     elif args.tool == "strace":
         strace = ["strace", "-c", "-f", "-o", args.out, "-p", str(pid)]
         tracer = subprocess.Popen(strace, stderr=subprocess.DEVNULL)
@@ -251,6 +264,9 @@ def count(args: argparse.Namespace, pid: int, port: int, key: str) -> None:
     if args.tool == "callgrind":
         control("-d", None, pid)
         control("-i", "off", pid)
+    if args.tool == "cprofile":
+        os.kill(pid, signal.SIGUSR2)
+        time.sleep(2)
     if tracer is not None:
         tracer.send_signal(signal.SIGINT)
         tracer.wait()
