@@ -19,6 +19,7 @@ A body that continues a stored response (``previous_response_id``, an
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Coroutine
 from typing import TypeVar, cast
 
@@ -34,6 +35,8 @@ from parley.runtime.body_pool import BodyPool
 from parley.runtime.response_book import ResponseBook
 
 T = TypeVar("T")
+ASCII_ESCAPE = re.compile(rb"\\u00[2-7]")
+"""An escape that can stand for a printable ASCII character, in a JSON text."""
 
 
 @value
@@ -67,7 +70,7 @@ def read_apart(raw: bytes, group_id: int) -> Sealed | Refusal | None:
     where it is refused; ``None`` when it continues a stored response."""
     try:
         body = decode_json(raw)
-        if _continues(body):
+        if _may_continue(body, raw) and _continues(body):
             return None
         # The body names no stored response, so parse_responses never reads the book.
         parsed = _without_waiting(
@@ -104,6 +107,16 @@ def _without_waiting(reading: Coroutine[object, object, T]) -> T:
         return cast(T, done.value)
     reading.close()
     raise RuntimeError("parse_responses waited on something in a body process")
+
+
+def _may_continue(body: JSON, raw: bytes) -> bool:
+    """Whether the body can continue a stored response (``_continues`` says whether it
+    does): it names a previous response, or its bytes spell ``item_reference`` or hold
+    an escaped ASCII character (which could spell it). A search of the bytes, so that a
+    body of a million items is not walked item by item for it."""
+    if body.get("previous_response_id") is not None or b"item_reference" in raw:
+        return True
+    return ASCII_ESCAPE.search(raw) is not None
 
 
 def _continues(body: JSON) -> bool:
