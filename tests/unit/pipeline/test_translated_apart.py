@@ -7,12 +7,25 @@ own writing of the same body for every codec (``dialects/outbound.py``).
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import orjson
 import pytest
 
-from parley.api.apart import BULK_BYTES, Large, Made, joined, split, translate_apart
+from parley.api import apart
+from parley.api.apart import (
+    BULK_BYTES,
+    ChatRead,
+    Large,
+    Made,
+    joined,
+    read_chat,
+    read_chat_apart,
+    split,
+    translate_apart,
+    translate_kept,
+)
 from parley.api.chat_request import Images, parse_chat, parse_chat_apart
 from parley.api.refusal import Refusal
 from parley.catalog_settings import AwsSettings
@@ -24,6 +37,7 @@ from parley.errors import InvalidRequest
 from parley.http import HttpClient
 from parley.providers.base import Target
 from parley.providers.registry import ProviderRegistry
+from parley.runtime.body_pool import BodyPool
 
 CHAT: dict[str, Any] = {
     "model": "caller-model",
@@ -124,6 +138,54 @@ async def test_a_large_bodys_translation_is_made_once_a_call() -> None:
     assert isinstance(first, Translated) and isinstance(again, Translated)
     assert first.payload.keys() == again.payload.keys()
     assert made == [(7, "chat", codec, False)]
+
+
+def test_a_body_read_apart_is_translated_from_what_its_process_kept_once() -> None:
+    raw, codec = orjson.dumps(CHAT), Codec("gemini")
+    assert isinstance(read_chat_apart(raw, 1024, "token-a"), ChatRead)
+    assert translate_kept("token-b", "chat", codec, False) is None  # another call's
+    made = translate_kept("token-a", "chat", codec, False)
+    assert _opened(made) == _opened(translate_apart(raw, "chat", codec, False))
+    assert translate_kept("token-a", "chat", codec, False) is None  # one translation
+
+
+def test_a_body_process_keeps_one_body_and_for_a_while_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    raw, codec = orjson.dumps(CHAT), Codec("gemini")
+    read_chat_apart(raw, 1024, "first")
+    read_chat_apart(raw, 1024, "second")
+    assert translate_kept("first", "chat", codec, False) is None  # the later one replaced it
+    monkeypatch.setattr(apart, "KEPT_SECONDS", 0.01)
+    read_chat_apart(raw, 1024, "third")
+    time.sleep(0.2)
+    assert translate_kept("third", "chat", codec, False) is None
+    assert not apart._kept
+
+
+async def test_a_translation_the_reading_process_no_longer_keeps_is_made_from_the_bytes() -> None:
+    """The process that read the body is asked for it first; when it keeps it no more
+    (another body was read there since), the translation is made from the bytes."""
+    bodies = BodyPool(1, 1)
+    seen: list[str] = []
+    real = bodies.placed
+
+    async def recorded(group: int, where: int | None, function: Any, *args: Any) -> Any:
+        seen.append(function.__name__)
+        return await real(group, where, function, *args)
+
+    bodies.placed = recorded  # type: ignore[method-assign]
+    codec = Codec("gemini")
+    try:
+        _, _, kept = await read_chat(orjson.dumps(CHAT), 7, bodies, 1024)
+        _, _, replaced = await read_chat(orjson.dumps(CHAT), 7, bodies, 1024)
+        first, second = await kept.translated(codec), await replaced.translated(codec)
+    finally:
+        bodies.close()
+    assert first.payload.keys() == second.payload.keys()
+    assert seen == ["read_chat_apart"] * 2 + ["translate_kept", "translate_apart"] + [
+        "translate_kept"
+    ]
 
 
 async def test_each_channel_type_names_the_codec_its_adapter_writes_in() -> None:
