@@ -421,13 +421,13 @@ def read_messages(messages: list[Any]) -> tuple[int, int]:
         if content.__class__ is str:
             total += (len(content) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
         elif content.__class__ is list:
-            estimate, found = _read_content(content)
+            estimate, found = read_content(content)
             total += estimate
             images += found
     return total, images
 
 
-def _read_content(content: list[Any]) -> tuple[int, int]:
+def read_content(content: list[Any]) -> tuple[int, int]:
     """A message's parts: their estimate and how many are images, in one pass."""
     total = images = 0
     for part in content:

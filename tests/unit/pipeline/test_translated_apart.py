@@ -27,6 +27,7 @@ from parley.api.apart import (
     translate_kept,
 )
 from parley.api.chat_request import Images, parse_chat, parse_chat_apart
+from parley.api.messages_request import parse_count, parse_messages
 from parley.api.refusal import Refusal
 from parley.catalog_settings import AwsSettings
 from parley.dialects import anthropic_messages, openai_chat
@@ -224,7 +225,24 @@ def test_a_chat_body_is_read_alike_whichever_path_each_message_takes() -> None:
     assert text.prompt_ceiling == 100 + TEMPLATE_TOKENS + IMAGE_TOKENS_CEILING
     assert images == Images("messages[2].content[1]", None)
     assert parse_chat({"model": "m", "messages": messages}, 100) == text
+    assert openai_chat.read_messages(messages)[0] == text.prompt_estimate  # one pass, alike
     bad = [*messages, {"role": "user", "content": 7}]
     with pytest.raises(InvalidRequest) as refused:
         parse_chat_apart({"model": "m", "messages": bad}, 100, 10)
     assert refused.value.param == "messages[4].content"
+
+
+def test_a_messages_body_is_estimated_and_its_images_counted_in_one_pass() -> None:
+    image = {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}
+    messages = [
+        {"role": "user", "content": "abcd" * 3},
+        {"role": "assistant", "content": [{"type": "text", "text": "abcde"}]},
+        {"role": "user", "content": [image, {"type": "text", "text": "and"}, image]},
+    ]
+    body = {"model": "m", "max_tokens": 5, "messages": messages, "system": "be"}
+    read = parse_messages(body, None, 100)
+    assert (read.prompt_estimate, read.images) == (
+        3 + 4 + 3 + 4 + 2 + 4 + 2 * TOKENS_PER_IMAGE + 1 + 1,
+        2,
+    )
+    assert parse_count(body, None).images == 2
