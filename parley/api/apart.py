@@ -34,7 +34,7 @@ from typing import Literal, TypeVar
 
 import orjson
 
-from parley.api.body import decode_json
+from parley.api.body import decode_with_texts
 from parley.api.chat_request import Images, parse_chat_apart
 from parley.api.messages_request import MessagesRequest, parse_count, parse_messages
 from parley.api.refusal import Refusal
@@ -42,6 +42,7 @@ from parley.api.textgen import TextRequest
 from parley.dialects.call import ANTHROPIC_MESSAGES, OPENAI_CHAT, ChatCall, Dialect
 from parley.dialects.canonical import Unsupported
 from parley.dialects.outbound import DECODERS, Codec, Translated, chat_body, translate
+from parley.dialects.straight import marked_messages, plain_texts, straight
 from parley.domain.value import value
 from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, ParleyError
@@ -126,19 +127,21 @@ class Made:
 KEPT_SECONDS = 5.0
 """How long a body process keeps a body it read for the call's translation: the
 serving process asks for it as soon as the call is routed."""
-_kept: dict[str, JSON] = {}
-"""In a body process: the body it read last (one at most), by its call's token."""
+_kept: dict[str, tuple[JSON, list[str] | None]] = {}
+"""In a body process: the body it read last (one at most) and its plain texts (when
+its messages are a user's plain texts), by its call's token."""
 _expiry: list[threading.Timer] = []
 
 
-def keep(token: str, body: JSON) -> None:
-    """Keep ``body`` in this body process for ``KEPT_SECONDS`` (``translate_kept`` takes
-    it), in place of any body kept before: one body a process, however many calls."""
+def keep(token: str, body: JSON, texts: list[str] | None) -> None:
+    """Keep ``body`` (and its plain ``texts``) in this body process for ``KEPT_SECONDS``
+    (``translate_kept`` takes it), in place of any body kept before: one body a process,
+    however many calls."""
     for timer in _expiry:
         timer.cancel()
     _expiry.clear()
     _kept.clear()
-    _kept[token] = body
+    _kept[token] = (body, texts)
     timer = threading.Timer(KEPT_SECONDS, _kept.pop, (token, None))
     timer.daemon = True
     timer.start()
@@ -149,12 +152,12 @@ def read_chat_apart(raw: bytes, max_image_bytes: int, token: str = "") -> ChatRe
     """The chat body read as ``create_chat_completion`` reads a small one (and kept
     under ``token``, when given, for its translation)."""
     try:
-        body = decode_json(raw)
-        text, images = parse_chat_apart(body, len(raw), max_image_bytes)
+        body, texts = decode_with_texts(raw, "messages")
+        text, images = parse_chat_apart(body, len(raw), max_image_bytes, texts)
     except ParleyError as error:
         return Refusal.of(error)
     if token:
-        keep(token, body)
+        keep(token, body, texts)
     return ChatRead(dataclasses.replace(text, body={}), split(body, "messages"), images)
 
 
@@ -164,12 +167,12 @@ def read_messages_apart(
     """The Messages body read as ``create_message`` (or, ``counting``, ``count_tokens``)
     reads a small one (and kept under ``token``, when given, for its translation)."""
     try:
-        body = decode_json(raw)
+        body, texts = decode_with_texts(raw, "messages")
         read = parse_count(body, beta) if counting else parse_messages(body, beta, len(raw))
     except ParleyError as error:
         return Refusal.of(error)
     if token:
-        keep(token, body)
+        keep(token, body, texts)
     return MessagesRead(dataclasses.replace(read, body={}), split(body, "messages"))
 
 
@@ -182,7 +185,8 @@ def translate_apart(
     asked for when ``tiered``). The model is left empty (the route's is set at the call).
     ``raw`` was read (and checked) already, by a body process or, for a Responses body's
     chat body, made by one."""
-    return _translated(orjson.loads(raw), source, codec, tiered)  # read and checked before
+    body = orjson.loads(raw)  # read and checked before
+    return _translated(body, plain_texts(body.get("messages")), source, codec, tiered)
 
 
 def translate_kept(
@@ -191,23 +195,41 @@ def translate_kept(
     """``translate_apart`` of the body this process keeps under ``token`` (read here by
     ``read_*_apart``, and not read again); ``None`` when it keeps none (another process
     read it, or its time ran out)."""
-    body = _kept.pop(token, None)
-    if body is None:
+    kept = _kept.pop(token, None)
+    if kept is None:
         return None
-    return _translated(body, source, codec, tiered)
+    body, texts = kept
+    return _translated(body, texts, source, codec, tiered)
 
 
-def _translated(body: JSON, source: Source, codec: Codec | None, tiered: bool) -> Made | Refusal:
+def _translated(
+    body: JSON, texts: list[str] | None, source: Source, codec: Codec | None, tiered: bool
+) -> Made | Refusal:
+    """The body written for ``codec`` (``translate_apart``): its messages straight
+    through when they are all a user's plain ``texts`` (``dialects/straight.py``), else
+    each read into the canonical call and written from it."""
     try:
-        dialect = SOURCES[source]
-        if codec is None:
-            return Made(split(chat_body(DECODERS[dialect](body), "", tiered)), False)
-        payload, json_tool = translate(body, dialect, codec)
+        if texts is not None:
+            marked = {**body, "messages": marked_messages()}
+            payload, json_tool = _written(marked, source, codec, tiered)
+            written = straight(payload, texts)
+            if written is not None:
+                name, value = written
+                parts = split({**payload, name: None})
+                return Made(Split(parts.small, {**parts.bulk, name: value}), json_tool)
+        payload, json_tool = _written(body, source, codec, tiered)
     except Unsupported as error:
         return Refusal(InvalidRequest, error.message, error.param, None)
     except ParleyError as error:
         return Refusal.of(error)
     return Made(split(payload), json_tool)
+
+
+def _written(body: JSON, source: Source, codec: Codec | None, tiered: bool) -> tuple[JSON, bool]:
+    dialect = SOURCES[source]
+    if codec is None:
+        return chat_body(DECODERS[dialect](body), "", tiered), False
+    return translate(body, dialect, codec)
 
 
 async def read_chat(

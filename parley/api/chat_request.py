@@ -13,6 +13,7 @@ from parley.api.body import required_string
 from parley.api.refusal import Refusal
 from parley.api.textgen import TextRequest, text_request
 from parley.dialects.openai_chat import read_content
+from parley.dialects.straight import estimate as estimate_texts
 from parley.domain.models import Resolved
 from parley.domain.tokens import CHARS_PER_TOKEN, TOKENS_PER_MESSAGE
 from parley.domain.value import value
@@ -27,17 +28,21 @@ def parse_chat(body: dict[str, Any], body_bytes: int) -> TextRequest:
 
 
 def parse_chat_apart(
-    body: dict[str, Any], body_bytes: int, max_image_bytes: int
+    body: dict[str, Any], body_bytes: int, max_image_bytes: int, texts: list[str] | None = None
 ) -> tuple[TextRequest, Images]:
     """``parse_chat``, and what the body's images are to a model (``scan_images``),
-    for a body read in a body process."""
-    text, first = _parse_chat(body, body_bytes)
+    for a body read in a body process; ``texts``, the messages' when they are a user's
+    plain texts (``dialects.straight.plain_texts``), are estimated without a message
+    read again."""
+    text, first = _parse_chat(body, body_bytes, texts)
     if first is None:
         return text, NO_IMAGES
     return text, scan_images(body["messages"], max_image_bytes, first)
 
 
-def _parse_chat(body: dict[str, Any], body_bytes: int) -> tuple[TextRequest, int | None]:
+def _parse_chat(
+    body: dict[str, Any], body_bytes: int, texts: list[str] | None = None
+) -> tuple[TextRequest, int | None]:
     """The request, and the index of the first message with an image part."""
     model = required_string(body, "model")
     messages = body.get("messages")
@@ -45,7 +50,11 @@ def _parse_chat(body: dict[str, Any], body_bytes: int) -> tuple[TextRequest, int
         raise InvalidRequest("Missing required parameter: 'messages'.", param="messages")
     if not isinstance(messages, list) or not messages:
         raise InvalidRequest("'messages' must be a non-empty array.", param="messages")
-    estimate, images, first = _read_messages(messages)
+    if texts is None:
+        estimate, images, first = _read_messages(messages)
+    else:  # each a user's message of a string: nothing to check, no image
+        framing = 3 + TOKENS_PER_MESSAGE * len(texts)
+        estimate, images, first = framing + estimate_texts(texts), 0, None
     text = text_request(
         body,
         model=model,

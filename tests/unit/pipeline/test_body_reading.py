@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import re
 import signal
+from typing import Any
 
 import orjson
 import pytest
 
+from parley.api import responses_apart
 from parley.api.responses_apart import Sealed, read_apart
 from parley.api.responses_request import ResponsesRequest
 from parley.dialects import openai_responses
 from parley.dialects.openai_responses import normalized_input
+from parley.dialects.straight import straight
 
 
 def test_reading_a_body_never_writes_out_the_whole_request(
@@ -101,3 +104,46 @@ def test_a_body_that_refers_to_a_stored_item_is_left_to_the_serving_process(
     raw = b'{"model": "m", "store": false, "input": [{"role": "user", "content": "hi"}, '
     assert read_apart(raw + reference + b"]}", 1) is None
     assert read_apart(b'{"model": "m", "previous_response_id": "resp_1", "input": "x"}', 1) is None
+
+
+@pytest.mark.parametrize("store", [False, True])
+def test_a_run_of_plain_texts_is_read_straight_as_the_long_way_reads_it(
+    store: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    written: list[object] = []
+
+    def seen(*args: Any) -> Any:
+        written.append(straight(*args))
+        return written[-1]
+
+    monkeypatch.setattr(responses_apart, "straight", seen)
+    texts = ["a", 'b "quoted", "and"', "ç" * 33, " ", "line\nbreak"] * 5
+    tools = [{"type": "function", "name": "f", "parameters": {"type": "object"}}]
+    body = {
+        "model": "m",
+        "input": [{"role": "user", "content": text} for text in texts],
+        "instructions": "be brief",
+        "tools": tools,
+        "stream": True,
+        "store": store,
+    }
+    raw = orjson.dumps(body)
+    read = read_apart(raw, 1)
+    assert isinstance(read, Sealed)
+    assert len(written) == 1 and written[0] is not None  # written straight, not the long way
+    long_way = responses_apart._without_waiting(
+        responses_apart.parse_responses(body, len(raw), 1, responses_apart.NO_BOOK)
+    )
+    assert long_way.chat is not None
+    assert orjson.loads(read.messages or b"") == long_way.chat["messages"]
+    assert {**read.parsed.chat, "messages": None} == {**long_way.chat, "messages": None}
+    text = long_way.text
+    assert (read.parsed.text.prompt_estimate, read.parsed.text.prompt_ceiling) == (
+        text.prompt_estimate,
+        text.prompt_ceiling,
+    )
+    assert orjson.loads(read.input) == body["input"]
+    stored = orjson.loads(read.items)
+    assert [{**item, "id": None} for item in stored] == (
+        [{**item, "id": None} for item in long_way.items] if store else []
+    )
