@@ -25,6 +25,7 @@ Everything that crosses to a body process is a module-level function and plain v
 from __future__ import annotations
 
 import dataclasses
+import gc
 import secrets
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -136,16 +137,29 @@ _expiry: list[threading.Timer] = []
 def keep(token: str, body: JSON, texts: list[str] | None) -> None:
     """Keep ``body`` (and its plain ``texts``) in this body process for ``KEPT_SECONDS``
     (``translate_kept`` takes it), in place of any body kept before: one body a process,
-    however many calls."""
+    however many calls.
+
+    A kept body's objects are frozen (``gc.freeze``) while it is kept: millions of them,
+    which the cyclic collector would otherwise walk as soon as it runs again, to find
+    nothing (a body holds no cycles, and is freed by its counts when dropped)."""
     for timer in _expiry:
         timer.cancel()
     _expiry.clear()
     _kept.clear()
     _kept[token] = (body, texts)
-    timer = threading.Timer(KEPT_SECONDS, _kept.pop, (token, None))
+    gc.freeze()
+    timer = threading.Timer(KEPT_SECONDS, _dropped, (token,))
     timer.daemon = True
     timer.start()
     _expiry.append(timer)
+
+
+def _dropped(token: str) -> tuple[JSON, list[str] | None] | None:
+    """The body kept under ``token``, kept no more (``None`` when none is); what was
+    frozen with it is the collector's again."""
+    kept = _kept.pop(token, None)
+    gc.unfreeze()
+    return kept
 
 
 def read_chat_apart(raw: bytes, max_image_bytes: int, token: str = "") -> ChatRead | Refusal:
@@ -195,7 +209,7 @@ def translate_kept(
     """``translate_apart`` of the body this process keeps under ``token`` (read here by
     ``read_*_apart``, and not read again); ``None`` when it keeps none (another process
     read it, or its time ran out)."""
-    kept = _kept.pop(token, None)
+    kept = _dropped(token)
     if kept is None:
         return None
     body, texts = kept

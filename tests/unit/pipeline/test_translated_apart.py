@@ -7,6 +7,7 @@ own writing of the same body for every codec (``dialects/outbound.py``).
 
 from __future__ import annotations
 
+import gc
 import time
 from typing import Any
 
@@ -144,10 +145,13 @@ async def test_a_large_bodys_translation_is_made_once_a_call() -> None:
 def test_a_body_read_apart_is_translated_from_what_its_process_kept_once() -> None:
     raw, codec = orjson.dumps(CHAT), Codec("gemini")
     assert isinstance(read_chat_apart(raw, 1024, "token-a"), ChatRead)
-    assert translate_kept("token-b", "chat", codec, False) is None  # another call's
+    assert gc.get_freeze_count() > 0  # kept out of the collector's walks meanwhile
     made = translate_kept("token-a", "chat", codec, False)
+    assert gc.get_freeze_count() == 0
     assert _opened(made) == _opened(translate_apart(raw, "chat", codec, False))
     assert translate_kept("token-a", "chat", codec, False) is None  # one translation
+    read_chat_apart(raw, 1024, "token-c")
+    assert translate_kept("token-b", "chat", codec, False) is None  # another call's
 
 
 def test_a_body_process_keeps_one_body_and_for_a_while_only(
