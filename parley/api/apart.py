@@ -19,6 +19,13 @@ upstream's body already written (``ChatCall.translated`` or ``chat_body``), so t
 serving process never decodes it. A Responses body read apart (``responses_apart.py``)
 is translated the same way, from the chat body written there.
 
+The process that read a body keeps it (``keep``, for ``KEPT_SECONDS``, one body a
+process) and the call's first translation asks for that process (``BodyPool.placed``):
+when it is free the body is translated there as it was read (``translate_kept``), not
+sent and decoded again; else, and for a later translation, from the bytes. Messages
+that are all a user's plain texts are written straight through
+(``dialects/straight.py``), without a canonical object per message.
+
 Everything that crosses to a body process is a module-level function and plain values.
 """
 
@@ -125,9 +132,11 @@ class Made:
     json_tool: bool
 
 
-KEPT_SECONDS = 5.0
+KEPT_SECONDS = 2.0
 """How long a body process keeps a body it read for the call's translation: the
-serving process asks for it as soon as the call is routed."""
+serving process asks for it as soon as the call is admitted and routed (a body not
+translated, passed through or refused, is dropped when this runs out, or when the
+process reads the next body)."""
 _kept: dict[str, tuple[JSON, list[str] | None]] = {}
 """In a body process: the body it read last (one at most) and its plain texts (when
 its messages are a user's plain texts), by its call's token."""
