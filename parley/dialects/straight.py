@@ -34,8 +34,13 @@ MARKS = ("\x00parley straight a\x00", "\x00parley straight b\x00")
 MARKED = tuple(orjson.dumps(mark) for mark in MARKS)
 """The marks as they are written in JSON (each control character escaped)."""
 BETWEEN = b'","'
-"""What ``orjson.dumps`` writes between two strings of a list, and nowhere else: a quote
-inside a string is written escaped (``\\"``), so an unescaped one ends or starts one."""
+"""What ``orjson.dumps`` writes between two strings of a list. A quote inside a string is
+written escaped, so ``BETWEEN`` is found elsewhere only where its first quote is escaped
+(a text that ends in ``",``: ``AMBIGUOUS`` shows it) or opens a text that is a comma
+alone (found before the list's first separator only when the first text is that)."""
+AMBIGUOUS = b'\\","'
+"""``BETWEEN`` after a backslash: an escaped quote inside a text that ends in ``",``, or
+a text that ends in a backslash. Texts that show it are written the long way."""
 
 
 def plain_texts(messages: Any) -> list[str] | None:
@@ -88,8 +93,11 @@ def straight(written: JSON, texts: list[str]) -> tuple[str, bytes] | None:
             orjson.dumps(run[-1])
         ):
             return None
+        listed = orjson.dumps(texts)[1:-1]
+        if AMBIGUOUS in listed or texts[0] == ",":
+            return None
         head, _, tail = first.partition(first_mark)
-        texts_written = orjson.dumps(texts)[1:-1].replace(BETWEEN, b'"' + tail + b"," + head + b'"')
+        texts_written = listed.replace(BETWEEN, b'"' + tail + b"," + head + b'"')
         elements = head + texts_written + tail
         marked = orjson.dumps(run)
         if whole.count(marked) != 1:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import orjson
@@ -20,8 +21,8 @@ TEXTS = [
     "plain",
     'a "quoted", "listed" text',
     '","',
-    "back\\slash\\",
-    '\\",\\"',
+    "back\\slash",
+    '\\",\\" ',
     "ünïcødé 文字 🙂",
     " ",
     "line\nbreak\ttab\x01",
@@ -139,3 +140,42 @@ def test_plain_texts_are_estimated_as_the_messages_they_are() -> None:
     body = {"model": "m", "messages": _user(TEXTS)}
     read, _ = parse_chat_apart(body, 100, 10, plain_texts(body["messages"]))
     assert read == parse_chat(body, 100)
+
+
+@pytest.mark.parametrize(
+    "texts", [["a", 'b",', "c"], ["a", "b\\", "c"], ["a", 'b\\",', "c"], [",", "b", ","]], ids=repr
+)
+def test_texts_that_look_like_where_a_list_is_split_are_written_the_long_way(
+    texts: list[str],
+) -> None:
+    """A text that ends in ``",`` serializes to what a list puts between two texts, one
+    that ends in a backslash comes close, and so does a first text that is a comma:
+    none is written straight."""
+    body = {"model": "m", "messages": _user(texts), "max_tokens": 30}
+    codec = Codec("anthropic", 512)
+    marked = {**body, "messages": marked_messages()}
+    assert straight(apart._written(marked, "chat", codec, False)[0], texts) is None
+    made = translate_apart(orjson.dumps(body), "chat", codec, False)
+    assert _opened(made) == _long_way(body, "chat", codec)
+    [turn] = _opened(made)[0]["messages"]
+    assert [part["text"] for part in turn["content"]] == texts
+
+
+@pytest.mark.parametrize(
+    ("source", "codec"), [("chat", Codec("anthropic", 512)), ("messages", None)], ids=repr
+)
+def test_texts_of_any_characters_are_written_straight_as_the_long_way(
+    source: Source, codec: Codec | None
+) -> None:
+    """Texts drawn from the characters JSON escapes (quotes, backslashes, commas,
+    control characters) next to plain and wide ones: the two ways always agree."""
+    draw = random.Random(32)
+    alphabet = ['"', '"', "\\", "\\", ",", ",", "x", " ", "\x00", "\x1f", "\n", "é", "🙂", "u"]
+    for _ in range(3000):
+        texts = [
+            "".join(draw.choice(alphabet) for _ in range(draw.randint(1, 4)))
+            for _ in range(draw.randint(2, 6))
+        ]
+        body = {"model": "m", "messages": _user(texts), "max_tokens": 30}
+        made = translate_apart(orjson.dumps(body), source, codec, False)
+        assert _opened(made) == _long_way(body, source, codec), texts
