@@ -7,9 +7,11 @@ small chat calls in flight; after a second, the big tenant sends one body of
 ``--mib`` MiB whose items all have the same role (a Responses ``input``, chat ``messages``
 to an Anthropic channel with ``--route chat-anthropic``, Messages ``messages`` to an
 OpenAI-compatible channel with ``--route messages-openai``), each item a message of
-``--text`` characters. Printed: the big call's status and time, and the small tenant's
-calls that overlapped it (count, p50, p99, max). A body of 1.5 MiB goes first, so that
-the body processes are up (``--cold``: none, the big body pays for starting them).
+``--text`` characters. Printed: the big call's status and time, the small tenant's
+calls that overlapped it (count, p50, p99, max), and the CPU seconds each party spent
+meanwhile (Parley's serving and body processes, the upstreams, this client, anything
+else on the machine). A body of 1.5 MiB goes first, so that the body processes are up
+(``--cold``: none, the big body pays for starting them).
 
     python -m bench.big_body                              # from the repo root, ~1 minute
     python -m bench.big_body --route chat-anthropic --text 200
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import http.client
+import os
 import shutil
 import statistics
 import sys
@@ -34,6 +37,7 @@ import aiohttp
 import orjson
 
 from bench.harness import parley_cli
+from bench.kernel import children, cpu_seconds, machine_busy_seconds
 from bench.processes import Services, free_ports, sigterm_as_interrupt, wait_until_ready
 
 MODEL = "bench-model"
@@ -128,7 +132,47 @@ async def small_calls(
     return calls
 
 
-async def measure(args: argparse.Namespace, port: int, small_key: str, big_key: str) -> None:
+class CpuShares:
+    """The CPU seconds each party spent while the big call ran (Linux ``/proc``): Parley's
+    serving process, its body processes, the fake upstreams, this client, the machine."""
+
+    def __init__(self, parley: int, upstreams: list[int]) -> None:
+        self._parley = parley
+        self._upstreams = upstreams
+        self._before = self._after = self._taken()
+
+    def _taken(self) -> dict[str, float]:
+        def spent(pids: list[int]) -> float:
+            return sum(cpu_seconds(pid) or 0.0 for pid in pids)
+
+        return {
+            "body processes": spent(children(self._parley)),
+            "serving process": spent([self._parley]),
+            "upstreams": spent(self._upstreams),
+            "this client": spent([os.getpid()]),
+            "machine": machine_busy_seconds() or 0.0,
+        }
+
+    def stop(self) -> None:
+        """The counts taken again: the big call has ended."""
+        self._after = self._taken()
+
+    def report(self, wall: float) -> str:
+        after = self._after
+        spent = {name: after[name] - self._before[name] for name in after}
+        machine = spent.pop("machine")
+        parts = [f"{name} {seconds:.2f}" for name, seconds in spent.items()]
+        rest = machine - sum(spent.values())
+        cores = os.cpu_count() or 1
+        return (
+            f"  CPU seconds meanwhile ({cores} cores x {wall:.2f} s = {cores * wall:.2f}): "
+            f"{', '.join(parts)}, anything else {rest:.2f}"
+        )
+
+
+async def measure(
+    args: argparse.Namespace, port: int, small_key: str, big_key: str, pids: tuple[int, list[int]]
+) -> None:
     path = ROUTES[args.route][0]
     body = big_body(args.route, args.mib, args.text)
     if not args.cold:  # the body processes started (and imported Parley) beforehand
@@ -138,9 +182,11 @@ async def measure(args: argparse.Namespace, port: int, small_key: str, big_key: 
     stop = asyncio.Event()
     small = asyncio.create_task(small_calls(port, small_key, args.concurrency, stop))
     await asyncio.sleep(1.0)
+    cpu = CpuShares(*pids)
     started = time.monotonic()
     status, seconds = await asyncio.to_thread(send_big, port, big_key, path, body)
     ended = time.monotonic()
+    cpu.stop()
     await asyncio.sleep(0.5)
     stop.set()
     calls = await small
@@ -151,6 +197,7 @@ async def measure(args: argparse.Namespace, port: int, small_key: str, big_key: 
         f"status {status} in {seconds:.2f} s"
     )
     print(f"  the other tenant during it: {_latencies(during)}; {failed} not 200")
+    print(cpu.report(ended - started))
     before = [end - start for start, end, _ in calls if end <= started]
     print(f"  the other tenant before it: {_latencies(before)}")
 
@@ -185,9 +232,12 @@ def main() -> None:
     try:
         with sigterm_as_interrupt(), Services(workdir) as services:
             upstream_port, big_port, port = free_ports(3)
+            upstreams: list[int] = []
             for name, listen in (("upstream", upstream_port), ("big-upstream", big_port)):
                 upstream_args = ["-m", "bench.upstream", "--port", str(listen)]
-                wait_until_ready(services.start(name, listen, upstream_args))
+                upstream = services.start(name, listen, upstream_args)
+                wait_until_ready(upstream)
+                upstreams.append(upstream.pid)
             config = workdir / "parley.yaml"
             config.write_text(
                 CONFIG.format(
@@ -203,8 +253,9 @@ def main() -> None:
             parley_cli(config, "db", "upgrade")
             small_key, big_key = _key(config, "small"), _key(config, "big")
             serve = ["-m", "parley", "serve", "--config", str(config), "--port", str(port)]
-            wait_until_ready(services.start("parley", port, serve, cwd=workdir), "/health")
-            asyncio.run(measure(args, port, small_key, big_key))
+            parley = services.start("parley", port, serve, cwd=workdir)
+            wait_until_ready(parley, "/health")
+            asyncio.run(measure(args, port, small_key, big_key, (parley.pid, upstreams)))
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
     finally:

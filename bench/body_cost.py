@@ -3,10 +3,10 @@
 Builds the body ``bench.big_body`` sends for ``--route`` (``--mib`` MiB of same-role
 items of ``--text`` characters) and reads it as the body processes do, in this process
 (no server, no upstream): a Responses body read (``read_apart``); a chat body read
-(``read_chat_apart``) and translated for Anthropic (``translate_apart``); a Messages body
-read (``read_messages_apart``) and translated to an OpenAI chat body. Prints the CPU and
-wall seconds of each step and the load average; with ``--profile`` the same calls under
-cProfile, their costliest functions.
+(``read_chat_apart``) and translated for Anthropic from the body the reading kept
+(``translate_kept``); a Messages body read (``read_messages_apart``) and translated to
+an OpenAI chat body. Prints the CPU and wall seconds of each step and the load average;
+with ``--profile`` the same steps again under cProfile, their costliest functions.
 
     python -m bench.body_cost                    # from the repo root
     python -m bench.body_cost --route chat-anthropic --profile 20
@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.big_body import ROUTES, big_body
-from parley.api.apart import read_chat_apart, read_messages_apart, translate_apart
+from parley.api.apart import read_chat_apart, read_messages_apart, translate_kept
 from parley.api.responses_apart import read_apart
 from parley.dialects.outbound import Codec
 from parley.runtime.body_pool import uncollected
@@ -40,13 +40,15 @@ def steps(route: str, raw: bytes) -> list[Step]:
     if route == "chat-anthropic":
         anthropic = Codec("anthropic", 4096)
         return [
-            ("read", read_chat_apart, (raw, 20 * 1024 * 1024)),
-            ("translate", translate_apart, (raw, "chat", anthropic, False)),
+            ("read", read_chat_apart, (raw, 20 * 1024 * 1024, "kept")),
+            ("translate", translate_kept, ("kept", "chat", anthropic, False)),
         ]
-    read: Step = ("read", read_messages_apart, (raw, None, False))
     if route == "messages-anthropic":
-        return [read]
-    return [read, ("translate", translate_apart, (raw, "messages", None, False))]
+        return [("read", read_messages_apart, (raw, None, False))]
+    return [
+        ("read", read_messages_apart, (raw, None, False, "kept")),
+        ("translate", translate_kept, ("kept", "messages", None, False)),
+    ]
 
 
 def main() -> None:
@@ -66,7 +68,9 @@ def main() -> None:
             f"{args.route} {name}, {len(raw):,} bytes: {cpu:.2f} s CPU, {wall:.2f} s wall "
             f"(load average {load})"
         )
-        if args.profile:
+    if args.profile:  # the steps again, in order (a translation takes what the read kept)
+        for name, function, call in steps(args.route, raw):
+            print(f"{args.route} {name}, profiled:")
             profile = cProfile.Profile()
             profile.runcall(uncollected, function, call)
             pstats.Stats(profile).sort_stats("tottime").print_stats(args.profile)

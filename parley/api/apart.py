@@ -19,12 +19,22 @@ upstream's body already written (``ChatCall.translated`` or ``chat_body``), so t
 serving process never decodes it. A Responses body read apart (``responses_apart.py``)
 is translated the same way, from the chat body written there.
 
+The process that read a body keeps it (``keep``, for ``KEPT_SECONDS``, one body a
+process) and the call's first translation asks for that process (``BodyPool.placed``):
+when it is free the body is translated there as it was read (``translate_kept``), not
+sent and decoded again; else, and for a later translation, from the bytes. Messages
+that are all a user's plain texts are written straight through
+(``dialects/straight.py``), without a canonical object per message.
+
 Everything that crosses to a body process is a module-level function and plain values.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import gc
+import secrets
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
@@ -32,7 +42,7 @@ from typing import Literal, TypeVar
 
 import orjson
 
-from parley.api.body import decode_json
+from parley.api.body import decode_with_texts
 from parley.api.chat_request import Images, parse_chat_apart
 from parley.api.messages_request import MessagesRequest, parse_count, parse_messages
 from parley.api.refusal import Refusal
@@ -40,6 +50,7 @@ from parley.api.textgen import TextRequest
 from parley.dialects.call import ANTHROPIC_MESSAGES, OPENAI_CHAT, ChatCall, Dialect
 from parley.dialects.canonical import Unsupported
 from parley.dialects.outbound import DECODERS, Codec, Translated, chat_body, translate
+from parley.dialects.straight import marked_messages, plain_texts, straight
 from parley.domain.value import value
 from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, ParleyError
@@ -121,24 +132,70 @@ class Made:
     json_tool: bool
 
 
-def read_chat_apart(raw: bytes, max_image_bytes: int) -> ChatRead | Refusal:
-    """The chat body read as ``create_chat_completion`` reads a small one."""
+KEPT_SECONDS = 2.0
+"""How long a body process keeps a body it read for the call's translation: the
+serving process asks for it as soon as the call is admitted and routed (a body not
+translated, passed through or refused, is dropped when this runs out, or when the
+process reads the next body)."""
+_kept: dict[str, tuple[JSON, list[str] | None]] = {}
+"""In a body process: the body it read last (one at most) and its plain texts (when
+its messages are a user's plain texts), by its call's token."""
+_expiry: list[threading.Timer] = []
+
+
+def keep(token: str, body: JSON, texts: list[str] | None) -> None:
+    """Keep ``body`` (and its plain ``texts``) in this body process for ``KEPT_SECONDS``
+    (``translate_kept`` takes it), in place of any body kept before: one body a process,
+    however many calls.
+
+    A kept body's objects are frozen (``gc.freeze``) while it is kept: millions of them,
+    which the cyclic collector would otherwise walk as soon as it runs again, to find
+    nothing (a body holds no cycles, and is freed by its counts when dropped)."""
+    for timer in _expiry:
+        timer.cancel()
+    _expiry.clear()
+    _kept.clear()
+    _kept[token] = (body, texts)
+    gc.freeze()
+    timer = threading.Timer(KEPT_SECONDS, _dropped, (token,))
+    timer.daemon = True
+    timer.start()
+    _expiry.append(timer)
+
+
+def _dropped(token: str) -> tuple[JSON, list[str] | None] | None:
+    """The body kept under ``token``, kept no more (``None`` when none is); what was
+    frozen with it is the collector's again."""
+    kept = _kept.pop(token, None)
+    gc.unfreeze()
+    return kept
+
+
+def read_chat_apart(raw: bytes, max_image_bytes: int, token: str = "") -> ChatRead | Refusal:
+    """The chat body read as ``create_chat_completion`` reads a small one (and kept
+    under ``token``, when given, for its translation)."""
     try:
-        body = decode_json(raw)
-        text, images = parse_chat_apart(body, len(raw), max_image_bytes)
+        body, texts = decode_with_texts(raw, "messages")
+        text, images = parse_chat_apart(body, len(raw), max_image_bytes, texts)
     except ParleyError as error:
         return Refusal.of(error)
+    if token:
+        keep(token, body, texts)
     return ChatRead(dataclasses.replace(text, body={}), split(body, "messages"), images)
 
 
-def read_messages_apart(raw: bytes, beta: str | None, counting: bool) -> MessagesRead | Refusal:
+def read_messages_apart(
+    raw: bytes, beta: str | None, counting: bool, token: str = ""
+) -> MessagesRead | Refusal:
     """The Messages body read as ``create_message`` (or, ``counting``, ``count_tokens``)
-    reads a small one."""
+    reads a small one (and kept under ``token``, when given, for its translation)."""
     try:
-        body = decode_json(raw)
+        body, texts = decode_with_texts(raw, "messages")
         read = parse_count(body, beta) if counting else parse_messages(body, beta, len(raw))
     except ParleyError as error:
         return Refusal.of(error)
+    if token:
+        keep(token, body, texts)
     return MessagesRead(dataclasses.replace(read, body={}), split(body, "messages"))
 
 
@@ -151,12 +208,39 @@ def translate_apart(
     asked for when ``tiered``). The model is left empty (the route's is set at the call).
     ``raw`` was read (and checked) already, by a body process or, for a Responses body's
     chat body, made by one."""
+    body = orjson.loads(raw)  # read and checked before
+    return _translated(body, plain_texts(body.get("messages")), source, codec, tiered)
+
+
+def translate_kept(
+    token: str, source: Source, codec: Codec | None, tiered: bool
+) -> Made | Refusal | None:
+    """``translate_apart`` of the body this process keeps under ``token`` (read here by
+    ``read_*_apart``, and not read again); ``None`` when it keeps none (another process
+    read it, or its time ran out)."""
+    kept = _dropped(token)
+    if kept is None:
+        return None
+    body, texts = kept
+    return _translated(body, texts, source, codec, tiered)
+
+
+def _translated(
+    body: JSON, texts: list[str] | None, source: Source, codec: Codec | None, tiered: bool
+) -> Made | Refusal:
+    """The body written for ``codec`` (``translate_apart``): its messages straight
+    through when they are all a user's plain ``texts`` (``dialects/straight.py``), else
+    each read into the canonical call and written from it."""
     try:
-        body = orjson.loads(raw)  # a body read and checked before (``read_*_apart``)
-        dialect = SOURCES[source]
-        if codec is None:
-            return Made(split(chat_body(DECODERS[dialect](body), "", tiered)), False)
-        payload, json_tool = translate(body, dialect, codec)
+        if texts is not None:
+            marked = {**body, "messages": marked_messages()}
+            payload, json_tool = _written(marked, source, codec, tiered)
+            written = straight(payload, texts)
+            if written is not None:
+                name, value = written
+                parts = split({**payload, name: None})
+                return Made(Split(parts.small, {**parts.bulk, name: value}), json_tool)
+        payload, json_tool = _written(body, source, codec, tiered)
     except Unsupported as error:
         return Refusal(InvalidRequest, error.message, error.param, None)
     except ParleyError as error:
@@ -164,52 +248,92 @@ def translate_apart(
     return Made(split(payload), json_tool)
 
 
+def _written(body: JSON, source: Source, codec: Codec | None, tiered: bool) -> tuple[JSON, bool]:
+    dialect = SOURCES[source]
+    if codec is None:
+        return chat_body(DECODERS[dialect](body), "", tiered), False
+    return translate(body, dialect, codec)
+
+
 async def read_chat(
     raw: bytes, group_id: int, bodies: BodyPool, max_image_bytes: int
 ) -> tuple[TextRequest, Images, Large]:
-    """A large chat body, read in a body process in the group's turn."""
-    read = await bodies.run(group_id, read_chat_apart, raw, max_image_bytes)
+    """A large chat body, read in a body process in the group's turn (and kept there
+    for its translation)."""
+    token = secrets.token_hex(16)
+    where, read = await bodies.placed(group_id, None, read_chat_apart, raw, max_image_bytes, token)
     if isinstance(read, Refusal):
         raise read.error()
     text = dataclasses.replace(read.text, body=joined(read.body))
-    return text, read.images, Large(raw, "chat", group_id, bodies)
+    return text, read.images, Large(raw, "chat", group_id, bodies, Kept(token, where))
 
 
 async def read_messages(
     raw: bytes, group_id: int, bodies: BodyPool, beta: str | None, *, counting: bool = False
 ) -> tuple[MessagesRequest, Large]:
-    """A large Messages body, read in a body process in the group's turn."""
-    read = await bodies.run(group_id, read_messages_apart, raw, beta, counting)
+    """A large Messages body, read in a body process in the group's turn (and, unless
+    only ``counting``, kept there for its translation)."""
+    token = "" if counting else secrets.token_hex(16)
+    where, read = await bodies.placed(
+        group_id, None, read_messages_apart, raw, beta, counting, token
+    )
     if isinstance(read, Refusal):
         raise read.error()
     messages = dataclasses.replace(read.messages, body=joined(read.body))
-    return messages, Large(raw, "messages", group_id, bodies)
+    return messages, Large(raw, "messages", group_id, bodies, Kept(token, where))
+
+
+@value
+class Kept:
+    """Where a body process keeps a body it read: its call's token, and the process."""
+
+    token: str
+    where: int
 
 
 class Large:
     """A large body's bytes, kept for the attempts that need it translated: each
-    translation is made once a call, in a body process in the group's turn."""
+    translation is made once a call, in a body process in the group's turn. The first
+    is made from the body the process that read it ``kept``, when that process is free
+    and still keeps it (it is not read twice), the others from the bytes."""
 
-    __slots__ = ("_bodies", "_group", "_made", "_raw", "_source")
+    __slots__ = ("_bodies", "_group", "_kept", "_made", "_raw", "_source")
 
-    def __init__(self, raw: bytes, source: Source, group_id: int, bodies: BodyPool) -> None:
+    def __init__(
+        self,
+        raw: bytes,
+        source: Source,
+        group_id: int,
+        bodies: BodyPool,
+        kept: Kept | None = None,
+    ) -> None:
         self._raw = raw
         self._source = source
         self._group = group_id
         self._bodies = bodies
+        self._kept = kept
         self._made: dict[tuple[Codec | None, bool], Made | Refusal] = {}
 
     async def _made_for(self, codec: Codec | None, tiered: bool) -> Made:
         key = (codec, tiered)
         made = self._made.get(key)
         if made is None:
-            made = await self._bodies.run(
-                self._group, translate_apart, self._raw, self._source, codec, tiered
-            )
+            made = await self._make(codec, tiered)
             self._made[key] = made
         if isinstance(made, Refusal):
             raise made.error()
         return made
+
+    async def _make(self, codec: Codec | None, tiered: bool) -> Made | Refusal:
+        kept, self._kept = self._kept, None  # a process keeps a body for one translation
+        bodies, group, source = self._bodies, self._group, self._source
+        if kept is not None and kept.token:
+            _, made = await bodies.placed(
+                group, kept.where, translate_kept, kept.token, source, codec, tiered
+            )
+            if made is not None:
+                return made
+        return await bodies.run(group, translate_apart, self._raw, source, codec, tiered)
 
     async def translated(self, codec: Codec) -> Translated:
         """The call written for ``codec``'s upstream, its model left empty (the adapter

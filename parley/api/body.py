@@ -7,6 +7,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from parley.dialects.straight import plain_texts
 from parley.errors import InvalidRequest, UnsupportedMediaType
 from parley.pipeline.context import REQUEST_BODY
 
@@ -40,6 +41,23 @@ async def read_raw(request: web.Request) -> bytes:
 
 def decode_json(raw: bytes) -> dict[str, Any]:
     """``raw`` as a JSON object, no deeper than ``MAX_JSON_DEPTH``; 400 otherwise."""
+    body = _decoded(raw)
+    _check_depth(body, raw)
+    return body
+
+
+def decode_with_texts(raw: bytes, field: str) -> tuple[dict[str, Any], list[str] | None]:
+    """``decode_json``, and the texts of ``body[field]`` when it is a run of a user's
+    plain texts (``dialects.straight.plain_texts``, for a body process to write them
+    straight through): such a field is three levels deep by its shape, so only the rest
+    of the body is measured for depth, and the field's items are not walked twice."""
+    body = _decoded(raw)
+    texts = plain_texts(body.get(field))
+    _check_depth(body if texts is None else {**body, field: None}, raw)
+    return body, texts
+
+
+def _decoded(raw: bytes) -> dict[str, Any]:
     if not raw:
         raise InvalidRequest("The request body is empty; send a JSON object.")
     try:
@@ -50,13 +68,16 @@ def decode_json(raw: bytes) -> dict[str, Any]:
         ) from None
     if not isinstance(body, dict):
         raise InvalidRequest("The request body must be a JSON object.")
+    return body
+
+
+def _check_depth(body: dict[str, Any], raw: bytes) -> None:
     if _nested_deeper_than(body, raw, MAX_JSON_DEPTH):
         raise InvalidRequest(
             f"The JSON body is nested more than {MAX_JSON_DEPTH} levels deep; "
             f"the limit is {MAX_JSON_DEPTH}.",
             code="json_too_deep",
         )
-    return body
 
 
 def _nested_deeper_than(body: dict[str, Any], raw: bytes, limit: int) -> bool:

@@ -12,8 +12,10 @@ from typing import Any
 from parley.api.body import required_string
 from parley.api.refusal import Refusal
 from parley.api.textgen import TextRequest, text_request
-from parley.dialects.openai_chat import read_messages
+from parley.dialects.openai_chat import read_content
+from parley.dialects.straight import estimate as estimate_texts
 from parley.domain.models import Resolved
+from parley.domain.tokens import CHARS_PER_TOKEN, TOKENS_PER_MESSAGE
 from parley.domain.value import value
 from parley.errors import InvalidRequest, ParleyError, PayloadTooLarge
 
@@ -26,17 +28,21 @@ def parse_chat(body: dict[str, Any], body_bytes: int) -> TextRequest:
 
 
 def parse_chat_apart(
-    body: dict[str, Any], body_bytes: int, max_image_bytes: int
+    body: dict[str, Any], body_bytes: int, max_image_bytes: int, texts: list[str] | None = None
 ) -> tuple[TextRequest, Images]:
     """``parse_chat``, and what the body's images are to a model (``scan_images``),
-    for a body read in a body process."""
-    text, first = _parse_chat(body, body_bytes)
+    for a body read in a body process; ``texts``, the messages' when they are a user's
+    plain texts (``dialects.straight.plain_texts``), are estimated without a message
+    read again."""
+    text, first = _parse_chat(body, body_bytes, texts)
     if first is None:
         return text, NO_IMAGES
     return text, scan_images(body["messages"], max_image_bytes, first)
 
 
-def _parse_chat(body: dict[str, Any], body_bytes: int) -> tuple[TextRequest, int | None]:
+def _parse_chat(
+    body: dict[str, Any], body_bytes: int, texts: list[str] | None = None
+) -> tuple[TextRequest, int | None]:
     """The request, and the index of the first message with an image part."""
     model = required_string(body, "model")
     messages = body.get("messages")
@@ -44,7 +50,11 @@ def _parse_chat(body: dict[str, Any], body_bytes: int) -> tuple[TextRequest, int
         raise InvalidRequest("Missing required parameter: 'messages'.", param="messages")
     if not isinstance(messages, list) or not messages:
         raise InvalidRequest("'messages' must be a non-empty array.", param="messages")
-    estimate, images, first = _read_messages(messages)
+    if texts is None:
+        estimate, images, first = _read_messages(messages)
+    else:  # each a user's message of a string: nothing to check, no image
+        framing = 3 + TOKENS_PER_MESSAGE * len(texts)
+        estimate, images, first = framing + estimate_texts(texts), 0, None
     text = text_request(
         body,
         model=model,
@@ -58,20 +68,27 @@ def _parse_chat(body: dict[str, Any], body_bytes: int) -> tuple[TextRequest, int
 
 def _read_messages(messages: list[Any]) -> tuple[int, int, int | None]:
     """Each message checked (``_check_message``), the prompt's estimate and the image
-    parts (``domain.tokens.read_messages``), and where the first message with one is. A
-    message of a known role and a string, the common case, costs a few lookups."""
+    parts (as ``openai_chat.read_messages`` finds them), and where the first message
+    with one is, in one pass. A message of a known role and a string, the common case,
+    costs a few lookups."""
     first = None
+    total = 3 + TOKENS_PER_MESSAGE * len(messages)
+    images = 0
     for index, message in enumerate(messages):
         if message.__class__ is dict:
-            role = message.get("role")
-            if message.get("content").__class__ is str and role.__class__ is str and role in ROLES:
+            role, content = message.get("role"), message.get("content")
+            if content.__class__ is str and role.__class__ is str and role in ROLES:
+                total += (len(content) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
                 continue
-        _check_message(message, index)
+        _check_message(message, index)  # a string content with a known role came first
         content = message.get("content")
-        if first is None and content.__class__ is list and _has_image(content):
-            first = index
-    estimate, images = read_messages(messages)
-    return estimate, images, first
+        if content.__class__ is list:
+            if first is None and _has_image(content):
+                first = index
+            estimate, found = read_content(content)
+            total += estimate
+            images += found
+    return total, images, first
 
 
 def _has_image(content: list[Any]) -> bool:

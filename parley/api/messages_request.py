@@ -56,8 +56,7 @@ def parse_messages(body: dict[str, Any], beta: str | None, body_bytes: int) -> M
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise InvalidRequest("'stream' must be a boolean.", param="stream")
-    estimate = anthropic_messages.estimate_prompt(body)
-    images = anthropic_messages.count_images(body.get("messages"))
+    estimate, images = anthropic_messages.estimate_prompt(body)
     ceiling = prompt_ceiling(body_bytes, images)
     return MessagesRequest(
         model, body, stream, max_tokens, estimate, beta, max(estimate, ceiling), images
@@ -70,17 +69,8 @@ def parse_count(body: dict[str, Any], beta: str | None) -> MessagesRequest:
     if not isinstance(model, str) or not model:
         raise InvalidRequest("'model' must be a non-empty string.", param="model")
     _require_messages(body)
-    estimate = anthropic_messages.estimate_prompt(body)
-    return MessagesRequest(
-        model,
-        body,
-        False,
-        0,
-        estimate,
-        beta,
-        0,
-        anthropic_messages.count_images(body.get("messages")),
-    )
+    estimate, images = anthropic_messages.estimate_prompt(body)
+    return MessagesRequest(model, body, False, 0, estimate, beta, 0, images)
 
 
 def _require_messages(body: dict[str, Any]) -> None:

@@ -19,14 +19,20 @@ A body that continues a stored response (``previous_response_id``, an
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Coroutine
 from typing import TypeVar, cast
 
 import orjson
 
-from parley.api.body import decode_json
+from parley.api.body import decode_json, decode_with_texts
 from parley.api.refusal import Refusal
 from parley.api.responses_request import ResponsesRequest, parse_responses
+from parley.api.textgen import TextRequest
+from parley.dialects.openai_responses import normalized_input
+from parley.dialects.straight import MARKS, marked_messages, straight
+from parley.dialects.straight import estimate as straight_estimate
+from parley.domain.tokens import prompt_ceiling
 from parley.domain.value import value
 from parley.domain.wire import JSON
 from parley.errors import ParleyError
@@ -34,6 +40,11 @@ from parley.runtime.body_pool import BodyPool
 from parley.runtime.response_book import ResponseBook
 
 T = TypeVar("T")
+NO_BOOK = cast(ResponseBook, None)
+"""What a body process reads a body with: one that names no stored response, so that
+``parse_responses`` never reads the book."""
+ASCII_ESCAPE = re.compile(rb"\\u00[2-7]")
+"""An escape that can stand for a printable ASCII character, in a JSON text."""
 
 
 @value
@@ -64,20 +75,55 @@ async def read_responses(
 
 def read_apart(raw: bytes, group_id: int) -> Sealed | Refusal | None:
     """The body read as ``parse_responses`` reads it, its bulk serialized; a ``Refusal``
-    where it is refused; ``None`` when it continues a stored response."""
+    where it is refused; ``None`` when it continues a stored response. An ``input`` of
+    a user's plain texts has its chat body's messages written straight through
+    (``dialects/straight.py``)."""
     try:
-        body = decode_json(raw)
-        if _continues(body):
+        body, texts = decode_with_texts(raw, "input")
+        if _may_continue(body, raw) and _continues(body):
             return None
-        # The body names no stored response, so parse_responses never reads the book.
-        parsed = _without_waiting(
-            parse_responses(body, len(raw), group_id, cast(ResponseBook, None))
-        )
+        if texts is not None:
+            sealed = _read_straight(body, len(raw), group_id, texts)
+            if sealed is not None:
+                return sealed
+        parsed = _without_waiting(parse_responses(body, len(raw), group_id, NO_BOOK))
     except ParleyError as error:
         return Refusal.of(error)
-    shown = {**parsed.body, "input": None}
     chat = parsed.chat
     messages = None if chat is None else orjson.dumps(chat["messages"])
+    items = orjson.dumps(parsed.items) if parsed.store else b"[]"  # kept only to store
+    return _sealed(parsed, body, parsed.text, messages, items)
+
+
+def _read_straight(body: JSON, body_bytes: int, group_id: int, texts: list[str]) -> Sealed | None:
+    """``read_apart`` of a body whose ``input`` is ``texts``, each a user's message: the
+    body read with two marked messages in their place (all but the input checked, the
+    options and the call's chat body made, as for any body), then its chat body's
+    messages written for the texts, and its estimate made theirs. ``None`` when the
+    chat body is not one to write so (the body is then read whole)."""
+    marked = {**body, "input": marked_messages()}
+    parsed = _without_waiting(parse_responses(marked, body_bytes, group_id, NO_BOOK))
+    written = None if parsed.chat is None else straight(parsed.chat, texts)
+    if written is None or written[0] != "messages":
+        return None
+    text = parsed.text
+    estimate = text.prompt_estimate - straight_estimate(list(MARKS)) + straight_estimate(texts)
+    text = dataclasses.replace(
+        text,
+        body=body,
+        prompt_estimate=estimate,
+        prompt_ceiling=max(estimate, prompt_ceiling(body_bytes, parsed.images)),
+    )
+    items = orjson.dumps(normalized_input(body["input"])) if parsed.store else b"[]"
+    return _sealed(parsed, body, text, written[1], items)
+
+
+def _sealed(
+    parsed: ResponsesRequest, body: JSON, text: TextRequest, messages: bytes | None, items: bytes
+) -> Sealed:
+    """``parsed`` (of ``body``, its request ``text``) with its bulk serialized."""
+    shown = {**body, "input": None}
+    chat = parsed.chat
     refusal = None if parsed.refusal is None else Refusal.of(parsed.refusal)
     hollow = dataclasses.replace(
         parsed,
@@ -85,11 +131,10 @@ def read_apart(raw: bytes, group_id: int) -> Sealed | Refusal | None:
         items=[],
         chat=None if chat is None else {**chat, "messages": None},
         refusal=None,
-        text=dataclasses.replace(parsed.text, body=shown),
+        text=dataclasses.replace(text, body=shown),
         request=None,
     )
-    items = orjson.dumps(parsed.items) if parsed.store else b"[]"  # kept only to store
-    return Sealed(hollow, orjson.dumps(parsed.body["input"]), messages, items, refusal)
+    return Sealed(hollow, orjson.dumps(body["input"]), messages, items, refusal)
 
 
 def _without_waiting(reading: Coroutine[object, object, T]) -> T:
@@ -104,6 +149,16 @@ def _without_waiting(reading: Coroutine[object, object, T]) -> T:
         return cast(T, done.value)
     reading.close()
     raise RuntimeError("parse_responses waited on something in a body process")
+
+
+def _may_continue(body: JSON, raw: bytes) -> bool:
+    """Whether the body can continue a stored response (``_continues`` says whether it
+    does): it names a previous response, or its bytes spell ``item_reference`` or hold
+    an escaped ASCII character (which could spell it). A search of the bytes, so that a
+    body of a million items is not walked item by item for it."""
+    if body.get("previous_response_id") is not None or b"item_reference" in raw:
+        return True
+    return ASCII_ESCAPE.search(raw) is not None
 
 
 def _continues(body: JSON) -> bool:

@@ -13,6 +13,7 @@ and the only part of the call that looks up stored responses (through the
 
 from __future__ import annotations
 
+from operator import methodcaller
 from typing import Any
 
 import orjson
@@ -28,6 +29,8 @@ from parley.domain.value import value
 from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, NotFound, ParleyError
 from parley.runtime.response_book import ResponseBook
+
+TYPE_OF = methodcaller("get", "type")
 
 
 @value
@@ -110,7 +113,7 @@ async def parse_responses(
             param="background",
         )
     try:
-        items = openai_responses.normalized_input(body["input"])
+        items = openai_responses.normalized_input(body["input"], kept=store)
     except Unsupported as error:
         raise InvalidRequest(error.message, param=error.param) from None
     history, continues = await earlier_turns(body.get("previous_response_id"), group_id, book)
@@ -196,14 +199,14 @@ async def resolved(
     """``items`` with each ``item_reference`` replaced by the item it names: one of the
     earlier turns', or an output item of another stored response of the group (its id
     names the response, ``responses_objects.item_ids``); a 404 when there is none."""
-    if not any(item["type"] == "item_reference" for item in items):
+    if "item_reference" not in map(TYPE_OF, items):  # a walk in C: a body may hold millions
         return items
     known = {
-        item.get("id"): item for item in [*history, *items] if item["type"] != "item_reference"
+        item.get("id"): item for item in [*history, *items] if item.get("type") != "item_reference"
     }
     found: list[JSON] = []
     for index, item in enumerate(items):
-        if item["type"] != "item_reference":
+        if item.get("type") != "item_reference":
             found.append(item)
             continue
         wanted = item["id"]

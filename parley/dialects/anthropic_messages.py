@@ -451,20 +451,28 @@ def _write_tool(tool: Tool) -> JSON:
     return written
 
 
-def estimate_prompt(body: JSON) -> int:
+def estimate_prompt(body: JSON) -> tuple[int, int]:
     """The prompt's tokens, estimated from a Messages body: a token per four characters
-    of text (system, messages, tool definitions and calls), a fixed count per image."""
+    of text (system, messages, tool definitions and calls), a fixed count per image; and
+    the image blocks in its messages, found in the same pass."""
     total = 3
+    images = 0
     for message in body.get("messages") or ():
         content = message.get("content") if message.__class__ is dict else None
         if content.__class__ is str:  # the common case, without a call
             total += 4 + (len(content) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
         else:
             total += 4 + _estimate_content(content)
+            if content.__class__ is list:
+                images += sum(
+                    1
+                    for block in content
+                    if isinstance(block, dict) and block.get("type") == "image"
+                )
     total += _estimate_content(body.get("system"))
     if body.get("tools"):
         total += estimate_text(orjson.dumps(body["tools"]).decode())
-    return total
+    return total, images
 
 
 def _estimate_content(content: Any) -> int:
@@ -486,15 +494,3 @@ def _estimate_content(content: Any) -> int:
         elif kind == "tool_result":
             total += _estimate_content(block.get("content"))
     return total
-
-
-def count_images(messages: Any) -> int:
-    """The image blocks in Messages ``messages``."""
-    count = 0
-    for message in messages if isinstance(messages, list) else ():
-        content = message.get("content") if message.__class__ is dict else None
-        if content.__class__ is list:
-            count += sum(
-                1 for block in content if isinstance(block, dict) and block.get("type") == "image"
-            )
-    return count

@@ -421,17 +421,15 @@ def read_messages(messages: list[Any]) -> tuple[int, int]:
         if content.__class__ is str:
             total += (len(content) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
         elif content.__class__ is list:
-            total += _estimate_content(content)
-            images += _images(content)
+            estimate, found = read_content(content)
+            total += estimate
+            images += found
     return total, images
 
 
-def _images(content: list[Any]) -> int:
-    return sum(1 for part in content if part.__class__ is dict and part.get("type") == "image_url")
-
-
-def _estimate_content(content: list[Any]) -> int:
-    total = 0
+def read_content(content: list[Any]) -> tuple[int, int]:
+    """A message's parts: their estimate and how many are images, in one pass."""
+    total = images = 0
     for part in content:
         if part.__class__ is not dict:
             continue
@@ -442,4 +440,5 @@ def _estimate_content(content: list[Any]) -> int:
                 total += (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
         elif kind == "image_url":
             total += TOKENS_PER_IMAGE
-    return total
+            images += 1
+    return total, images

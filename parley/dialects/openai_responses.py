@@ -15,6 +15,7 @@ message), the form stored responses keep and ``input_items`` lists.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from parley.dialects.canonical import (
@@ -113,29 +114,28 @@ def check_fields(body: JSON) -> None:
         )
 
 
-def normalized_input(value: Any) -> list[JSON]:
+def normalized_input(value: Any, *, kept: bool = True) -> list[JSON]:
     """``input`` as a list of items, each with an ``id`` where it names no other item (a
     string is one user message; a message's string content becomes an ``input_text`` or
     ``output_text`` part). Items of other types are kept as they are: ``decode_request``
-    refuses what it cannot read, a native channel takes them."""
+    refuses what it cannot read, a native channel takes them.
+
+    Only a stored response's items are ever seen again, so when the response is not
+    ``kept`` no ids are drawn and a plain user message (a role and a string) stays as
+    it came: ``decode_request`` reads it as it reads its written form."""
     if isinstance(value, str):
         value = [{"role": "user", "content": value}]
     if not isinstance(value, list):
         raise Unsupported("'input' must be a string or an array of items.", "input")
     items: list[JSON] = []
-    ids = input_ids()
+    ids = input_ids() if kept else None
     append = items.append
     for index, item in enumerate(value):
         content = item.get("content") if item.__class__ is dict else None
         if content.__class__ is str and "role" in item and "type" not in item and "id" not in item:
             # the common case: a message of a role and a string, no more (``status`` may be)
-            role = item.get("role")
-            part = "output_text" if role == "assistant" else "input_text"
-            written = {**item, "type": "message", "content": [{"type": part, "text": content}]}
-            if "status" not in item:
-                written["status"] = "completed"
-            written["id"] = ids("msg_")
-            append(written)
+            plain = ids is None and item.get("role") == "user"
+            append(item if plain else _written_message(item, content, ids))
             continue
         if not isinstance(item, dict):
             raise Unsupported(f"'input[{index}]' must be an object.", f"input[{index}]")
@@ -153,10 +153,21 @@ def normalized_input(value: Any) -> list[JSON]:
                 raise Unsupported(f"'input[{index}].id' must be a string.", f"input[{index}].id")
             items.append(written)
             continue
-        if not item.get("id"):
+        if ids is not None and not item.get("id"):
             written["id"] = ids(ITEM_PREFIXES.get(str(kind), "item_"))
         items.append(written)
     return items
+
+
+def _written_message(item: JSON, content: str, ids: Callable[[str], str] | None) -> JSON:
+    """A message of a role and a string in its written form (an id drawn with ``ids``)."""
+    part = "output_text" if item.get("role") == "assistant" else "input_text"
+    written = {**item, "type": "message", "content": [{"type": part, "text": content}]}
+    if "status" not in item:
+        written["status"] = "completed"
+    if ids is not None:
+        written["id"] = ids("msg_")
+    return written
 
 
 ITEM_PREFIXES = {
@@ -183,18 +194,24 @@ def decode_request(body: JSON, items: list[JSON]) -> Request:
     one message when the run ends: ``merged`` would make it one turn anyway."""
     for index, item in enumerate(items):
         content = item.get("content")
-        if (
-            item.get("role") == "user"
-            and item.get("type") == "message"
-            and content.__class__ is list
-            and len(content) == 1
-            and content[0].__class__ is dict
-            and content[0].get("type") == "input_text"
-        ):
-            if said is None:
-                said = []
-            said.append(Text(str(content[0].get("text") or "")))
-            continue
+        if item.get("role") == "user":
+            if content.__class__ is str and "type" not in item:  # as it came, not kept
+                text = content
+            elif (
+                item.get("type") == "message"
+                and content.__class__ is list
+                and len(content) == 1
+                and content[0].__class__ is dict
+                and content[0].get("type") == "input_text"
+            ):
+                text = str(content[0].get("text") or "")
+            else:
+                text = None
+            if text is not None:
+                if said is None:
+                    said = []
+                said.append(Text(text))
+                continue
         if said is not None:
             messages.append(Message("user", tuple(said)))
             said = None

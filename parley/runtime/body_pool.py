@@ -39,26 +39,39 @@ LOST = "The process reading this request's body stopped; send the request again.
 class BodyPool:
     """``await pool.run(group, function, *args)``: ``function(*args)`` in a body process,
     in the group's turn. ``function`` and its arguments and result cross between
-    processes (pickled), so they are module-level functions and plain values."""
+    processes (pickled), so they are module-level functions and plain values.
+
+    Each process is a place of its own (``placed``): work that leaves something in its
+    process for the next step of the same call (``api/apart.py`` keeps a body it read
+    for its translation) asks for that process again, and gets it when it is free."""
 
     def __init__(self, processes: int, per_group: int) -> None:
-        self._processes = processes
         self._turns = GroupTurns(processes, per_group, STOPPING)
-        self._executor: ProcessPoolExecutor | None = None
+        self._executors: list[ProcessPoolExecutor | None] = [None] * processes
+        self._free = list(range(processes))
 
     async def run(self, group: int, function: Callable[[*Ts], T], *args: *Ts) -> T:
         """``function(*args)``, or a 503 when its process died (killed, out of memory)
         or the pool is closed."""
+        return (await self.placed(group, None, function, *args))[1]
+
+    async def placed(
+        self, group: int, where: int | None, function: Callable[[*Ts], T], *args: *Ts
+    ) -> tuple[int, T]:
+        """``run``, in the process ``where`` when it is free (else in another), and the
+        process it ran in."""
         await self._turns.take(group)
+        place = where if where in self._free else self._free[-1]
+        self._free.remove(place)
         loop = asyncio.get_running_loop()
         try:
-            work: Future[T] = self._submit(function, *args)
+            work: Future[T] = self._submit(place, function, *args)
         except RuntimeError:  # closed meanwhile
-            self._turns.release(group)
+            self._release(group, place)
             raise ServiceUnavailable(STOPPING) from None
-        work.add_done_callback(self._on_done(loop, group))
+        work.add_done_callback(self._on_done(loop, group, place))
         try:
-            return await asyncio.shield(asyncio.wrap_future(work, loop=loop))
+            return place, await asyncio.shield(asyncio.wrap_future(work, loop=loop))
         except BrokenProcessPool:
             raise ServiceUnavailable(LOST) from None
 
@@ -70,27 +83,35 @@ class BodyPool:
     def close(self) -> None:
         """Refuse new bodies and stop the processes (the server is stopping)."""
         self._turns.close()
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
+        for executor in self._executors:
+            if executor is not None:
+                executor.shutdown(wait=False, cancel_futures=True)
 
-    def _submit(self, function: Callable[[*Ts], T], *args: *Ts) -> Future[T]:
-        """``function(*args)`` handed to a process, the processes started again if one
-        of them died (which breaks the executor for good)."""
-        if self._executor is None:
-            self._executor = _processes(self._processes)
+    def _submit(self, place: int, function: Callable[[*Ts], T], *args: *Ts) -> Future[T]:
+        """``function(*args)`` handed to process ``place``, started again if it died
+        (which breaks its executor for good)."""
+        executor = self._executors[place]
+        if executor is None:
+            executor = self._executors[place] = _process()
         try:
-            return self._executor.submit(uncollected, function, args)
+            return executor.submit(uncollected, function, args)
         except BrokenProcessPool:
-            self._executor.shutdown(wait=False, cancel_futures=True)
-            self._executor = _processes(self._processes)
-            return self._executor.submit(uncollected, function, args)
+            executor.shutdown(wait=False, cancel_futures=True)
+            executor = self._executors[place] = _process()
+            return executor.submit(uncollected, function, args)
 
-    def _on_done(self, loop: asyncio.AbstractEventLoop, group: int) -> Callable[[Future[T]], None]:
+    def _release(self, group: int, place: int) -> None:
+        self._free.append(place)
+        self._turns.release(group)
+
+    def _on_done(
+        self, loop: asyncio.AbstractEventLoop, group: int, place: int
+    ) -> Callable[[Future[T]], None]:
         """What the executor calls (on a thread of its own) when a body is read."""
 
         def done(_: Future[T]) -> None:
             with contextlib.suppress(RuntimeError):  # the loop has closed: nothing to free
-                loop.call_soon_threadsafe(self._turns.release, group)
+                loop.call_soon_threadsafe(self._release, group, place)
 
         return done
 
@@ -108,7 +129,7 @@ def uncollected(function: Callable[[*Ts], T], args: tuple[*Ts]) -> T:
         gc.enable()
 
 
-def _processes(count: int) -> ProcessPoolExecutor:
-    """Body processes, spawned: a fresh interpreter shares nothing with the serving one
+def _process() -> ProcessPoolExecutor:
+    """A body process, spawned: a fresh interpreter shares nothing with the serving one
     (no copy of its heap, its threads' locks or its open sockets)."""
-    return ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("spawn"))
+    return ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))

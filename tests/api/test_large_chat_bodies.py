@@ -83,14 +83,16 @@ def no_decoding_here(monkeypatch: pytest.MonkeyPatch) -> None:
 def runs(upstreams: Upstreams, monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, str]]:
     """Each body-process run, as (group, function), in order."""
     bodies = upstreams.gateway.services.bodies
-    real = bodies.run
+    real = bodies.placed
     seen: list[tuple[int, str]] = []
 
-    async def recorded(group: int, function: Callable[..., Any], *args: Any) -> Any:
+    async def recorded(
+        group: int, where: int | None, function: Callable[..., Any], *args: Any
+    ) -> Any:
         seen.append((group, function.__name__))
-        return await real(group, function, *args)
+        return await real(group, where, function, *args)
 
-    monkeypatch.setattr(bodies, "run", recorded)
+    monkeypatch.setattr(bodies, "placed", recorded)
     return seen
 
 
@@ -131,7 +133,7 @@ async def test_a_large_chat_body_is_translated_apart_for_anthropic(
     assert turn["role"] == "user"
     assert [block["text"] for block in turn["content"]] == texts()
     group = runs[0][0]
-    assert runs == [(group, "read_chat_apart"), (group, "translate_apart")]
+    assert runs == [(group, "read_chat_apart"), (group, "translate_kept")]  # read once
 
 
 @pytest.mark.usefixtures("no_decoding_here")
@@ -182,7 +184,7 @@ async def test_a_large_messages_body_is_translated_apart_for_openai(
     assert answer["type"] == "message"
     sent = upstreams.engine.requests[-1].body
     assert (sent["model"], sent["messages"], sent["max_tokens"]) == ("upstream-chat", lines(), 16)
-    assert [name for _, name in runs] == ["read_messages_apart", "translate_apart"]
+    assert [name for _, name in runs] == ["read_messages_apart", "translate_kept"]
 
 
 @pytest.mark.usefixtures("no_decoding_here")
@@ -257,15 +259,15 @@ async def test_another_groups_call_is_not_held_behind_a_large_body(
     gateway = upstreams.gateway
     other = await gateway.key(await gateway.group("other"))
     bodies = gateway.services.bodies
-    real = bodies.run
+    real = bodies.placed
     inside, release = asyncio.Event(), asyncio.Event()
 
-    async def held(group: int, function: Callable[..., Any], *args: Any) -> Any:
+    async def held(group: int, where: int | None, function: Callable[..., Any], *args: Any) -> Any:
         inside.set()
         await release.wait()
-        return await real(group, function, *args)
+        return await real(group, where, function, *args)
 
-    monkeypatch.setattr(bodies, "run", held)
+    monkeypatch.setattr(bodies, "placed", held)
     large = asyncio.create_task(post(gateway, key, CHAT, chat_body("claude")))
     entered = asyncio.create_task(inside.wait())
     done, _ = await asyncio.wait({entered, large}, return_when=asyncio.FIRST_COMPLETED)

@@ -82,14 +82,16 @@ def no_decoding_here(monkeypatch: pytest.MonkeyPatch) -> None:
 def runs(upstreams: Upstreams, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The name of each function run in a body process, in order."""
     bodies = upstreams.gateway.services.bodies
-    real = bodies.run
+    real = bodies.placed
     seen: list[str] = []
 
-    async def recorded(group: int, function: Callable[..., Any], *args: Any) -> Any:
+    async def recorded(
+        group: int, where: int | None, function: Callable[..., Any], *args: Any
+    ) -> Any:
         seen.append(function.__name__)
-        return await real(group, function, *args)
+        return await real(group, where, function, *args)
 
-    monkeypatch.setattr(bodies, "run", recorded)
+    monkeypatch.setattr(bodies, "placed", recorded)
     return seen
 
 

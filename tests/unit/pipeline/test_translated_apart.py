@@ -7,13 +7,28 @@ own writing of the same body for every codec (``dialects/outbound.py``).
 
 from __future__ import annotations
 
+import gc
+import time
 from typing import Any
 
 import orjson
 import pytest
 
-from parley.api.apart import BULK_BYTES, Large, Made, joined, split, translate_apart
+from parley.api import apart
+from parley.api.apart import (
+    BULK_BYTES,
+    ChatRead,
+    Large,
+    Made,
+    joined,
+    read_chat,
+    read_chat_apart,
+    split,
+    translate_apart,
+    translate_kept,
+)
 from parley.api.chat_request import Images, parse_chat, parse_chat_apart
+from parley.api.messages_request import parse_count, parse_messages
 from parley.api.refusal import Refusal
 from parley.catalog_settings import AwsSettings
 from parley.dialects import anthropic_messages, openai_chat
@@ -24,6 +39,7 @@ from parley.errors import InvalidRequest
 from parley.http import HttpClient
 from parley.providers.base import Target
 from parley.providers.registry import ProviderRegistry
+from parley.runtime.body_pool import BodyPool
 
 CHAT: dict[str, Any] = {
     "model": "caller-model",
@@ -126,6 +142,57 @@ async def test_a_large_bodys_translation_is_made_once_a_call() -> None:
     assert made == [(7, "chat", codec, False)]
 
 
+def test_a_body_read_apart_is_translated_from_what_its_process_kept_once() -> None:
+    raw, codec = orjson.dumps(CHAT), Codec("gemini")
+    assert isinstance(read_chat_apart(raw, 1024, "token-a"), ChatRead)
+    assert gc.get_freeze_count() > 0  # kept out of the collector's walks meanwhile
+    made = translate_kept("token-a", "chat", codec, False)
+    assert gc.get_freeze_count() == 0
+    assert _opened(made) == _opened(translate_apart(raw, "chat", codec, False))
+    assert translate_kept("token-a", "chat", codec, False) is None  # one translation
+    read_chat_apart(raw, 1024, "token-c")
+    assert translate_kept("token-b", "chat", codec, False) is None  # another call's
+
+
+def test_a_body_process_keeps_one_body_and_for_a_while_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    raw, codec = orjson.dumps(CHAT), Codec("gemini")
+    read_chat_apart(raw, 1024, "first")
+    read_chat_apart(raw, 1024, "second")
+    assert translate_kept("first", "chat", codec, False) is None  # the later one replaced it
+    monkeypatch.setattr(apart, "KEPT_SECONDS", 0.01)
+    read_chat_apart(raw, 1024, "third")
+    time.sleep(0.2)
+    assert translate_kept("third", "chat", codec, False) is None
+    assert not apart._kept
+
+
+async def test_a_translation_the_reading_process_no_longer_keeps_is_made_from_the_bytes() -> None:
+    """The process that read the body is asked for it first; when it keeps it no more
+    (another body was read there since), the translation is made from the bytes."""
+    bodies = BodyPool(1, 1)
+    seen: list[str] = []
+    real = bodies.placed
+
+    async def recorded(group: int, where: int | None, function: Any, *args: Any) -> Any:
+        seen.append(function.__name__)
+        return await real(group, where, function, *args)
+
+    bodies.placed = recorded  # type: ignore[method-assign]
+    codec = Codec("gemini")
+    try:
+        _, _, kept = await read_chat(orjson.dumps(CHAT), 7, bodies, 1024)
+        _, _, replaced = await read_chat(orjson.dumps(CHAT), 7, bodies, 1024)
+        first, second = await kept.translated(codec), await replaced.translated(codec)
+    finally:
+        bodies.close()
+    assert first.payload.keys() == second.payload.keys()
+    assert seen == ["read_chat_apart"] * 2 + ["translate_kept", "translate_apart"] + [
+        "translate_kept"
+    ]
+
+
 async def test_each_channel_type_names_the_codec_its_adapter_writes_in() -> None:
     http = HttpClient()
     try:
@@ -162,7 +229,24 @@ def test_a_chat_body_is_read_alike_whichever_path_each_message_takes() -> None:
     assert text.prompt_ceiling == 100 + TEMPLATE_TOKENS + IMAGE_TOKENS_CEILING
     assert images == Images("messages[2].content[1]", None)
     assert parse_chat({"model": "m", "messages": messages}, 100) == text
+    assert openai_chat.read_messages(messages)[0] == text.prompt_estimate  # one pass, alike
     bad = [*messages, {"role": "user", "content": 7}]
     with pytest.raises(InvalidRequest) as refused:
         parse_chat_apart({"model": "m", "messages": bad}, 100, 10)
     assert refused.value.param == "messages[4].content"
+
+
+def test_a_messages_body_is_estimated_and_its_images_counted_in_one_pass() -> None:
+    image = {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}
+    messages = [
+        {"role": "user", "content": "abcd" * 3},
+        {"role": "assistant", "content": [{"type": "text", "text": "abcde"}]},
+        {"role": "user", "content": [image, {"type": "text", "text": "and"}, image]},
+    ]
+    body = {"model": "m", "max_tokens": 5, "messages": messages, "system": "be"}
+    read = parse_messages(body, None, 100)
+    assert (read.prompt_estimate, read.images) == (
+        3 + 4 + 3 + 4 + 2 + 4 + 2 * TOKENS_PER_IMAGE + 1 + 1,
+        2,
+    )
+    assert parse_count(body, None).images == 2

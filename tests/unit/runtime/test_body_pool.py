@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
+import time
 
 import pytest
 
@@ -106,3 +107,19 @@ async def test_bodies_are_read_with_the_cyclic_collector_paused() -> None:
         pool.close()
     assert uncollected(gc.isenabled, ()) is False
     assert gc.isenabled()
+
+
+async def test_work_asks_for_a_process_and_gets_it_when_it_is_free() -> None:
+    pool = BodyPool(2, 2)
+    try:
+        place, pid = await pool.placed(1, None, os.getpid)
+        for _ in range(3):
+            assert await pool.placed(1, place, os.getpid) == (place, pid)
+        other = 1 - place
+        holding = asyncio.create_task(pool.placed(2, place, time.sleep, 1.0))
+        await asyncio.sleep(0.05)  # the asked-for process is busy: another one runs it
+        where, other_pid = await pool.placed(1, place, os.getpid)
+        assert (where, other_pid != pid) == (other, True)
+        assert (await holding)[0] == place
+    finally:
+        pool.close()
