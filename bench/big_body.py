@@ -15,6 +15,7 @@ else on the machine). A body of 1.5 MiB goes first, so that the body processes a
 
     python -m bench.big_body                              # from the repo root, ~1 minute
     python -m bench.big_body --route chat-anthropic --text 200
+    python -m bench.big_body --route messages-openai --blocks
     python -m bench.big_body --route messages-openai
 
 Figures, not a test.
@@ -83,10 +84,15 @@ ROUTES = {
 the body through."""
 
 
-def big_body(route: str, mib: float, text: int) -> bytes:
-    """A body of about ``mib`` MiB: one model, and items of one role."""
+def big_body(route: str, mib: float, text: int, blocks: bool = False) -> bytes:
+    """A body of about ``mib`` MiB: one model, and items of one role (each item's content
+    a list of one text block with ``blocks``)."""
     _, model, field = ROUTES[route]
-    item = {"role": "user", "content": "x" * text}
+    content: object = "x" * text
+    if blocks:
+        kind = "input_text" if route == "responses" else "text"
+        content = [{"type": kind, "text": content}]
+    item = {"role": "user", "content": content}
     count = int(mib * 1024 * 1024) // (len(orjson.dumps(item)) + 1)
     body: dict[str, object] = {"model": model, field: [item] * count}
     if route == "responses":
@@ -174,9 +180,9 @@ async def measure(
     args: argparse.Namespace, port: int, small_key: str, big_key: str, pids: tuple[int, list[int]]
 ) -> None:
     path = ROUTES[args.route][0]
-    body = big_body(args.route, args.mib, args.text)
+    body = big_body(args.route, args.mib, args.text, args.blocks)
     if not args.cold:  # the body processes started (and imported Parley) beforehand
-        warm = big_body(args.route, 1.5, args.text)
+        warm = big_body(args.route, 1.5, args.text, args.blocks)
         status, seconds = await asyncio.to_thread(send_big, port, big_key, path, warm)
         print(f"warm-up: a {len(warm) / 1048576:.1f} MiB body, status {status} in {seconds:.2f} s")
     stop = asyncio.Event()
@@ -223,6 +229,11 @@ def main() -> None:
     parser.add_argument("--route", choices=tuple(ROUTES), default="responses")
     parser.add_argument("--mib", type=float, default=24.9, help="the big body's size")
     parser.add_argument("--text", type=int, default=11, help="characters in each item")
+    parser.add_argument(
+        "--blocks",
+        action="store_true",
+        help="each item's content a list of one text block (not written straight through)",
+    )
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument(
         "--cold", action="store_true", help="no warm-up body: the big one starts the processes"
