@@ -59,35 +59,10 @@ class Shape:
         self.at = len(before)
         self.back = len(after)
 
-    def read(self, data: bytes) -> tuple[bytes, str] | None:
-        """The literal and text of a read that is one event of this shape alone: ``head``,
-        exactly one JSON string, ``tail``; ``None`` for any other read (a line end in the
-        literal is a read of several events)."""
-        if not (data.startswith(self.head) and data.endswith(self.tail)):
-            return None
-        literal = data[self.start : len(data) - self.end]
-        return None if b"\n" in literal else _string(literal)
-
-    def event(self, payload: bytes) -> tuple[bytes, str] | None:
-        """The literal and text of one event's data of this shape (``opening``, exactly
-        one JSON string, ``closing``); ``None`` for any other."""
-        if not (payload.startswith(self.opening) and payload.endswith(self.closing)):
-            return None
-        return _string(payload[self.at : len(payload) - self.back])
-
     def chunk(self, literal: bytes) -> JSON:
         """The chunk with the text whose JSON string ``literal`` is, as a new dict."""
         chunk: JSON = orjson.loads(self._before + literal + self._after)
         return chunk
-
-
-def _string(literal: bytes) -> tuple[bytes, str] | None:
-    """``literal`` and its text when it is exactly one JSON string."""
-    try:
-        text = orjson.loads(literal)
-    except orjson.JSONDecodeError:
-        return None
-    return (literal, text) if type(text) is str else None
 
 
 TEXT_FIELDS = ("content", "reasoning_content")
