@@ -69,9 +69,10 @@ def main() -> None:
         uncollected(function, call)
         cpu, wall = time.process_time() - cpu, time.monotonic() - wall
         load = ", ".join(f"{each:.1f}" for each in os.getloadavg())
+        shape = " --blocks" if args.blocks else ""
         print(
-            f"{args.route}{' --blocks' if args.blocks else ''} {name}, {len(raw):,} bytes: {cpu:.2f} s CPU, {wall:.2f} s wall "
-            f"(load average {load})"
+            f"{args.route}{shape} {name}, {len(raw):,} bytes: {cpu:.2f} s CPU, "
+            f"{wall:.2f} s wall (load average {load})"
         )
     if args.profile:  # the steps again, in order (a translation takes what the read kept)
         for name, function, call in steps(args.route, raw):
