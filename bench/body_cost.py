@@ -1,8 +1,9 @@
 """The CPU one large body costs its caller: the body processes' work, called here.
 
 Builds the body ``bench.big_body`` sends for ``--route`` (``--mib`` MiB of same-role
-items of ``--text`` characters) and reads it as the body processes do, in this process
-(no server, no upstream): a Responses body read (``read_apart``); a chat body read
+items of ``--text`` characters, each content a list of one text block with ``--blocks``)
+and reads it as the body processes do, in this process (no server, no upstream): a
+Responses body read (``read_apart``); a chat body read
 (``read_chat_apart``) and translated for Anthropic from the body the reading kept
 (``translate_kept``); a Messages body read (``read_messages_apart``) and translated to
 an OpenAI chat body. Prints the CPU and wall seconds of each step and the load average;
@@ -10,6 +11,7 @@ with ``--profile`` the same steps again under cProfile, their costliest function
 
     python -m bench.body_cost                    # from the repo root
     python -m bench.body_cost --route chat-anthropic --profile 20
+    python -m bench.body_cost --route messages-openai --blocks
 
 Figures, not a test.
 """
@@ -56,17 +58,21 @@ def main() -> None:
     parser.add_argument("--route", choices=tuple(ROUTES), default="responses")
     parser.add_argument("--mib", type=float, default=24.9, help="the body's size")
     parser.add_argument("--text", type=int, default=11, help="characters in each item")
+    parser.add_argument(
+        "--blocks", action="store_true", help="each content a list of one text block"
+    )
     parser.add_argument("--profile", type=int, default=0, help="print N costliest functions")
     args = parser.parse_args()
-    raw = big_body(args.route, args.mib, args.text)
+    raw = big_body(args.route, args.mib, args.text, args.blocks)
     for name, function, call in steps(args.route, raw):
         cpu, wall = time.process_time(), time.monotonic()
         uncollected(function, call)
         cpu, wall = time.process_time() - cpu, time.monotonic() - wall
         load = ", ".join(f"{each:.1f}" for each in os.getloadavg())
+        shape = " --blocks" if args.blocks else ""
         print(
-            f"{args.route} {name}, {len(raw):,} bytes: {cpu:.2f} s CPU, {wall:.2f} s wall "
-            f"(load average {load})"
+            f"{args.route}{shape} {name}, {len(raw):,} bytes: {cpu:.2f} s CPU, "
+            f"{wall:.2f} s wall (load average {load})"
         )
     if args.profile:  # the steps again, in order (a translation takes what the read kept)
         for name, function, call in steps(args.route, raw):

@@ -50,7 +50,7 @@ from parley.api.textgen import TextRequest
 from parley.dialects.call import ANTHROPIC_MESSAGES, OPENAI_CHAT, ChatCall, Dialect
 from parley.dialects.canonical import Unsupported
 from parley.dialects.outbound import DECODERS, Codec, Translated, chat_body, translate
-from parley.dialects.straight import marked_messages, plain_texts, straight
+from parley.dialects.straight import Plain, marked_messages, plain_texts, straight
 from parley.domain.value import value
 from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, ParleyError
@@ -137,14 +137,14 @@ KEPT_SECONDS = 2.0
 serving process asks for it as soon as the call is admitted and routed (a body not
 translated, passed through or refused, is dropped when this runs out, or when the
 process reads the next body)."""
-_kept: dict[str, tuple[JSON, list[str] | None]] = {}
+_kept: dict[str, tuple[JSON, Plain | None]] = {}
 """In a body process: the body it read last (one at most) and its plain texts (when
 its messages are a user's plain texts), by its call's token."""
 _expiry: list[threading.Timer] = []
 
 
-def keep(token: str, body: JSON, texts: list[str] | None) -> None:
-    """Keep ``body`` (and its plain ``texts``) in this body process for ``KEPT_SECONDS``
+def keep(token: str, body: JSON, plain: Plain | None) -> None:
+    """Keep ``body`` (and its ``plain`` texts) in this body process for ``KEPT_SECONDS``
     (``translate_kept`` takes it), in place of any body kept before: one body a process,
     however many calls.
 
@@ -155,7 +155,7 @@ def keep(token: str, body: JSON, texts: list[str] | None) -> None:
         timer.cancel()
     _expiry.clear()
     _kept.clear()
-    _kept[token] = (body, texts)
+    _kept[token] = (body, plain)
     gc.freeze()
     timer = threading.Timer(KEPT_SECONDS, _dropped, (token,))
     timer.daemon = True
@@ -163,7 +163,7 @@ def keep(token: str, body: JSON, texts: list[str] | None) -> None:
     _expiry.append(timer)
 
 
-def _dropped(token: str) -> tuple[JSON, list[str] | None] | None:
+def _dropped(token: str) -> tuple[JSON, Plain | None] | None:
     """The body kept under ``token``, kept no more (``None`` when none is); what was
     frozen with it is the collector's again."""
     kept = _kept.pop(token, None)
@@ -175,12 +175,13 @@ def read_chat_apart(raw: bytes, max_image_bytes: int, token: str = "") -> ChatRe
     """The chat body read as ``create_chat_completion`` reads a small one (and kept
     under ``token``, when given, for its translation)."""
     try:
-        body, texts = decode_with_texts(raw, "messages")
+        body, plain = decode_with_texts(raw, "messages")
+        texts = None if plain is None else plain.texts
         text, images = parse_chat_apart(body, len(raw), max_image_bytes, texts)
     except ParleyError as error:
         return Refusal.of(error)
     if token:
-        keep(token, body, texts)
+        keep(token, body, plain)
     return ChatRead(dataclasses.replace(text, body={}), split(body, "messages"), images)
 
 
@@ -190,12 +191,16 @@ def read_messages_apart(
     """The Messages body read as ``create_message`` (or, ``counting``, ``count_tokens``)
     reads a small one (and kept under ``token``, when given, for its translation)."""
     try:
-        body, texts = decode_with_texts(raw, "messages")
-        read = parse_count(body, beta) if counting else parse_messages(body, beta, len(raw))
+        body, plain = decode_with_texts(raw, "messages")
+        texts = None if plain is None else plain.texts
+        if counting:
+            read = parse_count(body, beta, texts)
+        else:
+            read = parse_messages(body, beta, len(raw), texts)
     except ParleyError as error:
         return Refusal.of(error)
     if token:
-        keep(token, body, texts)
+        keep(token, body, plain)
     return MessagesRead(dataclasses.replace(read, body={}), split(body, "messages"))
 
 
@@ -209,7 +214,7 @@ def translate_apart(
     ``raw`` was read (and checked) already, by a body process or, for a Responses body's
     chat body, made by one."""
     body = orjson.loads(raw)  # read and checked before
-    return _translated(body, plain_texts(body.get("messages")), source, codec, tiered)
+    return _translated(body, plain_texts(body.get("messages"), "text"), source, codec, tiered)
 
 
 def translate_kept(
@@ -221,21 +226,21 @@ def translate_kept(
     kept = _dropped(token)
     if kept is None:
         return None
-    body, texts = kept
-    return _translated(body, texts, source, codec, tiered)
+    body, plain = kept
+    return _translated(body, plain, source, codec, tiered)
 
 
 def _translated(
-    body: JSON, texts: list[str] | None, source: Source, codec: Codec | None, tiered: bool
+    body: JSON, plain: Plain | None, source: Source, codec: Codec | None, tiered: bool
 ) -> Made | Refusal:
     """The body written for ``codec`` (``translate_apart``): its messages straight
-    through when they are all a user's plain ``texts`` (``dialects/straight.py``), else
+    through when they are all a user's ``plain`` texts (``dialects/straight.py``), else
     each read into the canonical call and written from it."""
     try:
-        if texts is not None:
-            marked = {**body, "messages": marked_messages()}
+        if plain is not None:
+            marked = {**body, "messages": marked_messages(plain.block)}
             payload, json_tool = _written(marked, source, codec, tiered)
-            written = straight(payload, texts)
+            written = straight(payload, plain.texts)
             if written is not None:
                 name, value = written
                 parts = split({**payload, name: None})

@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from parley.dialects.straight import plain_texts
+from parley.dialects.straight import Plain, plain_texts
 from parley.errors import InvalidRequest, UnsupportedMediaType
 from parley.pipeline.context import REQUEST_BODY
 
@@ -46,15 +46,18 @@ def decode_json(raw: bytes) -> dict[str, Any]:
     return body
 
 
-def decode_with_texts(raw: bytes, field: str) -> tuple[dict[str, Any], list[str] | None]:
+def decode_with_texts(
+    raw: bytes, field: str, block: str = "text"
+) -> tuple[dict[str, Any], Plain | None]:
     """``decode_json``, and the texts of ``body[field]`` when it is a run of a user's
-    plain texts (``dialects.straight.plain_texts``, for a body process to write them
-    straight through): such a field is three levels deep by its shape, so only the rest
-    of the body is measured for depth, and the field's items are not walked twice."""
+    plain texts, each a string or a ``block`` of text (``dialects.straight.plain_texts``,
+    for a body process to write them straight through): such a field is at most five
+    levels deep by its shape, so only the rest of the body is measured for depth, and
+    the field's items are not walked twice."""
     body = _decoded(raw)
-    texts = plain_texts(body.get(field))
-    _check_depth(body if texts is None else {**body, field: None}, raw)
-    return body, texts
+    plain = plain_texts(body.get(field), block)
+    _check_depth(body if plain is None else {**body, field: None}, raw)
+    return body, plain
 
 
 def _decoded(raw: bytes) -> dict[str, Any]:

@@ -9,7 +9,8 @@ from typing import Any
 from parley.api.body import sampling
 from parley.dialects import anthropic_messages
 from parley.dialects.call import ANTHROPIC_MESSAGES, ChatCall
-from parley.domain.tokens import prompt_ceiling
+from parley.dialects.straight import estimate as estimate_texts
+from parley.domain.tokens import TOKENS_PER_MESSAGE, prompt_ceiling
 from parley.domain.value import value
 from parley.errors import InvalidRequest
 
@@ -41,10 +42,12 @@ class MessagesRequest:
         )
 
 
-def parse_messages(body: dict[str, Any], beta: str | None, body_bytes: int) -> MessagesRequest:
+def parse_messages(
+    body: dict[str, Any], beta: str | None, body_bytes: int, texts: list[str] | None = None
+) -> MessagesRequest:
     """What every route needs checked: the model, ``max_tokens``, ``messages`` and the
     sampling parameters (in Anthropic's ranges); ``body_bytes`` is the size of the JSON
-    body (for the prompt's ceiling)."""
+    body (for the prompt's ceiling). ``texts``: the messages' (``_estimate``)."""
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise InvalidRequest("'model' must be a non-empty string.", param="model")
@@ -56,21 +59,35 @@ def parse_messages(body: dict[str, Any], beta: str | None, body_bytes: int) -> M
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise InvalidRequest("'stream' must be a boolean.", param="stream")
-    estimate, images = anthropic_messages.estimate_prompt(body)
+    estimate, images = _estimate(body, texts)
     ceiling = prompt_ceiling(body_bytes, images)
     return MessagesRequest(
         model, body, stream, max_tokens, estimate, beta, max(estimate, ceiling), images
     )
 
 
-def parse_count(body: dict[str, Any], beta: str | None) -> MessagesRequest:
-    """A ``count_tokens`` body: a model and a conversation (nothing is generated)."""
+def parse_count(
+    body: dict[str, Any], beta: str | None, texts: list[str] | None = None
+) -> MessagesRequest:
+    """A ``count_tokens`` body: a model and a conversation (nothing is generated).
+    ``texts``: the messages' (``_estimate``)."""
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise InvalidRequest("'model' must be a non-empty string.", param="model")
     _require_messages(body)
-    estimate, images = anthropic_messages.estimate_prompt(body)
+    estimate, images = _estimate(body, texts)
     return MessagesRequest(model, body, False, 0, estimate, beta, 0, images)
+
+
+def _estimate(body: dict[str, Any], texts: list[str] | None) -> tuple[int, int]:
+    """The prompt's estimate and image blocks (``anthropic_messages.estimate_prompt``).
+    ``texts``, the messages' when they are a user's plain texts, each a string or a
+    text block (``dialects.straight.plain_texts``, in a body process), are counted as
+    ``estimate_prompt`` counts either, without a message read again: no image."""
+    if texts is None:
+        return anthropic_messages.estimate_prompt(body)
+    rest, _ = anthropic_messages.estimate_prompt({**body, "messages": None})
+    return rest + TOKENS_PER_MESSAGE * len(texts) + estimate_texts(texts), 0
 
 
 def _require_messages(body: dict[str, Any]) -> None:

@@ -30,7 +30,7 @@ from parley.api.refusal import Refusal
 from parley.api.responses_request import ResponsesRequest, parse_responses
 from parley.api.textgen import TextRequest
 from parley.dialects.openai_responses import normalized_input
-from parley.dialects.straight import MARKS, marked_messages, straight
+from parley.dialects.straight import MARKED, MARKS, Plain, marked_messages, straight
 from parley.dialects.straight import estimate as straight_estimate
 from parley.domain.tokens import prompt_ceiling
 from parley.domain.value import value
@@ -76,14 +76,14 @@ async def read_responses(
 def read_apart(raw: bytes, group_id: int) -> Sealed | Refusal | None:
     """The body read as ``parse_responses`` reads it, its bulk serialized; a ``Refusal``
     where it is refused; ``None`` when it continues a stored response. An ``input`` of
-    a user's plain texts has its chat body's messages written straight through
-    (``dialects/straight.py``)."""
+    a user's plain texts (strings, or ``input_text`` blocks) has its chat body's messages
+    written straight through (``dialects/straight.py``)."""
     try:
-        body, texts = decode_with_texts(raw, "input")
+        body, plain = decode_with_texts(raw, "input", "input_text")
         if _may_continue(body, raw) and _continues(body):
             return None
-        if texts is not None:
-            sealed = _read_straight(body, len(raw), group_id, texts)
+        if plain is not None:
+            sealed = _read_straight(body, len(raw), group_id, plain)
             if sealed is not None:
                 return sealed
         parsed = _without_waiting(parse_responses(body, len(raw), group_id, NO_BOOK))
@@ -95,18 +95,20 @@ def read_apart(raw: bytes, group_id: int) -> Sealed | Refusal | None:
     return _sealed(parsed, body, parsed.text, messages, items)
 
 
-def _read_straight(body: JSON, body_bytes: int, group_id: int, texts: list[str]) -> Sealed | None:
-    """``read_apart`` of a body whose ``input`` is ``texts``, each a user's message: the
-    body read with two marked messages in their place (all but the input checked, the
-    options and the call's chat body made, as for any body), then its chat body's
-    messages written for the texts, and its estimate made theirs. ``None`` when the
-    chat body is not one to write so (the body is then read whole)."""
-    marked = {**body, "input": marked_messages()}
+def _read_straight(body: JSON, body_bytes: int, group_id: int, plain: Plain) -> Sealed | None:
+    """``read_apart`` of a body whose ``input`` is ``plain``'s texts, each a user's
+    message: the body read with two marked messages in their place, held as the texts
+    are (all but the input checked, the options and the call's chat body made, as for
+    any body), then its chat body's messages written for the texts, and its estimate
+    made theirs. ``None`` when the chat body is not one to write so (the body is then
+    read whole)."""
+    texts = plain.texts
+    marked = {**body, "input": marked_messages(plain.block)}
     parsed = _without_waiting(parse_responses(marked, body_bytes, group_id, NO_BOOK))
     written = None if parsed.chat is None else straight(parsed.chat, texts)
-    if written is None or written[0] != "messages":
+    if written is None or written[0] != "messages" or not _one_message(parsed.chat):
         return None
-    text = parsed.text
+    text = parsed.text  # its framing a message's, whatever the texts: one message holds them
     estimate = text.prompt_estimate - straight_estimate(list(MARKS)) + straight_estimate(texts)
     text = dataclasses.replace(
         text,
@@ -116,6 +118,13 @@ def _read_straight(body: JSON, body_bytes: int, group_id: int, texts: list[str])
     )
     items = orjson.dumps(normalized_input(body["input"])) if parsed.store else b"[]"
     return _sealed(parsed, body, text, written[1], items)
+
+
+def _one_message(chat: JSON | None) -> bool:
+    """Whether the last of ``chat``'s messages holds both marks (the texts are parts of
+    one message, not a message each: the estimate's framing does not grow with them)."""
+    last = orjson.dumps(chat["messages"][-1]) if chat and chat.get("messages") else b""
+    return all(mark in last for mark in MARKED)
 
 
 def _sealed(

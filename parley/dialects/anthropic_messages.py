@@ -27,7 +27,12 @@ from parley.dialects.canonical import (
     ToolResult,
     Unsupported,
 )
-from parley.domain.tokens import CHARS_PER_TOKEN, TOKENS_PER_IMAGE, estimate_text
+from parley.domain.tokens import (
+    CHARS_PER_TOKEN,
+    TOKENS_PER_IMAGE,
+    TOKENS_PER_MESSAGE,
+    estimate_text,
+)
 from parley.domain.wire import JSON
 
 FIELDS = frozenset(
@@ -460,9 +465,9 @@ def estimate_prompt(body: JSON) -> tuple[int, int]:
     for message in body.get("messages") or ():
         content = message.get("content") if message.__class__ is dict else None
         if content.__class__ is str:  # the common case, without a call
-            total += 4 + (len(content) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
+            total += TOKENS_PER_MESSAGE + (len(content) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
         else:
-            total += 4 + _estimate_content(content)
+            total += TOKENS_PER_MESSAGE + _estimate_content(content)
             if content.__class__ is list:
                 images += sum(
                     1

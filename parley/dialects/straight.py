@@ -2,10 +2,11 @@
 Python object per item.
 
 A body of many messages that are each a user's text (an object of a ``role`` and a
-string ``content``, nothing else: the shape a body of hundreds of thousands of items
-takes) costs, the long way, a canonical ``Text`` per message and a written part per
-``Text``, and an upstream's body is the same each time but for the texts. So the call
-is written the long way once for two ``MARKS`` in place of the texts, which shows how
+``content``, nothing else, the content a string or a list of one text block: the shapes
+a body of hundreds of thousands of items takes) costs, the long way, a canonical
+``Text`` per message and a written part per ``Text``, and an upstream's body is the
+same each time but for the texts. So the call is written the long way once for two
+``MARKS`` in place of the texts, held as the texts are, which shows how
 the upstream's dialect writes a text (an Anthropic ``{"type": "text", "text": ...}``
 part, a Gemini ``{"text": ...}``, a chat message...) and in which list; the texts
 themselves are serialized in one ``orjson.dumps`` and written into that list in the
@@ -28,6 +29,7 @@ from typing import Any, cast
 import orjson
 
 from parley.domain.tokens import CHARS_PER_TOKEN
+from parley.domain.value import value
 from parley.domain.wire import JSON
 
 MARKS = ("\x00parley straight a\x00", "\x00parley straight b\x00")
@@ -43,30 +45,62 @@ AMBIGUOUS = b'\\","'
 a text that ends in a backslash. Texts that show it are written the long way."""
 
 
-def plain_texts(messages: Any) -> list[str] | None:
+@value
+class Plain:
+    """A run of a user's texts (``plain_texts``), and how each message holds its text:
+    as its ``content`` (``block`` is ``None``), or as the one text block its ``content``
+    lists (``{"type": block, "text": ...}``)."""
+
+    texts: list[str]
+    block: str | None
+
+
+def plain_texts(messages: Any, block: str) -> Plain | None:
     """The texts of ``messages`` when there are at least two and each is a user's text
-    (an object of ``role: "user"`` and a non-empty string ``content``, nothing else);
-    else ``None``. One comprehension, then tests in C (``map``, ``all``)."""
+    (an object of ``role: "user"`` and a ``content``, nothing else), all held alike: a
+    non-empty string ``content``, or a ``content`` that lists one block of ``block``'s
+    type and a non-empty string ``text``, nothing else; else ``None``. One comprehension,
+    then tests in C (``map``, ``all``)."""
     if messages.__class__ is not list or len(messages) < 2:
         return None
-    texts = [
-        message.get("content")
-        for message in messages
-        if message.__class__ is dict and len(message) == 2 and message.get("role") == "user"
-    ]
+    first = messages[0]
+    shape = block if first.__class__ is dict and first.get("content").__class__ is list else None
+    if shape is None:
+        texts = [
+            message.get("content")
+            for message in messages
+            if message.__class__ is dict and len(message) == 2 and message.get("role") == "user"
+        ]
+    else:
+        texts = [
+            part.get("text")
+            for message in messages
+            if message.__class__ is dict
+            and len(message) == 2
+            and message.get("role") == "user"
+            and (content := message.get("content")).__class__ is list
+            and len(content) == 1
+            and (part := content[0]).__class__ is dict
+            and len(part) == 2
+            and part.get("type") == block
+        ]
     if len(texts) != len(messages) or set(map(type, texts)) != {str} or not all(texts):
         return None
-    return cast(list[str], texts)
+    return Plain(cast(list[str], texts), shape)
 
 
-def marked_messages() -> list[JSON]:
-    """The two marked user messages a call is written with in place of its texts."""
-    return [{"role": "user", "content": mark} for mark in MARKS]
+def marked_messages(block: str | None) -> list[JSON]:
+    """The two marked user messages a call is written with in place of its texts, each
+    holding its mark as a ``Plain`` of ``block`` holds a text."""
+    if block is None:
+        return [{"role": "user", "content": mark} for mark in MARKS]
+    return [{"role": "user", "content": [{"type": block, "text": mark}]} for mark in MARKS]
 
 
 def estimate(texts: list[str]) -> int:
-    """The texts' tokens as ``openai_chat.read_messages`` counts a text part: a token per
-    four characters of each, rounded up."""
+    """The texts' tokens as ``openai_chat.read_messages`` counts a string content or a
+    text part (and ``anthropic_messages.estimate_prompt`` a string content or a text
+    block): a token per four characters of each, rounded up."""
     return sum([(len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN for text in texts])
 
 
@@ -79,13 +113,13 @@ def straight(written: JSON, texts: list[str]) -> tuple[str, bytes] | None:
     everything = orjson.dumps(written)
     if everything.count(first_mark) != 1 or everything.count(second_mark) != 1:
         return None  # a mark written twice (into another field too), or not at all
-    for name, value in written.items():
-        if value.__class__ is not list:
+    for name, field in written.items():
+        if field.__class__ is not list:
             continue
-        whole = orjson.dumps(value)
+        whole = orjson.dumps(field)
         if first_mark not in whole:
             continue
-        run = _marked_run(value)
+        run = _marked_run(field)
         if run is None:
             return None
         before, first = orjson.dumps(run[:-2])[1:-1], orjson.dumps(run[-2])

@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from parley.api import responses_apart
+from parley.api.refusal import Refusal
 from parley.api.responses_apart import Sealed, read_apart
 from parley.api.responses_request import ResponsesRequest
 from parley.dialects import openai_responses
@@ -106,10 +107,13 @@ def test_a_body_that_refers_to_a_stored_item_is_left_to_the_serving_process(
     assert read_apart(b'{"model": "m", "previous_response_id": "resp_1", "input": "x"}', 1) is None
 
 
+@pytest.mark.parametrize("block", [False, True])
 @pytest.mark.parametrize("store", [False, True])
 def test_a_run_of_plain_texts_is_read_straight_as_the_long_way_reads_it(
-    store: bool, monkeypatch: pytest.MonkeyPatch
+    store: bool, block: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Texts each a message's string content, or (``block``) the one ``input_text``
+    block its content lists."""
     written: list[object] = []
 
     def seen(*args: Any) -> Any:
@@ -121,7 +125,10 @@ def test_a_run_of_plain_texts_is_read_straight_as_the_long_way_reads_it(
     tools = [{"type": "function", "name": "f", "parameters": {"type": "object"}}]
     body = {
         "model": "m",
-        "input": [{"role": "user", "content": text} for text in texts],
+        "input": [
+            {"role": "user", "content": [{"type": "input_text", "text": text}] if block else text}
+            for text in texts
+        ],
         "instructions": "be brief",
         "tools": tools,
         "stream": True,
@@ -147,3 +154,32 @@ def test_a_run_of_plain_texts_is_read_straight_as_the_long_way_reads_it(
     assert [{**item, "id": None} for item in stored] == (
         [{**item, "id": None} for item in long_way.items] if store else []
     )
+
+
+def test_a_run_of_other_blocks_is_read_the_long_way_and_a_bad_one_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Only ``input_text`` blocks, one a message, are texts to write straight: other
+    blocks are read whole, as the long way reads them; a bad body is refused, naming
+    its field, either way."""
+    written: list[object] = []
+    monkeypatch.setattr(responses_apart, "straight", lambda *args: written.append(args))
+    for content in (
+        [{"type": "text", "text": "a"}],
+        [{"type": "input_text", "text": "a"}] * 2,
+        [{"type": "input_text", "text": "a", "x": 1}],
+    ):
+        body = {"model": "m", "input": [{"role": "user", "content": content}] * 3, "store": False}
+        raw = orjson.dumps(body)
+        read = read_apart(raw, 1)
+        assert isinstance(read, Sealed) and written == []
+        long_way = responses_apart._without_waiting(
+            responses_apart.parse_responses(body, len(raw), 1, responses_apart.NO_BOOK)
+        )
+        messages = None if long_way.chat is None else long_way.chat["messages"]
+        assert orjson.loads(read.messages or b"null") == messages
+        assert read.parsed.text.prompt_estimate == long_way.text.prompt_estimate
+    blocks = [{"role": "user", "content": [{"type": "input_text", "text": "a"}]}] * 3
+    for bad, field in (({"temperature": 3}, "temperature"), ({"model": 1}, "model")):
+        refused = read_apart(orjson.dumps({"model": "m", "input": blocks, **bad}), 1)
+        assert isinstance(refused, Refusal) and refused.param == field
