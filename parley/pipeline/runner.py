@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any, TypeVar
@@ -69,6 +69,7 @@ from parley.pipeline.relay import Failed, relay, relay_stream
 from parley.pipeline.route import Route
 from parley.pipeline.services import Services
 from parley.pipeline.started import end_started_reply
+from parley.providers.translated import Translated
 from parley.runtime.content_capture import ContentCapture
 from parley.runtime.in_flight import SHUTDOWN_STATUS
 
@@ -304,10 +305,11 @@ async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
                 render = job.render
                 write = _writer(response, call, job.content_type, tracing=svc.tracer.on)
                 await write(render(first))  # with the head, even when empty (``_Reply``)
-                async for batch in batches:
-                    data = render(batch)
-                    if data:
-                        await write(data)
+                await (
+                    batches.pump(render, write)  # every adapter's: no coroutine a read
+                    if isinstance(batches, Translated)
+                    else _pump(batches, render, write)
+                )
             metered.closing = True
             await response.write_eof(_end(job, call))
             metered.succeed()
@@ -331,6 +333,18 @@ async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
             # billed once the reply started (a translator may count a read before that)
             metered.delivered(job.delivered() if metered.first_byte is not None else None)
     return response
+
+
+async def _pump(
+    batches: Batches[B],
+    render: Callable[[Sequence[B]], bytes],
+    write: Callable[[bytes], Awaitable[None]],
+) -> None:
+    """Every batch left, each rendered and written unless it renders empty."""
+    async for batch in batches:
+        data = render(batch)
+        if data:
+            await write(data)
 
 
 async def _admitted(request: web.Request, job: Job) -> tuple[Services, Call]:
