@@ -147,7 +147,14 @@ class OpenAIRelay(ChunkParsing):
                     text = None
                 if type(text) is str:
                     self._tries = TRIES
-                    return [self._same(shape, literal, text)]
+                    if shape is not self._rendered:
+                        return [self._same(shape, literal, text)]
+                    self.shaped += 1  # ``_same``, written out for a rendered shape
+                    if text:
+                        tally = self._tally
+                        tally.characters += len(text)
+                        tally.pieces += 1
+                    return [self._head + literal + self._tail]
         if self.done or self.failure is not None:
             return []
         parser = self._parser
