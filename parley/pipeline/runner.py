@@ -39,6 +39,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from aiohttp import web
+from aiohttp.abc import AbstractStreamWriter
 
 from parley.dialects.finish import OVERLAP, finish_reasons
 from parley.domain.models import batch_priced
@@ -299,11 +300,11 @@ async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
                 _answered(svc, route, switching, call, response.headers)
                 metered.route = route
                 response.headers.update(job.reply_headers)
-                await response.prepare(request)
+                writer = await response.prepare(request)
                 metered.first_byte = first_byte = call.age()
                 svc.watchers.tell_first_byte(call, first_byte)
                 render = job.render
-                write = _writer(response, call, job.content_type, tracing=svc.tracer.on)
+                write = _writer(writer, response, call, job.content_type, svc.tracer.on)
                 await write(render(first))  # with the head, even when empty (``_Reply``)
                 await (
                     batches.pump(render, write)  # every adapter's: no coroutine a read
@@ -402,11 +403,18 @@ def _finished_with(call: Call, response: web.Response) -> None:
 
 
 def _writer(
-    response: web.StreamResponse, call: Call, content_type: str, *, tracing: bool
+    writer: AbstractStreamWriter | None,
+    response: web.StreamResponse,
+    call: Call,
+    content_type: str,
+    tracing: bool,
 ) -> Callable[[bytes], Awaitable[None]]:
     """How a stream's pieces are written: to the caller, and also to the call's content
-    capture (a group that keeps content) and its finish reasons (a traced call)."""
-    write: Callable[[bytes], Awaitable[None]] = response.write
+    capture (a group that keeps content) and its finish reasons (a traced call). To the
+    caller is to the writer ``prepare`` returned (what ``response.write`` awaits once it
+    checked the reply is started and not ended, as it is here: one coroutine a read
+    less)."""
+    write: Callable[[bytes], Awaitable[None]] = response.write if writer is None else writer.write
     if call.content is not None:
         write = _capturing(write, call.content, content_type)
     if tracing:
