@@ -78,7 +78,7 @@ class SseParser:
         if simple is not None:
             return simple
         chunk = self._normalise(chunk)
-        if b"\n" not in chunk:
+        if 10 not in chunk:  # LF
             if chunk:
                 self._partial.append(chunk)
                 self._partial_bytes += len(chunk)
@@ -138,22 +138,23 @@ class SseParser:
             return None
         # Each event is "data: " and a line: the chunk holds no line end but the two after
         # each event ("data: " inside a value only sends us the slow way). Checked with
-        # partition, slices, find and count: a bytes method that takes arguments costs
-        # about a thousand instructions a call here, and `in` about two, and this runs once
+        # partition, slices and `in` with a byte as a number (13 is CR, 10 LF): a bytes
+        # method that takes arguments costs about a thousand instructions a call here, and
+        # `in` with a bytes operand two (it first fails as a number), and this runs once
         # per read. One event (how an engine sends each token) is two partitions: the line,
         # then nothing but the blank line's LF; "data: ", with nothing before it, and the data.
         line, _, rest = chunk.partition(b"\n")
         if rest == b"\n":
             before, field, value = line.partition(b"data: ")
-            if before or not field or value.find(b"\r") >= 0:
+            if before or not field or 13 in value:
                 return None
             data = [value]
-        elif chunk[-2:] == b"\n\n" and chunk[:6] == b"data: " and chunk.find(b"\r") < 0:
+        elif chunk[-2:] == b"\n\n" and chunk[:6] == b"data: " and 13 not in chunk:
             # Split at each separator: every line end must be one of theirs or the last two
             # (looked for in the joined data: counting them in the chunk reads it byte by
             # byte, where a join and ``in`` copy and search it many bytes at a time).
             data = chunk[6:-2].split(b"\n\ndata: ")
-            if b"\n" in (data[0] if len(data) == 1 else b"".join(data)):
+            if 10 in (data[0] if len(data) == 1 else b"".join(data)):
                 return None
         else:
             return None
@@ -169,7 +170,7 @@ class SseParser:
         if self._skip_lf and chunk:
             self._skip_lf = False
             chunk = chunk.removeprefix(b"\n")
-        if b"\r" in chunk:
+        if 13 in chunk:  # CR
             self._skip_lf = chunk.endswith(b"\r")
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         return chunk

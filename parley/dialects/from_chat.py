@@ -27,7 +27,7 @@ import orjson
 
 from parley.dialects.canonical import Stop
 from parley.dialects.chunk_reader import ChunkParsing
-from parley.dialects.chunk_shapes import Shape, learn
+from parley.dialects.chunk_shapes import Shape, learn, literal_between
 from parley.dialects.openai_chat_reply import FINISH_TO_STOP, read_usage
 from parley.dialects.openai_relay import TRIES
 from parley.dialects.translator import delivered_estimate
@@ -77,21 +77,19 @@ class FromChatChunks(ChunkParsing, ABC):
         # token, where a helper method's call and tuple cost more than the repetition.
         if (
             shape is not None
-            and data.startswith(shape.head)
-            and data.endswith(shape.tail)
             and len(data) <= self._limit
+            and (literal := literal_between(data, shape.head, shape.tail)) is not None
+            and 10 not in literal  # a line end (as a number: cheaper): several events
         ):
-            literal = data[shape.start : len(data) - shape.end]
-            if b"\n" not in literal:  # else several events: split below
-                try:
-                    text = orjson.loads(literal)
-                except orjson.JSONDecodeError:
-                    text = None
-                if type(text) is str:
-                    self._tries = TRIES
-                    if text:
-                        self._text(shape.field, literal, text, out)
-                    return out
+            try:
+                text = orjson.loads(literal)
+            except orjson.JSONDecodeError:
+                text = None
+            if type(text) is str:
+                self._tries = TRIES
+                if text:
+                    self._text(shape.field, literal, text, out)
+                return out
         if self._over():
             return out
         parser = self._parser
@@ -119,10 +117,8 @@ class FromChatChunks(ChunkParsing, ABC):
             shape = self._shape
             if (
                 shape is not None
-                and payload.startswith(shape.opening)
-                and payload.endswith(shape.closing)
+                and (literal := literal_between(payload, shape.opening, shape.closing)) is not None
             ):
-                literal = payload[shape.at : len(payload) - shape.back]
                 try:
                     text = orjson.loads(literal)
                 except orjson.JSONDecodeError:

@@ -43,7 +43,7 @@ from typing import Any
 import orjson
 
 from parley.dialects.chunk_reader import ChunkParsing
-from parley.dialects.chunk_shapes import Shape, learn
+from parley.dialects.chunk_shapes import QUOTE, Shape, learn, literal_between
 from parley.dialects.openai_chat_reply import read_usage, usage_fields
 from parley.domain.usage import Usage, with_estimate
 from parley.domain.wire import JSON
@@ -123,28 +123,38 @@ class OpenAIRelay(ChunkParsing):
     def feed(self, data: bytes) -> list[bytes]:
         shape = self._shape
         # The learned shape's read: ``data: H"...."T`` and the blank line, nothing else.
-        # Only the literal between the quotes is parsed; if it is not exactly one JSON
+        # Only the literal between H and T is parsed; if it is not exactly one quoted JSON
         # string, the read goes the way below and is judged by its rules. The parser is
         # left as ``whole_data`` would leave it (a shape is kept only while every read is
         # whole events), so it is not called. (No shape is kept once the stream is done
-        # or failed: ``_relayed`` drops it.)
-        if (
-            shape is not None
-            and data.startswith(shape.head)
-            and data.endswith(shape.tail)
-            and len(data) <= self._limit
-        ):
-            literal = data[shape.start : len(data) - shape.end]
-            # A line end in the literal is a read of several events (no JSON string holds
-            # one): they are split below, not parsed here to fail.
-            if b"\n" not in literal:
+        # or failed: ``_relayed`` drops it.) ``literal_between``, written out.
+        if shape is not None and len(data) <= self._limit:
+            rest = data.removeprefix(shape.head)
+            literal = rest.removesuffix(shape.tail) if rest is not data else rest
+            # A line end (10) in the literal is a read of several events (no JSON string
+            # holds one): they are split below, not parsed here to fail. Bytes are looked
+            # for as numbers (34 is the quote): ``b"\n" in`` first fails as a number.
+            if (
+                literal is not rest
+                and literal
+                and literal[0] == QUOTE
+                and literal[-1] == QUOTE
+                and 10 not in literal
+            ):
                 try:
                     text = orjson.loads(literal)
                 except orjson.JSONDecodeError:
                     text = None
                 if type(text) is str:
                     self._tries = TRIES
-                    return [self._same(shape, literal, text)]
+                    if shape is not self._rendered:
+                        return [self._same(shape, literal, text)]
+                    self.shaped += 1  # ``_same``, written out for a rendered shape
+                    if text:
+                        tally = self._tally
+                        tally.characters += len(text)
+                        tally.pieces += 1
+                    return [self._head + literal + self._tail]
         if self.done or self.failure is not None:
             return []
         parser = self._parser
@@ -179,10 +189,8 @@ class OpenAIRelay(ChunkParsing):
         for index, payload in enumerate(payloads):
             if (
                 shape is not None
-                and payload.startswith(shape.opening)
-                and payload.endswith(shape.closing)
+                and (literal := literal_between(payload, shape.opening, shape.closing)) is not None
             ):
-                literal = payload[shape.at : len(payload) - shape.back]
                 try:
                     text = loads(literal)
                 except malformed:

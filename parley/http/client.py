@@ -103,8 +103,10 @@ class Reply:
         "_connection",
         "_done",
         "_origin",
-        "_read_timeout",
+        "arrival",
         "headers",
+        "piece_now",
+        "read_timeout",
         "status",
     )
 
@@ -114,7 +116,14 @@ class Reply:
         self._client = client
         self._origin = origin
         self._connection = connection
-        self._read_timeout = read_timeout
+        self.read_timeout = read_timeout
+        """The longest silence while the body is read."""
+        self.piece_now: Callable[[], bytes | None] = connection.piece_now
+        """What arrived since the last piece (empty at the body's end), or ``None`` when
+        nothing did yet: then await ``arrival(read_timeout)`` and ask again. ``next_piece``
+        without its coroutine, for a reader that runs once per upstream read."""
+        self.arrival: Callable[[float], Awaitable[None]] = connection.expect
+        """Done when input arrives, failed after that many seconds of silence."""
         parser = connection.parser
         self.status = parser.status
         self.headers = parser.headers
@@ -161,7 +170,7 @@ class Reply:
                 return body
             pieces: list[bytes] = []
             total = 0
-            timeout = self._read_timeout
+            timeout = self.read_timeout
             while piece := await connection.next_piece(timeout):
                 total += len(piece)
                 if limit is not None and total > limit:
@@ -173,7 +182,7 @@ class Reply:
 
     async def pieces(self) -> AsyncIterator[bytes]:
         """The body as it arrives: all that came since the last piece, never empty."""
-        connection, timeout = self._connection, self._read_timeout
+        connection, timeout = self._connection, self.read_timeout
         while True:
             piece = await connection.next_piece(timeout)
             if not piece:
@@ -183,7 +192,7 @@ class Reply:
     def next_piece(self) -> Awaitable[bytes]:
         """What arrived since the last piece, waiting for some; empty at the body's end.
         ``pieces`` without its generator, for a reader that runs once per upstream read."""
-        return self._connection.next_piece(self._read_timeout)
+        return self._connection.next_piece(self.read_timeout)
 
     def release(self) -> None:
         """Done with the reply: a connection whose reply was read to its end goes back to

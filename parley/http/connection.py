@@ -187,21 +187,33 @@ class Connection(asyncio.Protocol):
 
         What arrived before a failure is returned first; the failure is raised next.
         """
+        piece = self.piece_now()
+        while piece is None:
+            await self.expect(read_timeout)
+            piece = self.piece_now()
+        return piece
+
+    def piece_now(self) -> bytes | None:
+        """``next_piece`` when it need not wait: what arrived since the last piece (empty
+        at the body's end; a failure raised once what came before it was given), or
+        ``None`` when nothing did yet: await ``expect`` and ask again. A reader that runs
+        once per upstream read calls this and ``expect`` itself, without a coroutine."""
         parser = self.parser
         if parser.decoder is not None:
-            return await self._next_decoded(parser.decoder, read_timeout)
-        while not parser.buffered and not parser.complete:
-            await self.expect(read_timeout)
-        if not parser.buffered and parser.failure is not None:
+            return self._decoded_now(parser.decoder)
+        if parser.buffered:
+            return self.take_body()
+        if not parser.complete:
+            return None
+        if parser.failure is not None:
             raise parser.failure
         return self.take_body()
 
-    async def _next_decoded(self, decoder: BodyDecoder, read_timeout: float) -> bytes:
+    def _decoded_now(self, decoder: BodyDecoder) -> bytes | None:
         parser = self.parser
         while True:
-            if not decoder.more:
-                while not parser.buffered and not parser.complete:
-                    await self.expect(read_timeout)
+            if not decoder.more and not parser.buffered and not parser.complete:
+                return None
             piece = decoder.decode(self.take_body())
             if piece:
                 return piece

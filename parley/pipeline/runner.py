@@ -33,12 +33,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any, TypeVar
 
 from aiohttp import web
+from aiohttp.abc import AbstractStreamWriter
 
 from parley.dialects.finish import OVERLAP, finish_reasons
 from parley.domain.models import batch_priced
@@ -69,6 +70,7 @@ from parley.pipeline.relay import Failed, relay, relay_stream
 from parley.pipeline.route import Route
 from parley.pipeline.services import Services
 from parley.pipeline.started import end_started_reply
+from parley.providers.translated import Translated
 from parley.runtime.content_capture import ContentCapture
 from parley.runtime.in_flight import SHUTDOWN_STATUS
 
@@ -298,16 +300,17 @@ async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
                 _answered(svc, route, switching, call, response.headers)
                 metered.route = route
                 response.headers.update(job.reply_headers)
-                await response.prepare(request)
+                writer = await response.prepare(request)
                 metered.first_byte = first_byte = call.age()
                 svc.watchers.tell_first_byte(call, first_byte)
                 render = job.render
-                write = _writer(response, call, job.content_type, tracing=svc.tracer.on)
+                write = _writer(writer, response, call, job.content_type, svc.tracer.on)
                 await write(render(first))  # with the head, even when empty (``_Reply``)
-                async for batch in batches:
-                    data = render(batch)
-                    if data:
-                        await write(data)
+                await (
+                    batches.pump(render, write)  # every adapter's: no coroutine a read
+                    if isinstance(batches, Translated)
+                    else _pump(batches, render, write)
+                )
             metered.closing = True
             await response.write_eof(_end(job, call))
             metered.succeed()
@@ -331,6 +334,18 @@ async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
             # billed once the reply started (a translator may count a read before that)
             metered.delivered(job.delivered() if metered.first_byte is not None else None)
     return response
+
+
+async def _pump(
+    batches: Batches[B],
+    render: Callable[[Sequence[B]], bytes],
+    write: Callable[[bytes], Awaitable[None]],
+) -> None:
+    """Every batch left, each rendered and written unless it renders empty."""
+    async for batch in batches:
+        data = render(batch)
+        if data:
+            await write(data)
 
 
 async def _admitted(request: web.Request, job: Job) -> tuple[Services, Call]:
@@ -388,11 +403,18 @@ def _finished_with(call: Call, response: web.Response) -> None:
 
 
 def _writer(
-    response: web.StreamResponse, call: Call, content_type: str, *, tracing: bool
+    writer: AbstractStreamWriter | None,
+    response: web.StreamResponse,
+    call: Call,
+    content_type: str,
+    tracing: bool,
 ) -> Callable[[bytes], Awaitable[None]]:
     """How a stream's pieces are written: to the caller, and also to the call's content
-    capture (a group that keeps content) and its finish reasons (a traced call)."""
-    write: Callable[[bytes], Awaitable[None]] = response.write
+    capture (a group that keeps content) and its finish reasons (a traced call). To the
+    caller is to the writer ``prepare`` returned (what ``response.write`` awaits once it
+    checked the reply is started and not ended, as it is here: one coroutine a read
+    less)."""
+    write: Callable[[bytes], Awaitable[None]] = response.write if writer is None else writer.write
     if call.content is not None:
         write = _capturing(write, call.content, content_type)
     if tracing:

@@ -109,8 +109,47 @@ class Translated(Generic[T]):
                     self._end = True
             if out:
                 return out
+        self._raise_end()
+        raise StopAsyncIteration
+
+    async def pump(
+        self, render: Callable[[Sequence[T]], bytes], write: Callable[[bytes], Awaitable[None]]
+    ) -> None:
+        """Every batch left, each rendered and written (unless it renders empty), until the
+        stream ends; raises what ``__anext__`` would. The runner's ``async for`` over the
+        batches written out here: one coroutine a stream, not two a read."""
+        translator, reply = self._translator, self._reply
+        now, arrival, timeout = reply.piece_now, reply.arrival, reply.read_timeout
+        while self._end is False:
+            try:  # ``reply.next_piece()``, written out
+                data = now()
+                while data is None:
+                    await arrival(timeout)
+                    data = now()
+            except Exception as error:
+                failure = upstream_failure(self._channel, error)
+                if failure is None:
+                    raise
+                raise failure from None
+            if not data:
+                out = translator.end()
+                cut = translator.failure
+                self._end = True if cut is None else self._fault(cut)
+            else:
+                out = translator.feed(data)
+                if translator.failure is not None:
+                    self._end = self._fault(translator.failure)
+                elif translator.done:
+                    self._end = True
+            if out:
+                data = render(out)
+                if data:
+                    await write(data)
+        self._raise_end()
+
+    def _raise_end(self) -> None:
+        """Raise the failure that ended the stream, once."""
         end = self._end
         if isinstance(end, UpstreamError):
             self._end = True
             raise end
-        raise StopAsyncIteration

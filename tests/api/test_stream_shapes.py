@@ -30,13 +30,16 @@ async def test_one_event_reads_are_relayed_by_shape_as_the_dict_way_would(
     gateway: Gateway, key: str, engine: FakeEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     taken: list[bytes] = []
-    same = openai_relay.OpenAIRelay._same
+    feed = openai_relay.OpenAIRelay.feed
 
-    def counted(relay: openai_relay.OpenAIRelay, *args: Any) -> bytes:
-        taken.append(args[1])
-        return same(relay, *args)
+    def counted(relay: openai_relay.OpenAIRelay, data: bytes) -> list[bytes]:
+        before = relay.shaped
+        out = feed(relay, data)
+        if relay.shaped > before and data.count(b"\n\n") == 1:  # a read of one event
+            taken.append(data)
+        return out
 
-    monkeypatch.setattr(openai_relay.OpenAIRelay, "_same", counted)
+    monkeypatch.setattr(openai_relay.OpenAIRelay, "feed", counted)
 
     engine.behaviour = Behaviour(joined=True, words=WORDS)  # one read: the dict way
     whole, whole_usage = await streamed(gateway, key)

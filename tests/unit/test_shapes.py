@@ -191,6 +191,10 @@ def between(text_literal: bytes) -> bytes:
         b'"unterminated\\"',
         b'"\xff"',  # not UTF-8
         b"1",
+        b' "a"',  # a string with blanks around it: JSON, but not what the dict way writes
+        b'"a"\t',
+        b'"',
+        b"",
         b'"a"}],"usage":{"prompt_tokens":1,"completion_tokens":2},"z":[{"q":"',
     ],
 )
