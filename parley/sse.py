@@ -138,11 +138,11 @@ class SseParser:
             return None
         # Each event is "data: " and a line: the chunk holds no line end but the two after
         # each event ("data: " inside a value only sends us the slow way). Checked with
-        # partition, slices and `in` with a byte as a number (13 is CR, 10 LF): a bytes
-        # method that takes arguments costs about a thousand instructions a call here, and
-        # `in` with a bytes operand two (it first fails as a number), and this runs once
-        # per read. One event (how an engine sends each token) is two partitions: the line,
-        # then nothing but the blank line's LF; "data: ", with nothing before it, and the data.
+        # partition, slices and `in` with a byte as a number (13 is CR, 10 LF), which cost
+        # less than a bytes method that parses its arguments or `in` with a bytes operand
+        # (docs/performance.md, Speed habits), and this runs once per read. One event (how
+        # an engine sends each token) is two partitions: the line, then nothing but the
+        # blank line's LF; "data: ", with nothing before it, and the data.
         line, _, rest = chunk.partition(b"\n")
         if rest == b"\n":
             before, field, value = line.partition(b"data: ")

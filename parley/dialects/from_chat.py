@@ -74,7 +74,8 @@ class FromChatChunks(ChunkParsing, ABC):
         # The learned shape's read: ``data: H"...."T`` and the blank line, nothing else
         # (no shape is kept once the parser holds part of an event, or the stream ended).
         # Written out here and in ``_payloads``, as in ``OpenAIRelay``: this runs once per
-        # token, where a helper method's call and tuple cost more than the repetition.
+        # token, where a method returning the literal and its text costs more than the
+        # repetition.
         if (
             shape is not None
             and len(data) <= self._limit
