@@ -23,27 +23,25 @@ its request id beginning with the session's id (``rtsess_…_<n>``). A refused p
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import io
 import itertools
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 import orjson
 from aiohttp import web
 
+from parley.api.cascade_answer import BYTES_PER_MS, Answer, Reply, Spoken
 from parley.api.chat import ChatStream
 from parley.api.chat_request import parse_chat
 from parley.api.speech import SpeechJob
 from parley.api.transcription_form import SpeechToText
 from parley.api.transcriptions import WholeTranscription
 from parley.audio.info import AudioInfo
-from parley.audio.resample import Resampler
 from parley.audio.sniff import Container
 from parley.audio.vad import VoiceDetector
 from parley.audio.wav import wav_header
@@ -64,7 +62,6 @@ from parley.dialects.realtime_fields import (
 )
 from parley.domain.models import CHAT_KINDS, Cascade, Resolved
 from parley.domain.realtime_sessions import PREFIX as SESSION_PREFIX
-from parley.domain.sentences import Sentences
 from parley.errors import INTERNAL_ERROR_MESSAGE, ParleyError
 from parley.pipeline import runner
 from parley.pipeline.admit import scopes_for
@@ -97,14 +94,11 @@ from parley.settings import RealtimeSettings
 
 log = logging.getLogger("parley.realtime")
 
-BYTES_PER_MS = RATE * 2 // 1000
 MIN_COMMIT_MS = 100
 """The least audio a commit takes (OpenAI's own bound)."""
 KEEP_MS = 100
 """Between turns the buffer keeps the prefix padding and this much more (the detector
 reports a start some frames after the first voiced one)."""
-DELTA_BYTES = RATE * 2 // 5
-"""Output audio leaves in deltas of at most this many bytes (a fifth of a second)."""
 PCM = {"type": "audio/pcm", "rate": RATE}
 MODALITIES = (["audio"], ["text"])
 TRANSCRIPTION_KINDS = frozenset({"transcription"})
@@ -162,28 +156,6 @@ class _Transcription(WholeTranscription):
     operation = TRANSCRIPTION_PART
 
 
-@dataclass(slots=True)
-class Spoken:
-    """An assistant item's audio as sent: each sentence with where its audio ends."""
-
-    sentences: list[tuple[str, int]] = field(default_factory=list)
-    audio_ms: int = 0
-
-
-@dataclass(slots=True)
-class Reply:
-    """One response: its options, what it produced, and how it ended."""
-
-    id: str
-    options: dict[str, Any]
-    status: str = "in_progress"
-    details: dict[str, Any] | None = None
-    output: list[dict[str, Any]] = field(default_factory=list)
-    usage: dict[str, Any] | None = None
-    task: asyncio.Task[None] | None = None
-    cancel_reason: str = "client_cancelled"
-
-
 class CascadeSession:
     """One realtime session Parley speaks itself (see the module's docstring)."""
 
@@ -221,8 +193,8 @@ class CascadeSession:
         self._detector: VoiceDetector | None = self._new_detector()
         self._speech_item: str | None = None
         """The item a turn in progress will be committed as (after ``speech_started``)."""
-        self._items: list[dict[str, Any]] = []
-        self._spoken: dict[str, Spoken] = {}
+        self.items: list[dict[str, Any]] = []
+        self.spoken: dict[str, Spoken] = {}
         self._hearing: dict[str, asyncio.Task[None]] = {}
         self._reply: Reply | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -276,7 +248,7 @@ class CascadeSession:
 
     async def _from_caller(self) -> None:
         socket, idle = self._socket, self._settings.idle_seconds
-        await self._send_event({"type": "session.created", "session": self._session()})
+        await self.send_event({"type": "session.created", "session": self._session()})
         if self._bound is not None:
             bound = orjson.dumps({"type": "session.update", "session": self._bound})
             await self._client_event(bound)
@@ -306,26 +278,26 @@ class CascadeSession:
         kind, body, event_id = event.type, event.body, event.event_id
         if kind == "session.update":
             self._update(body["session"], event_id)
-            await self._send_event({"type": "session.updated", "session": self._session()})
+            await self.send_event({"type": "session.updated", "session": self._session()})
         elif kind == "input_audio_buffer.append":
             await self._append(read_audio(body["audio"], event_id), event_id)
         elif kind == "input_audio_buffer.commit":
             await self._commit(event_id, manual=True)
         elif kind == "input_audio_buffer.clear":
             self._clear()
-            await self._send_event({"type": "input_audio_buffer.cleared"})
+            await self.send_event({"type": "input_audio_buffer.cleared"})
         elif kind == "output_audio_buffer.clear":
-            await self._send_event({"type": "output_audio_buffer.cleared"})
+            await self.send_event({"type": "output_audio_buffer.cleared"})
         elif kind == "conversation.item.create":
             await self._create_item(body, event_id)
         elif kind == "conversation.item.retrieve":
             item = self._item(body.get("item_id"), event_id)
-            await self._send_event({"type": "conversation.item.retrieved", "item": item})
+            await self.send_event({"type": "conversation.item.retrieved", "item": item})
         elif kind == "conversation.item.delete":
             item = self._item(body.get("item_id"), event_id)
-            self._items.remove(item)
-            self._spoken.pop(item["id"], None)
-            await self._send_event({"type": "conversation.item.deleted", "item_id": item["id"]})
+            self.items.remove(item)
+            self.spoken.pop(item["id"], None)
+            await self.send_event({"type": "conversation.item.deleted", "item_id": item["id"]})
         elif kind == "conversation.item.truncate":
             await self._truncate_asked(body, event_id)
         elif kind == "response.create":
@@ -459,8 +431,8 @@ class CascadeSession:
             self._drop(len(self._buffer) - keep)
 
     async def _started(self, at_ms: int) -> None:
-        self._speech_item = self._new_id("item")
-        await self._send_event(
+        self._speech_item = self.new_id("item")
+        await self.send_event(
             {
                 "type": "input_audio_buffer.speech_started",
                 "audio_start_ms": at_ms,
@@ -473,7 +445,7 @@ class CascadeSession:
             await self._cancel(reply, "turn_detected")
 
     async def _stopped(self, at_ms: int) -> None:
-        await self._send_event(
+        await self.send_event(
             {
                 "type": "input_audio_buffer.speech_stopped",
                 "audio_end_ms": at_ms,
@@ -507,9 +479,9 @@ class CascadeSession:
                 event_id=event_id,
             )
         pcm = bytes(self._buffer)
-        item_id = self._speech_item or self._new_id("item")
+        item_id = self._speech_item or self.new_id("item")
         self._clear()
-        previous = self._items[-1]["id"] if self._items else None
+        previous = self.items[-1]["id"] if self.items else None
         item = {
             "id": item_id,
             "object": "realtime.item",
@@ -518,15 +490,15 @@ class CascadeSession:
             "role": "user",
             "content": [{"type": "input_audio", "transcript": None}],
         }
-        self._items.append(item)
-        await self._send_event(
+        self.items.append(item)
+        await self.send_event(
             {
                 "type": "input_audio_buffer.committed",
                 "previous_item_id": previous,
                 "item_id": item_id,
             }
         )
-        await self._send_event(
+        await self.send_event(
             {"type": "conversation.item.added", "previous_item_id": previous, "item": item}
         )
         detection = self._config["turn_detection"]
@@ -534,7 +506,7 @@ class CascadeSession:
         self._hear(item, pcm, answer=answer)
 
     def _hear(self, item: dict[str, Any], pcm: bytes, *, answer: bool) -> None:
-        hearing = self._spawn(self._transcribe(item, pcm, answer=answer))
+        hearing = self.spawn(self._transcribe(item, pcm, answer=answer))
         self._hearing[item["id"]] = hearing
         hearing.add_done_callback(lambda _: self._hearing.pop(item["id"], None))
 
@@ -573,7 +545,7 @@ class CascadeSession:
             await self._transcription_failed(item_id, ParleyError(INTERNAL_ERROR_MESSAGE))
             return
         item["content"][0]["transcript"] = text
-        await self._send_event(
+        await self.send_event(
             {
                 "type": "conversation.item.input_audio_transcription.completed",
                 "item_id": item_id,
@@ -582,13 +554,13 @@ class CascadeSession:
                 "usage": {"type": "duration", "seconds": job.billed},
             }
         )
-        await self._send_event({"type": "conversation.item.done", "item": item})
-        if answer and text.strip() and self._reply is None and item in self._items:
+        await self.send_event({"type": "conversation.item.done", "item": item})
+        if answer and text.strip() and self._reply is None and item in self.items:
             self._start_reply({}, None)
 
     async def _transcription_failed(self, item_id: str, error: ParleyError) -> None:
         await self._send(self._error(error.message, error.code or "transcription_failed"))
-        await self._send_event(
+        await self.send_event(
             {
                 "type": "conversation.item.input_audio_transcription.failed",
                 "item_id": item_id,
@@ -601,8 +573,8 @@ class CascadeSession:
 
     async def _create_item(self, body: dict[str, Any], event_id: str | None) -> None:
         item = read_item(body.get("item"), event_id)
-        item.setdefault("id", self._new_id("item"))
-        if any(known["id"] == item["id"] for known in self._items):
+        item.setdefault("id", self.new_id("item"))
+        if any(known["id"] == item["id"] for known in self.items):
             raise BadEvent(
                 f"An item with id '{item['id'][:64]}' already exists.",
                 code="item_exists",
@@ -611,25 +583,25 @@ class CascadeSession:
             )
         after = body.get("previous_item_id")
         if after is None or after == "":
-            self._items.append(item)
+            self.items.append(item)
         elif after == "root":
-            self._items.insert(0, item)
+            self.items.insert(0, item)
         else:
             place = self._item(after, event_id, param="previous_item_id")
-            self._items.insert(self._items.index(place) + 1, item)
-        index = self._items.index(item)
-        previous = self._items[index - 1]["id"] if index else None
+            self.items.insert(self.items.index(place) + 1, item)
+        index = self.items.index(item)
+        previous = self.items[index - 1]["id"] if index else None
         audio = item.pop("_audio", None)
-        await self._send_event(
+        await self.send_event(
             {"type": "conversation.item.added", "previous_item_id": previous, "item": item}
         )
         if audio is not None:
             self._hear(item, audio, answer=False)
             return
-        await self._send_event({"type": "conversation.item.done", "item": item})
+        await self.send_event({"type": "conversation.item.done", "item": item})
 
     def _item(self, item_id: Any, event_id: str | None, param: str = "item_id") -> dict[str, Any]:
-        for item in self._items:
+        for item in self.items:
             if item["id"] == item_id:
                 return item
         said = str(item_id)[:64]
@@ -643,7 +615,7 @@ class CascadeSession:
     async def _truncate_asked(self, body: dict[str, Any], event_id: str | None) -> None:
         item = self._item(body.get("item_id"), event_id)
         end = body.get("audio_end_ms")
-        spoken = self._spoken.get(item["id"])
+        spoken = self.spoken.get(item["id"])
         if spoken is None or item.get("role") != "assistant":
             raise BadEvent(
                 "Only an assistant item with audio can be truncated.",
@@ -658,19 +630,19 @@ class CascadeSession:
                 param="audio_end_ms",
                 event_id=event_id,
             )
-        await self._truncate(item, end)
+        await self.truncate(item, end)
 
-    async def _truncate(self, item: dict[str, Any], end_ms: int) -> None:
+    async def truncate(self, item: dict[str, Any], end_ms: int) -> None:
         """The item keeps the sentences whose audio ended by ``end_ms``: what the caller
         heard is what the chat model is later told it said."""
-        spoken = self._spoken.get(item["id"], Spoken())
+        spoken = self.spoken.get(item["id"], Spoken())
         kept = [text for text, ends in spoken.sentences if ends <= end_ms]
         spoken.sentences = spoken.sentences[: len(kept)]
         spoken.audio_ms = end_ms
         for part in item["content"]:
             if part.get("type") in ("output_audio", "audio"):
                 part["transcript"] = " ".join(kept)
-        await self._send_event(
+        await self.send_event(
             {
                 "type": "conversation.item.truncated",
                 "item_id": item["id"],
@@ -715,9 +687,9 @@ class CascadeSession:
         self._start_reply(options, event_id)
 
     def _start_reply(self, options: dict[str, Any], event_id: str | None) -> None:
-        reply = Reply(self._new_id("resp"), {**self._config, **options})
+        reply = Reply(self.new_id("resp"), {**self._config, **options})
         self._reply = reply
-        reply.task = self._spawn(self._respond(reply))
+        reply.task = self.spawn(self._respond(reply))
 
     async def _cancel(self, reply: Reply, reason: str) -> None:
         """End a response where it is (its parts metered for what they delivered)."""
@@ -731,16 +703,16 @@ class CascadeSession:
 
     async def _respond(self, reply: Reply) -> None:
         """One response: the chat part streamed, its sentences spoken as they come."""
-        answer: _Answer | None = None
+        answer: Answer | None = None
         try:
             if self._hearing:  # the turns committed before it are heard first
                 await asyncio.wait(list(self._hearing.values()))
             self._key_in_force()
             self._live.turn()
-            await self._send_event({"type": "response.created", "response": self._response(reply)})
+            await self.send_event({"type": "response.created", "response": self._response(reply)})
             limits = await rate_limits(self._svc, scopes_for(self._caller))
-            await self._send_event({"type": "rate_limits.updated", "rate_limits": limits})
-            answer = _Answer(self, reply)
+            await self.send_event({"type": "rate_limits.updated", "rate_limits": limits})
+            answer = Answer(self, reply)
             finish = await answer.run()
             reply.status = "incomplete" if finish == "length" else "completed"
             if finish == "length":
@@ -762,7 +734,7 @@ class CascadeSession:
             if answer is not None:
                 await answer.close()
             self._reply = None
-        await self._send_event({"type": "response.done", "response": self._response(reply)})
+        await self.send_event({"type": "response.done", "response": self._response(reply)})
 
     async def _response_failed(self, reply: Reply, failure: BaseException) -> None:
         """A part of the response was refused or failed: the caller is told (an
@@ -816,13 +788,13 @@ class CascadeSession:
             "metadata": options.get("metadata"),
         }
 
-    def _messages(self, reply: Reply) -> list[dict[str, Any]]:
+    def messages(self, reply: Reply) -> list[dict[str, Any]]:
         """The conversation as chat messages: the instructions, then each item."""
         messages: list[dict[str, Any]] = []
         instructions = reply.options["instructions"]
         if instructions:
             messages.append({"role": "system", "content": instructions})
-        for item in self._items:
+        for item in self.items:
             kind = item.get("type")
             if kind == "function_call":
                 call = {
@@ -867,6 +839,10 @@ class CascadeSession:
             )
         )
 
+    @property
+    def chat_model(self) -> str:
+        return self._parts.chat
+
     async def chat(self, body: dict[str, Any], write: Callable[[bytes], Awaitable[None]]) -> None:
         raw = orjson.dumps(body)
         job = _Chat(parse_chat(body, len(raw)), self._svc, None, None)
@@ -901,17 +877,17 @@ class CascadeSession:
 
     # Sending
 
-    def _spawn(self, work: Awaitable[None]) -> asyncio.Task[None]:
+    def spawn(self, work: Awaitable[None]) -> asyncio.Task[None]:
         task: asyncio.Task[None] = asyncio.ensure_future(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
 
-    def _new_id(self, kind: str) -> str:
+    def new_id(self, kind: str) -> str:
         return f"{kind}_{self._tag}{next(self._ids):x}"
 
-    async def _send_event(self, event: dict[str, Any]) -> None:
-        event["event_id"] = self._new_id("event")
+    async def send_event(self, event: dict[str, Any]) -> None:
+        event["event_id"] = self.new_id("event")
         await self._send(orjson.dumps(event).decode())
 
     async def _send(self, data: str) -> None:
@@ -952,339 +928,8 @@ class CascadeSession:
             kind=kind,
             param=param,
             event_id=event_id,
-            server_event_id=self._new_id("event"),
+            server_event_id=self.new_id("event"),
         )
-
-
-class _Answer:
-    """One response's output: the chat part streamed, its text told as it comes and,
-    for an audio response, spoken sentence by sentence while the rest is written."""
-
-    def __init__(self, session: CascadeSession, reply: Reply) -> None:
-        self._session = session
-        self._reply = reply
-        self._audio = "audio" in reply.options["output_modalities"]
-        self._message: dict[str, Any] | None = None
-        self._part: dict[str, Any] = {}
-        self._index = 0
-        self._text: list[str] = []
-        self._calls: dict[int, tuple[int, dict[str, Any]]] = {}
-        self._sentences = Sentences()
-        self._queue: asyncio.Queue[str | None] = asyncio.Queue()
-        self._speaker: asyncio.Task[None] | None = None
-        self._spoken = Spoken()
-        self._sse = b""
-        self._finish: str | None = None
-        self._cut = False
-        self.failure: Exception | None = None
-        """Why a sentence could not be spoken (the response fails with it)."""
-
-    async def run(self) -> str | None:
-        """Stream the answer; the chat's finish reason once every sentence is spoken."""
-        await self._session.chat(self._body(), self._read)
-        rest = self._sentences.rest()
-        if rest and self._audio:
-            await self._say(rest)
-        if self._speaker is not None:
-            await self._queue.put(None)
-            await self._speaker
-        if self.failure is not None:
-            raise self.failure
-        return self._finish
-
-    def _body(self) -> dict[str, Any]:
-        options = self._reply.options
-        body: dict[str, Any] = {
-            "model": self._session._parts.chat,
-            "messages": self._session._messages(self._reply),
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
-        tools = [
-            {
-                "type": "function",
-                "function": {
-                    key: tool[key] for key in ("name", "description", "parameters") if key in tool
-                },
-            }
-            for tool in options["tools"]
-        ]
-        if tools:
-            body["tools"] = tools
-            choice = options["tool_choice"]
-            if isinstance(choice, dict) and isinstance(choice.get("name"), str):
-                choice = {"type": "function", "function": {"name": choice["name"]}}
-            if choice in ("auto", "none", "required") or isinstance(choice, dict):
-                body["tool_choice"] = choice
-        limit = options["max_output_tokens"]
-        if type(limit) is int:
-            body["max_tokens"] = limit
-        return body
-
-    async def _read(self, data: bytes) -> None:
-        """The chat part's rendered stream (Server-Sent Events of chat chunks)."""
-        self._sse += data
-        *events, self._sse = self._sse.split(b"\n\n")
-        for event in events:
-            for line in event.split(b"\n"):
-                if not line.startswith(b"data:"):
-                    continue
-                payload = line[5:].strip()
-                if payload and payload != b"[DONE]":
-                    chunk = orjson.loads(payload)
-                    if isinstance(chunk, dict):
-                        await self._chunk(chunk)
-
-    async def _chunk(self, chunk: dict[str, Any]) -> None:
-        usage = chunk.get("usage")
-        if isinstance(usage, dict):
-            self._reply.usage = _usage(usage)
-        for choice in chunk.get("choices") or ():
-            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
-                continue
-            delta = choice.get("delta")
-            if isinstance(delta, dict):
-                content = delta.get("content")
-                if isinstance(content, str) and content:
-                    await self._said(content)
-                for call in delta.get("tool_calls") or ():
-                    if isinstance(call, dict):
-                        await self._calling(call)
-            if isinstance(choice.get("finish_reason"), str):
-                self._finish = choice["finish_reason"]
-
-    async def _said(self, text: str) -> None:
-        if self._message is None:
-            await self._open_message()
-        self._text.append(text)
-        assert self._message is not None
-        kind = (
-            "response.output_audio_transcript.delta"
-            if self._audio
-            else "response.output_text.delta"
-        )
-        await self._session._send_event(
-            {
-                "type": kind,
-                "response_id": self._reply.id,
-                "item_id": self._message["id"],
-                "output_index": self._index,
-                "content_index": 0,
-                "delta": text,
-            }
-        )
-        if self._audio:
-            for sentence in self._sentences.feed(text):
-                await self._say(sentence)
-
-    async def _open_message(self) -> None:
-        session, reply = self._session, self._reply
-        item: dict[str, Any] = {
-            "id": session._new_id("item"),
-            "object": "realtime.item",
-            "type": "message",
-            "status": "in_progress",
-            "role": "assistant",
-            "content": [],
-        }
-        self._part = (
-            {"type": "output_audio", "transcript": ""}
-            if self._audio
-            else {"type": "output_text", "text": ""}
-        )
-        self._message = item
-        self._index = await self._added(item)
-        await session._send_event(
-            {
-                "type": "response.content_part.added",
-                "response_id": reply.id,
-                "item_id": item["id"],
-                "output_index": self._index,
-                "content_index": 0,
-                "part": self._part,
-            }
-        )
-        item["content"].append(self._part)
-        if self._audio:
-            session._spoken[item["id"]] = self._spoken
-            self._speaker = session._spawn(self._speak_all())
-
-    async def _added(self, item: dict[str, Any]) -> int:
-        """A new output item: in the response and the conversation, told to the caller."""
-        session, reply = self._session, self._reply
-        index = len(reply.output)
-        previous = session._items[-1]["id"] if session._items else None
-        reply.output.append(item)
-        session._items.append(item)
-        await session._send_event(
-            {
-                "type": "response.output_item.added",
-                "response_id": reply.id,
-                "output_index": index,
-                "item": item,
-            }
-        )
-        await session._send_event(
-            {"type": "conversation.item.added", "previous_item_id": previous, "item": item}
-        )
-        return index
-
-    async def _calling(self, delta: dict[str, Any]) -> None:
-        place = delta.get("index", 0)
-        function = delta.get("function") if isinstance(delta.get("function"), dict) else {}
-        assert isinstance(function, dict)
-        known = self._calls.get(place) if isinstance(place, int) else None
-        if known is None:
-            call_id = delta.get("id")
-            item: dict[str, Any] = {
-                "id": self._session._new_id("item"),
-                "object": "realtime.item",
-                "type": "function_call",
-                "status": "in_progress",
-                "call_id": call_id if isinstance(call_id, str) else self._session._new_id("call"),
-                "name": function.get("name") if isinstance(function.get("name"), str) else "",
-                "arguments": "",
-            }
-            known = (await self._added(item), item)
-            self._calls[place if isinstance(place, int) else len(self._calls)] = known
-        index, item = known
-        name = function.get("name")
-        if isinstance(name, str) and name and not item["name"]:
-            item["name"] = name
-        arguments = function.get("arguments")
-        if isinstance(arguments, str) and arguments:
-            item["arguments"] += arguments
-            await self._session._send_event(
-                {
-                    "type": "response.function_call_arguments.delta",
-                    "response_id": self._reply.id,
-                    "item_id": item["id"],
-                    "output_index": index,
-                    "call_id": item["call_id"],
-                    "delta": arguments,
-                }
-            )
-
-    async def _say(self, sentence: str) -> None:
-        await self._queue.put(sentence)
-
-    async def _speak_all(self) -> None:
-        """Speak each sentence in turn. A sentence refused or failed fails the response:
-        it is kept as ``failure`` and the response's task cancelled (the chat part is cut
-        where it is, not failed: it did nothing wrong)."""
-        try:
-            await self._speak_each()
-        except Exception as failure:
-            self.failure = failure
-            if self._reply.task is not None:
-                self._reply.task.cancel()
-
-    async def _speak_each(self) -> None:
-        while True:
-            sentence = await self._queue.get()
-            if sentence is None:
-                return
-            resampler: Resampler | None = None
-
-            async def heard(pcm: bytes, rate: int) -> None:
-                nonlocal resampler
-                if resampler is None:
-                    resampler = Resampler(rate, RATE)
-                await self._audio_out(resampler.feed(pcm))
-
-            await self._session.speak(sentence, self._reply.options["voice"], heard)
-            if resampler is not None:
-                await self._audio_out(resampler.finish())
-            self._spoken.sentences.append((sentence, self._spoken.audio_ms))
-
-    async def _audio_out(self, pcm: bytes) -> None:
-        assert self._message is not None
-        for start in range(0, len(pcm), DELTA_BYTES):
-            piece = pcm[start : start + DELTA_BYTES]
-            self._spoken.audio_ms += len(piece) // BYTES_PER_MS
-            await self._session._send_event(
-                {
-                    "type": "response.output_audio.delta",
-                    "response_id": self._reply.id,
-                    "item_id": self._message["id"],
-                    "output_index": self._index,
-                    "content_index": 0,
-                    "delta": base64.b64encode(piece).decode("ascii"),
-                }
-            )
-
-    async def _stop_speaking(self) -> None:
-        speaker = self._speaker
-        if speaker is not None and not speaker.done():
-            speaker.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await speaker
-
-    async def cut(self) -> None:
-        """The response was cancelled: speech stops, and an audio item keeps what it
-        said up to where its audio stopped (barge-in's truncation)."""
-        await self._stop_speaking()
-        if self._message is not None and self._audio:
-            self._cut = True
-            await self._session._truncate(self._message, self._spoken.audio_ms)
-
-    async def close(self) -> None:
-        """Every item opened is done (completed, or incomplete when the response was
-        not), and told so."""
-        await self._stop_speaking()
-        session, reply = self._session, self._reply
-        status = "completed" if reply.status == "completed" else "incomplete"
-        message = self._message
-        if message is not None:
-            common = {
-                "response_id": reply.id,
-                "item_id": message["id"],
-                "output_index": self._index,
-                "content_index": 0,
-            }
-            text = "".join(self._text)
-            if self._audio:
-                if not self._cut:
-                    self._part["transcript"] = text
-                said = self._part["transcript"]
-                await session._send_event({"type": "response.output_audio.done", **common})
-                await session._send_event(
-                    {"type": "response.output_audio_transcript.done", **common, "transcript": said}
-                )
-            else:
-                self._part["text"] = text
-                await session._send_event(
-                    {"type": "response.output_text.done", **common, "text": text}
-                )
-            await session._send_event(
-                {"type": "response.content_part.done", **common, "part": self._part}
-            )
-            await self._done(message, self._index, status)
-        for index, item in self._calls.values():
-            await session._send_event(
-                {
-                    "type": "response.function_call_arguments.done",
-                    "response_id": reply.id,
-                    "item_id": item["id"],
-                    "output_index": index,
-                    "call_id": item["call_id"],
-                    "name": item["name"],
-                    "arguments": item["arguments"],
-                }
-            )
-            await self._done(item, index, status)
-
-    async def _done(self, item: dict[str, Any], index: int, status: str) -> None:
-        item["status"] = status
-        await self._session._send_event(
-            {
-                "type": "response.output_item.done",
-                "response_id": self._reply.id,
-                "output_index": index,
-                "item": item,
-            }
-        )
-        await self._session._send_event({"type": "conversation.item.done", "item": item})
 
 
 def _transcript(reply: web.StreamResponse) -> str:
@@ -1292,25 +937,3 @@ def _transcript(reply: web.StreamResponse) -> str:
     found = orjson.loads(body) if isinstance(body, bytes) else None
     text = found.get("text") if isinstance(found, dict) else None
     return text.strip() if isinstance(text, str) else ""
-
-
-def _usage(usage: dict[str, Any]) -> dict[str, Any] | None:
-    """The chat part's usage in a ``response.done``'s shape (all of it text)."""
-    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-    if type(prompt) is not int or type(completion) is not int:
-        return None
-    details = usage.get("prompt_tokens_details")
-    cached = details.get("cached_tokens") if isinstance(details, dict) else 0
-    cached = cached if type(cached) is int else 0
-    return {
-        "total_tokens": prompt + completion,
-        "input_tokens": prompt,
-        "output_tokens": completion,
-        "input_token_details": {
-            "text_tokens": prompt,
-            "audio_tokens": 0,
-            "cached_tokens": cached,
-            "cached_tokens_details": {"text_tokens": cached, "audio_tokens": 0},
-        },
-        "output_token_details": {"text_tokens": completion, "audio_tokens": 0},
-    }
