@@ -148,9 +148,13 @@ def test_a_file_that_shrinks_while_sent_is_an_error() -> None:
 
 
 def test_a_bytes_io_works_as_the_file() -> None:
-    part = FilePart("file", "a.wav", "audio/wav", io.BytesIO(b"abc"))
+    # The boundary is hex, so the payload holds letters it never does.
+    part = FilePart("file", "a.wav", "audio/wav", io.BytesIO(b"wxyz"))
     body = MultipartBody([], part)
-    assert b"".join(body.pieces()).count(b"abc") == 1
+    whole = b"".join(body.pieces())
+    assert len(whole) == body.length
+    assert whole.count(b"wxyz") == 1
+    assert whole.endswith(b"\r\n\r\nwxyz\r\n--" + body.boundary.encode() + b"--\r\n")
 
 
 def test_several_files_go_in_order_each_with_its_part_head() -> None:
