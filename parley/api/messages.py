@@ -35,7 +35,7 @@ from parley.dialects.chat_to_messages import ChatToMessages
 from parley.dialects.messages_relay import MessagesRelay
 from parley.dialects.translator import Translator, estimate
 from parley.domain.models import CHAT_KINDS, Resolved
-from parley.domain.usage import NOTHING, Allowance, Usage, with_estimate
+from parley.domain.usage import NOTHING, UNBOUNDED, Allowance, Usage, with_estimate
 from parley.domain.value import value
 from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, ParleyError
@@ -91,7 +91,7 @@ class Answer:
 
 
 class _MessagesJob:
-    __slots__ = ("_call", "_large", "_messages", "_model", "_providers")
+    __slots__ = ("_allowed", "_call", "_large", "_messages", "_model", "_providers")
 
     def __init__(
         self, messages: MessagesRequest, providers: ProviderRegistry, large: Large | None = None
@@ -101,6 +101,9 @@ class _MessagesJob:
         self._large = large
         self._model = ""
         self._call = messages.call()
+        self._allowed = UNBOUNDED
+        """The allowance the runner asked for at admission (``allowance``): a stream's
+        ``message_delta`` says what is billed, capped there."""
 
     def _adapter(self, route: Route) -> tuple[Chat, bool]:
         """The route's adapter, and whether it passes the call through."""
@@ -134,7 +137,8 @@ class _MessagesJob:
         prompt, output = self._messages.prompt_ceiling, self._messages.max_tokens
         if window is not None:
             prompt, output = min(prompt, window), min(output, window)
-        return Allowance(prompt_tokens=prompt, completion_tokens=output)
+        allowed = self._allowed = Allowance(prompt_tokens=prompt, completion_tokens=output)
+        return allowed
 
     async def _written(self, route: Route) -> ChatCall:
         """The call for a translating route: for a large body, carrying its upstream's
@@ -210,7 +214,11 @@ class MessagesStream(_MessagesJob):
             return adapter.relay_stream(route.target, call.dialect, call.body, call.beta, relay)
         message_id = ID_PREFIX + secrets.token_hex(12)
         translator = ChatToMessages(
-            self._model, message_id, messages.prompt_estimate, self._max_event_bytes
+            self._model,
+            message_id,
+            messages.prompt_estimate,
+            self._allowed,
+            self._max_event_bytes,
         )
         self._translator = translator
         if self._large is None:

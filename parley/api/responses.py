@@ -46,7 +46,7 @@ from parley.dialects.responses_relay import read_usage as read_responses_usage
 from parley.dialects.translator import estimate
 from parley.domain.models import CHAT_KINDS, Resolved
 from parley.domain.responses import StoredResponse, is_response_id
-from parley.domain.usage import Allowance, Usage, with_estimate
+from parley.domain.usage import UNBOUNDED, Allowance, Usage, with_estimate
 from parley.domain.value import value
 from parley.domain.wire import JSON
 from parley.errors import InvalidRequest, ParleyError, ServiceUnavailable
@@ -118,6 +118,7 @@ async def create_response(request: web.Request) -> web.StreamResponse:
 
 class _ResponsesJob:
     __slots__ = (
+        "_allowed",
         "_bodies",
         "_book",
         "_call",
@@ -150,6 +151,9 @@ class _ResponsesJob:
         self._id = responses_objects.new_id("resp_")
         self._created_at = int(time.time())
         self._call = parsed.call()
+        self._allowed = UNBOUNDED
+        """The allowance the runner asked for at admission (``allowance``): a stream's
+        ``usage`` says what is billed, capped there."""
 
     @property
     def operation(self) -> Operation:
@@ -177,7 +181,8 @@ class _ResponsesJob:
         return reservation(self._parsed.text, model, caller, self._default_max)
 
     def allowance(self, model: Resolved) -> Allowance:
-        return allowance(self._parsed.text, model, self._default_max)
+        allowed = self._allowed = allowance(self._parsed.text, model, self._default_max)
+        return allowed
 
     def _skeleton(self) -> JSON:
         return responses_objects.skeleton(
@@ -332,6 +337,7 @@ class ResponsesStream(_ResponsesJob):
         translator = ChatToResponses(
             self._skeleton(),
             self._parsed.text.prompt_estimate,
+            self._allowed,
             self._max_event_bytes,
             responses_objects.item_ids(self._id),
         )
@@ -359,7 +365,7 @@ class ResponsesStream(_ResponsesJob):
     def failure(self, error: ParleyError) -> bytes:
         translator = self._translator
         if translator is None:
-            translator = ChatToResponses(self._skeleton(), 0, self._max_event_bytes)
+            translator = ChatToResponses(self._skeleton(), 0, self._allowed, self._max_event_bytes)
         return translator.failed(error.code or error.type, error.message)
 
     def delivered(self) -> Usage | None:

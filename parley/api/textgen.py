@@ -21,7 +21,7 @@ from parley.dialects.openai_chat_reply import read_usage, usage_fields
 from parley.dialects.openai_relay import DONE, OpenAIRelay
 from parley.domain.models import Resolved
 from parley.domain.tokens import prompt_ceiling
-from parley.domain.usage import Allowance, Usage, with_estimate
+from parley.domain.usage import UNBOUNDED, Allowance, Usage, with_estimate
 from parley.domain.value import value
 from parley.domain.wire import JSON
 from parley.errors import ParleyError, encode_error_event
@@ -93,7 +93,7 @@ class TextJob:
     reservation and the allowance. A subclass names its ``operation`` and ``id_prefix``
     and may check the resolved model (``check``)."""
 
-    __slots__ = ("_providers", "_settings", "_text")
+    __slots__ = ("_allowed", "_providers", "_settings", "_text")
     operation: ClassVar[Operation]
     id_prefix: ClassVar[str]
     """The prefix of the ids the caller sees (``chatcmpl-``, ``cmpl-``)."""
@@ -102,6 +102,9 @@ class TextJob:
         self._text = text
         self._providers = svc.providers
         self._settings = svc.settings
+        self._allowed = UNBOUNDED
+        """The allowance the runner asked for at admission (``allowance``): a stream's
+        usage chunk says what is billed, capped there."""
 
     @property
     def model(self) -> str:
@@ -117,7 +120,10 @@ class TextJob:
         return reservation(self._text, model, caller, self._settings.limits.default_max_tokens)
 
     def allowance(self, model: Resolved) -> Allowance:
-        return allowance(self._text, model, self._settings.limits.default_max_tokens)
+        allowed = self._allowed = allowance(
+            self._text, model, self._settings.limits.default_max_tokens
+        )
+        return allowed
 
 
 class TextReply(TextJob, ABC):
@@ -184,6 +190,7 @@ class TextStream(TextJob, ABC):
             self.chunk_object,
             include_usage=text.include_usage,
             prompt_estimate=text.prompt_estimate,
+            allowance=self._allowed,
             max_event_bytes=self._settings.upstream.max_event_bytes,
             shapes=self.shapes,
         )

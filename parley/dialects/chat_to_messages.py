@@ -23,7 +23,7 @@ import orjson
 
 from parley.dialects.anthropic_messages_reply import STOP_TO_REASON, usage_fields
 from parley.dialects.from_chat import FromChatChunks
-from parley.domain.usage import Usage
+from parley.domain.usage import Allowance, Usage
 from parley.domain.wire import JSON
 
 
@@ -38,9 +38,14 @@ class ChatToMessages(FromChatChunks):
     __slots__ = ("_block", "_head", "_id", "_index", "_model", "_tools")
 
     def __init__(
-        self, model: str, message_id: str, prompt_estimate: int, max_event_bytes: int
+        self,
+        model: str,
+        message_id: str,
+        prompt_estimate: int,
+        allowance: Allowance,
+        max_event_bytes: int,
     ) -> None:
-        super().__init__(prompt_estimate, max_event_bytes)
+        super().__init__(prompt_estimate, allowance, max_event_bytes)
         self._model = model
         self._id = message_id
         self._index = -1
@@ -168,7 +173,7 @@ class ChatToMessages(FromChatChunks):
         if not self._started:
             self._start(out)
         self._close(out)
-        usage = self.delivered() or Usage(prompt_tokens=self._prompt_estimate)
+        usage = self.billed()
         delta: dict[str, Any] = {
             "stop_reason": STOP_TO_REASON[self._stop] if self._stop else "end_turn",
             "stop_sequence": None,

@@ -43,7 +43,7 @@ from parley.dialects.responses_objects import (
     text_part,
     usage_fields,
 )
-from parley.domain.usage import Usage
+from parley.domain.usage import Allowance
 from parley.domain.wire import JSON
 
 _DONE = "[DONE]"
@@ -102,10 +102,11 @@ class ChatToResponses(FromChatChunks):
         self,
         response: JSON,
         prompt_estimate: int,
+        allowance: Allowance,
         max_event_bytes: int,
         ids: Callable[[str], str] = new_id,
     ) -> None:
-        super().__init__(prompt_estimate, max_event_bytes)
+        super().__init__(prompt_estimate, allowance, max_event_bytes)
         self.response = response
         """The ``response`` object (``responses_objects.skeleton``), whole once ``done``."""
         self._ids = ids
@@ -129,7 +130,7 @@ class ChatToResponses(FromChatChunks):
         response["error"] = response_error(code, message)
         response["output"] = [item.item for item in self._output]
         usage = self.delivered()
-        response["usage"] = usage_fields(usage) if usage is not None else None
+        response["usage"] = usage_fields(self._allowance.cap(usage)) if usage is not None else None
         self._event(out, {"type": "response.failed", "response": response})
         self.done = True
         return b"".join(out)
@@ -299,7 +300,7 @@ class ChatToResponses(FromChatChunks):
         if not self._started:
             self._start(out)
         self._close_all(out)
-        usage = self.delivered() or Usage(prompt_tokens=self._prompt_estimate)
+        usage = self.billed()
         response = self.response
         finished(response, [item.item for item in self._output], self._stop, usage)
         kind = "response.completed" if response["status"] == "completed" else "response.incomplete"

@@ -31,7 +31,7 @@ from parley.dialects.chunk_shapes import Shape, learn, literal_between
 from parley.dialects.openai_chat_reply import FINISH_TO_STOP, read_usage
 from parley.dialects.openai_relay import TRIES
 from parley.dialects.translator import delivered_estimate
-from parley.domain.usage import Usage, with_estimate
+from parley.domain.usage import Allowance, Usage, with_estimate
 from parley.domain.wire import JSON
 
 
@@ -42,6 +42,7 @@ class FromChatChunks(ChunkParsing, ABC):
     written in the same ``feed``."""
 
     __slots__ = (
+        "_allowance",
         "_characters",
         "_pieces",
         "_prompt_estimate",
@@ -52,9 +53,12 @@ class FromChatChunks(ChunkParsing, ABC):
         "_tries",
     )
 
-    def __init__(self, prompt_estimate: int, max_event_bytes: int) -> None:
+    def __init__(self, prompt_estimate: int, allowance: Allowance, max_event_bytes: int) -> None:
         ChunkParsing.__init__(self, max_event_bytes)
         self._prompt_estimate = prompt_estimate
+        self._allowance = allowance
+        """What the call may consume (``Admission.allowance``): the usage the stream's
+        last events say is capped there, as its bill is."""
         self._started = False
         self._stop: Stop | None = None
         """The last ``finish_reason`` read, as a canonical stop."""
@@ -160,6 +164,12 @@ class FromChatChunks(ChunkParsing, ABC):
     def delivered(self) -> Usage | None:
         estimate = delivered_estimate(self._prompt_estimate, self._characters, self._pieces)
         return with_estimate(self._reported, estimate)
+
+    def billed(self) -> Usage:
+        """What the caller is told it used: ``delivered`` capped at the allowance, as the
+        meter bills it (the prompt's estimate when nothing was delivered)."""
+        usage = self.delivered() or Usage(prompt_tokens=self._prompt_estimate)
+        return self._allowance.cap(usage)
 
     def _on_chunk(self, chunk: JSON, out: list[bytes]) -> None:
         if not self._started:

@@ -45,7 +45,7 @@ import orjson
 from parley.dialects.chunk_reader import ChunkParsing
 from parley.dialects.chunk_shapes import QUOTE, Shape, learn, literal_between
 from parley.dialects.openai_chat_reply import read_usage, usage_fields
-from parley.domain.usage import Usage, with_estimate
+from parley.domain.usage import Allowance, Usage, with_estimate
 from parley.domain.wire import JSON
 
 DONE = b"data: [DONE]\n\n"
@@ -67,6 +67,7 @@ class OpenAIRelay(ChunkParsing):
     ``shapes`` turns the learned-shape path on (chat streams)."""
 
     __slots__ = (
+        "_allowance",
         "_head",
         "_id",
         "_include_usage",
@@ -91,6 +92,7 @@ class OpenAIRelay(ChunkParsing):
         *,
         include_usage: bool,
         prompt_estimate: int,
+        allowance: Allowance,
         max_event_bytes: int,
         shapes: bool,
     ) -> None:
@@ -100,6 +102,9 @@ class OpenAIRelay(ChunkParsing):
         self._object = chunk_object
         self._include_usage = include_usage
         self._tally = StreamTally(prompt_estimate)
+        self._allowance = allowance
+        """What the call may consume (``Admission.allowance``): a usage chunk the caller
+        gets says what is billed, capped there."""
         self._upstream_id: object = None
         self._id = ""
         self._last: JSON = {}
@@ -208,10 +213,12 @@ class OpenAIRelay(ChunkParsing):
                         rendered = shape is self._rendered
                         head, tail = self._head, self._tail
                     continue
-            if run:
+            if run:  # counted before the dict way reads a usage chunk against the tally
                 self._tries = TRIES
                 self.shaped += run
-                run = 0
+                tally.characters += characters
+                tally.pieces += pieces
+                characters = pieces = run = 0
             if shape is None and not self._tries:  # the rest go the dict way, together
                 out += self._relayed(self._whole(payloads[index:]))
                 break
@@ -290,10 +297,13 @@ class OpenAIRelay(ChunkParsing):
         observe, dumps, model = tally.observe, orjson.dumps, self._model
         for chunk in chunks:
             observe(chunk)
-            if "usage" in chunk and not self._include_usage:
-                if not chunk.get("choices"):
-                    continue
-                del chunk["usage"]
+            if "usage" in chunk:
+                if not self._include_usage:
+                    if not chunk.get("choices"):
+                        continue
+                    del chunk["usage"]
+                elif chunk["usage"] and tally.reported is not None:
+                    self._billed(chunk, tally.usage())
             chunk["model"] = model
             upstream = chunk.get("id")
             if upstream != self._upstream_id or not self._id:
@@ -305,6 +315,18 @@ class OpenAIRelay(ChunkParsing):
         self._last = chunk
         events = shaped[0] if len(shaped) == 1 else b"\n\ndata: ".join(shaped)
         return b"".join((b"data: ", events, b"\n\n"))
+
+    def _billed(self, chunk: JSON, usage: Usage) -> None:
+        """The upstream's usage chunk saying what is billed: a report past the allowance
+        is not believed (``Allowance.cap``), and the caller reads the bill's counts over
+        it, as a whole reply's ``usage`` does."""
+        billed = self._allowance.cap(usage)
+        if billed is not usage:
+            reported = chunk["usage"]
+            chunk["usage"] = {
+                **(reported if type(reported) is dict else {}),
+                **usage_fields(billed),
+            }
 
     def _same(self, shape: Shape, literal: bytes, text: str) -> bytes:
         """A read relayed by its shape: counted as ``observe`` counts its chunk (one
@@ -344,7 +366,7 @@ class OpenAIRelay(ChunkParsing):
             "created": self._last.get("created", int(time.time())),
             "model": self._model,
             "choices": [],
-            "usage": usage_fields(tally.usage()),
+            "usage": usage_fields(self._allowance.cap(tally.usage())),
         }
         return b"data: " + orjson.dumps(chunk) + b"\n\n" + DONE
 

@@ -129,6 +129,10 @@ class Allowance:
 
 NOTHING = Allowance()
 """The allowance of a call that consumes nothing billable (voice clones and deletes)."""
+_MOST = 2**62
+UNBOUNDED = Allowance(_MOST, _MOST, _MOST, _MOST, True, _MOST, _MOST)
+"""An allowance that caps nothing: a job's until the runner asks for its own at
+admission."""
 
 
 @overload

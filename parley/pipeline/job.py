@@ -85,7 +85,10 @@ class Job(Protocol):
     def allowance(self, model: Resolved) -> Allowance:
         """The most the call may consume, from what the request allows (its input, its
         ``max_tokens`` or the model's context window): its worst case is held against
-        the group's budget from admission to the end, and its usage is capped there."""
+        the group's budget from admission to the end, and its usage is capped there.
+        The runner asks once, at admission (a fallback model is accepted later under
+        the same allowance): a stream job that writes usage into its reply keeps what it
+        returned, so the reply says what is billed."""
 
 
 class ReplyJob(Job, Protocol[R]):

@@ -131,3 +131,63 @@ async def test_without_max_tokens_a_report_past_the_context_window_is_not_believ
     (record,) = await records(gateway)
     assert (record.completion_tokens, record.estimated) == (5, True)
     assert body["usage"]["completion_tokens"] == 5  # the reply says what is billed
+
+
+def sse_events(text: str) -> list[Any]:
+    """The JSON of every ``data:`` line of an SSE body (``[DONE]`` left out)."""
+    return [
+        orjson.loads(line[6:])
+        for line in text.splitlines()
+        if line.startswith("data: ") and line != "data: [DONE]"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "billed"),
+    [
+        (Behaviour(words=400, overlong=True, usage=False), 10),  # Parley's own chunk
+        (Behaviour(reported=INFLATED_USAGE), 5),  # the upstream's, not believed
+    ],
+    ids=["estimated", "inflated"],
+)
+async def test_a_streams_usage_chunk_says_what_it_bills(
+    gateway: Gateway, engine: FakeEngine, behaviour: Behaviour, billed: int
+) -> None:
+    engine.behaviour = behaviour
+    key = await gateway.key(await gateway.group("team"))
+    status, text = await chat(
+        gateway, key, max_tokens=10, stream=True, stream_options={"include_usage": True}
+    )
+    assert status == 200
+    (record,) = await records(gateway)
+    assert record.estimated
+    (usage,) = [event["usage"] for event in sse_events(text) if event.get("usage")]
+    assert usage["completion_tokens"] == record.completion_tokens == billed
+    assert usage["prompt_tokens"] == record.prompt_tokens
+    assert usage["total_tokens"] == record.prompt_tokens + billed
+
+
+@pytest.mark.parametrize("dialect", ["messages", "responses"])
+async def test_a_translated_streams_usage_says_the_capped_estimate_it_bills(
+    gateway: Gateway, engine: FakeEngine, dialect: str
+) -> None:
+    engine.behaviour = Behaviour(words=400, overlong=True, usage=False)
+    key = await gateway.key(await gateway.group("team"))
+    if dialect == "messages":
+        path = "/v1/messages"
+        body = {"model": "chat-large", "max_tokens": 10, "messages": MESSAGES, "stream": True}
+    else:
+        path = "/v1/responses"
+        body = {"model": "chat-large", "max_output_tokens": 10, "input": "hi", "stream": True}
+    status, text = await call(gateway, "POST", path, key, json=body)
+    assert status == 200
+    (record,) = await records(gateway)
+    assert (record.completion_tokens, record.estimated) == (10, True)
+    events = sse_events(text)
+    if dialect == "messages":
+        (delta,) = [event for event in events if event["type"] == "message_delta"]
+        assert delta["usage"]["output_tokens"] == 10
+    else:
+        (done,) = [event for event in events if event["type"] == "response.completed"]
+        assert done["response"]["usage"]["output_tokens"] == 10
+        assert done["response"]["usage"]["input_tokens"] == record.prompt_tokens

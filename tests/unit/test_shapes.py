@@ -15,6 +15,7 @@ import pytest
 from parley.dialects import chunk_shapes as shapes
 from parley.dialects import openai_relay
 from parley.dialects.openai_relay import DONE, TRIES, StreamTally
+from parley.domain.usage import UNBOUNDED
 from parley.errors import UpstreamError
 from parley.providers.base import Target
 from parley.providers.openai.answers import stream_fault
@@ -75,6 +76,7 @@ def relay(
         "chat.completion.chunk",
         include_usage=include_usage,
         prompt_estimate=5,
+        allowance=UNBOUNDED,
         max_event_bytes=limit,
         shapes=shapes,
     )

@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from parley.dialects.openai_relay import OpenAIRelay, StreamTally
-from parley.domain.usage import Usage
+from parley.domain.usage import UNBOUNDED, Usage
 
 
 class ChunkShaper:
@@ -21,6 +21,7 @@ class ChunkShaper:
             "chat.completion.chunk",
             include_usage=include_usage,
             prompt_estimate=0,
+            allowance=UNBOUNDED,
             max_event_bytes=1 << 20,
             shapes=False,
         )

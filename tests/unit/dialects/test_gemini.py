@@ -13,7 +13,7 @@ from parley.dialects.canonical import Unsupported
 from parley.dialects.chat_to_messages import ChatToMessages
 from parley.dialects.gemini_to_chat import GeminiToChat
 from parley.dialects.translator import Chained
-from parley.domain.usage import Usage
+from parley.domain.usage import UNBOUNDED, Usage
 from tests.unit.dialects.test_stream_translators import LIMIT, events, run, splits
 
 USAGE = {
@@ -115,7 +115,7 @@ def test_a_malformed_or_oversized_event_is_a_failure() -> None:
 
 def test_a_chain_renders_a_gemini_stream_as_anthropic_events() -> None:
     def chained() -> Chained[bytes]:
-        return Chained(reader(), ChatToMessages("public", "msg_1", 25, LIMIT))
+        return Chained(reader(), ChatToMessages("public", "msg_1", 25, UNBOUNDED, LIMIT))
 
     out, translator = run(chained, [STREAM])
     found = events(out)

@@ -24,7 +24,7 @@ from parley.dialects.canonical import (
 from parley.dialects.chat_to_responses import ChatToResponses
 from parley.dialects.responses_relay import ResponsesRelay
 from parley.dialects.translator import Chained
-from parley.domain.usage import Usage
+from parley.domain.usage import UNBOUNDED, Usage
 from tests.unit.dialects.test_stream_translators import (
     ANTHROPIC_STREAM,
     CHAT_STREAM,
@@ -46,7 +46,7 @@ def counting_ids() -> Callable[[str], str]:
 
 def renderer(body: dict[str, Any] | None = None) -> ChatToResponses:
     skeleton = responses_objects.skeleton(body or BODY, "resp_1", "gpt-like", created_at=7)
-    return ChatToResponses(skeleton, 11, LIMIT, counting_ids())
+    return ChatToResponses(skeleton, 11, UNBOUNDED, LIMIT, counting_ids())
 
 
 def events(out: list[bytes]) -> list[dict[str, Any]]:

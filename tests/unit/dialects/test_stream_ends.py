@@ -23,6 +23,7 @@ from parley.dialects.openai_relay import OpenAIRelay
 from parley.dialects.responses_objects import skeleton
 from parley.dialects.responses_relay import ResponsesRelay
 from parley.dialects.translator import TRUNCATED, Chained, Translator
+from parley.domain.usage import UNBOUNDED
 from tests.upstreams.bedrock import event_frame
 
 LIMIT = 1 << 20
@@ -81,15 +82,27 @@ RESPONSES_END = sse([{"type": "response.completed", "sequence_number": 2, "respo
 
 
 def relay() -> OpenAIRelay:
-    return OpenAIRelay("m", "chatcmpl-", "chat.completion.chunk", include_usage=False,
-                       prompt_estimate=3, max_event_bytes=LIMIT, shapes=True)  # fmt: skip
+    return OpenAIRelay(
+        "m",
+        "chatcmpl-",
+        "chat.completion.chunk",
+        include_usage=False,
+        prompt_estimate=3,
+        allowance=UNBOUNDED,
+        max_event_bytes=LIMIT,
+        shapes=True,
+    )
 
 
 STREAMS: dict[str, tuple[Callable[[], Translator[Any]], bytes, bytes]] = {
     "chunk-reader": (lambda: ChunkReader(LIMIT), CHAT, CHAT_END),
     "openai-relay": (relay, CHAT, CHAT_END),
-    "chat-to-messages": (lambda: ChatToMessages("m", "msg_1", 3, LIMIT), CHAT, CHAT_END),
-    "chat-to-responses": (lambda: ChatToResponses(skeleton_for(), 3, LIMIT), CHAT, CHAT_END),
+    "chat-to-messages": (lambda: ChatToMessages("m", "msg_1", 3, UNBOUNDED, LIMIT), CHAT, CHAT_END),
+    "chat-to-responses": (
+        lambda: ChatToResponses(skeleton_for(), 3, UNBOUNDED, LIMIT),
+        CHAT,
+        CHAT_END,
+    ),
     "messages-to-chat": (lambda: MessagesToChat(LIMIT), MESSAGES, MESSAGES_END),
     "messages-relay": (lambda: MessagesRelay("m", 3, LIMIT), MESSAGES, MESSAGES_END),
     "gemini-to-chat": (lambda: GeminiToChat(LIMIT), GEMINI, GEMINI_END),

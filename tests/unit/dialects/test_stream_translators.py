@@ -13,7 +13,7 @@ from parley.dialects.converse_to_chat import ConverseToChat
 from parley.dialects.messages_relay import MessagesRelay
 from parley.dialects.messages_to_chat import MessagesToChat
 from parley.dialects.translator import TRUNCATED, Chained, Translator
-from parley.domain.usage import Usage
+from parley.domain.usage import UNBOUNDED, Usage
 from tests.upstreams.bedrock import event_frame
 
 LIMIT = 1 << 20
@@ -101,7 +101,7 @@ def events(out: list[bytes]) -> list[tuple[str, dict[str, Any]]]:
 
 
 def chat_to_messages() -> ChatToMessages:
-    return ChatToMessages("public-model", "msg_1", 25, LIMIT)
+    return ChatToMessages("public-model", "msg_1", 25, UNBOUNDED, LIMIT)
 
 
 def test_a_chat_stream_becomes_anthropic_events_in_order() -> None:
@@ -180,7 +180,7 @@ def test_an_error_event_stops_the_chat_translation() -> None:
 
 
 def test_an_oversized_event_is_a_failure_not_an_exception() -> None:
-    translator = ChatToMessages("m", "msg_1", 1, 64)
+    translator = ChatToMessages("m", "msg_1", 1, UNBOUNDED, 64)
     assert translator.feed(b"data: " + b"x" * 100) == []
     assert translator.failure is not None and translator.failure.too_large
 

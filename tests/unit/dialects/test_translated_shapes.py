@@ -12,7 +12,7 @@ import pytest
 
 from parley.dialects.chat_to_messages import ChatToMessages
 from parley.dialects.from_chat import FromChatChunks
-from parley.domain.usage import Usage
+from parley.domain.usage import UNBOUNDED, Usage
 from tests.unit.dialects.test_responses import events, renderer
 from tests.unit.dialects.test_stream_translators import LIMIT, chat_sse, chunk
 
@@ -34,7 +34,7 @@ def engine_events() -> list[bytes]:
 
 
 def messages() -> ChatToMessages:
-    return ChatToMessages("public-model", "msg_1", 5, LIMIT)
+    return ChatToMessages("public-model", "msg_1", 5, UNBOUNDED, LIMIT)
 
 
 MAKERS: dict[str, Callable[[], FromChatChunks]] = {"messages": messages, "responses": renderer}
