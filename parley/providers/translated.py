@@ -97,20 +97,26 @@ class Translated(Generic[T]):
                 if failure is None:
                     raise
                 raise failure from None
-            if not data:
-                out = translator.end()
-                cut = translator.failure  # the body ended before the stream did
-                self._end = True if cut is None else self._fault(cut)
-            else:
-                out = translator.feed(data)
-                if translator.failure is not None:
-                    self._end = self._fault(translator.failure)
-                elif translator.done:
-                    self._end = True
+            out = self._translated(translator, data)
             if out:
                 return out
         self._raise_end()
         raise StopAsyncIteration
+
+    def _translated(self, translator: Translator[T], data: bytes) -> Sequence[T]:
+        """What one upstream read (empty: the body's end) becomes for the caller, noting
+        the stream's end or its fault."""
+        if not data:
+            out = translator.end()
+            cut = translator.failure  # the body ended before the stream did
+            self._end = True if cut is None else self._fault(cut)
+        else:
+            out = translator.feed(data)
+            if translator.failure is not None:
+                self._end = self._fault(translator.failure)
+            elif translator.done:
+                self._end = True
+        return out
 
     async def pump(
         self, render: Callable[[Sequence[T]], bytes], write: Callable[[bytes], Awaitable[None]]
@@ -131,16 +137,7 @@ class Translated(Generic[T]):
                 if failure is None:
                     raise
                 raise failure from None
-            if not data:
-                out = translator.end()
-                cut = translator.failure
-                self._end = True if cut is None else self._fault(cut)
-            else:
-                out = translator.feed(data)
-                if translator.failure is not None:
-                    self._end = self._fault(translator.failure)
-                elif translator.done:
-                    self._end = True
+            out = self._translated(translator, data)
             if out:
                 data = render(out)
                 if data:
