@@ -80,18 +80,40 @@ def open_database(url: str, *, pool_size: int, schema: str | None, timeout: floa
 
     from parley.store.database_async import AsyncDatabase
 
-    # asyncpg's own bounds: ``timeout`` for connecting, ``command_timeout`` per statement
-    connect_args: dict[str, Any] = {"timeout": timeout, "command_timeout": timeout}
-    if schema is not None:
-        connect_args["server_settings"] = {"search_path": schema}
     engine = create_async_engine(
         target,
         pool_size=pool_size,
         pool_timeout=timeout,
         pool_pre_ping=True,
-        connect_args=connect_args,
+        connect_args=_postgres_settings(schema, timeout),
     )
     return AsyncDatabase(engine)
+
+
+def _postgres_settings(schema: str | None, timeout: float) -> dict[str, Any]:
+    """asyncpg's own bounds (``timeout`` for connecting, ``command_timeout`` per
+    statement) and the schema as the ``search_path``."""
+    settings: dict[str, Any] = {"timeout": timeout, "command_timeout": timeout}
+    if schema is not None:
+        settings["server_settings"] = {"search_path": schema}
+    return settings
+
+
+SQLALCHEMY_ONLY = ("prepared_statement_cache_size", "prepared_statement_name_func")
+"""URL options SQLAlchemy's asyncpg dialect takes for itself, not asyncpg's ``connect``."""
+
+
+def asyncpg_connect_args(url: str, *, schema: str | None, timeout: float) -> dict[str, Any]:
+    """``asyncpg.connect``'s arguments for a connection like the store engine's own, to the
+    PostgreSQL database at ``url``: the address, user and options as SQLAlchemy's dialect
+    reads them from the URL, the timeouts and the schema (``open_database``)."""
+    from sqlalchemy.dialects.postgresql.asyncpg import PGDialect_asyncpg
+
+    dialect: Any = PGDialect_asyncpg()  # type: ignore[no-untyped-call]
+    _, options = dialect.create_connect_args(driver_url(url))
+    for name in SQLALCHEMY_ONLY:
+        options.pop(name, None)
+    return {**options, **_postgres_settings(schema, timeout)}
 
 
 def _sqlite_database(url: URL, pool_size: int, timeout: float) -> ThreadedDatabase:
