@@ -60,7 +60,8 @@ def driver_url(url: str) -> URL:
 
 def sqlite_file(url: str) -> str | None:
     """The path of a SQLite file URL without options; None for anything else (memory,
-    PostgreSQL, a URL with query options), which keeps SQLAlchemy's usage writer."""
+    PostgreSQL, a URL with query options): a memory database or a URL with options keeps
+    SQLAlchemy's usage writer."""
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite" or parsed.query:
         return None
@@ -99,20 +100,22 @@ def _postgres_settings(schema: str | None, timeout: float) -> dict[str, Any]:
     return settings
 
 
-SQLALCHEMY_ONLY = ("prepared_statement_cache_size", "prepared_statement_name_func")
-"""URL options SQLAlchemy's asyncpg dialect takes for itself, not asyncpg's ``connect``."""
-
-
 def asyncpg_connect_args(url: str, *, schema: str | None, timeout: float) -> dict[str, Any]:
     """``asyncpg.connect``'s arguments for a connection like the store engine's own, to the
     PostgreSQL database at ``url``: the address, user and options as SQLAlchemy's dialect
-    reads them from the URL, the timeouts and the schema (``open_database``)."""
+    reads them from the URL, the timeouts and the schema (``open_database``).
+
+    The URL's ``prepared_statement_cache_size``, SQLAlchemy's own cache (0 behind a pooler
+    that cannot keep prepared statements, such as PgBouncer in transaction mode), becomes
+    asyncpg's ``statement_cache_size``; ``prepared_statement_name_func`` is SQLAlchemy's
+    alone."""
     from sqlalchemy.dialects.postgresql.asyncpg import PGDialect_asyncpg
 
     dialect: Any = PGDialect_asyncpg()  # type: ignore[no-untyped-call]
     _, options = dialect.create_connect_args(driver_url(url))
-    for name in SQLALCHEMY_ONLY:
-        options.pop(name, None)
+    options.pop("prepared_statement_name_func", None)
+    if "prepared_statement_cache_size" in options:
+        options["statement_cache_size"] = options.pop("prepared_statement_cache_size")
     return {**options, **_postgres_settings(schema, timeout)}
 
 

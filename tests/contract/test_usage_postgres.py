@@ -19,6 +19,7 @@ import pytest
 from parley.domain.usage import UsageRecord
 from parley.store import usage_postgres, usage_sql
 from parley.store.base import StoreFault, StoreUnavailable
+from parley.store.engine import asyncpg_connect_args
 from parley.store.sql import SqlStore, open_store
 from parley.store.usage_postgres import PostgresUsageWriter, rows
 from tests.contract.test_store import new_postgres_schema, postgres_execute
@@ -266,3 +267,35 @@ def test_every_field_of_a_record_is_written_in_its_column() -> None:
 def test_a_value_json_cannot_hold_is_a_fault() -> None:
     with pytest.raises(StoreFault):
         rows([replace(usage_record("r"), cost_nanos=2**70)])
+
+
+def test_the_writer_connects_as_the_store_engine_does() -> None:
+    url = "postgres://ann:p%40ss@db.internal:5433/bills?ssl=require&prepared_statement_cache_size=0"
+    assert asyncpg_connect_args(url, schema="s1", timeout=3.0) == {
+        "host": "db.internal",
+        "port": 5433,
+        "user": "ann",
+        "password": "p@ss",
+        "database": "bills",
+        "ssl": "require",
+        "statement_cache_size": 0,  # SQLAlchemy's cache off: asyncpg's too
+        "timeout": 3.0,
+        "command_timeout": 3.0,
+        "server_settings": {"search_path": "s1"},
+    }
+    writer = PostgresUsageWriter(asyncpg_connect_args(url, schema=None, timeout=1.0), 1.0)
+    assert writer._connect["server_settings"] == {"timezone": "UTC"}
+
+
+async def test_without_kept_statements_the_writer_writes_the_same(schemas: list[str]) -> None:
+    schema = await new_postgres_schema()
+    schemas.append(schema)
+    store = await open_store(f"{POSTGRES_URL}?prepared_statement_cache_size=0", schema=schema)
+    try:
+        await store.migrate()
+        batch = [usage_record("r1"), usage_record("r2")]
+        assert [await store.record_usage(batch) for _ in range(3)] == [2, 0, 0]
+        assert writer_of(store)._conn is not None
+        assert writer_of(store)._conn._stmt_cache.get_max_size() == 0
+    finally:
+        await store.close()
