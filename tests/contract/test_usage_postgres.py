@@ -299,3 +299,51 @@ async def test_without_kept_statements_the_writer_writes_the_same(schemas: list[
         assert writer_of(store)._conn._stmt_cache.get_max_size() == 0
     finally:
         await store.close()
+
+
+async def test_writers_racing_over_the_same_records_count_each_once(schemas: list[str]) -> None:
+    """Several workers' writers, each given the same records in its own order (replayed
+    spills crossing), at once: every id is inserted by one of them and summed once, and
+    none deadlocks another (rows are locked in one order)."""
+    first = await keyed_store(schemas)
+    stores = [first, *[await open_store(POSTGRES_URL, schema=schemas[0]) for _ in range(3)]]
+    day = datetime(2024, 6, 1, tzinfo=UTC)
+
+    def records(turn: int) -> list[UsageRecord]:
+        return [
+            usage_record(
+                f"t{turn}-{index:03d}",
+                created_at=day + timedelta(seconds=index),
+                key_id=1 + index % 3,
+                model=("a", "b", "c")[index % 3],
+                cost=index,
+            )
+            for index in range(300)
+        ]
+
+    try:
+        for number, store in enumerate(stores):  # each writer's connection open
+            assert await store.record_usage([usage_record(f"w{number}", created_at=day)]) == 1
+        for turn in range(5):
+            given = records(turn)
+            orders = [given[50 * n :] + given[: 50 * n] for n in range(4)]
+            orders[1].reverse()
+            written = await asyncio.gather(
+                *(store.record_usage(order) for store, order in zip(stores, orders, strict=True))
+            )
+            assert sum(written) == 300
+        assert await first.count_usage() == 4 + 5 * 300
+        assert await first.spend_since(day.date()) == {1: 4 * 1_000 + 5 * sum(range(300))}
+        rows = await first.daily_usage(1, day.date(), (day + timedelta(days=1)).date())
+        assert [(row.model, row.requests) for row in rows] == [
+            ("a", 500),
+            ("b", 500),
+            ("c", 500),
+            ("chat-large", 4),
+        ]
+        assert await first.keys_last_used() == {
+            key: day + timedelta(seconds=297 + key - 1) for key in (1, 2, 3)
+        }
+    finally:
+        for store in stores:
+            await store.close()
