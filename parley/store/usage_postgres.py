@@ -11,11 +11,11 @@ records go in as one parameter, a JSON array of rows made by one ``orjson`` call
 (``rows``); the ``INSERT … ON CONFLICT (request_id) DO NOTHING RETURNING`` says which rows
 are new, atomically against any other writer, and the rollups and key stamps are summed
 from those rows by the statement itself, so no id is looked up and nothing is counted
-that was not inserted. A write in doubt (its answer
-lost) tried again therefore adds nothing twice. Its text is fixed, so asyncpg prepares it
-once per connection. Rows are written in sorted order (request ids, rollup keys, key ids,
-by code point as ``usage_sql`` sorts them) so concurrent writers take their row locks in
-the same order and cannot deadlock each other.
+that was not inserted. A write in doubt (its answer lost) tried again therefore adds
+nothing twice. Its text is fixed, so asyncpg prepares it once per connection. Rows are
+written in sorted order (request ids, rollup keys, key ids, by code point as ``usage_sql``
+sorts them) so concurrent writers take their row locks in the same order and cannot
+deadlock each other.
 
 The connection is the writer's own, opened as the store's engine opens its connections
 (``engine.asyncpg_connect_args``: the same server, schema as ``search_path``, connect and
