@@ -90,7 +90,15 @@ def writer_of(store: SqlStore) -> PostgresUsageWriter:
 
 async def test_the_postgres_writer_writes_what_sqlalchemy_writes(schemas: list[str]) -> None:
     counts: dict[str, list[int]] = {"own": [], "reference": []}
-    written = [*batches(), batches()[0]]  # and the first again: a replayed spill
+    rest = replace(
+        usage_record("k1", created_at=datetime(2024, 3, 9, 12, tzinfo=UTC), key_id=3),
+        key_prefix="pk-abc",
+        error_detail="429: slow down",
+        search_units=3,
+        cached_tokens=4,
+        cache_write_tokens=5,
+    )
+    written = [*batches(), batches()[0], [rest]]  # the first again: a replayed spill
     store = await keyed_store(schemas)
     writer_of(store)
     for batch in written:
@@ -101,9 +109,9 @@ async def test_the_postgres_writer_writes_what_sqlalchemy_writes(schemas: list[s
         counts["reference"].append(await store.database.transaction(usage_sql.record_usage, batch))
     await store.close()
 
-    assert counts["own"] == counts["reference"] == [301, 5, 2, 0]
+    assert counts["own"] == counts["reference"] == [301, 5, 2, 0, 1]
     own, reference = await dump(schemas[0]), await dump(schemas[1])
-    assert [len(rows) for rows in own] == [308, 6, 11, 3]
+    assert [len(rows) for rows in own] == [309, 6, 12, 3]
     assert own == reference
 
 
