@@ -7,8 +7,9 @@ SQLAlchemy's wrapping, and ``OSError``) by whose fault it is:
 * a unique-constraint violation is ``Conflict`` (a name or an id is taken);
 * a failure of the connection or of the database itself is ``StoreUnavailable``: a
   refused, reset or timed-out connection (``OSError``), SQLAlchemy's disconnects and
-  pool timeouts, asyncpg's connection errors and the server's SQLSTATE classes that say
-  it cannot take the work now (connection exceptions, too many connections and other
+  pool timeouts, asyncpg's connection errors (its protocol out of step, as a connection
+  lost mid-message leaves it, included) and the server's SQLSTATE classes that say it
+  cannot take the work now (connection exceptions, too many connections and other
   insufficient resources, shutdown, cannot connect now, a cancelled statement, a
   deadlock), sqlite3's busy, locked, unopenable, unreadable or full file;
 * anything else is ``StoreFault``: the database answered and refused the query (an
@@ -83,7 +84,12 @@ def driver_errors() -> tuple[type[BaseException], ...]:
     asyncpg = sys.modules.get("asyncpg")
     if asyncpg is None:
         return DRIVER_ERRORS
-    return (*DRIVER_ERRORS, asyncpg.PostgresError, asyncpg.InterfaceError)
+    return (
+        *DRIVER_ERRORS,
+        asyncpg.PostgresError,
+        asyncpg.InterfaceError,
+        asyncpg.exceptions.InternalClientError,
+    )
 
 
 @contextmanager
@@ -126,7 +132,7 @@ def unavailable(error: BaseException) -> bool:
     sqlstate = getattr(cause, "sqlstate", None)
     if isinstance(sqlstate, str):
         return sqlstate[:2] in POSTGRES_UNAVAILABLE_CLASSES or sqlstate in POSTGRES_UNAVAILABLE
-    if _asyncpg_interface_error(cause):  # "connection is closed", and its kin
+    if _asyncpg_client_error(cause):  # "connection is closed", and its kin
         return True
     return isinstance(error, OperationalError | InterfaceError)
 
@@ -138,9 +144,14 @@ def _sqlite_unavailable(error: sqlite3.Error) -> bool:
     return isinstance(error, sqlite3.OperationalError)
 
 
-def _asyncpg_interface_error(error: BaseException) -> bool:
+def _asyncpg_client_error(error: BaseException) -> bool:
+    """asyncpg's own errors of the connection: an interface error ("connection is
+    closed") or its protocol out of step, as a connection lost mid-message leaves it
+    ("cannot switch to state …; another operation is in progress")."""
     asyncpg = sys.modules.get("asyncpg")
-    return asyncpg is not None and isinstance(error, asyncpg.InterfaceError)
+    return asyncpg is not None and isinstance(
+        error, asyncpg.InterfaceError | asyncpg.exceptions.InternalClientError
+    )
 
 
 def _cause(error: BaseException) -> BaseException:

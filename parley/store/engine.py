@@ -60,7 +60,8 @@ def driver_url(url: str) -> URL:
 
 def sqlite_file(url: str) -> str | None:
     """The path of a SQLite file URL without options; None for anything else (memory,
-    PostgreSQL, a URL with query options), which keeps SQLAlchemy's usage writer."""
+    PostgreSQL, a URL with query options): a memory database or a URL with options keeps
+    SQLAlchemy's usage writer."""
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite" or parsed.query:
         return None
@@ -80,18 +81,42 @@ def open_database(url: str, *, pool_size: int, schema: str | None, timeout: floa
 
     from parley.store.database_async import AsyncDatabase
 
-    # asyncpg's own bounds: ``timeout`` for connecting, ``command_timeout`` per statement
-    connect_args: dict[str, Any] = {"timeout": timeout, "command_timeout": timeout}
-    if schema is not None:
-        connect_args["server_settings"] = {"search_path": schema}
     engine = create_async_engine(
         target,
         pool_size=pool_size,
         pool_timeout=timeout,
         pool_pre_ping=True,
-        connect_args=connect_args,
+        connect_args=_postgres_settings(schema, timeout),
     )
     return AsyncDatabase(engine)
+
+
+def _postgres_settings(schema: str | None, timeout: float) -> dict[str, Any]:
+    """asyncpg's own bounds (``timeout`` for connecting, ``command_timeout`` per
+    statement) and the schema as the ``search_path``."""
+    settings: dict[str, Any] = {"timeout": timeout, "command_timeout": timeout}
+    if schema is not None:
+        settings["server_settings"] = {"search_path": schema}
+    return settings
+
+
+def asyncpg_connect_args(url: str, *, schema: str | None, timeout: float) -> dict[str, Any]:
+    """``asyncpg.connect``'s arguments for a connection like the store engine's own, to the
+    PostgreSQL database at ``url``: the address, user and options as SQLAlchemy's dialect
+    reads them from the URL, the timeouts and the schema (``open_database``).
+
+    The URL's ``prepared_statement_cache_size``, SQLAlchemy's own cache (0 behind a pooler
+    that cannot keep prepared statements, such as PgBouncer in transaction mode), becomes
+    asyncpg's ``statement_cache_size``; ``prepared_statement_name_func`` is SQLAlchemy's
+    alone."""
+    from sqlalchemy.dialects.postgresql.asyncpg import PGDialect_asyncpg
+
+    dialect: Any = PGDialect_asyncpg()  # type: ignore[no-untyped-call]
+    _, options = dialect.create_connect_args(driver_url(url))
+    options.pop("prepared_statement_name_func", None)
+    if "prepared_statement_cache_size" in options:
+        options["statement_cache_size"] = options.pop("prepared_statement_cache_size")
+    return {**options, **_postgres_settings(schema, timeout)}
 
 
 def _sqlite_database(url: URL, pool_size: int, timeout: float) -> ThreadedDatabase:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, Concatenate
+from typing import TYPE_CHECKING, Any, Concatenate
 
 from parley.domain.accounts import Account
 from parley.domain.audit import AuditEntry, AuditQuery
@@ -50,12 +50,16 @@ from parley.store.database import Database, P, T, Work
 from parley.store.engine import (
     SQLITE_BUSY_TIMEOUT_MS,
     SQLITE_PRAGMAS,
+    asyncpg_connect_args,
     open_database,
     sqlite_file,
     upgrade_to_head,
 )
 from parley.store.migrate_apart import Target, shareable, upgrade_apart
 from parley.store.usage_host import HostUsageClient
+
+if TYPE_CHECKING:
+    from parley.store.usage_postgres import PostgresUsageWriter
 
 DEFAULT_TIMEOUT_SECONDS = 10.0
 """The longest a connect or a statement may take before the database counts as away."""
@@ -91,14 +95,15 @@ class SqlStore:
     def __init__(
         self,
         database: Database,
-        usage: usage_sqlite.SqliteUsageWriter | HostUsageClient | None = None,
+        usage: usage_sqlite.SqliteUsageWriter | HostUsageClient | PostgresUsageWriter | None = None,
         *,
         shared: Target | None = None,
     ) -> None:
         self._database = database
         self._usage = usage
-        """A SQLite file's own usage writer (``store/usage_sqlite.py``), or the host's
-        (``store/usage_host.py``); None: SQLAlchemy's."""
+        """A SQLite file's own usage writer (``store/usage_sqlite.py``), the host's
+        (``store/usage_host.py``) or PostgreSQL's (``store/usage_postgres.py``); None:
+        SQLAlchemy's."""
         self._shared = shared
         """How another process opens this database; None for a memory database."""
 
@@ -499,10 +504,17 @@ async def open_store(
     installations, or parallel test runs, share one database. ``timeout_seconds`` bounds a
     connect, a statement (PostgreSQL) and the wait for a pooled connection.
     ``usage_socket`` (a SQLite file only) is the host writer's socket, which usage records
-    are written through while it answers (``store/usage_host.py``).
+    are written through while it answers (``store/usage_host.py``). On PostgreSQL usage
+    records are written on a connection of their own (``store/usage_postgres.py``), one
+    more than ``pool_size``.
     """
     database = open_database(url, pool_size=pool_size, schema=schema, timeout=timeout_seconds)
     shared = Target(url, schema, timeout_seconds) if shareable(url) else None
+    if database.dialect == "postgresql":
+        from parley.store.usage_postgres import PostgresUsageWriter  # asyncpg: PostgreSQL only
+
+        connect = asyncpg_connect_args(url, schema=schema, timeout=timeout_seconds)
+        return SqlStore(database, PostgresUsageWriter(connect, timeout_seconds), shared=shared)
     path = sqlite_file(url)
     if path is None or not usage_sqlite.supported():
         return SqlStore(database, shared=shared)

@@ -6,7 +6,9 @@
 admitted calls (not refusals, which are request-log lines) are added to ``usage_daily``
 with ``INSERT ... ON CONFLICT DO UPDATE SET x = usage_daily.x + excluded.x``. Rows are
 written in sorted order so that concurrent writers take their row locks in the same order
-and cannot deadlock each other on PostgreSQL.
+and cannot deadlock each other on PostgreSQL. A SQLite file and PostgreSQL write usage
+with writers of their own (``usage_sqlite.py``, ``usage_postgres.py``) to the same rules;
+this one writes a memory database's, and is what the contract tests hold them to.
 """
 
 from __future__ import annotations

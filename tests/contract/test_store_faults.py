@@ -208,6 +208,7 @@ DRIVER_ERRORS: list[tuple[BaseException, type[StoreError]]] = [
     (asyncpg.QueryCanceledError("canceling statement due to timeout"), StoreUnavailable),
     (asyncpg.DeadlockDetectedError("deadlock detected"), StoreUnavailable),
     (asyncpg.InterfaceError("connection is closed"), StoreUnavailable),
+    (asyncpg.exceptions.InternalClientError("cannot switch to state 11"), StoreUnavailable),
     (asyncpg.UndefinedTableError('relation "keys" does not exist'), StoreFault),
     (asyncpg.UndefinedColumnError('column "x" does not exist'), StoreFault),
     (asyncpg.ForeignKeyViolationError("violates foreign key"), StoreFault),
