@@ -68,6 +68,10 @@ NOT_FOR_CHAT = (
     "parley.api.rerank",
     "parley.api.billing",
     "parley.api.client_secrets",
+    "parley.admin.service",  # the admin API's service and sign-in: the first admin call
+    "parley.admin.group_scope",
+    "parley.admin.signin",
+    "parley.admin.tenancy",
 )
 SERVE_A_LITTLE = """
 import asyncio, sys
@@ -165,7 +169,7 @@ print(" ".join(name for name in sys.argv[4:] if name in sys.modules))
 
 async def test_a_worker_serving_a_chat_call_loads_no_other_endpoint(tmp_path: Path) -> None:
     """A chat call, answered and metered, loads none of the /v1 endpoints it does not
-    use: each waits for its own first request."""
+    use, nor the admin API's service: each waits for its own first request."""
     database = f"sqlite:///{tmp_path / 'parley.db'}"
     store = await open_store(database)
     try:
