@@ -51,6 +51,8 @@ NOT_AT_START = (
     "parley.telemetry.otel",
     "google.protobuf",
     "yaml",  # only a process that reads the config file; workers get their settings as JSON
+    "multiprocessing",  # the body processes start with the first large body (body_pool.py)
+    "concurrent.futures.process",
 )
 NOT_FOR_CHAT = (
     "parley.api.realtime",  # the /v1 routes a chat call does not use (parley/api/routes.py)
