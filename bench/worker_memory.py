@@ -8,7 +8,8 @@ and ``--settle`` seconds more, prints each process's memory from
 
 RSS counts every resident page a process maps, shared or not; PSS divides each shared page
 among the processes that map it (the sum over the processes is what they cost together);
-private (USS) is what one more worker adds. Workers forked from a supervisor that imported
+private (USS) is what one more worker adds. With ``--workers 1`` the one process serves
+(no supervisor), as ``parley serve`` alone runs. Workers forked from a supervisor that imported
 the web stack share its pages (``parley/cli/supervisor.py``); workers started as fresh
 interpreters share only their libraries' files. ``--root`` runs another checkout.
 
@@ -44,7 +45,9 @@ def memory_mb(pid: int) -> dict[str, float]:
 
 def report(label: str, supervisor: int, workers: list[int]) -> None:
     print(f"{label}:")
-    rows = [("supervisor", supervisor)] + [(f"worker {n}", pid) for n, pid in enumerate(workers)]
+    rows = [(f"worker {n}", pid) for n, pid in enumerate(workers)]
+    if workers != [supervisor]:
+        rows.insert(0, ("supervisor", supervisor))
     total = 0.0
     for name, pid in rows:
         memory = memory_mb(pid)
@@ -87,7 +90,7 @@ def main() -> None:
         server = services.start("parley", port, command, cwd=work)
         wait_until_ready(upstream)
         wait_until_ready(server, "/health", seconds=120)
-        workers = listening([server.pid], args.workers)
+        workers = listening([server.pid], args.workers) if args.workers > 1 else [server.pid]
         time.sleep(args.settle)
         print(f"parley serve --workers {args.workers} ({args.root}), MB")
         report("idle", server.pid, workers)

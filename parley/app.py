@@ -271,7 +271,7 @@ def create_app(settings: Settings, *, store: Store | None = None) -> web.Applica
         app, settings.server.body_timeout_seconds, settings.server.pending_bodies_per_key
     )
     app.on_response_prepare.append(_reply_begins)
-    add_routes(app)
+    add_routes(app, deferred)
     app.add_subapp("/admin", admin_app(settings))
     app.router.add_get("/health", health)
     app.router.add_get("/openapi.json", deferred("parley.openapi:openapi_json"))

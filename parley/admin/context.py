@@ -11,10 +11,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from parley.admin.auth import FailedAttempts, Session, Sessions
-from parley.admin.group_scope import GroupAdminService
 from parley.admin.passwords import Hasher, VerifiedPasswords
-from parley.admin.service import AdminService
-from parley.api.voice_clones import retire
 from parley.domain.accounts import GROUP_ADMIN
 from parley.domain.audit import Actor
 from parley.domain.groups import Group
@@ -25,6 +22,7 @@ if TYPE_CHECKING:
     from jinja2 import Environment
 
     from parley.admin.oidc import OidcClient
+    from parley.admin.service import AdminService
     from parley.admin.sso import Flows
 
 
@@ -110,7 +108,12 @@ def client_address(request: web.Request) -> str:
 
 
 def admin_service(request: web.Request) -> AdminService:
-    """The caller's service: a group-admin's sees and changes its group alone."""
+    """The caller's service: a group-admin's sees and changes its group alone. Its
+    modules load with the first admin request, not in every worker."""
+    from parley.admin.group_scope import GroupAdminService
+    from parley.admin.service import AdminService
+    from parley.api.voice_clones import retire
+
     svc = request.config_dict[SERVICES]
     scope = request.get(GROUP_SCOPE)
     if scope is None and request.get(ROLE) == GROUP_ADMIN:  # never all groups for them

@@ -24,8 +24,6 @@ from parley.admin.context import (
     CookiePolicy,
     Templates,
 )
-from parley.admin.signin import api_identity, require_role
-from parley.admin.tenancy import admit
 from parley.edge.deferred import deferred
 from parley.errors import NotFound, ParleyError
 from parley.pipeline.context import REPLY_HEADERS
@@ -183,6 +181,9 @@ async def gate(request: web.Request, handler: Handler) -> web.StreamResponse:
         from parley.admin.ui.gate import serve_page  # the dashboard and Jinja2, on first use
 
         return await serve_page(request, handler)
+    from parley.admin.signin import api_identity, require_role  # loaded by the first admin call
+    from parley.admin.tenancy import admit
+
     await api_identity(request, state)
     await admit(request)
     require_role(request)

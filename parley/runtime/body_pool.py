@@ -21,14 +21,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import multiprocessing
 from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from typing import TypeVar, TypeVarTuple
+from concurrent.futures import BrokenExecutor, Future
+from typing import TYPE_CHECKING, TypeVar, TypeVarTuple
 
 from parley.errors import ServiceUnavailable
 from parley.turns import GroupTurns
+
+if TYPE_CHECKING:  # loaded with the first large body: most workers never read one
+    from concurrent.futures import ProcessPoolExecutor
 
 Ts = TypeVarTuple("Ts")
 T = TypeVar("T")
@@ -72,7 +73,7 @@ class BodyPool:
         work.add_done_callback(self._on_done(loop, group, place))
         try:
             return place, await asyncio.shield(asyncio.wrap_future(work, loop=loop))
-        except BrokenProcessPool:
+        except BrokenExecutor:  # its process died (``BrokenProcessPool``)
             raise ServiceUnavailable(LOST) from None
 
     @property
@@ -95,7 +96,7 @@ class BodyPool:
             executor = self._executors[place] = _process()
         try:
             return executor.submit(uncollected, function, args)
-        except BrokenProcessPool:
+        except BrokenExecutor:
             executor.shutdown(wait=False, cancel_futures=True)
             executor = self._executors[place] = _process()
             return executor.submit(uncollected, function, args)
@@ -131,5 +132,9 @@ def uncollected(function: Callable[[*Ts], T], args: tuple[*Ts]) -> T:
 
 def _process() -> ProcessPoolExecutor:
     """A body process, spawned: a fresh interpreter shares nothing with the serving one
-    (no copy of its heap, its threads' locks or its open sockets)."""
+    (no copy of its heap, its threads' locks or its open sockets). ``multiprocessing``
+    loads here, with the first large body."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     return ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))

@@ -21,10 +21,12 @@ import pytest
 from aiohttp import web
 
 from parley.app import create_app
+from parley.domain.keys import digest, display_prefix, new_key
 from parley.edge.deferred import Deferred, deferred, deferred_of
 from parley.settings import Settings
 from parley.store.engine import head_revision
 from parley.store.sql import open_store
+from tests.upstreams.openai_compatible import FakeEngine
 
 REPO = Path(__file__).resolve().parents[2]
 NOT_AT_START = (
@@ -49,6 +51,29 @@ NOT_AT_START = (
     "parley.telemetry.otel",
     "google.protobuf",
     "yaml",  # only a process that reads the config file; workers get their settings as JSON
+    "multiprocessing",  # the body processes start with the first large body (body_pool.py)
+    "concurrent.futures.process",
+)
+NOT_FOR_CHAT = (
+    "parley.api.realtime",  # the /v1 routes a chat call does not use (parley/api/routes.py)
+    "parley.api.cascade",
+    "parley.api.batches",
+    "parley.api.message_batches",
+    "parley.api.files",
+    "parley.api.images",
+    "parley.api.image_files",
+    "parley.api.speech",
+    "parley.api.transcriptions",
+    "parley.api.voice_clones",
+    "parley.api.stored_responses",
+    "parley.api.moderations",
+    "parley.api.rerank",
+    "parley.api.billing",
+    "parley.api.client_secrets",
+    "parley.admin.service",  # the admin API's service and sign-in: the first admin call
+    "parley.admin.group_scope",
+    "parley.admin.signin",
+    "parley.admin.tenancy",
 )
 SERVE_A_LITTLE = """
 import asyncio, sys
@@ -109,6 +134,75 @@ def loaded_after_serving(
 
 def test_a_worker_serving_v1_loads_none_of_the_rarely_used_parts(tmp_path: Path) -> None:
     assert loaded_after_serving(tmp_path) == set()
+
+
+SERVE_A_CHAT = """
+import asyncio, sys
+import aiohttp
+from aiohttp import web
+import parley.cli.serve
+from parley.app import create_app
+from parley.settings import Settings
+
+async def main(database, base_url, key):
+    settings = Settings.model_validate({
+        "database": {"url": database},
+        "channels": [{"name": "fake", "type": "openai", "base_url": base_url,
+                      "models": [{"name": "chat-model", "upstream": "fake-model"}]}],
+        "models": [{"name": "chat-model", "kind": "chat",
+                    "prices": {"input_per_1k": 0.001, "output_per_1k": 0.002}}],
+    })
+    runner = web.AppRunner(create_app(settings))
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    body = {"model": "chat-model", "messages": [{"role": "user", "content": "hello"}]}
+    async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {key}"}) as http:
+        async with http.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=body) as reply:
+            answer = await reply.json()
+    print(reply.status, answer["usage"]["total_tokens"] > 0)
+    await runner.cleanup()
+
+asyncio.run(main(*sys.argv[1:4]))
+print(" ".join(name for name in sys.argv[4:] if name in sys.modules))
+"""
+
+
+async def test_a_worker_serving_a_chat_call_loads_no_other_endpoint(tmp_path: Path) -> None:
+    """A chat call, answered and metered, loads none of the /v1 endpoints it does not
+    use, nor the admin API's service: each waits for its own first request."""
+    database = f"sqlite:///{tmp_path / 'parley.db'}"
+    store = await open_store(database)
+    try:
+        await store.migrate()
+        group = await store.create_group("lean")
+        key = new_key()
+        await store.create_key(
+            group.id, name="lean", digest=digest(key), prefix=display_prefix(key)
+        )
+    finally:
+        await store.close()
+    async with FakeEngine() as engine:
+        child = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            SERVE_A_CHAT,
+            database,
+            engine.base_url,
+            key,
+            *NOT_AT_START,
+            *NOT_FOR_CHAT,
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+        )
+        out, _ = await child.communicate()
+    assert child.returncode == 0
+    answered, loaded = out.decode().splitlines()
+    assert answered == "200 True"
+    assert loaded == ""
+    with sqlite3.connect(tmp_path / "parley.db") as db:
+        assert db.execute("SELECT count(*) FROM usage_records").fetchone() == (1,)
 
 
 def test_a_worker_started_on_a_fresh_database_migrates_it_without_alembic(

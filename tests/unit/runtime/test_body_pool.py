@@ -91,7 +91,7 @@ async def test_work_runs_in_another_process_and_frees_its_slot() -> None:
 async def test_a_process_that_dies_is_a_503_and_the_next_body_gets_a_new_one() -> None:
     pool = BodyPool(1, 1)
     try:
-        with pytest.raises(ServiceUnavailable):
+        with pytest.raises(ServiceUnavailable, match="body stopped"):  # LOST, not STOPPING
             await pool.run(1, os._exit, 3)
         pid = await pool.run(1, os.getpid)
         assert pid != os.getpid()
