@@ -47,13 +47,15 @@ from parley.domain.usage import Allowance
 from parley.domain.wire import JSON
 
 _DONE = "[DONE]"
+_CLOSE = b"}\n\n"
+"""What ends a delta event, after its number."""
 REASONING_PART: JSON = {"type": "reasoning_text", "text": ""}
 
 
 def sse(payload: JSON) -> bytes:
     """One Responses event: its type as the SSE event name, and its JSON data."""
     name: str = payload["type"]
-    return b"event: " + name.encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
+    return b"".join((b"event: ", name.encode(), b"\ndata: ", orjson.dumps(payload), b"\n\n"))
 
 
 class _Item:
@@ -174,9 +176,10 @@ class ChatToResponses(FromChatChunks):
             item = self._open_text(kind, out)
         item.text.append(text)
         # The item's delta events differ only in their text and number: written around
-        # them from the bytes ``_Item`` rendered once (what orjson writes for the dict).
+        # them from the bytes ``_Item`` rendered once (what orjson writes for the dict),
+        # as pieces the read's bytes are joined from once (a concatenation copies).
         for head, tail in item.deltas:
-            out.append(head + literal + tail + str(self._sequence).encode() + b"}\n\n")
+            out += (head, literal, tail, str(self._sequence).encode(), _CLOSE)
             self._sequence += 1
         self._characters += len(text)
         self._pieces += 1
