@@ -303,7 +303,7 @@ class OpenAIRelay(ChunkParsing):
                         continue
                     del chunk["usage"]
                 elif chunk["usage"] and tally.reported is not None:
-                    self._billed(chunk, tally.usage())
+                    self._billed(chunk, tally)
             chunk["model"] = model
             upstream = chunk.get("id")
             if upstream != self._upstream_id or not self._id:
@@ -316,11 +316,16 @@ class OpenAIRelay(ChunkParsing):
         events = shaped[0] if len(shaped) == 1 else b"\n\ndata: ".join(shaped)
         return b"".join((b"data: ", events, b"\n\n"))
 
-    def _billed(self, chunk: JSON, usage: Usage) -> None:
+    def _billed(self, chunk: JSON, tally: StreamTally) -> None:
         """The upstream's usage chunk saying what is billed: a report past the allowance
         is not believed (``Allowance.cap``), and the caller reads the bill's counts over
-        it, as a whole reply's ``usage`` does."""
-        billed = self._allowance.cap(usage)
+        it, as a whole reply's ``usage`` does. A report within it (the report is what the
+        check reads) is left as it came, with no usage built."""
+        allowance, reported = self._allowance, tally.reported
+        if reported is None or allowance.cap(reported) is reported:
+            return
+        usage = tally.usage()
+        billed = allowance.cap(usage)
         if billed is not usage:
             reported = chunk["usage"]
             chunk["usage"] = {
