@@ -13,7 +13,20 @@ from parley.dialects import (
     openai_chat,
     openai_chat_reply,
 )
-from parley.dialects.canonical import Image, Reasoning, Text, ToolCall, ToolResult, Unsupported
+from parley.dialects.canonical import (
+    Image,
+    Message,
+    Reasoning,
+    Request,
+    ResponseFormat,
+    Text,
+    Thinking,
+    Tool,
+    ToolCall,
+    ToolChoice,
+    ToolResult,
+    Unsupported,
+)
 from parley.domain.usage import Usage
 
 CLAUDE_BODY: dict[str, Any] = {
@@ -63,6 +76,49 @@ def test_a_messages_body_reads_into_the_canonical_call() -> None:
     assert (request.max_output_tokens, request.top_k, request.user) == (300, 40, "u-1")
 
 
+def test_each_messages_field_lands_in_its_own_request_field() -> None:
+    """``decode_request`` builds the ``Request`` positionally: every field is pinned here
+    against one built by name, and a body of the few common fields leaves the rest unset."""
+    schema = {"type": "object"}
+    body = {
+        "model": "claude",
+        "max_tokens": 300,
+        "system": "Be brief.",
+        "messages": [{"role": "user", "content": "Hi"}],
+        "tools": [{"name": "weather", "input_schema": schema}],
+        "tool_choice": {"type": "tool", "name": "weather"},
+        "temperature": 0.25,
+        "top_p": 0.75,
+        "top_k": 40,
+        "stop_sequences": ["END"],
+        "output_config": {"format": {"type": "json_schema", "schema": schema}, "effort": "low"},
+        "metadata": {"user_id": "u-1"},
+        "stream": True,
+        "service_tier": "standard_only",
+    }
+    assert anthropic_messages.decode_request(body) == Request(
+        model="claude",
+        messages=(Message("user", (Text("Hi"),)),),
+        instructions=(Text("Be brief."),),
+        tools=(Tool("weather", None, schema),),
+        tool_choice=ToolChoice("tool", "weather"),
+        max_output_tokens=300,
+        temperature=0.25,
+        top_p=0.75,
+        top_k=40,
+        stop=("END",),
+        response_format=ResponseFormat("json_schema", {"name": "output", "schema": schema}),
+        thinking=Thinking(enabled=True, budget_tokens=2048),
+        user="u-1",
+        stream=True,
+        service_tier="default",
+    )
+    plain = {"model": "claude", "max_tokens": 8, "messages": [{"role": "user", "content": "Hi"}]}
+    assert anthropic_messages.decode_request(plain) == Request(
+        model="claude", messages=(Message("user", (Text("Hi"),)),), max_output_tokens=8
+    )
+
+
 def test_a_messages_body_becomes_an_openai_chat_body() -> None:
     body = openai_chat.encode_request(anthropic_messages.decode_request(CLAUDE_BODY), "gpt-up")
     assert body["model"] == "gpt-up"
@@ -102,6 +158,11 @@ def test_a_messages_body_becomes_an_openai_chat_body() -> None:
         ({"tools": [{"type": "web_search_20250305", "name": "web_search"}]}, "tools.0"),
         ({"container": "c-1"}, "container"),
         ({"metadata": {"tier": "gold"}}, "metadata.tier"),
+        ({"top_p": -0.5}, "top_p"),
+        ({"top_k": -1}, "top_k"),
+        ({"service_tier": "priority"}, "service_tier"),
+        ({"output_config": {"effort": "extreme"}}, "output_config.effort"),
+        ({"thinking": {"type": "enabled"}}, "thinking"),
     ],
 )  # fmt: skip
 def test_what_cannot_be_translated_is_refused_by_name(change: dict[str, Any], param: str) -> None:
