@@ -26,6 +26,9 @@ from parley.dialects.from_chat import FromChatChunks
 from parley.domain.usage import Allowance, Usage
 from parley.domain.wire import JSON
 
+DELTA_END = b"}}\n\n"
+"""What follows a text's literal in its ``content_block_delta`` event."""
+
 
 def sse(name: str, payload: JSON) -> bytes:
     """One Anthropic event: its name and its JSON data."""
@@ -109,7 +112,8 @@ class ChatToMessages(FromChatChunks):
                 b'event: content_block_delta\ndata: {"type":"content_block_delta","index":'
                 + str(self._index).encode() + b',"delta":{"type":' + delta
             )  # fmt: skip
-        out.append(head + literal + b"}}\n\n")
+            self._run = (field, head, DELTA_END)  # until the block closes
+        out.append(head + literal + DELTA_END)
         self._characters += len(text)
         self._pieces += 1
 
@@ -150,7 +154,6 @@ class ChatToMessages(FromChatChunks):
         self._close(out)
         self._index += 1
         self._block = kind
-        self._head = None
         start = {"type": "content_block_start", "index": self._index, "content_block": block}
         out.append(sse("content_block_start", start))
 
@@ -162,6 +165,8 @@ class ChatToMessages(FromChatChunks):
         self._pieces += 1
 
     def _close(self, out: list[bytes]) -> None:
+        """Close the open block, if any: its text's bytes go with it."""
+        self._head = self._run = None
         if self._block is not None:
             out.append(
                 sse("content_block_stop", {"type": "content_block_stop", "index": self._index})
