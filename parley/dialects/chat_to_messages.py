@@ -35,6 +35,11 @@ def sse(name: str, payload: JSON) -> bytes:
     return b"event: " + name.encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
 
 
+PING = sse("ping", {"type": "ping"})
+MESSAGE_STOP = sse("message_stop", {"type": "message_stop"})
+"""Events that never change, rendered once."""
+
+
 class ChatToMessages(FromChatChunks):
     """``Translator[bytes]``: a chat stream in, Messages events out."""
 
@@ -73,7 +78,7 @@ class ChatToMessages(FromChatChunks):
             "usage": usage_fields(Usage(prompt_tokens=self._prompt_estimate)),
         }
         out.append(sse("message_start", {"type": "message_start", "message": message}))
-        out.append(sse("ping", {"type": "ping"}))
+        out.append(PING)
 
     def _delta(self, delta: JSON, out: list[bytes]) -> None:
         reasoning = delta.get("reasoning_content")
@@ -189,5 +194,5 @@ class ChatToMessages(FromChatChunks):
                 {"type": "message_delta", "delta": delta, "usage": usage_fields(usage)},
             )
         )
-        out.append(sse("message_stop", {"type": "message_stop"}))
+        out.append(MESSAGE_STOP)
         self.done = True
