@@ -109,6 +109,42 @@ def decode_request(body: JSON) -> Request:
     )
 
 
+PLAIN_FIELDS = frozenset({"model", "max_tokens", "messages", "stream"})
+"""The fields of a body ``plain_chat_body`` writes straight."""
+
+
+def plain_chat_body(body: JSON, model: str) -> JSON | None:
+    """The chat body ``openai_chat.encode_request(decode_request(body), model)`` is, for a
+    body of ``PLAIN_FIELDS`` alone whose messages are each a user's or an assistant's
+    string (most calls), written without the canonical call in between; ``None`` for any
+    other body, which goes the long way (and is refused there if it must be).
+    ``test_codecs.py`` holds the two ways equal."""
+    if not PLAIN_FIELDS.issuperset(body):
+        return None
+    name, max_tokens, messages = body.get("model"), body.get("max_tokens"), body.get("messages")
+    if (
+        name.__class__ is not str
+        or not name
+        or max_tokens.__class__ is not int
+        or max_tokens < 1
+        or messages.__class__ is not list
+        or not messages
+    ):
+        return None
+    written: list[JSON] = []
+    for message in messages:
+        if message.__class__ is not dict:
+            return None
+        role, content = message.get("role"), message.get("content")
+        if content.__class__ is not str or role not in ("user", "assistant"):
+            return None
+        written.append({"role": role, "content": content})
+    chat: JSON = {"model": model, "messages": written, "max_tokens": max_tokens}
+    if body.get("stream") is True:
+        chat["stream"] = True
+    return chat
+
+
 def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
 
 from parley.dialects import (
@@ -13,6 +14,7 @@ from parley.dialects import (
     openai_chat,
     openai_chat_reply,
 )
+from parley.dialects.call import ANTHROPIC_MESSAGES, ChatCall
 from parley.dialects.canonical import (
     Image,
     Message,
@@ -28,6 +30,8 @@ from parley.dialects.canonical import (
     Unsupported,
 )
 from parley.domain.usage import Usage
+from parley.providers.base import Target
+from parley.providers.openai.adapter import chat_body
 
 CLAUDE_BODY: dict[str, Any] = {
     "model": "claude",
@@ -117,6 +121,46 @@ def test_each_messages_field_lands_in_its_own_request_field() -> None:
     assert anthropic_messages.decode_request(plain) == Request(
         model="claude", messages=(Message("user", (Text("Hi"),)),), max_output_tokens=8
     )
+
+
+PLAIN = {"model": "claude", "max_tokens": 64, "messages": [{"role": "user", "content": "Hi"}]}
+TURNS = [
+    {"role": "user", "content": "Hi"},
+    {"role": "assistant", "content": ""},
+    {"role": "user", "content": "again", "extra": 1},
+]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [PLAIN, {**PLAIN, "stream": True}, {**PLAIN, "stream": False}, {**PLAIN, "messages": TURNS}],
+)
+def test_a_plain_messages_body_is_written_straight_as_the_long_way_writes_it(
+    body: dict[str, Any],
+) -> None:
+    straight = anthropic_messages.plain_chat_body(body, "gpt-up")
+    long_way = openai_chat.encode_request(anthropic_messages.decode_request(body), "gpt-up")
+    assert straight is not None
+    assert orjson.dumps(straight) == orjson.dumps(long_way)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"system": "Be brief."},
+        {"temperature": 0.5},
+        {"metadata": {"user_id": "u-1"}},
+        {"model": ""},
+        {"max_tokens": True},
+        {"max_tokens": 0},
+        {"messages": []},
+        {"messages": ["Hi"]},
+        {"messages": [{"role": "system", "content": "Hi"}]},
+        {"messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}]},
+    ],
+)
+def test_any_other_messages_body_goes_the_long_way(change: dict[str, Any]) -> None:
+    assert anthropic_messages.plain_chat_body({**PLAIN, **change}, "gpt-up") is None
 
 
 def test_a_messages_body_becomes_an_openai_chat_body() -> None:
@@ -290,3 +334,23 @@ def test_a_message_becomes_an_openai_reply() -> None:
         "prompt_tokens": 19, "completion_tokens": 4, "total_tokens": 23,
         "prompt_tokens_details": {"cached_tokens": 10, "cache_write_tokens": 6},
     }  # fmt: skip
+
+
+def test_the_openai_adapter_reads_only_a_body_it_cannot_write_straight() -> None:
+    target = Target("c", "http://up/v1", None, "gpt-up", 1.0, 1.0)
+    decoded: list[Any] = []
+
+    def decode(body: Any) -> Request:
+        decoded.append(body)
+        return anthropic_messages.decode_request(body)
+
+    assert chat_body(target, ChatCall(ANTHROPIC_MESSAGES, PLAIN, decode)) == {
+        "model": "gpt-up",
+        "messages": [{"role": "user", "content": "Hi"}],
+        "max_tokens": 64,
+    }
+    assert decoded == []  # written straight
+    system = {**PLAIN, "system": "Be brief."}
+    written = chat_body(target, ChatCall(ANTHROPIC_MESSAGES, system, decode))
+    assert decoded == [system]
+    assert written["messages"][0] == {"role": "system", "content": "Be brief."}
