@@ -14,15 +14,15 @@ the signature or encrypted content that lets it go back to the model that wrote 
 Fields one dialect has and another cannot say are a ``Unsupported`` naming the field,
 raised by the codec that cannot write them: never dropped silently.
 
-Pure types, no I/O; built once per call, off the per-token path. Blocks and messages, of
-which a body may hold a million, are ``@value`` records: immutable to the type checker and
-cheap to build.
+Pure types, no I/O; built once per call, off the per-token path. Every one is a ``@value``
+record, immutable to the type checker and cheap to build: blocks and messages, of which a
+body may hold a million, and the ``Request`` and ``Reply`` every translated call builds.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal
 
 from parley.domain.usage import Usage
@@ -127,7 +127,7 @@ def _joined(run: list[Message]) -> Message:
     return Message(run[0].role, tuple(block for message in run for block in message.blocks))
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Tool:
     name: str
     description: str | None
@@ -136,7 +136,7 @@ class Tool:
     cache: JSON | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ToolChoice:
     """``auto``, ``none``, ``required`` (some tool) or ``tool`` (the one ``name``)."""
 
@@ -146,7 +146,7 @@ class ToolChoice:
     """``False`` when the caller forbade several calls at once."""
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Thinking:
     """Extended thinking: on with a budget of tokens, or off."""
 
@@ -154,7 +154,7 @@ class Thinking:
     budget_tokens: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ResponseFormat:
     """``text``, ``json_object`` or ``json_schema`` (with ``schema``)."""
 
@@ -162,7 +162,7 @@ class ResponseFormat:
     schema: JSON | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Request:
     """One generation request, whatever dialect it came in."""
 
@@ -187,7 +187,7 @@ class Request:
     ``default``), for an upstream that has tiers."""
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Reply:
     """One whole reply: what the model produced, why it stopped, what it used."""
 

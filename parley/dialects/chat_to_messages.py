@@ -26,10 +26,18 @@ from parley.dialects.from_chat import FromChatChunks
 from parley.domain.usage import Allowance, Usage
 from parley.domain.wire import JSON
 
+DELTA_END = b"}}\n\n"
+"""What follows a text's literal in its ``content_block_delta`` event."""
+
 
 def sse(name: str, payload: JSON) -> bytes:
     """One Anthropic event: its name and its JSON data."""
     return b"event: " + name.encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
+
+
+PING = sse("ping", {"type": "ping"})
+MESSAGE_STOP = sse("message_stop", {"type": "message_stop"})
+"""Events that never change, rendered once."""
 
 
 class ChatToMessages(FromChatChunks):
@@ -70,7 +78,7 @@ class ChatToMessages(FromChatChunks):
             "usage": usage_fields(Usage(prompt_tokens=self._prompt_estimate)),
         }
         out.append(sse("message_start", {"type": "message_start", "message": message}))
-        out.append(sse("ping", {"type": "ping"}))
+        out.append(PING)
 
     def _delta(self, delta: JSON, out: list[bytes]) -> None:
         reasoning = delta.get("reasoning_content")
@@ -109,7 +117,8 @@ class ChatToMessages(FromChatChunks):
                 b'event: content_block_delta\ndata: {"type":"content_block_delta","index":'
                 + str(self._index).encode() + b',"delta":{"type":' + delta
             )  # fmt: skip
-        out.append(head + literal + b"}}\n\n")
+            self._run = (field, head, DELTA_END)  # until the block closes
+        out.append(head + literal + DELTA_END)
         self._characters += len(text)
         self._pieces += 1
 
@@ -150,7 +159,6 @@ class ChatToMessages(FromChatChunks):
         self._close(out)
         self._index += 1
         self._block = kind
-        self._head = None
         start = {"type": "content_block_start", "index": self._index, "content_block": block}
         out.append(sse("content_block_start", start))
 
@@ -162,6 +170,8 @@ class ChatToMessages(FromChatChunks):
         self._pieces += 1
 
     def _close(self, out: list[bytes]) -> None:
+        """Close the open block, if any: its text's bytes go with it."""
+        self._head = self._run = None
         if self._block is not None:
             out.append(
                 sse("content_block_stop", {"type": "content_block_stop", "index": self._index})
@@ -184,5 +194,5 @@ class ChatToMessages(FromChatChunks):
                 {"type": "message_delta", "delta": delta, "usage": usage_fields(usage)},
             )
         )
-        out.append(sse("message_stop", {"type": "message_stop"}))
+        out.append(MESSAGE_STOP)
         self.done = True

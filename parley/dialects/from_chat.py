@@ -14,8 +14,11 @@ Most of a chat stream's events are text chunks of one **learned shape**
 (``dialects/chunk_shapes.py``), as for the OpenAI relay: an event whose data is the
 shape's bytes around one JSON string literal is not parsed as a chunk at all; its literal
 (checked by ``orjson`` to be exactly one string) goes to ``_text`` as it came, and the
-subclass writes it between bytes it rendered once. Everything else goes the dict way,
-and a stream stops trying to learn after ``TRIES`` events in a row the shape did not take.
+subclass writes it between bytes it rendered once. While a subclass's open block takes
+one field's text between fixed bytes, it names them in ``_run``, and such a text is
+written here without a call to ``_text`` (byte for byte what ``_text`` writes). Everything
+else goes the dict way, and a stream stops trying to learn after ``TRIES`` events in a row
+the shape did not take.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ class FromChatChunks(ChunkParsing, ABC):
         "_pieces",
         "_prompt_estimate",
         "_reported",
+        "_run",
         "_shape",
         "_started",
         "_stop",
@@ -71,6 +75,10 @@ class FromChatChunks(ChunkParsing, ABC):
         self._tries = TRIES
         """Events the stream may still try to learn a shape from; set back whenever the
         shape takes one."""
+        self._run: tuple[str, bytes, bytes] | None = None
+        """The delta field whose text the open block takes as a text event of its own,
+        and the bytes before and after the text's literal in that event: set by the
+        subclass while they hold (``None``: each text goes to ``_text``)."""
 
     def feed(self, data: bytes) -> list[bytes]:
         out: list[bytes] = []
@@ -93,7 +101,13 @@ class FromChatChunks(ChunkParsing, ABC):
             if type(text) is str:
                 self._tries = TRIES
                 if text:
-                    self._text(shape.field, literal, text, out)
+                    run = self._run
+                    if run is not None and run[0] == shape.field:  # ``_text``, written out
+                        out.append(run[1] + literal + run[2])
+                        self._characters += len(text)
+                        self._pieces += 1
+                    else:
+                        self._text(shape.field, literal, text, out)
                 return out
         if self._over():
             return out
@@ -131,7 +145,13 @@ class FromChatChunks(ChunkParsing, ABC):
                 if type(text) is str:
                     self._tries = TRIES
                     if text:
-                        self._text(shape.field, literal, text, out)
+                        run = self._run
+                        if run is not None and run[0] == shape.field:  # as in ``feed``
+                            out.append(run[1] + literal + run[2])
+                            self._characters += len(text)
+                            self._pieces += 1
+                        else:
+                            self._text(shape.field, literal, text, out)
                     continue
             chunks = self._whole([payload])
             if chunks:

@@ -22,8 +22,15 @@ from typing import ClassVar, Protocol, TypeVar
 
 import orjson
 
-from parley.dialects import canonical, openai_chat_reply, outbound
-from parley.dialects.call import OPENAI_CHAT, OPENAI_RESPONSES, ChatCall, Dialect, Speaks
+from parley.dialects import anthropic_messages, canonical, openai_chat_reply, outbound
+from parley.dialects.call import (
+    ANTHROPIC_MESSAGES,
+    OPENAI_CHAT,
+    OPENAI_RESPONSES,
+    ChatCall,
+    Dialect,
+    Speaks,
+)
 from parley.dialects.canonical import Unsupported
 from parley.dialects.translator import ChunkTranslator, Translator
 from parley.domain.wire import JSON
@@ -193,9 +200,14 @@ class OpenAIAdapter:
 def chat_body(target: Target, call: ChatCall) -> JSON:
     """A call of another dialect as a chat body: the one its endpoint already wrote, else
     its canonical request written here (what chat cannot say is a 400). The service
-    tier is sent to OpenAI's own API alone, the only one that has tiers."""
+    tier is sent to OpenAI's own API alone, the only one that has tiers. A Messages body
+    of plain texts is written straight (``anthropic_messages.plain_chat_body``)."""
     if call.chat_body is not None:
         return call.chat_body
+    if call.dialect == ANTHROPIC_MESSAGES:
+        plain = anthropic_messages.plain_chat_body(call.body, target.model)
+        if plain is not None:
+            return plain
     try:
         return outbound.chat_body(call.request, target.model, target.type_name == TIERED_TYPE)
     except Unsupported as error:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
 
 from parley.dialects import (
@@ -13,8 +14,24 @@ from parley.dialects import (
     openai_chat,
     openai_chat_reply,
 )
-from parley.dialects.canonical import Image, Reasoning, Text, ToolCall, ToolResult, Unsupported
+from parley.dialects.call import ANTHROPIC_MESSAGES, ChatCall
+from parley.dialects.canonical import (
+    Image,
+    Message,
+    Reasoning,
+    Request,
+    ResponseFormat,
+    Text,
+    Thinking,
+    Tool,
+    ToolCall,
+    ToolChoice,
+    ToolResult,
+    Unsupported,
+)
 from parley.domain.usage import Usage
+from parley.providers.base import Target
+from parley.providers.openai.adapter import chat_body
 
 CLAUDE_BODY: dict[str, Any] = {
     "model": "claude",
@@ -63,6 +80,89 @@ def test_a_messages_body_reads_into_the_canonical_call() -> None:
     assert (request.max_output_tokens, request.top_k, request.user) == (300, 40, "u-1")
 
 
+def test_each_messages_field_lands_in_its_own_request_field() -> None:
+    """``decode_request`` builds the ``Request`` positionally: every field is pinned here
+    against one built by name, and a body of the few common fields leaves the rest unset."""
+    schema = {"type": "object"}
+    body = {
+        "model": "claude",
+        "max_tokens": 300,
+        "system": "Be brief.",
+        "messages": [{"role": "user", "content": "Hi"}],
+        "tools": [{"name": "weather", "input_schema": schema}],
+        "tool_choice": {"type": "tool", "name": "weather"},
+        "temperature": 0.25,
+        "top_p": 0.75,
+        "top_k": 40,
+        "stop_sequences": ["END"],
+        "output_config": {"format": {"type": "json_schema", "schema": schema}, "effort": "low"},
+        "metadata": {"user_id": "u-1"},
+        "stream": True,
+        "service_tier": "standard_only",
+    }
+    assert anthropic_messages.decode_request(body) == Request(
+        model="claude",
+        messages=(Message("user", (Text("Hi"),)),),
+        instructions=(Text("Be brief."),),
+        tools=(Tool("weather", None, schema),),
+        tool_choice=ToolChoice("tool", "weather"),
+        max_output_tokens=300,
+        temperature=0.25,
+        top_p=0.75,
+        top_k=40,
+        stop=("END",),
+        response_format=ResponseFormat("json_schema", {"name": "output", "schema": schema}),
+        thinking=Thinking(enabled=True, budget_tokens=2048),
+        user="u-1",
+        stream=True,
+        service_tier="default",
+    )
+    plain = {"model": "claude", "max_tokens": 8, "messages": [{"role": "user", "content": "Hi"}]}
+    assert anthropic_messages.decode_request(plain) == Request(
+        model="claude", messages=(Message("user", (Text("Hi"),)),), max_output_tokens=8
+    )
+
+
+PLAIN = {"model": "claude", "max_tokens": 64, "messages": [{"role": "user", "content": "Hi"}]}
+TURNS = [
+    {"role": "user", "content": "Hi"},
+    {"role": "assistant", "content": ""},
+    {"role": "user", "content": "again", "extra": 1},
+]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [PLAIN, {**PLAIN, "stream": True}, {**PLAIN, "stream": False}, {**PLAIN, "messages": TURNS}],
+)
+def test_a_plain_messages_body_is_written_straight_as_the_long_way_writes_it(
+    body: dict[str, Any],
+) -> None:
+    straight = anthropic_messages.plain_chat_body(body, "gpt-up")
+    long_way = openai_chat.encode_request(anthropic_messages.decode_request(body), "gpt-up")
+    assert straight is not None
+    assert orjson.dumps(straight) == orjson.dumps(long_way)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"system": "Be brief."},
+        {"temperature": 0.5},
+        {"metadata": {"user_id": "u-1"}},
+        {"model": ""},
+        {"max_tokens": True},
+        {"max_tokens": 0},
+        {"messages": []},
+        {"messages": ["Hi"]},
+        {"messages": [{"role": "system", "content": "Hi"}]},
+        {"messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}]},
+    ],
+)
+def test_any_other_messages_body_goes_the_long_way(change: dict[str, Any]) -> None:
+    assert anthropic_messages.plain_chat_body({**PLAIN, **change}, "gpt-up") is None
+
+
 def test_a_messages_body_becomes_an_openai_chat_body() -> None:
     body = openai_chat.encode_request(anthropic_messages.decode_request(CLAUDE_BODY), "gpt-up")
     assert body["model"] == "gpt-up"
@@ -102,6 +202,11 @@ def test_a_messages_body_becomes_an_openai_chat_body() -> None:
         ({"tools": [{"type": "web_search_20250305", "name": "web_search"}]}, "tools.0"),
         ({"container": "c-1"}, "container"),
         ({"metadata": {"tier": "gold"}}, "metadata.tier"),
+        ({"top_p": -0.5}, "top_p"),
+        ({"top_k": -1}, "top_k"),
+        ({"service_tier": "priority"}, "service_tier"),
+        ({"output_config": {"effort": "extreme"}}, "output_config.effort"),
+        ({"thinking": {"type": "enabled"}}, "thinking"),
     ],
 )  # fmt: skip
 def test_what_cannot_be_translated_is_refused_by_name(change: dict[str, Any], param: str) -> None:
@@ -229,3 +334,23 @@ def test_a_message_becomes_an_openai_reply() -> None:
         "prompt_tokens": 19, "completion_tokens": 4, "total_tokens": 23,
         "prompt_tokens_details": {"cached_tokens": 10, "cache_write_tokens": 6},
     }  # fmt: skip
+
+
+def test_the_openai_adapter_reads_only_a_body_it_cannot_write_straight() -> None:
+    target = Target("c", "http://up/v1", None, "gpt-up", 1.0, 1.0)
+    decoded: list[Any] = []
+
+    def decode(body: Any) -> Request:
+        decoded.append(body)
+        return anthropic_messages.decode_request(body)
+
+    assert chat_body(target, ChatCall(ANTHROPIC_MESSAGES, PLAIN, decode)) == {
+        "model": "gpt-up",
+        "messages": [{"role": "user", "content": "Hi"}],
+        "max_tokens": 64,
+    }
+    assert decoded == []  # written straight
+    system = {**PLAIN, "system": "Be brief."}
+    written = chat_body(target, ChatCall(ANTHROPIC_MESSAGES, system, decode))
+    assert decoded == [system]
+    assert written["messages"][0] == {"role": "system", "content": "Be brief."}

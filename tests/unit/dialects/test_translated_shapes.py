@@ -115,3 +115,34 @@ def test_a_stream_cut_after_shaped_events_fails_and_counts_them(dialect: str) ->
     delivered = translator.delivered()
     assert delivered is not None and delivered.estimated
     assert delivered.completion_tokens >= 8  # every piece written counts
+
+
+@pytest.mark.parametrize("per_read", [1, 3])
+def test_the_open_blocks_texts_are_written_without_a_call_to_text(
+    per_read: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shaped text for the open Messages block is written by ``FromChatChunks`` from
+    ``_run`` (no ``_text`` call), byte for byte what the dict way writes; a tool call
+    between two texts closes the block, so the next text opens one through ``_text``."""
+    call = {"index": 0, "id": "call_1", "function": {"name": "f", "arguments": "{}"}}
+    chunks = [chunk({"content": text}, usage=None) for text in WORDS[:4]]
+    chunks.append(chunk({"tool_calls": [call]}, usage=None))
+    chunks += [chunk({"content": text}, usage=None) for text in WORDS[4:8]]
+    chunks += [chunk({}, "stop", usage=None), {**chunk({}), "choices": [], "usage": USAGE}]
+    whole = chat_sse(chunks)
+    sent = [event + b"\n\n" for event in whole.split(b"\n\n") if event]
+    reads = [b"".join(sent[at : at + per_read]) for at in range(0, len(sent), per_read)]
+    dict_way, _ = run(messages, [whole[:7], whole[7:]])
+    texts: list[str] = []
+    write = ChatToMessages._text
+
+    def recorded(self: ChatToMessages, field: str, literal: bytes, text: str, out: Any) -> None:
+        texts.append(text)
+        write(self, field, literal, text, out)
+
+    monkeypatch.setattr(ChatToMessages, "_text", recorded)
+    shaped, translator = run(messages, reads)
+    assert shaped == dict_way
+    assert shaped.count(b"event: content_block_start") == 3  # text, tool_use, text
+    assert texts == [WORDS[0], WORDS[4]]  # each block's first text; the rest from ``_run``
+    assert translator.delivered() == Usage(prompt_tokens=9, completion_tokens=17)
