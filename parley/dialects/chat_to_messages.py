@@ -32,7 +32,7 @@ DELTA_END = b"}}\n\n"
 
 def sse(name: str, payload: JSON) -> bytes:
     """One Anthropic event: its name and its JSON data."""
-    return b"event: " + name.encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
+    return b"".join((b"event: ", name.encode(), b"\ndata: ", orjson.dumps(payload), b"\n\n"))
 
 
 PING = sse("ping", {"type": "ping"})
