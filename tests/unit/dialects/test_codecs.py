@@ -13,6 +13,7 @@ from parley.dialects import (
     anthropic_messages_reply,
     openai_chat,
     openai_chat_reply,
+    openai_responses,
 )
 from parley.dialects.call import ANTHROPIC_MESSAGES, ChatCall
 from parley.dialects.canonical import (
@@ -121,6 +122,51 @@ def test_each_messages_field_lands_in_its_own_request_field() -> None:
     assert anthropic_messages.decode_request(plain) == Request(
         model="claude", messages=(Message("user", (Text("Hi"),)),), max_output_tokens=8
     )
+
+
+def test_each_responses_field_lands_in_its_own_request_field() -> None:
+    """Responses' ``decode_request`` builds the ``Request`` positionally too: every field
+    it reads is pinned against one built by name, and a body of only its input leaves the
+    rest unset."""
+    schema = {"type": "object"}
+    body = {
+        "model": "gpt",
+        "instructions": "Be brief.",
+        "input": "Hi",
+        "tools": [{"type": "function", "name": "weather", "parameters": schema}],
+        "tool_choice": {"type": "function", "name": "weather"},
+        "parallel_tool_calls": False,
+        "max_output_tokens": 300,
+        "temperature": 0.25,
+        "top_p": 0.75,
+        "text": {"format": {"type": "json_object"}},
+        "reasoning": {"effort": "low"},
+        "user": "u-1",
+        "stream": True,
+    }
+    assert responses_request(body) == Request(
+        model="gpt",
+        messages=(Message("user", (Text("Hi"),)),),
+        instructions=(Text("Be brief."),),
+        tools=(Tool("weather", None, schema),),
+        tool_choice=ToolChoice("tool", "weather", parallel=False),
+        max_output_tokens=300,
+        temperature=0.25,
+        top_p=0.75,
+        response_format=ResponseFormat("json_object"),
+        thinking=Thinking(enabled=True, budget_tokens=2048),
+        user="u-1",
+        stream=True,
+    )
+    assert responses_request({"model": "gpt", "input": "Hi"}) == Request(
+        model="gpt", messages=(Message("user", (Text("Hi"),)),)
+    )
+    only_parallel = responses_request({"model": "gpt", "input": "Hi", "parallel_tool_calls": True})
+    assert only_parallel.tool_choice == ToolChoice("auto", parallel=True)
+
+
+def responses_request(body: dict[str, Any]) -> Request:
+    return openai_responses.decode_request(body, openai_responses.normalized_input(body["input"]))
 
 
 PLAIN = {"model": "claude", "max_tokens": 64, "messages": [{"role": "user", "content": "Hi"}]}
