@@ -121,13 +121,29 @@ class ChannelBook:
         )
 
     async def flush(self, store: ChannelStore) -> None:
-        """Write the queued transitions (kept for the next flush if the store fails)."""
+        """Write the queued transitions (kept for the next flush if the store fails).
+
+        The queue is emptied before the write, so a flush that runs meanwhile (the
+        refresh loop's and an explicit ``Services.refresh``) writes only what came after,
+        never the same transitions twice."""
         if not self._events:
             return
         events = list(self._events)
-        await store.record_channel_events(events)
-        for _ in events:
-            self._events.popleft()
+        self._events.clear()
+        try:
+            await store.record_channel_events(events)
+        except BaseException:
+            self._requeue(events)
+            raise
+
+    def _requeue(self, events: list[ChannelEvent]) -> None:
+        """Put unwritten ``events`` back before those queued since, oldest dropped past
+        the bound, as ``transition`` drops them."""
+        waiting = events + list(self._events)
+        dropped = max(0, len(waiting) - MAX_QUEUED_EVENTS)
+        self.events_dropped += dropped
+        self._events.clear()
+        self._events.extend(waiting[dropped:])
 
 
 async def reseal_all(store: ChannelStore, box: CredentialBox) -> int:
