@@ -1,6 +1,7 @@
-"""create_app(settings) → the aiohttp application, its middleware and its lifecycle.
+"""create_app(settings) → the aiohttp application, its edge and its lifecycle.
 
-One middleware, ``gateway``, does in order what every request needs:
+Every route's handler is served behind one edge, ``at_the_edge``, which does in order
+what every request needs:
 
 * every failure becomes the OpenAI envelope; nothing else reaches a caller;
 * a ``/v1`` call to no route is a 404 (405 for a wrong method) before its key is
@@ -11,12 +12,17 @@ One middleware, ``gateway``, does in order what every request needs:
 * a request body still arriving has a deadline, and a key a number of bodies that may be
   arriving at once (``parley.edge.bodies``).
 
-One middleware rather than one per concern, and a hook that does one thing: each is
-paid by every call (docs/performance.md, Speed habits). A failure after a reply has
+The edge wraps each handler when its route is added, not as an aiohttp middleware: an
+application with any middleware (its sub-applications' included) runs aiohttp's
+middleware chain for every request, a coroutine and a context switch of the current
+application more than the edge itself (docs/performance.md, Speed habits). A request
+that no route serves reaches ``unrouted``, the catch-all route added last, which raises
+aiohttp's 404 or 405 behind the same edge. One edge rather than one per concern, and a
+hook that does one thing: each is paid by every call. A failure after a reply has
 begun ends that reply instead (``parley.pipeline.started``): an ``on_response_prepare``
-hook notes every reply whose head is sent, whichever handler sent it. The middleware
-gives every reply it returns unsent its ``x-request-id`` (a stream puts its call's id
-in its head itself).
+hook notes every reply whose head is sent, whichever handler sent it. The edge gives
+every reply it returns unsent its ``x-request-id`` (a stream puts its call's id in its
+head itself).
 """
 
 from __future__ import annotations
@@ -24,19 +30,21 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator
+from functools import partial
 
-from aiohttp import web
+from aiohttp import hdrs, web
 from aiohttp.typedefs import Handler
 from aiohttp.web_protocol import RequestPayloadError
 
 from parley.admin.site import admin_app
 from parley.api.batch_lane import BATCH_LANE, BatchLane
 from parley.api.reply import error_response, http_exception_as_error
-from parley.api.routes import add_routes
+from parley.api.routes import api_routes
 from parley.edge import bodies as edge_bodies
 from parley.edge.bodies import BODY_SECONDS, PENDING_BODIES, BodyTimeout, start_body_clock
 from parley.edge.deferred import deferred
 from parley.edge.request_log import log_refusal
+from parley.edge.routing import behind, catch_all, wraps
 from parley.errors import (
     INTERNAL_ERROR_MESSAGE,
     InvalidRequest,
@@ -80,55 +88,60 @@ BAD_BODY_MESSAGE = (
 )
 
 
-@web.middleware
-async def gateway(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Authentication and limit headers for ``/v1``, body bounds, and the envelope; a
-    refusal of a known key is logged (``parley.edge.request_log``)."""
-    caller: Caller | None = None
-    began = 0.0
-    try:
-        v1 = request.path.startswith(V1)
-        if v1:
-            began = time.monotonic()
-            _routed(request)
-            svc = request.app[SERVICES]
-            authorization = request.headers.get("Authorization") or _api_key(request)
-            caller = await _identified(request, authorization, svc)
-            check_usable(caller)
-            request[CALLER] = caller
-        if request.content.is_eof():  # nearly every call: the body came whole with the head
-            response = await handler(request)
-        else:
-            response = await _with_body_bounds(request, handler)
-        if not response.prepared:  # a started stream sent its head already (the runner's)
-            if v1:
-                if REPLY_HEADERS not in request:
-                    await _peek_limit_headers(request)
-                response.headers.update(request[REPLY_HEADERS])
-            stamp_request_id(request, response)
-        return response
-    except ParleyError as error:
-        log_refusal(request, caller, error, began)
-        await _limit_headers_for_refusal(request)
-        return await _error_reply(request, error)
-    except web.HTTPException as exc:
-        return await _http_exception_reply(request, exc, caller, began)
-    except (StoreUnavailable, StoreFault) as problem:  # billing, admin: the database failed
-        return await _store_failed(request, caller, problem, began)
-    except BodyTimeout:
-        timeout = RequestTimeout(BODY_TIMEOUT_MESSAGE)
-        log_refusal(request, caller, timeout, began)
-        return await _error_reply(request, timeout)
-    except RequestPayloadError:  # bad chunking or content coding, found while reading
-        bad_body = InvalidRequest(BAD_BODY_MESSAGE)
-        log_refusal(request, caller, bad_body, began)
-        return await _error_reply(request, bad_body)
-    except Exception:  # the one boundary where anything unexpected becomes a clean 500
-        where = " after its reply began" if started_reply(request) is not None else ""
-        log.exception("unhandled error on %s %s%s", request.method, request.path, where)
-        failure = ParleyError(INTERNAL_ERROR_MESSAGE)
-        log_refusal(request, caller, failure, began)
-        return await _error_reply(request, failure, logged=True)
+def at_the_edge(handler: Handler, *, routed: bool = True) -> Handler:
+    """``handler`` behind the edge: authentication and limit headers for ``/v1``, body
+    bounds, and the envelope; a refusal of a known key is logged
+    (``parley.edge.request_log``). ``routed=False`` is the catch-all's edge
+    (``parley.edge.routing``): its ``/v1`` requests are refused before their key is read."""
+
+    @wraps(handler)
+    async def gateway(request: web.Request) -> web.StreamResponse:
+        caller: Caller | None = None
+        began = 0.0
+        try:
+            v1 = request.path.startswith(V1)
+            if v1 and routed:
+                began = time.monotonic()
+                svc = request.app[SERVICES]
+                authorization = request.headers.get("Authorization") or _api_key(request)
+                caller = await _identified(request, authorization, svc)
+                check_usable(caller)
+                request[CALLER] = caller
+            if request.content.is_eof():  # nearly every call: the body came whole with the head
+                response = await handler(request)
+            else:
+                response = await _with_body_bounds(request, handler)
+            if not response.prepared:  # a started stream sent its head already (the runner's)
+                if v1:
+                    if REPLY_HEADERS not in request:
+                        await _peek_limit_headers(request)
+                    response.headers.update(request[REPLY_HEADERS])
+                stamp_request_id(request, response)
+            return response
+        except ParleyError as error:
+            log_refusal(request, caller, error, began)
+            await _limit_headers_for_refusal(request)
+            return await _error_reply(request, error)
+        except web.HTTPException as exc:
+            return await _http_exception_reply(request, exc, caller, began, routed=routed)
+        except (StoreUnavailable, StoreFault) as problem:  # billing, admin: the database failed
+            return await _store_failed(request, caller, problem, began)
+        except BodyTimeout:
+            timeout = RequestTimeout(BODY_TIMEOUT_MESSAGE)
+            log_refusal(request, caller, timeout, began)
+            return await _error_reply(request, timeout)
+        except RequestPayloadError:  # bad chunking or content coding, found while reading
+            bad_body = InvalidRequest(BAD_BODY_MESSAGE)
+            log_refusal(request, caller, bad_body, began)
+            return await _error_reply(request, bad_body)
+        except Exception:  # the one boundary where anything unexpected becomes a clean 500
+            where = " after its reply began" if started_reply(request) is not None else ""
+            log.exception("unhandled error on %s %s%s", request.method, request.path, where)
+            failure = ParleyError(INTERNAL_ERROR_MESSAGE)
+            log_refusal(request, caller, failure, began)
+            return await _error_reply(request, failure, logged=True)
+
+    return gateway
 
 
 async def _store_failed(
@@ -153,20 +166,28 @@ async def _store_failed(
 
 
 async def _http_exception_reply(
-    request: web.Request, exc: web.HTTPException, caller: Caller | None, began: float
+    request: web.Request,
+    exc: web.HTTPException,
+    caller: Caller | None,
+    began: float,
+    *,
+    routed: bool,
 ) -> web.StreamResponse:
     """aiohttp's own refusal (no route, wrong method, body too large) as the envelope; a
-    redirect goes on as it is, with its ``x-request-id``."""
+    redirect goes on as it is, with its ``x-request-id``. A request to no route from an
+    Anthropic client (its SDKs send ``anthropic-version`` with every call) is refused in
+    Anthropic's shape."""
     if exc.status < 400:
         stamp_request_id(request, exc)
         raise exc
     refused = http_exception_as_error(exc, request.client_max_size)
     log_refusal(request, caller, refused, began)
-    return await _error_reply(request, refused)
+    anthropic = not routed and ANTHROPIC_VERSION in request.headers
+    return await _error_reply(request, refused, anthropic=anthropic)
 
 
 async def _error_reply(
-    request: web.Request, error: ParleyError, *, logged: bool = False
+    request: web.Request, error: ParleyError, *, logged: bool = False, anthropic: bool = False
 ) -> web.StreamResponse:
     """The envelope; or, once a reply has begun, its end (``parley.pipeline.started``)."""
     started = started_reply(request)
@@ -181,26 +202,12 @@ async def _error_reply(
         started.force_close()  # a failure that escaped its job: the connection's state is unknown
         await end_started_reply(request, started, failure_tail(request, started, error))
         return started
-    anthropic = request.path.startswith(MESSAGES) or _anthropic_client(request)
+    anthropic = anthropic or request.path.startswith(MESSAGES)
     response = error_response(error, request.get(REPLY_HEADERS), anthropic=anthropic)
     stamp_request_id(request, response)
     if not request.content.is_eof():  # the body is still arriving: close, do not keep reading
         response.force_close()
     return response
-
-
-def _routed(request: web.Request) -> None:
-    """Raise aiohttp's 404 or 405 for a request no route serves, before its key is read:
-    a wrong path never reads as a wrong key, nor tells one key from another."""
-    unrouted = request.match_info.http_exception
-    if unrouted is not None:
-        raise unrouted
-
-
-def _anthropic_client(request: web.Request) -> bool:
-    """Whether a request to no route came from an Anthropic client (its SDKs send
-    ``anthropic-version`` with every call): its 404 is then in Anthropic's shape."""
-    return request.match_info.http_exception is not None and ANTHROPIC_VERSION in request.headers
 
 
 def _api_key(request: web.Request) -> str | None:
@@ -261,20 +268,34 @@ async def _peek_limit_headers(request: web.Request) -> None:
 
 async def _reply_begins(request: web.Request, response: web.StreamResponse) -> None:
     """``on_response_prepare``: note the reply whose head is being sent, whichever handler
-    sent it (``parley.pipeline.started``)."""
+    sent it (``parley.pipeline.started``). aiohttp's own refusal of a request that no
+    route can match (a ``CONNECT``'s ``host:port`` target, which has no path) reaches no
+    route's edge: it is rewritten as the envelope here, before its head is sent."""
+    if isinstance(response, web.HTTPException) and response.status >= 400:
+        _as_envelope(request, response)
     remember_started(request, response)
 
 
+def _as_envelope(request: web.Request, refusal: web.HTTPException) -> None:
+    envelope = error_response(http_exception_as_error(refusal, request.client_max_size))
+    stamp_request_id(request, envelope)
+    body = envelope.body
+    assert isinstance(body, bytes)
+    refusal.headers.update(envelope.headers)
+    refusal.headers[hdrs.CONTENT_LENGTH] = str(len(body))  # the head is being written now
+    refusal.body = body
+
+
 def create_app(settings: Settings, *, store: Store | None = None) -> web.Application:
-    app = web.Application(middlewares=[gateway], client_max_size=settings.server.max_body_bytes)
+    app = web.Application(client_max_size=settings.server.max_body_bytes)
     edge_bodies.install(
         app, settings.server.body_timeout_seconds, settings.server.pending_bodies_per_key
     )
     app.on_response_prepare.append(_reply_begins)
-    add_routes(app, deferred)
-    app.add_subapp("/admin", admin_app(settings))
-    app.router.add_get("/health", health)
-    app.router.add_get("/openapi.json", deferred("parley.openapi:openapi_json"))
+    app.router.add_routes(behind(at_the_edge, api_routes(deferred)))
+    app.add_subapp("/admin", admin_app(settings, at_the_edge))
+    app.router.add_get("/health", at_the_edge(health))
+    app.router.add_get("/openapi.json", at_the_edge(deferred("parley.openapi:openapi_json")))
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         svc = app[SERVICES] = await Services.start(settings, store=store)
@@ -286,7 +307,8 @@ def create_app(settings: Settings, *, store: Store | None = None) -> web.Applica
 
     app.cleanup_ctx.append(lifecycle)
     app.on_shutdown.append(_stop_batch_lane)  # no new batch line once shutdown begins
-    install_telemetry(app, settings)  # CORS, /metrics (after the services)
+    install_telemetry(app, settings, at_the_edge)  # CORS, /metrics (after the services)
+    catch_all(app.router, partial(at_the_edge, routed=False))
     return app
 
 

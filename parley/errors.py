@@ -1,6 +1,6 @@
 """The error tree (the envelope is rendered by ``parley.api.reply.error_response``).
 
-Every error a caller can see is a ``ParleyError``; the HTTP middleware renders it as::
+Every error a caller can see is a ``ParleyError``; the edge (``parley/app.py``) renders it as::
 
     {"error": {"message": ..., "type": ..., "param": ..., "code": ...}}
 
@@ -321,10 +321,17 @@ class HttpStatusError(ParleyError):
     """A refusal or failure whose status aiohttp chose (``web.HTTPException``, its handler
     timeout), in the envelope: ``invalid_request_error`` below 500, ``server_error`` from."""
 
-    def __init__(self, message: str, *, status: int, code: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int,
+        code: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
         self.status = status
         self.type = "invalid_request_error" if status < 500 else "server_error"
-        super().__init__(message, code=code)
+        super().__init__(message, code=code, headers=headers)
 
 
 INTERNAL_ERROR_MESSAGE = "The server had an error while processing your request."

@@ -25,11 +25,14 @@ from parley.admin.context import (
     Templates,
 )
 from parley.edge.deferred import deferred
+from parley.edge.routing import Edge, behind, catch_all, unrouted, wraps
 from parley.errors import NotFound, ParleyError
 from parley.pipeline.context import REPLY_HEADERS
 from parley.settings import OidcSettings, Settings
 
 STATIC = Path(__file__).parent / "static"
+STATIC_FILES = {path.name: path for path in STATIC.iterdir() if path.is_file()}
+"""The dashboard's files by name, read once: a request names one of them or none."""
 DASHBOARD_PREFIXES = (
     "/admin/ui/",
     "/admin/login",
@@ -158,21 +161,32 @@ def is_dashboard(path: str) -> bool:
     return path in ("/admin", "/admin/", "/admin/static") or path.startswith(DASHBOARD_PREFIXES)
 
 
-@web.middleware
+def checked(handler: Handler) -> Handler:
+    """An admin route's handler behind the admin's checks (``gate``), its replies and
+    refusals with the security headers."""
+
+    @wraps(handler)
+    async def admin_route(request: web.Request) -> web.StreamResponse:
+        return await security_headers(request, handler)
+
+    return admin_route
+
+
 async def security_headers(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """What ``gate`` answers for ``handler``, with the security headers."""
     try:
-        response = await handler(request)
-    except web.HTTPException as exc:
+        response = await gate(request, handler)
+    except web.HTTPException as exc:  # a redirect goes as it is; the edge renders a refusal
         exc.headers.update(SECURITY_HEADERS)
+        request[REPLY_HEADERS] = {**request.get(REPLY_HEADERS, {}), **SECURITY_HEADERS}
         raise
-    except ParleyError:  # the gateway renders it, with the reply headers as its base
+    except ParleyError:  # the edge renders it, with the reply headers as its base
         request[REPLY_HEADERS] = {**request.get(REPLY_HEADERS, {}), **SECURITY_HEADERS}
         raise
     response.headers.update(SECURITY_HEADERS)
     return response
 
 
-@web.middleware
 async def gate(request: web.Request, handler: Handler) -> web.StreamResponse:
     state = request.config_dict.get(ADMIN_STATE)
     if state is None:
@@ -194,6 +208,15 @@ async def to_dashboard(request: web.Request) -> web.Response:
     raise web.HTTPSeeOther("/admin/")
 
 
+async def static_file(request: web.Request) -> web.FileResponse:
+    """One of the dashboard's files (``static/``, its stylesheet and scripts), by name:
+    only a file that is there, so no path leads out of it."""
+    path = STATIC_FILES.get(request.match_info["name"])
+    if path is None:
+        raise web.HTTPNotFound()
+    return web.FileResponse(path)
+
+
 def _single_sign_on(
     admin: web.Application, state: AdminState, settings: OidcSettings, token: str
 ) -> None:
@@ -211,11 +234,10 @@ def _single_sign_on(
     admin.on_cleanup.append(close)
 
 
-def admin_app(settings: Settings) -> web.Application:
-    """The admin surface as a sub-application, so its checks never run on /v1 calls."""
-    admin = web.Application(
-        middlewares=[security_headers, gate], client_max_size=settings.server.max_body_bytes
-    )
+def admin_app(settings: Settings, edge: Edge) -> web.Application:
+    """The admin surface as a sub-application, each route behind ``edge`` (the gateway's)
+    and then the admin's own checks, which never run on /v1 calls."""
+    admin = web.Application(client_max_size=settings.server.max_body_bytes)
     token = settings.admin.token
     if token:
         cookies = CookiePolicy(
@@ -232,6 +254,12 @@ def admin_app(settings: Settings) -> web.Application:
     routes = [
         web.route(method, path, deferred(f"parley.admin.{name}")) for method, path, name in HANDLERS
     ]
-    admin.router.add_routes(routes)
-    admin.router.add_routes([web.get("", to_dashboard), web.static("/static", STATIC)])
+    routes += [web.get("", to_dashboard), web.get("/static/{name}", static_file)]
+
+    def admin_edge(handler: Handler) -> Handler:
+        return edge(checked(handler))
+
+    admin.router.add_routes(behind(admin_edge, routes))
+    admin.router.add_route("*", "", admin_edge(unrouted))  # /admin with another method
+    catch_all(admin.router, admin_edge)
     return admin

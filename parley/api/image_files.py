@@ -1,7 +1,7 @@
 """GET /v1/images/files/{image_id}: an image Parley made a URL for (``response_format:
 url``), to the group that asked for it, until it expires.
 
-The caller authenticates with any key of that group (the middleware's ``Authorization``,
+The caller authenticates with any key of that group (the edge's ``Authorization``,
 like every ``/v1`` call). An id of another group, an expired one and one that never
 existed are the same 404, so an id tells another group nothing. The reply is the image's
 bytes under the media type sniffed when it was made, private to the caller and cached

@@ -12,7 +12,7 @@ canonical reply is written back as a ``message``, a stream's chat chunks as Mess
 events (``dialects/chat_to_messages.py``). Which of the two a route does is
 ``dialects.call.passes_through``'s to say.
 
-Errors are in Anthropic's shape (the middleware renders them so for these paths), and a
+Errors are in Anthropic's shape (the edge renders them so for these paths), and a
 started stream that fails ends with Anthropic's ``error`` event.
 """
 

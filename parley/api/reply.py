@@ -69,5 +69,6 @@ def http_exception_as_error(exc: web.HTTPException, body_limit: int | None = Non
             f"Method {exc.method} is not allowed for this URL.",
             status=exc.status,
             code="method_not_allowed",
+            headers={"Allow": exc.headers["Allow"]},  # RFC 9110: a 405 names what is allowed
         )
     return HttpStatusError(exc.reason or "HTTP error", status=exc.status)

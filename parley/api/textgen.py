@@ -146,7 +146,7 @@ class TextReply(TextJob, ABC):
         reply["model"] = call.model.spec.name
         reply["id"] = _with_prefix(reply.get("id"), self.id_prefix)
         reply["usage"] = {**_as_dict(reply.get("usage")), **usage_fields(usage)}
-        # The reply headers are added once, by the v1 middleware, from request[REPLY_HEADERS].
+        # The reply headers are added once, by the edge, from request[REPLY_HEADERS].
         return web.Response(body=orjson.dumps(reply), content_type="application/json")
 
 

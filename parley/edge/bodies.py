@@ -96,6 +96,6 @@ BODY_SECONDS = web.AppKey("body_timeout_seconds", float)
 
 
 def install(app: web.Application, body_timeout_seconds: float, pending_per_key: int) -> None:
-    """Give ``app`` what the ``bodies`` middleware needs."""
+    """Give ``app`` what the edge's body bounds need."""
     app[BODY_SECONDS] = body_timeout_seconds
     app[PENDING_BODIES] = PendingBodies(pending_per_key)

@@ -14,6 +14,7 @@ misspelled target fails the suite, not a first request.
 from __future__ import annotations
 
 import importlib
+import inspect
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
@@ -47,7 +48,7 @@ def deferred(target: str) -> Handler:
     return Deferred(target).handle
 
 
-def deferred_of(handler: object) -> Deferred | None:
-    """The ``Deferred`` behind a route's handler, if it is one."""
-    owner = getattr(handler, "__self__", None)
+def deferred_of(handler: Handler) -> Deferred | None:
+    """The ``Deferred`` behind a route's handler (behind the edge too), if it is one."""
+    owner = getattr(inspect.unwrap(handler), "__self__", None)
     return owner if isinstance(owner, Deferred) else None

@@ -1,7 +1,7 @@
 """aiohttp's connection protocol, with Parley's answer to what never reaches the app.
 
 ``RequestHandler.handle_error`` is where aiohttp answers a request its parser refused
-(and a handler failure no middleware caught); ``log_exception`` is the one way it logs
+(and a handler failure the edge did not catch); ``log_exception`` is the one way it logs
 an exception; ``data_received`` is where a parse error mid-body is queued. ``EdgeProtocol``
 overrides the three, and ``EdgeServer`` (aiohttp's ``Server``, the protocol factory)
 builds ``EdgeProtocol`` connections. The overrides read two of ``RequestHandler``'s own
@@ -58,7 +58,7 @@ class EdgeProtocol(RequestHandler):
         exc: BaseException | None = None,
         message: str | None = None,
     ) -> StreamResponse:
-        """The envelope for a refused request, or for a failure no middleware caught."""
+        """The envelope for a refused request, or for a failure the edge did not catch."""
         error = refusal_for(exc) if status == 400 else _server_error(status)
         self._refusals.refused(request.remote, error.status, exc)
         if request.writer.output_size > 0:  # a reply has started: no second one
@@ -75,7 +75,7 @@ class EdgeProtocol(RequestHandler):
 
 
 def _server_error(status: int) -> ParleyError:
-    """aiohttp's 500 (an exception no middleware caught) or 504 (its handler timeout)."""
+    """aiohttp's 500 (an exception the edge did not catch) or 504 (its handler timeout)."""
     code = "timeout" if status == 504 else None
     return HttpStatusError(INTERNAL_ERROR_MESSAGE, status=max(status, 500), code=code)
 

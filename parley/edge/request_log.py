@@ -1,9 +1,9 @@
 """The request log's refusals: a request whose key was known but that was never admitted
 (a revoked key, a disabled group, a bad body, an unknown model, a rate or the budget)
-is logged by the gateway middleware when it renders the refusal.
+is logged by the gateway's edge when it renders the refusal.
 
 Admitted calls are logged by the runner's ``Metered``, once; the runner marks such a
-request ``ADMITTED`` so the middleware never logs it a second time. A refusal raised in
+request ``ADMITTED`` so the edge never logs it a second time. A refusal raised in
 the runner's first stages leaves the model names it knew in ``REFUSED_MODEL``. What the
 caller sent is cut to fit the store's columns and cleaned of what a database cannot
 hold (NUL characters, lone surrogates), so one odd request cannot fail a whole batch.

@@ -1,4 +1,4 @@
-"""Typed keys for what the app and a request carry between middleware and handlers."""
+"""Typed keys for what the app and a request carry between the edge and handlers."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ REPLY_HEADERS = web.RequestKey("reply_headers", dict[str, str])
 REQUEST_BODY = web.RequestKey("request_body", bytes)
 """A JSON body's bytes as read (``api/body.py``): what the content log may keep."""
 ADMITTED = web.RequestKey("admitted", bool)
-"""Set by the runner once a call is admitted: ``Metered`` logs it, the middleware does not."""
+"""Set by the runner once a call is admitted: ``Metered`` logs it, the edge does not."""
 CLIENT_SECRET = web.RequestKey("client_secret", ClientSecret)
 """The realtime client secret a session was opened with (what it is bound to)."""
 REFUSED_MODEL = web.RequestKey("refused_model", tuple[str, str])

@@ -101,7 +101,7 @@ class ReplyJob(Job, Protocol[R]):
         """What the reply consumed (the upstream's count, or Parley's measure)."""
 
     def render(self, reply: R, call: Call, usage: Usage) -> web.StreamResponse:
-        """The caller's response (not prepared: the middleware adds the reply headers)."""
+        """The caller's response (not prepared: the edge adds the reply headers)."""
 
 
 class StreamJob(Job, Protocol[B]):

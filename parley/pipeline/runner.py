@@ -365,7 +365,7 @@ async def _admitted(request: web.Request, job: Job) -> tuple[Services, Call]:
     # The caller enters ``Metered`` next, with no await between: it ends the budget hold.
     if svc.tracer.on:
         svc.tracer.begin(call, request.headers)
-    # The v1 middleware adds these to any reply that is not a started stream.
+    # The edge (parley/app.py) adds these to any reply that is not a started stream.
     request[REPLY_HEADERS] = call.reply_headers()
     return svc, call
 

@@ -81,7 +81,8 @@ class CorsPolicy:
 
 
 def install(app: web.Application, settings: CorsSettings) -> None:
-    """Answer preflights first in the middleware chain, and mark replies; nothing when off."""
+    """Answer preflights before any route (a middleware: aiohttp runs its chain only for an
+    application that has one), and mark replies; nothing when off."""
     if not settings.allowed_origins:
         return
     policy = CorsPolicy(settings)

@@ -28,7 +28,7 @@ def request_id(request: web.Request) -> str:
 
 def stamp_request_id(request: web.Request, response: web.StreamResponse) -> None:
     """Give a reply not yet sent its ``x-request-id``, unless it has one (an admitted
-    call's own, from its reply headers). The gateway middleware calls it on every reply
+    call's own, from its reply headers). The gateway's edge calls it on every reply
     it returns; a stream carries its call's id from the start."""
     if HEADER not in response.headers:
         response.headers[HEADER] = request_id(request)

@@ -1,5 +1,5 @@
 """Attach telemetry to the app: CORS, ``/metrics`` and its sources (the request id is
-stamped by the gateway middleware, ``parley/app.py``).
+stamped by the gateway's edge, ``parley/app.py``).
 
 ``create_app`` calls ``install`` once. The metrics object is built with the app and
 connected to the services when they start (the meter's records, the usage writer's
@@ -13,6 +13,7 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from parley.api.batch_lane import BATCH_LANE, BatchLane
 from parley.domain.keys import digest, same_digest
@@ -37,21 +38,24 @@ METRICS = web.AppKey("metrics", GatewayMetrics)
 SAMPLE_SECONDS = 1.0
 
 
-def install(app: web.Application, settings: Settings) -> None:
+def install(app: web.Application, settings: Settings, edge: Callable[[Handler], Handler]) -> None:
+    """Telemetry for ``app``; ``/metrics`` is served behind ``edge``, as every route."""
     app.on_startup.append(_log_upstream_failures)
     cors.install(app, settings.server.cors)
     if settings.server.access_log:
         _install_access_records(app)
     if settings.metrics.enabled:
-        _install_metrics(app, settings.metrics)
+        _install_metrics(app, settings.metrics, edge)
     if settings.telemetry.otlp.endpoint is not None:
         _install_tracing(app, settings.telemetry.otlp)
 
 
-def _install_metrics(app: web.Application, settings: MetricsSettings) -> None:
+def _install_metrics(
+    app: web.Application, settings: MetricsSettings, edge: Callable[[Handler], Handler]
+) -> None:
     metrics = GatewayMetrics(multiprocess_dir=settings.multiprocess_dir)
     app[METRICS] = metrics
-    app.router.add_get("/metrics", _scrape_handler(settings.token))
+    app.router.add_get("/metrics", edge(_scrape_handler(settings.token)))
 
     async def connected(app: web.Application) -> AsyncIterator[None]:
         svc = app[SERVICES]

@@ -18,7 +18,7 @@ import orjson
 import pytest
 from aiohttp import web
 
-from parley.app import create_app
+from parley.app import at_the_edge, create_app
 from parley.dialects.call import OPENAI_CHAT, ChatCall, Dialect, Speaks
 from parley.dialects.canonical import Reply
 from parley.dialects.chunk_reader import ChunkReader
@@ -306,7 +306,7 @@ async def raw_gateway(engine: FakeEngine, tmp_path: Path) -> AsyncIterator[Gatew
 
     gateway = Gateway(Settings.model_validate(default_config(engine.base_url, tmp_path)))
     app = create_app(gateway.settings)
-    app.router.add_post("/v1/test/raw-text", raw_text)
+    app.router.add_post("/v1/test/raw-text", at_the_edge(raw_text))
     gateway.runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=1)
     await gateway.runner.setup()
     await web.TCPSite(gateway.runner, "127.0.0.1", 0).start()

@@ -119,8 +119,8 @@ def test_every_described_operation_survives_fuzzing_without_a_5xx_or_a_leak(
 
 
 def served(app: web.Application) -> set[tuple[str, str]]:
-    """(method, path) for every route of ``app`` and its sub-apps (HEAD aside; a sub-app's
-    paths already carry its prefix)."""
+    """(method, path) for every route of ``app`` and its sub-apps (HEAD and the catch-alls
+    of ``parley.edge.routing`` aside; a sub-app's paths already carry its prefix)."""
     routes: set[tuple[str, str]] = set()
     for resource in app.router.resources():
         info = resource.get_info()
@@ -128,7 +128,7 @@ def served(app: web.Application) -> set[tuple[str, str]]:
             routes |= served(info["app"])
             continue
         for route in resource:
-            if route.method != "HEAD":
+            if route.method not in ("HEAD", "*"):
                 routes.add((route.method.lower(), resource.canonical))
     return routes
 

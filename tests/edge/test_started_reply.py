@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from parley.app import create_app
+from parley.app import at_the_edge, create_app
 from parley.edge.runner import EdgeRunner
 from parley.errors import UpstreamError
 from parley.settings import Settings
@@ -50,9 +50,9 @@ async def port(tmp_path: Path) -> AsyncIterator[int]:
     """The real app, with test-only routes that fail after their reply has begun."""
     async with FakeEngine() as engine:
         app = create_app(Settings.model_validate(default_config(engine.base_url, tmp_path)))
-        app.router.add_get("/test/sse-bug", sse_then_bug)
-        app.router.add_get("/test/sse-error", sse_then_parley_error)
-        app.router.add_get("/test/bytes-bug", bytes_then_bug)
+        app.router.add_get("/test/sse-bug", at_the_edge(sse_then_bug))
+        app.router.add_get("/test/sse-error", at_the_edge(sse_then_parley_error))
+        app.router.add_get("/test/bytes-bug", at_the_edge(bytes_then_bug))
         runner = EdgeRunner(app, Settings().server, handler_cancellation=True, shutdown_timeout=1)
         await runner.setup()
         await web.TCPSite(runner, "127.0.0.1", 0).start()
