@@ -54,17 +54,22 @@ async def test_flushes_at_the_same_time_write_each_transition_once() -> None:
     assert len(history.written) == 2
 
 
-async def test_a_failed_write_keeps_its_transitions_first_for_the_next_flush() -> None:
-    channels, history = book(), SlowHistory()
-    channels.transition(opened("a"))
+async def fail_a_flush(channels: ChannelBook, history: SlowHistory, meanwhile: str) -> None:
+    """A flush whose write fails, with a transition (to ``meanwhile``) queued during it."""
     history.failing = True
     flushing = asyncio.create_task(channels.flush(history))  # type: ignore[arg-type]
     await history.writing.wait()
-    channels.transition(opened("b"))
+    channels.transition(opened(meanwhile))
     history.release.set()
     with pytest.raises(ConnectionError):
         await flushing
     history.failing = False
+
+
+async def test_a_failed_write_keeps_its_transitions_first_for_the_next_flush() -> None:
+    channels, history = book(), SlowHistory()
+    channels.transition(opened("a"))
+    await fail_a_flush(channels, history, "b")
     await channels.flush(history)  # type: ignore[arg-type]
     assert [event.model for event in history.written] == ["a", "b"]
 
@@ -76,14 +81,7 @@ async def test_requeued_transitions_past_the_bound_drop_the_oldest(
     channels, history = book(), SlowHistory()
     channels.transition(opened("a"))
     channels.transition(opened("b"))
-    history.failing = True
-    flushing = asyncio.create_task(channels.flush(history))  # type: ignore[arg-type]
-    await history.writing.wait()
-    channels.transition(opened("c"))
-    history.release.set()
-    with pytest.raises(ConnectionError):
-        await flushing
+    await fail_a_flush(channels, history, "c")
     assert channels.events_dropped == 1
-    history.failing = False
     await channels.flush(history)  # type: ignore[arg-type]
     assert [event.model for event in history.written] == ["b", "c"]
