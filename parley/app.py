@@ -17,10 +17,11 @@ application with any middleware (its sub-applications' included) runs aiohttp's
 middleware chain for every request, a coroutine and a context switch of the current
 application more than the edge itself (docs/performance.md, Speed habits). A request
 that no route serves reaches ``unrouted``, the catch-all route added last, which raises
-aiohttp's 404 or 405 behind the same edge. One edge rather than one per concern, and a
-hook that does one thing: each is paid by every call. A failure after a reply has
-begun ends that reply instead (``parley.pipeline.started``): an ``on_response_prepare``
-hook notes every reply whose head is sent, whichever handler sent it. The edge gives
+aiohttp's 404 or 405 behind the same edge. One edge rather than one per concern, and no
+``on_response_prepare`` hook: each is paid by every call (docs/performance.md). A
+failure after a reply has begun ends that reply instead (``parley.pipeline.started``): a
+handler that sends its reply's head itself does so with ``started.begin``, which notes
+it; a reply begun any other way is cut, never answered a second time. The edge gives
 every reply it returns unsent its ``x-request-id`` (a stream puts its call's id in its
 head itself).
 """
@@ -32,7 +33,7 @@ import time
 from collections.abc import AsyncIterator
 from functools import partial
 
-from aiohttp import hdrs, web
+from aiohttp import web
 from aiohttp.typedefs import Handler
 from aiohttp.web_protocol import RequestPayloadError
 
@@ -66,7 +67,6 @@ from parley.pipeline.started import (
     MESSAGES,
     end_started_reply,
     failure_tail,
-    remember_started,
     started_reply,
 )
 from parley.settings import Settings
@@ -202,6 +202,11 @@ async def _error_reply(
         started.force_close()  # a failure that escaped its job: the connection's state is unknown
         await end_started_reply(request, started, failure_tail(request, started, error))
         return started
+    if request.writer.output_size:  # a reply begun without ``started.begin``: cut, never twice
+        log.warning("%s %s failed after an unnoted reply began", request.method, request.path)
+        if request.transport is not None:
+            request.transport.close()
+        return web.StreamResponse()  # never sent: its connection is closed
     anthropic = anthropic or request.path.startswith(MESSAGES)
     response = error_response(error, request.get(REPLY_HEADERS), anthropic=anthropic)
     stamp_request_id(request, response)
@@ -266,32 +271,11 @@ async def _peek_limit_headers(request: web.Request) -> None:
     request[REPLY_HEADERS] = rate_limit_headers(decision)
 
 
-async def _reply_begins(request: web.Request, response: web.StreamResponse) -> None:
-    """``on_response_prepare``: note the reply whose head is being sent, whichever handler
-    sent it (``parley.pipeline.started``). aiohttp's own refusal of a request that no
-    route can match (a ``CONNECT``'s ``host:port`` target, which has no path) reaches no
-    route's edge: it is rewritten as the envelope here, before its head is sent."""
-    if isinstance(response, web.HTTPException) and response.status >= 400:
-        _as_envelope(request, response)
-    remember_started(request, response)
-
-
-def _as_envelope(request: web.Request, refusal: web.HTTPException) -> None:
-    envelope = error_response(http_exception_as_error(refusal, request.client_max_size))
-    stamp_request_id(request, envelope)
-    body = envelope.body
-    assert isinstance(body, bytes)
-    refusal.headers.update(envelope.headers)
-    refusal.headers[hdrs.CONTENT_LENGTH] = str(len(body))  # the head is being written now
-    refusal.body = body
-
-
 def create_app(settings: Settings, *, store: Store | None = None) -> web.Application:
     app = web.Application(client_max_size=settings.server.max_body_bytes)
     edge_bodies.install(
         app, settings.server.body_timeout_seconds, settings.server.pending_bodies_per_key
     )
-    app.on_response_prepare.append(_reply_begins)
     app.router.add_routes(behind(at_the_edge, api_routes(deferred)))
     app.add_subapp("/admin", admin_app(settings, at_the_edge))
     app.router.add_get("/health", at_the_edge(health))

@@ -2,10 +2,12 @@
 
 ``RequestHandler.handle_error`` is where aiohttp answers a request its parser refused
 (and a handler failure the edge did not catch); ``log_exception`` is the one way it logs
-an exception; ``data_received`` is where a parse error mid-body is queued. ``EdgeProtocol``
-overrides the three, and ``EdgeServer`` (aiohttp's ``Server``, the protocol factory)
-builds ``EdgeProtocol`` connections. The overrides read two of ``RequestHandler``'s own
-attributes (``_messages``, ``_current_request``): the seam is aiohttp 3.x's.
+an exception; ``data_received`` is where a parse error mid-body is queued, and where a
+request whose target names no path (``CONNECT host:port``), which no route can serve, is
+refused as a malformed one. ``EdgeProtocol`` overrides the three, and ``EdgeServer``
+(aiohttp's ``Server``, the protocol factory) builds ``EdgeProtocol`` connections. The
+overrides read two of ``RequestHandler``'s own attributes (``_messages``,
+``_current_request``): the seam is aiohttp 3.x's.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from aiohttp.http_exceptions import InvalidURLError
 from aiohttp.web_protocol import RequestHandler, RequestPayloadError, _ErrInfo
 from aiohttp.web_request import BaseRequest
 from aiohttp.web_response import StreamResponse
@@ -21,6 +24,8 @@ from aiohttp.web_server import Server
 from parley.api.reply import error_response
 from parley.edge.refusals import RefusalLog, refusal_for
 from parley.errors import INTERNAL_ERROR_MESSAGE, HttpStatusError, ParleyError
+
+NO_PATH = "the request target names no path"
 
 
 class EdgeProtocol(RequestHandler):
@@ -34,8 +39,14 @@ class EdgeProtocol(RequestHandler):
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
-        if self._messages and isinstance(self._messages[-1][0], _ErrInfo):
+        messages = self._messages
+        if not messages:
+            return
+        if isinstance(messages[-1][0], _ErrInfo):
             self._fail_unfinished_bodies()
+        for index, (message, body) in enumerate(messages):  # nearly always one
+            if not isinstance(message, _ErrInfo) and not _has_path(message.path):
+                messages[index] = (_no_path(), body)
 
     def _fail_unfinished_bodies(self) -> None:
         """The parser gave up mid-body: the bodies it was filling end now, with an error.
@@ -72,6 +83,20 @@ class EdgeProtocol(RequestHandler):
         exc = kw.get("exc_info")
         what = exc if isinstance(exc, BaseException) else str(args[0])[:60] if args else None
         self._refusals.refused(_peer(self), 0, what)
+
+
+def _has_path(target: str) -> bool:
+    """Whether a request target names a path: origin-form (``/v1/models``) or
+    absolute-form (``http://host/v1/models``). ``CONNECT``'s ``host:port`` and
+    ``OPTIONS``' ``*`` name none, so no route can serve them."""
+    return target[:1] == "/" or "://" in target
+
+
+def _no_path() -> _ErrInfo:
+    """A target without a path, refused as the parser refuses a malformed one: aiohttp
+    would answer it with its own plain-text 404, which never reaches the edge."""
+    refused = InvalidURLError(NO_PATH)
+    return _ErrInfo(status=400, exc=refused, message=NO_PATH)
 
 
 def _server_error(status: int) -> ParleyError:

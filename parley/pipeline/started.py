@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 
 from aiohttp import web
+from aiohttp.abc import AbstractStreamWriter
 
 from parley.dialects import anthropic_messages_reply
 from parley.errors import ParleyError, encode_error_event
@@ -30,11 +31,13 @@ MESSAGES = "/v1/messages"
 (envelopes, and events once a stream began)."""
 
 
-def remember_started(request: web.Request, response: web.StreamResponse) -> None:
-    """Called by the app's ``on_response_prepare`` hook: note the reply whose head is
-    being sent. From then on a failure ends that reply in its own format instead of
-    answering with an error envelope."""
+async def begin(request: web.Request, response: web.StreamResponse) -> AbstractStreamWriter | None:
+    """Send ``response``'s head (``prepare``), noted first: from then on a failure ends
+    that reply in its own format instead of answering with an error envelope. Every
+    handler that sends its reply's head itself does it here (a reply the handler returns
+    is sent after the edge, so nothing can fail between)."""
     request[STARTED] = response
+    return await response.prepare(request)
 
 
 def started_reply(request: web.Request) -> web.StreamResponse | None:

@@ -1,7 +1,8 @@
 """A failure after a reply has begun never writes a second reply on the connection.
 
 Before: the error middleware answered a handler that raised after ``prepare()`` with an
-envelope, so ``HTTP/1.1 500`` appeared in the middle of the first reply's body.
+envelope, so ``HTTP/1.1 500`` appeared in the middle of the first reply's body. A handler
+sends its head with ``started.begin``; one that did not is cut all the same.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from aiohttp import web
 from parley.app import at_the_edge, create_app
 from parley.edge.runner import EdgeRunner
 from parley.errors import UpstreamError
+from parley.pipeline.started import begin
 from parley.settings import Settings
 from tests.api.harness import default_config
 from tests.edge.corpus import READ_SECONDS
@@ -26,23 +28,31 @@ FIRST_EVENT = b'data: {"n":1}\n\n'
 
 async def sse_then_bug(request: web.Request) -> web.StreamResponse:
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-    await response.prepare(request)
+    await begin(request, response)
     await response.write(FIRST_EVENT)
     raise RuntimeError("a bug after the stream began")
 
 
 async def sse_then_parley_error(request: web.Request) -> web.StreamResponse:
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-    await response.prepare(request)
+    await begin(request, response)
     await response.write(FIRST_EVENT)
     raise UpstreamError("The upstream failed mid-stream.")
 
 
 async def bytes_then_bug(request: web.Request) -> web.StreamResponse:
     response = web.StreamResponse(headers={"Content-Type": "audio/wav"})
-    await response.prepare(request)
+    await begin(request, response)
     await response.write(b"RIFF" + bytes(100))
     raise RuntimeError("a bug after the audio began")
+
+
+async def unnoted_then_bug(request: web.Request) -> web.StreamResponse:
+    """A handler that sent its head without ``started.begin``."""
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await response.prepare(request)
+    await response.write(FIRST_EVENT)
+    raise RuntimeError("a bug after an unnoted stream began")
 
 
 @pytest.fixture
@@ -53,6 +63,7 @@ async def port(tmp_path: Path) -> AsyncIterator[int]:
         app.router.add_get("/test/sse-bug", at_the_edge(sse_then_bug))
         app.router.add_get("/test/sse-error", at_the_edge(sse_then_parley_error))
         app.router.add_get("/test/bytes-bug", at_the_edge(bytes_then_bug))
+        app.router.add_get("/test/unnoted-bug", at_the_edge(unnoted_then_bug))
         runner = EdgeRunner(app, Settings().server, handler_cancellation=True, shutdown_timeout=1)
         await runner.setup()
         await web.TCPSite(runner, "127.0.0.1", 0).start()
@@ -121,3 +132,15 @@ async def test_any_other_reply_that_fails_is_cut_short(port: int) -> None:
     assert body.startswith(b"RIFF")
     assert not ended  # the client sees an incomplete body, never a whole one
     assert b'"error"' not in raw
+
+
+async def test_a_reply_begun_without_begin_is_cut_never_answered_twice(
+    port: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    raw = await raw_get(port, "/test/unnoted-bug")
+    assert raw.count(b"HTTP/1.1") == 1, raw
+    body, ended = chunked_body(raw)
+    assert body.startswith(FIRST_EVENT)
+    assert not ended
+    assert b'"error"' not in raw
+    assert any("unnoted reply began" in r.getMessage() for r in caplog.records)
