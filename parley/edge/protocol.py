@@ -38,15 +38,22 @@ class EdgeProtocol(RequestHandler):
         self._refusals = refusals
 
     def data_received(self, data: bytes) -> None:
-        super().data_received(data)
         messages = self._messages
-        if not messages:
+        queued = len(messages)
+        super().data_received(data)
+        began = len(messages) - queued  # the requests this read began: nearly always 0 or 1
+        if not began:
             return
-        if isinstance(messages[-1][0], _ErrInfo):
+        if began > 1:  # pipelined: the others' targets, the last's below
+            for index in range(queued, len(messages) - 1):
+                message, body = messages[index]
+                if not isinstance(message, _ErrInfo) and _no_path_in(message.path):
+                    messages[index] = (_no_path(), body)
+        message, body = messages[-1]
+        if isinstance(message, _ErrInfo):
             self._fail_unfinished_bodies()
-        for index, (message, body) in enumerate(messages):  # nearly always one
-            if not isinstance(message, _ErrInfo) and not _has_path(message.path):
-                messages[index] = (_no_path(), body)
+        elif message.path[:1] != "/" and _no_path_in(message.path):
+            messages[-1] = (_no_path(), body)
 
     def _fail_unfinished_bodies(self) -> None:
         """The parser gave up mid-body: the bodies it was filling end now, with an error.
@@ -85,16 +92,16 @@ class EdgeProtocol(RequestHandler):
         self._refusals.refused(_peer(self), 0, what)
 
 
-def _has_path(target: str) -> bool:
-    """Whether a request target names a path: origin-form (``/v1/models``) or
-    absolute-form (``http://host/v1/models``). ``CONNECT``'s ``host:port`` and
-    ``OPTIONS``' ``*`` name none, so no route can serve them."""
-    return target[:1] == "/" or "://" in target
+def _no_path_in(target: str) -> bool:
+    """Whether a request target names no path: neither origin-form (``/v1/models``) nor
+    absolute-form (``http://host/v1/models``)."""
+    return target[:1] != "/" and "://" not in target
 
 
 def _no_path() -> _ErrInfo:
-    """A target without a path, refused as the parser refuses a malformed one: aiohttp
-    would answer it with its own plain-text 404, which never reaches the edge."""
+    """A request target that names no path (``CONNECT``'s ``host:port``, ``OPTIONS``'
+    ``*``), refused as the parser refuses a malformed one: no route can serve it, and
+    aiohttp's own plain-text 404 for it would never reach the edge."""
     refused = InvalidURLError(NO_PATH)
     return _ErrInfo(status=400, exc=refused, message=NO_PATH)
 
