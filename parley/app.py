@@ -20,10 +20,10 @@ that no route serves reaches ``unrouted``, the catch-all route added last, which
 aiohttp's 404 or 405 behind the same edge. One edge rather than one per concern, and no
 ``on_response_prepare`` hook: each is paid by every call (docs/performance.md). A
 failure after a reply has begun ends that reply instead (``parley.pipeline.started``): a
-handler that sends its reply's head itself does so with ``started.begin``, which notes
-it; a reply begun any other way is cut, never answered a second time. The edge gives
-every reply it returns unsent its ``x-request-id`` (a stream puts its call's id in its
-head itself).
+handler that sends its reply's head itself notes it first (``started.note_started``); a
+reply begun any other way is cut, never answered a second time. The edge gives every
+reply it returns unsent its ``x-request-id`` (a stream puts its call's id in its head
+itself).
 """
 
 from __future__ import annotations
@@ -202,7 +202,7 @@ async def _error_reply(
         started.force_close()  # a failure that escaped its job: the connection's state is unknown
         await end_started_reply(request, started, failure_tail(request, started, error))
         return started
-    if request.writer.output_size:  # a reply begun without ``started.begin``: cut, never twice
+    if request.writer.output_size:  # begun without ``note_started``: cut, never twice
         log.warning("%s %s failed after an unnoted reply began", request.method, request.path)
         if request.transport is not None:
             request.transport.close()

@@ -88,7 +88,7 @@ from parley.pipeline.realtime_life import (
     rate_limits,
 )
 from parley.pipeline.services import Services
-from parley.pipeline.started import begin
+from parley.pipeline.started import note_started
 from parley.providers.base import AudioUpload, TranscriptionRequest
 from parley.runtime.live_sessions import LiveSession
 from parley.settings import RealtimeSettings
@@ -119,7 +119,8 @@ async def serve_cascade(
     """Upgrade the caller's socket and speak a cascade session on it until it ends;
     counted among the live sessions and ended at shutdown as a relayed one is."""
     svc = request.app[SERVICES]
-    await begin(request, socket)
+    note_started(request, socket)
+    await socket.prepare(request)
     task = svc.in_flight.current()
     svc.in_flight.add(task)
     caller = request[CALLER]

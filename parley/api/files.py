@@ -33,7 +33,7 @@ from parley.errors import InvalidRequest, NotFound, PayloadTooLarge, Unsupported
 from parley.pipeline.admit import take_request
 from parley.pipeline.context import REPLY_HEADERS, caller, services
 from parley.pipeline.services import Services
-from parley.pipeline.started import begin
+from parley.pipeline.started import note_started
 
 MAX_PAGE = 10_000
 PIECE_BYTES = 64 * 1024
@@ -110,7 +110,8 @@ async def file_content(request: web.Request) -> web.StreamResponse:
     response.content_length = stored.bytes
     pieces = svc.file_bytes.read(stored.id)
     first = await anext(pieces, b"")  # a missing file fails here, before the head is sent
-    await begin(request, response)
+    note_started(request, response)
+    await response.prepare(request)
     await response.write(first)
     async for piece in pieces:
         await response.write(piece)

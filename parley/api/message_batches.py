@@ -51,7 +51,7 @@ from parley.pipeline.admit import resolve_model, take_request
 from parley.pipeline.authenticate import Caller
 from parley.pipeline.context import REPLY_HEADERS, caller, services
 from parley.pipeline.services import Services
-from parley.pipeline.started import begin
+from parley.pipeline.started import note_started
 
 ID_PREFIX = "msgbatch_"
 MAX_PAGE = 1000
@@ -166,7 +166,8 @@ async def message_batch_results(request: web.Request) -> web.StreamResponse:
             "'processing_status' is 'ended'."
         )
     response = web.StreamResponse(headers={"Content-Type": "application/x-jsonl"})
-    await begin(request, response)
+    note_started(request, response)
+    await response.prepare(request)
     after = 0
     while page := await svc.store.all_batch_results(batch.id, after=after, most=RESULTS_PAGE):
         await response.write("".join(f"{result}\n" for _, result in page).encode())

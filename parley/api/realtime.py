@@ -27,7 +27,7 @@ from parley.pipeline.realtime import RELAY, Session
 from parley.pipeline.realtime_life import ENDPOINT, live_session
 from parley.pipeline.route import Route
 from parley.pipeline.services import Services
-from parley.pipeline.started import begin
+from parley.pipeline.started import note_started
 from parley.providers.openai.realtime import REALTIME_TYPES, realtime_socket
 
 log = logging.getLogger("parley.realtime")
@@ -72,7 +72,8 @@ async def realtime_session(request: web.Request) -> web.StreamResponse:
         )
     async with contextlib.AsyncExitStack() as stack:
         upstream, route = await _open_upstream(svc, stack, routes, settings.max_event_bytes)
-        await begin(request, socket)
+        note_started(request, socket)
+        await socket.prepare(request)
         task = svc.in_flight.current()
         svc.in_flight.add(task)
         live = stack.enter_context(live_session(svc.live_sessions, caller, model.spec.name, RELAY))

@@ -69,7 +69,7 @@ from parley.pipeline.plan import Switching
 from parley.pipeline.relay import Failed, relay, relay_stream
 from parley.pipeline.route import Route
 from parley.pipeline.services import Services
-from parley.pipeline.started import begin, end_started_reply
+from parley.pipeline.started import end_started_reply, note_started
 from parley.providers.translated import Translated
 from parley.runtime.content_capture import ContentCapture
 from parley.runtime.in_flight import SHUTDOWN_STATUS
@@ -300,7 +300,8 @@ async def stream(request: web.Request, job: StreamJob[B]) -> web.StreamResponse:
                 _answered(svc, route, switching, call, response.headers)
                 metered.route = route
                 response.headers.update(job.reply_headers)
-                writer = await begin(request, response)
+                note_started(request, response)
+                writer = await response.prepare(request)
                 metered.first_byte = first_byte = call.age()
                 svc.watchers.tell_first_byte(call, first_byte)
                 render = job.render

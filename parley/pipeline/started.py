@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 
 from aiohttp import web
-from aiohttp.abc import AbstractStreamWriter
 
 from parley.dialects import anthropic_messages_reply
 from parley.errors import ParleyError, encode_error_event
@@ -31,13 +30,13 @@ MESSAGES = "/v1/messages"
 (envelopes, and events once a stream began)."""
 
 
-async def begin(request: web.Request, response: web.StreamResponse) -> AbstractStreamWriter | None:
-    """Send ``response``'s head (``prepare``), noted first: from then on a failure ends
-    that reply in its own format instead of answering with an error envelope. Every
-    handler that sends its reply's head itself does it here (a reply the handler returns
-    is sent after the edge, so nothing can fail between)."""
+def note_started(request: web.Request, response: web.StreamResponse) -> None:
+    """Note ``response`` as begun, just before its head is sent (``prepare``): from then
+    on a failure ends that reply in its own format instead of answering with an error
+    envelope. Every handler that sends its reply's head itself notes it first (a reply
+    the handler returns is sent after the edge, so nothing can fail between); a reply
+    begun without a note is cut by the edge, never answered a second time."""
     request[STARTED] = response
-    return await response.prepare(request)
 
 
 def started_reply(request: web.Request) -> web.StreamResponse | None:

@@ -2,7 +2,7 @@
 
 Before: the error middleware answered a handler that raised after ``prepare()`` with an
 envelope, so ``HTTP/1.1 500`` appeared in the middle of the first reply's body. A handler
-sends its head with ``started.begin``; one that did not is cut all the same.
+sends its head after ``started.note_started``; one that did not is cut all the same.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from aiohttp import web
 from parley.app import at_the_edge, create_app
 from parley.edge.runner import EdgeRunner
 from parley.errors import UpstreamError
-from parley.pipeline.started import begin
+from parley.pipeline.started import note_started
 from parley.settings import Settings
 from tests.api.harness import default_config
 from tests.edge.corpus import READ_SECONDS
@@ -28,27 +28,30 @@ FIRST_EVENT = b'data: {"n":1}\n\n'
 
 async def sse_then_bug(request: web.Request) -> web.StreamResponse:
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-    await begin(request, response)
+    note_started(request, response)
+    await response.prepare(request)
     await response.write(FIRST_EVENT)
     raise RuntimeError("a bug after the stream began")
 
 
 async def sse_then_parley_error(request: web.Request) -> web.StreamResponse:
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-    await begin(request, response)
+    note_started(request, response)
+    await response.prepare(request)
     await response.write(FIRST_EVENT)
     raise UpstreamError("The upstream failed mid-stream.")
 
 
 async def bytes_then_bug(request: web.Request) -> web.StreamResponse:
     response = web.StreamResponse(headers={"Content-Type": "audio/wav"})
-    await begin(request, response)
+    note_started(request, response)
+    await response.prepare(request)
     await response.write(b"RIFF" + bytes(100))
     raise RuntimeError("a bug after the audio began")
 
 
 async def unnoted_then_bug(request: web.Request) -> web.StreamResponse:
-    """A handler that sent its head without ``started.begin``."""
+    """A handler that sent its head without ``started.note_started``."""
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await response.prepare(request)
     await response.write(FIRST_EVENT)
@@ -134,7 +137,7 @@ async def test_any_other_reply_that_fails_is_cut_short(port: int) -> None:
     assert b'"error"' not in raw
 
 
-async def test_a_reply_begun_without_begin_is_cut_never_answered_twice(
+async def test_a_reply_begun_without_a_note_is_cut_never_answered_twice(
     port: int, caplog: pytest.LogCaptureFixture
 ) -> None:
     raw = await raw_get(port, "/test/unnoted-bug")
