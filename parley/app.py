@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator
-from functools import partial
+from functools import partial, wraps
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
@@ -45,7 +45,7 @@ from parley.edge import bodies as edge_bodies
 from parley.edge.bodies import BODY_SECONDS, PENDING_BODIES, BodyTimeout, start_body_clock
 from parley.edge.deferred import deferred
 from parley.edge.request_log import log_refusal
-from parley.edge.routing import behind, catch_all, wraps
+from parley.edge.routing import behind, catch_all
 from parley.errors import (
     INTERNAL_ERROR_MESSAGE,
     InvalidRequest,

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+from functools import wraps
 from pathlib import Path
 
 from aiohttp import web
@@ -25,7 +26,7 @@ from parley.admin.context import (
     Templates,
 )
 from parley.edge.deferred import deferred
-from parley.edge.routing import Edge, behind, catch_all, unrouted, wraps
+from parley.edge.routing import Edge, behind, catch_all, unrouted
 from parley.errors import NotFound, ParleyError
 from parley.pipeline.context import REPLY_HEADERS
 from parley.settings import OidcSettings, Settings
@@ -176,11 +177,11 @@ async def security_headers(request: web.Request, handler: Handler) -> web.Stream
     """What ``gate`` answers for ``handler``, with the security headers."""
     try:
         response = await gate(request, handler)
-    except web.HTTPException as exc:  # a redirect goes as it is; the edge renders a refusal
-        exc.headers.update(SECURITY_HEADERS)
-        request[REPLY_HEADERS] = {**request.get(REPLY_HEADERS, {}), **SECURITY_HEADERS}
-        raise
-    except ParleyError:  # the edge renders it, with the reply headers as its base
+    except (web.HTTPException, ParleyError) as failure:
+        # The edge renders a refusal with the reply headers as its base; a redirect
+        # (an HTTPException below 400) goes out as it is, with its own headers.
+        if isinstance(failure, web.HTTPException):
+            failure.headers.update(SECURITY_HEADERS)
         request[REPLY_HEADERS] = {**request.get(REPLY_HEADERS, {}), **SECURITY_HEADERS}
         raise
     response.headers.update(SECURITY_HEADERS)

@@ -49,6 +49,7 @@ def deferred(target: str) -> Handler:
 
 
 def deferred_of(handler: Handler) -> Deferred | None:
-    """The ``Deferred`` behind a route's handler (behind the edge too), if it is one."""
+    """The ``Deferred`` behind a route's handler, if it is one; behind the edge too, whose
+    wrappers name what they wrap (``functools.wraps``'s ``__wrapped__``)."""
     owner = getattr(inspect.unwrap(handler), "__self__", None)
     return owner if isinstance(owner, Deferred) else None

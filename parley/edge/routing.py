@@ -11,7 +11,6 @@ route, which turns it into the envelope (or a dashboard page) like any other ref
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterable
 from typing import NoReturn
 
@@ -28,12 +27,6 @@ ANY = frozenset({hdrs.METH_ANY})
 def behind(edge: Edge, routes: Iterable[web.RouteDef]) -> list[web.RouteDef]:
     """``routes`` with each handler behind ``edge``."""
     return [web.RouteDef(r.method, r.path, edge(r.handler), r.kwargs) for r in routes]
-
-
-def wraps(handler: Handler) -> Callable[[Handler], Handler]:
-    """``functools.wraps`` for an edge: the wrapper names the handler it stands in front
-    of (``__wrapped__``), so ``edge.deferred.deferred_of`` finds a deferred one."""
-    return functools.wraps(handler)
 
 
 def catch_all(router: web.UrlDispatcher, edge: Edge) -> None:
