@@ -14,9 +14,10 @@ dumps the counts and stops everything. ``callgrind_annotate OUT.1`` reads them; 
 does not depend on what else the machine runs. Work done every so many seconds would
 count about fifty times too much (the server runs that much slower under valgrind), so
 the usage writer flushes by batch size only (``flush_seconds: 1000``: each batch holds
-500 records, as under ``bench.load``; ``--usage`` changes it) and the directory is
-refreshed hourly; the metrics sampler (once a second) and the heap trim (every 10 s)
-still run. Needs valgrind (and strace for ``--tool strace``).
+500 records, as under ``bench.load``; ``--usage`` changes it), and the directory's
+refresh, the voice deletions' scan and the batch lane's look for work and lease (each a
+query on the database's threads) come hourly; the metrics sampler (once a second) and
+the heap trim (every 10 s) still run. Needs valgrind (and strace for ``--tool strace``).
 
 ``--mode`` is ``plain`` or ``stream`` (chat completions, whole or streamed), ``messages``
 (a streamed ``POST /v1/messages`` over the same OpenAI-compatible channel: Parley
@@ -73,6 +74,8 @@ server: {{host: 127.0.0.1, port: {port}, access_log: false}}
 database: {{url: "sqlite:///{workdir}/parley.db"}}
 limits: {{backend: memory, cache_refresh_seconds: 3600}}
 usage: {usage}
+audio: {{clone_deletion_scan_seconds: 3600}}
+batches: {{poll_seconds: 3600, lease_seconds: 10800}}
 channels:
   - name: fake
     type: openai
