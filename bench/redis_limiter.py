@@ -46,9 +46,13 @@ async def main(args: argparse.Namespace) -> None:
     await asyncio.gather(*(caller() for _ in range(args.callers)))
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     print(f"{args.calls / wall:,.0f} calls/s, {cpu / args.calls * 1e6:.1f} µs CPU per call")
-    keys = [key async for key in client.scan_iter(match=f"{prefix}:*")]
-    if keys:
-        await client.delete(*keys)
+    cursor = b"0"
+    while True:
+        cursor, keys = await client.call("SCAN", cursor, "MATCH", f"{prefix}:*")
+        if keys:
+            await client.call("DEL", *keys)
+        if cursor == b"0":
+            break
     await client.aclose()
 
 

@@ -66,7 +66,8 @@ SUPERVISOR_MAIN = (
 WORKER_MODULES = ("uvloop", "parley.cli.serve")
 """What every worker serves with: the event loop, the web stack, the gateway, the store."""
 REDIS_MODULES = ("parley.limits.shared", "parley.runtime.shared_breakers")
-"""What a worker imports with a ``redis`` section (shared limits, breakers): redis-py."""
+"""What a worker imports with a ``redis`` section (shared limits, breakers), with Parley's
+Redis client (``parley.resp``)."""
 POSTGRES_MODULES = (
     "asyncpg",
     "sqlalchemy.dialects.postgresql.asyncpg",

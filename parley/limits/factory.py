@@ -14,9 +14,9 @@ retry schedule:
 Close the client with the limiter's ``close``. A client passed in is shared with its
 owner, who closes it.
 
-The Redis parts (``parley.limits.shared``) are imported only when the settings ask for
-Redis: redis-py is several megabytes of every worker's memory, which a gateway without
-Redis need not carry.
+The Redis parts (``parley.limits.shared``, and Parley's Redis client ``parley.resp``)
+are imported only when the settings ask for Redis: a gateway without Redis need not
+carry them.
 """
 
 from __future__ import annotations
@@ -29,14 +29,14 @@ from parley.limits.memory import MemoryLimiter
 from parley.settings import LimitSettings, RedisSettings
 
 if TYPE_CHECKING:
-    from redis.asyncio import Redis
+    from parley.resp import RedisClient
 
 
 def build_limiter(
     settings: LimitSettings,
     redis_settings: RedisSettings | None,
     *,
-    redis_client: Redis | None = None,
+    redis_client: RedisClient | None = None,
     logger: logging.Logger | None = None,
 ) -> Limiter:
     if settings.backend == "memory":

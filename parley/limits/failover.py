@@ -39,17 +39,16 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal, TypeVar
 
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
-
 from parley.errors import ServiceUnavailable
 from parley.limits.base import Budget, Decision, Limiter, Scope
 from parley.limits.buckets import buckets_for
+from parley.resp import RedisUnavailable
 
 UNAVAILABLE_MESSAGE = "Rate limiting is unavailable; try again shortly."
 
-_UNREACHABLE = (RedisConnectionError, RedisTimeoutError, OSError)
-"""What "Redis is down" looks like (the built-in TimeoutError is an OSError)."""
+_UNREACHABLE = (RedisUnavailable, OSError)
+"""What "Redis is down" looks like: the client's connection errors and timeouts, and
+socket errors (the built-in TimeoutError is an OSError)."""
 
 _T = TypeVar("_T")
 

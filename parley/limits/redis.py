@@ -27,11 +27,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from redis.asyncio import Redis
-
 from parley.limits.base import UNLIMITED, Budget, Decision, Scope
 from parley.limits.buckets import Bucket, buckets_for, decide
 from parley.limits.redis_batch import ScriptBatcher
+from parley.resp import RedisClient
 
 EXPIRY_MARGIN_MS = 1000
 """Kept past the moment a bucket is full again, so a key never expires while it matters."""
@@ -164,14 +163,14 @@ class RedisLimiter:
     client is shared with other services).
     """
 
-    def __init__(self, client: Redis, prefix: str, *, owns_client: bool = False) -> None:
+    def __init__(self, client: RedisClient, prefix: str, *, owns_client: bool = False) -> None:
         self._client = client
         self._prefix = prefix
         self._owns_client = owns_client
-        self._check = client.register_script(_CHECK)
-        self._settle = client.register_script(_SETTLE)
-        self._hold = client.register_script(_HOLD)
-        self._release = client.register_script(_RELEASE)
+        self._check = client.script(_CHECK)
+        self._settle = client.script(_SETTLE)
+        self._hold = client.script(_HOLD)
+        self._release = client.script(_RELEASE)
         self._batcher = ScriptBatcher(client)
 
     async def acquire(self, scopes: Sequence[Scope], tokens: int) -> Decision:

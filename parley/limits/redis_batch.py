@@ -1,18 +1,17 @@
 """The limiter's script calls issued within one turn of the event loop, sent to Redis
-as one pipeline: one write, one connection taken from the pool, the replies read in
-order.
+as one pipeline: one write, the replies read in order.
 
-redis-py spends much CPU on each command it sends alone (connection pool, retry and
-observability wrappers, one socket write and one read each), and the limiter sends one or
-two a call: on a worker at full rate that would cost more than the rest of the call.
-A pipeline here is not a transaction: each ``EVALSHA`` still runs atomically on its own,
-exactly as when it was sent alone, so each call is still checked against its buckets
-as one step; only the round trips are shared.
+Each round trip costs CPU (a write, a read, waking the caller), and the limiter sends
+one or two script calls a call: sent one by one at full rate they would cost more than
+the rest of the call. A pipeline here is not a transaction: each ``EVALSHA`` still runs
+atomically on its own, exactly as when it was sent alone, so each call is still checked
+against its buckets as one step; only the round trips are shared.
 
 A reply that is an error fails only its own call. A failure of the pipeline (Redis away,
 a timeout) fails every call in it with that error, which the ``FailoverLimiter`` sees as
-before. ``NOSCRIPT`` (Redis restarted, or its scripts flushed) is answered by sending that
-call again through redis-py's ``Script``, which loads the script first.
+before. ``NOSCRIPT`` (Redis restarted, or its scripts flushed) is answered by sending
+those calls again with the script itself (``EVAL``, which also loads it), as one more
+pipeline.
 """
 
 from __future__ import annotations
@@ -21,21 +20,18 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from redis.asyncio import Redis
-from redis.commands.core import AsyncScript
-from redis.exceptions import NoScriptError
+from parley.resp import Arg, NoScript, RedisClient, Script
 
-Args = Sequence[str | int | float]
-Call = tuple[AsyncScript, Sequence[str], Args, "asyncio.Future[Any]"]
+Call = tuple[Script, Sequence[str], Sequence[Arg], "asyncio.Future[Any]"]
 
 
 class ScriptBatcher:
-    def __init__(self, client: Redis) -> None:
+    def __init__(self, client: RedisClient) -> None:
         self._client = client
         self._pending: list[Call] = []
         self._sending: set[asyncio.Task[None]] = set()
 
-    async def run(self, script: AsyncScript, keys: Sequence[str], args: Args) -> Any:
+    async def run(self, script: Script, keys: Sequence[str], args: Sequence[Arg]) -> Any:
         """The script's reply; sent with every other call made in this turn of the loop."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
@@ -52,28 +48,28 @@ class ScriptBatcher:
 
     async def _pipeline(self, batch: list[Call]) -> None:
         try:
-            pipe = self._client.pipeline(transaction=False)
-            for script, keys, args, _ in batch:
-                pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
-            replies = await pipe.execute(raise_on_error=False)
+            replies = await self._client.pipeline(
+                [script.evalsha(keys, args) for script, keys, args, _ in batch]
+            )
         except BaseException as error:
-            for *_, future in batch:
-                if not future.done():
-                    future.set_exception(error)
+            _fail(batch, error)
             if not isinstance(error, Exception):
                 raise
             return
-        for (script, keys, args, future), sent in zip(batch, replies, strict=True):
-            reply = sent
-            if isinstance(sent, NoScriptError):
-                try:
-                    reply = await script(keys=keys, args=args)
-                except Exception as error:
-                    reply = error  # handed to the call that made it
+        missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScript)]
+        if missing:
+            again = [batch[i] for i in missing]
+            try:
+                loaded = await self._client.pipeline([s.eval(k, a) for s, k, a, _ in again])
+            except Exception as error:
+                loaded = [error] * len(missing)  # handed to the calls that made them
+            for i, reply in zip(missing, loaded, strict=True):
+                replies[i] = reply
+        for (*_, future), reply in zip(batch, replies, strict=True):
             if future.done():
                 continue  # the call was cancelled meanwhile
             if isinstance(reply, Exception):
-                future.set_exception(reply)
+                future.set_exception(reply)  # an error reply fails its own call only
             else:
                 future.set_result(reply)
 
@@ -81,3 +77,9 @@ class ScriptBatcher:
         """Wait for the pipelines on their way."""
         if self._sending:
             await asyncio.gather(*self._sending, return_exceptions=True)
+
+
+def _fail(batch: list[Call], error: BaseException) -> None:
+    for *_, future in batch:
+        if not future.done():
+            future.set_exception(error)

@@ -7,27 +7,23 @@ from __future__ import annotations
 
 import logging
 
-from redis.asyncio import Redis
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
-from redis.exceptions import ConnectionError as RedisConnectionError
-
 from parley.limits.base import Limiter
 from parley.limits.failover import FailoverLimiter
 from parley.limits.memory import MemoryLimiter
 from parley.limits.redis import RedisLimiter
+from parley.resp import RedisClient
 from parley.settings import RedisSettings
 
 REDIS_TIMEOUT_SECONDS = 1.0
-"""Connect and read timeout of the limiter's own Redis client: the most a call waits."""
-RETRIED_ERRORS = (RedisConnectionError,)
-"""Retried once, at once. Not ``TimeoutError``: a retry would double the wait."""
+"""Connect and read timeout of the limiter's own Redis client: the most a call waits.
+(The client retries a connection error once, at once, and never a timeout: a retry
+would double the wait; see ``parley.resp``.)"""
 
 
 def shared_limiter(
     settings: RedisSettings,
     *,
-    redis_client: Redis | None = None,
+    redis_client: RedisClient | None = None,
     logger: logging.Logger | None = None,
 ) -> Limiter:
     owns_client = redis_client is None
@@ -41,11 +37,8 @@ def shared_limiter(
     )
 
 
-def redis_client_for(settings: RedisSettings) -> Redis:
+def redis_client_for(settings: RedisSettings) -> RedisClient:
     """A client for the limiter that gives up quickly when Redis is away."""
-    return Redis.from_url(
-        settings.url,
-        socket_connect_timeout=REDIS_TIMEOUT_SECONDS,
-        socket_timeout=REDIS_TIMEOUT_SECONDS,
-        retry=Retry(NoBackoff(), 1, supported_errors=RETRIED_ERRORS),
+    return RedisClient.from_url(
+        settings.url, timeout=REDIS_TIMEOUT_SECONDS, connect_timeout=REDIS_TIMEOUT_SECONDS
     )

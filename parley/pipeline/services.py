@@ -241,8 +241,8 @@ class Services:
             asyncio.create_task(services._prune_files_loop(), name="parley-prune-files"),
         ]
         if settings.redis is not None:
-            # Imported only with Redis: redis-py is megabytes a gateway without it need not
-            # carry (as ``parley.limits.factory``).
+            # Imported only with Redis: the Redis client is memory a gateway without it
+            # need not carry (as ``parley.limits.factory``).
             from parley.runtime.shared_breakers import SharedBreakers
 
             shared = services.shared_breakers = SharedBreakers.connect(breakers, settings.redis)

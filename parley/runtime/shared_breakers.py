@@ -41,9 +41,8 @@ from collections.abc import Coroutine
 from typing import Any
 
 import orjson
-from redis.asyncio import Redis
-from redis.exceptions import RedisError
 
+from parley.resp import RedisClient, RedisError
 from parley.runtime.breaker import Breakers
 from parley.runtime.circuit import Breaker, State, Transition
 from parley.settings import RedisSettings
@@ -79,7 +78,7 @@ class SharedBreakers:
     def __init__(
         self,
         breakers: Breakers,
-        client: Redis,
+        client: RedisClient,
         prefix: str,
         *,
         refresh_seconds: float = 2.0,
@@ -109,10 +108,8 @@ class SharedBreakers:
 
     @classmethod
     def connect(cls, breakers: Breakers, settings: RedisSettings) -> SharedBreakers:
-        client = Redis.from_url(
-            settings.url,
-            socket_connect_timeout=TIMEOUT_SECONDS,
-            socket_timeout=TIMEOUT_SECONDS,
+        client = RedisClient.from_url(
+            settings.url, timeout=TIMEOUT_SECONDS, connect_timeout=TIMEOUT_SECONDS
         )
         return cls(breakers, client, settings.prefix, retry_seconds=settings.retry_seconds)
 
@@ -183,7 +180,9 @@ class SharedBreakers:
 
     async def _claim(self, name: str, seconds: float) -> bool:
         try:
-            taken = await self._client.set(name, self._me, nx=True, px=max(1, int(seconds * 1000)))
+            taken = await self._client.call(
+                "SET", name, self._me, "NX", "PX", max(1, int(seconds * 1000))
+            )
         except _UNREACHABLE as exc:
             self._went_down(exc)
             return True
@@ -205,17 +204,19 @@ class SharedBreakers:
             }
         )
         try:
-            async with self._client.pipeline(transaction=True) as pipe:
-                pipe.hset(self._key, change.key, value)
-                pipe.expire(self._key, KEEP_SECONDS)
-                pipe.publish(self._key, value)
-                await pipe.execute()
+            await self._client.transaction(
+                [
+                    ("HSET", self._key, change.key, value),
+                    ("EXPIRE", self._key, KEEP_SECONDS),
+                    ("PUBLISH", self._key, value),
+                ]
+            )
         except _UNREACHABLE as exc:
             self._went_down(exc)
 
     async def _release(self, key: str) -> None:
         try:
-            await self._client.eval(_RELEASE, 1, self._lease_prefix + key, self._me)
+            await self._client.call("EVAL", _RELEASE, 1, self._lease_prefix + key, self._me)
         except _UNREACHABLE as exc:
             self._went_down(exc)
 
@@ -226,7 +227,9 @@ class SharedBreakers:
         self._held[key] = self._breakers.now() + breaker.probe_lease
         lease_ms = max(1, int(breaker.probe_lease * 1000))
         try:
-            await self._client.eval(_STRETCH, 1, self._lease_prefix + key, self._me, lease_ms)
+            await self._client.call(
+                "EVAL", _STRETCH, 1, self._lease_prefix + key, self._me, lease_ms
+            )
         except _UNREACHABLE as exc:
             self._went_down(exc)
 
@@ -266,11 +269,11 @@ class SharedBreakers:
             return False
         name = self._lease_prefix + key
         held = max(1, int((seconds + more) * 1000))
-        if await self._client.set(name, self._me, nx=True, px=held):
+        if await self._client.call("SET", name, self._me, "NX", "PX", held):
             self._held[key] = now + seconds + more
             self._breakers.grant(key, now + seconds)
             return True
-        left = await self._client.pttl(name)
+        left = await self._client.call("PTTL", name)
         self._lost[key] = now + max(left, 50) / 1000
         return False
 
@@ -285,19 +288,18 @@ class SharedBreakers:
             clock = asyncio.get_running_loop().time
             next_load = clock() + self._refresh
             while True:
-                message = await pubsub.get_message(
-                    ignore_subscribe_messages=True, timeout=min(self._refresh, TIMEOUT_SECONDS)
-                )
-                if message is not None and message.get("type") == "message":
-                    self._apply(message["data"])
+                message = await pubsub.get_message(min(self._refresh, TIMEOUT_SECONDS))
+                if message is not None:
+                    self._apply(message)
                 if clock() >= next_load:
                     await self._load()
                     next_load = clock() + self._refresh
         finally:
-            await pubsub.aclose()  # type: ignore[no-untyped-call]
+            await pubsub.aclose()
 
     async def _load(self) -> None:
-        for value in (await self._client.hgetall(self._key)).values():
+        fields = await self._client.call("HGETALL", self._key)
+        for value in fields[1::2]:  # field, value, field, value, …
             self._apply(value)
 
     def _apply(self, raw: Any) -> None:

@@ -24,6 +24,7 @@ from parley.limits import redis as redis_limits
 from parley.limits.base import UNLIMITED, Budget, Limiter, Scope
 from parley.limits.memory import MemoryLimiter
 from parley.limits.redis import RedisLimiter
+from parley.resp import RedisClient
 from tests.services import REDIS_URL
 
 REPO_ROOT = str(Path(__file__).resolve().parents[2])
@@ -45,6 +46,12 @@ async def redis_or_skip() -> Redis:
     return client
 
 
+def redis_limiter(prefix: str) -> RedisLimiter:
+    """A limiter on a client of its own (Parley's, ``parley.resp``), closed with it; the
+    tests look into Redis with redis-py."""
+    return RedisLimiter(RedisClient.from_url(REDIS_URL), prefix, owns_client=True)
+
+
 async def delete_prefix(client: Redis, prefix: str) -> None:
     keys = [key async for key in client.scan_iter(match=f"{prefix}:*")]
     if keys:
@@ -64,9 +71,11 @@ async def limiter(request: pytest.FixtureRequest, prefix: str) -> AsyncIterator[
         await memory.close()
         return
     client = await redis_or_skip()
+    shared = redis_limiter(prefix)
     try:
-        yield RedisLimiter(client, prefix)
+        yield shared
     finally:
+        await shared.close()
         await delete_prefix(client, prefix)
         await client.aclose()
 
@@ -312,12 +321,14 @@ async def test_peek_on_an_empty_bucket_is_refused_with_a_wait(limiter: Limiter) 
 async def test_two_instances_share_one_limit_under_concurrency(prefix: str) -> None:
     clients = [await redis_or_skip(), await redis_or_skip()]
     try:
-        limiters = [RedisLimiter(client, prefix) for client in clients]
+        limiters = [redis_limiter(prefix) for _ in clients]
         group = scope("g:1", rpm=10)
         calls = [limiters[i % 2].acquire([group], 0) for i in range(50)]
         decisions = await asyncio.gather(*calls)
         assert sum(d.allowed for d in decisions) == 10
     finally:
+        for shared in limiters:
+            await shared.close()
         await delete_prefix(clients[0], prefix)
         for client in clients:
             await client.aclose()
@@ -325,13 +336,13 @@ async def test_two_instances_share_one_limit_under_concurrency(prefix: str) -> N
 
 CHILD = """
 import asyncio, sys
-from redis.asyncio import Redis
 from parley.domain.groups import Quota
 from parley.limits.base import Scope
 from parley.limits.redis import RedisLimiter
+from parley.resp import RedisClient
 
 async def main() -> None:
-    client = Redis.from_url(sys.argv[1])
+    client = RedisClient.from_url(sys.argv[1])
     limiter = RedisLimiter(client, sys.argv[2])
     group = Scope("g:1", Quota(rpm=10))
     decisions = await asyncio.gather(*(limiter.acquire([group], 0) for _ in range(25)))
@@ -372,13 +383,14 @@ async def test_two_processes_share_one_limit(prefix: str) -> None:
 async def test_redis_keys_expire_once_the_bucket_would_be_full(prefix: str) -> None:
     client = await redis_or_skip()
     try:
-        limiter = RedisLimiter(client, prefix)
+        limiter = redis_limiter(prefix)
         await limiter.acquire([scope("g:1", rpm=3, tpm=1000)], 500)
         requests_ttl = await client.pttl(f"{prefix}:rl:g:1:r")
         tokens_ttl = await client.pttl(f"{prefix}:rl:g:1:t")
         assert 20_000 < requests_ttl <= 21_000
         assert 30_000 < tokens_ttl <= 31_000
     finally:
+        await limiter.close()
         await delete_prefix(client, prefix)
         await client.aclose()
 
@@ -440,7 +452,7 @@ async def test_concurrent_holds_see_each_other(limiter: Limiter) -> None:
 async def test_two_instances_share_one_budget_under_concurrency(prefix: str) -> None:
     clients = [await redis_or_skip(), await redis_or_skip()]
     try:
-        limiters = [RedisLimiter(client, prefix) for client in clients]
+        limiters = [redis_limiter(prefix) for _ in clients]
         holds = [limiters[i % 2].hold_spend(budget(1000), f"call-{i}", 10) for i in range(200)]
         taken = await asyncio.gather(*holds)
         assert sum(taken) == 100
@@ -451,6 +463,8 @@ async def test_two_instances_share_one_budget_under_concurrency(prefix: str) -> 
         assert await limiters[1].hold_spend(budget(1000), "late", 10)
         assert not await limiters[0].hold_spend(budget(1000), "later", 10)
     finally:
+        for shared in limiters:
+            await shared.close()
         await delete_prefix(clients[0], prefix)
         for client in clients:
             await client.aclose()
@@ -463,7 +477,7 @@ async def test_redis_holds_lapse_so_a_dead_instance_frees_its_holds(
     client = await redis_or_skip()
     monkeypatch.setattr(redis_limits, "HOLD_SECONDS", 1)
     try:
-        limiter = RedisLimiter(client, prefix)
+        limiter = redis_limiter(prefix)
         assert await limiter.hold_spend(budget(100), "died", 100)
         assert not await limiter.hold_spend(budget(100), "waits", 1)
         await asyncio.sleep(1.2)
@@ -472,5 +486,6 @@ async def test_redis_holds_lapse_so_a_dead_instance_frees_its_holds(
         await limiter.release_spend(budget(100), "died", 100, 99)
         assert not await limiter.hold_spend(budget(100), "full", 1)  # 99 + 1 held
     finally:
+        await limiter.close()
         await delete_prefix(client, prefix)
         await client.aclose()

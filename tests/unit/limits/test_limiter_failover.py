@@ -14,8 +14,6 @@ from pathlib import Path
 
 import pytest
 from redis.asyncio import Redis
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
 
 from parley.domain.groups import Quota
 from parley.errors import ServiceUnavailable
@@ -23,6 +21,7 @@ from parley.limits.base import Budget, Decision, Scope
 from parley.limits.factory import build_limiter
 from parley.limits.failover import FailoverLimiter
 from parley.limits.memory import MemoryLimiter
+from parley.resp import RedisReplyError, RedisUnavailable
 from parley.settings import LimitSettings, RedisSettings
 
 RETRY_SECONDS = 0.2
@@ -242,7 +241,7 @@ class BrokenPrimary:
 
 async def test_retry_waits_for_retry_seconds_on_the_clock() -> None:
     now = [0.0]
-    primary = BrokenPrimary(RedisConnectionError("refused"))
+    primary = BrokenPrimary(RedisUnavailable("refused"))
     limiter = FailoverLimiter(
         primary, MemoryLimiter(), on_failure="local", retry_seconds=5.0, clock=lambda: now[0]
     )
@@ -264,9 +263,9 @@ async def test_socket_errors_count_as_an_outage(error: Exception) -> None:
 
 async def test_other_errors_are_not_an_outage() -> None:
     limiter = FailoverLimiter(
-        BrokenPrimary(ResponseError("WRONGTYPE")), MemoryLimiter(), retry_seconds=1.0
+        BrokenPrimary(RedisReplyError("WRONGTYPE")), MemoryLimiter(), retry_seconds=1.0
     )
-    with pytest.raises(ResponseError):
+    with pytest.raises(RedisReplyError):
         await limiter.acquire([GROUP], 1)
     assert not limiter.degraded
 
@@ -291,7 +290,7 @@ async def test_calls_that_need_no_redis_never_end_an_outage(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     now = [0.0]
-    primary = BrokenPrimary(RedisConnectionError("refused"))
+    primary = BrokenPrimary(RedisUnavailable("refused"))
     limiter = FailoverLimiter(
         primary, MemoryLimiter(), on_failure="local", retry_seconds=1.0, clock=lambda: now[0]
     )

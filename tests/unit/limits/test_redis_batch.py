@@ -11,12 +11,13 @@ from typing import Any
 
 import pytest
 from redis.asyncio import Redis
-from redis.exceptions import ConnectionError as RedisConnectionError
 
 from parley.domain.groups import Quota
 from parley.limits.base import Scope
 from parley.limits.redis import RedisLimiter
-from tests.contract.test_limiter import delete_prefix, redis_or_skip
+from parley.resp import RedisClient, RedisUnavailable
+from tests.contract.test_limiter import delete_prefix, redis_limiter, redis_or_skip
+from tests.services import REDIS_URL
 
 pytestmark = pytest.mark.redis
 
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.redis
 class CountingRedis:
     """The client, counting the pipelines it is asked for."""
 
-    def __init__(self, client: Redis) -> None:
+    def __init__(self, client: RedisClient) -> None:
         self.client = client
         self.pipelines = 0
 
@@ -45,8 +46,8 @@ async def client() -> AsyncIterator[Redis]:
 
 async def test_calls_of_one_turn_share_a_pipeline_and_are_each_checked(client: Redis) -> None:
     prefix = f"test-{uuid.uuid4().hex}"
-    counting = CountingRedis(client)
-    limiter = RedisLimiter(counting, prefix)  # type: ignore[arg-type]
+    counting = CountingRedis(RedisClient.from_url(REDIS_URL))
+    limiter = RedisLimiter(counting, prefix, owns_client=True)  # type: ignore[arg-type]
     group = Scope("g:1", Quota(rpm=10, tpm=1_000))
     try:
         decisions = await asyncio.gather(*(limiter.acquire([group], 30) for _ in range(40)))
@@ -57,27 +58,29 @@ async def test_calls_of_one_turn_share_a_pipeline_and_are_each_checked(client: R
         assert counting.pipelines == 2
         assert (await limiter.peek([group])).tokens is not None
     finally:
+        await limiter.close()
         await delete_prefix(client, prefix)
 
 
 async def test_flushed_scripts_are_loaded_again(client: Redis) -> None:
     prefix = f"test-{uuid.uuid4().hex}"
-    limiter = RedisLimiter(client, prefix)
+    limiter = redis_limiter(prefix)
     group = Scope("g:1", Quota(rpm=5))
     try:
         await client.script_flush()
         decisions = await asyncio.gather(*(limiter.acquire([group], 0) for _ in range(7)))
         assert sum(d.allowed for d in decisions) == 5
     finally:
+        await limiter.close()
         await delete_prefix(client, prefix)
 
 
 async def test_redis_away_fails_every_call_of_the_pipeline() -> None:
-    away = Redis.from_url("redis://127.0.0.1:1/0", socket_connect_timeout=1)
+    away = RedisClient.from_url("redis://127.0.0.1:1/0", connect_timeout=1)
     limiter = RedisLimiter(away, "away")
     group = Scope("g:1", Quota(rpm=5))
     results = await asyncio.gather(
         *(limiter.acquire([group], 0) for _ in range(3)), return_exceptions=True
     )
-    assert all(isinstance(result, RedisConnectionError) for result in results)
+    assert all(isinstance(result, RedisUnavailable) for result in results)
     await away.aclose()
