@@ -14,6 +14,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +22,13 @@ import pytest
 from aiohttp import web
 
 from parley.app import create_app
+from parley.domain.groups import Quota
 from parley.domain.keys import digest, display_prefix, new_key
 from parley.edge.deferred import Deferred, deferred, deferred_of
 from parley.settings import Settings
 from parley.store.engine import head_revision
 from parley.store.sql import open_store
+from tests.services import REDIS_URL, redis_unreachable
 from tests.upstreams.openai_compatible import FakeEngine
 
 REPO = Path(__file__).resolve().parents[2]
@@ -203,6 +206,85 @@ async def test_a_worker_serving_a_chat_call_loads_no_other_endpoint(tmp_path: Pa
     assert loaded == ""
     with sqlite3.connect(tmp_path / "parley.db") as db:
         assert db.execute("SELECT count(*) FROM usage_records").fetchone() == (1,)
+
+
+SERVE_A_CHAT_ON_REDIS = """
+import asyncio, sys
+import aiohttp
+from aiohttp import web
+from parley.cli.supervisor import preload
+from parley.app import create_app
+from parley.pipeline.context import SERVICES
+from parley.settings import Settings
+
+async def main(database, base_url, key, redis_url, prefix):
+    raw = {
+        "database": {"url": database},
+        "limits": {"backend": "redis"},
+        "redis": {"url": redis_url, "prefix": prefix},
+        "channels": [{"name": "fake", "type": "openai", "base_url": base_url,
+                      "models": [{"name": "chat-model", "upstream": "fake-model"}]}],
+        "models": [{"name": "chat-model", "kind": "chat",
+                    "prices": {"input_per_1k": 0.001, "output_per_1k": 0.002}}],
+    }
+    preload(raw)  # what the supervisor imports before forking a worker on this config
+    app = create_app(Settings.model_validate(raw))
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    shared = app[SERVICES].shared_breakers
+    await asyncio.wait_for(shared.connected.wait(), 10)  # subscribed, the hash read
+    body = {"model": "chat-model", "messages": [{"role": "user", "content": "hello"}]}
+    async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {key}"}) as http:
+        async with http.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=body) as reply:
+            limit = reply.headers.get("x-ratelimit-limit-requests")
+    print(reply.status, limit, app[SERVICES].limiter.degraded)
+    await runner.cleanup()
+
+asyncio.run(main(*sys.argv[1:6]))
+print("redis" in sys.modules, any(name.startswith("redis.") for name in sys.modules))
+"""
+
+
+@pytest.mark.redis
+async def test_a_worker_on_redis_never_loads_redis_py(tmp_path: Path) -> None:
+    """A worker configured with ``redis:`` (shared limits and breakers) talks to Redis
+    through Parley's own client (``parley/resp.py``): redis-py, about 8 MB of every
+    worker, is never imported, from the supervisor's preload to a limited call."""
+    if (why := redis_unreachable()) is not None:
+        pytest.skip(why)
+    database = f"sqlite:///{tmp_path / 'parley.db'}"
+    prefix = f"test-lean-{uuid.uuid4().hex}"
+    store = await open_store(database)
+    try:
+        await store.migrate()
+        group = await store.create_group("lean", quota=Quota(rpm=100))
+        key = new_key()
+        await store.create_key(
+            group.id, name="lean", digest=digest(key), prefix=display_prefix(key)
+        )
+    finally:
+        await store.close()
+    async with FakeEngine() as engine:
+        child = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            SERVE_A_CHAT_ON_REDIS,
+            database,
+            engine.base_url,
+            key,
+            REDIS_URL,
+            prefix,
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+        )
+        out, _ = await child.communicate()
+    assert child.returncode == 0
+    answered, loaded = out.decode().splitlines()
+    assert answered == "200 100 False", "limited through Redis, which answered"
+    assert loaded == "False False"
 
 
 def test_a_worker_started_on_a_fresh_database_migrates_it_without_alembic(
