@@ -117,17 +117,41 @@ def _parse(buf: bytes, pos: int) -> tuple[Any, int]:
         count = int(buf[pos + 1 : end])
         if count < 0:
             return None, end + 2
-        pos = end + 2
-        items = []
-        for _ in range(count):
-            item, pos = _parse(buf, pos)
-            items.append(item)
-        return items, pos
+        return _parse_array(buf, end + 2, count)
     if kind == 43:  # + simple string
         return buf[pos + 1 : end].decode(), end + 2
     if kind == 45:  # - error
         return _error(buf[pos + 1 : end].decode(errors="replace")), end + 2
     raise ValueError(f"not a RESP reply: {bytes(buf[pos : pos + 1])!r}")
+
+
+def _parse_array(buf: bytes, pos: int, count: int) -> tuple[list[Any], int]:
+    """``count`` replies from ``pos``: an array's items (as ``_parse``)."""
+    items: list[Any] = []
+    for _ in range(count):
+        # bulk strings and integers inline: most of what arrays hold
+        end = buf.find(b"\r\n", pos)
+        if end < 0:
+            raise _Incomplete
+        kind = buf[pos]
+        if kind == 36:  # $
+            size = int(buf[pos + 1 : end])
+            if size < 0:
+                items.append(None)
+                pos = end + 2
+                continue
+            stop = end + 2 + size
+            if len(buf) < stop + 2:
+                raise _Incomplete
+            items.append(buf[end + 2 : stop])
+            pos = stop + 2
+        elif kind == 58:  # :
+            items.append(int(buf[pos + 1 : end]))
+            pos = end + 2
+        else:
+            item, pos = _parse(buf, pos)
+            items.append(item)
+    return items, pos
 
 
 class RespParser:
@@ -160,7 +184,27 @@ class RespParser:
 
 
 def encode(command: Command) -> bytes:
-    """A command as RESP: an array of bulk strings."""
+    """A command as RESP: an array of bulk strings. Built as text when every argument is
+    ASCII text or a number (Parley's commands: keys, numbers, script SHAs), which costs a
+    third of building it from bytes."""
+    pieces = [f"*{len(command)}\r\n"]
+    for arg in command:
+        if isinstance(arg, str):
+            if not arg.isascii():
+                return _encode_bytes(command)
+            text = arg
+        elif isinstance(arg, int) and not isinstance(arg, bool):
+            text = str(arg)
+        elif isinstance(arg, float):
+            text = repr(arg)
+        else:
+            return _encode_bytes(command)
+        pieces.append(f"${len(text)}\r\n{text}\r\n")
+    return "".join(pieces).encode()
+
+
+def _encode_bytes(command: Command) -> bytes:
+    """``encode`` for any arguments: bytes, text in any script (as UTF-8), numbers."""
     out = [b"*%d\r\n" % len(command)]
     for arg in command:
         if isinstance(arg, str):
