@@ -418,7 +418,10 @@ def _ssl_context(options: dict[str, str]) -> ssl.SSLContext:
     certificate authorities; the ``ssl_*`` options are taken out of ``options``."""
     import ssl
 
-    context = ssl.create_default_context(cafile=options.pop("ssl_ca_certs", None))
+    try:
+        context = ssl.create_default_context(cafile=options.pop("ssl_ca_certs", None))
+    except OSError as error:
+        raise ValueError(f"ssl_ca_certs cannot be read ({error.strerror})") from None
     reqs = options.pop("ssl_cert_reqs", "required").lower()
     check = options.pop("ssl_check_hostname", "true").lower()
     if reqs not in ("none", "optional", "required"):

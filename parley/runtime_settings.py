@@ -142,9 +142,20 @@ class DatabaseSettings(Strict):
 
 class RedisSettings(Strict):
     url: str = "redis://127.0.0.1:6379/0"
+    """``redis://``, ``rediss://`` (TLS) or ``unix://``, as ``parley.resp.Address`` reads
+    it; checked when the settings are read, so a URL the client cannot use stops the
+    start with the reason (never the URL: it may hold a password)."""
     on_failure: Literal["local", "reject"] = "local"
     retry_seconds: float = Field(5.0, gt=0)
     prefix: str = "parley"
+
+    @field_validator("url")
+    @classmethod
+    def _usable_url(cls, url: str) -> str:
+        from parley.resp import Address  # only with a redis section: see limits/factory.py
+
+        Address.from_url(url)
+        return url
 
 
 class LimitSettings(Strict):

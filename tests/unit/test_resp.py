@@ -29,6 +29,7 @@ from parley.resp import (
     RespParser,
     encode,
 )
+from parley.settings import ConfigError, load_settings
 from tests.services import REDIS_URL, redis_unreachable
 
 REPLIES = [
@@ -134,6 +135,15 @@ def test_urls_give_the_address_database_and_credentials() -> None:
 def test_a_bad_url_is_refused_without_showing_it(url: str) -> None:
     with pytest.raises(ValueError) as refused:
         Address.from_url(url)
+    assert "hunter2" not in str(refused.value)
+
+
+def test_the_settings_refuse_a_url_the_client_cannot_use(tmp_path: Path) -> None:
+    config = tmp_path / "parley.yaml"
+    config.write_text("redis:\n  url: redis://:hunter2@h:6379/0?socket_timeout=5\n")
+    with pytest.raises(ConfigError) as refused:
+        load_settings(config, {})
+    assert "redis.url: unknown Redis URL option(s): socket_timeout" in str(refused.value)
     assert "hunter2" not in str(refused.value)
 
 
