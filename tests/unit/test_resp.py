@@ -79,10 +79,10 @@ def test_every_kind_of_reply_in_one_piece() -> None:
     assert_replies(RespParser().feed(STREAM))
 
 
-@pytest.mark.parametrize("cut", range(1, len(STREAM)))
-def test_replies_cut_at_every_byte(cut: int) -> None:
-    parser = RespParser()
-    assert_replies(parser.feed(STREAM[:cut]) + parser.feed(STREAM[cut:]))
+def test_replies_cut_at_every_byte() -> None:
+    for cut in range(1, len(STREAM)):
+        parser = RespParser()
+        assert_replies(parser.feed(STREAM[:cut]) + parser.feed(STREAM[cut:]))
 
 
 def test_replies_one_byte_at_a_time() -> None:
