@@ -23,7 +23,10 @@ Failures, and what a caller sees:
   connection is closed, failing every command on it, since a reply that comes late
   would answer the wrong command.
 - An error reply (``-ERR …``): ``RedisReplyError``, the connection stays. ``-NOSCRIPT``
-  is ``NoScript``, which ``Script`` answers by sending the script itself.
+  is ``NoScript``, which ``Script`` answers by sending the script itself. Replies that
+  say Redis will not serve this client now (not signed in, still loading) are
+  ``RedisRefused``, which is a ``RedisUnavailable`` too.
+- ``aclose`` while a command waits for its connection: ``ClientClosed``, not sent.
 
 The next command after a failure connects again. Messages never hold the URL or its
 password: only the host and port (or socket path) Redis was sought at.
@@ -62,6 +65,11 @@ class RedisUnavailable(RedisError):
 
 class RedisTimeout(RedisUnavailable):
     """Redis did not answer within the timeout (a hung server, a black-holed network)."""
+
+
+class ClientClosed(RedisUnavailable):
+    """The client was closed while the command waited for its connection: not sent, and
+    not sent again."""
 
 
 class RedisReplyError(RedisError):
@@ -561,7 +569,7 @@ class RedisClient:
             if connection is None or connection.closed:
                 connection = await self._connect()
             return await connection.send(payload, replies, many=many)
-        except RedisTimeout:
+        except (RedisTimeout, ClientClosed):
             raise
         except RedisUnavailable:
             connection = await self._connect()
@@ -577,7 +585,15 @@ class RedisClient:
             task = asyncio.get_running_loop().create_task(self.open_connection())
             task.add_done_callback(self._connected)
             self._connecting = task
-        return await asyncio.shield(task)
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if task.cancelled() and current is not None and not current.cancelling():
+                # the connect was called off by ``aclose``, not this caller
+                where = self.address.where
+                raise ClientClosed(f"the client for Redis at {where} was closed") from None
+            raise
 
     def _connected(self, task: asyncio.Task[_Connection]) -> None:
         if self._connecting is task:

@@ -20,6 +20,7 @@ import uvloop
 
 from parley.resp import (
     Address,
+    ClientClosed,
     NoScript,
     RedisClient,
     RedisRefused,
@@ -523,3 +524,19 @@ async def test_a_lost_subscription_is_raised() -> None:
         with pytest.raises(RedisUnavailable):
             await pubsub.get_message(1.0)
         await pubsub.aclose()
+
+
+async def test_closing_while_connecting_fails_the_callers_cleanly() -> None:
+    signing_in = asyncio.Event()
+
+    async def behaviour(number: int, data: bytes, writer: asyncio.StreamWriter) -> None:
+        signing_in.set()  # and never answers: the connect is still under way
+
+    async with FakeRedis(behaviour) as server:
+        client = RedisClient.from_url(server.url.replace("redis://", "redis://:pw@"))
+        calls = [asyncio.ensure_future(client.call("PING")) for _ in range(3)]
+        await signing_in.wait()
+        await client.aclose()
+        results = await asyncio.gather(*calls, return_exceptions=True)
+        assert all(isinstance(r, ClientClosed) for r in results), results
+        assert server.connections == 1, "not sent again"
