@@ -61,6 +61,11 @@ def settings_from(
 
 def safe_url(url: str) -> str:
     """The database URL with any password hidden."""
+    from parley.store.plain import shown_sqlite_file
+
+    shown = shown_sqlite_file(url)
+    if shown is not None:  # a serving process on a SQLite file never loads SQLAlchemy
+        return shown
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import SQLAlchemyError
 
@@ -92,7 +97,7 @@ def with_store(
     the foreground (``parley db upgrade``, which shows what went wrong).
     """
     from parley.store.base import StoreError, StoreFault, StoreUnavailable
-    from parley.store.sql import open_store
+    from parley.store.opening import open_store
 
     if announce:
         ctx = click.get_current_context(silent=True)

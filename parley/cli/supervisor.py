@@ -120,7 +120,7 @@ def run_workers(settings: Any, count: int) -> None:
 def _host_writer(settings: Any, count: int) -> dict[str, Any] | None:
     """The host writer's setup, when ``count`` workers share a SQLite file and
     ``usage.host_writer`` is on: the file, and a socket in a folder of the server's user."""
-    from parley.store.engine import SQLITE_BUSY_TIMEOUT_MS, SQLITE_PRAGMAS, sqlite_file
+    from parley.store.plain import SQLITE_BUSY_TIMEOUT_MS, SQLITE_PRAGMAS, sqlite_file
     from parley.store.usage_sqlite import supported
 
     database = sqlite_file(settings.database.url)

@@ -16,9 +16,7 @@ PostgreSQL), so several workers starting at once migrate once.
 
 from __future__ import annotations
 
-import re
 import time
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import URL, Connection, Row, create_engine, event, make_url, text
@@ -26,21 +24,28 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 
 from parley.store.database import Database, ThreadedDatabase
-
-MIGRATIONS = Path(__file__).parent / "migrations"
-SQLITE_BUSY_TIMEOUT_MS = 5000
-SQLITE_PRAGMAS = (
-    f"busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}",
-    "synchronous = NORMAL",
-    "foreign_keys = ON",
+from parley.store.plain import (
+    MIGRATIONS,
+    SQLITE_BUSY_TIMEOUT_MS,
+    SQLITE_CACHED_STATEMENTS,
+    SQLITE_PRAGMAS,
+    head_revision,
+    sqlite_file,
 )
-"""Set on every connection. WAL is set once, by ``upgrade_to_head``: it is kept in the file."""
-SQLITE_CACHED_STATEMENTS = 0
-"""``sqlite3``'s per-connection cache of prepared statements, off. The usage writer's
-``INSERT … VALUES (…), (…) … RETURNING`` has one text per batch size, so the default cache
-(128 per connection) fills with large statements that are never used again, native
-memory that grows with every batch size seen and that ``tracemalloc`` cannot see. The
-hot path never reads the database, so re-preparing costs nothing that matters."""
+
+__all__ = [
+    "MIGRATIONS",
+    "SQLITE_BUSY_TIMEOUT_MS",
+    "SQLITE_CACHED_STATEMENTS",
+    "SQLITE_PRAGMAS",
+    "at_head",
+    "driver_url",
+    "head_revision",
+    "open_database",
+    "sqlite_file",
+    "upgrade_to_head",
+]
+
 POSTGRES_MIGRATION_LOCK = text(
     "SELECT pg_advisory_xact_lock(hashtext('parley.migrate.' || current_schema()))"
 )
@@ -56,18 +61,6 @@ def driver_url(url: str) -> URL:
     if backend in ("postgresql", "postgres"):
         return parsed.set(drivername="postgresql+asyncpg")
     raise ValueError(f"unsupported database URL scheme `{parsed.drivername}`")
-
-
-def sqlite_file(url: str) -> str | None:
-    """The path of a SQLite file URL without options; None for anything else (memory,
-    PostgreSQL, a URL with query options): a memory database or a URL with options keeps
-    SQLAlchemy's usage writer."""
-    parsed = make_url(url)
-    if parsed.get_backend_name() != "sqlite" or parsed.query:
-        return None
-    if parsed.database in (None, "", ":memory:"):
-        return None
-    return parsed.database
 
 
 def open_database(url: str, *, pool_size: int, schema: str | None, timeout: float) -> Database:
@@ -165,25 +158,6 @@ async def at_head(database: Database) -> bool:
     False when it is behind, has no revision yet or the scripts have no single head."""
     head = head_revision()
     return head is not None and await _current_revision(database) == head
-
-
-_REVISION_LINE = re.compile(r"^(down_revision|revision)\b[^=]*=\s*(None|['\"]([^'\"]+)['\"])", re.M)
-
-
-def head_revision(versions: Path = MIGRATIONS / "versions") -> str | None:
-    """The one head of the migration scripts, read from their text without Alembic;
-    ``None`` when it is not a plain chain (a merge, a branch), so Alembic decides."""
-    revisions: set[str] = set()
-    parents: set[str] = set()
-    for script in versions.glob("*.py"):
-        found = dict((m.group(1), m.group(3)) for m in _REVISION_LINE.finditer(script.read_text()))
-        if "revision" not in found or found["revision"] is None:
-            continue
-        revisions.add(found["revision"])
-        if found.get("down_revision"):
-            parents.add(found["down_revision"])
-    heads = revisions - parents
-    return heads.pop() if len(heads) == 1 else None
 
 
 async def _current_revision(database: Database) -> str | None:
