@@ -21,8 +21,10 @@ exception's class (sqlite3 raises ``OperationalError`` both for a locked file an
 missing table). The store's own ``StoreError`` and everything else (a bug in Parley, a
 cancellation) pass through untouched.
 
-asyncpg's exceptions are caught once asyncpg is loaded, which only a PostgreSQL database
-does: a worker on SQLite never imports it, and cannot meet its exceptions.
+SQLAlchemy's exceptions are caught once SQLAlchemy is loaded, and asyncpg's once asyncpg
+is, which only a PostgreSQL database does: a worker serving on a SQLite file imports
+neither (``sqlite_serving.py`` runs its queries on ``sqlite3`` and maps its errors here,
+the same way), and cannot meet their exceptions.
 
 The reason kept is the driver's first line, never SQLAlchemy's rendering, which appends
 the statement and its parameters (key digests, usage rows).
@@ -34,19 +36,13 @@ import sqlite3
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-
-from sqlalchemy.exc import (
-    DBAPIError,
-    DisconnectionError,
-    InterfaceError,
-    OperationalError,
-    SQLAlchemyError,
-)
-from sqlalchemy.exc import TimeoutError as PoolTimeout
+from types import ModuleType
 
 from parley.store.base import Conflict, StoreError, StoreFault, StoreUnavailable
 
-DRIVER_ERRORS: tuple[type[BaseException], ...] = (SQLAlchemyError, sqlite3.Error, OSError)
+DRIVER_ERRORS: tuple[type[BaseException], ...] = (sqlite3.Error, OSError)
+"""What ``database_errors`` maps in every process: sqlite3's errors and ``OSError``;
+SQLAlchemy's and asyncpg's are added once they are loaded (``driver_errors``)."""
 
 SQLITE_UNAVAILABLE = frozenset(
     {
@@ -80,16 +76,28 @@ POSTGRES_UNIQUE = "23505"
 
 
 def driver_errors() -> tuple[type[BaseException], ...]:
-    """What ``database_errors`` maps: asyncpg's errors too once it is loaded (PostgreSQL)."""
+    """What ``database_errors`` maps: SQLAlchemy's errors too once it is loaded (any
+    store but a worker's on a SQLite file, ``sqlite_serving.py``), and asyncpg's once it
+    is (PostgreSQL)."""
+    errors = DRIVER_ERRORS
+    sqlalchemy = _sqlalchemy()
+    if sqlalchemy is not None:
+        errors = (*errors, sqlalchemy.SQLAlchemyError)
     asyncpg = sys.modules.get("asyncpg")
     if asyncpg is None:
-        return DRIVER_ERRORS
+        return errors
     return (
-        *DRIVER_ERRORS,
+        *errors,
         asyncpg.PostgresError,
         asyncpg.InterfaceError,
         asyncpg.exceptions.InternalClientError,
     )
+
+
+def _sqlalchemy() -> ModuleType | None:
+    """``sqlalchemy.exc`` if it is loaded: a process that has not loaded SQLAlchemy cannot
+    meet its exceptions, and this module never loads it."""
+    return sys.modules.get("sqlalchemy.exc")
 
 
 @contextmanager
@@ -120,10 +128,14 @@ def unique_violation(error: BaseException) -> bool:
 
 def unavailable(error: BaseException) -> bool:
     """Whether ``error`` is the connection's or the database's state, not the query's."""
-    if isinstance(error, OSError | DisconnectionError | PoolTimeout):
+    if isinstance(error, OSError):
         return True
-    if isinstance(error, DBAPIError) and error.connection_invalidated:
-        return True
+    sqlalchemy = _sqlalchemy()
+    if sqlalchemy is not None:
+        if isinstance(error, sqlalchemy.DisconnectionError | sqlalchemy.TimeoutError):
+            return True  # a dropped connection, or the pool's wait timed out
+        if isinstance(error, sqlalchemy.DBAPIError) and error.connection_invalidated:
+            return True
     cause = _cause(error)
     if isinstance(cause, OSError):  # a connect that failed under SQLAlchemy's wrapping
         return True
@@ -134,7 +146,9 @@ def unavailable(error: BaseException) -> bool:
         return sqlstate[:2] in POSTGRES_UNAVAILABLE_CLASSES or sqlstate in POSTGRES_UNAVAILABLE
     if _asyncpg_client_error(cause):  # "connection is closed", and its kin
         return True
-    return isinstance(error, OperationalError | InterfaceError)
+    return sqlalchemy is not None and isinstance(
+        error, sqlalchemy.OperationalError | sqlalchemy.InterfaceError
+    )
 
 
 def _sqlite_unavailable(error: sqlite3.Error) -> bool:
@@ -157,7 +171,11 @@ def _asyncpg_client_error(error: BaseException) -> bool:
 def _cause(error: BaseException) -> BaseException:
     """The driver's own exception, under SQLAlchemy's wrapping (asyncpg's adapter keeps
     its SQLSTATE)."""
-    return error.orig if isinstance(error, DBAPIError) and error.orig is not None else error
+    sqlalchemy = _sqlalchemy()
+    if sqlalchemy is None or not isinstance(error, sqlalchemy.DBAPIError):
+        return error
+    orig: BaseException | None = error.orig
+    return orig if orig is not None else error
 
 
 def reason(error: BaseException) -> str:
