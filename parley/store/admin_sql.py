@@ -16,8 +16,8 @@ from parley.domain.audit import AuditEntry, AuditQuery
 from parley.domain.groups import Group
 from parley.domain.requests import StatusCounts
 from parley.domain.usage import GroupDailyUsage
-from parley.store.keys_sql import group
 from parley.store.plain import ROLLUP_TOTALS, as_utc
+from parley.store.records import group
 from parley.store.schema import (
     FAILED_ONLY,
     api_keys,

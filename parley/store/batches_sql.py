@@ -48,6 +48,7 @@ from parley.domain.batches import (
     BatchLine,
     BatchPage,
 )
+from parley.store.records import batch
 from parley.store.schema import batch_lanes, batch_lines, batches
 
 _lines = batch_lines
@@ -79,7 +80,7 @@ def find_batch(conn: Connection, batch_id: str, group_id: int | None) -> Batch |
     if group_id is not None:
         query = query.where(batches.c.group_id == group_id)
     row = conn.execute(query).mappings().first()
-    return _batch(row) if row is not None else None
+    return batch(row) if row is not None else None
 
 
 def list_batches(
@@ -103,11 +104,11 @@ def list_batches(
         query = query.where(batches.c.id > before).order_by(batches.c.id)
         newer = conn.execute(query.limit(limit + 1)).mappings().all()
         more = len(newer) > limit
-        return BatchPage([_batch(row) for row in reversed(newer[:limit])], more)
+        return BatchPage([batch(row) for row in reversed(newer[:limit])], more)
     if after is not None:
         query = query.where(batches.c.id < after)
     rows = conn.execute(query.order_by(batches.c.id.desc()).limit(limit + 1)).mappings().all()
-    return BatchPage([_batch(row) for row in rows[:limit]], len(rows) > limit)
+    return BatchPage([batch(row) for row in rows[:limit]], len(rows) > limit)
 
 
 def every_batch(
@@ -121,7 +122,7 @@ def every_batch(
     if status is not None:
         query = query.where(batches.c.status == status)
     rows = conn.execute(query.order_by(batches.c.created_at.desc()).limit(limit)).mappings()
-    return [_batch(row) for row in rows]
+    return [batch(row) for row in rows]
 
 
 def delete_batch(conn: Connection, batch_id: str, group_id: int) -> bool:
@@ -155,7 +156,7 @@ def set_status(
 def runnable_batches(conn: Connection) -> list[Batch]:
     """Batches the lane has work on, oldest first."""
     query = select(batches).where(batches.c.status.in_(RUNNING)).order_by(batches.c.id)
-    return [_batch(row) for row in conn.execute(query).mappings()]
+    return [batch(row) for row in conn.execute(query).mappings()]
 
 
 def lines_in_state(
@@ -394,10 +395,6 @@ def line_counts(conn: Connection, batch_id: str) -> dict[str, int]:
 
 def _row(batch: Batch) -> dict[str, Any]:
     return {name: getattr(batch, name) for name in _COLUMNS}
-
-
-def _batch(row: RowMapping) -> Batch:
-    return Batch(**{name: row[name] for name in _COLUMNS})
 
 
 def _line(row: RowMapping) -> BatchLine:

@@ -11,24 +11,10 @@ from sqlalchemy import Connection, RowMapping, select
 
 from parley.domain.accounts import Account
 from parley.domain.channels import ChannelEvent, StoredChannel
+from parley.store import records
 from parley.store.base import Conflict, Missing
 from parley.store.plain import as_utc
 from parley.store.schema import admin_accounts, channel_events, channels
-
-
-def _channel(row: RowMapping) -> StoredChannel:
-    disabled = row["disabled_at"]
-    return StoredChannel(
-        name=row["name"],
-        spec=json.loads(row["spec"]),
-        api_key_sealed=row["api_key_sealed"],
-        key_hint=row["key_hint"],
-        disabled_at=as_utc(disabled) if disabled is not None else None,
-        created_at=as_utc(row["created_at"]),
-        updated_at=as_utc(row["updated_at"]),
-        id=row["id"],
-        disabled_by=row["disabled_by"],
-    )
 
 
 def _channel_values(channel: StoredChannel) -> dict[str, Any]:
@@ -46,7 +32,7 @@ def _channel_values(channel: StoredChannel) -> dict[str, Any]:
 
 def list_channels(conn: Connection) -> list[StoredChannel]:
     rows = conn.execute(select(channels).order_by(channels.c.name)).mappings()
-    return [_channel(row) for row in rows]
+    return [records.channel(row) for row in rows]
 
 
 def add_channel(conn: Connection, channel: StoredChannel) -> StoredChannel:
@@ -58,7 +44,7 @@ def add_channel(conn: Connection, channel: StoredChannel) -> StoredChannel:
         .mappings()
         .one()
     )
-    return _channel(row)
+    return records.channel(row)
 
 
 def replace_channel(conn: Connection, channel: StoredChannel) -> StoredChannel:
@@ -74,7 +60,7 @@ def replace_channel(conn: Connection, channel: StoredChannel) -> StoredChannel:
     row = conn.execute(statement).mappings().one_or_none()
     if row is None:
         raise Missing(f"there is no channel named `{channel.name}`")
-    return _channel(row)
+    return records.channel(row)
 
 
 def delete_channel(conn: Connection, name: str) -> bool:

@@ -7,13 +7,13 @@ import json
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, RowMapping, func, literal, or_, select
+from sqlalchemy import Connection, func, literal, or_, select
 
-from parley.domain.content import ContentLogging, content_policy
+from parley.domain.content import ContentLogging
 from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord
 from parley.store.base import GroupChanges, KeyChanges, Missing, Replay
-from parley.store.rows import record
+from parley.store.records import group, key, prefixes
 from parley.store.schema import UtcDateTime, api_keys, groups
 
 MAX_FORMER_PREFIXES = 100
@@ -104,7 +104,7 @@ def rotate_key(
     current = conn.execute(query).first()
     if current is None:
         raise Missing(f"there is no key with id {key_id}")
-    former = [current.prefix, *_prefixes(current.former_prefixes)]
+    former = [current.prefix, *prefixes(current.former_prefixes)]
     values = {
         "digest": digest,
         "prefix": prefix,
@@ -114,10 +114,6 @@ def rotate_key(
         "updated_at": now,
     }
     return _update_key(conn, key_id, values)
-
-
-def _prefixes(stored: str | None) -> tuple[str, ...]:
-    return () if stored is None else tuple(json.loads(stored))
 
 
 def _update_key(conn: Connection, key_id: int, values: dict[str, Any]) -> KeyRecord:
@@ -197,27 +193,3 @@ def _key_changes(changes: KeyChanges) -> dict[str, Any]:
         elif value is not None:
             values[column] = value
     return values
-
-
-def group(row: RowMapping) -> Group:
-    models = row["models"]
-    return record(
-        Group,
-        row,
-        quota=Quota(rpm=row["rpm"], tpm=row["tpm"]),
-        models=None if models is None else frozenset(json.loads(models)),
-        content=ContentLogging(
-            content_policy(row["content_policy"]), row["content_retention_days"]
-        ),
-    )
-
-
-def key(row: RowMapping) -> KeyRecord:
-    models = None if row["models"] is None else frozenset(json.loads(row["models"]))
-    return record(
-        KeyRecord,
-        row,
-        quota=Quota(rpm=row["rpm"], tpm=row["tpm"]),
-        models=models,
-        former_prefixes=_prefixes(row["former_prefixes"]),
-    )

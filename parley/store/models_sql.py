@@ -5,29 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlalchemy import Connection, RowMapping, select
+from sqlalchemy import Connection, select
 
 from parley.domain.stored_models import StoredModel
+from parley.store import records
 from parley.store.base import Conflict, Missing
-from parley.store.plain import as_utc
 from parley.store.schema import models
-
-
-def _model(row: RowMapping) -> StoredModel:
-    next_prices = row["next_prices"]
-    next_from = row["next_prices_from"]
-    return StoredModel(
-        name=row["name"],
-        spec=json.loads(row["spec"]),
-        prices=json.loads(row["prices"]),
-        prices_from=as_utc(row["prices_from"]),
-        next_prices=json.loads(next_prices) if next_prices is not None else None,
-        next_prices_from=as_utc(next_from) if next_from is not None else None,
-        enabled=bool(row["enabled"]),
-        created_at=as_utc(row["created_at"]),
-        updated_at=as_utc(row["updated_at"]),
-        id=row["id"],
-    )
 
 
 def _values(model: StoredModel) -> dict[str, Any]:
@@ -48,7 +31,7 @@ def _values(model: StoredModel) -> dict[str, Any]:
 
 def list_models(conn: Connection) -> list[StoredModel]:
     rows = conn.execute(select(models).order_by(models.c.name)).mappings()
-    return [_model(row) for row in rows]
+    return [records.model(row) for row in rows]
 
 
 def add_model(conn: Connection, model: StoredModel) -> StoredModel:
@@ -56,7 +39,7 @@ def add_model(conn: Connection, model: StoredModel) -> StoredModel:
     if taken is not None:
         raise Conflict(f"a model named `{model.name}` already exists")
     row = conn.execute(models.insert().values(_values(model)).returning(*models.c)).mappings().one()
-    return _model(row)
+    return records.model(row)
 
 
 def replace_model(conn: Connection, model: StoredModel) -> StoredModel:
@@ -69,7 +52,7 @@ def replace_model(conn: Connection, model: StoredModel) -> StoredModel:
     row = conn.execute(statement).mappings().one_or_none()
     if row is None:
         raise Missing(f"there is no model named `{model.name}`")
-    return _model(row)
+    return records.model(row)
 
 
 def delete_model(conn: Connection, name: str) -> bool:

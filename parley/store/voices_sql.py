@@ -13,13 +13,14 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime
 
-from sqlalchemy import Connection, RowMapping, delete, select, update
+from sqlalchemy import Connection, delete, select, update
 from sqlalchemy.exc import IntegrityError
 
 from parley.domain.voices import Clone, PendingDeletion
 from parley.store.base import Conflict
 from parley.store.boundary import unique_violation
-from parley.store.rows import columns, record
+from parley.store.records import clone, deletion
+from parley.store.rows import columns
 from parley.store.schema import voice_clones, voice_deletions
 
 
@@ -41,7 +42,7 @@ def list_clones(conn: Connection, model: str | None, group_id: int | None) -> li
         query = query.where(voice_clones.c.model == model)
     if group_id is not None:
         query = query.where(voice_clones.c.group_id == group_id)
-    return [_clone(row) for row in conn.execute(query).mappings()]
+    return [clone(row) for row in conn.execute(query).mappings()]
 
 
 def delete_clone(conn: Connection, model: str, voice_id: str) -> bool:
@@ -49,10 +50,6 @@ def delete_clone(conn: Connection, model: str, voice_id: str) -> bool:
         voice_clones.c.model == model, voice_clones.c.voice_id == voice_id
     )
     return int(conn.execute(statement).rowcount) > 0
-
-
-def _clone(row: RowMapping) -> Clone:
-    return record(Clone, row)
 
 
 # deletions still to do on the engines
@@ -91,13 +88,13 @@ def list_deletions(
         query = query.where(voice_deletions.c.model == model)
     if group_id is not None:
         query = query.where(voice_deletions.c.group_id == group_id)
-    return [record(PendingDeletion, row) for row in conn.execute(query).mappings()]
+    return [deletion(row) for row in conn.execute(query).mappings()]
 
 
 def find_deletion(conn: Connection, deletion_id: int) -> PendingDeletion | None:
     query = select(voice_deletions).where(voice_deletions.c.id == deletion_id)
     row = conn.execute(query).mappings().first()
-    return record(PendingDeletion, row) if row is not None else None
+    return deletion(row) if row is not None else None
 
 
 def claim_deletion(
