@@ -13,7 +13,9 @@ lock on PostgreSQL, the schema as ``search_path``, the same timeouts), so severa
 starting together still migrate once.
 
 Only a database another process can open is migrated apart: a SQLite file or PostgreSQL.
-A memory database exists only in this process, so it is migrated here.
+A memory database exists only in this process, so it is migrated here. Starting the
+child loads nothing of SQLAlchemy here (``run_child``): a worker on a SQLite file has
+not loaded it (``sqlite_serving.py``), and its upgrade must not load it either.
 
 The database URL (a PostgreSQL one carries its password) goes to the child on its
 standard input, never on its command line, which any user can read in ``ps``. The child
@@ -33,14 +35,14 @@ import json
 import os
 import sys
 from dataclasses import asdict, dataclass
-
-from sqlalchemy import make_url
+from typing import TYPE_CHECKING
 
 from parley.store.base import StoreError, StoreFault, StoreUnavailable
 from parley.store.boundary import database_errors
 from parley.store.boundary import reason as first_line
-from parley.store.database import Database
-from parley.store.engine import at_head, open_database, upgrade_to_head
+
+if TYPE_CHECKING:
+    from parley.store.database import Database
 
 CHILD_MODULE = "parley.store.migrate_apart"
 
@@ -56,6 +58,8 @@ class Target:
 
 def shareable(url: str) -> bool:
     """Whether another process can open this database: not a SQLite memory database."""
+    from sqlalchemy import make_url  # what opens a ``SqlStore`` has loaded it
+
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
         return True
@@ -64,6 +68,8 @@ def shareable(url: str) -> bool:
 
 async def upgrade_apart(database: Database, target: Target) -> None:
     """Bring ``database`` to the newest revision, by a child process if it is behind."""
+    from parley.store.engine import at_head
+
     if await at_head(database):
         return
     await run_child(target)
@@ -120,6 +126,8 @@ def _reason(answer: bytes, code: int | None) -> tuple[str, bool]:
 
 async def _upgrade(target: Target) -> None:
     """The in-process upgrade, on the database as ``open_store`` opened it."""
+    from parley.store.engine import open_database, upgrade_to_head
+
     database = open_database(target.url, pool_size=1, schema=target.schema, timeout=target.timeout)
     try:
         with database_errors():
