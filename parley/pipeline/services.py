@@ -63,8 +63,8 @@ from parley.settings import (
     Settings,
 )
 from parley.store.base import Store, StoreFault, StoreUnavailable
-from parley.store.engine import sqlite_file
-from parley.store.sql import open_store
+from parley.store.opening import open_store
+from parley.store.plain import sqlite_file
 from parley.voices.book import CloneBook
 from parley.voices.deletions import CloneDeletions, DeletionTiming, Located
 from parley.voices.rosters import Rosters

@@ -1,7 +1,10 @@
 """``SqlStore``: the ``Store`` Protocol on SQLite or PostgreSQL through SQLAlchemy Core.
 
-``open_store`` takes the operator's URL (``sqlite:///./parley.db``, ``sqlite://`` for
-memory, ``postgresql://user@host:5432/db`` or ``postgres://...``) and opens its
+``open_store`` (``opening.py``, also named here) takes the operator's URL
+(``sqlite:///./parley.db``, ``sqlite://`` for memory, ``postgresql://user@host:5432/db``
+or ``postgres://...``); on a SQLite file it opens ``SqliteServingStore``
+(``sqlite_serving.py``), which serves with plain ``sqlite3`` and opens this class on
+the same file for everything else. ``open_sql_store`` opens this class on its
 ``Database`` (``database.py``: SQLite on threads of its own, PostgreSQL on asyncpg). The
 queries are synchronous functions on a Core ``Connection`` (``keys_sql.py``,
 ``usage_sql.py``, ``admin_sql.py``, ``voices_sql.py``); each method runs one as one short
@@ -56,13 +59,14 @@ from parley.store.engine import (
     upgrade_to_head,
 )
 from parley.store.migrate_apart import Target, shareable, upgrade_apart
+from parley.store.opening import DEFAULT_TIMEOUT_SECONDS, open_store
 from parley.store.usage_host import HostUsageClient
 
 if TYPE_CHECKING:
     from parley.store.usage_postgres import PostgresUsageWriter
 
-DEFAULT_TIMEOUT_SECONDS = 10.0
-"""The longest a connect or a statement may take before the database counts as away."""
+__all__ = ["DEFAULT_QUOTA", "DEFAULT_TIMEOUT_SECONDS", "SqlStore", "open_sql_store", "open_store"]
+
 DEFAULT_QUOTA = Quota()
 """No rates of its own: unlimited for a group, inherit the group's for a key."""
 
@@ -488,7 +492,7 @@ class SqlStore:
         return await self._write(channels_sql.delete_account, name)
 
 
-async def open_store(
+async def open_sql_store(
     url: str,
     *,
     pool_size: int = 5,
@@ -496,18 +500,8 @@ async def open_store(
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
     usage_socket: str | None = None,
 ) -> SqlStore:
-    """A store on the database at ``url`` (not migrated yet: call ``migrate``).
-
-    ``pool_size`` bounds the connections kept open (SQLite files and PostgreSQL).
-    ``schema`` (PostgreSQL only) keeps every table, the Alembic version table included,
-    in that existing schema: it becomes the connections' ``search_path``. It lets several
-    installations, or parallel test runs, share one database. ``timeout_seconds`` bounds a
-    connect, a statement (PostgreSQL) and the wait for a pooled connection.
-    ``usage_socket`` (a SQLite file only) is the host writer's socket, which usage records
-    are written through while it answers (``store/usage_host.py``). On PostgreSQL usage
-    records are written on a connection of their own (``store/usage_postgres.py``), one
-    more than ``pool_size``.
-    """
+    """A ``SqlStore`` on the database at ``url``, whatever it is (``opening.open_store``
+    says what each argument is; it opens a SQLite file's store without SQLAlchemy)."""
     database = open_database(url, pool_size=pool_size, schema=schema, timeout=timeout_seconds)
     shared = Target(url, schema, timeout_seconds) if shareable(url) else None
     if database.dialect == "postgresql":
