@@ -22,7 +22,15 @@ from pathlib import Path
 from parley.store.sql import open_store
 
 REPO = Path(__file__).resolve().parents[1]
-WATCHED = ("sqlalchemy.orm", "sqlalchemy.ext.asyncio", "aiosqlite", "greenlet", "asyncpg", "av")
+WATCHED = (
+    "sqlalchemy",
+    "sqlalchemy.orm",
+    "sqlalchemy.ext.asyncio",
+    "aiosqlite",
+    "greenlet",
+    "asyncpg",
+    "av",
+)
 WORKER = """
 import asyncio, sys
 import aiohttp

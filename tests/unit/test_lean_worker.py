@@ -1,9 +1,11 @@
 """A worker imports what serving /v1 needs and nothing else: PyAV, asyncpg, SQLAlchemy's
 PostgreSQL dialect, Jinja2, the admin API, the dashboard and the OpenAPI description
 (about 24 MB together) wait for the first request that uses them. Their routes are
-registered all the same, and every deferred handler resolves. On SQLite a worker never
-loads SQLAlchemy's ORM and asyncio layer, aiosqlite or greenlet (about 6.4 MB): those
-serve PostgreSQL only (``store/database.py``). Nor does it load Alembic and Mako (about
+registered all the same, and every deferred handler resolves. On a SQLite file a worker
+never loads SQLAlchemy at all (about 14 MB with the store's tables and queries): what it
+calls runs on plain ``sqlite3`` (``store/sqlite_serving.py``), and the rest of the store
+loads on first use; its ORM and asyncio layer, aiosqlite and greenlet serve PostgreSQL
+only (``store/database.py``). Nor does it load Alembic and Mako (about
 8 MB), even on a fresh database: a child process migrates it (``store/migrate_apart.py``)."""
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ from parley.domain.groups import Quota
 from parley.domain.keys import digest, display_prefix, new_key
 from parley.edge.deferred import Deferred, deferred, deferred_of
 from parley.settings import Settings
-from parley.store.engine import head_revision
-from parley.store.sql import open_store
+from parley.store.opening import open_store
+from parley.store.plain import head_revision
 from tests.services import REDIS_URL, redis_unreachable
 from tests.upstreams.openai_compatible import FakeEngine
 
@@ -36,6 +38,7 @@ NOT_AT_START = (
     "av",
     "asyncpg",
     "jinja2",
+    "sqlalchemy",  # the plain sqlite3 layer serves (parley/store/sqlite_serving.py)
     "sqlalchemy.dialects.postgresql",
     "parley.admin.api",
     "parley.admin.ui",
@@ -85,8 +88,8 @@ from aiohttp import web
 import parley.cli.serve
 from parley.app import create_app
 from parley.settings import Settings
-from parley.store.engine import head_revision
-from parley.store.sql import open_store
+from parley.store.plain import head_revision
+from parley.store.opening import open_store
 
 async def main(database, admin_path):
     settings = Settings.model_validate(
@@ -304,7 +307,7 @@ import parley.cli.serve
 from parley.cli import main
 
 def run_worker(raw_settings, reuse_port):
-    print(" ".join(name for name in ("alembic", "mako") if name in sys.modules))
+    print(" ".join(name for name in ("alembic", "mako", "sqlalchemy") if name in sys.modules))
 
 parley.cli.serve.run_worker = run_worker  # serve_command imports it once checks are done
 sys.argv = ["parley", "serve", "--port", "0"]
@@ -314,7 +317,8 @@ main()
 
 def test_parley_serve_on_a_fresh_database_serves_without_alembic(tmp_path: Path) -> None:
     """The quick start: ``parley serve`` migrates the new ./parley.db, then the same
-    process serves (one worker): the upgrade ran in a child, so Alembic is not loaded."""
+    process serves (one worker): the upgrade ran in a child, so Alembic is not loaded,
+    nor SQLAlchemy (the store on a SQLite file serves with plain ``sqlite3``)."""
     assert after_start(tmp_path, SERVE_COMMAND, "parley.db") == ([], [(head_revision(),)])
 
 
