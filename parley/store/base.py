@@ -7,7 +7,9 @@ the files API and the batch lane, ``BatchStore`` the batches API and the lane,
 ``ChannelStore`` the channel book, ``AccountStore`` sign-in, ``AdminStore`` the admin
 surface); ``Store`` is all of them, held only by what opens and closes one.
 Implementations: ``store.sql.SqlStore`` (SQLite and PostgreSQL through SQLAlchemy
-Core). One contract suite (``tests/contract/test_store.py``) runs against each. The
+Core) and, on a SQLite file, ``store.sqlite_serving.SqliteServingStore`` (what serving
+calls on plain ``sqlite3``, the rest through ``SqlStore`` loaded on first use). One
+contract suite (``tests/contract/test_store.py``) runs against each. The
 request path never awaits a Store method: authentication reads an in-memory directory
 that a background task refreshes, and usage records are written by the batched meter.
 """

@@ -1,4 +1,6 @@
-"""The store contract: ``SqlStore`` answers these the same way on SQLite and PostgreSQL.
+"""The store contract: what ``open_store`` gives answers these the same way on SQLite and
+PostgreSQL (on a SQLite file, ``SqliteServingStore``: its plain layer and the
+``SqlStore`` it opens for the rest; ``SqlStore`` itself on PostgreSQL).
 
 SQLite runs on a fresh file under ``tmp_path``. PostgreSQL (the suite's database,
 named in ``tests/services.py``) gives each test a schema of its own, ``t_<random hex>``,
