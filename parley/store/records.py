@@ -1,7 +1,7 @@
 """The rows both of a SQLite file's layers read, as the domain's records: one mapping,
 used by the SQLAlchemy queries (``keys_sql.py``, ``channels_sql.py``, ``models_sql.py``,
-``voices_sql.py``, ``batches_sql.py``) and by the plain ``sqlite3`` ones a worker serves
-with (``sqlite_serving.py``), without SQLAlchemy.
+``voices_sql.py``, ``batches_sql.py``, ``responses_sql.py``) and by the plain ``sqlite3``
+ones a worker serves with (``sqlite_serving.py``), without SQLAlchemy.
 
 A row is a mapping of column names to values as SQLAlchemy's types give them: timestamps
 as aware UTC datetimes. The plain layer reads SQLite's text and turns the columns named
@@ -19,6 +19,7 @@ from parley.domain.channels import StoredChannel
 from parley.domain.content import ContentLogging, content_policy
 from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord
+from parley.domain.responses import StoredResponse
 from parley.domain.stored_models import StoredModel
 from parley.domain.voices import Clone, PendingDeletion
 from parley.store.plain import as_utc
@@ -136,6 +137,18 @@ COLUMNS: dict[str, tuple[str, ...]] = {
         "cancelled_at",
         "owner",
     ),
+    "stored_responses": (
+        "id",
+        "group_id",
+        "model",
+        "response",
+        "input_items",
+        "history",
+        "created_at",
+        "expires_at",
+        "previous_response_id",
+        "deleted_at",
+    ),
 }
 """The columns of the tables read here, in ``schema.py``'s order: what the plain layer
 selects, as ``select(table)`` does. A test holds it to ``schema.py``."""
@@ -162,6 +175,7 @@ TIMESTAMPS: dict[str, frozenset[str]] = {
             "cancelled_at",
         }
     ),
+    "stored_responses": frozenset({"created_at", "expires_at", "deleted_at"}),
 }
 """The ``UtcDateTime`` columns of the tables read here, by table: what SQLite keeps as
 text and the plain layer turns into datetimes. A test holds it to ``schema.py``."""
@@ -239,3 +253,9 @@ def model(row: Row) -> StoredModel:
 def batch(row: Row) -> Batch:
     """A batch: its fields are its table's columns, one for one."""
     return record(Batch, row)
+
+
+def stored_response(row: Row) -> StoredResponse:
+    """A stored response: its fields are its table's columns but ``deleted_at`` (a row
+    read as a response is never a deleted one, unless read as an earlier turn)."""
+    return record(StoredResponse, row)

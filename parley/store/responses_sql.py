@@ -15,7 +15,6 @@ from datetime import datetime
 from sqlalchemy import (
     ColumnElement,
     Connection,
-    RowMapping,
     and_,
     delete,
     exists,
@@ -25,6 +24,7 @@ from sqlalchemy import (
 )
 
 from parley.domain.responses import TURNS_PER_COPY, StoredResponse
+from parley.store.records import stored_response
 from parley.store.schema import stored_responses
 
 _table = stored_responses
@@ -54,7 +54,7 @@ def find_response(
 ) -> StoredResponse | None:
     query = select(_table).where(_found(response_id, group_id, now))
     row = conn.execute(query).mappings().first()
-    return _stored(row) if row is not None else None
+    return stored_response(row) if row is not None else None
 
 
 def find_turns(
@@ -76,7 +76,7 @@ def find_turns(
         )
     )
     query = select(_table).join(chain, chain.c.id == _table.c.id).order_by(chain.c.depth)
-    return [_stored(row) for row in conn.execute(query).mappings()]
+    return [stored_response(row) for row in conn.execute(query).mappings()]
 
 
 def delete_response(conn: Connection, response_id: str, group_id: int, now: datetime) -> bool:
@@ -131,17 +131,3 @@ def _row(response: StoredResponse) -> dict[str, object]:
         "expires_at": response.expires_at,
         "previous_response_id": response.previous_response_id,
     }
-
-
-def _stored(row: RowMapping) -> StoredResponse:
-    return StoredResponse(
-        id=row["id"],
-        group_id=row["group_id"],
-        model=row["model"],
-        response=row["response"],
-        input_items=row["input_items"],
-        history=row["history"],
-        created_at=row["created_at"],
-        expires_at=row["expires_at"],
-        previous_response_id=row["previous_response_id"],
-    )

@@ -1,7 +1,9 @@
 """A worker's store on a SQLite file: the work of serving in plain ``sqlite3``, the rest
 through ``SqlStore``, loaded on its first use.
 
-A worker serving /v1 calls the store only from its background loops: the key directory's
+A worker serving /v1 calls the store from its background loops, and for the Responses
+API's stored responses (``save_responses``, ``find_response``, ``find_turns``,
+``delete_response``: ``store`` is true unless a call says otherwise): the key directory's
 refresh (``list_groups``, ``keys_changed_since``, ``find_key``), the spend ledger
 (``spend_since``, ``key_spend_since``), the channel, model and clone books
 (``list_channels``, ``list_models``, ``list_clones``, ``list_deletions``), the breakers'
@@ -15,7 +17,7 @@ entries (``record_audit``), the content log of a group that keeps calls' content
 (``migrate``). ``SqliteServingStore`` runs exactly those as plain SQL here, so
 such a worker never imports SQLAlchemy (about 14 MB with the store's ``Table`` objects
 and queries). Every other ``Store`` method (the admin API, voice cloning, files, batch
-lines, stored responses, an upgrade in this process) opens the full ``SqlStore`` on the
+lines, an upgrade in this process) opens the full ``SqlStore`` on the
 same file the first time one is called (``_full``) and is passed to it.
 
 The two layers share one file and its text forms: timestamps are written and read as
@@ -323,7 +325,7 @@ class SqliteServingStore:
     async def save_contents(self, contents: Sequence[StoredContent]) -> int:
         if not contents:
             return 0
-        return await self._write(_save_contents, [_content_values(c) for c in contents])
+        return await self._write(_changed, SAVE_CONTENT, [_content_values(c) for c in contents])
 
     # the prunes of kept content, files and stored responses
 
@@ -337,6 +339,25 @@ class SqliteServingStore:
         if not file_ids:
             return 0
         return await self._write(_delete, FORGET_FILES, (orjson.dumps(file_ids).decode(),))
+
+    async def save_responses(self, responses: Sequence[StoredResponse]) -> int:
+        if not responses:
+            return 0
+        return await self._write(_changed, SAVE_RESPONSE, [_response_values(r) for r in responses])
+
+    async def find_response(self, response_id: str, group_id: int) -> StoredResponse | None:
+        found = await self._read(
+            _rows, "stored_responses", FIND_RESPONSE, (response_id, group_id, utc_text(_now()))
+        )
+        return records.stored_response(found[0]) if found else None
+
+    async def find_turns(self, response_id: str, group_id: int, most: int) -> list[StoredResponse]:
+        wanted = (response_id, group_id, utc_text(_now()), group_id, most)
+        found = await self._read(_rows, "stored_responses", FIND_TURNS, wanted)
+        return [records.stored_response(row) for row in found]
+
+    async def delete_response(self, response_id: str, group_id: int) -> bool:
+        return await self._write(_delete_response, response_id, group_id, utc_text(_now()))
 
     async def prune_responses(self) -> int:
         return await self._write(_prune_responses, utc_text(_now()))
@@ -490,9 +511,6 @@ class SqliteServingStore:
     async def delete_model(self, name: str) -> bool:
         return await self._full().delete_model(name)
 
-    async def delete_response(self, response_id: str, group_id: int) -> bool:
-        return await self._full().delete_response(response_id, group_id)
-
     async def deletion_failed(
         self, deletion_id: int, error: str, at: datetime, next_at: datetime
     ) -> PendingDeletion | None:
@@ -529,12 +547,6 @@ class SqliteServingStore:
 
     async def find_request(self, request_id: str) -> LoggedRequest | None:
         return await self._full().find_request(request_id)
-
-    async def find_response(self, response_id: str, group_id: int) -> StoredResponse | None:
-        return await self._full().find_response(response_id, group_id)
-
-    async def find_turns(self, response_id: str, group_id: int, most: int) -> list[StoredResponse]:
-        return await self._full().find_turns(response_id, group_id, most)
 
     async def finish_batch_lines(
         self, batch_id: str, outcomes: Sequence[tuple[int, str, str | None]], *, from_state: str
@@ -644,9 +656,6 @@ class SqliteServingStore:
             key_id, digest=digest, prefix=prefix, previous_until=previous_until
         )
 
-    async def save_responses(self, responses: Sequence[StoredResponse]) -> int:
-        return await self._full().save_responses(responses)
-
     async def set_batch_status(
         self, batch_id: str, status: str, *, only_from: Sequence[str], **columns: Any
     ) -> bool:
@@ -750,10 +759,36 @@ PURGE_CONTENTS = (
 )
 EXPIRED_FILES = "SELECT id FROM files WHERE expires_at <= ? LIMIT ?"
 FORGET_FILES = "DELETE FROM files WHERE id IN (SELECT value FROM json_each(?))"
-PRUNE_RESPONSES = (
-    "DELETE FROM stored_responses WHERE (expires_at <= ? OR deleted_at IS NOT NULL)"
-    " AND NOT EXISTS (SELECT 1 FROM stored_responses AS later"
+SAVE_RESPONSE = (
+    "INSERT INTO stored_responses (id, group_id, model, response, input_items, history,"
+    " created_at, expires_at, previous_response_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " ON CONFLICT (id) DO NOTHING"
+)
+FOUND_RESPONSE = "id = ? AND group_id = ? AND expires_at > ? AND deleted_at IS NULL"
+"""A response its group can read by id: unexpired, not deleted (``responses_sql._found``)."""
+FIND_RESPONSE = f"{_select('stored_responses')} WHERE {FOUND_RESPONSE}"
+FIND_TURNS = (
+    "WITH RECURSIVE chain (id, previous_response_id, depth) AS ("
+    f" SELECT id, previous_response_id, 1 FROM stored_responses WHERE {FOUND_RESPONSE}"
+    " UNION ALL SELECT earlier.id, earlier.previous_response_id, chain.depth + 1"
+    " FROM stored_responses AS earlier JOIN chain ON earlier.id = chain.previous_response_id"
+    " WHERE earlier.group_id = ? AND chain.depth < ?)"
+    f" SELECT {', '.join('stored_responses.' + c for c in records.COLUMNS['stored_responses'])}"
+    " FROM stored_responses JOIN chain ON chain.id = stored_responses.id ORDER BY chain.depth"
+)
+HIDE_RESPONSE = (
+    "UPDATE stored_responses SET deleted_at = ?"
+    " WHERE id = ? AND group_id = ? AND deleted_at IS NULL"
+)
+UNREFERENCED = (
+    "NOT EXISTS (SELECT 1 FROM stored_responses AS later"
     " WHERE later.previous_response_id = stored_responses.id)"
+)
+"""No stored response continues this one (``responses_sql._unreferenced``)."""
+DELETE_UNREFERENCED_RESPONSE = f"DELETE FROM stored_responses WHERE id = ? AND {UNREFERENCED}"
+PRUNE_RESPONSES = (
+    "DELETE FROM stored_responses"
+    f" WHERE (expires_at <= ? OR deleted_at IS NOT NULL) AND {UNREFERENCED}"
 )
 RUNNABLE_BATCHES = (
     f"{_select('batches')} WHERE status IN ({', '.join('?' * len(RUNNING))}) ORDER BY id"
@@ -875,15 +910,38 @@ def _content_values(content: StoredContent) -> tuple[Any, ...]:
     )
 
 
-def _save_contents(cursor: sqlite3.Cursor, rows: list[tuple[Any, ...]]) -> int:
-    """As ``contents_sql.save_contents``: each row not stored yet (by request id); how
-    many were new."""
-    cursor.executemany(SAVE_CONTENT, rows)
+def _expired_files(cursor: sqlite3.Cursor, now: str, most: int) -> list[str]:
+    return [file_id for (file_id,) in cursor.execute(EXPIRED_FILES, (now, most))]
+
+
+def _response_values(response: StoredResponse) -> tuple[Any, ...]:
+    return (
+        response.id,
+        response.group_id,
+        response.model,
+        response.response,
+        response.input_items,
+        response.history,
+        utc_text(response.created_at),
+        utc_text(response.expires_at),
+        response.previous_response_id,
+    )
+
+
+def _changed(cursor: sqlite3.Cursor, sql: str, rows: list[tuple[Any, ...]]) -> int:
+    """Run ``sql`` once for each row; how many rows it changed in all (an insert that
+    met a conflict and did nothing changes none)."""
+    cursor.executemany(sql, rows)
     return int(cursor.rowcount)
 
 
-def _expired_files(cursor: sqlite3.Cursor, now: str, most: int) -> list[str]:
-    return [file_id for (file_id,) in cursor.execute(EXPIRED_FILES, (now, most))]
+def _delete_response(cursor: sqlite3.Cursor, response_id: str, group_id: int, now: str) -> bool:
+    """As ``responses_sql.delete_response``: hidden at once, and deleted unless a later
+    turn continues it (then pruned after that turn)."""
+    if not cursor.execute(HIDE_RESPONSE, (now, response_id, group_id)).rowcount:
+        return False
+    cursor.execute(DELETE_UNREFERENCED_RESPONSE, (response_id,))
+    return True
 
 
 def _prune_responses(cursor: sqlite3.Cursor, now: str) -> int:

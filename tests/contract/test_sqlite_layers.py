@@ -29,6 +29,7 @@ from parley.domain.content import StoredContent
 from parley.domain.files import StoredFile
 from parley.domain.groups import Quota
 from parley.domain.keys import digest, display_prefix, new_key
+from parley.domain.responses import StoredResponse
 from parley.domain.stored_models import StoredModel
 from parley.domain.voices import Clone
 from parley.store import records, schema
@@ -63,13 +64,18 @@ SERVING = (
     "purge_contents",
     "expired_files",
     "forget_files",
+    "save_responses",
+    "find_response",
+    "find_turns",
+    "delete_response",
     "prune_responses",
     "runnable_batches",
     "batch_line_counts_of",
     "beat_batch_lane",
     "drop_batch_lanes",
 )
-"""What the plain layer runs itself: the methods a serving worker calls."""
+"""What the plain layer runs itself: the methods a serving worker calls (stored
+responses too: the Responses API stores a call's response unless told not to)."""
 
 
 @pytest.fixture
@@ -127,9 +133,15 @@ def test_every_store_member_resolves_with_the_protocols_parameters() -> None:
 
 
 async def test_the_serving_methods_never_open_the_full_store(
-    plain: SqliteServingStore,
+    plain: SqliteServingStore, tmp_path: Path
 ) -> None:
     now = datetime.now(UTC)
+    with sqlite3.connect(tmp_path / "parley.db") as db:  # a group for a stored response
+        stamp = utc_text(now)
+        db.execute(
+            "INSERT INTO groups (id, name, created_at, updated_at) VALUES (1, 'g', ?, ?)",
+            (stamp, stamp),
+        )
     await plain.list_groups()
     await plain.keys_changed_since(now)
     await plain.find_key("0" * 64)
@@ -148,6 +160,10 @@ async def test_the_serving_methods_never_open_the_full_store(
     await plain.save_contents([content("r1", now)])
     await plain.purge_contents()
     await plain.forget_files(await plain.expired_files(100))
+    await plain.save_responses([a_response("resp_1", 1, now)])
+    await plain.find_response("resp_1", 1)
+    await plain.find_turns("resp_1", 1, 5)
+    await plain.delete_response("resp_1", 1)
     await plain.prune_responses()
     await plain.batch_line_counts_of([b.id for b in await plain.runnable_batches()])
     await plain.beat_batch_lane("lane-a", 30)
@@ -284,6 +300,58 @@ async def test_every_plain_read_is_sqlstores_answer(
     await full.add_file(StoredFile("file-2", one.id, "f", "batch", 1, now, later))
     assert await plain.expired_files(10) == await full.expired_files(10) == ["file-1"]
     assert await plain.forget_files(["file-1", "file-2"]) == 2
+
+
+def a_response(
+    response_id: str, group_id: int, now: datetime, previous: str | None = None
+) -> StoredResponse:
+    return StoredResponse(
+        response_id,
+        group_id,
+        "m",
+        f'{{"id": "{response_id}"}}',
+        "[]",
+        "[]",
+        now,
+        now + timedelta(days=30),
+        previous,
+    )
+
+
+async def test_stored_responses_are_one_conversation_to_both_layers(
+    plain: SqliteServingStore, full: SqlStore
+) -> None:
+    """Turns the plain layer stores are the full store's, and the reverse; a delete or
+    a prune by either is seen by the other, a deleted turn still read as an earlier one."""
+    now = datetime.now(PLUS_THREE).replace(microsecond=654321)
+    one = await full.create_group("one")
+    two = await full.create_group("two")
+    first = a_response("resp_1", one.id, datetime.now(UTC))
+    assert await plain.save_responses([first, first]) == 1  # a replayed batch adds nothing
+    second = a_response("resp_2", one.id, now, previous="resp_1")
+    assert await full.save_responses([second]) == 1
+    third = a_response("resp_3", one.id, now, previous="resp_2")
+    assert await plain.save_responses([third]) == 1
+    assert await full.save_responses([third]) == 0
+    for store in (plain, full):
+        assert await store.find_response("resp_2", one.id) == second
+        assert await store.find_response("resp_2", two.id) is None  # another group's
+        assert await store.find_turns("resp_3", one.id, 10) == [third, second, first]
+        assert await store.find_turns("resp_3", one.id, 2) == [third, second]
+        assert await store.find_turns("resp_3", two.id, 10) == []
+    assert await plain.delete_response("resp_2", one.id)  # continued: hidden, kept
+    assert not await full.delete_response("resp_2", one.id)
+    assert await full.find_response("resp_2", one.id) is None
+    assert await full.find_turns("resp_3", one.id, 10) == [third, second, first]
+    assert await plain.find_turns("resp_3", one.id, 10) == [third, second, first]
+    assert await full.delete_response("resp_3", one.id)  # the newest: gone at once
+    assert await plain.find_turns("resp_3", one.id, 10) == []
+    assert await plain.prune_responses() == 1  # resp_2, deleted, now continued by none
+    assert await full.find_turns("resp_1", one.id, 10) == [first]
+    expired = a_response("resp_old", two.id, now - timedelta(days=60))
+    await plain.save_responses([expired])
+    assert await plain.find_response("resp_old", two.id) is None
+    assert await full.prune_responses() == 1
 
 
 # the shapes both layers agree on
