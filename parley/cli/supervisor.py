@@ -68,6 +68,11 @@ WORKER_MODULES = ("uvloop", "parley.cli.serve")
 REDIS_MODULES = ("parley.limits.shared", "parley.runtime.shared_breakers")
 """What a worker imports with a ``redis`` section (shared limits, breakers), with Parley's
 Redis client (``parley.resp``)."""
+SQLITE_MODULES = ("parley.store.sql",)
+"""What a worker on a SQLite file imports only when first asked for more than serving
+(the admin API, files, batch lines, voice clones: ``store/sqlite_serving.py``): imported
+here, SQLAlchemy's pages are shared by every worker, and one that never uses it copies
+none of them; left to the worker, its first admin call would load 14 MB of its own."""
 POSTGRES_MODULES = (
     "asyncpg",
     "sqlalchemy.dialects.postgresql.asyncpg",
@@ -232,8 +237,8 @@ def preload(settings: dict[str, Any]) -> None:
     names = list(WORKER_MODULES)
     if settings.get("redis"):
         names += REDIS_MODULES
-    if str(settings.get("database", {}).get("url", "")).startswith("postgres"):
-        names += POSTGRES_MODULES
+    url = str(settings.get("database", {}).get("url", ""))
+    names += POSTGRES_MODULES if url.startswith("postgres") else SQLITE_MODULES
     for name in names:
         importlib.import_module(name)
     gc.collect()
