@@ -112,6 +112,10 @@ class SqliteServingStore:
         self._timeout_seconds = timeout_seconds
         self._threads = ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="parley-db")
         self._idle: list[sqlite3.Connection] = []
+        self._opened: dict[sqlite3.Connection, int] = {}
+        """Each open connection, idle or in use, and the generation it was opened in."""
+        self._generation = 0
+        """Raised by ``dispose``: a connection of an older one is closed when given back."""
         self._lock = threading.Lock()
         self._running: set[Future[Any]] = set()
         self._closed = False
@@ -161,6 +165,16 @@ class SqliteServingStore:
                     await self._sql.close()
         finally:
             self._threads.shutdown(wait=False)
+
+    async def dispose(self) -> None:
+        """Close every idle connection, this layer's and the full store's: the next unit
+        of work opens the file again, and one in use now is closed when its unit ends (as
+        ``Database.dispose`` does for a pool)."""
+        with self._lock:
+            self._generation += 1
+        await asyncio.wrap_future(self._threads.submit(self._close_connections))
+        if self._sql is not None:
+            await self._sql.database.dispose()
 
     @property
     def database(self) -> Database:
@@ -220,7 +234,7 @@ class SqliteServingStore:
             if _rolled_back(conn):
                 self._give_back(conn)
             else:  # the connection is broken: a new one is opened when one is needed
-                conn.close()
+                self._discard(conn)
             raise
         self._give_back(conn)
         return result
@@ -243,17 +257,27 @@ class SqliteServingStore:
         except BaseException:
             conn.close()
             raise
+        with self._lock:
+            self._opened[conn] = self._generation
         return conn
 
     def _give_back(self, conn: sqlite3.Connection) -> None:
         with self._lock:
-            self._idle.append(conn)
+            if self._opened.get(conn) == self._generation:
+                self._idle.append(conn)
+                return
+        self._discard(conn)  # opened before a ``dispose``
+
+    def _discard(self, conn: sqlite3.Connection) -> None:
+        with self._lock:
+            self._opened.pop(conn, None)
+        conn.close()
 
     def _close_connections(self) -> None:
         with self._lock:
             idle, self._idle = self._idle, []
         for conn in idle:
-            conn.close()
+            self._discard(conn)
 
     # groups and keys (the key directory)
 
@@ -632,8 +656,10 @@ class SqliteServingStore:
     ) -> int:
         return await self._full().release_batch_lines(batch_id, lines, lane, from_state=from_state)
 
-    async def replace_channel(self, channel: StoredChannel) -> StoredChannel:
-        return await self._full().replace_channel(channel)
+    async def replace_channel(
+        self, channel: StoredChannel, *, if_updated_at: datetime | None = None
+    ) -> StoredChannel:
+        return await self._full().replace_channel(channel, if_updated_at=if_updated_at)
 
     async def replace_model(self, model: StoredModel) -> StoredModel:
         return await self._full().replace_model(model)

@@ -12,6 +12,7 @@ import openai
 import pytest
 
 from parley.store.engine import sqlite_file
+from parley.store.sqlite_serving import SqliteServingStore
 from tests.api.harness import Gateway, call
 
 CHAT = {"model": "chat-large", "messages": [{"role": "user", "content": "hi"}]}
@@ -215,8 +216,9 @@ async def test_uncached_key_with_the_database_down_is_503_not_a_crash(
     gateway: Gateway, key: str
 ) -> None:
     assert (await post(gateway, key, CHAT))[0] == 200
-    store: Any = gateway.services.store
-    await store.database.dispose()
+    store = gateway.services.store
+    assert isinstance(store, SqliteServingStore)
+    await store.dispose()  # no connection left open on the file
     database = Path(str(sqlite_file(gateway.settings.database.url)))
     for path in database.parent.glob(database.name + "*"):
         path.unlink()
