@@ -48,7 +48,7 @@ from parley.runtime.breaker import Breakers, model_key
 from parley.runtime.channel_book import ChannelBook, stored_settings
 from parley.runtime.channel_probe import ProbeResult, probe, target_of
 from parley.settings import ChannelModel, ChannelSettings, ModelKind
-from parley.store.base import CheckStore, StoreFault, StoreUnavailable
+from parley.store.base import CheckStore, Conflict, Missing, StoreFault, StoreUnavailable
 
 log = logging.getLogger("parley.health")
 
@@ -233,14 +233,17 @@ class HealthChecks:
 
     async def _switch(self, stored: StoredChannel, disable: bool, outcome: CheckOutcome) -> None:
         now = datetime.now(UTC)
-        await self._store.replace_channel(
-            replace(
-                stored,
-                disabled_at=now if disable else None,
-                disabled_by=CHECKER if disable else None,
-                updated_at=now,
-            )
+        switched = replace(
+            stored,
+            disabled_at=now if disable else None,
+            disabled_by=CHECKER if disable else None,
+            updated_at=now,
         )
+        try:  # only the channel as read: an operator's change meanwhile is theirs to keep
+            await self._store.replace_channel(switched, if_updated_at=stored.updated_at)
+        except (Conflict, Missing):
+            log.info("health checks: channel %s changed meanwhile; left as it is", stored.name)
+            return
         detail: dict[str, object]
         if disable:
             detail = {"failed_checks": outcome.failed_in_a_row, "error": outcome.error}

@@ -450,8 +450,13 @@ class ChannelStore(Protocol):
     async def add_channel(self, channel: StoredChannel) -> StoredChannel:
         """Raises ``Conflict`` when the name is taken."""
 
-    async def replace_channel(self, channel: StoredChannel) -> StoredChannel:
-        """Rewrite the named channel; raises ``Missing`` when there is none."""
+    async def replace_channel(
+        self, channel: StoredChannel, *, if_updated_at: datetime | None = None
+    ) -> StoredChannel:
+        """Rewrite the named channel; raises ``Missing`` when there is none. With
+        ``if_updated_at`` (the ``updated_at`` the caller read), only if nobody changed it
+        since: ``Conflict`` otherwise, and nothing written (the health checker never
+        undoes an operator's change it did not see)."""
 
     async def delete_channel(self, name: str) -> bool:
         """Forget a channel; False when there was none."""

@@ -47,20 +47,28 @@ def add_channel(conn: Connection, channel: StoredChannel) -> StoredChannel:
     return records.channel(row)
 
 
-def replace_channel(conn: Connection, channel: StoredChannel) -> StoredChannel:
-    """Write every field of the named channel (its name and creation time kept)."""
+def replace_channel(
+    conn: Connection, channel: StoredChannel, if_updated_at: datetime | None = None
+) -> StoredChannel:
+    """Write every field of the named channel (its name and creation time kept); with
+    ``if_updated_at``, only if it is still the channel last changed then (``Conflict``
+    when it changed since)."""
     values = _channel_values(channel)
     values.pop("created_at")
-    statement = (
-        channels.update()
-        .where(channels.c.name == channel.name)
-        .values(values)
-        .returning(*channels.c)
-    )
-    row = conn.execute(statement).mappings().one_or_none()
-    if row is None:
-        raise Missing(f"there is no channel named `{channel.name}`")
-    return records.channel(row)
+    statement = channels.update().where(channels.c.name == channel.name)
+    if if_updated_at is not None:
+        statement = statement.where(channels.c.updated_at == if_updated_at)
+    row = conn.execute(statement.values(values).returning(*channels.c)).mappings().one_or_none()
+    if row is not None:
+        return records.channel(row)
+    if if_updated_at is not None and get_channel(conn, channel.name) is not None:
+        raise Conflict(f"the channel `{channel.name}` changed since it was read")
+    raise Missing(f"there is no channel named `{channel.name}`")
+
+
+def get_channel(conn: Connection, name: str) -> StoredChannel | None:
+    row = conn.execute(select(channels).where(channels.c.name == name)).mappings().one_or_none()
+    return None if row is None else records.channel(row)
 
 
 def delete_channel(conn: Connection, name: str) -> bool:

@@ -444,8 +444,10 @@ class SqlStore:
     async def add_channel(self, channel: StoredChannel) -> StoredChannel:
         return await self._write(channels_sql.add_channel, channel)
 
-    async def replace_channel(self, channel: StoredChannel) -> StoredChannel:
-        return await self._write(channels_sql.replace_channel, channel)
+    async def replace_channel(
+        self, channel: StoredChannel, *, if_updated_at: datetime | None = None
+    ) -> StoredChannel:
+        return await self._write(channels_sql.replace_channel, channel, if_updated_at)
 
     async def delete_channel(self, name: str) -> bool:
         return await self._write(channels_sql.delete_channel, name)

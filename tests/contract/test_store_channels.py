@@ -36,6 +36,25 @@ async def test_channels_are_added_replaced_and_deleted(store: SqlStore) -> None:
     assert await store.delete_channel("a") and not await store.delete_channel("a")
 
 
+async def test_a_replace_as_read_refuses_a_channel_changed_since(
+    store: SqlStore,  # noqa: F811
+) -> None:
+    """What the health checker writes: the channel as it read it, or nothing when an
+    operator changed it meanwhile."""
+    added = await store.add_channel(StoredChannel("c", SPEC, None, None, None, NOW, NOW))
+    later = NOW + timedelta(minutes=1)
+    operators = replace(added, disabled_at=later, disabled_by="olivia", updated_at=later)
+    checkers = replace(added, disabled_at=later, disabled_by="health-check", updated_at=later)
+    assert (await store.replace_channel(operators, if_updated_at=NOW)).disabled_by == "olivia"
+    with pytest.raises(Conflict):
+        await store.replace_channel(checkers, if_updated_at=NOW)  # read before the operator
+    assert [c.disabled_by for c in await store.list_channels()] == ["olivia"]
+    kept = await store.replace_channel(checkers, if_updated_at=later)  # read after
+    assert kept.disabled_by == "health-check"
+    with pytest.raises(Missing):
+        await store.replace_channel(replace(added, name="nobody"), if_updated_at=NOW)
+
+
 async def test_channel_events_newest_first_and_pruned(store: SqlStore) -> None:  # noqa: F811
     events = [
         ChannelEvent("c", "m", "breaker", "open", "failed (status 502)", "breaker", NOW),
