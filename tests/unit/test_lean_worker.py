@@ -112,6 +112,21 @@ print(" ".join(name for name in sys.argv[3:] if name in sys.modules))
 """
 
 
+async def a_key_on(database: str, quota: Quota | None = None) -> str:
+    """A migrated database with one group (``lean``) and a key of it: the key."""
+    store = await open_store(database)
+    try:
+        await store.migrate()
+        group = await store.create_group("lean", quota=quota or Quota())
+        key = new_key()
+        await store.create_key(
+            group.id, name="lean", digest=digest(key), prefix=display_prefix(key)
+        )
+    finally:
+        await store.close()
+    return key
+
+
 async def _migrate(database: str) -> None:
     store = await open_store(database)
     try:
@@ -179,16 +194,7 @@ async def test_a_worker_serving_a_chat_call_loads_no_other_endpoint(tmp_path: Pa
     """A chat call, answered and metered, loads none of the /v1 endpoints it does not
     use, nor the admin API's service: each waits for its own first request."""
     database = f"sqlite:///{tmp_path / 'parley.db'}"
-    store = await open_store(database)
-    try:
-        await store.migrate()
-        group = await store.create_group("lean")
-        key = new_key()
-        await store.create_key(
-            group.id, name="lean", digest=digest(key), prefix=display_prefix(key)
-        )
-    finally:
-        await store.close()
+    key = await a_key_on(database)
     async with FakeEngine() as engine:
         child = await asyncio.create_subprocess_exec(
             sys.executable,
@@ -260,16 +266,7 @@ async def test_a_worker_on_redis_never_loads_redis_py(tmp_path: Path) -> None:
         pytest.skip(why)
     database = f"sqlite:///{tmp_path / 'parley.db'}"
     prefix = f"test-lean-{uuid.uuid4().hex}"
-    store = await open_store(database)
-    try:
-        await store.migrate()
-        group = await store.create_group("lean", quota=Quota(rpm=100))
-        key = new_key()
-        await store.create_key(
-            group.id, name="lean", digest=digest(key), prefix=display_prefix(key)
-        )
-    finally:
-        await store.close()
+    key = await a_key_on(database, Quota(rpm=100))
     async with FakeEngine() as engine:
         child = await asyncio.create_subprocess_exec(
             sys.executable,
