@@ -72,7 +72,7 @@ SQLITE_MODULES = ("parley.store.sql",)
 """What a worker on a SQLite file imports only when first asked for more than serving
 (the admin API, files, batch lines, voice clones: ``store/sqlite_serving.py``): imported
 here, SQLAlchemy's pages are shared by every worker, and one that never uses it copies
-none of them; left to the worker, its first admin call would load 14 MB of its own."""
+none of them; left to the worker, its first admin call would load all of it privately."""
 POSTGRES_MODULES = (
     "asyncpg",
     "sqlalchemy.dialects.postgresql.asyncpg",

@@ -14,11 +14,11 @@ history (``record_channel_events``), the prunes (``prune_usage``,
 (``record_usage``, ``usage_sqlite.py``), the alerts' and the health checker's audit
 entries (``record_audit``), the content log of a group that keeps calls' content
 (``save_contents``) and, at start, the check that the schema is at its head
-(``migrate``). ``SqliteServingStore`` runs exactly those as plain SQL here, so
-such a worker never imports SQLAlchemy (about 14 MB with the store's ``Table`` objects
-and queries). Every other ``Store`` method (the admin API, voice cloning, files, batch
-lines, an upgrade in this process) opens the full ``SqlStore`` on the
-same file the first time one is called (``_full``) and is passed to it.
+(``migrate``). ``SqliteServingStore`` runs exactly those as plain SQL (``sqlite_queries.py``),
+so such a worker never imports SQLAlchemy, nor the store's ``Table`` objects and queries.
+Every other ``Store`` method (the admin API, voice cloning, files, batch lines, an upgrade
+in this process) opens the full ``SqlStore`` on the same file the first time one is called
+(``_full``) and is passed to it.
 
 The two layers share one file and its text forms: timestamps are written and read as
 ``UtcDateTime`` does in SQLite (``plain.utc_text``, ``plain.utc_from_text``), and rows
@@ -58,11 +58,12 @@ from parley.domain.files import FilePage, StoredFile
 from parley.domain.groups import Group, Quota
 from parley.domain.keys import KeyRecord
 from parley.domain.requests import LoggedRequest, RequestQuery, StatusCounts
-from parley.domain.responses import TURNS_PER_COPY, StoredResponse
+from parley.domain.responses import StoredResponse
 from parley.domain.stored_models import StoredModel
 from parley.domain.usage import DailyUsage, GroupDailyUsage, UsageRecord
 from parley.domain.voices import Clone, PendingDeletion
 from parley.store import records
+from parley.store import sqlite_queries as queries
 from parley.store.base import GroupChanges, KeyChanges, StoreFault, StoreUnavailable
 from parley.store.boundary import database_errors
 from parley.store.plain import (
@@ -70,7 +71,6 @@ from parley.store.plain import (
     SQLITE_CACHED_STATEMENTS,
     SQLITE_PRAGMAS,
     head_revision,
-    utc_from_text,
     utc_text,
 )
 
@@ -87,8 +87,6 @@ Query = Callable[Concatenate[sqlite3.Cursor, P], T]
 """A unit of work: a synchronous function whose first argument is a cursor."""
 
 DEFAULT_QUOTA = Quota()
-PRUNE_ROUNDS = TURNS_PER_COPY + 1
-"""As ``responses_sql.PRUNE_ROUNDS``: a conversation's turns go from its newest back."""
 
 
 class SqliteServingStore:
@@ -145,7 +143,7 @@ class SqliteServingStore:
         if self._closed:
             raise StoreUnavailable("the store is closed")
         try:
-            return await self._read(_revision)
+            return await self._read(queries.revision)
         except (StoreUnavailable, StoreFault):
             return None
 
@@ -282,13 +280,13 @@ class SqliteServingStore:
     # groups and keys (the key directory)
 
     async def list_groups(self) -> list[Group]:
-        return await self._read(_list_groups)
+        return await self._read(queries.list_groups)
 
     async def keys_changed_since(self, since: datetime) -> list[KeyRecord]:
-        return await self._read(_keys_changed_since, utc_text(since))
+        return await self._read(queries.keys_changed_since, utc_text(since))
 
     async def find_key(self, digest: str) -> KeyRecord | None:
-        return await self._read(_find_key, digest)
+        return await self._read(queries.find_key, digest)
 
     # usage (the usage writer, the spend ledger, retention)
 
@@ -297,43 +295,45 @@ class SqliteServingStore:
             return await self._usage.record_usage(records)
 
     async def spend_since(self, day: date) -> dict[int, int]:
-        return await self._read(_totals, SPEND_SINCE, _day_text(day))
+        return await self._read(queries.totals, queries.SPEND_SINCE, queries.day_text(day))
 
     async def key_spend_since(self, day: date) -> dict[int, int]:
-        return await self._read(_totals, KEY_SPEND_SINCE, _day_text(day))
+        return await self._read(queries.totals, queries.KEY_SPEND_SINCE, queries.day_text(day))
 
     async def prune_usage(self, before: datetime) -> int:
-        return await self._write(_delete, PRUNE_USAGE, (utc_text(before),))
+        return await self._write(queries.delete, queries.PRUNE_USAGE, (utc_text(before),))
 
     # voice clones (the clone book, the deletions' sweep)
 
     async def list_clones(
         self, *, model: str | None = None, group_id: int | None = None
     ) -> list[Clone]:
-        rows = await self._read(_of_model_and_group, "voice_clones", model, group_id)
+        rows = await self._read(queries.of_model_and_group, "voice_clones", model, group_id)
         return [records.clone(row) for row in rows]
 
     async def list_deletions(
         self, *, model: str | None = None, group_id: int | None = None
     ) -> list[PendingDeletion]:
-        rows = await self._read(_of_model_and_group, "voice_deletions", model, group_id)
+        rows = await self._read(queries.of_model_and_group, "voice_deletions", model, group_id)
         return [records.deletion(row) for row in rows]
 
     # channels and models managed live (their books), the breakers' history
 
     async def list_channels(self) -> list[StoredChannel]:
-        rows = await self._read(_rows, "channels", LIST_CHANNELS, ())
+        rows = await self._read(queries.rows, "channels", queries.LIST_CHANNELS, ())
         return [records.channel(row) for row in rows]
 
     async def record_channel_events(self, events: Sequence[ChannelEvent]) -> None:
         if events:
-            await self._write(_record_channel_events, [_event_values(e) for e in events])
+            await self._write(
+                queries.record_channel_events, [queries.event_values(e) for e in events]
+            )
 
     async def prune_channel_events(self, before: datetime) -> int:
-        return await self._write(_delete, PRUNE_CHANNEL_EVENTS, (utc_text(before),))
+        return await self._write(queries.delete, queries.PRUNE_CHANNEL_EVENTS, (utc_text(before),))
 
     async def list_models(self) -> list[StoredModel]:
-        rows = await self._read(_rows, "models", LIST_MODELS, ())
+        rows = await self._read(queries.rows, "models", queries.LIST_MODELS, ())
         return [records.model(row) for row in rows]
 
     # the audit log (alerts and the health checker write to it while serving)
@@ -341,7 +341,9 @@ class SqliteServingStore:
     async def record_audit(self, entry: AuditEntry) -> AuditEntry:
         detail = json.dumps(entry.detail, sort_keys=True)
         values = (utc_text(entry.created_at), entry.actor, entry.address, entry.action)
-        row_id = await self._write(_insert, RECORD_AUDIT, (*values, entry.target, detail))
+        row_id = await self._write(
+            queries.insert, queries.RECORD_AUDIT, (*values, entry.target, detail)
+        )
         return replace(entry, id=row_id)
 
     # calls' kept content (the content log, for a group whose policy keeps it)
@@ -349,54 +351,63 @@ class SqliteServingStore:
     async def save_contents(self, contents: Sequence[StoredContent]) -> int:
         if not contents:
             return 0
-        return await self._write(_changed, SAVE_CONTENT, [_content_values(c) for c in contents])
+        return await self._write(
+            queries.changed, queries.SAVE_CONTENT, [queries.content_values(c) for c in contents]
+        )
 
     # the prunes of kept content, files and stored responses
 
     async def purge_contents(self, most: int = 1000) -> int:
-        return await self._write(_delete, PURGE_CONTENTS, (utc_text(_now()), most))
+        return await self._write(queries.delete, queries.PURGE_CONTENTS, (utc_text(_now()), most))
 
     async def expired_files(self, most: int) -> list[str]:
-        return await self._read(_expired_files, utc_text(_now()), most)
+        return await self._read(queries.expired_files, utc_text(_now()), most)
 
     async def forget_files(self, file_ids: list[str]) -> int:
         if not file_ids:
             return 0
-        return await self._write(_delete, FORGET_FILES, (orjson.dumps(file_ids).decode(),))
+        return await self._write(
+            queries.delete, queries.FORGET_FILES, (orjson.dumps(file_ids).decode(),)
+        )
 
     async def save_responses(self, responses: Sequence[StoredResponse]) -> int:
         if not responses:
             return 0
-        return await self._write(_changed, SAVE_RESPONSE, [_response_values(r) for r in responses])
+        return await self._write(
+            queries.changed, queries.SAVE_RESPONSE, [queries.response_values(r) for r in responses]
+        )
 
     async def find_response(self, response_id: str, group_id: int) -> StoredResponse | None:
         found = await self._read(
-            _rows, "stored_responses", FIND_RESPONSE, (response_id, group_id, utc_text(_now()))
+            queries.rows,
+            "stored_responses",
+            queries.FIND_RESPONSE,
+            (response_id, group_id, utc_text(_now())),
         )
         return records.stored_response(found[0]) if found else None
 
     async def find_turns(self, response_id: str, group_id: int, most: int) -> list[StoredResponse]:
         wanted = (response_id, group_id, utc_text(_now()), group_id, most)
-        found = await self._read(_rows, "stored_responses", FIND_TURNS, wanted)
+        found = await self._read(queries.rows, "stored_responses", queries.FIND_TURNS, wanted)
         return [records.stored_response(row) for row in found]
 
     async def delete_response(self, response_id: str, group_id: int) -> bool:
-        return await self._write(_delete_response, response_id, group_id, utc_text(_now()))
+        return await self._write(queries.delete_response, response_id, group_id, utc_text(_now()))
 
     async def prune_responses(self) -> int:
-        return await self._write(_prune_responses, utc_text(_now()))
+        return await self._write(queries.prune_responses, utc_text(_now()))
 
     # the batch lane's watch
 
     async def runnable_batches(self) -> list[Batch]:
-        rows = await self._read(_rows, "batches", RUNNABLE_BATCHES, tuple(RUNNING))
+        rows = await self._read(queries.rows, "batches", queries.RUNNABLE_BATCHES, tuple(RUNNING))
         return [records.batch(row) for row in rows]
 
     async def batch_line_counts_of(self, batch_ids: Sequence[str]) -> dict[str, dict[str, int]]:
         found: dict[str, dict[str, int]] = {batch_id: {} for batch_id in batch_ids}
         if not batch_ids:
             return found
-        counted = await self._read(_line_counts, orjson.dumps(list(batch_ids)).decode())
+        counted = await self._read(queries.line_counts, orjson.dumps(list(batch_ids)).decode())
         for batch_id, state, count in counted:
             found[batch_id][state] = int(count)
         return found
@@ -404,10 +415,12 @@ class SqliteServingStore:
     async def beat_batch_lane(self, lane: str, seconds: float) -> None:
         now = _now()
         until = now + timedelta(seconds=seconds)
-        await self._write(_beat_lane, lane, utc_text(until), utc_text(now))
+        await self._write(queries.beat_lane, lane, utc_text(until), utc_text(now))
 
     async def drop_batch_lanes(self, lane: str, *, others: bool) -> None:
-        await self._write(_delete, DROP_OTHER_LANES if others else DROP_LANE, (lane,))
+        await self._write(
+            queries.delete, queries.DROP_OTHER_LANES if others else queries.DROP_LANE, (lane,)
+        )
 
     # everything else: the full store's (``SqlStore``), opened on first use
 
@@ -739,256 +752,3 @@ def _rolled_back(conn: sqlite3.Connection) -> bool:
 
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-def _day_text(day: date) -> str:
-    """A day as SQLAlchemy's SQLite ``Date`` writes it (``usage_daily.day``)."""
-    return f"{day.year:04d}-{day.month:02d}-{day.day:02d}"
-
-
-# the queries: each runs on one cursor, as one unit of work
-
-
-def _select(table: str) -> str:
-    """``SELECT`` of the table's columns, as ``select(table)`` names them."""
-    return f"SELECT {', '.join(records.COLUMNS[table])} FROM {table}"
-
-
-LIST_GROUPS = f"{_select('groups')} ORDER BY id"
-KEYS_CHANGED_SINCE = f"{_select('api_keys')} WHERE updated_at >= ? ORDER BY id"
-FIND_KEY = f"{_select('api_keys')} WHERE digest = ? OR previous_digest = ? LIMIT 1"
-SPEND_SINCE = "SELECT group_id, sum(cost_nanos) FROM usage_daily WHERE day >= ? GROUP BY group_id"
-KEY_SPEND_SINCE = (
-    "SELECT key_id, sum(cost_nanos) FROM usage_daily_keys WHERE day >= ? GROUP BY key_id"
-)
-PRUNE_USAGE = "DELETE FROM usage_records WHERE created_at < ?"
-LIST_CHANNELS = f"{_select('channels')} ORDER BY name"
-RECORD_CHANNEL_EVENT = (
-    "INSERT INTO channel_events"
-    " (channel, model, kind, state, status, latency_ms, message, actor, created_at)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
-RECORD_AUDIT = (
-    "INSERT INTO audit_log (created_at, actor, address, action, target, detail)"
-    " VALUES (?, ?, ?, ?, ?, ?)"
-)
-SAVE_CONTENT = (
-    "INSERT INTO call_contents"
-    " (request_id, group_id, policy, sealed, body, created_at, expires_at)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (request_id) DO NOTHING"
-)
-PRUNE_CHANNEL_EVENTS = "DELETE FROM channel_events WHERE created_at < ?"
-LIST_MODELS = f"{_select('models')} ORDER BY name"
-PURGE_CONTENTS = (
-    "DELETE FROM call_contents WHERE request_id IN (SELECT request_id FROM call_contents"
-    " WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)"
-)
-EXPIRED_FILES = "SELECT id FROM files WHERE expires_at <= ? LIMIT ?"
-FORGET_FILES = "DELETE FROM files WHERE id IN (SELECT value FROM json_each(?))"
-SAVE_RESPONSE = (
-    "INSERT INTO stored_responses (id, group_id, model, response, input_items, history,"
-    " created_at, expires_at, previous_response_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-    " ON CONFLICT (id) DO NOTHING"
-)
-FOUND_RESPONSE = "id = ? AND group_id = ? AND expires_at > ? AND deleted_at IS NULL"
-"""A response its group can read by id: unexpired, not deleted (``responses_sql._found``)."""
-FIND_RESPONSE = f"{_select('stored_responses')} WHERE {FOUND_RESPONSE}"
-FIND_TURNS = (
-    "WITH RECURSIVE chain (id, previous_response_id, depth) AS ("
-    f" SELECT id, previous_response_id, 1 FROM stored_responses WHERE {FOUND_RESPONSE}"
-    " UNION ALL SELECT earlier.id, earlier.previous_response_id, chain.depth + 1"
-    " FROM stored_responses AS earlier JOIN chain ON earlier.id = chain.previous_response_id"
-    " WHERE earlier.group_id = ? AND chain.depth < ?)"
-    f" SELECT {', '.join('stored_responses.' + c for c in records.COLUMNS['stored_responses'])}"
-    " FROM stored_responses JOIN chain ON chain.id = stored_responses.id ORDER BY chain.depth"
-)
-HIDE_RESPONSE = (
-    "UPDATE stored_responses SET deleted_at = ?"
-    " WHERE id = ? AND group_id = ? AND deleted_at IS NULL"
-)
-UNREFERENCED = (
-    "NOT EXISTS (SELECT 1 FROM stored_responses AS later"
-    " WHERE later.previous_response_id = stored_responses.id)"
-)
-"""No stored response continues this one (``responses_sql._unreferenced``)."""
-DELETE_UNREFERENCED_RESPONSE = f"DELETE FROM stored_responses WHERE id = ? AND {UNREFERENCED}"
-PRUNE_RESPONSES = (
-    "DELETE FROM stored_responses"
-    f" WHERE (expires_at <= ? OR deleted_at IS NOT NULL) AND {UNREFERENCED}"
-)
-RUNNABLE_BATCHES = (
-    f"{_select('batches')} WHERE status IN ({', '.join('?' * len(RUNNING))}) ORDER BY id"
-)
-LINE_COUNTS = (
-    "SELECT batch_id, state, count(*) FROM batch_lines"
-    " WHERE batch_id IN (SELECT value FROM json_each(?)) GROUP BY batch_id, state"
-)
-FORGET_DEAD_LANES = "DELETE FROM batch_lanes WHERE expires_at < ?"
-RENEW_LANE = "UPDATE batch_lanes SET expires_at = ? WHERE id = ?"
-ADD_LANE = "INSERT INTO batch_lanes (id, expires_at) VALUES (?, ?)"
-DROP_LANE = "DELETE FROM batch_lanes WHERE id = ?"
-DROP_OTHER_LANES = "DELETE FROM batch_lanes WHERE id != ?"
-
-
-def _rows(cursor: sqlite3.Cursor, table: str, sql: str, params: Sequence[Any]) -> list[records.Row]:
-    """The rows ``sql`` selects from ``table``, by column name, their timestamps read
-    from SQLite's text as ``UtcDateTime`` reads them."""
-    cursor.execute(sql, params)
-    names = [column[0] for column in cursor.description]
-    stamps = [index for index, name in enumerate(names) if name in records.TIMESTAMPS[table]]
-    found: list[records.Row] = []
-    for values in cursor.fetchall():
-        row = dict(zip(names, values, strict=True))
-        for index in stamps:
-            text = values[index]
-            if text is not None:
-                row[names[index]] = utc_from_text(text)
-        found.append(row)
-    return found
-
-
-def _insert(cursor: sqlite3.Cursor, sql: str, params: Sequence[Any]) -> int:
-    """Run an ``INSERT`` of one row; the row's id."""
-    cursor.execute(sql, params)
-    row_id = cursor.lastrowid
-    if row_id is None:
-        raise sqlite3.DatabaseError("the insert made no row")
-    return row_id
-
-
-def _delete(cursor: sqlite3.Cursor, sql: str, params: Sequence[Any]) -> int:
-    """Run a ``DELETE`` (or another change); how many rows it changed."""
-    cursor.execute(sql, params)
-    return int(cursor.rowcount)
-
-
-def _revision(cursor: sqlite3.Cursor) -> str | None:
-    """The revision the file is at; ``None`` if it has none yet or cannot say (as
-    ``engine._current_revision``)."""
-    try:
-        rows = cursor.execute("SELECT version_num FROM alembic_version").fetchall()
-    except sqlite3.Error:
-        return None
-    return str(rows[0][0]) if len(rows) == 1 else None
-
-
-def _list_groups(cursor: sqlite3.Cursor) -> list[Group]:
-    return [records.group(row) for row in _rows(cursor, "groups", LIST_GROUPS, ())]
-
-
-def _keys_changed_since(cursor: sqlite3.Cursor, since: str) -> list[KeyRecord]:
-    return [records.key(row) for row in _rows(cursor, "api_keys", KEYS_CHANGED_SINCE, (since,))]
-
-
-def _find_key(cursor: sqlite3.Cursor, digest: str) -> KeyRecord | None:
-    """The key whose secret, or whose secret replaced by a rotation, has this digest."""
-    found = _rows(cursor, "api_keys", FIND_KEY, (digest, digest))
-    return records.key(found[0]) if found else None
-
-
-def _totals(cursor: sqlite3.Cursor, sql: str, day: str) -> dict[int, int]:
-    return {owner: int(total) for owner, total in cursor.execute(sql, (day,))}
-
-
-def _of_model_and_group(
-    cursor: sqlite3.Cursor, table: str, model: str | None, group_id: int | None
-) -> list[records.Row]:
-    """The table's rows (clones, or deletions) of one model and/or one group, by id."""
-    where: list[str] = []
-    params: list[Any] = []
-    if model is not None:
-        where.append("model = ?")
-        params.append(model)
-    if group_id is not None:
-        where.append("group_id = ?")
-        params.append(group_id)
-    condition = f" WHERE {' AND '.join(where)}" if where else ""
-    return _rows(cursor, table, f"{_select(table)}{condition} ORDER BY id", params)
-
-
-def _event_values(event: ChannelEvent) -> tuple[Any, ...]:
-    return (
-        event.channel,
-        event.model,
-        event.kind,
-        event.state,
-        event.status,
-        event.latency_ms,
-        event.message,
-        event.actor,
-        utc_text(event.created_at),
-    )
-
-
-def _record_channel_events(cursor: sqlite3.Cursor, rows: list[tuple[Any, ...]]) -> None:
-    cursor.executemany(RECORD_CHANNEL_EVENT, rows)
-
-
-def _content_values(content: StoredContent) -> tuple[Any, ...]:
-    return (
-        content.request_id,
-        content.group_id,
-        content.policy,
-        1 if content.sealed else 0,
-        content.body,
-        utc_text(content.created_at),
-        utc_text(content.expires_at),
-    )
-
-
-def _expired_files(cursor: sqlite3.Cursor, now: str, most: int) -> list[str]:
-    return [file_id for (file_id,) in cursor.execute(EXPIRED_FILES, (now, most))]
-
-
-def _response_values(response: StoredResponse) -> tuple[Any, ...]:
-    return (
-        response.id,
-        response.group_id,
-        response.model,
-        response.response,
-        response.input_items,
-        response.history,
-        utc_text(response.created_at),
-        utc_text(response.expires_at),
-        response.previous_response_id,
-    )
-
-
-def _changed(cursor: sqlite3.Cursor, sql: str, rows: list[tuple[Any, ...]]) -> int:
-    """Run ``sql`` once for each row; how many rows it changed in all (an insert that
-    met a conflict and did nothing changes none)."""
-    cursor.executemany(sql, rows)
-    return int(cursor.rowcount)
-
-
-def _delete_response(cursor: sqlite3.Cursor, response_id: str, group_id: int, now: str) -> bool:
-    """As ``responses_sql.delete_response``: hidden at once, and deleted unless a later
-    turn continues it (then pruned after that turn)."""
-    if not cursor.execute(HIDE_RESPONSE, (now, response_id, group_id)).rowcount:
-        return False
-    cursor.execute(DELETE_UNREFERENCED_RESPONSE, (response_id,))
-    return True
-
-
-def _prune_responses(cursor: sqlite3.Cursor, now: str) -> int:
-    """As ``responses_sql.prune_responses``: every expired or deleted response no other
-    continues, a conversation's turns from its newest back, one turn a round."""
-    pruned = 0
-    for _ in range(PRUNE_ROUNDS):
-        count = int(cursor.execute(PRUNE_RESPONSES, (now,)).rowcount)
-        pruned += count
-        if not count:
-            break
-    return pruned
-
-
-def _line_counts(cursor: sqlite3.Cursor, batch_ids: str) -> list[tuple[str, str, int]]:
-    return list(cursor.execute(LINE_COUNTS, (batch_ids,)))
-
-
-def _beat_lane(cursor: sqlite3.Cursor, lane: str, until: str, now: str) -> None:
-    """As ``batches_sql.beat_lane``: renew the lease (adding it the first time) and
-    forget the lanes whose lease ran out."""
-    cursor.execute(FORGET_DEAD_LANES, (now,))
-    if not cursor.execute(RENEW_LANE, (until, lane)).rowcount:
-        cursor.execute(ADD_LANE, (lane, until))
