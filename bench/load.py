@@ -208,6 +208,20 @@ def arguments() -> argparse.Namespace:
         "--slow-delay", type=float, default=0.1, help="Seconds between a slow stream's chunks."
     )
     parser.add_argument(
+        "--slow-after",
+        type=float,
+        default=scale.SETTLE_SECONDS,
+        metavar="SECONDS",
+        help="When the server's memory is read after the slow streams closed ('after').",
+    )
+    parser.add_argument(
+        "--slow-later",
+        type=float,
+        default=scale.IDLE_SECONDS,
+        metavar="SECONDS",
+        help="When it is read a last time ('later'; at least --slow-after).",
+    )
+    parser.add_argument(
         "--workers",
         type=int,
         default=0,
@@ -234,6 +248,8 @@ def arguments() -> argparse.Namespace:
     args.targets = _choices(args.targets, TARGETS, parser)
     if args.slow_streams and args.workers:
         parser.error("choose --slow-streams or --workers, not both")
+    if not 0 <= args.slow_after <= args.slow_later:
+        parser.error("--slow-later must be at least --slow-after, and neither below 0")
     return args
 
 

@@ -45,11 +45,12 @@ from bench.processes import (
 )
 
 SETTLE_SECONDS = 12.0
-"""After the streams closed, before the server's memory is read again (Parley gives freed
-memory back every 10 s: parley/heap.py)."""
+"""By default (``--slow-after``), after the streams closed, before the server's memory is
+read again (Parley gives freed memory back every 10 s: parley/heap.py)."""
 IDLE_SECONDS = 30.0
-"""When it is read a last time: past the upstream client's 15 s keep-alive, after which
-Parley has closed the burst's idle upstream connections (parley/http/pool.py)."""
+"""By default (``--slow-later``), when it is read a last time: past the upstream client's
+15 s keep-alive, after which Parley has closed the burst's idle upstream connections
+(parley/http/pool.py)."""
 REDIS_LIMITS = "{backend: redis}"
 REDIS_URL = "redis://127.0.0.1:6379/0"
 """The Redis Parley's limiter uses in this mode (the configuration's default)."""
@@ -131,7 +132,11 @@ def slow_streams(args: argparse.Namespace, workdir: Path, place: Placement) -> d
         if services.stop(parley) != 0:
             print(f"parley did not stop cleanly:\n{parley.log_tail()}")
     metered = harness.metered_records(workdir / "parley")
-    return {"slow_streams": rows, "metering": {"succeeded": expected, "metered": metered}}
+    return {
+        "slow_streams": rows,
+        "memory_read_s": {"after": args.slow_after, "later": args.slow_later},
+        "metering": {"succeeded": expected, "metered": metered},
+    }
 
 
 def hold_streams(
@@ -151,9 +156,9 @@ def hold_streams(
     if done.returncode != 0:
         raise BenchError(f"slow-stream generator failed on {server.name}:\n{done.stderr[-2000:]}")
     row: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
-    time.sleep(SETTLE_SECONDS)
+    time.sleep(args.slow_after)
     row["rss_settled_mb"] = sum(rss_mb(pid) or 0.0 for pid in tree(server.pid))
-    time.sleep(IDLE_SECONDS - SETTLE_SECONDS)
+    time.sleep(args.slow_later - args.slow_after)
     row["rss_idle_mb"] = sum(rss_mb(pid) or 0.0 for pid in tree(server.pid))
     row["backlog"] = listen_backlog(server.port)
     return row
@@ -181,10 +186,11 @@ def print_slow_streams(report: dict[str, Any]) -> None:
     for row in report["slow_streams"]:
         if row["errors"]:
             print(f"first error, {row['target']}: {row['first_error']}")
+    read = report["memory_read_s"]
     print(
         "(ms; ttfb: request sent → first byte; last: → the stream's end; srv CPU: share of "
         "one core over the run; RSS in MB: before, peak, "
-        f"{SETTLE_SECONDS:g} s (after) and {IDLE_SECONDS:g} s (later) after the streams closed; "
+        f"{read['after']:g} s (after) and {read['later']:g} s (later) after the streams closed; "
         "overflows: machine-wide)"
     )
 

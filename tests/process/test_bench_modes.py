@@ -32,7 +32,10 @@ def bench(tmp_path: Path, *args: str) -> dict[str, Any]:
 def test_slow_streams_all_complete_through_both_relays_and_parley_meters_each(
     tmp_path: Path,
 ) -> None:
-    report = bench(tmp_path, "--slow-streams", "6", "--slow-delay", "0.01")
+    report = bench(
+        tmp_path, "--slow-streams", "6", "--slow-delay", "0.01",
+        "--slow-after", "0.1", "--slow-later", "0.2",
+    )  # fmt: skip
 
     rows = {row["target"]: row for row in report["slow_streams"]}
     assert set(rows) == {"bare", "parley"}
@@ -43,6 +46,7 @@ def test_slow_streams_all_complete_through_both_relays_and_parley_meters_each(
         if shutil.which("ss") is not None:  # both relays listen with Parley's default
             assert row["backlog"] == min(16384, somaxconn() or 16384)
     assert report["metering"] == {"succeeded": 2 + 6, "metered": 2 + 6}
+    assert report["memory_read_s"] == {"after": 0.1, "later": 0.2}
 
 
 def test_workers_mode_runs_each_relay_with_one_and_n_workers(tmp_path: Path) -> None:
