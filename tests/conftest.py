@@ -19,7 +19,6 @@ import pytest
 
 from parley.admin import passwords
 
-
 PYCACHE = Path(tempfile.gettempdir()) / "parley-tests-pycache"
 """Where the suite caches bytecode when the environment forbids writing it beside the
 sources (outside the checkout, so the tree stays as the environment wants it)."""
