@@ -34,6 +34,7 @@ from parley.providers.registry import (
     ProviderRegistry,
     UnknownProviderType,
 )
+from tests.upstreams import CONNECT_SECONDS
 from tests.upstreams.openai_compatible import FakeEngine
 
 ADAPTER_TYPES = ["openai"]
@@ -100,7 +101,7 @@ def target(
     api_key: str | None = CHANNEL_KEY,
     read_timeout: float = 5.0,
 ) -> Target:
-    return Target("main", engine.base_url, api_key, model, 1.0, read_timeout)
+    return Target("main", engine.base_url, api_key, model, CONNECT_SECONDS, read_timeout)
 
 
 async def collect(stream: AbstractAsyncContextManager[Batches]) -> list[JSON]:

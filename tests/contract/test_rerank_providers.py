@@ -18,6 +18,7 @@ from parley.providers.base import RERANK, RankedDocument, Rerank, RerankRequest,
 from parley.providers.registry import ProviderRegistry
 from parley.runtime.channel_probe import probe
 from parley.settings import ChannelModel, ChannelSettings
+from tests.upstreams import CONNECT_SECONDS
 from tests.upstreams.rerankers import FakeCohere, FakeJina, FakeTEI, ranked
 
 CHANNEL_KEY = "sk-channel-secret-rerank"
@@ -62,7 +63,7 @@ async def adapter(case: Case) -> AsyncIterator[Rerank]:
 
 
 def target(case: Case, fake: Any, key: str = CHANNEL_KEY) -> Target:
-    return Target("main", case.url(fake), key, "upstream-reranker", 1.0, 5.0)
+    return Target("main", case.url(fake), key, "upstream-reranker", CONNECT_SECONDS, 5.0)
 
 
 async def test_every_dialect_ranks_alike(case: Case, fake: Any, adapter: Rerank) -> None:

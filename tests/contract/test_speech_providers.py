@@ -29,6 +29,7 @@ from parley.providers.base import (
     VoicesUnsupported,
 )
 from parley.providers.registry import ProviderRegistry
+from tests.upstreams import CONNECT_SECONDS
 from tests.upstreams.deepgram import FakeDeepgram
 from tests.upstreams.openai_audio import FakeAudioEngine
 from tests.upstreams.supertonic import FakeSupertonic
@@ -50,7 +51,7 @@ def registry(http: HttpClient) -> ProviderRegistry:
 
 
 def target(base_url: str, model: str = "qwen3-tts") -> Target:
-    return Target("tts", base_url, "sk-channel", model, 1.0, 5.0)
+    return Target("tts", base_url, "sk-channel", model, CONNECT_SECONDS, 5.0)
 
 
 async def collect(audio: SpeechAudio) -> bytes:
@@ -261,7 +262,7 @@ DG_KEY = "dg0123456789abcdef0123456789abcdef01234567"
 
 def aura(base_url: str, model: str = "aura-2-thalia-en", rate: int = 24000) -> Target:
     options = DeepgramOptions(sample_rate=rate)  # type: ignore[arg-type]
-    return Target("aura", base_url, DG_KEY, model, 1.0, 5.0, options=options)
+    return Target("aura", base_url, DG_KEY, model, CONNECT_SECONDS, 5.0, options=options)
 
 
 def decoded_seconds(data: bytes) -> float:
@@ -360,7 +361,9 @@ async def test_aura_sse_is_left_to_parley_and_silence_is_a_timeout(
     async with FakeDeepgram(api_key=DG_KEY) as engine:
         audio, body = await spoken(registry, "deepgram", aura(engine.base_url), request)
         assert not audio.streamed_events and len(body) == 24000 * 2 * 0.4  # Aura's bytes
-        slow = Target("aura", engine.base_url, DG_KEY, "aura-2-thalia-en+hang-5", 1.0, 0.3)
+        slow = Target(
+            "aura", engine.base_url, DG_KEY, "aura-2-thalia-en+hang-5", CONNECT_SECONDS, 0.3
+        )
         with pytest.raises(UpstreamTimeout):
             async with registry.serving(SPEECH, "deepgram").speech(slow, HELLO):
                 pass
@@ -388,7 +391,9 @@ async def test_aura_voices_are_its_models_and_it_cannot_clone(
             )
         assert await voices.delete_voice(aura(engine.base_url), "g7__anna") is False
         with pytest.raises(UpstreamRefused) as unauthorized:
-            wrong = Target("aura", engine.base_url, "dg-wrong", "aura-2-thalia-en", 1.0, 5.0)
+            wrong = Target(
+                "aura", engine.base_url, "dg-wrong", "aura-2-thalia-en", CONNECT_SECONDS, 5.0
+            )
             await voices.list_voices(wrong)
     assert listed.builtin[:3] == ("aura-2-thalia-en", "aura-2-andromeda-en", "aura-2-apollo-en")
     assert listed.uploaded == ()

@@ -29,6 +29,7 @@ from parley.errors import (
 from parley.http import HttpClient
 from parley.providers.base import SPEECH, VOICES, SpeechAudio, SpeechRequest, Target, VoiceClip
 from parley.providers.registry import ProviderRegistry
+from tests.upstreams import CONNECT_SECONDS
 from tests.upstreams.cartesia import FakeCartesia
 from tests.upstreams.elevenlabs import FakeElevenLabs
 from tests.upstreams.server import FakeServer
@@ -58,7 +59,7 @@ class Provider:
         return self.fake(api_key=KEY, **knobs)
 
     def target(self, engine: FakeServer, read_timeout: float = 5.0) -> Target:
-        return Target("voice", engine.endpoint, KEY, self.model, 1.0, read_timeout)
+        return Target("voice", engine.endpoint, KEY, self.model, CONNECT_SECONDS, read_timeout)
 
     def speed_sent(self, body: dict[str, Any]) -> float | None:
         if self.kind == "elevenlabs":
@@ -302,7 +303,7 @@ async def test_a_refused_key_is_the_channels_fault_never_relayed(
     registry: ProviderRegistry, provider: Provider
 ) -> None:
     async with provider.engine() as engine:
-        wrong = Target("voice", engine.endpoint, "sk_wrong", provider.model, 1.0, 5.0)
+        wrong = Target("voice", engine.endpoint, "sk_wrong", provider.model, CONNECT_SECONDS, 5.0)
         with pytest.raises(UpstreamRefused) as refused:
             async with registry.serving(SPEECH, provider.kind).speech(wrong, asking(provider)):
                 pass
@@ -410,7 +411,7 @@ async def test_elevenlabs_is_sent_the_voices_language_only_where_the_model_takes
     registry: ProviderRegistry, model: str, sent: bool
 ) -> None:
     async with ELEVENLABS.engine() as engine:
-        to = Target("voice", engine.endpoint, KEY, model, 1.0, 5.0)
+        to = Target("voice", engine.endpoint, KEY, model, CONNECT_SECONDS, 5.0)
         await spoken(registry, ELEVENLABS, to, asking(ELEVENLABS, language="tr"))
         body = engine.last_request.body
     assert body.get("language_code") == ("tr" if sent else None)
