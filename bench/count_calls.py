@@ -114,17 +114,11 @@ ANTHROPIC_CHANNEL = """\
     api_key: upstream-key
     models: [{{name: bench-claude, upstream: fake-model}}]
 """
-MESSAGE_STOP = b'data: {"type":"message_stop"}'
 RESPONSE_COMPLETED = b'event: response.completed\ndata: {"type":"response.completed"'
 
 
-def messages_body(model: str) -> bytes:
-    messages = orjson.loads(request_body(model, False))["messages"]
-    return orjson.dumps({"model": model, "max_tokens": 64, "messages": messages, "stream": True})
-
-
 def responses_body(model: str) -> bytes:
-    messages = orjson.loads(request_body(model, False))["messages"]
+    messages = orjson.loads(request_body(model, "plain"))["messages"]
     items = [{"role": m["role"], "content": m["content"]} for m in messages]
     return orjson.dumps({"model": model, "input": items, "store": False, "stream": True})
 
@@ -135,23 +129,16 @@ def check_responses_stream(reply: Reply) -> str:
     return "" if RESPONSE_COMPLETED in reply.body else "stream without response.completed"
 
 
-def check_message_stream(reply: Reply) -> str:
-    if reply.status != 200:
-        return f"status {reply.status}: {reply.body[:200]!r}"
-    return "" if reply.body.rstrip().endswith(MESSAGE_STOP) else "stream without message_stop"
-
-
 async def send(port: int, key: str, mode: str, n: int, conc: int) -> int:
-    stream = mode == "stream"
     headers = {"Content-Type": "application/json", "Authorization": f"Bearer {key}"}
     if mode in ("messages", "passthrough"):
         model = "bench-model" if mode == "messages" else "bench-claude"
-        body, url = messages_body(model), f"http://127.0.0.1:{port}/v1/messages"
+        body, url = request_body(model, "messages"), f"http://127.0.0.1:{port}/v1/messages"
     elif mode == "responses":
         body, url = responses_body("bench-model"), f"http://127.0.0.1:{port}/v1/responses"
     else:
         body, url = (
-            request_body("bench-model", stream),
+            request_body("bench-model", mode),
             f"http://127.0.0.1:{port}/v1/chat/completions",
         )
     host, p, request = request_bytes(url, body, headers)
@@ -164,12 +151,10 @@ async def send(port: int, key: str, mode: str, n: int, conc: int) -> int:
             while left[0] > 0:
                 left[0] -= 1
                 reply = await c.post(request)
-                if mode in ("messages", "passthrough"):
-                    problem = check_message_stream(reply)
-                elif mode == "responses":
+                if mode == "responses":
                     problem = check_responses_stream(reply)
                 else:
-                    problem = check_reply(reply, stream)
+                    problem = check_reply(reply, "messages" if mode == "passthrough" else mode)
                 if problem:
                     bad[0] += 1
                     if bad[0] < 3:

@@ -18,6 +18,8 @@ from bench.processes import BenchError, clean_environment, cpu_list
 
 MODEL = "bench-model"
 PATH = "/v1/chat/completions"
+MESSAGES_PATH = "/v1/messages"
+"""Where ``bench.load``'s ``messages`` scenario calls (Parley only)."""
 SLOW_MODEL = "bench-slow"
 CONFIG = """\
 server: {{host: 127.0.0.1, port: {port}, access_log: false}}
@@ -139,7 +141,7 @@ def drive(
 ) -> dict[str, Any]:
     command = [
         sys.executable, "-m", "bench.loadgen",
-        "--url", f"http://127.0.0.1:{port}{PATH}",
+        "--url", f"http://127.0.0.1:{port}{MESSAGES_PATH if mode == 'messages' else PATH}",
         "--mode", mode,
         "--key", key,
         "--model", MODEL,

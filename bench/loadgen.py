@@ -6,8 +6,11 @@ Two clients: ``raw`` (default), a lean HTTP/1.1 keep-alive client on asyncio pro
 shares two cores with the server under test; and ``aiohttp`` (``aiohttp.ClientSession``),
 the ordinary client, to cross-check the raw one.
 
-Only requests that finish inside the measured window count. A success is a 200 whose body
-is complete (a whole reply mentions ``usage``; a stream ends with ``data: [DONE]``);
+``--mode`` is ``plain`` or ``stream`` (chat completions) or ``messages`` (a streamed
+Anthropic Messages call: point ``--url`` at ``/v1/messages``). Only requests that finish
+inside the measured window count. A success is a 200 whose body is complete (a whole
+reply mentions ``usage``; a chat stream ends with ``data: [DONE]``, a Messages stream with
+its ``message_stop`` event);
 anything else (another status, a cut stream, a connection error) is an error. Latency is
 from sending the request to reading the last byte of the reply.
 
@@ -36,6 +39,12 @@ from bench.rawhttp import Connection, ProtocolError, Reply, request_bytes
 
 PROMPT = "Say hello to the benchmark in twenty words."
 TAIL = 64
+MODES = ("plain", "stream", "messages")
+ENDINGS: dict[str, bytes] = {
+    "stream": b"data: [DONE]",
+    "messages": b'data: {"type":"message_stop"}',
+}
+"""What a complete stream of each streamed mode ends with; a whole reply holds ``usage``."""
 
 
 @dataclass
@@ -60,33 +69,43 @@ class Window:
         self.first_error = self.first_error or error
 
 
-def request_body(model: str, stream: bool) -> bytes:
+def request_body(model: str, mode: str) -> bytes:
     body: dict[str, Any] = {
         "model": model,
         "messages": [{"role": "user", "content": PROMPT}],
         "max_tokens": 64,
     }
-    if stream:
+    if mode == "stream":
         body |= {"stream": True, "stream_options": {"include_usage": True}}
+    elif mode == "messages":
+        body["stream"] = True
     return orjson.dumps(body)
 
 
+def incomplete(mode: str, body: bytes) -> str:
+    """What is missing from a 200's body (the end of a stream's), or "" if it is whole."""
+    ending = ENDINGS.get(mode)
+    if ending is None:
+        return "" if b'"usage"' in body else "reply without usage"
+    return "" if body.rstrip().endswith(ending) else f"stream without {ending.decode()}"
+
+
 async def one_request(
-    session: aiohttp.ClientSession, url: str, body: bytes, headers: dict[str, str], stream: bool
+    session: aiohttp.ClientSession, url: str, body: bytes, headers: dict[str, str], mode: str
 ) -> str:
     """Send one request; return "" on success, else what went wrong."""
     async with session.post(url, data=body, headers=headers) as response:
-        if not stream:
+        if mode == "plain":
             data = await response.read()
             if response.status != 200:
                 return f"status {response.status}: {data[:200]!r}"
-            return "" if b'"usage"' in data else "reply without usage"
+            return incomplete(mode, data)
         tail = b""
         async for piece in response.content.iter_any():
             tail = (tail + piece)[-TAIL:]
         if response.status != 200:
             return f"status {response.status}: {tail!r}"
-        return "" if tail.rstrip().endswith(b"data: [DONE]") else "stream without [DONE]"
+        return incomplete(mode, tail)
 
 
 async def connection_loop(
@@ -95,36 +114,34 @@ async def connection_loop(
     url: str,
     body: bytes,
     headers: dict[str, str],
-    stream: bool,
+    mode: str,
     window: Window,
 ) -> None:
     while time.perf_counter() < window.ends:
         began = time.perf_counter()
         try:
-            problem = await one_request(session, url, body, headers, stream)
+            problem = await one_request(session, url, body, headers, mode)
         except (TimeoutError, aiohttp.ClientError, OSError) as error:
             problem = f"{type(error).__name__}: {error}"
         window.record(began, not problem, problem)
 
 
-def check_reply(reply: Reply, stream: bool) -> str:
+def check_reply(reply: Reply, mode: str) -> str:
     """What is wrong with the reply, or nothing ("") if it is a complete success."""
     if reply.status != 200:
         return f"status {reply.status}: {reply.body[:200]!r}"
-    if stream:
-        return "" if reply.body.rstrip().endswith(b"data: [DONE]") else "stream without [DONE]"
-    return "" if b'"usage"' in reply.body else "reply without usage"
+    return incomplete(mode, reply.body)
 
 
 async def raw_connection_loop(
-    host: str, port: int, request: bytes, stream: bool, window: Window
+    host: str, port: int, request: bytes, mode: str, window: Window
 ) -> None:
     connection = Connection(host, port)
     try:
         while time.perf_counter() < window.ends:
             began = time.perf_counter()
             try:
-                problem = check_reply(await connection.post(request), stream)
+                problem = check_reply(await connection.post(request), mode)
             except (ProtocolError, OSError) as error:
                 problem = f"{type(error).__name__}: {error}"
                 await asyncio.sleep(0.01)
@@ -153,8 +170,8 @@ def percentile(ordered: list[float], fraction: float) -> float:
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    stream = args.mode == "stream"
-    body = request_body(args.model, stream)
+    mode: str = args.mode
+    body = request_body(args.model, mode)
     headers = {"Content-Type": "application/json"}
     if args.key:
         headers["Authorization"] = f"Bearer {args.key}"
@@ -167,13 +184,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
         if args.client == "raw":
             coroutines = [
-                raw_connection_loop(host, port, request, stream, window)
+                raw_connection_loop(host, port, request, mode, window)
                 for _ in range(args.concurrency)
             ]
         else:
             coroutines = [
                 connection_loop(
-                    session, url=args.url, body=body, headers=headers, stream=stream, window=window
+                    session, url=args.url, body=body, headers=headers, mode=mode, window=window
                 )
                 for _ in range(args.concurrency)
             ]
@@ -243,7 +260,7 @@ def parse_watch(item: str) -> tuple[str, int]:
 def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", required=True)
-    parser.add_argument("--mode", choices=("plain", "stream"), default="plain")
+    parser.add_argument("--mode", choices=MODES, default="plain")
     parser.add_argument("--key", default="", help="Sent as Authorization: Bearer KEY.")
     parser.add_argument("--model", default="bench-model")
     parser.add_argument("--concurrency", type=int, default=64)

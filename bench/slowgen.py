@@ -55,7 +55,7 @@ async def one_stream(
         return
     finally:
         connection.close()
-    problem = check_reply(reply, stream=True)
+    problem = check_reply(reply, "stream")
     if problem:
         outcome.failed(problem)
         return
@@ -88,7 +88,7 @@ class Watch:
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     headers = {"Content-Type": "application/json", "Authorization": f"Bearer {args.key}"}
-    host, port, request = request_bytes(args.url, request_body(args.model, True), headers)
+    host, port, request = request_bytes(args.url, request_body(args.model, "stream"), headers)
     watch = Watch(args.watch)
     outcome = Outcome()
     overflows = listen_overflows()

@@ -86,7 +86,7 @@ def start(command: list[str], log: Path, cwd: Path) -> subprocess.Popen[bytes]:
 async def send(url: str, key: str, model: str, count: int, concurrency: int) -> int:
     """``count`` streams, ``concurrency`` at a time; the number that failed."""
     headers = {"Content-Type": "application/json", "Authorization": f"Bearer {key}"}
-    host, port, request = request_bytes(url, request_body(model, stream=True), headers)
+    host, port, request = request_bytes(url, request_body(model, "stream"), headers)
     failures = 0
     left = count
 
@@ -97,7 +97,7 @@ async def send(url: str, key: str, model: str, count: int, concurrency: int) -> 
             while left > 0:
                 left -= 1
                 reply = await connection.post(request)
-                if check_reply(reply, stream=True) or reply.body.count(b"data: ") != 22:
+                if check_reply(reply, "stream") or reply.body.count(b"data: ") != 22:
                     failures += 1
         finally:
             connection.close()

@@ -49,6 +49,24 @@ def test_slow_streams_all_complete_through_both_relays_and_parley_meters_each(
     assert report["memory_read_s"] == {"after": 0.1, "later": 0.2}
 
 
+def test_messages_run_through_parley_alone_read_against_the_bare_relays_stream(
+    tmp_path: Path,
+) -> None:
+    report = bench(
+        tmp_path, "--targets", "bare,parley", "--scenarios", "messages",
+        "--duration", "0.5", "--warmup", "0.2",
+    )  # fmt: skip
+
+    rows = [(row["target"], row["mode"]) for row in report["results"]]
+    assert rows == [("bare", "stream"), ("parley", "stream"), ("parley", "messages")]
+    for row in report["results"]:  # a Messages stream counts once its message_stop came
+        assert row["requests"] > 0 and row["errors"] == 0, row["first_error"]
+    assert set(report["ratios"]) == {"stream", "messages"}
+    assert report["ratios"]["messages"]["throughput"] > 0
+    succeeded = report["metering"]["succeeded"]
+    assert report["metering"] == {"succeeded": succeeded, "metered": succeeded}
+
+
 def test_workers_mode_runs_each_relay_with_one_and_n_workers(tmp_path: Path) -> None:
     report = bench(
         tmp_path, "--workers", "2", "--scenarios", "plain", "--duration", "0.5", "--warmup", "0.2"
