@@ -22,29 +22,18 @@ in this process) opens the full ``SqlStore`` on the same file the first time one
 
 The two layers share one file and its text forms: timestamps are written and read as
 ``UtcDateTime`` does in SQLite (``plain.utc_text``, ``plain.utc_from_text``), and rows
-become records through the one mapping both use (``records.py``). Connections get the
-same settings as ``engine.py``'s (``plain.SQLITE_PRAGMAS``: the busy timeout, WAL kept
-in the file). Work runs as ``ThreadedDatabase`` runs it (``database.py``): each unit on
-one of ``pool_size`` threads of the store's own, each with a connection of its own, a
-write inside ``BEGIN IMMEDIATE`` (the file's write lock, waited for up to the busy
-timeout) committed when it returns and rolled back when it raises. A caller cancelled
-while its unit runs only stops waiting: the unit still commits or rolls back and gives
-its connection back (one still queued never starts); ``close`` waits for the units in
-flight, and a closed store refuses more with ``StoreUnavailable``. sqlite3's errors are
-mapped by ``boundary.database_errors``, as ``SqlStore``'s are.
+become records through the one mapping both use (``records.py``). Queries run as units
+of work on the store's own threads and connections (``sqlite_units.py``), by the rules
+``SqlStore``'s ``ThreadedDatabase`` keeps.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sqlite3
-import threading
-from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -66,25 +55,14 @@ from parley.store import records
 from parley.store import sqlite_queries as queries
 from parley.store.base import GroupChanges, KeyChanges, StoreFault, StoreUnavailable
 from parley.store.boundary import database_errors
-from parley.store.plain import (
-    SQLITE_BUSY_TIMEOUT_MS,
-    SQLITE_CACHED_STATEMENTS,
-    SQLITE_PRAGMAS,
-    head_revision,
-    utc_text,
-)
+from parley.store.plain import head_revision, utc_text
+from parley.store.sqlite_units import SqliteUnits
 
 if TYPE_CHECKING:
     from parley.store.database import Database
     from parley.store.sql import SqlStore
     from parley.store.usage_host import HostUsageClient
     from parley.store.usage_sqlite import SqliteUsageWriter
-
-P = ParamSpec("P")
-T = TypeVar("T")
-
-Query = Callable[Concatenate[sqlite3.Cursor, P], T]
-"""A unit of work: a synchronous function whose first argument is a cursor."""
 
 DEFAULT_QUOTA = Quota()
 
@@ -103,19 +81,11 @@ class SqliteServingStore:
         timeout_seconds: float,
     ) -> None:
         self._url = url
-        self._path = path
         self._usage = usage
         """The usage writer (``usage_sqlite.py``, or the host's, ``usage_host.py``)."""
         self._pool_size = pool_size
         self._timeout_seconds = timeout_seconds
-        self._threads = ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="parley-db")
-        self._idle: list[sqlite3.Connection] = []
-        self._opened: dict[sqlite3.Connection, int] = {}
-        """Each open connection, idle or in use, and the generation it was opened in."""
-        self._generation = 0
-        """Raised by ``dispose``: a connection of an older one is closed when given back."""
-        self._lock = threading.Lock()
-        self._running: set[Future[Any]] = set()
+        self._units = SqliteUnits(path, pool_size)
         self._closed = False
         self._sql: SqlStore | None = None
         """The full store, once a method of its own has been called."""
@@ -143,7 +113,7 @@ class SqliteServingStore:
         if self._closed:
             raise StoreUnavailable("the store is closed")
         try:
-            return await self._read(queries.revision)
+            return await self._units.read(queries.revision)
         except (StoreUnavailable, StoreFault):
             return None
 
@@ -156,21 +126,16 @@ class SqliteServingStore:
         try:
             with database_errors():
                 await self._usage.close()
-                if self._running:
-                    await asyncio.wait([asyncio.wrap_future(unit) for unit in tuple(self._running)])
-                await asyncio.wrap_future(self._threads.submit(self._close_connections))
-                if self._sql is not None:
-                    await self._sql.close()
         finally:
-            self._threads.shutdown(wait=False)
+            await self._units.close()
+            if self._sql is not None:
+                await self._sql.close()
 
     async def dispose(self) -> None:
         """Close every idle connection, this layer's and the full store's: the next unit
         of work opens the file again, and one in use now is closed when its unit ends (as
         ``Database.dispose`` does for a pool)."""
-        with self._lock:
-            self._generation += 1
-        await asyncio.wrap_future(self._threads.submit(self._close_connections))
+        await self._units.dispose()
         if self._sql is not None:
             await self._sql.database.dispose()
 
@@ -196,97 +161,16 @@ class SqliteServingStore:
             self._sql = SqlStore(database, shared=shared)  # usage is written here, not there
         return self._sql
 
-    # running units of work
-
-    async def _read(self, query: Query[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """``query`` on a connection outside any transaction of its own: each statement
-        reads what is committed when it runs."""
-        return await self._run(False, query, args, kwargs)
-
-    async def _write(self, query: Query[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """``query`` inside ``BEGIN IMMEDIATE``, committed if it returns."""
-        return await self._run(True, query, args, kwargs)
-
-    async def _run(
-        self, write: bool, query: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> T:
-        if self._closed:
-            raise StoreUnavailable("the store is closed")
-        with database_errors():
-            unit = self._threads.submit(self._unit, write, query, args, kwargs)
-            self._running.add(unit)
-            unit.add_done_callback(self._running.discard)
-            # cancelling this await cancels a unit not started; a started one runs to its end
-            return await asyncio.wrap_future(unit)
-
-    def _unit(
-        self, write: bool, query: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> T:
-        """One unit of work, on a store thread: a connection taken from the idle ones (or
-        opened), the query run (in a transaction when ``write``), the connection given
-        back, or closed if it could not be rolled back."""
-        conn = self._connection()
-        try:
-            result = _in_unit(conn, write, query, args, kwargs)
-        except BaseException:
-            if _rolled_back(conn):
-                self._give_back(conn)
-            else:  # the connection is broken: a new one is opened when one is needed
-                self._discard(conn)
-            raise
-        self._give_back(conn)
-        return result
-
-    def _connection(self) -> sqlite3.Connection:
-        with self._lock:
-            if self._idle:
-                return self._idle.pop()
-        # autocommit mode: a write's transaction is ``_unit``'s own BEGIN IMMEDIATE / COMMIT
-        conn = sqlite3.connect(
-            self._path,
-            timeout=SQLITE_BUSY_TIMEOUT_MS / 1000,
-            isolation_level=None,
-            check_same_thread=False,  # opened on one of the store's threads, used on another
-            cached_statements=SQLITE_CACHED_STATEMENTS,
-        )
-        try:
-            for pragma in SQLITE_PRAGMAS:
-                conn.execute(f"PRAGMA {pragma}")
-        except BaseException:
-            conn.close()
-            raise
-        with self._lock:
-            self._opened[conn] = self._generation
-        return conn
-
-    def _give_back(self, conn: sqlite3.Connection) -> None:
-        with self._lock:
-            if self._opened.get(conn) == self._generation:
-                self._idle.append(conn)
-                return
-        self._discard(conn)  # opened before a ``dispose``
-
-    def _discard(self, conn: sqlite3.Connection) -> None:
-        with self._lock:
-            self._opened.pop(conn, None)
-        conn.close()
-
-    def _close_connections(self) -> None:
-        with self._lock:
-            idle, self._idle = self._idle, []
-        for conn in idle:
-            self._discard(conn)
-
     # groups and keys (the key directory)
 
     async def list_groups(self) -> list[Group]:
-        return await self._read(queries.list_groups)
+        return await self._units.read(queries.list_groups)
 
     async def keys_changed_since(self, since: datetime) -> list[KeyRecord]:
-        return await self._read(queries.keys_changed_since, utc_text(since))
+        return await self._units.read(queries.keys_changed_since, utc_text(since))
 
     async def find_key(self, digest: str) -> KeyRecord | None:
-        return await self._read(queries.find_key, digest)
+        return await self._units.read(queries.find_key, digest)
 
     # usage (the usage writer, the spend ledger, retention)
 
@@ -295,45 +179,51 @@ class SqliteServingStore:
             return await self._usage.record_usage(records)
 
     async def spend_since(self, day: date) -> dict[int, int]:
-        return await self._read(queries.totals, queries.SPEND_SINCE, queries.day_text(day))
+        return await self._units.read(queries.totals, queries.SPEND_SINCE, queries.day_text(day))
 
     async def key_spend_since(self, day: date) -> dict[int, int]:
-        return await self._read(queries.totals, queries.KEY_SPEND_SINCE, queries.day_text(day))
+        return await self._units.read(
+            queries.totals, queries.KEY_SPEND_SINCE, queries.day_text(day)
+        )
 
     async def prune_usage(self, before: datetime) -> int:
-        return await self._write(queries.delete, queries.PRUNE_USAGE, (utc_text(before),))
+        return await self._units.write(queries.delete, queries.PRUNE_USAGE, (utc_text(before),))
 
     # voice clones (the clone book, the deletions' sweep)
 
     async def list_clones(
         self, *, model: str | None = None, group_id: int | None = None
     ) -> list[Clone]:
-        rows = await self._read(queries.of_model_and_group, "voice_clones", model, group_id)
+        rows = await self._units.read(queries.of_model_and_group, "voice_clones", model, group_id)
         return [records.clone(row) for row in rows]
 
     async def list_deletions(
         self, *, model: str | None = None, group_id: int | None = None
     ) -> list[PendingDeletion]:
-        rows = await self._read(queries.of_model_and_group, "voice_deletions", model, group_id)
+        rows = await self._units.read(
+            queries.of_model_and_group, "voice_deletions", model, group_id
+        )
         return [records.deletion(row) for row in rows]
 
     # channels and models managed live (their books), the breakers' history
 
     async def list_channels(self) -> list[StoredChannel]:
-        rows = await self._read(queries.rows, "channels", queries.LIST_CHANNELS, ())
+        rows = await self._units.read(queries.rows, "channels", queries.LIST_CHANNELS, ())
         return [records.channel(row) for row in rows]
 
     async def record_channel_events(self, events: Sequence[ChannelEvent]) -> None:
         if events:
-            await self._write(
+            await self._units.write(
                 queries.record_channel_events, [queries.event_values(e) for e in events]
             )
 
     async def prune_channel_events(self, before: datetime) -> int:
-        return await self._write(queries.delete, queries.PRUNE_CHANNEL_EVENTS, (utc_text(before),))
+        return await self._units.write(
+            queries.delete, queries.PRUNE_CHANNEL_EVENTS, (utc_text(before),)
+        )
 
     async def list_models(self) -> list[StoredModel]:
-        rows = await self._read(queries.rows, "models", queries.LIST_MODELS, ())
+        rows = await self._units.read(queries.rows, "models", queries.LIST_MODELS, ())
         return [records.model(row) for row in rows]
 
     # the audit log (alerts and the health checker write to it while serving)
@@ -341,7 +231,7 @@ class SqliteServingStore:
     async def record_audit(self, entry: AuditEntry) -> AuditEntry:
         detail = json.dumps(entry.detail, sort_keys=True)
         values = (utc_text(entry.created_at), entry.actor, entry.address, entry.action)
-        row_id = await self._write(
+        row_id = await self._units.write(
             queries.insert, queries.RECORD_AUDIT, (*values, entry.target, detail)
         )
         return replace(entry, id=row_id)
@@ -351,34 +241,36 @@ class SqliteServingStore:
     async def save_contents(self, contents: Sequence[StoredContent]) -> int:
         if not contents:
             return 0
-        return await self._write(
+        return await self._units.write(
             queries.changed, queries.SAVE_CONTENT, [queries.content_values(c) for c in contents]
         )
 
     # the prunes of kept content, files and stored responses
 
     async def purge_contents(self, most: int = 1000) -> int:
-        return await self._write(queries.delete, queries.PURGE_CONTENTS, (utc_text(_now()), most))
+        return await self._units.write(
+            queries.delete, queries.PURGE_CONTENTS, (utc_text(_now()), most)
+        )
 
     async def expired_files(self, most: int) -> list[str]:
-        return await self._read(queries.expired_files, utc_text(_now()), most)
+        return await self._units.read(queries.expired_files, utc_text(_now()), most)
 
     async def forget_files(self, file_ids: list[str]) -> int:
         if not file_ids:
             return 0
-        return await self._write(
+        return await self._units.write(
             queries.delete, queries.FORGET_FILES, (orjson.dumps(file_ids).decode(),)
         )
 
     async def save_responses(self, responses: Sequence[StoredResponse]) -> int:
         if not responses:
             return 0
-        return await self._write(
+        return await self._units.write(
             queries.changed, queries.SAVE_RESPONSE, [queries.response_values(r) for r in responses]
         )
 
     async def find_response(self, response_id: str, group_id: int) -> StoredResponse | None:
-        found = await self._read(
+        found = await self._units.read(
             queries.rows,
             "stored_responses",
             queries.FIND_RESPONSE,
@@ -388,26 +280,32 @@ class SqliteServingStore:
 
     async def find_turns(self, response_id: str, group_id: int, most: int) -> list[StoredResponse]:
         wanted = (response_id, group_id, utc_text(_now()), group_id, most)
-        found = await self._read(queries.rows, "stored_responses", queries.FIND_TURNS, wanted)
+        found = await self._units.read(queries.rows, "stored_responses", queries.FIND_TURNS, wanted)
         return [records.stored_response(row) for row in found]
 
     async def delete_response(self, response_id: str, group_id: int) -> bool:
-        return await self._write(queries.delete_response, response_id, group_id, utc_text(_now()))
+        return await self._units.write(
+            queries.delete_response, response_id, group_id, utc_text(_now())
+        )
 
     async def prune_responses(self) -> int:
-        return await self._write(queries.prune_responses, utc_text(_now()))
+        return await self._units.write(queries.prune_responses, utc_text(_now()))
 
     # the batch lane's watch
 
     async def runnable_batches(self) -> list[Batch]:
-        rows = await self._read(queries.rows, "batches", queries.RUNNABLE_BATCHES, tuple(RUNNING))
+        rows = await self._units.read(
+            queries.rows, "batches", queries.RUNNABLE_BATCHES, tuple(RUNNING)
+        )
         return [records.batch(row) for row in rows]
 
     async def batch_line_counts_of(self, batch_ids: Sequence[str]) -> dict[str, dict[str, int]]:
         found: dict[str, dict[str, int]] = {batch_id: {} for batch_id in batch_ids}
         if not batch_ids:
             return found
-        counted = await self._read(queries.line_counts, orjson.dumps(list(batch_ids)).decode())
+        counted = await self._units.read(
+            queries.line_counts, orjson.dumps(list(batch_ids)).decode()
+        )
         for batch_id, state, count in counted:
             found[batch_id][state] = int(count)
         return found
@@ -415,10 +313,10 @@ class SqliteServingStore:
     async def beat_batch_lane(self, lane: str, seconds: float) -> None:
         now = _now()
         until = now + timedelta(seconds=seconds)
-        await self._write(queries.beat_lane, lane, utc_text(until), utc_text(now))
+        await self._units.write(queries.beat_lane, lane, utc_text(until), utc_text(now))
 
     async def drop_batch_lanes(self, lane: str, *, others: bool) -> None:
-        await self._write(
+        await self._units.write(
             queries.delete, queries.DROP_OTHER_LANES if others else queries.DROP_LANE, (lane,)
         )
 
@@ -719,35 +617,6 @@ class SqliteServingStore:
         self, start: date, end: date, *, group_id: int | None = None, model: str | None = None
     ) -> list[GroupDailyUsage]:
         return await self._full().usage_rollups(start, end, group_id=group_id, model=model)
-
-
-def _in_unit(
-    conn: sqlite3.Connection,
-    write: bool,
-    query: Callable[..., T],
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-) -> T:
-    cursor = conn.cursor()
-    try:
-        if write:
-            cursor.execute("BEGIN IMMEDIATE")
-        result = query(cursor, *args, **kwargs)
-        if write:
-            cursor.execute("COMMIT")
-        return result
-    finally:
-        cursor.close()
-
-
-def _rolled_back(conn: sqlite3.Connection) -> bool:
-    """Roll back what a failed unit left open; False when the connection cannot."""
-    try:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-    except sqlite3.Error:
-        return False
-    return True
 
 
 def _now() -> datetime:
