@@ -169,14 +169,16 @@ class Processes:
         self.started: list[Proc] = []
         self._count = 0
 
-    def spawn(self, name: str, command: list[str], cwd: Path) -> Proc:
+    def spawn(
+        self, name: str, command: list[str], cwd: Path, env: dict[str, str] | None = None
+    ) -> Proc:
         self._count += 1
         log = self.workdir / f"{self._count:02d}-{name}.log"
         with log.open("wb") as output:
             process = subprocess.Popen(
                 command,
                 cwd=cwd,
-                env=environment(),
+                env=environment(env),
                 stdin=subprocess.DEVNULL,
                 stdout=output,
                 stderr=subprocess.STDOUT,
@@ -207,8 +209,10 @@ class Processes:
         args: tuple[str, ...] = (),
         name: str = "serve",
         wait: bool = True,
+        env: dict[str, str] | None = None,
     ) -> Server:
-        """``parley serve --port P [ARGS…]`` in ``cwd`` (default the test's directory)."""
+        """``parley serve --port P [ARGS…]`` in ``cwd`` (default the test's directory),
+        with ``env`` added to its environment."""
         workdir = cwd or self.workdir
         port = free_port()
         path = None
@@ -216,7 +220,7 @@ class Processes:
         if config is not None:
             path = write_config(self.workdir / f"{name}-{port}.yaml", config)
             command += ["--config", str(path)]
-        proc = self.spawn(name, command, workdir)
+        proc = self.spawn(name, command, workdir, env)
         server = Server(proc.name, proc.process, proc.log, port, workdir, path)
         self.started[-1] = server
         if wait:

@@ -96,10 +96,12 @@ def test_on_a_sqlite_file_one_process_writes_every_workers_usage(
 ) -> None:
     database = tmp_path / "parley.db"
     config = gateway_config(engine, tmp_path, limits={"per_worker": True})
-    before = set(Path(tempfile.gettempdir()).glob("parley-usage-*"))
-    server = procs.serve(config, args=("--workers", "2"), wait=False)
+    # a temporary folder of this server's own, which another test's server cannot share
+    # (and short: the socket's path must fit in 108 bytes)
+    private = Path(tempfile.mkdtemp(prefix="sup-"))
+    server = procs.serve(config, args=("--workers", "2"), wait=False, env={"TMPDIR": str(private)})
     server.wait_ready()
-    folders = set(Path(tempfile.gettempdir()).glob("parley-usage-*")) - before
+    folders = set(private.glob("parley-usage-*"))
     assert len(folders) == 1, "the usage writer's socket is in a folder of its own"
     folder = folders.pop()
     deadline = time.monotonic() + 20  # started once the workers are forked
@@ -122,6 +124,7 @@ def test_on_a_sqlite_file_one_process_writes_every_workers_usage(
     assert server.terminate() == 0
     assert not Path(f"/proc/{host}").exists()
     assert not folder.exists()
+    private.rmdir()  # nothing else was left in it
     with sqlite3.connect(database) as conn:
         assert conn.execute("SELECT count(*) FROM usage_records").fetchone() == (40,)
         assert conn.execute("SELECT sum(requests) FROM usage_daily").fetchone() == (40,)
