@@ -4,8 +4,6 @@ gone after shutdown."""
 
 from __future__ import annotations
 
-import glob
-import tempfile
 import urllib.request
 from pathlib import Path
 
@@ -31,9 +29,10 @@ def requests_total(base_url: str) -> float:
 def test_every_worker_reports_the_calls_of_all(
     procs: Processes, engine: str, tmp_path: Path
 ) -> None:
-    before = set(glob.glob(f"{tempfile.gettempdir()}/parley-metrics-*"))
+    private = tmp_path / "tmp"  # the server's own: another test's server cannot share it
+    private.mkdir()
     config = gateway_config(engine, tmp_path, limits={"per_worker": True})
-    server = procs.serve(config, args=("--workers", "2"), wait=False)
+    server = procs.serve(config, args=("--workers", "2"), wait=False, env={"TMPDIR": str(private)})
     key = server.create_key()
     server.wait_ready()
     replies = burst([Chat(server.v1, key) for _ in range(CALLS)], concurrency=8)
@@ -45,7 +44,7 @@ def test_every_worker_reports_the_calls_of_all(
         "every worker reports all the calls",
         timeout=15,
     )
-    shared = set(glob.glob(f"{tempfile.gettempdir()}/parley-metrics-*")) - before
+    shared = set(private.glob("parley-metrics-*"))
     assert len(shared) == 1
     assert server.terminate() == 0
     assert not Path(shared.pop()).exists()
