@@ -16,8 +16,10 @@ Failures, and what a caller sees:
 
 - Redis cannot be reached, or the connection drops: ``RedisUnavailable``. The command is
   sent once more, at once, on a new connection (a connection Redis dropped when it
-  restarted is not an outage); the second failure is raised. Nothing waits longer than
-  ``connect_timeout`` to connect.
+  restarted is not an outage); the second failure is raised. A command whose reply was
+  lost with the connection may have run, and then runs twice: for the limiter's
+  scripts, a bucket a little emptier, never a charge (bills come from usage records).
+  Nothing waits longer than ``connect_timeout`` to connect.
 - No reply for ``timeout`` seconds while one is awaited: ``RedisTimeout`` (a
   ``RedisUnavailable``), never retried: a retry would wait the whole timeout again. The
   connection is closed, failing every command on it, since a reply that comes late
