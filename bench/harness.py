@@ -66,12 +66,18 @@ def write_parley_config(
     return path
 
 
-def parley_cli(config: Path, *args: str) -> str:
+def checkout_environment(root: Path | None) -> dict[str, str]:
+    """What a process needs to import ``parley`` from the checkout ``root`` (none: the one
+    this Python finds, the working tree's when run from it)."""
+    return {} if root is None else {"PYTHONPATH": str(root.resolve())}
+
+
+def parley_cli(config: Path, *args: str, root: Path | None = None) -> str:
     command = [sys.executable, "-m", "parley", "--config", str(config), *args]
     done = subprocess.run(
         command,
         cwd=config.parent,
-        env=clean_environment(),
+        env=clean_environment() | checkout_environment(root),
         capture_output=True,
         text=True,
         check=False,
@@ -81,12 +87,12 @@ def parley_cli(config: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
-def parley_location(workdir: Path) -> str:
+def parley_location(workdir: Path, root: Path | None = None) -> str:
     """Where the ``parley`` package that will be served is imported from."""
     done = subprocess.run(
         [sys.executable, "-c", "import parley, os; print(os.path.dirname(parley.__file__))"],
         cwd=workdir,
-        env=clean_environment(),
+        env=clean_environment() | checkout_environment(root),
         capture_output=True,
         text=True,
         check=False,
@@ -94,9 +100,10 @@ def parley_location(workdir: Path) -> str:
     return done.stdout.strip() or f"unknown ({done.stderr.strip()[-200:]})"
 
 
-def create_key(config: Path) -> str:
-    parley_cli(config, "groups", "create", "bench", "--rpm", "100000000", "--tpm", "1000000000")
-    return parley_cli(config, "keys", "create", "--group", "bench", "--name", "load")
+def create_key(config: Path, root: Path | None = None) -> str:
+    limits = ("--rpm", "100000000", "--tpm", "1000000000")
+    parley_cli(config, "groups", "create", "bench", *limits, root=root)
+    return parley_cli(config, "keys", "create", "--group", "bench", "--name", "load", root=root)
 
 
 def smoke_test(name: str, port: int, key: str) -> None:

@@ -11,11 +11,16 @@ and stops every process and removes its temporary folder, also on Ctrl-C.
     python -m bench.load --rounds 5 --targets bare,parley # a steadier median
     python -m bench.load --duration 5 --scenarios plain --json /tmp/load.json
     python -m bench.load --targets bare,parley --scenarios messages --rounds 6
+    python -m bench.load --targets bare,parley --rounds 6 --before /tmp/old  # A/B
 
 The ``direct`` rows drive the fake upstream with no relay between: the ceiling of this
 machine with this generator. The ``messages`` scenario streams ``POST /v1/messages``
 through Parley, which translates it onto the same chat upstream and its chat stream into
 Anthropic's events; the relays cannot, so it is read against the bare relay's ``stream``.
+``--before DIR`` serves a second Parley from another checkout (``git worktree add DIR
+COMMIT``) as the target ``before``, on its own database, in the same rounds: a change's
+before and after from one machine and hour, each read against the bare relay and against
+each other.
 See bench/README.md for how to read the figures.
 """
 
@@ -37,6 +42,7 @@ from typing import Any
 
 from bench import scale
 from bench.harness import (
+    checkout_environment,
     create_key,
     drive,
     metered_records,
@@ -62,12 +68,15 @@ MODES = ("plain", "stream", "messages")
 ONLY_PARLEY = frozenset({"messages"})
 """Scenarios the bare relay cannot run: a streamed Messages call Parley translates onto
 the chat upstream, read against the bare relay's chat stream of the same round."""
+PARLEYS = ("parley", "before")
+"""The targets that are Parley: this checkout's and ``--before``'s."""
 GOAL = 0.7
 
 
 @contextlib.contextmanager
-def profiling(directory: Path | None, pid: int, mode: str, seconds: float) -> Iterator[None]:
-    """py-spy on the Parley process while the block runs (it slows Parley down)."""
+def profiling(directory: Path | None, pid: int, name: str, seconds: float) -> Iterator[None]:
+    """py-spy on a Parley process while the block runs into ``directory/name.folded`` (it
+    slows Parley down)."""
     if directory is None:
         yield
         return
@@ -77,7 +86,7 @@ def profiling(directory: Path | None, pid: int, mode: str, seconds: float) -> It
     directory.mkdir(parents=True, exist_ok=True)
     command = [
         py_spy, "record", "--pid", str(pid), "--duration", str(math.ceil(seconds)),
-        "--rate", "200", "--format", "raw", "--output", str(directory / f"parley-{mode}.folded"),
+        "--rate", "200", "--format", "raw", "--output", str(directory / f"{name}.folded"),
     ]  # fmt: skip
     profiler = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -87,16 +96,18 @@ def profiling(directory: Path | None, pid: int, mode: str, seconds: float) -> It
         stop(profiler)
 
 
-def ratios(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Parley's ratio to the bare relay in each round, per mode, and their median."""
+def ratios(
+    results: list[dict[str, Any]], target: str = "parley", base: str = "bare"
+) -> dict[str, dict[str, Any]]:
+    """``target``'s ratio to ``base`` in each round, per mode, and their median."""
     rows = {(row["round"], row["target"], row["mode"]): row for row in results}
     rounds = sorted({row["round"] for row in results})
     found: dict[str, dict[str, Any]] = {}
     for mode in MODES:
         throughput, efficiency = [], []
-        against = "stream" if mode in ONLY_PARLEY else mode
+        against = "stream" if mode in ONLY_PARLEY and base not in PARLEYS else mode
         for round_ in rounds:
-            bare, parley = rows.get((round_, "bare", against)), rows.get((round_, "parley", mode))
+            bare, parley = rows.get((round_, base, against)), rows.get((round_, target, mode))
             if bare is None or parley is None or not bare["rps"]:
                 continue
             bare_cpu = bare["cpu"].get("server", {}).get("us_per_request", math.nan)
@@ -113,25 +124,31 @@ def ratios(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return found
 
 
-def print_ratios(found: dict[str, dict[str, Any]]) -> None:
+def print_ratios(
+    found: dict[str, dict[str, Any]], target: str = "parley", base: str = "bare"
+) -> None:
+    """The medians of one ``ratios``; a verdict on the goal for a Parley to the relay."""
     if not found:
         return
-    print(f"\nParley / bare relay, median of rounds (goal: throughput ≥ {GOAL} with one worker)")
+    goal = base == "bare"
+    names = {"parley": "Parley", "before": "before", "bare": "bare relay"}
+    heading = f"{names[target]} / {names[base]}, median of rounds"
+    print(f"\n{heading} (goal: throughput ≥ {GOAL} with one worker)" if goal else f"\n{heading}")
     for mode, ratio in found.items():
-        verdict = "meets" if ratio["throughput"] >= GOAL else "BELOW"
+        verdict = ("meets" if ratio["throughput"] >= GOAL else "BELOW") + " the goal; "
         rounds = " ".join(f"{value:.2f}" for value in ratio["throughput_by_round"])
-        if mode in ONLY_PARLEY:
+        if mode in ONLY_PARLEY and goal:
             rounds += "; against the bare relay's stream"
         print(
-            f"  {mode:<8} throughput {ratio['throughput']:.2f} ({verdict} the goal; "
-            f"rounds {rounds})   CPU per request: bare/parley {ratio['cpu_efficiency']:.2f}"
+            f"  {mode:<8} throughput {ratio['throughput']:.2f} ({verdict if goal else ''}"
+            f"rounds {rounds})   CPU per request: {base}/{target} {ratio['cpu_efficiency']:.2f}"
         )
 
 
 def run(args: argparse.Namespace, workdir: Path, place: Placement) -> dict[str, Any]:
-    upstream_port, bare_port, parley_port = free_ports(3)
+    upstream_port, bare_port, parley_port, before_port = free_ports(4)
     results: list[dict[str, Any]] = []
-    metering: dict[str, int] = {}
+    report: dict[str, Any] = {}
     with Services(workdir) as services:
         upstream_args = ["-m", "bench.upstream", "--port", str(upstream_port)]
         if args.upstream_writes == "joined":
@@ -140,34 +157,39 @@ def run(args: argparse.Namespace, workdir: Path, place: Placement) -> dict[str, 
         upstream_url = f"http://127.0.0.1:{upstream_port}/v1"
         bare_args = ["-m", "bench.bare_relay", "--port", str(bare_port), "--upstream", upstream_url]
         bare = services.start("bare", bare_port, bare_args, cpus=place.servers)
-        config = write_parley_config(workdir, parley_port, upstream_port)
-        print(f"parley package: {parley_location(workdir)}", flush=True)
-        key = create_key(config)
-        serve_args = ["-m", "parley", "serve", "--config", str(config), "--port", str(parley_port)]
-        serve_args += ["--allocator", args.allocator]
-        parley = services.start("parley", parley_port, serve_args, cwd=workdir, cpus=place.servers)
+        servers: dict[str, Service] = {"direct": upstream, "bare": bare}
+        folders = {"parley": (workdir, None, parley_port)}
+        if args.before:
+            folders["before"] = (workdir / "before", args.before, before_port)
+        keys: dict[str, str] = {}
+        for name, where in folders.items():
+            servers[name], keys[name] = serve_parley(
+                args, services, name, where, upstream_port=upstream_port, cpus=place.servers
+            )
         wait_until_ready(upstream)
         wait_until_ready(bare)
-        wait_until_ready(parley, "/health")
-        servers: dict[str, Service] = {"direct": upstream, "bare": bare, "parley": parley}
+        for name in folders:
+            wait_until_ready(servers[name], "/health")
+        key = keys["parley"]  # the relays take any
         for target in args.targets:
-            smoke_test(target, servers[target].port, key)
+            smoke_test(target, servers[target].port, keys.get(target, key))
         # Rounds interleave the targets, so a slow spell of a shared machine falls on both.
         for round_ in range(1, args.rounds + 1):
             for mode in args.scenarios:
                 for target in args.targets:
-                    if mode in ONLY_PARLEY and target != "parley":
+                    if mode in ONLY_PARLEY and target not in PARLEYS:
                         continue
                     server = servers[target]
                     watch = {"server": server.pid, "upstream": upstream.pid}
-                    profile = args.profile if target == "parley" and round_ == 1 else None
-                    with profiling(profile, server.pid, mode, args.warmup + args.duration):
+                    profile = args.profile if target in PARLEYS and round_ == 1 else None
+                    name, seconds = f"{target}-{mode}", args.warmup + args.duration
+                    with profiling(profile, server.pid, name, seconds):
                         row = drive(
                             args,
                             target,
                             mode,
                             port=server.port,
-                            key=key,
+                            key=keys.get(target, key),
                             watch=watch,
                             cpus=place.helpers,
                         )
@@ -177,12 +199,48 @@ def run(args: argparse.Namespace, workdir: Path, place: Placement) -> dict[str, 
                         f"  round {round_}  {target:<7}{mode:<9}{row['rps']:>10,.0f} req/s",
                         flush=True,
                     )
-        if "parley" in args.targets:
-            expected = 2 + sum(r["successes_overall"] for r in results if r["target"] == "parley")
-            if services.stop(parley) != 0:
-                print(f"parley did not stop cleanly:\n{parley.log_tail()}")
-            metering = {"succeeded": expected, "metered": metered_records(workdir)}
-    return {"results": results, "ratios": ratios(results), "metering": metering}
+        for name, (folder, _, _) in folders.items():
+            if name in args.targets:
+                count = stop_and_count(services, servers[name], folder, results)
+                report["metering" if name == "parley" else f"metering_{name}"] = count
+    report |= {"results": results, "ratios": ratios(results)}
+    if args.before:
+        report["ratios_before"] = ratios(results, "before")
+        report["ratios_after_before"] = ratios(results, "parley", "before")
+    return report
+
+
+def serve_parley(
+    args: argparse.Namespace,
+    services: Services,
+    name: str,
+    where: tuple[Path, Path | None, int],
+    *,
+    upstream_port: int,
+    cpus: frozenset[int] | None,
+) -> tuple[Service, str]:
+    """Start the Parley ``name`` from the checkout ``root`` of ``where`` (``None``: this
+    one) on a database of its own in its ``folder``; it and the key its CLI made."""
+    folder, root, port = where
+    config = write_parley_config(folder, port, upstream_port)
+    print(f"{name} package: {parley_location(folder, root)}", flush=True)
+    key = create_key(config, root)
+    serve_args = ["-m", "parley", "serve", "--config", str(config), "--port", str(port)]
+    serve_args += ["--allocator", args.allocator]
+    environment = checkout_environment(root)
+    parley = services.start(name, port, serve_args, cwd=folder, cpus=cpus, env=environment)
+    return parley, key
+
+
+def stop_and_count(
+    services: Services, parley: Service, folder: Path, results: list[dict[str, Any]]
+) -> dict[str, int]:
+    """Stop one Parley (its clean stop writes every record) and count what it metered
+    against its successful calls (the smoke test's two included)."""
+    expected = 2 + sum(r["successes_overall"] for r in results if r["target"] == parley.name)
+    if services.stop(parley) != 0:
+        print(f"{parley.name} did not stop cleanly:\n{parley.log_tail()}")
+    return {"succeeded": expected, "metered": metered_records(folder)}
 
 
 def arguments() -> argparse.Namespace:
@@ -200,6 +258,13 @@ def arguments() -> argparse.Namespace:
         "stream, which then runs too)",
     )
     parser.add_argument("--targets", default=",".join(TARGETS), help="direct,bare,parley")
+    parser.add_argument(
+        "--before",
+        type=Path,
+        metavar="DIR",
+        help="Also serve Parley from the checkout DIR as the target 'before', in the same "
+        "rounds: a change's before and after (DIR must import the test extra's packages).",
+    )
     parser.add_argument("--client", choices=("raw", "aiohttp"), default="raw")
     parser.add_argument(
         "--upstream-writes",
@@ -258,13 +323,19 @@ def arguments() -> argparse.Namespace:
         "--profile",
         type=Path,
         metavar="DIR",
-        help="Record Parley with py-spy into DIR/parley-MODE.folded (slows Parley down).",
+        help="Record Parley with py-spy into DIR/TARGET-MODE.folded (slows Parley down).",
     )
     args = parser.parse_args()
     args.scenarios = _choices(args.scenarios, MODES, parser)
     if ONLY_PARLEY.intersection(args.scenarios):  # read against the bare relay's stream
         args.scenarios = [mode for mode in MODES if mode in args.scenarios or mode == "stream"]
     args.targets = _choices(args.targets, TARGETS, parser)
+    if args.before:
+        if not (args.before / "parley" / "__init__.py").is_file():
+            parser.error(f"--before {args.before}: no parley package there")
+        if args.slow_streams or args.workers:
+            parser.error("--before runs with the load rounds, not --slow-streams or --workers")
+        args.targets.append("before")
     if args.slow_streams and args.workers:
         parser.error("choose --slow-streams or --workers, not both")
     if not 0 <= args.slow_after <= args.slow_later:
@@ -326,9 +397,16 @@ def print_report(args: argparse.Namespace, report: dict[str, Any]) -> None:
     else:
         print_table(report["results"])
         print_ratios(report["ratios"])
-    if report.get("metering"):
-        m = report["metering"]
-        print(f"\nmetering: {m['metered']} usage records for {m['succeeded']} successful calls")
+        if args.before:
+            print_ratios(report["ratios_before"], "before")
+            print_ratios(report["ratios_after_before"], "parley", "before")
+    for name in ("metering", "metering_before"):
+        if report.get(name):
+            m, whose = report[name], "" if name == "metering" else " (before)"
+            print(
+                f"\nmetering{whose}: {m['metered']} usage records for {m['succeeded']} "
+                "successful calls"
+            )
 
 
 def load_average() -> str:

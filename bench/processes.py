@@ -11,7 +11,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -135,16 +135,19 @@ class Services:
         name: str,
         port: int,
         args: Sequence[str],
+        *,
         cwd: Path = REPO,
         cpus: frozenset[int] | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> Service:
-        """Start ``python args`` in ``cwd``; on ``cpus`` only, when given (Linux)."""
+        """Start ``python args`` in ``cwd``; on ``cpus`` only, when given (Linux); ``env``
+        added to the environment."""
         log = self.workdir / f"{name}.log"
         with log.open("wb") as output:
             process = subprocess.Popen(
                 [sys.executable, *args],
                 cwd=cwd,
-                env=clean_environment(),
+                env=clean_environment() | dict(env or {}),
                 stdin=subprocess.DEVNULL,
                 stdout=output,
                 stderr=subprocess.STDOUT,

@@ -67,6 +67,36 @@ def test_messages_run_through_parley_alone_read_against_the_bare_relays_stream(
     assert report["metering"] == {"succeeded": succeeded, "metered": succeeded}
 
 
+def test_before_serves_a_second_checkout_in_the_same_rounds_on_its_own_database(
+    tmp_path: Path,
+) -> None:
+    """``--before`` with this very checkout: both Parleys run every round, each with its
+    own key and database, and each meters exactly its own calls (one database for both
+    would count the other's too)."""
+    report = bench(
+        tmp_path, "--targets", "bare,parley", "--before", str(REPO), "--scenarios", "plain",
+        "--duration", "0.5", "--warmup", "0.2",
+    )  # fmt: skip
+
+    rows = [(row["target"], row["mode"]) for row in report["results"]]
+    assert rows == [("bare", "plain"), ("parley", "plain"), ("before", "plain")]
+    for row in report["results"]:
+        assert row["requests"] > 0 and row["errors"] == 0, row["first_error"]
+    for name in ("ratios", "ratios_before", "ratios_after_before"):
+        assert report[name]["plain"]["throughput"] > 0
+    for name in ("metering", "metering_before"):
+        succeeded = report[name]["succeeded"]
+        assert succeeded > 2 and report[name] == {"succeeded": succeeded, "metered": succeeded}
+
+
+def test_before_must_be_a_checkout(tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "bench.load", "--before", str(tmp_path)]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=False)
+
+    assert done.returncode == 2
+    assert f"--before {tmp_path}: no parley package there" in done.stderr
+
+
 def test_workers_mode_runs_each_relay_with_one_and_n_workers(tmp_path: Path) -> None:
     report = bench(
         tmp_path, "--workers", "2", "--scenarios", "plain", "--duration", "0.5", "--warmup", "0.2"
