@@ -14,7 +14,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from bench.processes import BenchError, clean_environment, cpu_list
+from bench.processes import BenchError, Service, Services, clean_environment, cpu_list
 
 MODEL = "bench-model"
 PATH = "/v1/chat/completions"
@@ -164,6 +164,16 @@ def drive(
     if done.returncode != 0:
         raise BenchError(f"load generator failed on {target} {mode}:\n{done.stderr[-2000:]}")
     return {"target": target, **json.loads(done.stdout.splitlines()[-1])}
+
+
+def stop_and_count(
+    services: Services, parley: Service, folder: Path, succeeded: int
+) -> dict[str, int]:
+    """Stop one Parley (a clean stop writes every record) and count what it metered in
+    ``folder``'s database against its ``succeeded`` calls, the smoke test's two added."""
+    if services.stop(parley) != 0:
+        print(f"{parley.name} did not stop cleanly:\n{parley.log_tail()}")
+    return {"succeeded": 2 + succeeded, "metered": metered_records(folder)}
 
 
 def metered_records(workdir: Path) -> int:

@@ -41,22 +41,12 @@ from pathlib import Path
 from typing import Any
 
 from bench import scale
-from bench.harness import (
-    checkout_environment,
-    create_key,
-    drive,
-    metered_records,
-    parley_location,
-    print_table,
-    smoke_test,
-    write_parley_config,
-)
+from bench.harness import drive, parley_location, print_table, smoke_test, stop_and_count
 from bench.processes import (
     BenchError,
     Placement,
     Service,
     Services,
-    free_ports,
     run_in,
     stop,
     wait_until_ready,
@@ -146,10 +136,10 @@ def print_ratios(
 
 
 def run(args: argparse.Namespace, workdir: Path, place: Placement) -> dict[str, Any]:
-    upstream_port, bare_port, parley_port, before_port = free_ports(4)
     results: list[dict[str, Any]] = []
     report: dict[str, Any] = {}
     with Services(workdir) as services:
+        upstream_port, bare_port = services.free_port(), services.free_port()
         upstream_args = ["-m", "bench.upstream", "--port", str(upstream_port)]
         if args.upstream_writes == "joined":
             upstream_args.append("--joined")
@@ -158,14 +148,16 @@ def run(args: argparse.Namespace, workdir: Path, place: Placement) -> dict[str, 
         bare_args = ["-m", "bench.bare_relay", "--port", str(bare_port), "--upstream", upstream_url]
         bare = services.start("bare", bare_port, bare_args, cpus=place.servers)
         servers: dict[str, Service] = {"direct": upstream, "bare": bare}
-        folders = {"parley": (workdir, None, parley_port)}
+        folders: dict[str, tuple[Path, Path | None]] = {"parley": (workdir, None)}
         if args.before:
-            folders["before"] = (workdir / "before", args.before, before_port)
+            folders["before"] = (workdir / "before", args.before)
         keys: dict[str, str] = {}
-        for name, where in folders.items():
-            servers[name], keys[name] = serve_parley(
-                args, services, name, where, upstream_port=upstream_port, cpus=place.servers
-            )
+        for name, (folder, root) in folders.items():
+            servers[name], keys[name] = scale.start_parley(
+                services, folder, upstream, workers=1, limits="{backend: memory}",
+                place=place, allocator=args.allocator, name=name, root=root,
+            )  # fmt: skip
+            print(f"{name} package: {parley_location(folder, root)}", flush=True)
         wait_until_ready(upstream)
         wait_until_ready(bare)
         for name in folders:
@@ -199,48 +191,16 @@ def run(args: argparse.Namespace, workdir: Path, place: Placement) -> dict[str, 
                         f"  round {round_}  {target:<7}{mode:<9}{row['rps']:>10,.0f} req/s",
                         flush=True,
                     )
-        for name, (folder, _, _) in folders.items():
+        for name, (folder, _) in folders.items():
             if name in args.targets:
-                count = stop_and_count(services, servers[name], folder, results)
+                succeeded = sum(r["successes_overall"] for r in results if r["target"] == name)
+                count = stop_and_count(services, servers[name], folder, succeeded)
                 report["metering" if name == "parley" else f"metering_{name}"] = count
     report |= {"results": results, "ratios": ratios(results)}
     if args.before:
         report["ratios_before"] = ratios(results, "before")
         report["ratios_after_before"] = ratios(results, "parley", "before")
     return report
-
-
-def serve_parley(
-    args: argparse.Namespace,
-    services: Services,
-    name: str,
-    where: tuple[Path, Path | None, int],
-    *,
-    upstream_port: int,
-    cpus: frozenset[int] | None,
-) -> tuple[Service, str]:
-    """Start the Parley ``name`` from the checkout ``root`` of ``where`` (``None``: this
-    one) on a database of its own in its ``folder``; it and the key its CLI made."""
-    folder, root, port = where
-    config = write_parley_config(folder, port, upstream_port)
-    print(f"{name} package: {parley_location(folder, root)}", flush=True)
-    key = create_key(config, root)
-    serve_args = ["-m", "parley", "serve", "--config", str(config), "--port", str(port)]
-    serve_args += ["--allocator", args.allocator]
-    environment = checkout_environment(root)
-    parley = services.start(name, port, serve_args, cwd=folder, cpus=cpus, env=environment)
-    return parley, key
-
-
-def stop_and_count(
-    services: Services, parley: Service, folder: Path, results: list[dict[str, Any]]
-) -> dict[str, int]:
-    """Stop one Parley (its clean stop writes every record) and count what it metered
-    against its successful calls (the smoke test's two included)."""
-    expected = 2 + sum(r["successes_overall"] for r in results if r["target"] == parley.name)
-    if services.stop(parley) != 0:
-        print(f"{parley.name} did not stop cleanly:\n{parley.log_tail()}")
-    return {"succeeded": expected, "metered": metered_records(folder)}
 
 
 def arguments() -> argparse.Namespace:

@@ -94,14 +94,18 @@ def start_parley(
     place: Placement,
     allocator: str,
     name: str = "parley",
+    root: Path | None = None,
 ) -> tuple[Service, str]:
-    """Parley in its own folder (config, database), and a key to call it with."""
+    """Parley in its own folder (config, database), and a key to call it with; from the
+    checkout ``root`` when given (``bench.load --before``), else the one Python finds."""
     port = services.free_port()
     config = harness.write_parley_config(workdir, port, upstream.port, limits)
-    key = harness.create_key(config)
+    key = harness.create_key(config, root)
     command = ["-m", "parley", "serve", "--config", str(config), "--workers", str(workers)]
     command += ["--allocator", allocator]
-    return services.start(name, port, command, cwd=workdir, cpus=place.servers), key
+    environment = harness.checkout_environment(root)
+    parley = services.start(name, port, command, cwd=workdir, cpus=place.servers, env=environment)
+    return parley, key
 
 
 def slow_streams(args: argparse.Namespace, workdir: Path, place: Placement) -> dict[str, Any]:
@@ -128,14 +132,12 @@ def slow_streams(args: argparse.Namespace, workdir: Path, place: Placement) -> d
                     f"completed, time to first byte p99 {row['ttfb_p99_ms']:,.0f} ms",
                     flush=True,
                 )
-        expected = 2 + sum(row["completed"] for row in rows if row["target"] == "parley")
-        if services.stop(parley) != 0:
-            print(f"parley did not stop cleanly:\n{parley.log_tail()}")
-    metered = harness.metered_records(workdir / "parley")
+        completed = sum(row["completed"] for row in rows if row["target"] == "parley")
+        metering = harness.stop_and_count(services, parley, workdir / "parley", completed)
     return {
         "slow_streams": rows,
         "memory_read_s": {"after": args.slow_after, "later": args.slow_later},
-        "metering": {"succeeded": expected, "metered": metered},
+        "metering": metering,
     }
 
 
